@@ -1,0 +1,102 @@
+#include "cli/args.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace pi {
+
+void ArgReader::Fail(const std::string& message) {
+  if (!failed_) fprintf(stderr, "%s: %s\n", tool_, message.c_str());
+  failed_ = true;
+}
+
+const char* ArgReader::Value(const std::string& flag) {
+  if (i_ >= argc_) {
+    Fail(flag + " expects a value");
+    return nullptr;
+  }
+  return argv_[i_++];
+}
+
+std::string ArgReader::String(const std::string& flag) {
+  const char* v = Value(flag);
+  return v ? v : "";
+}
+
+int64_t ArgReader::Int64(const std::string& flag) {
+  const char* v = Value(flag);
+  if (!v) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long long x = strtoll(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0') {
+    Fail(flag + " expects an integer, got '" + v + "'");
+    return 0;
+  }
+  return x;
+}
+
+int ArgReader::Int(const std::string& flag) {
+  const int64_t x = Int64(flag);
+  if (x < -2147483647LL || x > 2147483647LL) {
+    Fail(flag + " is out of range");
+    return 0;
+  }
+  return static_cast<int>(x);
+}
+
+float ArgReader::Float(const std::string& flag) {
+  const char* v = Value(flag);
+  if (!v) return 0.0f;
+  char* end = nullptr;
+  errno = 0;
+  const float x = strtof(v, &end);
+  if (errno != 0 || end == v || *end != '\0' || !std::isfinite(x)) {
+    Fail(flag + " expects a number, got '" + v + "'");
+    return 0.0f;
+  }
+  return x;
+}
+
+int64_t ArgReader::Bytes(const std::string& flag) {
+  const char* v = Value(flag);
+  if (!v) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const double x = strtod(v, &end);
+  double mult = 1.0;
+  if (end && *end) {
+    switch (*end) {
+      case 'k':
+      case 'K':
+        mult = 1024.0;
+        break;
+      case 'm':
+      case 'M':
+        mult = 1024.0 * 1024;
+        break;
+      case 'g':
+      case 'G':
+        mult = 1024.0 * 1024 * 1024;
+        break;
+      case 't':
+      case 'T':
+        mult = 1024.0 * 1024 * 1024 * 1024;
+        break;
+      default:
+        mult = 0.0;
+    }
+    if (mult != 0.0) ++end;
+    if (*end == 'i') ++end;  // "GiB"
+    if (*end == 'B' || *end == 'b') ++end;
+  }
+  if (errno != 0 || end == v || *end != '\0' || mult == 0.0 || !(x >= 0.0)) {
+    Fail(flag + " expects a size like 512M or 11G, got '" + v + "'");
+    return 0;
+  }
+  return static_cast<int64_t>(x * mult);
+}
+
+}  // namespace pi

@@ -1,0 +1,41 @@
+// ArgReader: the flag loop shared by the cli mains. Each main walks argv with
+// it, so every tool reports a missing or malformed value the same way:
+// "pi-run: -n expects an integer, got 'abc'".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pi {
+
+class ArgReader {
+ public:
+  ArgReader(const char* tool, int argc, char** argv) : tool_(tool), argc_(argc), argv_(argv) {}
+
+  bool Done() const { return i_ >= argc_; }
+  // The current flag, advancing past it.
+  std::string Next() { return argv_[i_++]; }
+
+  // Values of the flag just read by Next(). On error they print a message and
+  // set failed(); the caller checks failed() after each flag.
+  std::string String(const std::string& flag);
+  int Int(const std::string& flag);
+  int64_t Int64(const std::string& flag);
+  float Float(const std::string& flag);
+  // A size with optional K/M/G suffix (powers of 1024), e.g. "11G".
+  int64_t Bytes(const std::string& flag);
+
+  // Prints "tool: message" to stderr and marks failure.
+  void Fail(const std::string& message);
+  bool failed() const { return failed_; }
+
+ private:
+  const char* Value(const std::string& flag);
+  const char* tool_;
+  int argc_;
+  char** argv_;
+  int i_ = 1;
+  bool failed_ = false;
+};
+
+}  // namespace pi

@@ -1,0 +1,335 @@
+// pi-bench: llama-bench's measurements for this engine.
+//
+//   pp N: a batch of N random tokens from an empty context; t/s = N / time.
+//   tg N: N single-token decodes from an empty context;     t/s = N / time.
+// One untimed warmup, then -r repetitions; mean ± sample stddev of per-run
+// t/s. Tokenization and sampling are excluded.
+//
+// Beyond llama-bench: the weight bytes each generated token reads, the GB/s
+// that implies, and a read-bandwidth probe of this machine with the same
+// threads, so a tg row shows how close decode runs to the memory limit.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/args.h"
+#include "common/json.h"
+#include "common/memory_bandwidth.h"
+#include "common/progress.h"
+#include "coordinator/engine.h"
+#include "kernels/cpu/isa.h"
+
+namespace {
+
+void Usage() {
+  fprintf(stderr,
+          "usage: pi-bench [options]   (list flags take comma lists: -t 1,2)\n"
+          "  -m, --model FILE[,FILE]  GGUF models (default: the bundled demo model)\n"
+          "  -p, --n-prompt N[,N]     prompt lengths (default 512; 0 = skip)\n"
+          "  -n, --n-gen N[,N]        generated lengths (default 128; 0 = skip)\n"
+          "  -t, --threads N[,N]      threads (default: all cores)\n"
+          "  -b, --batch-size N       prompt batch (default 64)\n"
+          "  -r, --repetitions N      (default 5)\n"
+          "  -o, --output md|csv|json|jsonl   (default md)\n"
+          "  --isa scalar|avx2|avx512 force a kernel level (default: best available)\n"
+          "  --no-bw                  skip the memory-bandwidth probe\n");
+}
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+bool ToInts(const std::vector<std::string>& v, std::vector<int>* out) {
+  out->clear();
+  for (const std::string& s : v) {
+    char* end = nullptr;
+    const long x = strtol(s.c_str(), &end, 10);
+    if (*end != '\0' || x < 0) return false;
+    out->push_back(static_cast<int>(x));
+  }
+  return !out->empty();
+}
+
+struct Result {
+  std::string model_filename, model_type, test, isa;
+  int64_t model_size = 0, model_n_params = 0;
+  int n_threads = 0, n_batch = 0, n_prompt = 0, n_gen = 0;
+  std::string test_time;
+  std::vector<double> samples_ns;
+  double weight_bytes_per_token = 0;  // tg only
+  double mem_bw_gbs = 0;
+
+  double avg(const std::vector<double>& v) const {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0 : s / v.size();
+  }
+  double stddev(const std::vector<double>& v) const {
+    if (v.size() < 2) return 0;
+    const double m = avg(v);
+    double s = 0;
+    for (double x : v) s += (x - m) * (x - m);
+    return std::sqrt(s / (v.size() - 1));
+  }
+  std::vector<double> samples_ts() const {
+    std::vector<double> ts;
+    const int n = n_prompt + n_gen;
+    for (double ns : samples_ns) ts.push_back(1e9 * n / ns);
+    return ts;
+  }
+  double avg_gbs() const {
+    return n_gen > 0 ? weight_bytes_per_token * avg(samples_ts()) / 1e9 : 0.0;
+  }
+};
+
+std::string IsoNow() {
+  char buf[32];
+  const time_t t = time(nullptr);
+  strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+  return buf;
+}
+
+std::string Fmt(const char* fmt, double v) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+std::string JsonArray(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + pi::JsonNumber(v[i]);
+  return s + "]";
+}
+
+std::string ToJson(const Result& r) {
+  const std::vector<double> ts = r.samples_ts();
+  std::string s = "{";
+  s += "\"model_filename\":" + pi::JsonEscape(r.model_filename);
+  s += ",\"model_type\":" + pi::JsonEscape(r.model_type);
+  s += ",\"model_size\":" + std::to_string(r.model_size);
+  s += ",\"model_n_params\":" + std::to_string(r.model_n_params);
+  s += ",\"cpu_isa\":" + pi::JsonEscape(r.isa);
+  s += ",\"n_batch\":" + std::to_string(r.n_batch);
+  s += ",\"n_threads\":" + std::to_string(r.n_threads);
+  s += ",\"n_prompt\":" + std::to_string(r.n_prompt);
+  s += ",\"n_gen\":" + std::to_string(r.n_gen);
+  s += ",\"test_time\":" + pi::JsonEscape(r.test_time);
+  s += ",\"avg_ns\":" + pi::JsonNumber(r.avg(r.samples_ns));
+  s += ",\"stddev_ns\":" + pi::JsonNumber(r.stddev(r.samples_ns));
+  s += ",\"avg_ts\":" + pi::JsonNumber(r.avg(ts));
+  s += ",\"stddev_ts\":" + pi::JsonNumber(r.stddev(ts));
+  s += ",\"samples_ns\":" + JsonArray(r.samples_ns);
+  s += ",\"samples_ts\":" + JsonArray(ts);
+  s += ",\"weight_bytes_per_token\":" + pi::JsonNumber(r.weight_bytes_per_token);
+  s += ",\"avg_gbs\":" + pi::JsonNumber(r.avg_gbs());
+  s += ",\"mem_bw_gbs\":" + pi::JsonNumber(r.mem_bw_gbs);
+  s += ",\"bw_fraction\":" + pi::JsonNumber(r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0);
+  return s + "}";
+}
+
+void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
+  if (fmt == "json") {
+    printf("[\n");
+    for (size_t i = 0; i < rs.size(); ++i)
+      printf("  %s%s\n", ToJson(rs[i]).c_str(), i + 1 < rs.size() ? "," : "");
+    printf("]\n");
+  } else if (fmt == "jsonl") {
+    for (const Result& r : rs) printf("%s\n", ToJson(r).c_str());
+  } else if (fmt == "csv") {
+    printf(
+        "model_filename,model_type,model_size,model_n_params,cpu_isa,n_batch,n_threads,"
+        "n_prompt,n_gen,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts,weight_bytes_per_token,"
+        "avg_gbs,mem_bw_gbs,bw_fraction\n");
+    for (const Result& r : rs) {
+      const std::vector<double> ts = r.samples_ts();
+      printf("\"%s\",\"%s\",%lld,%lld,%s,%d,%d,%d,%d,%s,%.0f,%.0f,%.6f,%.6f,%.0f,%.3f,%.3f,%.4f\n",
+             r.model_filename.c_str(), r.model_type.c_str(), static_cast<long long>(r.model_size),
+             static_cast<long long>(r.model_n_params), r.isa.c_str(), r.n_batch, r.n_threads,
+             r.n_prompt, r.n_gen, r.test_time.c_str(), r.avg(r.samples_ns), r.stddev(r.samples_ns),
+             r.avg(ts), r.stddev(ts), r.weight_bytes_per_token, r.avg_gbs(), r.mem_bw_gbs,
+             r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0.0);
+    }
+  } else {
+    printf("| model | size | params | isa | threads | test | t/s | GB/s | mem BW GB/s | of BW |\n");
+    printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (const Result& r : rs) {
+      const std::vector<double> ts = r.samples_ts();
+      const bool tg = r.n_gen > 0;
+      printf("| %s | %s | %s | %s | %d | %s | %s ± %s | %s | %s | %s |\n", r.model_type.c_str(),
+             (Fmt("%.2f", r.model_size / 1048576.0) + " MiB").c_str(),
+             (Fmt("%.2f", r.model_n_params / 1e6) + " M").c_str(), r.isa.c_str(), r.n_threads,
+             r.test.c_str(), Fmt("%.2f", r.avg(ts)).c_str(), Fmt("%.2f", r.stddev(ts)).c_str(),
+             tg ? Fmt("%.2f", r.avg_gbs()).c_str() : "",
+             r.mem_bw_gbs > 0 ? Fmt("%.2f", r.mem_bw_gbs).c_str() : "",
+             tg && r.mem_bw_gbs > 0 ? (Fmt("%.0f", 100 * r.avg_gbs() / r.mem_bw_gbs) + "%").c_str()
+                                    : "");
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pi::ArgReader args("pi-bench", argc, argv);
+  std::vector<std::string> models;
+  std::vector<int> n_prompt = {512}, n_gen = {128};
+  std::vector<int> threads = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+  int reps = 5, n_batch = 64;
+  std::string out_fmt = "md", isa_name;
+  bool bw_probe = true;
+  while (!args.Done() && !args.failed()) {
+    const std::string f = args.Next();
+    if (f == "-m" || f == "--model") {
+      for (const std::string& m : SplitList(args.String(f))) models.push_back(m);
+    } else if (f == "-p" || f == "--n-prompt") {
+      if (!ToInts(SplitList(args.String(f)), &n_prompt)) args.Fail(f + " expects N[,N...]");
+    } else if (f == "-n" || f == "--n-gen") {
+      if (!ToInts(SplitList(args.String(f)), &n_gen)) args.Fail(f + " expects N[,N...]");
+    } else if (f == "-t" || f == "--threads") {
+      if (!ToInts(SplitList(args.String(f)), &threads)) args.Fail(f + " expects N[,N...]");
+    } else if (f == "-r" || f == "--repetitions")
+      reps = args.Int(f);
+    else if (f == "-b" || f == "--batch-size")
+      n_batch = args.Int(f);
+    else if (f == "-o" || f == "--output")
+      out_fmt = args.String(f);
+    else if (f == "--isa")
+      isa_name = args.String(f);
+    else if (f == "--no-bw")
+      bw_probe = false;
+    else if (f == "-h" || f == "--help") {
+      Usage();
+      return 0;
+    } else
+      args.Fail("unknown flag '" + f + "' (see --help)");
+  }
+  if (args.failed()) return 2;
+  if (reps < 1 || n_batch < 1 ||
+      (out_fmt != "md" && out_fmt != "csv" && out_fmt != "json" && out_fmt != "jsonl")) {
+    Usage();
+    return 2;
+  }
+  for (int t : threads) {
+    if (t < 1) {
+      fprintf(stderr, "pi-bench: threads must be >= 1\n");
+      return 2;
+    }
+  }
+  if (!isa_name.empty()) {
+    pi::CpuIsa isa;
+    if (isa_name == "scalar")
+      isa = pi::CpuIsa::kScalar;
+    else if (isa_name == "avx2")
+      isa = pi::CpuIsa::kAvx2;
+    else if (isa_name == "avx512")
+      isa = pi::CpuIsa::kAvx512;
+    else {
+      fprintf(stderr, "pi-bench: unknown --isa '%s'\n", isa_name.c_str());
+      return 2;
+    }
+    pi::SetCpuIsa(isa);
+    if (pi::ActiveCpuIsa() != isa) {
+      fprintf(stderr, "pi-bench: --isa %s is not available on this CPU/build\n", isa_name.c_str());
+      return 2;
+    }
+  }
+  if (models.empty()) models.push_back(PI_DEFAULT_MODEL);
+
+  std::vector<Result> results;
+  std::mt19937 rng(1234);
+  for (const std::string& path : models) {
+    pi::LlamaModel model;
+    pi::Status s = pi::LoadLlamaModel(path, &model);
+    if (!s.ok()) {
+      fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+      return 1;
+    }
+    const pi::LlamaConfig& c = model.config;
+    const int n_vocab = c.n_vocab;
+    std::string ftype = DTypeName(model.layers[0].ffn_up.type);
+    for (char& ch : ftype) ch = static_cast<char>(toupper(ch));
+    const std::string model_type =
+        c.arch + " " + Fmt("%.0f", model.ParameterCount() / 1e6) + "M " + ftype;
+
+    for (int nt : threads) {
+      double bw = 0;
+      if (bw_probe) {
+        pi::ThreadPool probe_pool(nt);
+        bw = pi::MeasureReadBandwidthGBs(&probe_pool);
+      }
+      std::vector<std::pair<int, int>> tests;  // (n_prompt, n_gen): pp tests, then tg tests
+      for (int pp : n_prompt)
+        if (pp > 0) tests.emplace_back(pp, 0);
+      for (int tg : n_gen)
+        if (tg > 0) tests.emplace_back(0, tg);
+      for (const auto& [np, ng] : tests) {
+        pi::EngineOptions opt;
+        opt.n_threads = nt;
+        opt.n_batch = n_batch;
+        opt.n_ctx = std::max(np + ng, 16);
+        std::unique_ptr<pi::Engine> engine;
+        s = pi::Engine::Create(&model, opt, &engine);
+        if (!s.ok()) {
+          fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+          return 1;
+        }
+        std::vector<int32_t> toks(std::max(np, ng));
+        for (int32_t& t : toks) t = static_cast<int32_t>(rng() % n_vocab);
+
+        Result r;
+        r.model_filename = path;
+        r.model_type = model_type;
+        r.model_size = model.TotalWeightBytes();
+        r.model_n_params = model.ParameterCount();
+        r.isa = pi::CpuIsaName(pi::ActiveCpuIsa());
+        r.n_threads = nt;
+        r.n_batch = n_batch;
+        r.n_prompt = np;
+        r.n_gen = ng;
+        r.test = np > 0 ? "pp" + std::to_string(np) : "tg" + std::to_string(ng);
+        r.test_time = IsoNow();
+        r.mem_bw_gbs = bw;
+        if (ng > 0) {
+          // Every matrix once per token, plus the KV cache read at the
+          // average depth of the run.
+          const double kv = 2.0 * c.n_layer * c.kv_dim() * sizeof(float) * (ng + 1) / 2.0;
+          r.weight_bytes_per_token = static_cast<double>(model.DecodeWeightBytes()) + kv;
+        }
+        pi::ProgressBar bar("pi-bench " + r.test + " t=" + std::to_string(nt), reps + 1, "runs");
+        for (int rep = -1; rep < reps; ++rep) {  // rep -1: warmup
+          engine->Reset();
+          const double t0 = pi::NowSeconds();
+          if (np > 0) {
+            s = engine->Eval(toks.data(), np);
+          } else {
+            for (int i = 0; i < ng && s.ok(); ++i) s = engine->Eval(&toks[i], 1);
+          }
+          const double dt = pi::NowSeconds() - t0;
+          if (!s.ok()) {
+            fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+            return 1;
+          }
+          if (rep >= 0) r.samples_ns.push_back(dt * 1e9);
+          bar.Update(rep + 2);
+        }
+        bar.Finish();
+        results.push_back(r);
+      }
+    }
+  }
+  PrintResults(results, out_fmt);
+  return 0;
+}

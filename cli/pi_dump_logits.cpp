@@ -1,0 +1,102 @@
+// pi-dump-logits: evaluates a token sequence and writes every position's
+// logits as raw float32 [n_tokens, n_vocab], row-major. The reference checks
+// (tests/reference/check_forward.py) compare these with an independent numpy
+// forward pass. --mode decode feeds one token per Eval (the decode path),
+// --mode prompt the whole sequence in batches of -b (the prompt path).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "coordinator/engine.h"
+
+namespace {
+
+void Usage() {
+  fprintf(stderr,
+          "usage: pi-dump-logits -m MODEL --tokens 1,2,3 --out FILE [--mode decode|prompt] "
+          "[-t N] [-b N] [-c N]\n");
+}
+
+bool ParseTokens(const std::string& s, std::vector<int32_t>* out) {
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string tok = s.substr(i, j - i);
+    char* end = nullptr;
+    const long v = strtol(tok.c_str(), &end, 10);
+    if (tok.empty() || *end != '\0') return false;
+    out->push_back(static_cast<int32_t>(v));
+    i = j + 1;
+  }
+  return !out->empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pi::ArgReader args("pi-dump-logits", argc, argv);
+  std::string model_path, tokens_arg, out_path, mode = "decode";
+  pi::EngineOptions opt;
+  while (!args.Done() && !args.failed()) {
+    const std::string f = args.Next();
+    if (f == "-m" || f == "--model")
+      model_path = args.String(f);
+    else if (f == "--tokens")
+      tokens_arg = args.String(f);
+    else if (f == "--out")
+      out_path = args.String(f);
+    else if (f == "--mode")
+      mode = args.String(f);
+    else if (f == "-t" || f == "--threads")
+      opt.n_threads = args.Int(f);
+    else if (f == "-b" || f == "--batch-size")
+      opt.n_batch = args.Int(f);
+    else if (f == "-c" || f == "--ctx-size")
+      opt.n_ctx = args.Int(f);
+    else if (f == "-h" || f == "--help") {
+      Usage();
+      return 0;
+    } else
+      args.Fail("unknown flag '" + f + "'");
+  }
+  if (args.failed()) return 2;
+  std::vector<int32_t> tokens;
+  if (model_path.empty() || out_path.empty() || !ParseTokens(tokens_arg, &tokens) ||
+      (mode != "decode" && mode != "prompt")) {
+    Usage();
+    return 2;
+  }
+
+  pi::LlamaModel model;
+  pi::Status s = pi::LoadLlamaModel(model_path, &model);
+  std::unique_ptr<pi::Engine> engine;
+  if (s.ok()) s = pi::Engine::Create(&model, opt, &engine);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-dump-logits: %s\n", s.message().c_str());
+    return 1;
+  }
+  const int n_vocab = engine->n_vocab();
+  std::vector<float> all(tokens.size() * static_cast<size_t>(n_vocab));
+  if (mode == "prompt") {
+    s = engine->Eval(tokens.data(), static_cast<int>(tokens.size()), /*all_logits=*/true);
+    if (s.ok()) std::copy(engine->logits(), engine->logits() + all.size(), all.begin());
+  } else {
+    for (size_t i = 0; i < tokens.size() && s.ok(); ++i) {
+      s = engine->Eval(&tokens[i], 1);
+      if (s.ok())
+        std::copy(engine->logits(), engine->logits() + n_vocab, all.begin() + i * n_vocab);
+    }
+  }
+  if (!s.ok()) {
+    fprintf(stderr, "pi-dump-logits: %s\n", s.message().c_str());
+    return 1;
+  }
+  FILE* f = fopen(out_path.c_str(), "wb");
+  if (!f || fwrite(all.data(), sizeof(float), all.size(), f) != all.size() || fclose(f) != 0) {
+    fprintf(stderr, "pi-dump-logits: cannot write %s\n", out_path.c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,164 @@
+// pi-quantize: converts a GGUF's weight matrices to Q8_0, Q4_0 or F16.
+//
+//   pi-quantize model-f16.gguf model-q4_0.gguf q4_0
+//
+// Every 2-D tensor whose name ends in ".weight" and whose rows are whole
+// blocks of the target type is converted (through f32, with ggml's reference
+// quantizers, so files match llama.cpp's); everything else (norms, 1-D
+// tensors, tensors of types we cannot decode) is copied unchanged. All
+// metadata is kept; general.file_type and general.quantization_version are
+// updated; the PWRI magic and PowerInfer's extra tensors are kept.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/gguf.h"
+#include "common/synthetic_model.h"
+#include "kernels/cpu/quant.h"
+
+namespace {
+
+void Usage() {
+  fprintf(stderr,
+          "usage: pi-quantize IN.gguf OUT.gguf TYPE\n"
+          "  TYPE: q8_0 | q4_0 | f16\n"
+          "Converts every 2-D *.weight tensor whose ne0 is a multiple of TYPE's block size;\n"
+          "other tensors (norms, 1-D) are copied unchanged. Metadata is kept.\n");
+}
+
+bool ParseType(const std::string& s, pi::DType* t) {
+  if (s == "q8_0")
+    *t = pi::DType::kQ8_0;
+  else if (s == "q4_0")
+    *t = pi::DType::kQ4_0;
+  else if (s == "f16")
+    *t = pi::DType::kF16;
+  else
+    return false;
+  return true;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool IsQuantized(pi::DType t) {
+  return pi::GetDTypeInfo(static_cast<uint32_t>(t)).block_elems > 1;
+}
+
+// Converts rows [0, n_rows) on several threads; each row is independent.
+void ConvertRows(const pi::TensorInfo& t, pi::DType to, uint8_t* dst) {
+  const int64_t ne0 = t.ne[0];
+  const int64_t n_rows = t.n_elements() / ne0;
+  const int64_t src_row = t.row_bytes();
+  const int64_t dst_row = pi::RowBytes(to, ne0);
+  auto work = [&](int64_t begin, int64_t end) {
+    std::vector<float> buf(static_cast<size_t>(ne0));
+    for (int64_t r = begin; r < end; ++r) {
+      pi::DequantizeRow(t.type, t.data + r * src_row, buf.data(), ne0);
+      pi::QuantizeRow(to, buf.data(), dst + r * dst_row, ne0);
+    }
+  };
+  int n_threads = static_cast<int>(std::min<unsigned>(16, std::thread::hardware_concurrency()));
+  if (n_threads <= 1 || t.n_elements() < (1 << 20)) {
+    work(0, n_rows);
+    return;
+  }
+  n_threads = static_cast<int>(std::min<int64_t>(n_threads, n_rows));
+  std::vector<std::thread> threads;
+  for (int k = 0; k < n_threads; ++k) {
+    threads.emplace_back(work, n_rows * k / n_threads, n_rows * (k + 1) / n_threads);
+  }
+  for (std::thread& th : threads) th.join();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
+    Usage();
+    return 0;
+  }
+  if (argc != 4) {
+    Usage();
+    return 2;
+  }
+  const std::string in_path = argv[1];
+  const std::string out_path = argv[2];
+  pi::DType target;
+  if (!ParseType(argv[3], &target)) {
+    fprintf(stderr, "pi-quantize: unknown type '%s' (q8_0, q4_0 or f16)\n", argv[3]);
+    return 2;
+  }
+
+  std::unique_ptr<pi::GgufFile> in;
+  pi::Status s = pi::GgufFile::Open(in_path, &in);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-quantize: %s\n", s.message().c_str());
+    return 1;
+  }
+
+  pi::GgufWriter w;
+  w.SetSparseMagic(in->is_sparse_magic());
+  const int n_tensors = static_cast<int>(in->tensors().size());
+  const int block = pi::GetDTypeInfo(static_cast<uint32_t>(target)).block_elems;
+  bool any_quantized = false;
+  int n_converted = 0;
+  for (int i = 0; i < n_tensors; ++i) {
+    const pi::TensorInfo& t = in->tensors()[i];
+    const bool convert = t.n_dims == 2 && EndsWith(t.name, ".weight") && t.ne[0] % block == 0 &&
+                         pi::IsComputeDType(t.type) && t.type != target;
+    const pi::DType out_type = convert ? target : t.type;
+    any_quantized |= IsQuantized(out_type);
+    n_converted += convert;
+    if (!convert && t.n_dims == 2 && EndsWith(t.name, ".weight") && t.type != target) {
+      fprintf(stderr, "pi-quantize: keeping %s as %s (%s)\n", t.name.c_str(), pi::DTypeName(t.type),
+              pi::IsComputeDType(t.type) ? "ne0 is not a multiple of the block size"
+                                         : "cannot decode this type");
+    }
+    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    // Tensors are produced while the file is written, one at a time, straight
+    // from the input mapping: memory stays at one tensor.
+    s = w.AddTensorFill(t.name, out_type, ne, [&t, out_type, convert, i, n_tensors](void* dst) {
+      fprintf(stderr, "[%*d/%d] %-32s %-14s %5s -> %s\n",
+              static_cast<int>(std::to_string(n_tensors).size()), i + 1, n_tensors, t.name.c_str(),
+              t.ShapeString().c_str(), pi::DTypeName(t.type), pi::DTypeName(out_type));
+      if (convert) {
+        ConvertRows(t, out_type, static_cast<uint8_t*>(dst));
+      } else {
+        memcpy(dst, t.data, t.nbytes);
+      }
+      return pi::Status::Ok();
+    });
+    if (!s.ok()) {
+      fprintf(stderr, "pi-quantize: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+
+  for (const auto& kv : in->metadata()) {
+    // A file with nothing quantized left carries no quantization version.
+    if (kv.first == "general.quantization_version" && !any_quantized) continue;
+    w.Set(kv.first, kv.second);
+  }
+  w.Set("general.file_type", pi::GgufValue::U32(pi::GgufFileTypeOf(target)));
+  if (any_quantized) w.Set("general.quantization_version", pi::GgufValue::U32(2));
+
+  const auto start = std::chrono::steady_clock::now();
+  s = w.Write(out_path);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-quantize: %s\n", s.message().c_str());
+    return 1;
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fprintf(stderr, "pi-quantize: wrote %s: %d of %d tensors converted to %s in %.1f s\n",
+          out_path.c_str(), n_converted, n_tensors, pi::DTypeName(target), secs);
+  return 0;
+}

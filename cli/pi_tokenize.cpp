@@ -1,0 +1,372 @@
+// pi-tokenize: run a GGUF's tokenizer from the command line.
+//
+//   pi-tokenize -m model.gguf "In the beginning"       one line per token: id, text, piece
+//   pi-tokenize -m model.gguf --ids-jsonl in.jsonl     one JSON string per line in, one JSON
+//                                                      array of ids per line out
+//   pi-tokenize -m model.gguf --decode-jsonl in.jsonl  JSON arrays of ids in, JSON strings out
+//   pi-tokenize -m model.gguf --stream-jsonl in.jsonl  as --decode-jsonl, but through
+//                                                      TokenToPiece + Utf8Stream, as a server
+//                                                      streams (no first-space removal)
+//
+// The JSON Lines modes let a test check hundreds of strings in one process. "-" reads
+// stdin. Output strings are valid UTF-8: bytes that are not become U+FFFD.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "common/gguf.h"
+#include "common/tokenizer.h"
+#include "common/unicode.h"
+
+namespace {
+
+void Usage() {
+  fprintf(stderr,
+          "usage: pi-tokenize -m MODEL.gguf [options] [TEXT]\n"
+          "  -m, --model FILE        GGUF holding tokenizer.ggml.* (a vocab-only file is fine)\n"
+          "  TEXT                    encode TEXT; print id, vocabulary text and piece per token\n"
+          "  --ids-jsonl FILE        encode one JSON string per line; print JSON id arrays\n"
+          "  --decode-jsonl FILE     decode one JSON id array per line; print JSON strings\n"
+          "  --stream-jsonl FILE     like --decode-jsonl, token by token through Utf8Stream\n"
+          "  --bos / --no-bos        add bos (default: tokenizer.ggml.add_bos_token)\n"
+          "  --parse-special         treat control tokens written in the text as tokens\n"
+          "  --info                  print the vocabulary's summary\n");
+}
+
+// JSON string with the quotes; invalid UTF-8 becomes U+FFFD so the line stays JSON.
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (size_t pos = 0; pos < s.size();) {
+    uint32_t cp;
+    size_t len;
+    const pi::Utf8Status st = pi::DecodeUtf8(s.data(), s.size(), pos, &cp, &len);
+    if (st != pi::Utf8Status::kValid) {
+      out += "\\ufffd";
+    } else if (cp == '"') {
+      out += "\\\"";
+    } else if (cp == '\\') {
+      out += "\\\\";
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (cp < 0x20 || cp == 0x7F) {
+      char buf[8];
+      snprintf(buf, sizeof(buf), "\\u%04x", cp);
+      out += buf;
+    } else {
+      out.append(s, pos, len);
+    }
+    pos += len;
+  }
+  out += "\"";
+  return out;
+}
+
+void SkipSpace(const std::string& s, size_t* pos) {
+  while (*pos < s.size() && (s[*pos] == ' ' || s[*pos] == '\t' || s[*pos] == '\r')) ++*pos;
+}
+
+bool ParseHex4(const std::string& s, size_t pos, uint32_t* v) {
+  if (pos + 4 > s.size()) return false;
+  *v = 0;
+  for (size_t k = pos; k < pos + 4; ++k) {
+    const char c = s[k];
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      d = c - 'A' + 10;
+    } else {
+      return false;
+    }
+    *v = *v * 16 + d;
+  }
+  return true;
+}
+
+// Parses a line holding exactly one JSON string.
+pi::Status ParseJsonString(const std::string& line, std::string* out) {
+  out->clear();
+  size_t pos = 0;
+  SkipSpace(line, &pos);
+  if (pos >= line.size() || line[pos] != '"') return pi::Status::Error("expected a JSON string");
+  ++pos;
+  while (true) {
+    if (pos >= line.size()) return pi::Status::Error("unterminated string");
+    const char c = line[pos++];
+    if (c == '"') break;
+    if (static_cast<unsigned char>(c) < 0x20) {
+      return pi::Status::Error("raw control character at column %zu", pos);
+    }
+    if (c != '\\') {
+      out->push_back(c);
+      continue;
+    }
+    if (pos >= line.size()) return pi::Status::Error("unterminated escape");
+    const char e = line[pos++];
+    switch (e) {
+      case '"':
+        out->push_back('"');
+        break;
+      case '\\':
+        out->push_back('\\');
+        break;
+      case '/':
+        out->push_back('/');
+        break;
+      case 'b':
+        out->push_back('\b');
+        break;
+      case 'f':
+        out->push_back('\f');
+        break;
+      case 'n':
+        out->push_back('\n');
+        break;
+      case 'r':
+        out->push_back('\r');
+        break;
+      case 't':
+        out->push_back('\t');
+        break;
+      case 'u': {
+        uint32_t cp;
+        if (!ParseHex4(line, pos, &cp)) return pi::Status::Error("bad \\u escape");
+        pos += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {  // a surrogate pair
+          uint32_t lo;
+          if (pos + 6 > line.size() || line[pos] != '\\' || line[pos + 1] != 'u' ||
+              !ParseHex4(line, pos + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF) {
+            return pi::Status::Error("unpaired surrogate at column %zu", pos);
+          }
+          pos += 6;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          return pi::Status::Error("unpaired surrogate at column %zu", pos);
+        }
+        pi::AppendUtf8(cp, out);
+        break;
+      }
+      default:
+        return pi::Status::Error("bad escape \\%c", e);
+    }
+  }
+  SkipSpace(line, &pos);
+  if (pos != line.size()) return pi::Status::Error("trailing characters after the string");
+  return pi::Status::Ok();
+}
+
+// Parses a line holding exactly one JSON array of integers.
+pi::Status ParseJsonIds(const std::string& line, std::vector<int32_t>* ids) {
+  ids->clear();
+  size_t pos = 0;
+  SkipSpace(line, &pos);
+  if (pos >= line.size() || line[pos] != '[') return pi::Status::Error("expected a JSON array");
+  ++pos;
+  SkipSpace(line, &pos);
+  if (pos < line.size() && line[pos] == ']') {
+    ++pos;
+  } else {
+    while (true) {
+      SkipSpace(line, &pos);
+      bool neg = false;
+      if (pos < line.size() && line[pos] == '-') {
+        neg = true;
+        ++pos;
+      }
+      int64_t v = 0;
+      size_t digits = 0;
+      while (pos < line.size() && line[pos] >= '0' && line[pos] <= '9' && digits < 11) {
+        v = v * 10 + (line[pos++] - '0');
+        ++digits;
+      }
+      if (digits == 0 || digits > 10 || v > 2147483647) {
+        return pi::Status::Error("bad integer at column %zu", pos);
+      }
+      ids->push_back(static_cast<int32_t>(neg ? -v : v));
+      SkipSpace(line, &pos);
+      if (pos < line.size() && line[pos] == ',') {
+        ++pos;
+        continue;
+      }
+      if (pos < line.size() && line[pos] == ']') {
+        ++pos;
+        break;
+      }
+      return pi::Status::Error("expected ',' or ']' at column %zu", pos);
+    }
+  }
+  SkipSpace(line, &pos);
+  if (pos != line.size()) return pi::Status::Error("trailing characters after the array");
+  return pi::Status::Ok();
+}
+
+std::string JsonIds(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(ids[i]);
+  }
+  return out + "]";
+}
+
+enum class Mode { kText, kIdsJsonl, kDecodeJsonl, kStreamJsonl, kInfo };
+
+int RunJsonl(const pi::Tokenizer& tok, Mode mode, const std::string& path, bool add_bos,
+             bool parse_special) {
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (path != "-") {
+    file.open(path, std::ios::binary);
+    if (!file) {
+      fprintf(stderr, "pi-tokenize: cannot open %s\n", path.c_str());
+      return 1;
+    }
+    in = &file;
+  }
+  std::string line, text;
+  std::vector<int32_t> ids;
+  for (size_t line_no = 1; std::getline(*in, line); ++line_no) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    pi::Status s;
+    std::string result;
+    if (mode == Mode::kIdsJsonl) {
+      s = ParseJsonString(line, &text);
+      if (s.ok()) s = tok.Encode(text, add_bos, &ids, parse_special);
+      if (s.ok()) result = JsonIds(ids);
+    } else {
+      s = ParseJsonIds(line, &ids);
+      if (s.ok() && mode == Mode::kDecodeJsonl) {
+        result = JsonString(tok.Decode(ids));
+      } else if (s.ok()) {
+        pi::Utf8Stream stream;
+        std::string streamed;
+        for (int32_t id : ids) streamed += stream.Push(tok.TokenToPiece(id));
+        streamed += stream.Flush();
+        result = JsonString(streamed);
+      }
+    }
+    if (!s.ok()) {
+      fprintf(stderr, "pi-tokenize: %s:%zu: %s\n", path.c_str(), line_no, s.message().c_str());
+      return 1;
+    }
+    fputs(result.c_str(), stdout);
+    fputc('\n', stdout);
+  }
+  return 0;
+}
+
+const char* TypeName(pi::TokenType t) {
+  switch (t) {
+    case pi::TokenType::kNormal:
+      return "normal";
+    case pi::TokenType::kUnknown:
+      return "unknown";
+    case pi::TokenType::kControl:
+      return "control";
+    case pi::TokenType::kUserDefined:
+      return "user-defined";
+    case pi::TokenType::kUnused:
+      return "unused";
+    case pi::TokenType::kByte:
+      return "byte";
+    default:
+      return "undefined";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pi::ArgReader args("pi-tokenize", argc, argv);
+  std::string model_path, jsonl_path, text;
+  bool have_text = false, parse_special = false;
+  int bos = -1;  // -1: the tokenizer's default
+  Mode mode = Mode::kText;
+  while (!args.Done() && !args.failed()) {
+    const std::string flag = args.Next();
+    if (flag == "-m" || flag == "--model") {
+      model_path = args.String(flag);
+    } else if (flag == "--ids-jsonl") {
+      mode = Mode::kIdsJsonl;
+      jsonl_path = args.String(flag);
+    } else if (flag == "--decode-jsonl") {
+      mode = Mode::kDecodeJsonl;
+      jsonl_path = args.String(flag);
+    } else if (flag == "--stream-jsonl") {
+      mode = Mode::kStreamJsonl;
+      jsonl_path = args.String(flag);
+    } else if (flag == "--bos") {
+      bos = 1;
+    } else if (flag == "--no-bos") {
+      bos = 0;
+    } else if (flag == "--parse-special") {
+      parse_special = true;
+    } else if (flag == "--info") {
+      mode = Mode::kInfo;
+    } else if (flag == "-h" || flag == "--help") {
+      Usage();
+      return 0;
+    } else if (!flag.empty() && flag[0] == '-' && flag != "-") {
+      args.Fail("unknown flag " + flag);
+    } else if (!have_text) {
+      text = flag;
+      have_text = true;
+    } else {
+      args.Fail("more than one TEXT argument");
+    }
+  }
+  if (args.failed()) return 2;
+  if (model_path.empty() || (mode == Mode::kText && !have_text)) {
+    Usage();
+    return 2;
+  }
+
+  std::unique_ptr<pi::GgufFile> file;
+  pi::Status s = pi::GgufFile::Open(model_path, &file);
+  std::unique_ptr<pi::Tokenizer> tok;
+  if (s.ok()) s = pi::Tokenizer::FromGguf(*file, &tok);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-tokenize: %s: %s\n", model_path.c_str(), s.message().c_str());
+    return 1;
+  }
+  const bool add_bos = bos < 0 ? tok->add_bos_token() : bos == 1;
+
+  switch (mode) {
+    case Mode::kInfo: {
+      const pi::TokenizerVocab& v = tok->vocab();
+      printf(
+          "model %s%s%s\nn_vocab %d\nmerges %zu\nbos %d\neos %d\nunk %d\n"
+          "add_bos_token %d\nadd_space_prefix %d\nremove_extra_whitespaces %d\n",
+          v.model.c_str(), tok->is_spm() ? "" : " pre ", tok->is_spm() ? "" : v.pre.c_str(),
+          tok->n_vocab(), v.merges.size(), tok->bos(), tok->eos(), tok->unk(), v.add_bos,
+          v.add_space_prefix, v.remove_extra_whitespaces);
+      return 0;
+    }
+    case Mode::kText: {
+      std::vector<int32_t> ids;
+      s = tok->Encode(text, add_bos, &ids, parse_special);
+      if (!s.ok()) {
+        fprintf(stderr, "pi-tokenize: %s\n", s.message().c_str());
+        return 1;
+      }
+      for (int32_t id : ids) {
+        printf("%6d %-12s %s %s\n", id, TypeName(tok->token_type(id)),
+               JsonString(tok->TokenText(id)).c_str(), JsonString(tok->TokenToPiece(id)).c_str());
+      }
+      printf("%zu tokens; decoded: %s\n", ids.size(), JsonString(tok->Decode(ids)).c_str());
+      return 0;
+    }
+    default:
+      return RunJsonl(*tok, mode, jsonl_path, add_bos, parse_special);
+  }
+}

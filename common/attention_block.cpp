@@ -1,0 +1,77 @@
+#include "common/attention_block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/parallel_matmul.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+
+namespace pi {
+
+void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, int n_threads) {
+  c_ = config;
+  n_ctx_ = n_ctx;
+  const size_t b = static_cast<size_t>(max_batch);
+  x_.assign(b * c_.n_embd, 0.0f);
+  q_.assign(b * c_.q_dim(), 0.0f);
+  k_.assign(b * c_.kv_dim(), 0.0f);
+  v_.assign(b * c_.kv_dim(), 0.0f);
+  attn_.assign(b * c_.q_dim(), 0.0f);
+  out_.assign(b * c_.n_embd, 0.0f);
+  scores_.assign(static_cast<size_t>(n_threads) * n_ctx, 0.0f);
+  const int64_t widest = std::max(c_.n_embd, c_.q_dim());
+  q8_.assign(b * PreparedActivationBytes(DType::kQ8_0, widest), 0);
+}
+
+void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_past, int batch,
+                             float* h, KvCache* cache, ThreadPool* pool) {
+  const int d = c_.n_embd, qd = c_.q_dim(), kvd = c_.kv_dim(), hd = c_.head_dim;
+  for (int b = 0; b < batch; ++b) {
+    RmsNorm(h + static_cast<int64_t>(b) * d, reinterpret_cast<const float*>(layer.attn_norm.data),
+            d, c_.norm_eps, x_.data() + static_cast<int64_t>(b) * d);
+  }
+  PreparedInput in = PrepareInput(x_.data(), d, batch, q8_.data(), pool);
+  const MatMulJob qkv[3] = {
+      {&layer.wq, q_.data(), qd}, {&layer.wk, k_.data(), kvd}, {&layer.wv, v_.data(), kvd}};
+  ParallelMatMul(pool, in, qkv, 3);
+
+  for (int b = 0; b < batch; ++b) {
+    const int pos = n_past + b;
+    RopeNormal(q_.data() + static_cast<int64_t>(b) * qd, c_.n_head, hd, c_.rope_dims, pos,
+               c_.rope_theta);
+    RopeNormal(k_.data() + static_cast<int64_t>(b) * kvd, c_.n_head_kv, hd, c_.rope_dims, pos,
+               c_.rope_theta);
+    std::memcpy(cache->k(layer_index, pos), k_.data() + static_cast<int64_t>(b) * kvd,
+                sizeof(float) * kvd);
+    std::memcpy(cache->v(layer_index, pos), v_.data() + static_cast<int64_t>(b) * kvd,
+                sizeof(float) * kvd);
+  }
+
+  // One (token, head) pair per work item; query heads of a group share a KV head.
+  const int group = c_.n_head / c_.n_head_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t items = static_cast<int64_t>(batch) * c_.n_head;
+  pool->Run([&](int ith, int nth) {
+    int64_t i0, i1;
+    ThreadPool::Split(items, ith, nth, 1, &i0, &i1);
+    float* scores = scores_.data() + static_cast<int64_t>(ith) * n_ctx_;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int b = static_cast<int>(i / c_.n_head), head = static_cast<int>(i % c_.n_head);
+      const int kv_head = head / group;
+      AttentionHead(q_.data() + static_cast<int64_t>(b) * qd + head * hd,
+                    cache->k(layer_index, 0) + kv_head * hd,
+                    cache->v(layer_index, 0) + kv_head * hd, kvd, n_past + b + 1, hd, scale, scores,
+                    attn_.data() + static_cast<int64_t>(b) * qd + head * hd);
+    }
+  });
+
+  PreparedInput ain = PrepareInput(attn_.data(), qd, batch, q8_.data(), pool);
+  const MatMulJob o[1] = {{&layer.wo, out_.data(), d}};
+  ParallelMatMul(pool, ain, o, 1);
+  const int64_t n = static_cast<int64_t>(batch) * d;
+  for (int64_t i = 0; i < n; ++i) h[i] += out_[i];
+}
+
+}  // namespace pi

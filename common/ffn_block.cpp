@@ -1,0 +1,83 @@
+#include "common/ffn_block.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/parallel_matmul.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+
+namespace pi {
+
+void FfnBlock::Init(const LlamaConfig& config, int max_batch, int n_threads) {
+  c_ = config;
+  n_threads_ = n_threads;
+  const size_t b = static_cast<size_t>(max_batch);
+  x_.assign(b * c_.n_embd, 0.0f);
+  gate_.assign(b * c_.n_ff, 0.0f);
+  up_.assign(b * c_.n_ff, 0.0f);
+  out_.assign(b * c_.n_embd, 0.0f);
+  partial_.assign(static_cast<size_t>(n_threads) * b * c_.n_embd, 0.0f);
+  const int64_t widest = std::max(c_.n_embd, c_.n_ff);
+  q8_.assign(b * PreparedActivationBytes(DType::kQ8_0, widest), 0);
+}
+
+void FfnBlock::Forward(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool) {
+  const int64_t d = c_.n_embd, ff = c_.n_ff;
+  for (int b = 0; b < batch; ++b) {
+    RmsNorm(h + b * d, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps,
+            x_.data() + b * d);
+  }
+  PreparedInput in = PrepareInput(x_.data(), d, batch, q8_.data(), pool);
+  const MatMulJob gate_up[2] = {{&layer.ffn_gate, gate_.data(), ff},
+                                {&layer.ffn_up, up_.data(), ff}};
+  ParallelMatMul(pool, in, gate_up, 2);
+
+  const int64_t n = batch * ff;
+  switch (c_.activation) {
+    case FfnActivation::kSilu:
+      GatedSilu(gate_.data(), up_.data(), n);
+      break;
+    case FfnActivation::kRelu:
+      GatedRelu(gate_.data(), up_.data(), n);
+      break;
+    case FfnActivation::kDRelu:
+      GatedDRelu(gate_.data(), up_.data(), n);
+      break;
+  }
+
+  if (layer.ffn_down.present()) {
+    PreparedInput act = PrepareInput(gate_.data(), ff, batch, q8_.data(), pool);
+    const MatMulJob down[1] = {{&layer.ffn_down, out_.data(), d}};
+    ParallelMatMul(pool, act, down, 1);
+    for (int64_t i = 0; i < batch * d; ++i) h[i] += out_[i];
+    return;
+  }
+
+  // ffn_down_t: each thread sums its neurons' rows into its own partial
+  // vectors, then the threads reduce disjoint column ranges of h.
+  const Tensor& wt = layer.ffn_down_t;
+  pool->Run([&](int ith, int nth) {
+    int64_t r0, r1;
+    ThreadPool::Split(ff, ith, nth, 16, &r0, &r1);
+    float* part = partial_.data() + static_cast<int64_t>(ith) * batch * d;
+    std::memset(part, 0, sizeof(float) * batch * d);
+    if (r0 >= r1) return;
+    for (int b = 0; b < batch; ++b) {
+      AxpyRows(wt.type, wt.data, d, gate_.data() + b * ff, part + b * d, r0, r1);
+    }
+  });
+  const int nth_used = pool->size();
+  pool->Run([&](int ith, int nth) {
+    int64_t c0, c1;
+    ThreadPool::Split(d, ith, nth, 16, &c0, &c1);
+    for (int b = 0; b < batch; ++b) {
+      for (int t = 0; t < nth_used; ++t) {
+        const float* part = partial_.data() + (static_cast<int64_t>(t) * batch + b) * d;
+        for (int64_t c = c0; c < c1; ++c) h[b * d + c] += part[c];
+      }
+    }
+  });
+}
+
+}  // namespace pi

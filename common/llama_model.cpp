@@ -1,0 +1,239 @@
+#include "common/llama_model.h"
+
+#include <cstring>
+
+namespace pi {
+
+const char* FfnActivationName(FfnActivation a) {
+  switch (a) {
+    case FfnActivation::kSilu:
+      return "silu";
+    case FfnActivation::kRelu:
+      return "relu";
+    case FfnActivation::kDRelu:
+      return "drelu";
+  }
+  return "?";
+}
+
+bool ParseFfnActivation(const std::string& s, FfnActivation* out) {
+  if (s == "silu")
+    *out = FfnActivation::kSilu;
+  else if (s == "relu")
+    *out = FfnActivation::kRelu;
+  else if (s == "drelu")
+    *out = FfnActivation::kDRelu;
+  else
+    return false;
+  return true;
+}
+
+namespace {
+
+Status ReadConfig(const GgufFile& f, LlamaConfig* c) {
+  PI_RETURN_IF_ERROR(f.GetString("general.architecture", &c->arch));
+  if (c->arch != "llama" && c->arch != "bamboo") {
+    return Status::Error(
+        "unsupported architecture '%s' (general.architecture); supported: llama (LLaMA, "
+        "Mistral, ReluLLaMA, ProSparse, TurboSparse), bamboo",
+        c->arch.c_str());
+  }
+  PI_RETURN_IF_ERROR(f.GetStringOpt("general.name", &c->name));
+  const std::string p = c->arch + ".";
+  uint32_t v = 0;
+  PI_RETURN_IF_ERROR(f.GetU32(p + "embedding_length", &v));
+  c->n_embd = static_cast<int>(v);
+  PI_RETURN_IF_ERROR(f.GetU32(p + "block_count", &v));
+  c->n_layer = static_cast<int>(v);
+  PI_RETURN_IF_ERROR(f.GetU32(p + "feed_forward_length", &v));
+  c->n_ff = static_cast<int>(v);
+  PI_RETURN_IF_ERROR(f.GetU32(p + "attention.head_count", &v));
+  c->n_head = static_cast<int>(v);
+  v = static_cast<uint32_t>(c->n_head);
+  PI_RETURN_IF_ERROR(f.GetU32Opt(p + "attention.head_count_kv", &v));
+  c->n_head_kv = static_cast<int>(v);
+  v = 2048;
+  PI_RETURN_IF_ERROR(f.GetU32Opt(p + "context_length", &v));
+  c->n_ctx_train = static_cast<int>(v);
+  PI_RETURN_IF_ERROR(f.GetF32Opt(p + "rope.freq_base", &c->rope_theta));
+  PI_RETURN_IF_ERROR(f.GetF32Opt(p + "attention.layer_norm_rms_epsilon", &c->norm_eps));
+
+  if (c->n_embd <= 0 || c->n_layer <= 0 || c->n_ff <= 0 || c->n_head <= 0 || c->n_head_kv <= 0 ||
+      c->n_ctx_train <= 0) {
+    return Status::Error(
+        "invalid hyper-parameters: n_embd=%d n_layer=%d n_ff=%d n_head=%d "
+        "n_head_kv=%d context_length=%d",
+        c->n_embd, c->n_layer, c->n_ff, c->n_head, c->n_head_kv, c->n_ctx_train);
+  }
+  if (c->n_head % c->n_head_kv != 0) {
+    return Status::Error("head_count %d is not a multiple of head_count_kv %d", c->n_head,
+                         c->n_head_kv);
+  }
+  v = static_cast<uint32_t>(c->n_embd / c->n_head);
+  PI_RETURN_IF_ERROR(f.GetU32Opt(p + "attention.key_length", &v));
+  c->head_dim = static_cast<int>(v);
+  uint32_t value_length = v;
+  PI_RETURN_IF_ERROR(f.GetU32Opt(p + "attention.value_length", &value_length));
+  if (value_length != v) {
+    return Status::Error("attention.key_length %u != value_length %u is not supported", v,
+                         value_length);
+  }
+  v = static_cast<uint32_t>(c->head_dim);
+  PI_RETURN_IF_ERROR(f.GetU32Opt(p + "rope.dimension_count", &v));
+  c->rope_dims = static_cast<int>(v);
+  if (c->head_dim <= 0 || c->head_dim % 2 != 0 || c->rope_dims <= 0 || c->rope_dims > c->head_dim ||
+      c->rope_dims % 2 != 0) {
+    return Status::Error("invalid head geometry: head_dim=%d rope.dimension_count=%d", c->head_dim,
+                         c->rope_dims);
+  }
+  if (!(c->norm_eps > 0.0f) || !(c->rope_theta > 0.0f)) {
+    return Status::Error("invalid layer_norm_rms_epsilon %g or rope.freq_base %g", c->norm_eps,
+                         c->rope_theta);
+  }
+  std::string scaling;
+  PI_RETURN_IF_ERROR(f.GetStringOpt(p + "rope.scaling.type", &scaling));
+  if (!scaling.empty() && scaling != "none") {
+    return Status::Error("rope.scaling.type '%s' is not supported yet", scaling.c_str());
+  }
+
+  c->sparse_magic = f.is_sparse_magic();
+  PI_RETURN_IF_ERROR(f.GetF32Opt("powerinfer.sparse_threshold", &c->sparse_threshold));
+
+  // Activation: explicit key, else the PWRI convention, else the arch default.
+  std::string act;
+  PI_RETURN_IF_ERROR(f.GetStringOpt(kFfnActivationKey, &act));
+  if (!act.empty()) {
+    if (!ParseFfnActivation(act, &c->activation)) {
+      return Status::Error("%s = '%s': expected silu, relu or drelu", kFfnActivationKey,
+                           act.c_str());
+    }
+  } else if (c->arch == "bamboo") {
+    c->activation = FfnActivation::kDRelu;
+  } else if (c->sparse_magic) {
+    c->activation = FfnActivation::kRelu;
+  } else {
+    c->activation = FfnActivation::kSilu;
+  }
+  return Status::Ok();
+}
+
+std::string ShapeStr(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+// Binds `name` with the expected ggml shape; 1-D tensors must be F32.
+Status BindTensor(const GgufFile& f, const std::string& name, std::vector<int64_t> ne,
+                  bool required, Tensor* t) {
+  const TensorInfo* info = f.FindTensor(name);
+  if (!info) {
+    if (required) return Status::Error("missing tensor '%s'", name.c_str());
+    return Status::Ok();
+  }
+  bool shape_ok = info->n_dims == static_cast<int>(ne.size());
+  for (size_t i = 0; shape_ok && i < ne.size(); ++i) shape_ok = info->ne[i] == ne[i];
+  if (!shape_ok) {
+    return Status::Error("tensor '%s' has shape %s, expected %s", name.c_str(),
+                         info->ShapeString().c_str(), ShapeStr(ne).c_str());
+  }
+  if (!IsComputeDType(info->type)) {
+    return Status::Error("tensor '%s' has type %s; supported: f32, f16, bf16, q8_0, q4_0",
+                         name.c_str(), DTypeName(info->type));
+  }
+  if (ne.size() == 1 && info->type != DType::kF32) {
+    return Status::Error("tensor '%s' has type %s; 1-D tensors must be f32", name.c_str(),
+                         DTypeName(info->type));
+  }
+  t->info = info;
+  t->data = info->data;
+  t->type = info->type;
+  t->cols = info->ne[0];
+  t->rows = ne.size() > 1 ? info->ne[1] : 1;
+  t->row_bytes = info->row_bytes();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status LoadLlamaModel(const std::string& path, LlamaModel* model) {
+  std::unique_ptr<GgufFile> file;
+  PI_RETURN_IF_ERROR(GgufFile::Open(path, &file));
+  return LoadLlamaModel(std::move(file), model);
+}
+
+Status LoadLlamaModel(std::unique_ptr<GgufFile> file, LlamaModel* model) {
+  const std::string where = file->path();
+  Status s = [&]() -> Status {
+    const GgufFile& f = *file;
+    LlamaConfig& c = model->config;
+    PI_RETURN_IF_ERROR(ReadConfig(f, &c));
+
+    const TensorInfo* embd = f.FindTensor("token_embd.weight");
+    if (!embd) return Status::Error("missing tensor 'token_embd.weight'");
+    c.n_vocab = static_cast<int>(embd->ne[1]);
+    if (c.n_vocab <= 0) return Status::Error("token_embd.weight has no rows");
+    const int64_t d = c.n_embd, ff = c.n_ff, vocab = c.n_vocab;
+    PI_RETURN_IF_ERROR(BindTensor(f, "token_embd.weight", {d, vocab}, true, &model->token_embd));
+    PI_RETURN_IF_ERROR(BindTensor(f, "output_norm.weight", {d}, true, &model->output_norm));
+    PI_RETURN_IF_ERROR(BindTensor(f, "output.weight", {d, vocab}, false, &model->output));
+    model->tied_output = !model->output.present();
+    if (model->tied_output) model->output = model->token_embd;
+
+    model->layers.assign(c.n_layer, LlamaLayer());
+    for (int i = 0; i < c.n_layer; ++i) {
+      LlamaLayer& l = model->layers[i];
+      const std::string p = "blk." + std::to_string(i) + ".";
+      PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_norm.weight", {d}, true, &l.attn_norm));
+      PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q.weight", {d, c.q_dim()}, true, &l.wq));
+      PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k.weight", {d, c.kv_dim()}, true, &l.wk));
+      PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_v.weight", {d, c.kv_dim()}, true, &l.wv));
+      PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_output.weight", {c.q_dim(), d}, true, &l.wo));
+      PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_norm.weight", {d}, true, &l.ffn_norm));
+      PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_gate.weight", {d, ff}, true, &l.ffn_gate));
+      PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_up.weight", {d, ff}, true, &l.ffn_up));
+      PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_down.weight", {ff, d}, false, &l.ffn_down));
+      PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_down_t.weight", {d, ff}, false, &l.ffn_down_t));
+      if (!l.ffn_down.present() && !l.ffn_down_t.present()) {
+        return Status::Error("layer %d has neither '%sffn_down.weight' nor '%sffn_down_t.weight'",
+                             i, p.c_str(), p.c_str());
+      }
+      // The predictor's hidden size may differ per layer: bind fc1 first, then
+      // require fc2 to agree with it.
+      const TensorInfo* fc1 = f.FindTensor(p + "fc1.weight");
+      if (fc1) {
+        const int64_t rank = fc1->ne[1];
+        PI_RETURN_IF_ERROR(BindTensor(f, p + "fc1.weight", {d, rank}, true, &l.fc1));
+        PI_RETURN_IF_ERROR(BindTensor(f, p + "fc2.weight", {rank, ff}, true, &l.fc2));
+      }
+    }
+    return Status::Ok();
+  }();
+  if (!s.ok()) return s.WithContext(where);
+  model->file = std::move(file);
+  return Status::Ok();
+}
+
+int64_t LlamaModel::DecodeWeightBytes() const {
+  int64_t bytes = token_embd.row_bytes + output_norm.nbytes() + output.nbytes();
+  for (const LlamaLayer& l : layers) {
+    bytes += l.attn_norm.nbytes() + l.wq.nbytes() + l.wk.nbytes() + l.wv.nbytes() + l.wo.nbytes() +
+             l.ffn_norm.nbytes() + l.ffn_gate.nbytes() + l.ffn_up.nbytes();
+    bytes += l.ffn_down.present() ? l.ffn_down.nbytes() : l.ffn_down_t.nbytes();
+  }
+  return bytes;
+}
+
+int64_t LlamaModel::TotalWeightBytes() const {
+  int64_t bytes = 0;
+  for (const TensorInfo& t : file->tensors()) bytes += static_cast<int64_t>(t.nbytes);
+  return bytes;
+}
+
+int64_t LlamaModel::ParameterCount() const {
+  int64_t n = 0;
+  for (const TensorInfo& t : file->tensors()) n += t.n_elements();
+  return n;
+}
+
+}  // namespace pi

@@ -1,0 +1,67 @@
+// Synthetic llama models: GGUF files of any shape with seeded random weights,
+// for tests and benchmarks that need a model of a given size, not a trained
+// one (pi-synth is the command-line front end).
+//
+// Every weight is a pure function of (seed, tensor name, row, column), so a
+// file is reproducible bit for bit, tensors can be generated in any order and
+// in parallel, and ffn_down_t is exactly the transpose of the ffn_down the
+// same seed would give: a --down-t model computes the same function as the
+// plain one (up to quantization, which runs along a different axis).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/gguf.h"
+#include "common/status.h"
+#include "kernels/dtype.h"
+
+namespace pi {
+
+struct SyntheticModelOptions {
+  int n_vocab = 512;
+  int n_embd = 256;
+  int n_layer = 2;
+  int n_head = 4;
+  int n_head_kv = 0;  // 0: same as n_head
+  int n_ff = 768;
+  int n_ctx = 2048;                 // llama.context_length
+  DType type = DType::kF32;         // matrices: F32, F16, BF16, Q8_0 or Q4_0; norms are F32
+  std::string activation = "silu";  // pi.ffn_activation: silu | relu | drelu
+  bool tied = false;                // no output.weight (the embedding is reused)
+  bool down_t = false;              // ffn_down_t [n_embd, n_ff] instead of ffn_down, PWRI magic
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;
+  uint64_t seed = 1;
+  // An SPM vocab: <unk>, <s>, </s>, <0x00>..<0xFF> (byte b is token 3 + b), "▁"
+  // (token 259, so spaces decode as spaces), then <unused_N> up to n_vocab.
+  bool byte_tokenizer = false;
+};
+
+// Checks shapes and types (head geometry, block multiples, vocab size).
+Status ValidateSyntheticModel(const SyntheticModelOptions& o);
+
+// Adds the metadata and the tensors (generated while `w` writes) to `w`.
+Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w);
+
+// Validates, builds and writes `path`; one tensor is in memory at a time.
+Status WriteSyntheticModel(const SyntheticModelOptions& o, const std::string& path);
+
+// The f32 value (before conversion to the file's type) of element (row, col)
+// of the synthetic matrix `name` with `ne0` columns: uniform in
+// [-sqrt(3 / fan_in), sqrt(3 / fan_in)], so its standard deviation is
+// 1 / sqrt(fan_in). Norm weights ("*_norm.weight") are uniform in [0.8, 1.2].
+// For ffn_down_t, ask for ffn_down's element (col, row) instead.
+//
+// Exactly: key = SplitMix64(seed ^ FNV-1a-64(name)), i = row * ne0 + col,
+// u = (SplitMix64(key + (i + 1) * 0x9e3779b97f4a7c15) >> 40) / 2^24, and the
+// value is float(lo + (hi - lo) * u) computed in double, where SplitMix64 is
+// the finalizer of Vigna's splitmix64 (constants 0xbf58476d1ce4e5b9,
+// 0x94d049bb133111eb).
+float SyntheticWeight(uint64_t seed, const std::string& name, int64_t ne0, int64_t fan_in,
+                      int64_t row, int64_t col);
+
+// general.file_type (llama.cpp's LLAMA_FTYPE) of a file whose matrices are `t`.
+uint32_t GgufFileTypeOf(DType t);
+
+}  // namespace pi

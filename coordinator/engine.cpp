@@ -1,0 +1,90 @@
+#include "coordinator/engine.h"
+
+#include <algorithm>
+
+#include "common/parallel_matmul.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+
+namespace pi {
+
+Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
+                      std::unique_ptr<Engine>* out) {
+  const LlamaConfig& c = model->config;
+  if (options.n_threads < 1 || options.n_threads > 512) {
+    return Status::Error("invalid thread count %d", options.n_threads);
+  }
+  if (options.n_ctx < 0 || options.n_batch < 1) {
+    return Status::Error("invalid context %d or batch %d", options.n_ctx, options.n_batch);
+  }
+  std::unique_ptr<Engine> e(new Engine());
+  e->model_ = model;
+  e->n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min(c.n_ctx_train, 4096);
+  e->n_batch_ = std::min(options.n_batch, e->n_ctx_);
+  e->pool_ = std::make_unique<ThreadPool>(options.n_threads);
+  e->cache_.Init(c.n_layer, e->n_ctx_, c.kv_dim());
+  e->attention_.Init(c, e->n_batch_, e->n_ctx_, options.n_threads);
+  e->ffn_.Init(c, e->n_batch_, options.n_threads);
+  e->h_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
+  e->x_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
+  e->q8_.assign(e->n_batch_ * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
+  e->logits_.assign(c.n_vocab, 0.0f);
+  *out = std::move(e);
+  return Status::Ok();
+}
+
+Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
+  const int n_vocab = model_->config.n_vocab;
+  if (n <= 0) return Status::Error("nothing to evaluate (0 tokens)");
+  if (n_past_ + n > n_ctx_) {
+    return Status::Error(
+        "context overflow: %d tokens already in context + %d new > context size "
+        "%d (raise -c)",
+        n_past_, n, n_ctx_);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+      return Status::Error("token id %d at index %d is out of range [0, %d)", tokens[i], i,
+                           n_vocab);
+    }
+  }
+  const size_t rows = all_logits ? static_cast<size_t>(n) : 1;
+  if (logits_.size() < rows * n_vocab) logits_.resize(rows * n_vocab);
+  for (int i = 0; i < n; i += n_batch_) {
+    const int b = std::min(n_batch_, n - i);
+    const bool last = i + b == n;
+    float* out = all_logits ? logits_.data() + static_cast<size_t>(i) * n_vocab
+                            : (last ? logits_.data() : nullptr);
+    ForwardBatch(tokens + i, b, out, all_logits);
+  }
+  return Status::Ok();
+}
+
+void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, bool all_logits) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  const int64_t d = c.n_embd;
+  for (int b = 0; b < batch; ++b) {
+    DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[b]), h_.data() + b * d, d);
+  }
+  for (int il = 0; il < c.n_layer; ++il) {
+    attention_.Forward(m.layers[il], il, n_past_, batch, h_.data(), &cache_, pool_.get());
+    ffn_.Forward(m.layers[il], batch, h_.data(), pool_.get());
+  }
+  n_past_ += batch;
+  if (!logits_out) return;  // an inner prompt batch: only the KV cache matters
+
+  // Logits for every row, or only the batch's last token.
+  const int first = all_logits ? 0 : batch - 1;
+  const int rows = batch - first;
+  const float* norm = reinterpret_cast<const float*>(m.output_norm.data);
+  for (int b = 0; b < rows; ++b) {
+    RmsNorm(h_.data() + (first + b) * d, norm, d, c.norm_eps, x_.data() + b * d);
+  }
+  PreparedInput in = PrepareInput(x_.data(), d, rows, q8_.data(), pool_.get());
+  const MatMulJob job[1] = {{&m.output, logits_out, c.n_vocab}};
+  ParallelMatMul(pool_.get(), in, job, 1);
+}
+
+}  // namespace pi

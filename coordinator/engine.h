@@ -1,0 +1,72 @@
+// Engine: the single-process forward pass of a llama-family model — the
+// reference the multi-process system must match and the quick-start path.
+//
+//   tokens ─▶ embed ─▶ [AttentionBlock ─▶ FfnBlock] × n_layer ─▶ norm ─▶ output ─▶ logits
+//
+// Prompts are evaluated in batches of up to n_batch tokens (each weight read
+// once per batch); decode is a batch of one. All buffers (KV cache included)
+// are allocated in Create: Eval allocates nothing unless all_logits asks for
+// more rows than any earlier call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/attention_block.h"
+#include "common/ffn_block.h"
+#include "common/kv_cache.h"
+#include "common/llama_model.h"
+#include "common/status.h"
+#include "common/thread_pool.h"
+
+namespace pi {
+
+struct EngineOptions {
+  int n_threads = 1;
+  int n_ctx = 0;     // 0: the model's context_length, capped at 4096
+  int n_batch = 64;  // prompt tokens per forward batch
+};
+
+class Engine {
+ public:
+  // `model` must outlive the engine.
+  static Status Create(const LlamaModel* model, const EngineOptions& options,
+                       std::unique_ptr<Engine>* out);
+
+  // Evaluates `n` tokens at positions n_past() .. n_past() + n - 1. Fails,
+  // changing nothing, when a token id is out of range or the context would
+  // overflow. Afterwards logits() holds the last token's logits, or with
+  // all_logits one row per evaluated token.
+  Status Eval(const int32_t* tokens, int n, bool all_logits = false);
+
+  const float* logits() const { return logits_.data(); }
+  int n_vocab() const { return model_->config.n_vocab; }
+  int n_past() const { return n_past_; }
+  int n_ctx() const { return n_ctx_; }
+  int n_threads() const { return pool_->size(); }
+  const LlamaModel& model() const { return *model_; }
+  int64_t kv_cache_bytes() const { return cache_.bytes(); }
+
+  // Forgets the context (the KV cache is overwritten as positions are reused).
+  void Reset() { n_past_ = 0; }
+
+ private:
+  Engine() = default;
+  void ForwardBatch(const int32_t* tokens, int n, float* logits_out, bool all_logits);
+
+  const LlamaModel* model_ = nullptr;
+  int n_ctx_ = 0;
+  int n_batch_ = 0;
+  int n_past_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+  KvCache cache_;
+  AttentionBlock attention_;
+  FfnBlock ffn_;
+  std::vector<float> h_;       // [n_batch, n_embd] residual stream
+  std::vector<float> x_;       // [n_batch, n_embd] final-normed
+  std::vector<uint8_t> q8_;    // prepared output-layer input
+  std::vector<float> logits_;  // [rows, n_vocab]
+};
+
+}  // namespace pi

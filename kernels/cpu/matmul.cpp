@@ -1,0 +1,150 @@
+// Activation preparation and run-time dispatch to the scalar, AVX2 or AVX-512
+// kernels (kernels/cpu/isa.h picks the level).
+#include "kernels/cpu/matmul.h"
+
+#include <cstring>
+
+#include "kernels/cpu/fp16.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/matmul_impl.h"
+#include "kernels/cpu/quant.h"
+
+namespace pi {
+
+namespace cpu_internal {
+
+namespace {
+size_t RoundUp64(size_t n) { return (n + 63) & ~static_cast<size_t>(63); }
+}  // namespace
+
+QActLayout GetQActLayout(int64_t cols) {
+  QActLayout l;
+  l.nb = cols > 0 ? cols / kQK : 0;
+  l.ng = (l.nb + 3) / 4;
+  const size_t ng = static_cast<size_t>(l.ng);
+  l.qs_off = RoundUp64(static_cast<size_t>(l.nb) * sizeof(BlockQ8_0));
+  l.dx_off = l.qs_off + ng * 128;
+  l.s4_off = l.dx_off + RoundUp64(ng * 4 * sizeof(float));
+  l.total = l.s4_off + ng * 32 * sizeof(int32_t);
+  return l;
+}
+
+}  // namespace cpu_internal
+
+using cpu_internal::QActLayout;
+
+namespace {
+
+bool IsQuant(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+
+}  // namespace
+
+size_t PreparedActivationBytes(DType wtype, int64_t cols) {
+  if (IsQuant(wtype)) return cpu_internal::GetQActLayout(cols).total;
+  // Float weights read the f32 activation as is: [batch, cols] f32 rows are
+  // already a valid batch of prepared activations.
+  return cols > 0 ? static_cast<size_t>(cols) * sizeof(float) : 0;
+}
+
+void PrepareActivation(DType wtype, const float* x, int64_t cols, void* prepared) {
+  if (!IsQuant(wtype)) {
+    if (cols > 0) std::memcpy(prepared, x, static_cast<size_t>(cols) * sizeof(float));
+    return;
+  }
+  const QActLayout l = cpu_internal::GetQActLayout(cols);
+  uint8_t* base = static_cast<uint8_t*>(prepared);
+  BlockQ8_0* blocks = reinterpret_cast<BlockQ8_0*>(base);
+  QuantizeRowQ8_0(x, blocks, l.nb * kQK);
+
+  int8_t* qs = reinterpret_cast<int8_t*>(base + l.qs_off);
+  float* dx = reinterpret_cast<float*>(base + l.dx_off);
+  int32_t* s4 = reinterpret_cast<int32_t*>(base + l.s4_off);
+  // Padding (blocks nb..4*ng) is zero: q = 0, d = 0 contribute nothing.
+  std::memset(base + l.nb * sizeof(BlockQ8_0), 0, l.qs_off - l.nb * sizeof(BlockQ8_0));
+  std::memset(qs, 0, static_cast<size_t>(l.ng) * 128);
+  std::memset(dx, 0, l.s4_off - l.dx_off);
+  std::memset(s4, 0, static_cast<size_t>(l.ng) * 128);
+  for (int64_t i = 0; i < l.nb; ++i) {
+    std::memcpy(qs + i * kQK, blocks[i].qs, kQK);
+    dx[i] = F16ToF32(blocks[i].d);
+    for (int k = 0; k < kQK / 4; ++k) {
+      const int8_t* q = blocks[i].qs + 4 * k;
+      s4[i * 8 + k] = -(q[0] + q[1] + q[2] + q[3]);
+    }
+  }
+}
+
+namespace {
+
+cpu_internal::MatMulArgs MakeMatMulArgs(DType wtype, const void* w, int64_t cols,
+                                        const void* x_prepared, int64_t batch, float* y,
+                                        int64_t ldy, int64_t r0, int64_t r1) {
+  cpu_internal::MatMulArgs a;
+  a.wtype = wtype;
+  a.w = static_cast<const uint8_t*>(w);
+  a.cols = cols;
+  a.row_bytes = static_cast<size_t>(RowBytes(wtype, cols));
+  a.x = static_cast<const uint8_t*>(x_prepared);
+  a.x_stride = PreparedActivationBytes(wtype, cols);
+  a.layout = cpu_internal::GetQActLayout(cols);
+  a.batch = batch;
+  a.y = y;
+  a.ldy = ldy;
+  a.r0 = r0;
+  a.r1 = r1;
+  return a;
+}
+
+void RunMatMul(const cpu_internal::MatMulArgs& a) {
+  if (!IsComputeDType(a.wtype) || a.r0 >= a.r1 || a.batch <= 0 || a.cols <= 0) return;
+  switch (ActiveCpuIsa()) {
+    case CpuIsa::kAvx512:
+      cpu_internal::MatMulRowsAvx512(a);
+      return;
+    case CpuIsa::kAvx2:
+      cpu_internal::MatMulRowsAvx2(a);
+      return;
+    case CpuIsa::kScalar:
+      break;
+  }
+  cpu_internal::MatMulRowsRef(a);
+}
+
+}  // namespace
+
+void MatVecRows(DType wtype, const void* w, int64_t cols, const void* x_prepared, float* y,
+                int64_t r0, int64_t r1) {
+  RunMatMul(MakeMatMulArgs(wtype, w, cols, x_prepared, 1, y, 0, r0, r1));
+}
+
+void MatMulRows(DType wtype, const void* w, int64_t cols, const void* x_prepared, int64_t batch,
+                float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  RunMatMul(MakeMatMulArgs(wtype, w, cols, x_prepared, batch, y, ldy, r0, r1));
+}
+
+void AxpyRows(DType wtype, const void* w, int64_t cols, const float* a, float* y, int64_t r0,
+              int64_t r1) {
+  if (!IsComputeDType(wtype) || r0 >= r1 || cols <= 0) return;
+  cpu_internal::AxpyArgs args;
+  args.wtype = wtype;
+  args.w = static_cast<const uint8_t*>(w);
+  args.cols = cols;
+  args.row_bytes = static_cast<size_t>(RowBytes(wtype, cols));
+  args.a = a;
+  args.y = y;
+  args.r0 = r0;
+  args.r1 = r1;
+  switch (ActiveCpuIsa()) {
+    case CpuIsa::kAvx512:
+      cpu_internal::AxpyRowsAvx512(args);
+      return;
+    case CpuIsa::kAvx2:
+      cpu_internal::AxpyRowsAvx2(args);
+      return;
+    case CpuIsa::kScalar:
+      break;
+  }
+  cpu_internal::AxpyRowsRef(args);
+}
+
+}  // namespace pi

@@ -1,0 +1,82 @@
+// Internal to the CPU matmul kernels: the prepared-activation layout and the
+// per-ISA entry points that matmul.cpp dispatches to.
+//
+// The AVX2/AVX-512 files are compiled with their own -m flags, so this header
+// holds declarations and plain structs only: an inline function instantiated
+// in such a file could be picked by the linker for the whole program and then
+// execute AVX-512 instructions on a CPU without them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace pi {
+namespace cpu_internal {
+
+// Layout of a prepared activation for quantized weights (Q8_0 and Q4_0 share
+// it, so one preparation serves both). All offsets are from the start.
+//
+//   [0, nb*34)      the activation as ggml block_q8_0 (reference quantizer);
+//                   the scalar path reads only this part.
+//   qs_off          int8 q values, contiguous, ng*128 bytes (zero padded):
+//                   lets SIMD code load whole 64-byte vectors.
+//   dx_off          float block scales (= the f16 d of each block), ng*4.
+//   s4_off          int32, ng*32: minus the sum of each 4 consecutive q's.
+//                   Integer dot products need unsigned x signed bytes
+//                   (vpdpbusd, vpmaddubsw); weights are made unsigned with an
+//                   offset (Q4_0 nibbles are q+8, Q8_0 bytes get +128), and
+//                   offset * s4 cancels it exactly.
+//
+// nb = cols / 32 blocks, grouped 4 blocks (128 values) per SIMD step; ng =
+// ceil(nb / 4). Every section starts on a 64-byte boundary.
+struct QActLayout {
+  int64_t nb;
+  int64_t ng;
+  size_t qs_off;
+  size_t dx_off;
+  size_t s4_off;
+  size_t total;
+};
+
+QActLayout GetQActLayout(int64_t cols);
+
+// What every ISA implements; matmul.h documents the semantics. row_bytes is
+// RowBytes(wtype, cols); x_stride is PreparedActivationBytes(wtype, cols);
+// `layout` is GetQActLayout(cols) (unused for float types).
+struct MatMulArgs {
+  DType wtype;
+  const uint8_t* w;
+  int64_t cols;
+  size_t row_bytes;
+  const uint8_t* x;
+  size_t x_stride;
+  QActLayout layout;
+  int64_t batch;
+  float* y;
+  int64_t ldy;
+  int64_t r0;
+  int64_t r1;
+};
+
+struct AxpyArgs {
+  DType wtype;
+  const uint8_t* w;
+  int64_t cols;
+  size_t row_bytes;
+  const float* a;
+  float* y;
+  int64_t r0;
+  int64_t r1;
+};
+
+void MatMulRowsRef(const MatMulArgs& args);
+void AxpyRowsRef(const AxpyArgs& args);
+void MatMulRowsAvx2(const MatMulArgs& args);
+void AxpyRowsAvx2(const AxpyArgs& args);
+void MatMulRowsAvx512(const MatMulArgs& args);
+void AxpyRowsAvx512(const AxpyArgs& args);
+
+}  // namespace cpu_internal
+}  // namespace pi

@@ -1,0 +1,676 @@
+// Tests for kernels/cpu: f16/bf16 conversion, ggml's Q8_0/Q4_0 quantizers,
+// and MatVecRows / MatMulRows / AxpyRows on every ISA this CPU has.
+//
+// References are independent of the code under test: F16C hardware
+// conversions, literal hand-computed blocks, quantizers and decoders
+// re-written here from ggml's documented formulas, and double-precision dot
+// products. SIMD paths are compared with the scalar reference (same math up
+// to summation order), which is itself checked against the double dots.
+#include <gtest/gtest.h>
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cpu/fp16.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/dtype.h"
+
+namespace pi {
+namespace {
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// ---- F16 / BF16 ---------------------------------------------------------------
+
+__attribute__((target("f16c"))) float HwF16ToF32(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) uint16_t HwF32ToF16(float f) {
+  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+bool HaveF16c() { return __builtin_cpu_supports("f16c"); }
+
+TEST(Fp16Test, DecodesLiterals) {
+  EXPECT_EQ(Bits(F16ToF32(0x0000)), Bits(0.0f));
+  EXPECT_EQ(Bits(F16ToF32(0x8000)), Bits(-0.0f));
+  EXPECT_EQ(F16ToF32(0x3C00), 1.0f);
+  EXPECT_EQ(F16ToF32(0xC000), -2.0f);
+  EXPECT_EQ(F16ToF32(0x3555), 0.333251953125f);
+  EXPECT_EQ(F16ToF32(0x7BFF), 65504.0f);
+  EXPECT_EQ(F16ToF32(0x0400), std::ldexp(1.0f, -14));        // smallest normal
+  EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));        // smallest subnormal
+  EXPECT_EQ(F16ToF32(0x03FF), std::ldexp(1023.0f, -24));     // largest subnormal
+  EXPECT_EQ(F16ToF32(0x8001), -std::ldexp(1.0f, -24));
+  EXPECT_EQ(F16ToF32(0x7C00), INFINITY);
+  EXPECT_EQ(F16ToF32(0xFC00), -INFINITY);
+  EXPECT_TRUE(std::isnan(F16ToF32(0x7E00)));
+  EXPECT_TRUE(std::isnan(F16ToF32(0x7C01)));  // signalling NaN stays a NaN
+  EXPECT_TRUE(std::isnan(F16ToF32(0xFE00)));
+}
+
+TEST(Fp16Test, DecodeMatchesF16cForAllValues) {
+  if (!HaveF16c()) GTEST_SKIP() << "no F16C";
+  for (uint32_t h = 0; h < 65536; ++h) {
+    ASSERT_EQ(Bits(F16ToF32(static_cast<uint16_t>(h))), Bits(HwF16ToF32(static_cast<uint16_t>(h))))
+        << "h=0x" << std::hex << h;
+  }
+}
+
+TEST(Fp16Test, EncodesLiteralsAndTies) {
+  EXPECT_EQ(F32ToF16(0.0f), 0x0000);
+  EXPECT_EQ(F32ToF16(-0.0f), 0x8000);
+  EXPECT_EQ(F32ToF16(1.0f), 0x3C00);
+  EXPECT_EQ(F32ToF16(-2.0f), 0xC000);
+  EXPECT_EQ(F32ToF16(65504.0f), 0x7BFF);
+  EXPECT_EQ(F32ToF16(65519.0f), 0x7BFF);  // below the halfway point
+  EXPECT_EQ(F32ToF16(65520.0f), 0x7C00);  // tie: even neighbour is infinity
+  EXPECT_EQ(F32ToF16(1e10f), 0x7C00);
+  EXPECT_EQ(F32ToF16(-1e10f), 0xFC00);
+  EXPECT_EQ(F32ToF16(INFINITY), 0x7C00);
+  EXPECT_EQ(F32ToF16(-INFINITY), 0xFC00);
+  const uint16_t nan = F32ToF16(NAN);
+  EXPECT_EQ(nan & 0x7C00, 0x7C00);
+  EXPECT_NE(nan & 0x03FF, 0);
+  EXPECT_NE(F32ToF16(FromBits(0x7F800001)) & 0x03FF, 0);  // tiny payload: still NaN
+  // Ties to even in the normal range: 1 + 2^-11 lies halfway between 0x3C00
+  // and 0x3C01; 1 + 3*2^-11 halfway between 0x3C01 and 0x3C02.
+  EXPECT_EQ(F32ToF16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);
+  EXPECT_EQ(F32ToF16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
+  EXPECT_EQ(F32ToF16(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3C01);
+  // Subnormal results.
+  EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -14)), 0x0400);
+  EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -25)), 0x0000);  // tie -> even (0)
+  EXPECT_EQ(F32ToF16(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_EQ(F32ToF16(std::ldexp(3.0f, -25)), 0x0002);  // tie between 1 and 2 -> 2
+  EXPECT_EQ(F32ToF16(std::ldexp(5.0f, -25)), 0x0002);  // tie between 2 and 3 -> 2
+  EXPECT_EQ(F32ToF16(std::ldexp(1023.0f, -24)), 0x03FF);
+  EXPECT_EQ(F32ToF16(std::ldexp(2047.0f, -25)), 0x0400);  // rounds up into normal
+  EXPECT_EQ(F32ToF16(-std::ldexp(1.0f, -24)), 0x8001);
+  EXPECT_EQ(F32ToF16(1e-40f), 0x0000);  // f32 subnormal
+  EXPECT_EQ(F32ToF16(-1e-40f), 0x8000);
+}
+
+TEST(Fp16Test, EncodeMatchesF16c) {
+  if (!HaveF16c()) GTEST_SKIP() << "no F16C";
+  std::mt19937 rng(1);
+  // Random bit patterns cover NaNs and every exponent; the range sweep covers
+  // the f16 subnormal/normal/overflow boundaries densely.
+  for (int i = 0; i < 2000000; ++i) {
+    const float f = FromBits(rng());
+    ASSERT_EQ(F32ToF16(f), HwF32ToF16(f)) << "bits=0x" << std::hex << Bits(f);
+  }
+  for (uint32_t u = 0x32000000; u < 0x48000000; u += 97) {
+    for (uint32_t s : {0u, 0x80000000u}) {
+      const float f = FromBits(u | s);
+      ASSERT_EQ(F32ToF16(f), HwF32ToF16(f)) << "bits=0x" << std::hex << (u | s);
+    }
+  }
+}
+
+TEST(Bf16Test, Conversions) {
+  EXPECT_EQ(Bf16ToF32(0x3F80), 1.0f);
+  EXPECT_EQ(Bf16ToF32(0xC040), -3.0f);
+  EXPECT_EQ(Bits(Bf16ToF32(0x8000)), Bits(-0.0f));
+  EXPECT_EQ(Bf16ToF32(0x7F80), INFINITY);
+  EXPECT_EQ(Bf16ToF32(0x0001), FromBits(0x00010000));  // subnormal
+  EXPECT_TRUE(std::isnan(Bf16ToF32(0x7FC0)));
+
+  EXPECT_EQ(F32ToBf16(1.0f), 0x3F80);
+  EXPECT_EQ(F32ToBf16(0.0f), 0x0000);
+  EXPECT_EQ(F32ToBf16(-0.0f), 0x8000);
+  EXPECT_EQ(F32ToBf16(INFINITY), 0x7F80);
+  EXPECT_EQ(F32ToBf16(-INFINITY), 0xFF80);
+  EXPECT_EQ(F32ToBf16(FromBits(0x3F808000)), 0x3F80);  // tie -> even
+  EXPECT_EQ(F32ToBf16(FromBits(0x3F818000)), 0x3F82);  // tie -> even
+  EXPECT_EQ(F32ToBf16(FromBits(0x3F808001)), 0x3F81);  // above the tie
+  EXPECT_EQ(F32ToBf16(FromBits(0x3F807FFF)), 0x3F80);  // below the tie
+  EXPECT_EQ(F32ToBf16(FromBits(0x7F7FFFFF)), 0x7F80);  // FLT_MAX rounds to inf
+  EXPECT_EQ(F32ToBf16(FromBits(0x00018000)), 0x0002);  // subnormal tie -> even
+  EXPECT_EQ(F32ToBf16(FromBits(0x00010000)), 0x0001);  // subnormals are kept
+  // NaN stays NaN, including a payload only in the low 16 bits (plain
+  // rounding would turn 0x7F800001 into infinity).
+  for (uint32_t nan : {0x7FC00000u, 0x7F800001u, 0xFF800001u, 0x7FFFFFFFu}) {
+    const uint16_t b = F32ToBf16(FromBits(nan));
+    EXPECT_EQ(b & 0x7F80, 0x7F80) << std::hex << nan;
+    EXPECT_NE(b & 0x007F, 0) << std::hex << nan;
+    EXPECT_EQ(b & 0x8000, (nan >> 16) & 0x8000);
+  }
+}
+
+// ---- Quantizers -----------------------------------------------------------------
+
+// Test-local decoders straight from the format definitions.
+double DecodeF16(uint16_t h) {
+  const int sign = (h & 0x8000) ? -1 : 1;
+  const int e = (h >> 10) & 0x1F;
+  const int m = h & 0x3FF;
+  if (e == 0) return sign * std::ldexp(static_cast<double>(m), -24);
+  return sign * std::ldexp(static_cast<double>(1024 + m), e - 25);
+}
+
+// ggml quantize_row_q8_0_ref, re-written from the formula: d = amax / 127,
+// q = roundf(x / d) (computed as x * (1/d), as ggml does).
+void RefQuantQ8(const float* x, BlockQ8_0* b) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127;
+  const float id = d ? 1.0f / d : 0.0f;
+  b->d = HaveF16c() ? HwF32ToF16(d) : F32ToF16(d);
+  for (int j = 0; j < 32; ++j) b->qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+}
+
+// ggml quantize_row_q4_0_ref: d = (signed value of largest |x|) / -8,
+// q = min(15, (int8)(x / d + 8.5)); byte j = q[j] | q[j + 16] << 4.
+void RefQuantQ4(const float* x, BlockQ4_0* b) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -8;
+  const float id = d ? 1.0f / d : 0.0f;
+  b->d = HaveF16c() ? HwF32ToF16(d) : F32ToF16(d);
+  for (int j = 0; j < 16; ++j) {
+    const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+    const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
+    b->qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+  }
+}
+
+TEST(QuantTest, Q8_0HandComputedBlock) {
+  // amax = 127 -> d = 1 (f16 0x3C00), q = round-half-away(x).
+  float x[32] = {127, -63.5f, 1, 0.5f, -0.5f, 2.5f, -2.5f, 0.49f, -126.6f, 3.2f};
+  BlockQ8_0 b;
+  QuantizeRowQ8_0(x, &b, 32);
+  EXPECT_EQ(b.d, 0x3C00);
+  const int8_t want[10] = {127, -64, 1, 1, -1, 3, -3, 0, -127, 3};
+  for (int j = 0; j < 10; ++j) EXPECT_EQ(b.qs[j], want[j]) << j;
+  for (int j = 10; j < 32; ++j) EXPECT_EQ(b.qs[j], 0) << j;
+
+  // amax = 254 -> d = 2 (0x4000); 3 -> round(1.5) = 2; -5 -> -3.
+  float y[32] = {};
+  y[5] = -254;
+  y[6] = 3;
+  y[7] = -5;
+  QuantizeRowQ8_0(y, &b, 32);
+  EXPECT_EQ(b.d, 0x4000);
+  EXPECT_EQ(b.qs[5], -127);
+  EXPECT_EQ(b.qs[6], 2);
+  EXPECT_EQ(b.qs[7], -3);
+}
+
+TEST(QuantTest, Q4_0HandComputedBlocks) {
+  // Largest magnitude is -8 -> d = 1 (0x3C00), q = min(15, trunc(x + 8.5)).
+  float x[32] = {};
+  x[0] = -8;
+  x[1] = 7;      // 15
+  x[2] = 7.4f;   // trunc(15.9) = 15
+  x[3] = -0.5f;  // trunc(8.0) = 8
+  x[4] = -0.51f; // 7
+  x[5] = 0.49f;  // 8
+  x[16] = 3;     // 11, high nibble of byte 0
+  x[17] = -3;    // 5, high nibble of byte 1
+  x[31] = -7.9f; // trunc(0.6) = 0
+  BlockQ4_0 b;
+  QuantizeRowQ4_0(x, &b, 32);
+  EXPECT_EQ(b.d, 0x3C00);
+  EXPECT_EQ(b.qs[0], 0x0 | (11 << 4));
+  EXPECT_EQ(b.qs[1], 15 | (5 << 4));
+  EXPECT_EQ(b.qs[2], 15 | (8 << 4));
+  EXPECT_EQ(b.qs[3], 8 | (8 << 4));
+  EXPECT_EQ(b.qs[4], 7 | (8 << 4));
+  EXPECT_EQ(b.qs[5], 8 | (8 << 4));
+  EXPECT_EQ(b.qs[15], 8 | (0 << 4));
+
+  // Largest magnitude is +16 -> d = -2 (0xC000), id = -0.5:
+  // 16 -> trunc(0.5) = 0; -14 -> 15.5 -> 15; -16 -> 16.5 -> 16 -> capped 15.
+  float y[32] = {};
+  y[0] = 16;
+  y[1] = -14;
+  y[2] = -16;
+  y[3] = 1;  // -0.5 + 8.5 = 8
+  QuantizeRowQ4_0(y, &b, 32);
+  EXPECT_EQ(b.d, 0xC000);
+  EXPECT_EQ(b.qs[0] & 0x0F, 0);
+  EXPECT_EQ(b.qs[1] & 0x0F, 15);
+  EXPECT_EQ(b.qs[2] & 0x0F, 15);
+  EXPECT_EQ(b.qs[3] & 0x0F, 8);
+  EXPECT_EQ(b.qs[0] >> 4, 8);
+
+  // All zero: d = 0.0f / -8 = -0.0 (f16 0x8000), every nibble 8.
+  float z[32] = {};
+  QuantizeRowQ4_0(z, &b, 32);
+  EXPECT_EQ(b.d, 0x8000);
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(b.qs[j], 0x88);
+}
+
+std::vector<float> RandomRow(std::mt19937* rng, int64_t n, float scale) {
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::uniform_int_distribution<int> pick(0, 40);
+  std::vector<float> v(n);
+  for (auto& f : v) {
+    f = nd(*rng);
+    if (pick(*rng) == 0) f *= 8;  // outliers: blocks with one large value
+  }
+  return v;
+}
+
+TEST(QuantTest, RandomRowsMatchFormulaAndRoundTrip) {
+  std::mt19937 rng(7);
+  const int64_t n = 32 * 64;
+  for (int rep = 0; rep < 20; ++rep) {
+    std::vector<float> x = RandomRow(&rng, n, rep % 2 ? 1e-3f : 3.0f);
+    if (rep == 3) std::fill(x.begin(), x.begin() + 32, 0.0f);  // an all-zero block
+    std::vector<BlockQ8_0> q8(n / 32), want8(n / 32);
+    std::vector<BlockQ4_0> q4(n / 32), want4(n / 32);
+    QuantizeRowQ8_0(x.data(), q8.data(), n);
+    QuantizeRowQ4_0(x.data(), q4.data(), n);
+    std::vector<uint8_t> via_generic8(RowBytes(DType::kQ8_0, n)), via_generic4(RowBytes(DType::kQ4_0, n));
+    QuantizeRow(DType::kQ8_0, x.data(), via_generic8.data(), n);
+    QuantizeRow(DType::kQ4_0, x.data(), via_generic4.data(), n);
+    for (int64_t i = 0; i < n / 32; ++i) {
+      RefQuantQ8(&x[i * 32], &want8[i]);
+      RefQuantQ4(&x[i * 32], &want4[i]);
+    }
+    ASSERT_EQ(0, std::memcmp(q8.data(), want8.data(), q8.size() * sizeof(BlockQ8_0)));
+    ASSERT_EQ(0, std::memcmp(q4.data(), want4.data(), q4.size() * sizeof(BlockQ4_0)));
+    ASSERT_EQ(0, std::memcmp(via_generic8.data(), want8.data(), via_generic8.size()));
+    ASSERT_EQ(0, std::memcmp(via_generic4.data(), want4.data(), via_generic4.size()));
+
+    std::vector<float> back8(n), back4(n);
+    DequantizeRow(DType::kQ8_0, q8.data(), back8.data(), n);
+    DequantizeRow(DType::kQ4_0, q4.data(), back4.data(), n);
+    for (int64_t i = 0; i < n / 32; ++i) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[i * 32 + j]));
+      const double d8 = DecodeF16(q8[i].d), d4 = DecodeF16(q4[i].d);
+      for (int j = 0; j < 32; ++j) {
+        const int64_t k = i * 32 + j;
+        // Decoders from the format definition.
+        ASSERT_EQ(back8[k], static_cast<float>(q8[i].qs[j] * d8));
+        const int nib = j < 16 ? (q4[i].qs[j] & 0x0F) : (q4[i].qs[j - 16] >> 4);
+        ASSERT_EQ(back4[k], static_cast<float>((nib - 8) * d4));
+        // Error bounds: half a step (one step where Q4_0 caps at 15), plus the
+        // scale's f16 rounding times the largest code.
+        const double step8 = amax / 127.0, step4 = amax / 8.0;
+        ASSERT_LE(std::fabs(back8[k] - x[k]), 0.5 * step8 + 127 * std::fabs(d8 - step8) + 1e-12)
+            << k;
+        ASSERT_LE(std::fabs(back4[k] - x[k]), step4 + 8 * std::fabs(d4 - step4) + 1e-12) << k;
+      }
+    }
+  }
+}
+
+TEST(QuantTest, FloatRowsRoundTrip) {
+  std::mt19937 rng(3);
+  std::vector<float> x = RandomRow(&rng, 1000, 10.0f);
+  x[0] = 0.0f;
+  x[1] = -0.0f;
+  x[2] = 1e-6f;
+  std::vector<uint8_t> buf(4000);
+  std::vector<float> back(1000);
+  QuantizeRow(DType::kF32, x.data(), buf.data(), 1000);
+  DequantizeRow(DType::kF32, buf.data(), back.data(), 1000);
+  EXPECT_EQ(0, std::memcmp(back.data(), x.data(), 4000));
+  QuantizeRow(DType::kF16, x.data(), buf.data(), 1000);
+  DequantizeRow(DType::kF16, buf.data(), back.data(), 1000);
+  for (int i = 0; i < 1000; ++i) {
+    uint16_t h;
+    std::memcpy(&h, &buf[2 * i], 2);
+    if (HaveF16c()) {
+      ASSERT_EQ(h, HwF32ToF16(x[i])) << i;
+    }
+    ASSERT_EQ(back[i], static_cast<float>(DecodeF16(h))) << i;
+    ASSERT_LE(std::fabs(back[i] - x[i]), std::fabs(x[i]) * std::ldexp(1.0, -11) + 6e-8) << i;
+  }
+  QuantizeRow(DType::kBF16, x.data(), buf.data(), 1000);
+  DequantizeRow(DType::kBF16, buf.data(), back.data(), 1000);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_LE(std::fabs(back[i] - x[i]), std::fabs(x[i]) * std::ldexp(1.0, -8)) << i;
+    ASSERT_EQ(Bits(back[i]) & 0xFFFF, 0u);
+  }
+}
+
+// ---- ISA selection ----------------------------------------------------------------
+
+TEST(IsaTest, SetIsClampedToDetected) {
+  const CpuIsa best = DetectCpuIsa();
+  SetCpuIsa(CpuIsa::kAvx512);
+  EXPECT_EQ(ActiveCpuIsa(), best);
+  SetCpuIsa(CpuIsa::kScalar);
+  EXPECT_EQ(ActiveCpuIsa(), CpuIsa::kScalar);
+  SetCpuIsa(best);
+  EXPECT_STREQ(CpuIsaName(CpuIsa::kAvx2), "avx2");
+  EXPECT_STREQ(CpuIsaName(CpuIsa::kAvx512), "avx512");
+  EXPECT_STREQ(CpuIsaName(CpuIsa::kScalar), "scalar");
+}
+
+TEST(PrepareTest, LayoutContract) {
+  // Float weights read the raw f32 rows; Q8_0 and Q4_0 share one prepared
+  // form whose head is plain ggml block_q8_0 data.
+  for (int64_t cols : {32, 96, 4096, 11008}) {
+    EXPECT_EQ(PreparedActivationBytes(DType::kF32, cols), static_cast<size_t>(cols) * 4);
+    EXPECT_EQ(PreparedActivationBytes(DType::kF16, cols), static_cast<size_t>(cols) * 4);
+    EXPECT_EQ(PreparedActivationBytes(DType::kBF16, cols), static_cast<size_t>(cols) * 4);
+    EXPECT_EQ(PreparedActivationBytes(DType::kQ8_0, cols),
+              PreparedActivationBytes(DType::kQ4_0, cols));
+    EXPECT_GE(PreparedActivationBytes(DType::kQ8_0, cols), static_cast<size_t>(cols / 32 * 34));
+    EXPECT_EQ(PreparedActivationBytes(DType::kQ8_0, cols) % 64, 0u);
+
+    std::mt19937 rng(static_cast<unsigned>(cols));
+    std::vector<float> x = RandomRow(&rng, cols, 1.0f);
+    std::vector<uint8_t> p(PreparedActivationBytes(DType::kQ4_0, cols));
+    PrepareActivation(DType::kQ4_0, x.data(), cols, p.data());
+    for (int64_t i = 0; i < cols / 32; ++i) {
+      BlockQ8_0 want;
+      RefQuantQ8(&x[i * 32], &want);
+      ASSERT_EQ(0, std::memcmp(p.data() + i * 34, &want, 34)) << "block " << i;
+    }
+    std::vector<float> fp(cols);
+    PrepareActivation(DType::kF16, x.data(), cols, fp.data());
+    EXPECT_EQ(0, std::memcmp(fp.data(), x.data(), cols * 4));
+  }
+}
+
+// ---- Matrix kernels ------------------------------------------------------------------
+
+constexpr uint32_t kSentinelBits = 0x7FA5A5A5;  // a NaN no kernel would produce
+
+// Decodes row `r` of W (test-local decoders) into doubles.
+std::vector<double> DecodeRow(DType t, const uint8_t* row, int64_t cols) {
+  std::vector<double> w(cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    switch (t) {
+      case DType::kF32: {
+        float f;
+        std::memcpy(&f, row + 4 * c, 4);
+        w[c] = f;
+        break;
+      }
+      case DType::kF16: {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * c, 2);
+        w[c] = DecodeF16(h);
+        break;
+      }
+      case DType::kBF16: {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * c, 2);
+        w[c] = FromBits(static_cast<uint32_t>(h) << 16);
+        break;
+      }
+      case DType::kQ8_0: {
+        const uint8_t* b = row + (c / 32) * 34;
+        uint16_t d;
+        std::memcpy(&d, b, 2);
+        w[c] = static_cast<int8_t>(b[2 + c % 32]) * DecodeF16(d);
+        break;
+      }
+      case DType::kQ4_0: {
+        const uint8_t* b = row + (c / 32) * 18;
+        uint16_t d;
+        std::memcpy(&d, b, 2);
+        const int j = c % 32;
+        const int nib = j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4);
+        w[c] = (nib - 8) * DecodeF16(d);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return w;
+}
+
+bool IsQuant(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+
+struct Problem {
+  DType type;
+  int64_t rows, cols, batch;
+  std::vector<uint8_t> w;                 // rows * RowBytes
+  std::vector<std::vector<double>> wd;    // decoded weights
+  std::vector<float> x;                   // [batch, cols]
+  std::vector<uint8_t> xp;                // prepared, batch * stride
+  size_t stride = 0;
+  std::vector<std::vector<double>> xd;    // the activation the kernels see, decoded
+};
+
+Problem MakeProblem(DType t, int64_t rows, int64_t cols, int64_t batch, unsigned seed) {
+  Problem p;
+  p.type = t;
+  p.rows = rows;
+  p.cols = cols;
+  p.batch = batch;
+  std::mt19937 rng(seed);
+  const size_t rb = RowBytes(t, cols);
+  p.w.resize(rows * rb);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<float> v = RandomRow(&rng, cols, r % 3 == 0 ? 0.05f : 1.0f);
+    QuantizeRow(t, v.data(), p.w.data() + r * rb, cols);
+    p.wd.push_back(DecodeRow(t, p.w.data() + r * rb, cols));
+  }
+  p.x.resize(batch * cols);
+  for (int64_t b = 0; b < batch; ++b) {
+    const std::vector<float> v = RandomRow(&rng, cols, b % 2 ? 2.0f : 0.5f);
+    std::copy(v.begin(), v.end(), p.x.begin() + b * cols);
+  }
+  p.stride = PreparedActivationBytes(t, cols);
+  p.xp.resize(batch * p.stride);
+  for (int64_t b = 0; b < batch; ++b) {
+    PrepareActivation(t, &p.x[b * cols], cols, p.xp.data() + b * p.stride);
+    std::vector<double> xd(cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      if (IsQuant(t)) {
+        // Decode the block_q8_0 head of the prepared activation.
+        const uint8_t* blk = p.xp.data() + b * p.stride + (c / 32) * 34;
+        uint16_t d;
+        std::memcpy(&d, blk, 2);
+        xd[c] = static_cast<int8_t>(blk[2 + c % 32]) * DecodeF16(d);
+      } else {
+        xd[c] = p.x[b * cols + c];
+      }
+    }
+    p.xd.push_back(xd);
+  }
+  return p;
+}
+
+// Runs MatMulRows (or MatVecRows when batch == 1 and `matvec`) on [r0, r1)
+// into a sentinel-filled buffer with row stride ldy.
+std::vector<float> RunMatMul(const Problem& p, CpuIsa isa, int64_t r0, int64_t r1, int64_t ldy,
+                             bool matvec) {
+  std::vector<float> y(p.batch * ldy + 16, FromBits(kSentinelBits));
+  SetCpuIsa(isa);
+  if (matvec) {
+    MatVecRows(p.type, p.w.data(), p.cols, p.xp.data(), y.data(), r0, r1);
+  } else {
+    MatMulRows(p.type, p.w.data(), p.cols, p.xp.data(), p.batch, y.data(), ldy, r0, r1);
+  }
+  SetCpuIsa(DetectCpuIsa());
+  return y;
+}
+
+using KernelParam = std::tuple<DType, CpuIsa>;
+
+class KernelTest : public ::testing::TestWithParam<KernelParam> {
+ protected:
+  void SetUp() override {
+    if (static_cast<int>(isa()) > static_cast<int>(DetectCpuIsa())) {
+      GTEST_SKIP() << CpuIsaName(isa()) << " not available on this CPU";
+    }
+  }
+  DType type() const { return std::get<0>(GetParam()); }
+  CpuIsa isa() const { return std::get<1>(GetParam()); }
+  std::vector<int64_t> ColsList() const {
+    if (IsQuant(type())) return {32, 64, 96, 160, 4096 + 32};
+    return {1, 7, 16, 33, 100, 4096 + 32};
+  }
+};
+
+// Checks y from [r0, r1) against the scalar reference and the reference
+// against double-precision dots; everything outside must be untouched.
+void CheckMatMul(const Problem& p, CpuIsa isa, int64_t r0, int64_t r1, bool matvec) {
+  const int64_t ldy = matvec ? p.rows : p.rows + 3;
+  const std::vector<float> ref = RunMatMul(p, CpuIsa::kScalar, r0, r1, ldy, matvec);
+  const std::vector<float> got = RunMatMul(p, isa, r0, r1, ldy, matvec);
+  const std::string where = std::string(DTypeName(p.type)) + " " + CpuIsaName(isa) +
+                            " rows=" + std::to_string(p.rows) + " cols=" +
+                            std::to_string(p.cols) + " batch=" + std::to_string(p.batch) +
+                            " range=[" + std::to_string(r0) + "," + std::to_string(r1) + ")";
+  for (int64_t i = 0; i < static_cast<int64_t>(got.size()); ++i) {
+    const int64_t b = i / ldy, r = i % ldy;
+    const bool written = b < p.batch && r >= r0 && r < r1;
+    if (!written) {
+      ASSERT_EQ(Bits(got[i]), kSentinelBits) << where << ": wrote outside at " << i;
+      ASSERT_EQ(Bits(ref[i]), kSentinelBits) << where << ": ref wrote outside at " << i;
+      continue;
+    }
+    double exact = 0, abs_sum = 0, quant_err = 0;
+    for (int64_t c = 0; c < p.cols; ++c) {
+      exact += p.wd[r][c] * p.x[b * p.cols + c];
+      abs_sum += std::fabs(p.wd[r][c] * p.xd[b][c]);
+      quant_err += std::fabs(p.wd[r][c]) * std::fabs(p.x[b * p.cols + c] - p.xd[b][c]);
+    }
+    // SIMD vs reference: the same products, summed in another order.
+    ASSERT_NEAR(got[i], ref[i], 2e-5 * abs_sum + 1e-30) << where << " b=" << b << " r=" << r;
+    // Reference vs exact: for float weights only rounding; for quantized ones
+    // also the activation's Q8_0 error, bounded term by term.
+    const double tol = quant_err * 1.0001 + (IsQuant(p.type) ? 1e-5 : 1e-6) * abs_sum + 1e-30;
+    ASSERT_NEAR(ref[i], exact, tol) << where << " b=" << b << " r=" << r;
+  }
+}
+
+TEST_P(KernelTest, MatVecRows) {
+  unsigned seed = 1;
+  for (int64_t cols : ColsList()) {
+    for (int64_t rows : {1, 3, 17, 64}) {
+      const Problem p = MakeProblem(type(), rows, cols, 1, seed++);
+      CheckMatMul(p, isa(), 0, rows, true);
+      if (rows > 2) CheckMatMul(p, isa(), 1, rows - 1, true);
+      if (rows > 8) CheckMatMul(p, isa(), rows / 3, 2 * rows / 3 + 1, true);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_P(KernelTest, MatMulRows) {
+  unsigned seed = 100;
+  for (int64_t batch : {1, 2, 5, 8}) {
+    for (int64_t cols : ColsList()) {
+      for (int64_t rows : {1, 3, 17, 64}) {
+        const Problem p = MakeProblem(type(), rows, cols, batch, seed++);
+        CheckMatMul(p, isa(), 0, rows, false);
+        if (rows > 8) CheckMatMul(p, isa(), 5, rows - 2, false);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST_P(KernelTest, MatMulRowsLargeBatchPanels) {
+  // Enough rows and batch columns that MatMulRows walks the rows in panels.
+  const int64_t cols = IsQuant(type()) ? 4096 : 1000;
+  const Problem p = MakeProblem(type(), 150, cols, 11, 999);
+  CheckMatMul(p, isa(), 3, 149, false);
+}
+
+TEST_P(KernelTest, AxpyRows) {
+  unsigned seed = 500;
+  for (int64_t cols : ColsList()) {
+    for (int64_t rows : {1, 3, 17, 64}) {
+      Problem p = MakeProblem(type(), rows, cols, 1, seed++);
+      std::mt19937 rng(seed);
+      std::vector<float> a = RandomRow(&rng, rows, 1.0f);
+      // Zeros (and a -0) must be skipped exactly: give those rows NaN/Inf
+      // weights, which would poison y if they were read.
+      const size_t rb = RowBytes(type(), cols);
+      for (int64_t r = 0; r < rows; r += 3) {
+        a[r] = (r % 2) ? -0.0f : 0.0f;
+        uint8_t* row = p.w.data() + r * rb;
+        switch (type()) {
+          case DType::kF32:
+            for (int64_t c = 0; c < cols; ++c) std::memcpy(row + 4 * c, "\x00\x00\xc0\x7f", 4);
+            break;
+          case DType::kF16:
+            for (int64_t c = 0; c < cols; ++c) std::memcpy(row + 2 * c, "\x00\x7e", 2);
+            break;
+          case DType::kBF16:
+            for (int64_t c = 0; c < cols; ++c) std::memcpy(row + 2 * c, "\x80\x7f", 2);
+            break;
+          case DType::kQ8_0:
+          case DType::kQ4_0:
+            for (int64_t c = 0; c < cols; c += 32) {
+              std::memcpy(row + (c / 32) * (type() == DType::kQ8_0 ? 34 : 18), "\x00\x7c", 2);
+            }
+            break;
+          default:
+            break;
+        }
+      }
+      std::vector<float> y0 = RandomRow(&rng, cols, 1.0f);
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {rows / 4, rows - rows / 4}}) {
+        if (r0 >= r1) continue;
+        std::vector<float> ref(cols + 16, FromBits(kSentinelBits)), got = ref;
+        std::copy(y0.begin(), y0.end(), ref.begin());
+        std::copy(y0.begin(), y0.end(), got.begin());
+        SetCpuIsa(CpuIsa::kScalar);
+        AxpyRows(type(), p.w.data(), cols, a.data(), ref.data(), r0, r1);
+        SetCpuIsa(isa());
+        AxpyRows(type(), p.w.data(), cols, a.data(), got.data(), r0, r1);
+        SetCpuIsa(DetectCpuIsa());
+        for (int64_t c = 0; c < cols + 16; ++c) {
+          if (c >= cols) {
+            ASSERT_EQ(Bits(got[c]), kSentinelBits) << "wrote past y at " << c;
+            ASSERT_EQ(Bits(ref[c]), kSentinelBits) << "ref wrote past y at " << c;
+            continue;
+          }
+          double exact = y0[c], abs_sum = std::fabs(y0[c]);
+          for (int64_t r = r0; r < r1; ++r) {
+            if (a[r] == 0.0f) continue;  // poisoned rows; p.wd predates the poison
+            exact += a[r] * p.wd[r][c];
+            abs_sum += std::fabs(a[r] * p.wd[r][c]);
+          }
+          ASSERT_TRUE(std::isfinite(got[c])) << "c=" << c;
+          // Each of the (r1 - r0) additions rounds once or twice.
+          const double tol = (r1 - r0 + 2) * std::ldexp(1.0, -22) * abs_sum + 1e-30;
+          ASSERT_NEAR(got[c], ref[c], tol) << DTypeName(type()) << " c=" << c;
+          ASSERT_NEAR(ref[c], exact, tol) << DTypeName(type()) << " c=" << c;
+        }
+      }
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+std::string ParamName(const ::testing::TestParamInfo<KernelParam>& info) {
+  return std::string(DTypeName(std::get<0>(info.param))) + "_" +
+         CpuIsaName(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypesAllIsas, KernelTest,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
+                                         DType::kQ4_0),
+                       ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512)),
+    ParamName);
+
+}  // namespace
+}  // namespace pi

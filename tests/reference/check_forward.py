@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""The C++ engine's logits vs the independent numpy reference (llama_ref.py).
+
+For a matrix of small random llama models made by `pi-synth` (every FFN form, every weight
+type, GQA and MHA, tied and untied output, ffn_down and PowerInfer's ffn_down_t), runs
+`pi-dump-logits` in decode mode (one token at a time, through the KV cache) and prompt mode
+(all tokens at once), and compares every position's logits with llama_ref.py's.
+
+Error measure: max |engine - reference| / max |reference logit|, over all positions.
+
+Usage:
+    check_forward.py [BIN_DIR]       # BIN_DIR holds pi-synth and pi-dump-logits;
+                                     # default $PI_BIN_DIR, else ./build/bin
+    check_forward.py BIN_DIR --keep DIR   # keep the models and logits in DIR
+    check_forward.py BIN_DIR -k q4        # only cases whose name contains "q4"
+
+Exit status: 0 when every case passes, 1 otherwise; the last line is "N passed, M failed".
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llama_ref import LlamaRef  # noqa: E402
+
+# Relative tolerances (error / max |logit|). f32/f16/bf16 weights: both sides compute the
+# same products in f32 (the reference in f64), so only accumulation order differs. Q8_0/Q4_0:
+# activations are rounded to Q8_0 blocks on both sides, but a value that lands within
+# rounding of a half-quantum boundary may round differently, moving one element by one
+# quantum (about amax/127 of its block); hence a looser bound.
+TOLERANCE = {"f32": 1e-4, "f16": 1e-3, "bf16": 1e-3, "q8_0": 1e-2, "q4_0": 1e-2}
+
+# name, activation, type, n_head_kv (of 4 heads), tied, down_t
+CASES = [
+    ("silu-f32-gqa", "silu", "f32", 2, False, False),
+    ("silu-f16-mha-tied", "silu", "f16", 4, True, False),
+    ("silu-bf16-gqa-downt", "silu", "bf16", 2, False, True),
+    ("silu-q8_0-mha-tied-downt", "silu", "q8_0", 4, True, True),
+    ("silu-q4_0-gqa", "silu", "q4_0", 2, False, False),
+    ("relu-f32-mha-downt", "relu", "f32", 4, False, True),
+    ("relu-f16-gqa", "relu", "f16", 2, False, False),
+    ("relu-q8_0-gqa", "relu", "q8_0", 2, False, False),
+    ("relu-q4_0-gqa-tied-downt", "relu", "q4_0", 2, True, True),
+    ("drelu-f32-gqa-tied", "drelu", "f32", 2, True, False),
+    ("drelu-f16-mha-downt", "drelu", "f16", 4, False, True),
+    ("drelu-q8_0-mha", "drelu", "q8_0", 4, False, False),
+    ("drelu-q4_0-mha-downt", "drelu", "q4_0", 4, False, True),
+]
+
+SHAPE = dict(n_vocab=320, n_embd=64, n_layer=2, n_head=4, n_ff=160, n_ctx=64)
+TOKENS = [1, 5, 9, 200, 17, 3, 319, 42, 42, 0, 128, 64, 7, 250]
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (exit %d):\n%s%s" % (" ".join(cmd), p.returncode,
+                                                           p.stdout[-2000:], p.stderr[-2000:]))
+    return p
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bin_dir", nargs="?",
+                    default=os.environ.get("PI_BIN_DIR", os.path.join("build", "bin")))
+    ap.add_argument("--keep", help="write models and logits here (kept)")
+    ap.add_argument("-k", dest="filter", default="", help="only cases whose name has this")
+    args = ap.parse_args()
+
+    synth = os.path.join(args.bin_dir, "pi-synth")
+    dump = os.path.join(args.bin_dir, "pi-dump-logits")
+    for exe in (synth, dump):
+        if not os.access(exe, os.X_OK):
+            print("missing executable %s" % exe)
+            print("0 passed, 1 failed")
+            return 1
+
+    work = args.keep or tempfile.mkdtemp(prefix="pi-check-forward-")
+    os.makedirs(work, exist_ok=True)
+    passed = failed = 0
+    tok_arg = ",".join(str(t) for t in TOKENS)
+    for seed, (name, act, wtype, n_head_kv, tied, down_t) in enumerate(CASES, start=1):
+        if args.filter not in name:
+            continue
+        model = os.path.join(work, name + ".gguf")
+        cmd = [synth, "-o", model, "--type", wtype, "--activation", act,
+               "--n-head-kv", str(n_head_kv), "--seed", str(seed)]
+        for k, v in SHAPE.items():
+            cmd += ["--" + k.replace("_", "-"), str(v)]
+        if tied:
+            cmd.append("--tied")
+        if down_t:
+            cmd.append("--down-t")
+        try:
+            run(cmd)
+            ref = LlamaRef(model)
+            expect = ref.forward(TOKENS)
+            # The reference must see the model the case asked for; otherwise the case would
+            # silently test something else.
+            problems = []
+            if ref.activation != act:
+                problems.append("activation %s" % ref.activation)
+            if ref.tied != tied:
+                problems.append("tied=%s" % ref.tied)
+            if ref.n_head_kv != n_head_kv:
+                problems.append("n_head_kv=%d" % ref.n_head_kv)
+            if ("ffn_down_t" in ref.layers[0]) != down_t:
+                problems.append("down_t mismatch")
+            if ref.layers[0]["ffn_gate"].dtype != wtype:
+                problems.append("ffn_gate type %s" % ref.layers[0]["ffn_gate"].dtype)
+            if problems:
+                raise RuntimeError("pi-synth model differs from the case: " + ", ".join(problems))
+            scale = float(np.abs(expect).max())
+            for mode in ("decode", "prompt"):
+                out = os.path.join(work, "%s.%s.f32" % (name, mode))
+                run([dump, "-m", model, "--tokens", tok_arg, "--out", out, "--mode", mode])
+                got = np.fromfile(out, dtype="<f4")
+                if got.size != expect.size:
+                    raise RuntimeError("%s: %s logits have %d floats, expected %d x %d"
+                                       % (name, mode, got.size, len(TOKENS), ref.n_vocab))
+                got = got.reshape(expect.shape)
+                err = np.abs(got - expect).max(axis=1) / scale
+                worst = int(np.argmax(err))
+                ok = bool(np.all(np.isfinite(got))) and err[worst] <= TOLERANCE[wtype]
+                argmax_agree = float(np.mean(got.argmax(1) == expect.argmax(1)))
+                print("%-4s %-26s %-6s rel err %.2e (tol %.0e, worst at pos %d)  "
+                      "argmax agree %.0f%%  max|logit| %.2f"
+                      % ("ok" if ok else "FAIL", name, mode, err[worst], TOLERANCE[wtype],
+                         worst, 100 * argmax_agree, scale), flush=True)
+                passed += ok
+                failed += not ok
+        except Exception as e:  # a case that cannot run is a failure, not a crash
+            print("FAIL %-26s %s" % (name, e), flush=True)
+            failed += 1
+    if not args.keep:
+        for f in os.listdir(work):
+            os.remove(os.path.join(work, f))
+        os.rmdir(work)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

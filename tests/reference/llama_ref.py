@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""An independent numpy forward pass for llama-family GGUF files (the C++ engine's referee).
+
+Reads the file with tools/pigguf.py (not the C++ reader) and computes float32 logits for a
+token sequence, all positions at once with a causal mask:
+
+  h = token_embd[tokens]
+  per layer:  x = rmsnorm(h) * attn_norm;  q,k,v = Wq x, Wk x, Wv x
+              RoPE "normal" (adjacent pairs (2i, 2i+1), first rope.dimension_count dims of
+              each head, angle pos * freq_base^(-2i/n_rot)) on q and k
+              GQA: query head j reads kv head j // (n_head / n_head_kv); causal softmax
+              h += Wo attn
+              x = rmsnorm(h) * ffn_norm
+              silu:  a = silu(Wg x) * (Wu x)
+              relu:  a = relu(Wg x) * (Wu x)
+              drelu: a = relu(Wg x) * relu(Wu x)
+              h += Wdown a     (ffn_down [n_ff, n_embd]; or ffn_down_t [n_embd, n_ff], the
+                                PowerInfer transposed copy whose row i is neuron i)
+  logits = output (or token_embd when output.weight is absent) @ (rmsnorm(h) * output_norm)
+
+Activation: "pi.ffn_activation" if present; else PWRI magic -> relu (bamboo -> drelu);
+else arch default (bamboo -> drelu, others silu).
+
+ggml semantics for quantized weights: when a weight is Q8_0 or Q4_0, the activation vector
+it multiplies is first rounded through Q8_0 blocks (ggml quantizes src1 to the weight's
+vec_dot type, Q8_0 for both). ffn_down_t products are not activation-quantized (the engine
+dequantizes the weight row and accumulates f32 activation * weight).
+
+Usage:  llama_ref.py MODEL.gguf 1,5,9,...  [--out logits.f32]
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import pigguf  # noqa: E402
+
+QUANTIZED = ("q8_0", "q4_0")
+
+
+class Weight:
+    """A matrix as float32 numpy [rows, cols] plus whether products quantize activations."""
+
+    def __init__(self, tensor):
+        self.name = tensor.name
+        self.dtype = tensor.dtype
+        self.w = tensor.to_f32().astype(np.float32)
+        self.quant_act = tensor.dtype in QUANTIZED
+
+    def matmul(self, x):
+        """x: [n_tokens, cols] -> [n_tokens, rows]."""
+        if self.quant_act:
+            x = pigguf.q8_0_roundtrip(x)
+        # float64 accumulation: the reference should be closer to exact than either side.
+        return (x.astype(np.float64) @ self.w.T.astype(np.float64)).astype(np.float32)
+
+
+class LlamaRef:
+    def __init__(self, path):
+        r = pigguf.GGUFReader(path)
+        self.reader = r
+        md = r.metadata
+        arch = md["general.architecture"]
+        self.arch = arch
+
+        def get(key, default=None):
+            v = md.get("%s.%s" % (arch, key), default)
+            if v is None:
+                raise KeyError("missing metadata %s.%s" % (arch, key))
+            return v
+
+        self.n_embd = int(get("embedding_length"))
+        self.n_layer = int(get("block_count"))
+        self.n_head = int(get("attention.head_count"))
+        self.n_head_kv = int(get("attention.head_count_kv", self.n_head))
+        self.head_dim = int(get("attention.key_length", self.n_embd // self.n_head))
+        self.n_ff = int(get("feed_forward_length"))
+        self.n_rot = int(get("rope.dimension_count", self.head_dim))
+        self.freq_base = float(get("rope.freq_base", 10000.0))
+        self.eps = float(get("attention.layer_norm_rms_epsilon", 1e-5))
+
+        act = md.get("pi.ffn_activation")
+        if act is None:
+            if arch == "bamboo":
+                act = "drelu"
+            elif r.sparse_magic:
+                act = "relu"
+            else:
+                act = "silu"
+        if act not in ("silu", "relu", "drelu"):
+            raise ValueError("unknown pi.ffn_activation %r" % act)
+        self.activation = act
+
+        t = r.tensors
+        self.token_embd = t["token_embd.weight"].to_f32().astype(np.float32)
+        self.n_vocab = self.token_embd.shape[0]
+        self.output_norm = t["output_norm.weight"].to_f32().astype(np.float32)
+        self.tied = "output.weight" not in t
+        self.output = Weight(t["token_embd.weight"] if self.tied else t["output.weight"])
+        self.layers = []
+        for i in range(self.n_layer):
+            p = "blk.%d." % i
+            L = {
+                "attn_norm": t[p + "attn_norm.weight"].to_f32(),
+                "ffn_norm": t[p + "ffn_norm.weight"].to_f32(),
+            }
+            for name in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up"):
+                L[name] = Weight(t[p + name + ".weight"])
+            if p + "ffn_down.weight" in t:
+                L["ffn_down"] = Weight(t[p + "ffn_down.weight"])
+            else:
+                # [n_embd, n_ff] in ggml order = numpy [n_ff, n_embd]: row i = neuron i.
+                L["ffn_down_t"] = t[p + "ffn_down_t.weight"].to_f32().astype(np.float32)
+            self.layers.append(L)
+
+    def rmsnorm(self, x, w):
+        x64 = x.astype(np.float64)
+        scale = 1.0 / np.sqrt(np.mean(x64 * x64, axis=-1, keepdims=True) + self.eps)
+        return (x64 * scale * w.astype(np.float64)).astype(np.float32)
+
+    def rope(self, x, positions):
+        """x: [n_tokens, n_heads, head_dim]; rotates pairs (2i, 2i+1) for 2i < n_rot."""
+        out = x.astype(np.float64).copy()
+        half = self.n_rot // 2
+        inv = self.freq_base ** (-2.0 * np.arange(half) / self.n_rot)
+        ang = positions[:, None].astype(np.float64) * inv[None, :]  # [T, half]
+        cos = np.cos(ang)[:, None, :]
+        sin = np.sin(ang)[:, None, :]
+        x0 = out[:, :, 0:2 * half:2].copy()
+        x1 = out[:, :, 1:2 * half:2].copy()
+        out[:, :, 0:2 * half:2] = x0 * cos - x1 * sin
+        out[:, :, 1:2 * half:2] = x0 * sin + x1 * cos
+        return out.astype(np.float32)
+
+    def ffn_activations(self, L, x):
+        """The FFN's hidden activations a [n_tokens, n_ff] for normalized input x."""
+        g = L["ffn_gate"].matmul(x)
+        u = L["ffn_up"].matmul(x)
+        if self.activation == "silu":
+            with np.errstate(over="ignore"):
+                g = (g / (1.0 + np.exp(-g.astype(np.float64)))).astype(np.float32)
+            return (g * u).astype(np.float32)
+        if self.activation == "relu":
+            return (np.maximum(g, 0) * u).astype(np.float32)
+        return (np.maximum(g, 0) * np.maximum(u, 0)).astype(np.float32)
+
+    def forward(self, tokens, return_ffn=False):
+        """Logits [n_tokens, n_vocab] (float32) for tokens at positions 0..n-1. With
+        return_ffn, also the per-layer FFN activations (list of [n_tokens, n_ff])."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.ndim != 1 or len(tokens) == 0:
+            raise ValueError("tokens must be a non-empty 1-D sequence")
+        if tokens.min() < 0 or tokens.max() >= self.n_vocab:
+            raise ValueError("token id out of range [0, %d)" % self.n_vocab)
+        T = len(tokens)
+        pos = np.arange(T)
+        h = self.token_embd[tokens].astype(np.float32)
+        hd, nh, nkv = self.head_dim, self.n_head, self.n_head_kv
+        group = nh // nkv
+        mask = np.triu(np.full((T, T), -np.inf), k=1)
+        ffn_acts = []
+        for L in self.layers:
+            x = self.rmsnorm(h, L["attn_norm"])
+            q = self.rope(L["attn_q"].matmul(x).reshape(T, nh, hd), pos)
+            k = self.rope(L["attn_k"].matmul(x).reshape(T, nkv, hd), pos)
+            v = L["attn_v"].matmul(x).reshape(T, nkv, hd)
+            att = np.empty((T, nh, hd), np.float32)
+            for j in range(nh):
+                kv = j // group
+                s = (q[:, j, :].astype(np.float64) @ k[:, kv, :].T.astype(np.float64))
+                s = s / np.sqrt(hd) + mask
+                s = np.exp(s - s.max(axis=1, keepdims=True))
+                s /= s.sum(axis=1, keepdims=True)
+                att[:, j, :] = (s @ v[:, kv, :].astype(np.float64)).astype(np.float32)
+            h = h + L["attn_output"].matmul(att.reshape(T, nh * hd))
+
+            x = self.rmsnorm(h, L["ffn_norm"])
+            a = self.ffn_activations(L, x)
+            if return_ffn:
+                ffn_acts.append(a)
+            if "ffn_down" in L:
+                y = L["ffn_down"].matmul(a)
+            else:
+                y = (a.astype(np.float64) @ L["ffn_down_t"].astype(np.float64)).astype(np.float32)
+            h = h + y
+        x = self.rmsnorm(h, self.output_norm)
+        logits = self.output.matmul(x)
+        return (logits, ffn_acts) if return_ffn else logits
+
+
+def main():
+    ap = argparse.ArgumentParser(description="numpy reference logits for a llama GGUF")
+    ap.add_argument("model")
+    ap.add_argument("tokens", help="comma-separated token ids")
+    ap.add_argument("--out", help="write float32 [n_tokens, n_vocab] row-major here")
+    args = ap.parse_args()
+    ref = LlamaRef(args.model)
+    tokens = [int(t) for t in args.tokens.split(",") if t]
+    logits = ref.forward(tokens)
+    if args.out:
+        logits.astype("<f4").tofile(args.out)
+    for i, row in enumerate(logits):
+        top = np.argsort(-row)[:5]
+        print("pos %d token %d: top5 %s" % (i, tokens[i], ", ".join(
+            "%d:%.4f" % (t, row[t]) for t in top)))
+
+
+if __name__ == "__main__":
+    main()

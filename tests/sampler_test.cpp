@@ -1,0 +1,147 @@
+// Sampler against distributions computed here by hand.
+#include "common/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace pi {
+namespace {
+
+SamplerParams Plain(uint32_t seed) {
+  SamplerParams p;
+  p.temp = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = seed;
+  return p;
+}
+
+std::vector<float> LogitsOf(const std::vector<double>& probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(static_cast<float>(std::log(p)));
+  return l;
+}
+
+std::vector<double> Frequencies(Sampler* s, const std::vector<float>& logits, int draws) {
+  std::vector<double> f(logits.size(), 0.0);
+  for (int i = 0; i < draws; ++i) f[s->Sample(logits.data())] += 1.0 / draws;
+  return f;
+}
+
+TEST(SamplerTest, GreedyIsArgmaxAndTiesGoToLowestId) {
+  SamplerParams p;
+  p.temp = 0.0f;
+  Sampler s(p, 5);
+  const std::vector<float> logits = {0.1f, 3.0f, -2.0f, 3.0f, 1.0f};
+  EXPECT_EQ(s.Sample(logits.data()), 1);
+}
+
+TEST(SamplerTest, DefaultsAreLlamaCpps) {
+  SamplerParams p;
+  EXPECT_FLOAT_EQ(p.temp, 0.8f);
+  EXPECT_EQ(p.top_k, 40);
+  EXPECT_FLOAT_EQ(p.top_p, 0.95f);
+  EXPECT_FLOAT_EQ(p.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(p.repeat_penalty, 1.0f);
+  EXPECT_EQ(p.repeat_last_n, 64);
+}
+
+TEST(SamplerTest, FullDistributionMatchesSoftmax) {
+  const std::vector<double> probs = {0.1, 0.2, 0.3, 0.4};
+  Sampler s(Plain(7), 4);
+  const std::vector<double> f = Frequencies(&s, LogitsOf(probs), 40000);
+  for (size_t i = 0; i < probs.size(); ++i) EXPECT_NEAR(f[i], probs[i], 0.01) << i;
+}
+
+TEST(SamplerTest, TemperatureSharpens) {
+  // p_i ∝ q_i^(1/T): with T = 0.5 and q = {0.2, 0.8}: {0.04, 0.64} / 0.68.
+  SamplerParams p = Plain(3);
+  p.temp = 0.5f;
+  Sampler s(p, 2);
+  const std::vector<double> f = Frequencies(&s, LogitsOf({0.2, 0.8}), 40000);
+  EXPECT_NEAR(f[0], 0.04 / 0.68, 0.01);
+}
+
+TEST(SamplerTest, TopKKeepsTheKBest) {
+  SamplerParams p = Plain(11);
+  p.top_k = 2;
+  Sampler s(p, 4);
+  // Survivors {0.4, 0.3} renormalized: {4/7, 3/7}.
+  const std::vector<double> f = Frequencies(&s, LogitsOf({0.1, 0.2, 0.3, 0.4}), 40000);
+  EXPECT_EQ(f[0], 0.0);
+  EXPECT_EQ(f[1], 0.0);
+  EXPECT_NEAR(f[3], 4.0 / 7.0, 0.01);
+}
+
+TEST(SamplerTest, TopPKeepsTheSmallestPrefixReachingP) {
+  SamplerParams p = Plain(5);
+  p.top_p = 0.75f;  // 0.5 < 0.75 <= 0.5 + 0.3: keep the first two
+  Sampler s(p, 3);
+  const std::vector<double> f = Frequencies(&s, LogitsOf({0.3, 0.5, 0.2}), 40000);
+  EXPECT_EQ(f[2], 0.0);
+  EXPECT_NEAR(f[1], 0.5 / 0.8, 0.01);
+}
+
+TEST(SamplerTest, MinPDropsTokensBelowAFractionOfTheBest) {
+  SamplerParams p = Plain(9);
+  p.min_p = 0.4f;  // keep p >= 0.4 * 0.6 = 0.24
+  Sampler s(p, 3);
+  const std::vector<double> f = Frequencies(&s, LogitsOf({0.6, 0.3, 0.1}), 40000);
+  EXPECT_EQ(f[2], 0.0);
+  EXPECT_NEAR(f[0], 0.6 / 0.9, 0.01);
+}
+
+TEST(SamplerTest, RepeatPenaltyDividesPositiveAndMultipliesNegativeLogits) {
+  SamplerParams p;
+  p.temp = 0.0f;
+  p.repeat_penalty = 2.0f;
+  Sampler s(p, 3);
+  // Token 0 (logit 3) seen: 3 / 2 = 1.5 < 2 -> token 1 wins.
+  s.Accept(0);
+  EXPECT_EQ(s.Sample(std::vector<float>{3.0f, 2.0f, -1.0f}.data()), 1);
+  // Negative logits are multiplied: token 2 at -1 -> -2, still last.
+  Sampler s2(p, 3);
+  s2.Accept(2);
+  s2.Accept(2);  // counted once
+  EXPECT_EQ(s2.Sample(std::vector<float>{-3.0f, -2.5f, -1.0f}.data()), 2);  // -2 > -2.5
+}
+
+TEST(SamplerTest, RepeatPenaltyWindowForgetsOldTokens) {
+  SamplerParams p;
+  p.temp = 0.0f;
+  p.repeat_penalty = 10.0f;
+  p.repeat_last_n = 2;
+  Sampler s(p, 4);
+  s.Accept(0);
+  s.Accept(1);
+  s.Accept(2);  // token 0 fell out of the window
+  EXPECT_EQ(s.Sample(std::vector<float>{3.0f, 2.9f, 2.8f, 0.0f}.data()), 0);
+}
+
+TEST(SamplerTest, SameSeedSameTokensDifferentSeedDifferentTokens) {
+  std::vector<float> logits(100);
+  for (int i = 0; i < 100; ++i) logits[i] = static_cast<float>(std::sin(i * 1.3));
+  auto run = [&](uint32_t seed) {
+    Sampler s(Plain(seed), 100);
+    std::vector<int> out;
+    for (int i = 0; i < 64; ++i) out.push_back(s.Sample(logits.data()));
+    return out;
+  };
+  EXPECT_EQ(run(42), run(42));
+  EXPECT_NE(run(42), run(43));
+}
+
+TEST(SamplerTest, RandomSeedIsReportedAndReproducible) {
+  SamplerParams p = Plain(0xFFFFFFFFu);
+  Sampler a(p, 10);
+  SamplerParams q = Plain(a.seed());
+  Sampler b(q, 10);
+  std::vector<float> logits(10, 0.0f);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(a.Sample(logits.data()), b.Sample(logits.data()));
+}
+
+}  // namespace
+}  // namespace pi
