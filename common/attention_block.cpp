@@ -53,10 +53,15 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
   const int group = c_.n_head / c_.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t items = static_cast<int64_t>(batch) * c_.n_head;
-  pool->Run([&](int ith, int nth) {
+  // Items are (token, head) pairs; a chunk is a run of them. Short contexts
+  // read little KV cache: then one chunk, on the caller.
+  const int64_t kv_bytes = items * (n_past + batch) * hd * 2 * sizeof(float);
+  const int64_t n_chunks =
+      kv_bytes < ThreadPool::kMinParallelBytes ? 1 : std::min<int64_t>(items, 4 * pool->size());
+  pool->ParallelFor(n_chunks, [&](int64_t chunk, int slot) {
     int64_t i0, i1;
-    ThreadPool::Split(items, ith, nth, 1, &i0, &i1);
-    float* scores = scores_.data() + static_cast<int64_t>(ith) * n_ctx_;
+    ThreadPool::Split(items, chunk, n_chunks, 1, &i0, &i1);
+    float* scores = scores_.data() + static_cast<int64_t>(slot) * n_ctx_;
     for (int64_t i = i0; i < i1; ++i) {
       const int b = static_cast<int>(i / c_.n_head), head = static_cast<int>(i % c_.n_head);
       const int kv_head = head / group;

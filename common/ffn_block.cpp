@@ -9,15 +9,14 @@
 
 namespace pi {
 
-void FfnBlock::Init(const LlamaConfig& config, int max_batch, int n_threads) {
+void FfnBlock::Init(const LlamaConfig& config, int max_batch) {
   c_ = config;
-  n_threads_ = n_threads;
   const size_t b = static_cast<size_t>(max_batch);
   x_.assign(b * c_.n_embd, 0.0f);
   gate_.assign(b * c_.n_ff, 0.0f);
   up_.assign(b * c_.n_ff, 0.0f);
   out_.assign(b * c_.n_embd, 0.0f);
-  partial_.assign(static_cast<size_t>(n_threads) * b * c_.n_embd, 0.0f);
+  partial_.assign(static_cast<size_t>(kDownChunks) * b * c_.n_embd, 0.0f);
   const int64_t widest = std::max(c_.n_embd, c_.n_ff);
   q8_.assign(b * PreparedActivationBytes(DType::kQ8_0, widest), 0);
 }
@@ -54,26 +53,31 @@ void FfnBlock::Forward(const LlamaLayer& layer, int batch, float* h, ThreadPool*
     return;
   }
 
-  // ffn_down_t: each thread sums its neurons' rows into its own partial
-  // vectors, then the threads reduce disjoint column ranges of h.
+  // ffn_down_t: neurons are split into kDownChunks fixed ranges, each summed
+  // into its own partial vectors, then reduced over disjoint column ranges
+  // of h in chunk order. The split does not depend on the thread count, so
+  // results are bit-identical for any -t.
   const Tensor& wt = layer.ffn_down_t;
-  pool->Run([&](int ith, int nth) {
-    int64_t r0, r1;
-    ThreadPool::Split(ff, ith, nth, 16, &r0, &r1);
-    float* part = partial_.data() + static_cast<int64_t>(ith) * batch * d;
-    std::memset(part, 0, sizeof(float) * batch * d);
-    if (r0 >= r1) return;
-    for (int b = 0; b < batch; ++b) {
-      AxpyRows(wt.type, wt.data, d, gate_.data() + b * ff, part + b * d, r0, r1);
-    }
-  });
-  const int nth_used = pool->size();
-  pool->Run([&](int ith, int nth) {
+  const bool small = wt.nbytes() < ThreadPool::kMinParallelBytes;
+  pool->ParallelFor(
+      kDownChunks,
+      [&](int64_t k, int) {
+        int64_t r0, r1;
+        ThreadPool::Split(ff, k, kDownChunks, 16, &r0, &r1);
+        float* part = partial_.data() + k * batch * d;
+        std::memset(part, 0, sizeof(float) * batch * d);
+        for (int b = 0; b < batch && r0 < r1; ++b) {
+          AxpyRows(wt.type, wt.data, d, gate_.data() + b * ff, part + b * d, r0, r1);
+        }
+      },
+      small);
+  const int64_t col_chunks = small ? 1 : 4;
+  pool->ParallelFor(col_chunks, [&](int64_t chunk, int) {
     int64_t c0, c1;
-    ThreadPool::Split(d, ith, nth, 16, &c0, &c1);
+    ThreadPool::Split(d, chunk, col_chunks, 16, &c0, &c1);
     for (int b = 0; b < batch; ++b) {
-      for (int t = 0; t < nth_used; ++t) {
-        const float* part = partial_.data() + (static_cast<int64_t>(t) * batch + b) * d;
+      for (int k = 0; k < kDownChunks; ++k) {
+        const float* part = partial_.data() + (static_cast<int64_t>(k) * batch + b) * d;
         for (int64_t c = c0; c < c1; ++c) h[b * d + c] += part[c];
       }
     }

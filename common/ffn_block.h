@@ -2,8 +2,9 @@
 // h[b] += down(act(gate x_b, up x_b)) with x_b = rmsnorm(h[b]) and act one of
 // the gated forms of FfnActivation. The down projection is either ffn_down
 // (a product over output features) or PowerInfer's transposed ffn_down_t (an
-// axpy over neurons, each thread into its own partial sum, then reduced —
-// never two threads adding into one vector). Forward allocates nothing.
+// axpy over neurons, each fixed range of neurons into its own partial sum,
+// then reduced — never two threads adding into one vector). Forward
+// allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace pi {
 
 class FfnBlock {
  public:
-  void Init(const LlamaConfig& config, int max_batch, int n_threads);
+  void Init(const LlamaConfig& config, int max_batch);
 
   // h: [batch, n_embd], updated in place.
   void Forward(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool);
@@ -27,12 +28,12 @@ class FfnBlock {
 
  private:
   LlamaConfig c_;
-  int n_threads_ = 1;
-  std::vector<float> x_;        // [max_batch, n_embd]
-  std::vector<float> gate_;     // [max_batch, n_ff]   gate, then act(gate, up)
-  std::vector<float> up_;       // [max_batch, n_ff]
-  std::vector<float> out_;      // [max_batch, n_embd]
-  std::vector<float> partial_;  // [n_threads, max_batch, n_embd]  ffn_down_t partial sums
+  std::vector<float> x_;     // [max_batch, n_embd]
+  std::vector<float> gate_;  // [max_batch, n_ff]   gate, then act(gate, up)
+  std::vector<float> up_;    // [max_batch, n_ff]
+  std::vector<float> out_;   // [max_batch, n_embd]
+  static constexpr int kDownChunks = 8;
+  std::vector<float> partial_;  // [kDownChunks, max_batch, n_embd]  ffn_down_t partial sums
   std::vector<uint8_t> q8_;     // prepared Q8_0 input, max(n_embd, n_ff) wide
 };
 

@@ -160,8 +160,8 @@ class GgufWriter {
   // Replaces an existing key (keeping its position). Setting general.alignment
   // to a valid u32 also changes the alignment used for the data.
   void Set(const std::string& key, GgufValue value);
-  // ne in ggml order (1..4 dims; none for a scalar); `data` holds RowBytes(type, ne[0]) * ne[1] *
-  // ne[2] * ne[3] bytes.
+  // ne in ggml order (1..4 dims; none for a scalar); `data` holds
+  // RowBytes(type, ne[0]) * ne[1] * ne[2] * ne[3] bytes.
   Status AddTensor(const std::string& name, DType type, const std::vector<int64_t>& ne,
                    const void* data);
   // Same, but the bytes come from `fill`, called once during Write/Serialize.

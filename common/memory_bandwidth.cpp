@@ -15,18 +15,19 @@ double MeasureReadBandwidthGBs(ThreadPool* pool, int64_t buffer_bytes, int passe
   std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
   // Touch every page (from each thread's own range) so the passes measure
   // reads, not page faults.
-  pool->Run([&](int ith, int nth) {
+  constexpr int64_t kChunks = 64;
+  pool->ParallelFor(kChunks, [&](int64_t chunk, int) {
     int64_t b, e;
-    ThreadPool::Split(n, ith, nth, 4096, &b, &e);
+    ThreadPool::Split(n, chunk, kChunks, 4096, &b, &e);
     for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
   });
   std::atomic<uint64_t> sink{0};
   double best = 0.0;
   for (int p = 0; p < passes; ++p) {
     const double t0 = NowSeconds();
-    pool->Run([&](int ith, int nth) {
+    pool->ParallelFor(kChunks, [&](int64_t chunk, int) {
       int64_t b, e;
-      ThreadPool::Split(n, ith, nth, 4096, &b, &e);
+      ThreadPool::Split(n, chunk, kChunks, 4096, &b, &e);
       // Eight independent integer sums: integer adds vectorize without
       // reassociation concerns, and eight chains hide the add latency.
       uint64_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};

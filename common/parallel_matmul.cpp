@@ -17,14 +17,10 @@ PreparedInput PrepareInput(const float* x, int64_t cols, int64_t batch, uint8_t*
   in.cols = cols;
   in.batch = batch;
   const size_t row_bytes = PreparedActivationBytes(DType::kQ8_0, cols);
-  if (batch == 1) {
-    // One row is a few microseconds of work: not worth waking the pool.
-    PrepareActivation(DType::kQ8_0, x, cols, q8_buf);
-    return in;
-  }
-  pool->Run([&](int ith, int nth) {
-    int64_t b0, b1;
-    ThreadPool::Split(batch, ith, nth, 1, &b0, &b1);
+  // One row is a few microseconds of work: below 8 rows, not worth a wake-up.
+  const int64_t chunks = batch >= 8 ? batch : 1;
+  pool->ParallelFor(chunks, [&](int64_t chunk, int) {
+    const int64_t b0 = chunks == 1 ? 0 : chunk, b1 = chunks == 1 ? batch : chunk + 1;
     for (int64_t b = b0; b < b1; ++b) {
       PrepareActivation(DType::kQ8_0, x + b * cols, cols, q8_buf + b * row_bytes);
     }
@@ -33,22 +29,44 @@ PreparedInput PrepareInput(const float* x, int64_t cols, int64_t batch, uint8_t*
 }
 
 void ParallelMatMul(ThreadPool* pool, const PreparedInput& in, const MatMulJob* jobs, int n_jobs) {
-  pool->Run([&](int ith, int nth) {
-    for (int j = 0; j < n_jobs; ++j) {
-      const Tensor& w = *jobs[j].w;
-      int64_t r0, r1;
-      // Grain 16 keeps each thread's range on whole cache lines of output
-      // and lets the kernels' multi-row tiles run full.
-      ThreadPool::Split(w.rows, ith, nth, 16, &r0, &r1);
-      if (r0 >= r1) continue;
-      if (in.batch == 1) {
-        MatVecRows(w.type, w.data, w.cols, in.For(w.type), jobs[j].y, r0, r1);
-      } else {
-        MatMulRows(w.type, w.data, w.cols, in.For(w.type), in.batch, jobs[j].y, jobs[j].ldy, r0,
-                   r1);
-      }
-    }
-  });
+  // Chunks of whole 16-row groups (the kernels' multi-row tiles run full),
+  // about 4 per thread per job so a slow thread's share can be picked up by
+  // the others; small matrices stay in one chunk, since waking a thread
+  // costs more than reading them.
+  constexpr int kMaxJobs = 4;
+  int64_t block_rows[kMaxJobs], first_chunk[kMaxJobs + 1];
+  first_chunk[0] = 0;
+  int64_t total_bytes = 0;
+  for (int j = 0; j < n_jobs && j < kMaxJobs; ++j) {
+    total_bytes += jobs[j].w->nbytes();
+  }
+  const bool small = total_bytes < ThreadPool::kMinParallelBytes;
+  for (int j = 0; j < n_jobs && j < kMaxJobs; ++j) {
+    const Tensor& w = *jobs[j].w;
+    const int64_t bytes = w.nbytes() * in.batch;
+    int64_t chunks =
+        pool->size() == 1 || bytes < ThreadPool::kMinParallelBytes ? 1 : 4 * pool->size();
+    int64_t rows = (w.rows + chunks - 1) / chunks;
+    rows = (rows + 15) / 16 * 16;
+    block_rows[j] = rows;
+    first_chunk[j + 1] = first_chunk[j] + (w.rows + rows - 1) / rows;
+  }
+  pool->ParallelFor(
+      first_chunk[n_jobs],
+      [&](int64_t chunk, int) {
+        int j = 0;
+        while (chunk >= first_chunk[j + 1]) ++j;
+        const Tensor& w = *jobs[j].w;
+        const int64_t r0 = (chunk - first_chunk[j]) * block_rows[j];
+        const int64_t r1 = r0 + block_rows[j] < w.rows ? r0 + block_rows[j] : w.rows;
+        if (in.batch == 1) {
+          MatVecRows(w.type, w.data, w.cols, in.For(w.type), jobs[j].y, r0, r1);
+        } else {
+          MatMulRows(w.type, w.data, w.cols, in.For(w.type), in.batch, jobs[j].y, jobs[j].ldy, r0,
+                     r1);
+        }
+      },
+      small);
 }
 
 }  // namespace pi

@@ -33,7 +33,7 @@ struct MatMulJob {
   int64_t ldy;
 };
 
-// Runs up to 4 jobs that share `in`, all threads splitting each job's rows.
+// Runs up to 4 jobs that share `in`; threads take row blocks of every job.
 void ParallelMatMul(ThreadPool* pool, const PreparedInput& in, const MatMulJob* jobs, int n_jobs);
 
 }  // namespace pi

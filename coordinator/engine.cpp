@@ -25,7 +25,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->pool_ = std::make_unique<ThreadPool>(options.n_threads);
   e->cache_.Init(c.n_layer, e->n_ctx_, c.kv_dim());
   e->attention_.Init(c, e->n_batch_, e->n_ctx_, options.n_threads);
-  e->ffn_.Init(c, e->n_batch_, options.n_threads);
+  e->ffn_.Init(c, e->n_batch_);
   e->h_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->x_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->q8_.assign(e->n_batch_ * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);

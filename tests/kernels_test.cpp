@@ -14,6 +14,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -39,11 +40,15 @@ float FromBits(uint32_t u) {
 
 // ---- F16 / BF16 ---------------------------------------------------------------
 
-__attribute__((target("f16c"))) float HwF16ToF32(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) float HwF16ToF32(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 __attribute__((target("f16c"))) uint16_t HwF32ToF16(float f) {
   return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-bool HaveF16c() { return __builtin_cpu_supports("f16c"); }
+bool HaveF16c() {
+  return __builtin_cpu_supports("f16c");
+}
 
 TEST(Fp16Test, DecodesLiterals) {
   EXPECT_EQ(Bits(F16ToF32(0x0000)), Bits(0.0f));
@@ -52,9 +57,9 @@ TEST(Fp16Test, DecodesLiterals) {
   EXPECT_EQ(F16ToF32(0xC000), -2.0f);
   EXPECT_EQ(F16ToF32(0x3555), 0.333251953125f);
   EXPECT_EQ(F16ToF32(0x7BFF), 65504.0f);
-  EXPECT_EQ(F16ToF32(0x0400), std::ldexp(1.0f, -14));        // smallest normal
-  EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));        // smallest subnormal
-  EXPECT_EQ(F16ToF32(0x03FF), std::ldexp(1023.0f, -24));     // largest subnormal
+  EXPECT_EQ(F16ToF32(0x0400), std::ldexp(1.0f, -14));     // smallest normal
+  EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));     // smallest subnormal
+  EXPECT_EQ(F16ToF32(0x03FF), std::ldexp(1023.0f, -24));  // largest subnormal
   EXPECT_EQ(F16ToF32(0x8001), -std::ldexp(1.0f, -24));
   EXPECT_EQ(F16ToF32(0x7C00), INFINITY);
   EXPECT_EQ(F16ToF32(0xFC00), -INFINITY);
@@ -197,13 +202,15 @@ void RefQuantQ4(const float* x, BlockQ4_0* b) {
 
 TEST(QuantTest, Q8_0HandComputedBlock) {
   // amax = 127 -> d = 1 (f16 0x3C00), q = round-half-away(x).
-  float x[32] = {127, -63.5f, 1, 0.5f, -0.5f, 2.5f, -2.5f, 0.49f, -126.6f, 3.2f};
+  const float below_half = std::nextafter(0.5f, 0.0f);  // 0.49999997 -> 0, not 1
+  float x[32] = {127,     -63.5f, 1,          0.5f,        -0.5f,  2.5f,    -2.5f, 0.49f,
+                 -126.6f, 3.2f,   below_half, -below_half, 126.5f, -126.5f, 1.5f,  -1.5f};
   BlockQ8_0 b;
   QuantizeRowQ8_0(x, &b, 32);
   EXPECT_EQ(b.d, 0x3C00);
-  const int8_t want[10] = {127, -64, 1, 1, -1, 3, -3, 0, -127, 3};
-  for (int j = 0; j < 10; ++j) EXPECT_EQ(b.qs[j], want[j]) << j;
-  for (int j = 10; j < 32; ++j) EXPECT_EQ(b.qs[j], 0) << j;
+  const int8_t want[16] = {127, -64, 1, 1, -1, 3, -3, 0, -127, 3, 0, 0, 127, -127, 2, -2};
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(b.qs[j], want[j]) << j;
+  for (int j = 16; j < 32; ++j) EXPECT_EQ(b.qs[j], 0) << j;
 
   // amax = 254 -> d = 2 (0x4000); 3 -> round(1.5) = 2; -5 -> -3.
   float y[32] = {};
@@ -221,14 +228,14 @@ TEST(QuantTest, Q4_0HandComputedBlocks) {
   // Largest magnitude is -8 -> d = 1 (0x3C00), q = min(15, trunc(x + 8.5)).
   float x[32] = {};
   x[0] = -8;
-  x[1] = 7;      // 15
-  x[2] = 7.4f;   // trunc(15.9) = 15
-  x[3] = -0.5f;  // trunc(8.0) = 8
-  x[4] = -0.51f; // 7
-  x[5] = 0.49f;  // 8
-  x[16] = 3;     // 11, high nibble of byte 0
-  x[17] = -3;    // 5, high nibble of byte 1
-  x[31] = -7.9f; // trunc(0.6) = 0
+  x[1] = 7;       // 15
+  x[2] = 7.4f;    // trunc(15.9) = 15
+  x[3] = -0.5f;   // trunc(8.0) = 8
+  x[4] = -0.51f;  // 7
+  x[5] = 0.49f;   // 8
+  x[16] = 3;      // 11, high nibble of byte 0
+  x[17] = -3;     // 5, high nibble of byte 1
+  x[31] = -7.9f;  // trunc(0.6) = 0
   BlockQ4_0 b;
   QuantizeRowQ4_0(x, &b, 32);
   EXPECT_EQ(b.d, 0x3C00);
@@ -283,7 +290,8 @@ TEST(QuantTest, RandomRowsMatchFormulaAndRoundTrip) {
     std::vector<BlockQ4_0> q4(n / 32), want4(n / 32);
     QuantizeRowQ8_0(x.data(), q8.data(), n);
     QuantizeRowQ4_0(x.data(), q4.data(), n);
-    std::vector<uint8_t> via_generic8(RowBytes(DType::kQ8_0, n)), via_generic4(RowBytes(DType::kQ4_0, n));
+    std::vector<uint8_t> via_generic8(RowBytes(DType::kQ8_0, n)),
+        via_generic4(RowBytes(DType::kQ4_0, n));
     QuantizeRow(DType::kQ8_0, x.data(), via_generic8.data(), n);
     QuantizeRow(DType::kQ4_0, x.data(), via_generic4.data(), n);
     for (int64_t i = 0; i < n / 32; ++i) {
@@ -440,17 +448,19 @@ std::vector<double> DecodeRow(DType t, const uint8_t* row, int64_t cols) {
   return w;
 }
 
-bool IsQuant(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+bool IsQuant(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0;
+}
 
 struct Problem {
   DType type;
   int64_t rows, cols, batch;
-  std::vector<uint8_t> w;                 // rows * RowBytes
-  std::vector<std::vector<double>> wd;    // decoded weights
-  std::vector<float> x;                   // [batch, cols]
-  std::vector<uint8_t> xp;                // prepared, batch * stride
+  std::vector<uint8_t> w;               // rows * RowBytes
+  std::vector<std::vector<double>> wd;  // decoded weights
+  std::vector<float> x;                 // [batch, cols]
+  std::vector<uint8_t> xp;              // prepared, batch * stride
   size_t stride = 0;
-  std::vector<std::vector<double>> xd;    // the activation the kernels see, decoded
+  std::vector<std::vector<double>> xd;  // the activation the kernels see, decoded
 };
 
 Problem MakeProblem(DType t, int64_t rows, int64_t cols, int64_t batch, unsigned seed) {
@@ -532,9 +542,9 @@ void CheckMatMul(const Problem& p, CpuIsa isa, int64_t r0, int64_t r1, bool matv
   const std::vector<float> ref = RunMatMul(p, CpuIsa::kScalar, r0, r1, ldy, matvec);
   const std::vector<float> got = RunMatMul(p, isa, r0, r1, ldy, matvec);
   const std::string where = std::string(DTypeName(p.type)) + " " + CpuIsaName(isa) +
-                            " rows=" + std::to_string(p.rows) + " cols=" +
-                            std::to_string(p.cols) + " batch=" + std::to_string(p.batch) +
-                            " range=[" + std::to_string(r0) + "," + std::to_string(r1) + ")";
+                            " rows=" + std::to_string(p.rows) + " cols=" + std::to_string(p.cols) +
+                            " batch=" + std::to_string(p.batch) + " range=[" + std::to_string(r0) +
+                            "," + std::to_string(r1) + ")";
   for (int64_t i = 0; i < static_cast<int64_t>(got.size()); ++i) {
     const int64_t b = i / ldy, r = i % ldy;
     const bool written = b < p.batch && r >= r0 && r < r1;
@@ -657,6 +667,34 @@ TEST_P(KernelTest, AxpyRows) {
       }
       if (HasFatalFailure()) return;
     }
+  }
+}
+
+TEST_P(KernelTest, ThreadsSplittingRowsMatchOneCall) {
+  // The engine splits a matrix's rows across threads writing one y.
+  const int64_t cols = IsQuant(type()) ? 4096 : 1000;
+  const Problem p = MakeProblem(type(), 203, cols, 1, 77);
+  const std::vector<float> one = RunMatMul(p, isa(), 0, p.rows, p.rows, true);
+  std::vector<float> split(one.size(), FromBits(kSentinelBits));
+  SetCpuIsa(isa());
+  std::vector<std::thread> threads;
+  const int64_t cuts[] = {0, 16, 80, 81, 203};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      MatVecRows(p.type, p.w.data(), p.cols, p.xp.data(), split.data(), cuts[t], cuts[t + 1]);
+    });
+  }
+  for (auto& th : threads) th.join();
+  SetCpuIsa(DetectCpuIsa());
+  for (size_t i = 0; i < one.size(); ++i) {
+    // Same rows, same tiles where the cuts allow: results agree closely.
+    if (i >= static_cast<size_t>(p.rows)) {
+      ASSERT_EQ(Bits(split[i]), kSentinelBits) << i;
+      continue;
+    }
+    double abs_sum = 0;
+    for (int64_t c = 0; c < cols; ++c) abs_sum += std::fabs(p.wd[i][c] * p.xd[0][c]);
+    ASSERT_NEAR(split[i], one[i], 2e-5 * abs_sum + 1e-30) << i;
   }
 }
 

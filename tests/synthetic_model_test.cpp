@@ -145,7 +145,8 @@ TEST(SyntheticModelTest, MetadataAndShapes) {
   ASSERT_TRUE(tok->Encode("Hi y\xc3\xa9", true, &ids).ok());
   // bos, then "▁" (259) for each space (the first one is SPM's prefix), and
   // byte fallback for everything else: byte b is token 3 + b.
-  EXPECT_EQ(ids, (std::vector<int32_t>{1, 259, 3 + 'H', 3 + 'i', 259, 3 + 'y', 3 + 0xc3, 3 + 0xa9}));
+  EXPECT_EQ(ids,
+            (std::vector<int32_t>{1, 259, 3 + 'H', 3 + 'i', 259, 3 + 'y', 3 + 0xc3, 3 + 0xa9}));
   EXPECT_EQ(tok->Decode(ids), "Hi y\xc3\xa9");
 }
 

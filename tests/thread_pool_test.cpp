@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <vector>
 
 namespace pi {
@@ -29,20 +30,41 @@ TEST(ThreadPoolTest, SplitCoversTheRangeExactlyOnceOnGrainBoundaries) {
   }
 }
 
-TEST(ThreadPoolTest, RunCallsEveryThreadIndexOncePerRegion) {
+TEST(ThreadPoolTest, EveryChunkRunsExactlyOnceWithAValidSlot) {
   for (int threads : {1, 2, 4}) {
     ThreadPool pool(threads);
     EXPECT_EQ(pool.size(), threads);
-    for (int round = 0; round < 2000; ++round) {
-      std::vector<std::atomic<int>> hits(threads);
-      for (auto& h : hits) h = 0;
-      pool.Run([&](int ith, int nth) {
-        ASSERT_EQ(nth, threads);
-        hits[ith].fetch_add(1);
-      });
-      for (int i = 0; i < threads; ++i) ASSERT_EQ(hits[i].load(), 1) << "round " << round;
+    for (int64_t chunks : {0, 1, 2, 3, 17, 64}) {
+      for (int round = 0; round < 300; ++round) {
+        std::vector<std::atomic<int>> hits(chunks);
+        for (auto& h : hits) h = 0;
+        std::atomic<int> bad_slot{0};
+        pool.ParallelFor(chunks, [&](int64_t c, int slot) {
+          if (slot < 0 || slot >= threads) bad_slot.fetch_add(1);
+          hits[c].fetch_add(1);
+        });
+        ASSERT_EQ(bad_slot.load(), 0);
+        for (int64_t c = 0; c < chunks; ++c) ASSERT_EQ(hits[c].load(), 1) << c;
+      }
     }
   }
+}
+
+TEST(ThreadPoolTest, SlotsAreExclusiveWhileAChunkRuns) {
+  // Per-slot scratch is only safe if two chunks never run on one slot at once.
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> in_use(3);
+  for (auto& u : in_use) u = 0;
+  std::atomic<int> overlaps{0};
+  for (int round = 0; round < 200; ++round) {
+    pool.ParallelFor(32, [&](int64_t, int slot) {
+      if (in_use[slot].fetch_add(1) != 0) overlaps.fetch_add(1);
+      volatile int spin = 0;
+      for (int i = 0; i < 200; ++i) spin = spin + i;
+      in_use[slot].fetch_sub(1);
+    });
+  }
+  EXPECT_EQ(overlaps.load(), 0);
 }
 
 TEST(ThreadPoolTest, ParallelSumEqualsSerialSum) {
@@ -51,23 +73,40 @@ TEST(ThreadPoolTest, ParallelSumEqualsSerialSum) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i * 7 % 13);
   int64_t serial = 0;
   for (int64_t x : v) serial += x;
-  std::vector<int64_t> partial(3, 0);
-  pool.Run([&](int ith, int nth) {
+  const int64_t chunks = 37;
+  std::vector<int64_t> partial(chunks, 0);
+  pool.ParallelFor(chunks, [&](int64_t c, int) {
     int64_t b, e;
-    ThreadPool::Split(static_cast<int64_t>(v.size()), ith, nth, 64, &b, &e);
-    for (int64_t i = b; i < e; ++i) partial[ith] += v[i];
+    ThreadPool::Split(static_cast<int64_t>(v.size()), c, chunks, 64, &b, &e);
+    for (int64_t i = b; i < e; ++i) partial[c] += v[i];
   });
-  EXPECT_EQ(partial[0] + partial[1] + partial[2], serial);
+  int64_t total = 0;
+  for (int64_t p : partial) total += p;
+  EXPECT_EQ(total, serial);
 }
 
 TEST(ThreadPoolTest, SurvivesIdleGapsLongerThanTheSpin) {
-  // Workers fall asleep between regions; each region must still run fully.
+  // Workers fall asleep between loops; each loop must still run fully.
   ThreadPool pool(2);
   for (int round = 0; round < 5; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::atomic<int> n{0};
-    pool.Run([&](int, int) { n.fetch_add(1); });
-    EXPECT_EQ(n.load(), 2);
+    pool.ParallelFor(8, [&](int64_t, int) { n.fetch_add(1); });
+    EXPECT_EQ(n.load(), 8);
+  }
+}
+
+TEST(ThreadPoolTest, WaitsForAWorkerStillInsideAChunk) {
+  // A chunk that outlasts the caller's share must finish before ParallelFor
+  // returns (its captures live on the caller's stack).
+  ThreadPool pool(2);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> done{0};
+    pool.ParallelFor(2, [&](int64_t c, int) {
+      if (c == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      done.fetch_add(1);
+    });
+    EXPECT_EQ(done.load(), 2);
   }
 }
 

@@ -528,12 +528,12 @@ def main():
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=128, help="training window (<= n_ctx)")
+    ap.add_argument("--seq", type=int, default=256, help="training window (<= n_ctx)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--l1", type=float, default=0.05,
+    ap.add_argument("--l1", type=float, default=0.15,
                     help="coefficient of the L1 penalty on FFN activations (0 = off)")
     ap.add_argument("--l1-warmup", type=float, default=0.2,
                     help="fraction of the steps over which the L1 coefficient ramps up")

@@ -75,7 +75,9 @@ uint16_t F32ToF16(float f) {
   return static_cast<uint16_t>(sign | r);
 }
 
-float Bf16ToF32(uint16_t b) { return BitsFloat(static_cast<uint32_t>(b) << 16); }
+float Bf16ToF32(uint16_t b) {
+  return BitsFloat(static_cast<uint32_t>(b) << 16);
+}
 
 uint16_t F32ToBf16(float f) {
   const uint32_t u = FloatBits(f);

@@ -48,7 +48,9 @@ CpuIsa DetectHardware() {
   return CpuIsa::kAvx2;
 }
 #else
-CpuIsa DetectHardware() { return CpuIsa::kScalar; }
+CpuIsa DetectHardware() {
+  return CpuIsa::kScalar;
+}
 #endif
 
 // PI_CPU_ISA=scalar|avx2|avx512 caps the level, for debugging and for
@@ -95,9 +97,12 @@ void SetCpuIsa(CpuIsa isa) {
 
 const char* CpuIsaName(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kScalar: return "scalar";
-    case CpuIsa::kAvx2: return "avx2";
-    case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kScalar:
+      return "scalar";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }

@@ -14,7 +14,9 @@ namespace pi {
 namespace cpu_internal {
 
 namespace {
-size_t RoundUp64(size_t n) { return (n + 63) & ~static_cast<size_t>(63); }
+size_t RoundUp64(size_t n) {
+  return (n + 63) & ~static_cast<size_t>(63);
+}
 }  // namespace
 
 QActLayout GetQActLayout(int64_t cols) {
@@ -35,7 +37,9 @@ using cpu_internal::QActLayout;
 
 namespace {
 
-bool IsQuant(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+bool IsQuant(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0;
+}
 
 }  // namespace
 

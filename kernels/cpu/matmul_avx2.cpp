@@ -15,14 +15,62 @@ namespace {
 
 // Internal linkage only: see matmul_impl.h.
 
-constexpr int kTileRows = 4;
-constexpr int kMaxBatch = 2;
+constexpr int kTileRows = 4;  // weight rows per tile for batched products
+constexpr int kMaxBatch = 2;  // batch columns per tile
+// Batch-1 tiles and prefetch distances: see matmul_avx512.cpp.
+constexpr int kVecRowsQ4 = 4;
+constexpr size_t kLeadBytes = 8 * 1024;
+constexpr size_t kLeadBytesQ4 = 16 * 1024;
 constexpr int64_t kPanelBytes = 192 * 1024;
 
 constexpr int kQ4Bytes = 18;
 constexpr int kQ8Bytes = 34;
 
-PI_INLINE int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
+PI_INLINE int64_t Min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+// Software prefetch. The hardware prefetchers keep too few DRAM requests in
+// flight on their own (see matmul_avx512.cpp). Each row of a tile
+// prefetches a fixed distance ahead of its reads; past the row's end the
+// distance carries into the same row of the next tile (rows r+R...), which is
+// what runs next. The total lead is a few KiB: too far ahead and the lines
+// are evicted from L1 (48 KiB, shared with the activation) before use.
+// Addresses are integers: past the last tile they leave the matrix, which a
+// prefetch tolerates but pointer arithmetic does not.
+template <int R>
+struct Prefetcher {
+  uintptr_t next[R];  // next address to prefetch in each row's stream
+  uintptr_t end[R];   // end of the row that next[i] is in
+  uintptr_t skip;     // from the end of a row to the same row of the next tile
+  uintptr_t row;      // row bytes
+
+  // `lead_bytes`: the total distance ahead, over all R rows.
+  PI_INLINE Prefetcher(const uint8_t* const* rows, size_t row_bytes, size_t lead_bytes) {
+    const size_t lead = lead_bytes / R;
+    const size_t rows_ahead = row_bytes ? lead / row_bytes : 0;  // whole tiles ahead
+    skip = (R - 1) * row_bytes;
+    row = row_bytes;
+    for (int i = 0; i < R; ++i) {
+      const uintptr_t base = reinterpret_cast<uintptr_t>(rows[i]) + rows_ahead * R * row_bytes;
+      next[i] = base + (row_bytes ? lead % row_bytes : 0);
+      end[i] = base + row_bytes;
+    }
+  }
+  // Called once per step of the tile, with the bytes each row advances.
+  PI_INLINE void Step(size_t bytes) {
+    for (int i = 0; i < R; ++i) {
+      for (size_t k = 0; k < bytes; k += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T0);
+      }
+      next[i] += bytes;
+      if (next[i] >= end[i]) {
+        next[i] += skip;
+        end[i] += skip + row;
+      }
+    }
+  }
+};
 
 PI_INLINE uint64_t LoadU16(const uint8_t* p) {
   uint16_t v;
@@ -66,7 +114,7 @@ PI_INLINE float LoadW1(const uint8_t* row, int64_t c) {
 
 template <DType T, int R, int B>
 void TileFloat(const MatMulArgs& a, int64_t r, int64_t b0) {
-  constexpr int U = B == 1 ? 2 : 1;
+  constexpr int U = R * B >= 4 ? 1 : 4 / (R * B);  // FMA chains in flight: see avx512
   const uint8_t* wr[R];
   for (int i = 0; i < R; ++i) wr[i] = a.w + (r + i) * a.row_bytes;
   const float* xs[B];
@@ -76,8 +124,11 @@ void TileFloat(const MatMulArgs& a, int64_t r, int64_t b0) {
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < B; ++j) acc[u][i][j] = _mm256_setzero_ps();
 
+  Prefetcher<R> pf(wr, a.row_bytes, kLeadBytes);
+  constexpr size_t kStepBytes = 8 * U * (T == DType::kF32 ? 4 : 2);
   int64_t c = 0;
   for (; c + 8 * U <= a.cols; c += 8 * U) {
+    pf.Step(kStepBytes);
     for (int u = 0; u < U; ++u) {
       __m256 xv[B];
       for (int j = 0; j < B; ++j) xv[j] = _mm256_loadu_ps(xs[j] + c + 8 * u);
@@ -98,7 +149,7 @@ void TileFloat(const MatMulArgs& a, int64_t r, int64_t b0) {
   for (int i = 0; i < R; ++i) {
     for (int j = 0; j < B; ++j) {
       __m256 s = acc[0][i][j];
-      if (U == 2) s = _mm256_add_ps(s, acc[U - 1][i][j]);
+      for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][i][j]);
       float sum = HorizontalSum(s);
       for (int64_t cc = c; cc < a.cols; ++cc) sum += LoadW1<T>(wr[i], cc) * xs[j][cc];
       a.y[(b0 + j) * a.ldy + r + i] = sum;
@@ -118,54 +169,102 @@ PI_INLINE const int32_t* ActS4(const uint8_t* xb, const QActLayout& l, int64_t g
   return reinterpret_cast<const int32_t*>(xb + l.s4_off) + g * 32;
 }
 
-// One group of 4 blocks for R rows x B batch columns.
-//   Q4_0: the 32 nibbles as unsigned bytes [lo 16 | hi 16] (the activation's
-//         order); vpmaddubsw pairs stay small (<= 2*15*127), and the +8 offset
-//         is removed with the prepared -sum(x) terms.
-//   Q8_0: signed x signed, done as |w| x (x with w's sign) like ggml, since
-//         an offset of 128 could overflow vpmaddubsw's 16-bit pairs.
-template <bool kQ4, int R, int B>
-PI_INLINE void QGroup(const uint8_t* const* blk, const uint8_t* const* xb, const QActLayout& l,
-                      int64_t g, __m256 (&acc)[R][B]) {
-  constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
+// One group of 4 Q4_0 blocks for R rows x B batch columns, two blocks per
+// vector: the nibbles of blocks k, k+1 are loaded side by side, so one
+// and/shift unpacks both, and the activation is re-paired to match
+// ([x_k[0:16], x_k+1[0:16]] and [x_k[16:32], x_k+1[16:32]]) once per group
+// for all rows. Nibbles are unsigned, so vpmaddubsw pairs stay small
+// (<= 2*15*127, two of them still fit int16) and the +8 offset is removed
+// with the prepared -sum(x) terms.
+template <int R, int B>
+PI_INLINE void Q4Group(const uint8_t* const* blk, const uint8_t* const* xb, const QActLayout& l,
+                       int64_t g, __m256 (&acc)[R][B]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i idx_lo = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
+  const __m256i idx_hi = _mm256_set_epi32(3, 3, 3, 3, 2, 2, 2, 2);
 
+  __m256i xlo[B][2], xhi[B][2], corr[B][2];
+  __m128 dx[B];
+  for (int j = 0; j < B; ++j) {
+    const int8_t* q = ActQs(xb[j], l, g);
+    const int32_t* s4 = ActS4(xb[j], l, g);
+    for (int h = 0; h < 2; ++h) {  // blocks 2h, 2h+1
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * h));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * h + 32));
+      xlo[j][h] = _mm256_permute2x128_si256(x0, x1, 0x20);
+      xhi[j][h] = _mm256_permute2x128_si256(x0, x1, 0x31);
+      // Lane i of a block sums x[4i..4i+3] and x[16+4i..16+4i+3].
+      const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s4 + 16 * h));
+      const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s4 + 16 * h + 8));
+      corr[j][h] = _mm256_slli_epi32(_mm256_add_epi32(_mm256_permute2x128_si256(c0, c1, 0x20),
+                                                      _mm256_permute2x128_si256(c0, c1, 0x31)),
+                                     3);
+    }
+    dx[j] = _mm_loadu_ps(ActDx(xb[j], l, g));
+  }
+  for (int i = 0; i < R; ++i) {
+    const uint8_t* p = blk[i];
+    const __m128 dw = LoadScales4(p, kQ4Bytes);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* b0 = p + 2 * h * kQ4Bytes + 2;
+      const __m256i q =
+          _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + kQ4Bytes)),
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0)));
+      const __m256i lo = _mm256_and_si256(q, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      for (int j = 0; j < B; ++j) {
+        const __m256i t16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo[j][h]),
+                                             _mm256_maddubs_epi16(hi, xhi[j][h]));
+        const __m256i t = _mm256_add_epi32(_mm256_madd_epi16(t16, ones), corr[j][h]);
+        const __m256 sc = _mm256_castps128_ps256(_mm_mul_ps(dw, dx[j]));
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t),
+                                    _mm256_permutevar8x32_ps(sc, h ? idx_hi : idx_lo), acc[i][j]);
+      }
+    }
+  }
+}
+
+// One group of 4 Q8_0 blocks: signed x signed, done as |w| x (x with w's
+// sign) like ggml, since an offset of 128 could overflow vpmaddubsw's 16-bit
+// pairs.
+template <int R, int B>
+PI_INLINE void Q8Group(const uint8_t* const* blk, const uint8_t* const* xb, const QActLayout& l,
+                       int64_t g, __m256 (&acc)[R][B]) {
+  const __m256i ones = _mm256_set1_epi16(1);
   alignas(16) float scale[R][B][4];
   for (int j = 0; j < B; ++j) {
     const __m128 dx = _mm_loadu_ps(ActDx(xb[j], l, g));
-    for (int i = 0; i < R; ++i) _mm_store_ps(scale[i][j], _mm_mul_ps(LoadScales4(blk[i], kBytes), dx));
+    for (int i = 0; i < R; ++i) {
+      _mm_store_ps(scale[i][j], _mm_mul_ps(LoadScales4(blk[i], kQ8Bytes), dx));
+    }
   }
   for (int k = 0; k < 4; ++k) {
-    __m256i xv[B], cv[B];
+    __m256i xv[B];
     for (int j = 0; j < B; ++j) {
       xv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ActQs(xb[j], l, g) + 32 * k));
-      if (kQ4) {
-        cv[j] = _mm256_slli_epi32(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ActS4(xb[j], l, g) + 8 * k)), 3);
-      }
     }
     for (int i = 0; i < R; ++i) {
-      const uint8_t* p = blk[i] + k * kBytes + 2;
-      __m256i w;
-      if (kQ4) {
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-        w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
-      } else {
-        w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-      }
+      const __m256i w =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[i] + k * kQ8Bytes + 2));
+      const __m256i aw = _mm256_sign_epi8(w, w);
       for (int j = 0; j < B; ++j) {
-        __m256i t;
-        if (kQ4) {
-          t = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w, xv[j]), ones), cv[j]);
-        } else {
-          t = _mm256_madd_epi16(
-              _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv[j], w)), ones);
-        }
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_broadcast_ss(&scale[i][j][k]),
-                                    acc[i][j]);
+        const __m256i t =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[j], w)), ones);
+        acc[i][j] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_broadcast_ss(&scale[i][j][k]), acc[i][j]);
       }
     }
+  }
+}
+
+template <bool kQ4, int R, int B>
+PI_INLINE void QGroup(const uint8_t* const* blk, const uint8_t* const* xb, const QActLayout& l,
+                      int64_t g, __m256 (&acc)[R][B]) {
+  if (kQ4) {
+    Q4Group<R, B>(blk, xb, l, g, acc);
+  } else {
+    Q8Group<R, B>(blk, xb, l, g, acc);
   }
 }
 
@@ -183,7 +282,9 @@ void TileQuant(const MatMulArgs& a, int64_t r, int64_t b0) {
 
   const int64_t full = l.nb / 4;
   const uint8_t* blk[R];
+  Prefetcher<R> pf(wr, a.row_bytes, kQ4 ? kLeadBytesQ4 : kLeadBytes);
   for (int64_t g = 0; g < full; ++g) {
+    pf.Step(4 * kBytes);
     for (int i = 0; i < R; ++i) blk[i] = wr[i] + g * 4 * kBytes;
     QGroup<kQ4, R, B>(blk, xb, l, g, acc);
   }
@@ -206,20 +307,29 @@ void TileQuant(const MatMulArgs& a, int64_t r, int64_t b0) {
 
 using TileFn = void (*)(const MatMulArgs&, int64_t r, int64_t b0);
 
+// Tiles for one weight type: vec covers vec_rows rows of a batch-1 product;
+// full[B-1] covers kTileRows rows and single[B-1] one row, with B batch
+// columns.
 struct TileSet {
+  int vec_rows;
+  TileFn vec;
   TileFn full[kMaxBatch];
   TileFn single[kMaxBatch];
 };
 
 template <DType T>
 constexpr TileSet FloatTiles() {
-  return {{TileFloat<T, kTileRows, 1>, TileFloat<T, kTileRows, 2>},
+  return {1,
+          TileFloat<T, 1, 1>,
+          {TileFloat<T, kTileRows, 1>, TileFloat<T, kTileRows, 2>},
           {TileFloat<T, 1, 1>, TileFloat<T, 1, 2>}};
 }
 
 template <bool kQ4>
 constexpr TileSet QuantTiles() {
-  return {{TileQuant<kQ4, kTileRows, 1>, TileQuant<kQ4, kTileRows, 2>},
+  return {kQ4 ? kVecRowsQ4 : 1,
+          kQ4 ? TileQuant<kQ4, kVecRowsQ4, 1> : TileQuant<kQ4, 1, 1>,
+          {TileQuant<kQ4, kTileRows, 1>, TileQuant<kQ4, kTileRows, 2>},
           {TileQuant<kQ4, 1, 1>, TileQuant<kQ4, 1, 2>}};
 }
 
@@ -230,11 +340,16 @@ constexpr TileSet kQ8Tiles = QuantTiles<false>();
 constexpr TileSet kQ4Tiles = QuantTiles<true>();
 
 void Drive(const MatMulArgs& a, const TileSet& t) {
-  int64_t panel = a.r1 - a.r0;
-  if (a.batch > kMaxBatch) {
-    const int64_t rows = kPanelBytes / static_cast<int64_t>(a.row_bytes ? a.row_bytes : 1);
-    panel = rows < kTileRows ? kTileRows : rows / kTileRows * kTileRows;
+  if (a.batch == 1) {
+    int64_t r = a.r0;
+    for (; r + t.vec_rows <= a.r1; r += t.vec_rows) t.vec(a, r, 0);
+    for (; r < a.r1; ++r) t.single[0](a, r, 0);
+    return;
   }
+  // Batched: row panels small enough to stay in L2 while every chunk of
+  // kMaxBatch batch columns passes over them, so DRAM sees each row once.
+  const int64_t panel_rows = kPanelBytes / static_cast<int64_t>(a.row_bytes ? a.row_bytes : 1);
+  const int64_t panel = panel_rows < kTileRows ? kTileRows : panel_rows / kTileRows * kTileRows;
   for (int64_t p0 = a.r0; p0 < a.r1; p0 += panel) {
     const int64_t p1 = Min64(a.r1, p0 + panel);
     for (int64_t b0 = 0; b0 < a.batch; b0 += kMaxBatch) {
@@ -248,117 +363,189 @@ void Drive(const MatMulArgs& a, const TileSet& t) {
 
 // ---- axpy ---------------------------------------------------------------------
 
-template <DType T, int K>
-void AxpyFloat(const AxpyArgs& a, const int64_t* rows) {
-  const uint8_t* wr[K];
-  __m256 av[K];
-  for (int k = 0; k < K; ++k) {
-    wr[k] = a.w + rows[k] * a.row_bytes;
-    av[k] = _mm256_set1_ps(a.a[rows[k]]);
+// Groups of kAxpyRows rows with a != 0, the next group prefetched while one
+// runs, several independent FMA chains per step: see matmul_avx512.cpp.
+constexpr int kAxpyRows = 8;
+
+struct AxpyGroup {
+  const uint8_t* w[kAxpyRows];
+  float a[kAxpyRows];
+  int n;
+};
+
+PI_INLINE void PrefetchGroup(const AxpyGroup& g, size_t off, size_t len) {
+  for (int k = 0; k < g.n; ++k) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(g.w[k]) + off;
+    for (uintptr_t p = begin & ~uintptr_t{63}; p < begin + len; p += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+    }
   }
+}
+
+template <DType T, int K>
+void AxpyFloat(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
+  constexpr int kVecs = 4;
+  constexpr int kCols = 8 * kVecs;
+  constexpr size_t kEsize = T == DType::kF32 ? 4 : 2;
+  __m256 av[K];
+  for (int k = 0; k < K; ++k) av[k] = _mm256_set1_ps(g.a[k]);
   int64_t c = 0;
+  for (; c + kCols <= a.cols; c += kCols) {
+    PrefetchGroup(next, c * kEsize, kCols * kEsize);
+    __m256 y[kVecs];
+    for (int v = 0; v < kVecs; ++v) y[v] = _mm256_loadu_ps(a.y + c + 8 * v);
+    for (int k = 0; k < K; ++k) {
+      for (int v = 0; v < kVecs; ++v) {
+        y[v] = _mm256_fmadd_ps(av[k], LoadW<T>(g.w[k], c + 8 * v), y[v]);
+      }
+    }
+    for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(a.y + c + 8 * v, y[v]);
+  }
   for (; c + 8 <= a.cols; c += 8) {
     __m256 y = _mm256_loadu_ps(a.y + c);
-    for (int k = 0; k < K; ++k) y = _mm256_fmadd_ps(av[k], LoadW<T>(wr[k], c), y);
+    for (int k = 0; k < K; ++k) y = _mm256_fmadd_ps(av[k], LoadW<T>(g.w[k], c), y);
     _mm256_storeu_ps(a.y + c, y);
   }
   for (; c < a.cols; ++c) {
     float y = a.y[c];
-    for (int k = 0; k < K; ++k) y += a.a[rows[k]] * LoadW1<T>(wr[k], c);
+    for (int k = 0; k < K; ++k) y += g.a[k] * LoadW1<T>(g.w[k], c);
     a.y[c] = y;
   }
 }
 
-// 8 int8 values at p, as floats.
+// 8 int8 values as floats.
 PI_INLINE __m256 Int8x8ToFloat(__m128i v) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
 }
 
-template <bool kQ4, int K>
-void AxpyQuant(const AxpyArgs& a, const int64_t* rows) {
+// NB blocks of a K-row group; each block is 4 y vectors (NB = 2: 8 chains).
+template <bool kQ4, int K, int NB>
+PI_INLINE void AxpyQuantStep(const AxpyArgs& a, const AxpyGroup& g, __m256 av, int64_t ib) {
   constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
-  const uint8_t* wr[K];
-  float ak[K];
-  for (int k = 0; k < K; ++k) {
-    wr[k] = a.w + rows[k] * a.row_bytes;
-    ak[k] = a.a[rows[k]];
-  }
   const __m128i m4 = _mm_set1_epi8(0x0F);
   const __m128i eight = _mm_set1_epi8(8);
-  const int64_t nb = a.cols / 32;
-  for (int64_t ib = 0; ib < nb; ++ib) {
-    float* yb = a.y + ib * 32;
-    __m256 y[4];
-    for (int m = 0; m < 4; ++m) y[m] = _mm256_loadu_ps(yb + 8 * m);
+  alignas(32) float s[NB][8];
+  for (int j = 0; j < NB; ++j) {
+    uint64_t dbits[2] = {0, 0};
     for (int k = 0; k < K; ++k) {
-      const uint8_t* p = wr[k] + ib * kBytes;
-      const __m256 s = _mm256_set1_ps(ak[k] * _cvtsh_ss(static_cast<unsigned short>(LoadU16(p))));
+      dbits[k / 4] |= LoadU16(g.w[k] + (ib + j) * kBytes) << (16 * (k % 4));
+    }
+    const __m128i d16 =
+        _mm_set_epi64x(static_cast<long long>(dbits[1]), static_cast<long long>(dbits[0]));
+    _mm256_store_ps(s[j], _mm256_mul_ps(_mm256_cvtph_ps(d16), av));
+  }
+  float* yb = a.y + ib * 32;
+  __m256 y[4 * NB];
+  for (int v = 0; v < 4 * NB; ++v) y[v] = _mm256_loadu_ps(yb + 8 * v);
+  for (int k = 0; k < K; ++k) {
+    for (int j = 0; j < NB; ++j) {
+      const uint8_t* p = g.w[k] + (ib + j) * kBytes + 2;
+      const __m256 sk = _mm256_broadcast_ss(&s[j][k]);
       __m128i lo, hi;  // weights 0..15 and 16..31 as int8
       if (kQ4) {
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
         lo = _mm_sub_epi8(_mm_and_si128(q, m4), eight);
         hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), eight);
       } else {
-        lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-        hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18));
+        lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
       }
-      y[0] = _mm256_fmadd_ps(s, Int8x8ToFloat(lo), y[0]);
-      y[1] = _mm256_fmadd_ps(s, Int8x8ToFloat(_mm_srli_si128(lo, 8)), y[1]);
-      y[2] = _mm256_fmadd_ps(s, Int8x8ToFloat(hi), y[2]);
-      y[3] = _mm256_fmadd_ps(s, Int8x8ToFloat(_mm_srli_si128(hi, 8)), y[3]);
+      y[4 * j] = _mm256_fmadd_ps(sk, Int8x8ToFloat(lo), y[4 * j]);
+      y[4 * j + 1] = _mm256_fmadd_ps(sk, Int8x8ToFloat(_mm_srli_si128(lo, 8)), y[4 * j + 1]);
+      y[4 * j + 2] = _mm256_fmadd_ps(sk, Int8x8ToFloat(hi), y[4 * j + 2]);
+      y[4 * j + 3] = _mm256_fmadd_ps(sk, Int8x8ToFloat(_mm_srli_si128(hi, 8)), y[4 * j + 3]);
     }
-    for (int m = 0; m < 4; ++m) _mm256_storeu_ps(yb + 8 * m, y[m]);
+  }
+  for (int v = 0; v < 4 * NB; ++v) _mm256_storeu_ps(yb + 8 * v, y[v]);
+}
+
+template <bool kQ4, int K>
+void AxpyQuant(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
+  constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
+  alignas(32) float a8[8] = {};
+  for (int k = 0; k < K; ++k) a8[k] = g.a[k];
+  const __m256 av = _mm256_load_ps(a8);
+  const int64_t nb = a.cols / 32;
+  int64_t ib = 0;
+  for (; ib + 2 <= nb; ib += 2) {
+    PrefetchGroup(next, ib * kBytes, 2 * kBytes);
+    AxpyQuantStep<kQ4, K, 2>(a, g, av, ib);
+  }
+  for (; ib < nb; ++ib) {
+    PrefetchGroup(next, ib * kBytes, kBytes);
+    AxpyQuantStep<kQ4, K, 1>(a, g, av, ib);
   }
 }
 
-using AxpyFn = void (*)(const AxpyArgs&, const int64_t* rows);
+using AxpyFn = void (*)(const AxpyArgs&, const AxpyGroup& g, const AxpyGroup& next);
 
-void DriveAxpy(const AxpyArgs& a, const AxpyFn (&fns)[4]) {
-  int64_t rows[4];
-  int n = 0;
-  for (int64_t r = a.r0; r < a.r1; ++r) {
-    if (a.a[r] == 0.0f) continue;
-    rows[n++] = r;
-    if (n == 4) {
-      fns[3](a, rows);
-      n = 0;
+// Collects the rows with a != 0 into groups, one group ahead of the one
+// being computed. fns[k-1] handles a group of k rows.
+void DriveAxpy(const AxpyArgs& a, const AxpyFn (&fns)[kAxpyRows]) {
+  AxpyGroup groups[2];
+  int cur = 0;
+  int64_t r = a.r0;
+  auto fill = [&](AxpyGroup* g) {
+    g->n = 0;
+    for (; r < a.r1 && g->n < kAxpyRows; ++r) {
+      if (a.a[r] == 0.0f) continue;
+      g->w[g->n] = a.w + r * a.row_bytes;
+      g->a[g->n] = a.a[r];
+      ++g->n;
     }
+    return g->n > 0;
+  };
+  if (!fill(&groups[cur])) return;
+  for (;;) {
+    fill(&groups[cur ^ 1]);
+    fns[groups[cur].n - 1](a, groups[cur], groups[cur ^ 1]);
+    if (groups[cur ^ 1].n == 0) return;
+    cur ^= 1;
   }
-  if (n > 0) fns[n - 1](a, rows);
 }
 
-constexpr AxpyFn kAxpyF32[4] = {AxpyFloat<DType::kF32, 1>, AxpyFloat<DType::kF32, 2>,
-                                AxpyFloat<DType::kF32, 3>, AxpyFloat<DType::kF32, 4>};
-constexpr AxpyFn kAxpyF16[4] = {AxpyFloat<DType::kF16, 1>, AxpyFloat<DType::kF16, 2>,
-                                AxpyFloat<DType::kF16, 3>, AxpyFloat<DType::kF16, 4>};
-constexpr AxpyFn kAxpyBf16[4] = {AxpyFloat<DType::kBF16, 1>, AxpyFloat<DType::kBF16, 2>,
-                                 AxpyFloat<DType::kBF16, 3>, AxpyFloat<DType::kBF16, 4>};
-constexpr AxpyFn kAxpyQ8[4] = {AxpyQuant<false, 1>, AxpyQuant<false, 2>, AxpyQuant<false, 3>,
-                               AxpyQuant<false, 4>};
-constexpr AxpyFn kAxpyQ4[4] = {AxpyQuant<true, 1>, AxpyQuant<true, 2>, AxpyQuant<true, 3>,
-                               AxpyQuant<true, 4>};
+template <DType T>
+constexpr AxpyFn kAxpyFloat[kAxpyRows] = {AxpyFloat<T, 1>, AxpyFloat<T, 2>, AxpyFloat<T, 3>,
+                                          AxpyFloat<T, 4>, AxpyFloat<T, 5>, AxpyFloat<T, 6>,
+                                          AxpyFloat<T, 7>, AxpyFloat<T, 8>};
+template <bool kQ4>
+constexpr AxpyFn kAxpyQuant[kAxpyRows] = {AxpyQuant<kQ4, 1>, AxpyQuant<kQ4, 2>, AxpyQuant<kQ4, 3>,
+                                          AxpyQuant<kQ4, 4>, AxpyQuant<kQ4, 5>, AxpyQuant<kQ4, 6>,
+                                          AxpyQuant<kQ4, 7>, AxpyQuant<kQ4, 8>};
 
 }  // namespace
 
 void MatMulRowsAvx2(const MatMulArgs& a) {
   switch (a.wtype) {
-    case DType::kF32: return Drive(a, kF32Tiles);
-    case DType::kF16: return Drive(a, kF16Tiles);
-    case DType::kBF16: return Drive(a, kBf16Tiles);
-    case DType::kQ8_0: return Drive(a, kQ8Tiles);
-    case DType::kQ4_0: return Drive(a, kQ4Tiles);
-    default: return;
+    case DType::kF32:
+      return Drive(a, kF32Tiles);
+    case DType::kF16:
+      return Drive(a, kF16Tiles);
+    case DType::kBF16:
+      return Drive(a, kBf16Tiles);
+    case DType::kQ8_0:
+      return Drive(a, kQ8Tiles);
+    case DType::kQ4_0:
+      return Drive(a, kQ4Tiles);
+    default:
+      return;
   }
 }
 
 void AxpyRowsAvx2(const AxpyArgs& a) {
   switch (a.wtype) {
-    case DType::kF32: return DriveAxpy(a, kAxpyF32);
-    case DType::kF16: return DriveAxpy(a, kAxpyF16);
-    case DType::kBF16: return DriveAxpy(a, kAxpyBf16);
-    case DType::kQ8_0: return DriveAxpy(a, kAxpyQ8);
-    case DType::kQ4_0: return DriveAxpy(a, kAxpyQ4);
-    default: return;
+    case DType::kF32:
+      return DriveAxpy(a, kAxpyFloat<DType::kF32>);
+    case DType::kF16:
+      return DriveAxpy(a, kAxpyFloat<DType::kF16>);
+    case DType::kBF16:
+      return DriveAxpy(a, kAxpyFloat<DType::kBF16>);
+    case DType::kQ8_0:
+      return DriveAxpy(a, kAxpyQuant<false>);
+    case DType::kQ4_0:
+      return DriveAxpy(a, kAxpyQuant<true>);
+    default:
+      return;
   }
 }
 

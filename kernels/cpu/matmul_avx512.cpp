@@ -1,11 +1,14 @@
 // AVX-512 kernels (F, BW, VL, DQ, VNNI; compiled with those -m flags only
 // here). Same math as matmul_ref.cpp up to summation order.
 //
-// Decode is bandwidth-bound, so the kernels aim to keep the load units busy:
-// a tile is several weight rows x several batch columns, the activation is
-// loaded once per tile step and shared by the rows, and every row keeps its
-// own accumulators. Quantized rows are walked 4 blocks (128 weights) at a
-// time against the SIMD copy of the prepared activation (matmul_impl.h).
+// Decode (batch 1) is bandwidth-bound: the aim is to keep enough DRAM reads
+// in flight, with per-type tile shapes and software prefetch (measured on a
+// Zen 5 core, see the constants below). Batched products are compute-bound:
+// a tile is several weight rows x several batch columns, sharing weight
+// unpacking across columns and activation loads across rows. Quantized rows
+// are walked 4 blocks (128 weights) at a time against the SIMD copy of the
+// prepared activation (matmul_impl.h).
+
 // GCC 12 reports its own _mm512_undefined_*() placeholders (`__m512i __Y =
 // __Y;`) as (maybe-)uninitialized once inlined here; the warning is spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -25,8 +28,16 @@ namespace {
 // Everything here has internal linkage: nothing compiled with AVX-512 flags
 // may be shared with the rest of the program (see matmul_impl.h).
 
-constexpr int kTileRows = 4;  // weight rows per tile
+constexpr int kTileRows = 4;  // weight rows per tile for batched products
 constexpr int kMaxBatch = 4;  // batch columns per tile
+// Matrix-vector products (batch 1, decode) are bandwidth-bound. F32/F16/BF16
+// and Q8_0 run fastest one row at a time: the matrix is then read as one
+// linear stream. Q4_0 needs more arithmetic per byte and runs fastest on
+// 4-row tiles, which share the activation loads and corrections.
+constexpr int kVecRowsQ4 = 4;
+// Prefetch distance (see Prefetcher), tuned on the same Zen 5 core.
+constexpr size_t kLeadBytes = 8 * 1024;
+constexpr size_t kLeadBytesQ4 = 16 * 1024;
 // MatMulRows with a large batch walks the rows in panels of about this many
 // weight bytes, so a panel stays in L2 while every batch chunk passes over it.
 constexpr int64_t kPanelBytes = 192 * 1024;
@@ -34,7 +45,52 @@ constexpr int64_t kPanelBytes = 192 * 1024;
 constexpr int kQ4Bytes = 18;  // sizeof(BlockQ4_0)
 constexpr int kQ8Bytes = 34;  // sizeof(BlockQ8_0)
 
-PI_INLINE int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
+PI_INLINE int64_t Min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+// Software prefetch. The hardware prefetchers keep too few DRAM requests in
+// flight on their own (measured: Q4_0 matvec at ~14 GB/s without this, ~40
+// with it, on a Zen 5 core that streams ~42 GB/s). Each row of a tile
+// prefetches a fixed distance ahead of its reads; past the row's end the
+// distance carries into the same row of the next tile (rows r+R...), which is
+// what runs next. The total lead is a few KiB: too far ahead and the lines
+// are evicted from L1 (48 KiB, shared with the activation) before use.
+// Addresses are integers: past the last tile they leave the matrix, which a
+// prefetch tolerates but pointer arithmetic does not.
+template <int R>
+struct Prefetcher {
+  uintptr_t next[R];  // next address to prefetch in each row's stream
+  uintptr_t end[R];   // end of the row that next[i] is in
+  uintptr_t skip;     // from the end of a row to the same row of the next tile
+  uintptr_t row;      // row bytes
+
+  // `lead_bytes`: the total distance ahead, over all R rows.
+  PI_INLINE Prefetcher(const uint8_t* const* rows, size_t row_bytes, size_t lead_bytes) {
+    const size_t lead = lead_bytes / R;
+    const size_t rows_ahead = row_bytes ? lead / row_bytes : 0;  // whole tiles ahead
+    skip = (R - 1) * row_bytes;
+    row = row_bytes;
+    for (int i = 0; i < R; ++i) {
+      const uintptr_t base = reinterpret_cast<uintptr_t>(rows[i]) + rows_ahead * R * row_bytes;
+      next[i] = base + (row_bytes ? lead % row_bytes : 0);
+      end[i] = base + row_bytes;
+    }
+  }
+  // Called once per step of the tile, with the bytes each row advances.
+  PI_INLINE void Step(size_t bytes) {
+    for (int i = 0; i < R; ++i) {
+      for (size_t k = 0; k < bytes; k += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T0);
+      }
+      next[i] += bytes;
+      if (next[i] >= end[i]) {
+        next[i] += skip;
+        end[i] += skip + row;
+      }
+    }
+  }
+};
 
 PI_INLINE uint64_t LoadU16(const uint8_t* p) {
   uint16_t v;
@@ -72,8 +128,9 @@ PI_INLINE __m512 LoadWMasked(const uint8_t* row, int64_t c, __mmask16 m) {
 // R rows [r, r+R) x B batch columns [b0, b0+B).
 template <DType T, int R, int B>
 void TileFloat(const MatMulArgs& a, int64_t r, int64_t b0) {
-  // One batch column has few independent sums (R), so give each row two.
-  constexpr int U = B == 1 ? 2 : 1;
+  // Independent sums per (row, column): enough FMA chains in flight (R*B*U
+  // >= 4) to cover the FMA latency.
+  constexpr int U = R * B >= 4 ? 1 : 4 / (R * B);
   const uint8_t* wr[R];
   for (int i = 0; i < R; ++i) wr[i] = a.w + (r + i) * a.row_bytes;
   const float* xs[B];
@@ -83,8 +140,11 @@ void TileFloat(const MatMulArgs& a, int64_t r, int64_t b0) {
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < B; ++j) acc[u][i][j] = _mm512_setzero_ps();
 
+  Prefetcher<R> pf(wr, a.row_bytes, kLeadBytes);
+  constexpr size_t kStepBytes = 16 * U * (T == DType::kF32 ? 4 : 2);
   int64_t c = 0;
   for (; c + 16 * U <= a.cols; c += 16 * U) {
+    pf.Step(kStepBytes);
     for (int u = 0; u < U; ++u) {
       __m512 xv[B];
       for (int j = 0; j < B; ++j) xv[j] = _mm512_loadu_ps(xs[j] + c + 16 * u);
@@ -107,7 +167,7 @@ void TileFloat(const MatMulArgs& a, int64_t r, int64_t b0) {
   for (int i = 0; i < R; ++i) {
     for (int j = 0; j < B; ++j) {
       __m512 s = acc[0][i][j];
-      if (U == 2) s = _mm512_add_ps(s, acc[U - 1][i][j]);
+      for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, acc[u][i][j]);
       a.y[(b0 + j) * a.ldy + r + i] = _mm512_reduce_add_ps(s);
     }
   }
@@ -204,7 +264,9 @@ void TileQuant(const MatMulArgs& a, int64_t r, int64_t b0) {
 
   const int64_t full = l.nb / 4;
   const uint8_t* blk[R];
+  Prefetcher<R> pf(wr, a.row_bytes, kQ4 ? kLeadBytesQ4 : kLeadBytes);
   for (int64_t g = 0; g < full; ++g) {
+    pf.Step(4 * kBytes);
     for (int i = 0; i < R; ++i) blk[i] = wr[i] + g * 4 * kBytes;
     QGroup<kQ4, R, B>(blk, xb, l, g, acc);
   }
@@ -229,26 +291,32 @@ void TileQuant(const MatMulArgs& a, int64_t r, int64_t b0) {
 
 using TileFn = void (*)(const MatMulArgs&, int64_t r, int64_t b0);
 
-// Tiles for one weight type: full[B-1] covers kTileRows rows, single[B-1]
-// one row, both with B batch columns.
+// Tiles for one weight type: vec covers vec_rows rows of a batch-1 product;
+// full[B-1] covers kTileRows rows and single[B-1] one row, with B batch
+// columns.
 struct TileSet {
+  int vec_rows;
+  TileFn vec;
   TileFn full[kMaxBatch];
   TileFn single[kMaxBatch];
 };
 
 template <DType T>
 constexpr TileSet FloatTiles() {
-  return {{TileFloat<T, kTileRows, 1>, TileFloat<T, kTileRows, 2>, TileFloat<T, kTileRows, 3>,
+  return {1,
+          TileFloat<T, 1, 1>,
+          {TileFloat<T, kTileRows, 1>, TileFloat<T, kTileRows, 2>, TileFloat<T, kTileRows, 3>,
            TileFloat<T, kTileRows, 4>},
           {TileFloat<T, 1, 1>, TileFloat<T, 1, 2>, TileFloat<T, 1, 3>, TileFloat<T, 1, 4>}};
 }
 
 template <bool kQ4>
 constexpr TileSet QuantTiles() {
-  return {{TileQuant<kQ4, kTileRows, 1>, TileQuant<kQ4, kTileRows, 2>,
-           TileQuant<kQ4, kTileRows, 3>, TileQuant<kQ4, kTileRows, 4>},
-          {TileQuant<kQ4, 1, 1>, TileQuant<kQ4, 1, 2>, TileQuant<kQ4, 1, 3>,
-           TileQuant<kQ4, 1, 4>}};
+  return {kQ4 ? kVecRowsQ4 : 1,
+          kQ4 ? TileQuant<kQ4, kVecRowsQ4, 1> : TileQuant<kQ4, 1, 1>,
+          {TileQuant<kQ4, kTileRows, 1>, TileQuant<kQ4, kTileRows, 2>, TileQuant<kQ4, kTileRows, 3>,
+           TileQuant<kQ4, kTileRows, 4>},
+          {TileQuant<kQ4, 1, 1>, TileQuant<kQ4, 1, 2>, TileQuant<kQ4, 1, 3>, TileQuant<kQ4, 1, 4>}};
 }
 
 constexpr TileSet kF32Tiles = FloatTiles<DType::kF32>();
@@ -258,11 +326,16 @@ constexpr TileSet kQ8Tiles = QuantTiles<false>();
 constexpr TileSet kQ4Tiles = QuantTiles<true>();
 
 void Drive(const MatMulArgs& a, const TileSet& t) {
-  int64_t panel = a.r1 - a.r0;
-  if (a.batch > kMaxBatch) {
-    const int64_t rows = kPanelBytes / static_cast<int64_t>(a.row_bytes ? a.row_bytes : 1);
-    panel = rows < kTileRows ? kTileRows : rows / kTileRows * kTileRows;
+  if (a.batch == 1) {
+    int64_t r = a.r0;
+    for (; r + t.vec_rows <= a.r1; r += t.vec_rows) t.vec(a, r, 0);
+    for (; r < a.r1; ++r) t.single[0](a, r, 0);
+    return;
   }
+  // Batched: row panels small enough to stay in L2 while every chunk of
+  // kMaxBatch batch columns passes over them, so DRAM sees each row once.
+  const int64_t panel_rows = kPanelBytes / static_cast<int64_t>(a.row_bytes ? a.row_bytes : 1);
+  const int64_t panel = panel_rows < kTileRows ? kTileRows : panel_rows / kTileRows * kTileRows;
   for (int64_t p0 = a.r0; p0 < a.r1; p0 += panel) {
     const int64_t p1 = Min64(a.r1, p0 + panel);
     for (int64_t b0 = 0; b0 < a.batch; b0 += kMaxBatch) {
@@ -276,122 +349,196 @@ void Drive(const MatMulArgs& a, const TileSet& t) {
 
 // ---- axpy ---------------------------------------------------------------------
 
-// y += sum over the K rows of a[row] * W[row, :], rows processed in order so
-// each y element sees the same sequence of additions as the reference.
+// Rows with a != 0 are processed kAxpyRows at a time, so y is loaded and
+// stored once per group; each y element still sees the rows' additions in
+// order. While one group runs, the next group's rows (known in advance:
+// DriveAxpy looks one group ahead) are prefetched at the same column
+// position, one group ahead -- the rows of a sparse `a` are scattered, which
+// no hardware prefetcher can follow.
+constexpr int kAxpyRows = 8;
+
+struct AxpyGroup {
+  const uint8_t* w[kAxpyRows];
+  float a[kAxpyRows];
+  int n;
+};
+
+// Prefetches bytes [off, off + len) of every row of group g (L2: the group
+// ahead is tens of KiB away).
+PI_INLINE void PrefetchGroup(const AxpyGroup& g, size_t off, size_t len) {
+  for (int k = 0; k < g.n; ++k) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(g.w[k]) + off;
+    for (uintptr_t p = begin & ~uintptr_t{63}; p < begin + len; p += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+    }
+  }
+}
+
+// Float rows. Each y vector takes one FMA per row, a chain as long as the
+// group; a step covers 4 vectors so that 4 chains overlap.
 template <DType T, int K>
-void AxpyFloat(const AxpyArgs& a, const int64_t* rows) {
-  const uint8_t* wr[K];
+void AxpyFloat(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
+  constexpr int kVecs = 4;
+  constexpr int kCols = 16 * kVecs;
+  constexpr size_t kEsize = T == DType::kF32 ? 4 : 2;
   __m512 av[K];
-  for (int k = 0; k < K; ++k) {
-    wr[k] = a.w + rows[k] * a.row_bytes;
-    av[k] = _mm512_set1_ps(a.a[rows[k]]);
-  }
+  for (int k = 0; k < K; ++k) av[k] = _mm512_set1_ps(g.a[k]);
   int64_t c = 0;
-  for (; c + 16 <= a.cols; c += 16) {
-    __m512 y = _mm512_loadu_ps(a.y + c);
-    for (int k = 0; k < K; ++k) y = _mm512_fmadd_ps(av[k], LoadW<T>(wr[k], c), y);
-    _mm512_storeu_ps(a.y + c, y);
+  for (; c + kCols <= a.cols; c += kCols) {
+    PrefetchGroup(next, c * kEsize, kCols * kEsize);
+    __m512 y[kVecs];
+    for (int v = 0; v < kVecs; ++v) y[v] = _mm512_loadu_ps(a.y + c + 16 * v);
+    for (int k = 0; k < K; ++k) {
+      for (int v = 0; v < kVecs; ++v) {
+        y[v] = _mm512_fmadd_ps(av[k], LoadW<T>(g.w[k], c + 16 * v), y[v]);
+      }
+    }
+    for (int v = 0; v < kVecs; ++v) _mm512_storeu_ps(a.y + c + 16 * v, y[v]);
   }
-  if (c < a.cols) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (a.cols - c)) - 1);
+  for (; c < a.cols; c += 16) {
+    const int64_t n = Min64(16, a.cols - c);
+    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
     __m512 y = _mm512_maskz_loadu_ps(m, a.y + c);
-    for (int k = 0; k < K; ++k) y = _mm512_fmadd_ps(av[k], LoadWMasked<T>(wr[k], c, m), y);
+    for (int k = 0; k < K; ++k) y = _mm512_fmadd_ps(av[k], LoadWMasked<T>(g.w[k], c, m), y);
     _mm512_mask_storeu_ps(a.y + c, m, y);
   }
 }
 
-// Quantized rows: weight = q * d; each row contributes (a * d) * q.
-template <bool kQ4, int K>
-void AxpyQuant(const AxpyArgs& a, const int64_t* rows) {
+// NB quantized blocks (32 columns each) of a K-row group: weight = q * d, so
+// each row adds (a * d) * q. The K scales a*d of a block are computed
+// together; NB = 4 gives 8 independent FMA chains.
+template <bool kQ4, int K, int NB>
+PI_INLINE void AxpyQuantStep(const AxpyArgs& a, const AxpyGroup& g, __m256 av, int64_t ib) {
   constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
-  const uint8_t* wr[K];
-  float ak[K];
-  for (int k = 0; k < K; ++k) {
-    wr[k] = a.w + rows[k] * a.row_bytes;
-    ak[k] = a.a[rows[k]];
-  }
-  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m512i m4 = _mm512_set1_epi32(0x0F);
   // Nibble n -> float (n - 8), by permute.
   const __m512 minus8 = _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8);
-  const int64_t nb = a.cols / 32;
-  for (int64_t ib = 0; ib < nb; ++ib) {
-    float* yb = a.y + ib * 32;
-    __m512 y0 = _mm512_loadu_ps(yb);
-    __m512 y1 = _mm512_loadu_ps(yb + 16);
+  alignas(32) float s[NB][8];
+  for (int j = 0; j < NB; ++j) {
+    uint64_t dbits[2] = {0, 0};
     for (int k = 0; k < K; ++k) {
-      const uint8_t* p = wr[k] + ib * kBytes;
-      const __m512 s = _mm512_set1_ps(ak[k] * _cvtsh_ss(static_cast<unsigned short>(LoadU16(p))));
+      dbits[k / 4] |= LoadU16(g.w[k] + (ib + j) * kBytes) << (16 * (k % 4));
+    }
+    const __m128i d16 =
+        _mm_set_epi64x(static_cast<long long>(dbits[1]), static_cast<long long>(dbits[0]));
+    _mm256_store_ps(s[j], _mm256_mul_ps(_mm256_cvtph_ps(d16), av));
+  }
+  float* yb = a.y + ib * 32;
+  __m512 y[2 * NB];
+  for (int v = 0; v < 2 * NB; ++v) y[v] = _mm512_loadu_ps(yb + 16 * v);
+  for (int k = 0; k < K; ++k) {
+    for (int j = 0; j < NB; ++j) {
+      const uint8_t* p = g.w[k] + (ib + j) * kBytes + 2;
+      const __m512 sk = _mm512_set1_ps(s[j][k]);
       __m512 w0, w1;
       if (kQ4) {
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-        const __m512i lo = _mm512_cvtepu8_epi32(_mm_and_si128(q, m4));
-        const __m512i hi = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(q, 4), m4));
-        w0 = _mm512_permutexvar_ps(lo, minus8);
-        w1 = _mm512_permutexvar_ps(hi, minus8);
+        const __m512i q =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        w0 = _mm512_permutexvar_ps(_mm512_and_si512(q, m4), minus8);
+        w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), minus8);
       } else {
         w0 = _mm512_cvtepi32_ps(
-            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2))));
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
         w1 = _mm512_cvtepi32_ps(
-            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18))));
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
       }
-      y0 = _mm512_fmadd_ps(s, w0, y0);
-      y1 = _mm512_fmadd_ps(s, w1, y1);
+      y[2 * j] = _mm512_fmadd_ps(sk, w0, y[2 * j]);
+      y[2 * j + 1] = _mm512_fmadd_ps(sk, w1, y[2 * j + 1]);
     }
-    _mm512_storeu_ps(yb, y0);
-    _mm512_storeu_ps(yb + 16, y1);
+  }
+  for (int v = 0; v < 2 * NB; ++v) _mm512_storeu_ps(yb + 16 * v, y[v]);
+}
+
+template <bool kQ4, int K>
+void AxpyQuant(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
+  constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
+  alignas(32) float a8[8] = {};
+  for (int k = 0; k < K; ++k) a8[k] = g.a[k];
+  const __m256 av = _mm256_load_ps(a8);
+  const int64_t nb = a.cols / 32;
+  int64_t ib = 0;
+  for (; ib + 4 <= nb; ib += 4) {
+    PrefetchGroup(next, ib * kBytes, 4 * kBytes);
+    AxpyQuantStep<kQ4, K, 4>(a, g, av, ib);
+  }
+  for (; ib < nb; ++ib) {
+    PrefetchGroup(next, ib * kBytes, kBytes);
+    AxpyQuantStep<kQ4, K, 1>(a, g, av, ib);
   }
 }
 
-using AxpyFn = void (*)(const AxpyArgs&, const int64_t* rows);
+using AxpyFn = void (*)(const AxpyArgs&, const AxpyGroup& g, const AxpyGroup& next);
 
-// Batches the rows with a != 0 four at a time, so y is loaded and stored once
-// per four weight rows. fns[k-1] handles k rows.
-void DriveAxpy(const AxpyArgs& a, const AxpyFn (&fns)[4]) {
-  int64_t rows[4];
-  int n = 0;
-  for (int64_t r = a.r0; r < a.r1; ++r) {
-    if (a.a[r] == 0.0f) continue;
-    rows[n++] = r;
-    if (n == 4) {
-      fns[3](a, rows);
-      n = 0;
+// Collects the rows with a != 0 into groups, one group ahead of the one
+// being computed. fns[k-1] handles a group of k rows.
+void DriveAxpy(const AxpyArgs& a, const AxpyFn (&fns)[kAxpyRows]) {
+  AxpyGroup groups[2];
+  int cur = 0;
+  groups[0].n = 0;
+  groups[1].n = 0;
+  int64_t r = a.r0;
+  // Fills groups[i] with the next nonzero rows; false when none are left.
+  auto fill = [&](AxpyGroup* g) {
+    g->n = 0;
+    for (; r < a.r1 && g->n < kAxpyRows; ++r) {
+      if (a.a[r] == 0.0f) continue;
+      g->w[g->n] = a.w + r * a.row_bytes;
+      g->a[g->n] = a.a[r];
+      ++g->n;
     }
+    return g->n > 0;
+  };
+  if (!fill(&groups[cur])) return;
+  for (;;) {
+    fill(&groups[cur ^ 1]);
+    fns[groups[cur].n - 1](a, groups[cur], groups[cur ^ 1]);
+    if (groups[cur ^ 1].n == 0) return;
+    cur ^= 1;
   }
-  if (n > 0) fns[n - 1](a, rows);
 }
 
-constexpr AxpyFn kAxpyF32[4] = {AxpyFloat<DType::kF32, 1>, AxpyFloat<DType::kF32, 2>,
-                                AxpyFloat<DType::kF32, 3>, AxpyFloat<DType::kF32, 4>};
-constexpr AxpyFn kAxpyF16[4] = {AxpyFloat<DType::kF16, 1>, AxpyFloat<DType::kF16, 2>,
-                                AxpyFloat<DType::kF16, 3>, AxpyFloat<DType::kF16, 4>};
-constexpr AxpyFn kAxpyBf16[4] = {AxpyFloat<DType::kBF16, 1>, AxpyFloat<DType::kBF16, 2>,
-                                 AxpyFloat<DType::kBF16, 3>, AxpyFloat<DType::kBF16, 4>};
-constexpr AxpyFn kAxpyQ8[4] = {AxpyQuant<false, 1>, AxpyQuant<false, 2>, AxpyQuant<false, 3>,
-                               AxpyQuant<false, 4>};
-constexpr AxpyFn kAxpyQ4[4] = {AxpyQuant<true, 1>, AxpyQuant<true, 2>, AxpyQuant<true, 3>,
-                               AxpyQuant<true, 4>};
+template <DType T>
+constexpr AxpyFn kAxpyFloat[kAxpyRows] = {AxpyFloat<T, 1>, AxpyFloat<T, 2>, AxpyFloat<T, 3>,
+                                          AxpyFloat<T, 4>, AxpyFloat<T, 5>, AxpyFloat<T, 6>,
+                                          AxpyFloat<T, 7>, AxpyFloat<T, 8>};
+template <bool kQ4>
+constexpr AxpyFn kAxpyQuant[kAxpyRows] = {AxpyQuant<kQ4, 1>, AxpyQuant<kQ4, 2>, AxpyQuant<kQ4, 3>,
+                                          AxpyQuant<kQ4, 4>, AxpyQuant<kQ4, 5>, AxpyQuant<kQ4, 6>,
+                                          AxpyQuant<kQ4, 7>, AxpyQuant<kQ4, 8>};
 
 }  // namespace
 
 void MatMulRowsAvx512(const MatMulArgs& a) {
   switch (a.wtype) {
-    case DType::kF32: return Drive(a, kF32Tiles);
-    case DType::kF16: return Drive(a, kF16Tiles);
-    case DType::kBF16: return Drive(a, kBf16Tiles);
-    case DType::kQ8_0: return Drive(a, kQ8Tiles);
-    case DType::kQ4_0: return Drive(a, kQ4Tiles);
-    default: return;
+    case DType::kF32:
+      return Drive(a, kF32Tiles);
+    case DType::kF16:
+      return Drive(a, kF16Tiles);
+    case DType::kBF16:
+      return Drive(a, kBf16Tiles);
+    case DType::kQ8_0:
+      return Drive(a, kQ8Tiles);
+    case DType::kQ4_0:
+      return Drive(a, kQ4Tiles);
+    default:
+      return;
   }
 }
 
 void AxpyRowsAvx512(const AxpyArgs& a) {
   switch (a.wtype) {
-    case DType::kF32: return DriveAxpy(a, kAxpyF32);
-    case DType::kF16: return DriveAxpy(a, kAxpyF16);
-    case DType::kBF16: return DriveAxpy(a, kAxpyBf16);
-    case DType::kQ8_0: return DriveAxpy(a, kAxpyQ8);
-    case DType::kQ4_0: return DriveAxpy(a, kAxpyQ4);
-    default: return;
+    case DType::kF32:
+      return DriveAxpy(a, kAxpyFloat<DType::kF32>);
+    case DType::kF16:
+      return DriveAxpy(a, kAxpyFloat<DType::kF16>);
+    case DType::kBF16:
+      return DriveAxpy(a, kAxpyFloat<DType::kBF16>);
+    case DType::kQ8_0:
+      return DriveAxpy(a, kAxpyQuant<false>);
+    case DType::kQ4_0:
+      return DriveAxpy(a, kAxpyQuant<true>);
+    default:
+      return;
   }
 }
 

@@ -60,8 +60,7 @@ float DotQ4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb) {
 float DotRow(const MatMulArgs& a, const uint8_t* row, const uint8_t* x) {
   switch (a.wtype) {
     case DType::kF32:
-      return DotF32(reinterpret_cast<const float*>(row), reinterpret_cast<const float*>(x),
-                    a.cols);
+      return DotF32(reinterpret_cast<const float*>(row), reinterpret_cast<const float*>(x), a.cols);
     case DType::kF16:
       return DotF16(reinterpret_cast<const uint16_t*>(row), reinterpret_cast<const float*>(x),
                     a.cols);
@@ -69,11 +68,11 @@ float DotRow(const MatMulArgs& a, const uint8_t* row, const uint8_t* x) {
       return DotBf16(reinterpret_cast<const uint16_t*>(row), reinterpret_cast<const float*>(x),
                      a.cols);
     case DType::kQ8_0:
-      return DotQ8_0(reinterpret_cast<const BlockQ8_0*>(row),
-                     reinterpret_cast<const BlockQ8_0*>(x), a.layout.nb);
+      return DotQ8_0(reinterpret_cast<const BlockQ8_0*>(row), reinterpret_cast<const BlockQ8_0*>(x),
+                     a.layout.nb);
     case DType::kQ4_0:
-      return DotQ4_0(reinterpret_cast<const BlockQ4_0*>(row),
-                     reinterpret_cast<const BlockQ8_0*>(x), a.layout.nb);
+      return DotQ4_0(reinterpret_cast<const BlockQ4_0*>(row), reinterpret_cast<const BlockQ8_0*>(x),
+                     a.layout.nb);
     default:
       return 0.0f;
   }

@@ -19,6 +19,19 @@ int SafeTrunc(float v, int lo, int hi) {
   return static_cast<int>(v);
 }
 
+// roundf(v) (halves away from zero) for |v| <= 127.5, inline and free of
+// libm calls so the loop vectorizes: activations are quantized on every
+// token (std::fmax/std::round would be calls). Exact: v - trunc(v) is
+// computed without rounding. Clamping first keeps NaN (from NaN or inf
+// input) out of the int conversion.
+inline int RoundQ8(float v) {
+  v = v >= -127.5f ? v : -127.5f;  // also NaN -> -127.5
+  v = v <= 127.5f ? v : 127.5f;
+  const int t = static_cast<int>(v);
+  const float frac = v - static_cast<float>(t);
+  return t + (frac >= 0.5f) - (frac <= -0.5f);
+}
+
 }  // namespace
 
 // ggml's quantize_row_q8_0_ref: d = max|x| / 127, q = round(x / d).
@@ -27,12 +40,18 @@ void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) {
   for (int64_t i = 0; i < nb; ++i) {
     const float* xb = x + i * kQK;
     float amax = 0.0f;
-    for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    // ggml's MAX(amax, fabsf(x)), written as a select so it inlines.
+    for (int j = 0; j < kQK; ++j) {
+      const float ax = std::fabs(xb[j]);
+      amax = amax > ax ? amax : ax;
+    }
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = F32ToF16(d);
     for (int j = 0; j < kQK; ++j) {
-      y[i].qs[j] = static_cast<int8_t>(SafeTrunc(std::round(xb[j] * id), -128, 127));
+      // |x * id| <= 127 (up to rounding), so the clamp never binds on
+      // finite input and the result is roundf's.
+      y[i].qs[j] = static_cast<int8_t>(RoundQ8(xb[j] * id));
     }
   }
 }

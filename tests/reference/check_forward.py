@@ -30,10 +30,17 @@ from llama_ref import LlamaRef  # noqa: E402
 
 # Relative tolerances (error / max |logit|). f32/f16/bf16 weights: both sides compute the
 # same products in f32 (the reference in f64), so only accumulation order differs. Q8_0/Q4_0:
-# activations are rounded to Q8_0 blocks on both sides, but a value that lands within
-# rounding of a half-quantum boundary may round differently, moving one element by one
-# quantum (about amax/127 of its block); hence a looser bound.
-TOLERANCE = {"f32": 1e-4, "f16": 1e-3, "bf16": 1e-3, "q8_0": 1e-2, "q4_0": 1e-2}
+# both sides round activations to Q8_0 blocks, so they agree as tightly -- except where an
+# activation (or a block scale, on its way to f16) lies within a few ulps of a rounding
+# boundary: the two sides may round it differently, a legitimate one-quantum difference
+# that changes that position and, through the KV cache, every later one. So a quantized
+# case may go beyond the tight bound only from a position where the reference saw such a
+# value (closer than BOUNDARY quanta, or SCALE_BOUNDARY relative for a scale), and by at
+# most LOOSE.
+TOLERANCE = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 1e-4, "q4_0": 1e-4}
+BOUNDARY = 2e-5
+SCALE_BOUNDARY = 3e-7
+LOOSE = 3e-2
 
 # name, activation, type, n_head_kv (of 4 heads), tied, down_t
 CASES = [
@@ -126,13 +133,29 @@ def main():
                                        % (name, mode, got.size, len(TOKENS), ref.n_vocab))
                 got = got.reshape(expect.shape)
                 err = np.abs(got - expect).max(axis=1) / scale
-                worst = int(np.argmax(err))
-                ok = bool(np.all(np.isfinite(got))) and err[worst] <= TOLERANCE[wtype]
+                tol = TOLERANCE[wtype]
+                bad = np.nonzero(~(err <= tol))[0]  # also catches NaN
+                ok = len(bad) == 0
+                note = ""
+                if not ok:
+                    p0 = int(bad[0])
+                    near = ref.q8_boundary[p0]
+                    near_scale = ref.q8_scale_boundary[p0]
+                    rest = float(np.max(err[p0:]))
+                    if wtype in ("q8_0", "q4_0") and (near < BOUNDARY
+                                                      or near_scale < SCALE_BOUNDARY):
+                        ok = rest <= LOOSE
+                        note = ("  [diverges from pos %d, where an activation is %.1e quanta "
+                                "(a scale %.1e relative) from a Q8_0 rounding boundary; rel "
+                                "err from there %.2e, tol %.0e]"
+                                % (p0, near, near_scale, rest, LOOSE))
+                    else:
+                        note = "  [first over tolerance at pos %d]" % p0
                 argmax_agree = float(np.mean(got.argmax(1) == expect.argmax(1)))
-                print("%-4s %-26s %-6s rel err %.2e (tol %.0e, worst at pos %d)  "
-                      "argmax agree %.0f%%  max|logit| %.2f"
-                      % ("ok" if ok else "FAIL", name, mode, err[worst], TOLERANCE[wtype],
-                         worst, 100 * argmax_agree, scale), flush=True)
+                print("%-4s %-26s %-6s rel err %.2e (tol %.0e)  argmax agree %.0f%%  "
+                      "max|logit| %.2f%s"
+                      % ("ok" if ok else "FAIL", name, mode, float(np.max(err)), tol,
+                         100 * argmax_agree, scale, note), flush=True)
                 passed += ok
                 failed += not ok
         except Exception as e:  # a case that cannot run is a failure, not a crash

@@ -41,18 +41,45 @@ import pigguf  # noqa: E402
 QUANTIZED = ("q8_0", "q4_0")
 
 
+def q8_0_boundary_distance(x):
+    """Per row of x [n, k]: how close its Q8_0 rounding comes to going the other way.
+
+    Returns (q, s): q = min over elements of the distance of x/d to a rounding boundary
+    (|frac| vs 0.5), in quanta; s = min over blocks of the relative distance of the f32
+    scale d to the midpoint between two f16 values (where its f16 rounding flips). Another
+    implementation whose x differs by a few ulps may round such a value the other way: a
+    legitimate one-quantum (or one-f16-ulp-of-scale) difference."""
+    b = np.asarray(x, dtype=np.float32).reshape(-1, pigguf.QK)
+    d = np.abs(b).max(axis=1) / np.float32(127)
+    with np.errstate(divide="ignore"):
+        idv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    v = b * idv[:, None]
+    q = np.abs(np.abs(v - np.trunc(v)) - 0.5).reshape(x.shape[0], -1).min(axis=1)
+    h = d.astype(np.float16)
+    other = np.nextafter(h, np.where(d > h, np.float16(np.inf), np.float16(-np.inf)))
+    mid = (h.astype(np.float64) + other.astype(np.float64)) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(d > 0, np.abs(d - mid) / d, np.inf)
+    return q, rel.reshape(x.shape[0], -1).min(axis=1)
+
+
 class Weight:
     """A matrix as float32 numpy [rows, cols] plus whether products quantize activations."""
 
-    def __init__(self, tensor):
+    def __init__(self, tensor, owner=None):
         self.name = tensor.name
         self.dtype = tensor.dtype
         self.w = tensor.to_f32().astype(np.float32)
         self.quant_act = tensor.dtype in QUANTIZED
+        self.owner = owner
 
     def matmul(self, x):
         """x: [n_tokens, cols] -> [n_tokens, rows]."""
         if self.quant_act:
+            if self.owner is not None and self.owner.q8_boundary is not None:
+                q, sc = q8_0_boundary_distance(x)
+                np.minimum(self.owner.q8_boundary, q, out=self.owner.q8_boundary)
+                np.minimum(self.owner.q8_scale_boundary, sc, out=self.owner.q8_scale_boundary)
             x = pigguf.q8_0_roundtrip(x)
         # float64 accumulation: the reference should be closer to exact than either side.
         return (x.astype(np.float64) @ self.w.T.astype(np.float64)).astype(np.float32)
@@ -99,7 +126,10 @@ class LlamaRef:
         self.n_vocab = self.token_embd.shape[0]
         self.output_norm = t["output_norm.weight"].to_f32().astype(np.float32)
         self.tied = "output.weight" not in t
-        self.output = Weight(t["token_embd.weight"] if self.tied else t["output.weight"])
+        # Per position, after forward(): see q8_0_boundary_distance.
+        self.q8_boundary = None
+        self.q8_scale_boundary = None
+        self.output = Weight(t["token_embd.weight"] if self.tied else t["output.weight"], self)
         self.layers = []
         for i in range(self.n_layer):
             p = "blk.%d." % i
@@ -108,9 +138,9 @@ class LlamaRef:
                 "ffn_norm": t[p + "ffn_norm.weight"].to_f32(),
             }
             for name in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up"):
-                L[name] = Weight(t[p + name + ".weight"])
+                L[name] = Weight(t[p + name + ".weight"], self)
             if p + "ffn_down.weight" in t:
-                L["ffn_down"] = Weight(t[p + "ffn_down.weight"])
+                L["ffn_down"] = Weight(t[p + "ffn_down.weight"], self)
             else:
                 # [n_embd, n_ff] in ggml order = numpy [n_ff, n_embd]: row i = neuron i.
                 L["ffn_down_t"] = t[p + "ffn_down_t.weight"].to_f32().astype(np.float32)
@@ -157,6 +187,10 @@ class LlamaRef:
             raise ValueError("token id out of range [0, %d)" % self.n_vocab)
         T = len(tokens)
         pos = np.arange(T)
+        # Closest approach, per position, of an activation to a Q8_0 rounding boundary
+        # (inf when no quantized product); a flip there changes this and later positions.
+        self.q8_boundary = np.full(T, np.inf)
+        self.q8_scale_boundary = np.full(T, np.inf)
         h = self.token_embd[tokens].astype(np.float32)
         hd, nh, nkv = self.head_dim, self.n_head, self.n_head_kv
         group = nh // nkv

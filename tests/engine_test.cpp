@@ -1,0 +1,225 @@
+// Engine invariants on small synthetic models. (The logits themselves are
+// checked against the independent numpy forward pass in
+// tests/reference/check_forward.py.)
+#include "coordinator/engine.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/synthetic_model.h"
+
+namespace pi {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/engine_test_" + name + ".gguf";
+}
+
+std::string WriteModel(const std::string& name, SyntheticModelOptions o) {
+  const std::string path = TempPath(name);
+  Status s = WriteSyntheticModel(o, path);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return path;
+}
+
+SyntheticModelOptions Small(DType type, const std::string& act, bool down_t) {
+  SyntheticModelOptions o;
+  o.n_vocab = 300;
+  o.n_embd = 128;
+  o.n_layer = 2;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.n_ff = 256;
+  o.n_ctx = 64;
+  o.type = type;
+  o.activation = act;
+  o.down_t = down_t;
+  return o;
+}
+
+// Logits of every position, fed one token at a time or as prompt batches.
+std::vector<float> RunLogits(const LlamaModel& m, const std::vector<int32_t>& toks, bool decode,
+                             int threads, int batch) {
+  EngineOptions opt;
+  opt.n_threads = threads;
+  opt.n_batch = batch;
+  std::unique_ptr<Engine> e;
+  Status s = Engine::Create(&m, opt, &e);
+  EXPECT_TRUE(s.ok()) << s.message();
+  const int nv = e->n_vocab();
+  std::vector<float> out(toks.size() * nv);
+  if (decode) {
+    for (size_t i = 0; i < toks.size(); ++i) {
+      s = e->Eval(&toks[i], 1);
+      EXPECT_TRUE(s.ok()) << s.message();
+      std::copy(e->logits(), e->logits() + nv, out.begin() + i * nv);
+    }
+  } else {
+    s = e->Eval(toks.data(), static_cast<int>(toks.size()), /*all_logits=*/true);
+    EXPECT_TRUE(s.ok()) << s.message();
+    std::copy(e->logits(), e->logits() + out.size(), out.begin());
+  }
+  return out;
+}
+
+struct Case {
+  DType type;
+  const char* act;
+  bool down_t;
+};
+
+class EngineCaseTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EngineCaseTest, PromptBatchesMatchTokenByTokenDecode) {
+  const Case c = GetParam();
+  const std::string path =
+      WriteModel(std::string(DTypeName(c.type)) + c.act + (c.down_t ? "_t" : ""),
+                 Small(c.type, c.act, c.down_t));
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::vector<int32_t> toks;
+  for (int i = 0; i < 21; ++i) toks.push_back((i * 37 + 5) % 300);
+  const std::vector<float> dec = RunLogits(m, toks, true, 1, 8);
+  const std::vector<float> pp = RunLogits(m, toks, false, 2, 8);    // 3 batches: 8 + 8 + 5
+  const std::vector<float> pp1 = RunLogits(m, toks, false, 1, 64);  // one batch
+  float max_abs = 0;
+  for (float v : dec) max_abs = std::max(max_abs, std::fabs(v));
+  for (size_t i = 0; i < dec.size(); ++i) {
+    ASSERT_NEAR(pp[i], dec[i], 1e-4f * max_abs) << i;
+    ASSERT_NEAR(pp1[i], dec[i], 1e-4f * max_abs) << i;
+  }
+  std::remove(path.c_str());
+}
+
+TEST_P(EngineCaseTest, ResultsAreBitIdenticalForAnyThreadCount) {
+  const Case c = GetParam();
+  // Wide enough that every matrix is split into several chunks.
+  SyntheticModelOptions o = Small(c.type, c.act, c.down_t);
+  o.n_embd = 256;
+  o.n_ff = 1024;
+  const std::string path = WriteModel(std::string("t_") + DTypeName(c.type) + c.act, o);
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::vector<int32_t> toks = {1, 7, 99, 250, 3, 3, 42};
+  const std::vector<float> t1 = RunLogits(m, toks, true, 1, 8);
+  for (int threads : {2, 3}) {
+    const std::vector<float> tn = RunLogits(m, toks, true, threads, 8);
+    ASSERT_EQ(t1, tn) << threads << " threads";
+  }
+  std::remove(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, EngineCaseTest,
+                         ::testing::Values(Case{DType::kF32, "silu", false},
+                                           Case{DType::kF16, "relu", true},
+                                           Case{DType::kQ8_0, "drelu", false},
+                                           Case{DType::kQ4_0, "relu", true},
+                                           Case{DType::kBF16, "silu", true}),
+                         [](const auto& p) {
+                           return std::string(DTypeName(p.param.type)) + "_" + p.param.act +
+                                  (p.param.down_t ? "_down_t" : "");
+                         });
+
+class EngineErrorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = WriteModel("errors", Small(DType::kF32, "silu", false));
+    ASSERT_TRUE(LoadLlamaModel(path_, &m_).ok());
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  std::string path_;
+  LlamaModel m_;
+};
+
+TEST_F(EngineErrorTest, ContextOverflowIsAnErrorAndChangesNothing) {
+  EngineOptions opt;
+  opt.n_ctx = 16;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::Create(&m_, opt, &e).ok());
+  std::vector<int32_t> toks(10, 5);
+  ASSERT_TRUE(e->Eval(toks.data(), 10).ok());
+  Status s = e->Eval(toks.data(), 7);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("context overflow"));
+  EXPECT_EQ(e->n_past(), 10);
+  EXPECT_TRUE(e->Eval(toks.data(), 6).ok());  // exactly fills the context
+}
+
+TEST_F(EngineErrorTest, OutOfRangeTokenIsAnError) {
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::Create(&m_, EngineOptions(), &e).ok());
+  const int32_t bad[2] = {3, 300};
+  Status s = e->Eval(bad, 2);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("out of range"));
+  EXPECT_EQ(e->n_past(), 0);
+}
+
+// A model file whose tensors disagree with its own metadata.
+class ModelValidationTest : public ::testing::Test {
+ protected:
+  // Writes the Small model, then lets `edit` change the writer before writing.
+  Status LoadEdited(const std::function<void(GgufWriter*)>& edit) {
+    GgufWriter w;
+    Status s = AddSyntheticModel(Small(DType::kF32, "silu", false), &w);
+    if (!s.ok()) return s;
+    edit(&w);
+    const std::string path = TempPath("edited");
+    s = w.Write(path);
+    if (!s.ok()) return s;
+    LlamaModel m;
+    s = LoadLlamaModel(path, &m);
+    std::remove(path.c_str());
+    return s;
+  }
+};
+
+TEST_F(ModelValidationTest, UnsupportedArchitectureIsNamed) {
+  Status s = LoadEdited(
+      [](GgufWriter* w) { w->Set("general.architecture", GgufValue::String("falcon")); });
+  EXPECT_THAT(s.message(), HasSubstr("unsupported architecture 'falcon'"));
+}
+
+TEST_F(ModelValidationTest, WrongHyperParameterShowsAsTensorShapeMismatch) {
+  Status s =
+      LoadEdited([](GgufWriter* w) { w->Set("llama.feed_forward_length", GgufValue::U32(512)); });
+  EXPECT_THAT(s.message(), HasSubstr("blk.0.ffn_gate.weight' has shape [128, 256], expected "
+                                     "[128, 512]"));
+}
+
+TEST_F(ModelValidationTest, MissingHyperParameterIsNamed) {
+  Status s = LoadEdited(
+      [](GgufWriter* w) { w->Set("llama.embedding_length", GgufValue::String("wide")); });
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("llama.embedding_length"));
+}
+
+TEST_F(ModelValidationTest, HeadCountMustDivide) {
+  Status s =
+      LoadEdited([](GgufWriter* w) { w->Set("llama.attention.head_count_kv", GgufValue::U32(3)); });
+  EXPECT_THAT(s.message(), HasSubstr("not a multiple of head_count_kv 3"));
+}
+
+TEST_F(ModelValidationTest, BadActivationKeyIsNamed) {
+  Status s =
+      LoadEdited([](GgufWriter* w) { w->Set(kFfnActivationKey, GgufValue::String("gelu")); });
+  EXPECT_THAT(s.message(), HasSubstr("pi.ffn_activation = 'gelu'"));
+}
+
+TEST(ModelLoadTest, MissingFileIsAnError) {
+  LlamaModel m;
+  Status s = LoadLlamaModel("/nonexistent/model.gguf", &m);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("/nonexistent/model.gguf"));
+}
+
+}  // namespace
+}  // namespace pi
