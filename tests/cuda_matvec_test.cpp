@@ -45,8 +45,8 @@ TEST_P(CudaMatVecTest, MatchesDequantizedReference) {
     ASSERT_TRUE(cuda::CopyToDevice(dw, w.data(), w.size(), &err)) << err;
     ASSERT_TRUE(cuda::CopyToDevice(dx, x.data(), cols * sizeof(float), &err)) << err;
     ASSERT_TRUE(cuda::CopyToDevice(dy, y.data(), y.size() * sizeof(float), &err)) << err;
-    ASSERT_TRUE(cuda::MatVec(type, dw, rows, cols, static_cast<float*>(dx),
-                             static_cast<float*>(dy), &err))
+    ASSERT_TRUE(
+        cuda::MatVec(type, dw, rows, cols, static_cast<float*>(dx), static_cast<float*>(dy), &err))
         << err;
     ASSERT_TRUE(cuda::CopyToHost(y.data(), dy, y.size() * sizeof(float), &err)) << err;
     for (int64_t r = 0; r < rows; ++r) {
@@ -67,7 +67,7 @@ TEST_P(CudaMatVecTest, MatchesDequantizedReference) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, CudaMatVecTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
                                            DType::kQ4_0),
-                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+                         [](const auto& p) { return std::string(DTypeName(p.param)); });
 
 }  // namespace
 }  // namespace pi
