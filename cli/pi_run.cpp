@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
 
   // Generation: sample, stream, evaluate — until -n, end of text or a full context.
   std::vector<int32_t> out_ids;
+  out_ids.reserve(n_predict > 0 ? n_predict : 256);
   std::string out_text;  // the generated pieces, exactly as streamed
   pi::Utf8Stream stream;
   int n_eval = 0;

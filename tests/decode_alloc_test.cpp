@@ -1,0 +1,75 @@
+// The decode path allocates nothing: after the first token, Engine::Eval of
+// one token and Sampler::Sample perform no heap allocation. Counted by
+// replacing the global operator new in this test binary.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "common/sampler.h"
+#include "common/synthetic_model.h"
+#include "coordinator/engine.h"
+
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace pi {
+namespace {
+
+TEST(DecodeAllocTest, DecodeStepAndSamplingAllocateNothing) {
+  for (const bool down_t : {false, true}) {
+    SyntheticModelOptions o;
+    o.n_vocab = 512;
+    o.n_embd = 256;
+    o.n_ff = 1024;
+    o.n_head = 4;
+    o.n_head_kv = 2;
+    o.n_ctx = 128;
+    o.type = DType::kQ8_0;
+    o.activation = "relu";
+    o.down_t = down_t;
+    const std::string path = ::testing::TempDir() + "/decode_alloc.gguf";
+    ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+    LlamaModel m;
+    ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+    for (int threads : {1, 2}) {
+      EngineOptions opt;
+      opt.n_threads = threads;
+      std::unique_ptr<Engine> e;
+      ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+      SamplerParams sp;
+      sp.seed = 1;
+      sp.repeat_penalty = 1.1f;
+      Sampler sampler(sp, e->n_vocab());
+      const int32_t prompt[4] = {1, 2, 3, 4};
+      ASSERT_TRUE(e->Eval(prompt, 4).ok());
+      int32_t tok = sampler.Sample(e->logits());
+      const long before = g_allocations.load();
+      for (int i = 0; i < 32; ++i) {
+        ASSERT_TRUE(e->Eval(&tok, 1).ok());
+        tok = sampler.Sample(e->logits());
+        sampler.Accept(tok);
+      }
+      EXPECT_EQ(g_allocations.load() - before, 0)
+          << "allocations in 32 decode steps, threads=" << threads << " down_t=" << down_t;
+    }
+    std::remove(path.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace pi
