@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the build, the tests and the tools need.
-#   scripts/install_deps.sh          build + tests
+#   scripts/install_deps.sh          build + run the demo
+#   scripts/install_deps.sh --tests  also what the reference tests need (torch checks numpy)
 #   scripts/install_deps.sh --train  also what retraining the demo model needs
 set -euo pipefail
 SUDO=""
@@ -11,9 +12,10 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev libboost-dev
   python3 python3-numpy python3-sentencepiece python3-regex
 )
-if [ "${1:-}" = "--train" ]; then
-  PKGS+=(python3-torch bible-kjv python3-matplotlib)
-fi
+case "${1:-}" in
+  --tests) PKGS+=(python3-torch) ;;
+  --train) PKGS+=(python3-torch bible-kjv python3-matplotlib) ;;
+esac
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,7 +4,7 @@
 # the GGUF reader. Tests labelled "gpu" run only where a GPU exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install_deps.sh
+scripts/install_deps.sh --tests
 JOBS="${JOBS:-$(nproc)}"
 
 gpu_args=()
