@@ -105,7 +105,7 @@ TEST(SamplerTest, RepeatPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   // Negative logits are multiplied: token 2 at -1 -> -2, still last.
   Sampler s2(p, 3);
   s2.Accept(2);
-  s2.Accept(2);  // counted once
+  s2.Accept(2);                                                             // counted once
   EXPECT_EQ(s2.Sample(std::vector<float>{-3.0f, -2.5f, -1.0f}.data()), 2);  // -2 > -2.5
 }
 

@@ -12,14 +12,14 @@ namespace pi {
 constexpr int kQK = 32;  // weights per Q8_0/Q4_0 block
 
 struct BlockQ8_0 {
-  uint16_t d;         // f16 scale: x = q * d
+  uint16_t d;  // f16 scale: x = q * d
   int8_t qs[kQK];
 };
 static_assert(sizeof(BlockQ8_0) == 34, "ggml block_q8_0 layout");
 
 struct BlockQ4_0 {
-  uint16_t d;            // f16 scale: x = (nibble - 8) * d
-  uint8_t qs[kQK / 2];   // byte j: weight j in the low nibble, weight j+16 in the high
+  uint16_t d;           // f16 scale: x = (nibble - 8) * d
+  uint8_t qs[kQK / 2];  // byte j: weight j in the low nibble, weight j+16 in the high
 };
 static_assert(sizeof(BlockQ4_0) == 18, "ggml block_q4_0 layout");
 

@@ -32,11 +32,17 @@ __device__ float WarpSum(float v) {
 template <typename T>
 __device__ float ToFloat(T v);
 template <>
-__device__ float ToFloat<float>(float v) { return v; }
+__device__ float ToFloat<float>(float v) {
+  return v;
+}
 template <>
-__device__ float ToFloat<__half>(__half v) { return __half2float(v); }
+__device__ float ToFloat<__half>(__half v) {
+  return __half2float(v);
+}
 template <>
-__device__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 
 // Float weights: lanes stride over the row's elements.
 template <typename T>
@@ -84,7 +90,8 @@ __global__ void MatVecQ4_0(const BlockQ4_0* __restrict__ w, int64_t rows, int64_
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const uint8_t q = wr[b].qs[j];
-      s += static_cast<float>((q & 0x0F) - 8) * xb[j] + static_cast<float>((q >> 4) - 8) * xb[j + 16];
+      s += static_cast<float>((q & 0x0F) - 8) * xb[j] +
+           static_cast<float>((q >> 4) - 8) * xb[j + 16];
     }
     acc += __half2float(wr[b].d) * s;
   }
@@ -150,7 +157,9 @@ bool MatVec(DType type, const void* d_w, int64_t rows, int64_t cols, const float
 bool Malloc(void** ptr, size_t bytes, std::string* error) {
   return Check(cudaMalloc(ptr, bytes), error);
 }
-bool Free(void* ptr) { return cudaFree(ptr) == cudaSuccess; }
+bool Free(void* ptr) {
+  return cudaFree(ptr) == cudaSuccess;
+}
 bool CopyToDevice(void* dst, const void* src, size_t bytes, std::string* error) {
   return Check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), error);
 }
