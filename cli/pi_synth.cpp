@@ -31,7 +31,10 @@ void Usage() {
           "  --rope-theta X        llama.rope.freq_base (default 10000)\n"
           "  --norm-eps X          llama.attention.layer_norm_rms_epsilon (default 1e-5)\n"
           "  --seed N              weight seed (default 1)\n"
-          "  --tokenizer none|bytes  bytes: an SPM vocab of byte tokens so pi-run can run it\n");
+          "  --tokenizer none|bytes  bytes: an SPM vocab of byte tokens so pi-run can run it\n"
+          "  --planted-sparsity S  relu/drelu: plant power-law firing rates whose mean share\n"
+          "                        of silent neurons is S (e.g. 0.9; 0 = off, the default)\n"
+          "  --planted-alpha A     the power law's exponent: rate ~ (rank + 1)^-A (default 1)\n");
 }
 
 bool ParseType(const std::string& s, pi::DType* t) {
@@ -100,6 +103,10 @@ int main(int argc, char** argv) {
       } else if (!args.failed()) {
         args.Fail("--tokenizer expects none or bytes, got '" + t + "'");
       }
+    } else if (f == "--planted-sparsity") {
+      o.planted_sparsity = args.Float(f);
+    } else if (f == "--planted-alpha") {
+      o.planted_alpha = args.Float(f);
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;

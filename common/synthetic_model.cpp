@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +26,8 @@ namespace {
 
 constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
 constexpr int kByteVocab = 3 + 256 + 1;  // <unk>, <s>, </s>, 256 byte tokens, "▁"
+// Planted sparsity: layer outputs are scaled by this / sqrt(n_embd).
+constexpr double kPlantedOutputScale = 0.5;
 
 uint64_t SplitMix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -94,11 +97,12 @@ void ParallelRows(int64_t n_rows, int64_t row_elems, Fn fn) {
   for (std::thread& th : threads) th.join();
 }
 
-// Adds matrix `name` [ne0, ne1] whose values are those of `source` [src_ne0, ...]:
-// element (row, col) = source element (row, col), or (col, row) when
-// `transpose` (ffn_down_t from ffn_down's generator).
+// Element (row, col) of a matrix being written.
+using ValueFn = std::function<float(int64_t row, int64_t col)>;
+
+// Adds matrix `name` [ne0, ne1] (a vector when ne1 == 0) with values value(row, col).
 Status AddMatrix(GgufWriter* w, const std::string& name, DType type, int64_t ne0, int64_t ne1,
-                 const Generator& gen, bool transpose) {
+                 ValueFn value) {
   const std::vector<int64_t> ne =
       ne1 > 0 ? std::vector<int64_t>{ne0, ne1} : std::vector<int64_t>{ne0};
   const int64_t rows = ne1 > 0 ? ne1 : 1;
@@ -107,16 +111,27 @@ Status AddMatrix(GgufWriter* w, const std::string& name, DType type, int64_t ne0
     ParallelRows(rows, ne0, [&](int64_t begin, int64_t end) {
       std::vector<float> buf(static_cast<size_t>(ne0));
       for (int64_t r = begin; r < end; ++r) {
-        for (int64_t c = 0; c < ne0; ++c) {
-          const uint64_t index =
-              transpose ? static_cast<uint64_t>(c * rows + r) : static_cast<uint64_t>(r * ne0 + c);
-          buf[static_cast<size_t>(c)] = gen.At(index);
-        }
+        for (int64_t c = 0; c < ne0; ++c) buf[static_cast<size_t>(c)] = value(r, c);
         QuantizeRow(type, buf.data(), static_cast<uint8_t*>(dst) + r * row_bytes, ne0);
       }
     });
     return Status::Ok();
   });
+}
+
+// Φ^-1(p) for p in (0, 1), by bisection on the normal CDF (exact enough for
+// planting: 60 halvings of [-40, 40]).
+double InverseNormalCdf(double p) {
+  double lo = -40.0, hi = 40.0;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    if (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return 0.5 * (lo + hi);
 }
 
 void AddByteTokenizer(int n_vocab, GgufWriter* w) {
@@ -209,7 +224,52 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
     return Status::Error("rope theta %g and norm epsilon %g must be positive", o.rope_theta,
                          o.norm_eps);
   }
+  if (o.planted_sparsity != 0.0) {
+    if (!(o.planted_sparsity > 0.0 && o.planted_sparsity < 1.0)) {
+      return Status::Error("planted sparsity %g must be in (0, 1)", o.planted_sparsity);
+    }
+    if (o.activation == "silu") {
+      return Status::Error("planted sparsity needs a ReLU-family activation (relu or drelu)");
+    }
+    if (!(o.planted_alpha >= 0.0)) {
+      return Status::Error("planted alpha %g must be >= 0", o.planted_alpha);
+    }
+  }
   return Status::Ok();
+}
+
+std::vector<double> PlantedFiringRates(const SyntheticModelOptions& o, int layer) {
+  const int n = o.n_ff;
+  const double target = 1.0 - o.planted_sparsity;
+  // Mean of min(1, c (r+1)^-alpha) grows with c: bisect for the target mean.
+  std::vector<double> by_rank(n);
+  auto fill = [&](double c) {
+    double sum = 0;
+    for (int r = 0; r < n; ++r) {
+      by_rank[r] = std::min(1.0, c * std::pow(r + 1.0, -o.planted_alpha));
+      sum += by_rank[r];
+    }
+    return sum / n;
+  };
+  double lo = 0.0, hi = 1.0;
+  while (fill(hi) < target) hi *= 2.0;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (fill(mid) < target ? lo : hi) = mid;
+  }
+  fill(hi);
+  // Scatter the ranks: neuron order by a hash of (seed, layer, neuron).
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  const uint64_t key = SplitMix64(o.seed ^ Fnv1a64("planted") ^ static_cast<uint64_t>(layer));
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const uint64_t ha = SplitMix64(key + static_cast<uint64_t>(a) * kGolden);
+    const uint64_t hb = SplitMix64(key + static_cast<uint64_t>(b) * kGolden);
+    return ha != hb ? ha < hb : a < b;
+  });
+  std::vector<double> rates(n);
+  for (int r = 0; r < n; ++r) rates[order[r]] = by_rank[r];
+  return rates;
 }
 
 Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
@@ -239,34 +299,104 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
   w->Set("pi.ffn_activation", GgufValue::String(o.activation));
   if (o.byte_tokenizer) AddByteTokenizer(o.n_vocab, w);
 
-  // Matrix [ne0, ne1] with fan-in ne0 (the reduction axis).
-  auto matrix = [&](const std::string& name, DType type, int64_t ne0, int64_t ne1) {
-    return AddMatrix(w, name, type, ne0, ne1, MakeGenerator(o.seed, name, ne0), false);
+  const bool planted = o.planted_sparsity != 0.0;
+  // Matrix [ne0, ne1] with fan-in ne0 (the reduction axis); `fix` may
+  // override elements (planted sparsity), returning true when it did.
+  using FixFn = std::function<bool(int64_t row, int64_t col, float* v)>;
+  auto matrix = [&](const std::string& name, int64_t ne0, int64_t ne1, FixFn fix = nullptr) {
+    const Generator g = MakeGenerator(o.seed, name, ne0);
+    return AddMatrix(w, name, o.type, ne0, ne1, [=](int64_t r, int64_t c) {
+      float v;
+      if (fix && fix(r, c, &v)) return v;
+      return g.At(static_cast<uint64_t>(r * ne0 + c));
+    });
   };
   auto norm = [&](const std::string& name) {
-    return AddMatrix(w, name, DType::kF32, d, 0, MakeGenerator(o.seed, name, d), false);
+    const Generator g = MakeGenerator(o.seed, name, d);
+    return AddMatrix(w, name, DType::kF32, d, 0, [=](int64_t, int64_t c) {
+      // The planted bias channel passes the norm unscaled.
+      return planted && c == 0 ? 1.0f : g.At(static_cast<uint64_t>(c));
+    });
   };
-  PI_RETURN_IF_ERROR(matrix("token_embd.weight", o.type, d, o.n_vocab));
+  // Planted: column 0 of gate (and, for drelu, up) is a per-neuron bias.
+  auto bias_column = [&](const std::vector<double>& rates) -> FixFn {
+    if (rates.empty()) return nullptr;
+    std::vector<float> bias(rates.size());
+    for (size_t i = 0; i < rates.size(); ++i) {
+      const double p = std::min(std::max(rates[i], 1e-6), 1.0 - 1e-6);
+      bias[i] = static_cast<float>(InverseNormalCdf(p) / std::sqrt(static_cast<double>(d)));
+    }
+    return [bias](int64_t r, int64_t c, float* v) {
+      if (c != 0) return false;
+      *v = bias[static_cast<size_t>(r)];
+      return true;
+    };
+  };
+  // Planted: only the FFN gate (and drelu's up) reads the bias channel:
+  // column 0 of the other input projections is zero, so its large value does
+  // not swamp attention.
+  const FixFn zero_col0 = planted ? FixFn([](int64_t, int64_t c, float* v) {
+    if (c != 0) return false;
+    *v = 0.0f;
+    return true;
+  })
+                                  : nullptr;
+  // Planted: nothing writes residual dimension 0 (row 0 of an output
+  // projection), and the layers' outputs are scaled down so the residual
+  // stays about as large as the embedding (|h_rest| ~ h[0] = 1) at every
+  // depth: that ratio is what turns the gate's bias into a firing rate.
+  const float out_scale = static_cast<float>(kPlantedOutputScale / std::sqrt(double(d)));
+  auto scaled_output = [&](const std::string& name, int64_t ne0) -> FixFn {
+    if (!planted) return nullptr;
+    const Generator g = MakeGenerator(o.seed, name, ne0);
+    return [g, ne0, out_scale](int64_t r, int64_t c, float* v) {
+      *v = r == 0 ? 0.0f : out_scale * g.At(static_cast<uint64_t>(r * ne0 + c));
+      return true;
+    };
+  };
+
+  PI_RETURN_IF_ERROR(matrix("token_embd.weight", d, o.n_vocab,
+                            planted ? FixFn([](int64_t, int64_t c, float* v) {
+                              if (c != 0) return false;
+                              *v = 1.0f;  // the bias channel
+                              return true;
+                            })
+                                    : nullptr));
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    std::vector<double> gate_rates, up_rates;
+    if (planted) {
+      gate_rates = PlantedFiringRates(o, l);
+      if (o.activation == "drelu") {
+        for (double& r : gate_rates) r = std::sqrt(r);
+        up_rates = gate_rates;
+      }
+    }
     PI_RETURN_IF_ERROR(norm(p + "attn_norm.weight"));
-    PI_RETURN_IF_ERROR(matrix(p + "attn_q.weight", o.type, d, d));
-    PI_RETURN_IF_ERROR(matrix(p + "attn_k.weight", o.type, d, kv_dim));
-    PI_RETURN_IF_ERROR(matrix(p + "attn_v.weight", o.type, d, kv_dim));
-    PI_RETURN_IF_ERROR(matrix(p + "attn_output.weight", o.type, d, d));
+    PI_RETURN_IF_ERROR(matrix(p + "attn_q.weight", d, d, zero_col0));
+    PI_RETURN_IF_ERROR(matrix(p + "attn_k.weight", d, kv_dim, zero_col0));
+    PI_RETURN_IF_ERROR(matrix(p + "attn_v.weight", d, kv_dim, zero_col0));
+    PI_RETURN_IF_ERROR(
+        matrix(p + "attn_output.weight", d, d, scaled_output(p + "attn_output.weight", d)));
     PI_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));
-    PI_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", o.type, d, ff));
-    PI_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", o.type, d, ff));
+    PI_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", d, ff, bias_column(gate_rates)));
+    PI_RETURN_IF_ERROR(
+        matrix(p + "ffn_up.weight", d, ff, up_rates.empty() ? zero_col0 : bias_column(up_rates)));
     if (o.down_t) {
       // Row i = neuron i's output weights = column i of ffn_down [n_ff, n_embd].
-      PI_RETURN_IF_ERROR(AddMatrix(w, p + "ffn_down_t.weight", o.type, d, ff,
-                                   MakeGenerator(o.seed, p + "ffn_down.weight", ff), true));
+      const Generator g = MakeGenerator(o.seed, p + "ffn_down.weight", ff);
+      PI_RETURN_IF_ERROR(
+          AddMatrix(w, p + "ffn_down_t.weight", o.type, d, ff, [=](int64_t r, int64_t c) {
+            if (planted) return c == 0 ? 0.0f : out_scale * g.At(static_cast<uint64_t>(c * ff + r));
+            return g.At(static_cast<uint64_t>(c * ff + r));
+          }));
     } else {
-      PI_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", o.type, ff, d));
+      PI_RETURN_IF_ERROR(
+          matrix(p + "ffn_down.weight", ff, d, scaled_output(p + "ffn_down.weight", ff)));
     }
   }
   PI_RETURN_IF_ERROR(norm("output_norm.weight"));
-  if (!o.tied) PI_RETURN_IF_ERROR(matrix("output.weight", o.type, d, o.n_vocab));
+  if (!o.tied) PI_RETURN_IF_ERROR(matrix("output.weight", d, o.n_vocab));
   return Status::Ok();
 }
 

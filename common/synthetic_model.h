@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/gguf.h"
 #include "common/status.h"
@@ -36,7 +37,18 @@ struct SyntheticModelOptions {
   // An SPM vocab: <unk>, <s>, </s>, <0x00>..<0xFF> (byte b is token 3 + b), "▁"
   // (token 259, so spaces decode as spaces), then <unused_N> up to n_vocab.
   bool byte_tokenizer = false;
+
+  // Planted sparsity (relu/drelu only; 0 = off): every layer's FFN neurons
+  // fire with power-law frequencies, p(rank r) = min(1, c (r + 1)^-alpha),
+  // with c chosen so the mean firing rate is 1 - planted_sparsity, and the
+  // ranks scattered over the neurons by the seed. See PlantedFiringRates.
+  double planted_sparsity = 0.0;
+  double planted_alpha = 1.0;
 };
+
+// The planted per-neuron firing probabilities of `layer` (n_ff values, mean
+// 1 - sparsity, power law in rank, ranks permuted by seed and layer).
+std::vector<double> PlantedFiringRates(const SyntheticModelOptions& o, int layer);
 
 // Checks shapes and types (head geometry, block multiples, vocab size).
 Status ValidateSyntheticModel(const SyntheticModelOptions& o);
@@ -47,11 +59,24 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w);
 // Validates, builds and writes `path`; one tensor is in memory at a time.
 Status WriteSyntheticModel(const SyntheticModelOptions& o, const std::string& path);
 
+// How sparsity is planted: residual dimension 0 is a constant "bias channel".
+// Every token embedding has h[0] = 1, and no layer writes to it (row 0 of
+// attn_output and of ffn_down, column 0 of ffn_down_t, are zero), so after
+// each RMSNorm x[0] is large and positive. Only the gate (and drelu's up)
+// reads it (column 0 of attn_q/k/v and relu's ffn_up are zero, so it does
+// not swamp the rest of the model). Column 0 of ffn_gate row i is then
+// a per-neuron bias, set to Φ^-1(p_i) / sqrt(n_embd): with the rest of the
+// residual about as large as the bias channel, the gate's random part has
+// standard deviation ~ x[0] / sqrt(n_embd), so neuron i fires with
+// probability ~ p_i (drelu: gate and up each with sqrt(p_i)). The realized
+// rates drift as the residual grows with depth; pi-profile measures them.
+
 // The f32 value (before conversion to the file's type) of element (row, col)
 // of the synthetic matrix `name` with `ne0` columns: uniform in
 // [-sqrt(3 / fan_in), sqrt(3 / fan_in)], so its standard deviation is
 // 1 / sqrt(fan_in). Norm weights ("*_norm.weight") are uniform in [0.8, 1.2].
-// For ffn_down_t, ask for ffn_down's element (col, row) instead.
+// For ffn_down_t, ask for ffn_down's element (col, row) instead. Planted
+// sparsity overrides the few elements described above.
 //
 // Exactly: key = SplitMix64(seed ^ FNV-1a-64(name)), i = row * ne0 + col,
 // u = (SplitMix64(key + (i + 1) * 0x9e3779b97f4a7c15) >> 40) / 2^24, and the
