@@ -71,6 +71,7 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   for (int il = 0; il < c.n_layer; ++il) {
     attention_.Forward(m.layers[il], il, n_past_, batch, h_.data(), &cache_, pool_.get());
     ffn_.Forward(m.layers[il], batch, h_.data(), pool_.get());
+    if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
   }
   n_past_ += batch;
   if (!logits_out) return;  // an inner prompt batch: only the KV cache matters

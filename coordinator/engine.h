@@ -15,6 +15,7 @@
 
 #include "common/attention_block.h"
 #include "common/ffn_block.h"
+#include "common/ffn_observer.h"
 #include "common/kv_cache.h"
 #include "common/llama_model.h"
 #include "common/status.h"
@@ -48,6 +49,11 @@ class Engine {
   const LlamaModel& model() const { return *model_; }
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
 
+  // Sets (or with nullptr clears) the observer told of every layer's FFN
+  // activations during Eval. Not owned; must outlive its use. Unset costs a
+  // pointer test per layer.
+  void SetFfnObserver(FfnObserver* observer) { observer_ = observer; }
+
   // Forgets the context (the KV cache is overwritten as positions are reused).
   void Reset() { n_past_ = 0; }
 
@@ -63,6 +69,7 @@ class Engine {
   KvCache cache_;
   AttentionBlock attention_;
   FfnBlock ffn_;
+  FfnObserver* observer_ = nullptr;
   std::vector<float> h_;       // [n_batch, n_embd] residual stream
   std::vector<float> x_;       // [n_batch, n_embd] final-normed
   std::vector<uint8_t> q8_;    // prepared output-layer input

@@ -10,11 +10,11 @@ PKGS=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev libboost-dev
-  python3 python3-numpy python3-sentencepiece python3-regex
+  python3 python3-numpy python3-sentencepiece python3-regex python3-matplotlib
 )
 case "${1:-}" in
   --tests) PKGS+=(python3-torch) ;;
-  --train) PKGS+=(python3-torch bible-kjv python3-matplotlib) ;;
+  --train) PKGS+=(python3-torch bible-kjv) ;;
 esac
 missing=()
 for p in "${PKGS[@]}"; do

@@ -11,6 +11,7 @@
 #include "common/sampler.h"
 #include "common/synthetic_model.h"
 #include "coordinator/engine.h"
+#include "tests/temp_path.h"
 
 namespace {
 std::atomic<long> g_allocations{0};
@@ -52,7 +53,7 @@ TEST(DecodeAllocTest, DecodeStepAndSamplingAllocateNothing) {
     o.type = DType::kQ8_0;
     o.activation = "relu";
     o.down_t = down_t;
-    const std::string path = ::testing::TempDir() + "/decode_alloc.gguf";
+    const std::string path = TempPath("decode_alloc.gguf");
     ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
     LlamaModel m;
     ASSERT_TRUE(LoadLlamaModel(path, &m).ok());

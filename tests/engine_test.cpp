@@ -13,18 +13,16 @@
 #include <vector>
 
 #include "common/synthetic_model.h"
+#include "tests/temp_path.h"
 
 namespace pi {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/engine_test_" + name + ".gguf";
-}
 
 std::string WriteModel(const std::string& name, SyntheticModelOptions o) {
-  const std::string path = TempPath(name);
+  const std::string path = TempPath(name + ".gguf");
   Status s = WriteSyntheticModel(o, path);
   EXPECT_TRUE(s.ok()) << s.message();
   return path;
@@ -172,7 +170,7 @@ class ModelValidationTest : public ::testing::Test {
     Status s = AddSyntheticModel(Small(DType::kF32, "silu", false), &w);
     if (!s.ok()) return s;
     edit(&w);
-    const std::string path = TempPath("edited");
+    const std::string path = TempPath("edited.gguf");
     s = w.Write(path);
     if (!s.ok()) return s;
     LlamaModel m;

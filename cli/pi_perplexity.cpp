@@ -1,0 +1,310 @@
+// pi-perplexity: the perplexity of a model over a text file, computed the way
+// llama.cpp's llama-perplexity does, so the two tools' numbers are comparable.
+//
+//   pi-perplexity -f models/kjv-valid.txt -c 256
+//   pi-perplexity -m model.gguf -f wiki.test.raw --chunks 20 --json
+//
+// The whole file is tokenized as one string (BOS first when the tokenizer adds
+// one) and cut into chunks of n_ctx tokens. Each chunk is evaluated from an
+// empty context with its first token replaced by BOS; only the predictions of
+// the second half are scored, so every scored token sees at least n_ctx/2
+// tokens of context.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/args.h"
+#include "common/json.h"
+#include "common/llama_model.h"
+#include "common/progress.h"
+#include "common/tokenizer.h"
+#include "coordinator/engine.h"
+
+namespace {
+
+constexpr int kDefaultCtx = 512;  // llama-perplexity's customary chunk size
+
+void Usage() {
+  fprintf(stderr,
+          "usage: pi-perplexity -f FILE [options]\n"
+          "  -m, --model FILE        GGUF model (default: the bundled demo model)\n"
+          "  -f, --file FILE         text to score (required)\n"
+          "  -c, --ctx-size N        tokens per chunk (0 = min(model context, %d); default 0)\n"
+          "  -b, --batch-size N      tokens per forward batch (default 64)\n"
+          "  -t, --threads N         threads (default: %u)\n"
+          "  --chunks N              score at most N chunks (default -1 = all)\n"
+          "  --json                  print one JSON object instead of the running values\n",
+          kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::string DefaultModelPath() {
+  // Next to the source tree the binary was built from, else relative to the
+  // binary's install location.
+  std::string p = PI_DEFAULT_MODEL;
+  if (access(p.c_str(), R_OK) == 0) return p;
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    std::string dir(exe);
+    dir = dir.substr(0, dir.rfind('/'));
+    const std::string alt = dir + "/../share/pi/models/" + p.substr(p.rfind('/') + 1);
+    if (access(alt.c_str(), R_OK) == 0) return alt;
+  }
+  return p;
+}
+
+// How the logits are produced. Issue 3 adds the FFN sparsity mode
+// (--sparse off|oracle|predictor) here; CreateEvaluator is the only place that
+// turns these settings into something that computes logits.
+struct EvalSettings {
+  pi::EngineOptions engine;
+};
+
+pi::Status CreateEvaluator(const pi::LlamaModel* model, const EvalSettings& settings,
+                           std::unique_ptr<pi::Engine>* out) {
+  return pi::Engine::Create(model, settings.engine, out);
+}
+
+// -log softmax(logits)[target], in double: the exponentials of a large vocabulary
+// summed in float lose the digits that separate two close perplexities.
+double TokenNll(const float* logits, int n_vocab, int32_t target) {
+  float max_logit = logits[0];
+  for (int i = 1; i < n_vocab; ++i) max_logit = std::max(max_logit, logits[i]);
+  double sum_exp = 0.0;
+  for (int i = 0; i < n_vocab; ++i) sum_exp += std::exp(static_cast<double>(logits[i]) - max_logit);
+  return std::log(sum_exp) - (static_cast<double>(logits[target]) - max_logit);
+}
+
+// Running sums of the per-token negative log-likelihood.
+struct NllStats {
+  double sum = 0.0;
+  double sum_sq = 0.0;
+  int64_t count = 0;
+
+  void Add(double nll) {
+    sum += nll;
+    sum_sq += nll * nll;
+    ++count;
+  }
+  double Mean() const { return count > 0 ? sum / count : NAN; }
+  // Standard error of the mean nll (NaN with fewer than two tokens).
+  double StdErr() const {
+    if (count < 2) return NAN;
+    const double mean = Mean();
+    const double var = sum_sq / count - mean * mean;
+    return var > 0 ? std::sqrt(var / (count - 1)) : 0.0;
+  }
+};
+
+struct Report {
+  NllStats nll;
+  int n_chunks = 0;
+  int n_ctx = 0;
+  int64_t n_tokens = 0;  // of the whole text
+  double seconds = 0.0;  // evaluation and scoring, model loading excluded
+};
+
+// Scores `n_chunks` chunks of `n_ctx` tokens. `running` (may be null) receives
+// "[i]ppl," after every chunk, as llama-perplexity prints them.
+pi::Status ScoreChunks(pi::Engine* engine, const std::vector<int32_t>& tokens, int n_ctx,
+                       int n_chunks, int32_t bos, FILE* running, pi::ProgressBar* progress,
+                       Report* report) {
+  const int n_vocab = engine->n_vocab();
+  const int first = n_ctx / 2;
+  std::vector<int32_t> chunk(n_ctx);
+  const double t0 = pi::NowSeconds();
+  for (int c = 0; c < n_chunks; ++c) {
+    const size_t start = static_cast<size_t>(c) * n_ctx;
+    std::copy(tokens.begin() + start, tokens.begin() + start + n_ctx, chunk.begin());
+    // Every chunk starts like a document: the model was trained with BOS there.
+    if (bos >= 0) chunk[0] = bos;
+    engine->Reset();
+    pi::Status s = engine->Eval(chunk.data(), n_ctx, /*all_logits=*/true);
+    if (!s.ok()) return s.WithContext("chunk " + std::to_string(c + 1));
+    // Position j predicts token j + 1 of the chunk (the original one: only
+    // position 0 was replaced, and it is never a target).
+    for (int j = first; j < n_ctx - 1; ++j) {
+      const double nll =
+          TokenNll(engine->logits() + static_cast<size_t>(j) * n_vocab, n_vocab, chunk[j + 1]);
+      if (!std::isfinite(nll)) {
+        return pi::Status::Error("chunk %d, position %d: non-finite logits (nll %g)", c + 1, j,
+                                 nll);
+      }
+      report->nll.Add(nll);
+    }
+    if (running) {
+      fprintf(running, "[%d]%.4f,", c + 1, std::exp(report->nll.Mean()));
+      fflush(running);
+    }
+    if (progress) progress->Update(static_cast<int64_t>(c + 1) * n_ctx);
+  }
+  report->seconds = pi::NowSeconds() - t0;
+  report->n_chunks = n_chunks;
+  report->n_ctx = n_ctx;
+  return pi::Status::Ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pi::ArgReader args("pi-perplexity", argc, argv);
+  std::string model_path, text_path;
+  bool json = false;
+  int n_ctx = 0;
+  int max_chunks = -1;
+  EvalSettings settings;
+  settings.engine.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  while (!args.Done() && !args.failed()) {
+    const std::string f = args.Next();
+    if (f == "-m" || f == "--model")
+      model_path = args.String(f);
+    else if (f == "-f" || f == "--file")
+      text_path = args.String(f);
+    else if (f == "-c" || f == "--ctx-size")
+      n_ctx = args.Int(f);
+    else if (f == "-b" || f == "--batch-size")
+      settings.engine.n_batch = args.Int(f);
+    else if (f == "-t" || f == "--threads")
+      settings.engine.n_threads = args.Int(f);
+    else if (f == "--chunks")
+      max_chunks = args.Int(f);
+    else if (f == "--json")
+      json = true;
+    else if (f == "-h" || f == "--help") {
+      Usage();
+      return 0;
+    } else
+      args.Fail("unknown flag '" + f + "' (see --help)");
+  }
+  if (args.failed()) return 2;
+  if (text_path.empty()) {
+    fprintf(stderr, "pi-perplexity: -f FILE is required (see --help)\n");
+    return 2;
+  }
+  if (settings.engine.n_threads < 1 || settings.engine.n_batch < 1) {
+    fprintf(stderr, "pi-perplexity: -t and -b must be >= 1\n");
+    return 2;
+  }
+  // Fewer than 4 tokens per chunk leaves the second half without a prediction
+  // to score (n_ctx - 1 - n_ctx/2 predictions per chunk).
+  if (n_ctx != 0 && n_ctx < 4) {
+    fprintf(stderr, "pi-perplexity: -c must be 0 (default) or >= 4, got %d\n", n_ctx);
+    return 2;
+  }
+  if (max_chunks == 0 || max_chunks < -1) {
+    fprintf(stderr, "pi-perplexity: --chunks must be >= 1 (or -1 for all), got %d\n", max_chunks);
+    return 2;
+  }
+  if (model_path.empty()) model_path = DefaultModelPath();
+
+  std::string text;
+  {
+    std::ifstream in(text_path, std::ios::binary);
+    if (!in) {
+      fprintf(stderr, "pi-perplexity: cannot read '%s'\n", text_path.c_str());
+      return 1;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+
+  const double t_start = pi::NowSeconds();
+  pi::LlamaModel model;
+  pi::Status s = pi::LoadLlamaModel(model_path, &model);
+  std::unique_ptr<pi::Tokenizer> tok;
+  if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
+  std::vector<int32_t> tokens;
+  if (s.ok()) s = tok->Encode(text, tok->add_bos_token(), &tokens).WithContext(text_path);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (n_ctx == 0) n_ctx = std::min(model.config.n_ctx_train, kDefaultCtx);
+  // Checked before the engine exists: the KV cache is sized by n_ctx, and the
+  // text bounds any n_ctx worth allocating.
+  const int64_t n_tokens = static_cast<int64_t>(tokens.size());
+  if (n_tokens < n_ctx) {
+    fprintf(stderr,
+            "pi-perplexity: '%s' is %lld tokens, fewer than one chunk of %d (-c); use a "
+            "longer text or a smaller -c\n",
+            text_path.c_str(), static_cast<long long>(n_tokens), n_ctx);
+    return 1;
+  }
+  if (n_ctx > model.config.n_ctx_train) {
+    fprintf(stderr, "pi-perplexity: warning: -c %d is beyond the model's training context %d\n",
+            n_ctx, model.config.n_ctx_train);
+  }
+  int n_chunks = static_cast<int>(std::min<int64_t>(n_tokens / n_ctx, 1 << 30));
+  if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
+
+  settings.engine.n_ctx = n_ctx;
+  std::unique_ptr<pi::Engine> engine;
+  s = CreateEvaluator(&model, settings, &engine);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
+    return 1;
+  }
+  const int32_t bos = tok->add_bos_token() ? tok->bos() : -1;
+  fprintf(stderr,
+          "pi-perplexity: %s, %.1f M params, %d threads; '%s': %lld tokens, %d chunks of %d "
+          "(scoring the last %d of each), load %.2f s\n",
+          model_path.c_str(), model.ParameterCount() / 1e6, engine->n_threads(), text_path.c_str(),
+          static_cast<long long>(n_tokens), n_chunks, n_ctx, n_ctx - 1 - n_ctx / 2,
+          pi::NowSeconds() - t_start);
+
+  // The running values go to stdout; when stdout shares the terminal with
+  // stderr they are the progress report, and a redrawn bar would erase them.
+  const bool show_bar = json || isatty(fileno(stdout)) == 0 || isatty(fileno(stderr)) == 0;
+  std::unique_ptr<pi::ProgressBar> bar;
+  if (show_bar) {
+    bar = std::make_unique<pi::ProgressBar>("pi-perplexity", static_cast<int64_t>(n_chunks) * n_ctx,
+                                            "tokens");
+  }
+  Report report;
+  report.n_tokens = n_tokens;
+  s = ScoreChunks(engine.get(), tokens, n_ctx, n_chunks, bos, json ? nullptr : stdout, bar.get(),
+                  &report);
+  if (!json) fputs("\n", stdout);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (bar) bar->Finish();
+
+  const double nll_mean = report.nll.Mean();
+  const double ppl = std::exp(nll_mean);
+  // As llama.cpp: the error of exp(mean nll) to first order, ppl * stderr(nll).
+  const double ppl_stderr = ppl * report.nll.StdErr();
+  const int64_t n_evaluated = static_cast<int64_t>(report.n_chunks) * report.n_ctx;
+  const double tokens_per_s = report.seconds > 0 ? n_evaluated / report.seconds : 0.0;
+  fprintf(stderr, "pi-perplexity: %lld tokens evaluated in %.2f s (%.1f tokens/s), %lld scored\n",
+          static_cast<long long>(n_evaluated), report.seconds, tokens_per_s,
+          static_cast<long long>(report.nll.count));
+  if (json) {
+    printf(
+        "{\"model\":%s,\"file\":%s,\"ppl\":%s,\"ppl_stderr\":%s,\"nll_mean\":%s,"
+        "\"n_chunks\":%d,\"n_ctx\":%d,\"n_tokens\":%lld,\"n_tokens_scored\":%lld,"
+        "\"n_threads\":%d,\"seconds\":%s,\"tokens_per_second\":%s}\n",
+        pi::JsonEscape(model_path).c_str(), pi::JsonEscape(text_path).c_str(),
+        pi::JsonNumber(ppl).c_str(), pi::JsonNumber(ppl_stderr).c_str(),
+        pi::JsonNumber(nll_mean).c_str(), report.n_chunks, report.n_ctx,
+        static_cast<long long>(report.n_tokens), static_cast<long long>(report.nll.count),
+        engine->n_threads(), pi::JsonNumber(report.seconds).c_str(),
+        pi::JsonNumber(tokens_per_s).c_str());
+  } else if (std::isfinite(ppl_stderr)) {
+    printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_stderr);
+  } else {
+    printf("Final estimate: PPL = %.4f (too few tokens scored for an error estimate)\n", ppl);
+  }
+  return 0;
+}

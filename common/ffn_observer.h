@@ -1,0 +1,17 @@
+// FfnObserver: a read-only tap on each layer's FFN hidden activations, for
+// profiling (which neurons fire how often). Declared here, not in the engine,
+// so the workers of the multi-process system can call the same hook.
+#pragma once
+
+namespace pi {
+
+class FfnObserver {
+ public:
+  virtual ~FfnObserver() = default;
+  // Called right after layer `layer` computed its activations for a batch:
+  // `act` is [batch, n_ff] row-major, zero where a ReLU-form neuron did not
+  // fire. Valid only during the call; the observer must not keep it.
+  virtual void OnFfn(int layer, int batch, const float* act) = 0;
+};
+
+}  // namespace pi
