@@ -39,7 +39,8 @@ void Usage() {
           "  -r, --repetitions N      (default 5)\n"
           "  -o, --output md|csv|json|jsonl   (default md)\n"
           "  --isa scalar|avx2|avx512 force a kernel level (default: best available)\n"
-          "  --no-bw                  skip the memory-bandwidth probe\n");
+          "  --no-bw                  skip the memory-bandwidth probe\n"
+          "  --sparse off[,oracle]    FFN sparsity modes to compare (default off)\n");
 }
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -71,6 +72,8 @@ struct Result {
   std::vector<double> samples_ns;
   double weight_bytes_per_token = 0;  // tg only
   double mem_bw_gbs = 0;
+  std::string sparse = "off";
+  double ffn_active = 1.0;  // tg: share of FFN neurons computed per token
 
   double avg(const std::vector<double>& v) const {
     double s = 0;
@@ -136,6 +139,8 @@ std::string ToJson(const Result& r) {
   s += ",\"weight_bytes_per_token\":" + pi::JsonNumber(r.weight_bytes_per_token);
   s += ",\"avg_gbs\":" + pi::JsonNumber(r.avg_gbs());
   s += ",\"mem_bw_gbs\":" + pi::JsonNumber(r.mem_bw_gbs);
+  s += ",\"sparse\":" + pi::JsonEscape(r.sparse);
+  s += ",\"ffn_active\":" + pi::JsonNumber(r.ffn_active);
   s += ",\"bw_fraction\":" + pi::JsonNumber(r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0);
   return s + "}";
 }
@@ -152,25 +157,30 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
     printf(
         "model_filename,model_type,model_size,model_n_params,cpu_isa,n_batch,n_threads,"
         "n_prompt,n_gen,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts,weight_bytes_per_token,"
-        "avg_gbs,mem_bw_gbs,bw_fraction\n");
+        "avg_gbs,mem_bw_gbs,bw_fraction,sparse,ffn_active\n");
     for (const Result& r : rs) {
       const std::vector<double> ts = r.samples_ts();
-      printf("\"%s\",\"%s\",%lld,%lld,%s,%d,%d,%d,%d,%s,%.0f,%.0f,%.6f,%.6f,%.0f,%.3f,%.3f,%.4f\n",
-             r.model_filename.c_str(), r.model_type.c_str(), static_cast<long long>(r.model_size),
-             static_cast<long long>(r.model_n_params), r.isa.c_str(), r.n_batch, r.n_threads,
-             r.n_prompt, r.n_gen, r.test_time.c_str(), r.avg(r.samples_ns), r.stddev(r.samples_ns),
-             r.avg(ts), r.stddev(ts), r.weight_bytes_per_token, r.avg_gbs(), r.mem_bw_gbs,
-             r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0.0);
+      printf(
+          "\"%s\",\"%s\",%lld,%lld,%s,%d,%d,%d,%d,%s,%.0f,%.0f,%.6f,%.6f,%.0f,%.3f,%.3f,%.4f,%s,"
+          "%.4f\n",
+          r.model_filename.c_str(), r.model_type.c_str(), static_cast<long long>(r.model_size),
+          static_cast<long long>(r.model_n_params), r.isa.c_str(), r.n_batch, r.n_threads,
+          r.n_prompt, r.n_gen, r.test_time.c_str(), r.avg(r.samples_ns), r.stddev(r.samples_ns),
+          r.avg(ts), r.stddev(ts), r.weight_bytes_per_token, r.avg_gbs(), r.mem_bw_gbs,
+          r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0.0, r.sparse.c_str(), r.ffn_active);
     }
   } else {
-    printf("| model | size | params | isa | threads | test | t/s | GB/s | mem BW GB/s | of BW |\n");
-    printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf(
+        "| model | size | params | isa | threads | sparse | FFN active | test | t/s | GB/s | "
+        "mem BW GB/s | of BW |\n");
+    printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (const Result& r : rs) {
       const std::vector<double> ts = r.samples_ts();
       const bool tg = r.n_gen > 0;
-      printf("| %s | %s | %s | %s | %d | %s | %s ± %s | %s | %s | %s |\n", r.model_type.c_str(),
-             (Fmt("%.2f", r.model_size / 1048576.0) + " MiB").c_str(),
+      printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s ± %s | %s | %s | %s |\n",
+             r.model_type.c_str(), (Fmt("%.2f", r.model_size / 1048576.0) + " MiB").c_str(),
              (Fmt("%.2f", r.model_n_params / 1e6) + " M").c_str(), r.isa.c_str(), r.n_threads,
+             r.sparse.c_str(), tg ? (Fmt("%.1f", 100 * r.ffn_active) + "%").c_str() : "",
              r.test.c_str(), Fmt("%.2f", r.avg(ts)).c_str(), Fmt("%.2f", r.stddev(ts)).c_str(),
              tg ? Fmt("%.2f", r.avg_gbs()).c_str() : "",
              r.mem_bw_gbs > 0 ? Fmt("%.2f", r.mem_bw_gbs).c_str() : "",
@@ -190,6 +200,7 @@ int main(int argc, char** argv) {
   int reps = 5, n_batch = 64;
   std::string out_fmt = "md", isa_name;
   bool bw_probe = true;
+  std::vector<pi::SparseMode> sparse_modes = {pi::SparseMode::kOff};
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
     if (f == "-m" || f == "--model") {
@@ -210,7 +221,15 @@ int main(int argc, char** argv) {
       isa_name = args.String(f);
     else if (f == "--no-bw")
       bw_probe = false;
-    else if (f == "-h" || f == "--help") {
+    else if (f == "--sparse") {
+      sparse_modes.clear();
+      for (const std::string& m : SplitList(args.String(f))) {
+        pi::SparseMode mode;
+        if (!pi::ParseSparseMode(m, &mode))
+          args.Fail("--sparse expects off or oracle, got '" + m + "'");
+        sparse_modes.push_back(mode);
+      }
+    } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
     } else
@@ -276,57 +295,76 @@ int main(int argc, char** argv) {
       for (int tg : n_gen)
         if (tg > 0) tests.emplace_back(0, tg);
       for (const auto& [np, ng] : tests) {
-        pi::EngineOptions opt;
-        opt.n_threads = nt;
-        opt.n_batch = n_batch;
-        opt.n_ctx = std::max(np + ng, 16);
-        std::unique_ptr<pi::Engine> engine;
-        s = pi::Engine::Create(&model, opt, &engine);
-        if (!s.ok()) {
-          fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
-          return 1;
-        }
-        std::vector<int32_t> toks(std::max(np, ng));
-        for (int32_t& t : toks) t = static_cast<int32_t>(rng() % n_vocab);
-
-        Result r;
-        r.model_filename = path;
-        r.model_type = model_type;
-        r.model_size = model.TotalWeightBytes();
-        r.model_n_params = model.ParameterCount();
-        r.isa = pi::CpuIsaName(pi::ActiveCpuIsa());
-        r.n_threads = nt;
-        r.n_batch = n_batch;
-        r.n_prompt = np;
-        r.n_gen = ng;
-        r.test = np > 0 ? "pp" + std::to_string(np) : "tg" + std::to_string(ng);
-        r.test_time = IsoNow();
-        r.mem_bw_gbs = bw;
-        if (ng > 0) {
-          // Every matrix once per token, plus the KV cache read at the
-          // average depth of the run.
-          const double kv = 2.0 * c.n_layer * c.kv_dim() * sizeof(float) * (ng + 1) / 2.0;
-          r.weight_bytes_per_token = static_cast<double>(model.DecodeWeightBytes()) + kv;
-        }
-        pi::ProgressBar bar("pi-bench " + r.test + " t=" + std::to_string(nt), reps + 1, "runs");
-        for (int rep = -1; rep < reps; ++rep) {  // rep -1: warmup
-          engine->Reset();
-          const double t0 = pi::NowSeconds();
-          if (np > 0) {
-            s = engine->Eval(toks.data(), np);
-          } else {
-            for (int i = 0; i < ng && s.ok(); ++i) s = engine->Eval(&toks[i], 1);
-          }
-          const double dt = pi::NowSeconds() - t0;
+        for (pi::SparseMode mode : sparse_modes) {
+          // Prompt batches always run dense: one pp row is enough.
+          if (np > 0 && mode != sparse_modes[0]) continue;
+          pi::EngineOptions opt;
+          opt.n_threads = nt;
+          opt.n_batch = n_batch;
+          opt.n_ctx = std::max(np + ng, 16);
+          opt.sparse = np > 0 ? pi::SparseMode::kOff : mode;
+          std::unique_ptr<pi::Engine> engine;
+          s = pi::Engine::Create(&model, opt, &engine);
           if (!s.ok()) {
             fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
             return 1;
           }
-          if (rep >= 0) r.samples_ns.push_back(dt * 1e9);
-          bar.Update(rep + 2);
+          std::vector<int32_t> toks(std::max(np, ng));
+          for (int32_t& t : toks) t = static_cast<int32_t>(rng() % n_vocab);
+
+          Result r;
+          r.model_filename = path;
+          r.model_type = model_type;
+          r.model_size = model.TotalWeightBytes();
+          r.model_n_params = model.ParameterCount();
+          r.isa = pi::CpuIsaName(pi::ActiveCpuIsa());
+          r.n_threads = nt;
+          r.n_batch = n_batch;
+          r.n_prompt = np;
+          r.n_gen = ng;
+          r.test = np > 0 ? "pp" + std::to_string(np) : "tg" + std::to_string(ng);
+          r.test_time = IsoNow();
+          r.mem_bw_gbs = bw;
+          r.sparse = pi::SparseModeName(opt.sparse);
+          if (ng > 0) {
+            // Every matrix once per token, plus the KV cache read at the
+            // average depth of the run.
+            const double kv = 2.0 * c.n_layer * c.kv_dim() * sizeof(float) * (ng + 1) / 2.0;
+            r.weight_bytes_per_token = static_cast<double>(model.DecodeWeightBytes()) + kv;
+          }
+          pi::ProgressBar bar("pi-bench " + r.test + " t=" + std::to_string(nt), reps + 1, "runs");
+          double ffn_neurons = 0;                  // computed in the timed tg runs
+          for (int rep = -1; rep < reps; ++rep) {  // rep -1: warmup
+            engine->Reset();
+            const double t0 = pi::NowSeconds();
+            if (np > 0) {
+              s = engine->Eval(toks.data(), np);
+            } else {
+              for (int i = 0; i < ng && s.ok(); ++i) {
+                s = engine->Eval(&toks[i], 1);
+                if (rep >= 0) ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
+              }
+            }
+            const double dt = pi::NowSeconds() - t0;
+            if (!s.ok()) {
+              fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+              return 1;
+            }
+            if (rep >= 0) r.samples_ns.push_back(dt * 1e9);
+            bar.Update(rep + 2);
+          }
+          bar.Finish();
+          if (ng > 0) {
+            // Sparse steps skip the up and down rows of silent neurons.
+            r.ffn_active = ffn_neurons / (static_cast<double>(reps) * ng * c.n_layer * c.n_ff);
+            const pi::LlamaLayer& l0 = model.layers[0];
+            const int64_t down_row =
+                l0.ffn_down_t.present() ? l0.ffn_down_t.row_bytes : l0.ffn_down.nbytes() / c.n_ff;
+            r.weight_bytes_per_token -= (1.0 - r.ffn_active) * c.n_layer * c.n_ff *
+                                        static_cast<double>(l0.ffn_up.row_bytes + down_row);
+          }
+          results.push_back(r);
         }
-        bar.Finish();
-        results.push_back(r);
       }
     }
   }

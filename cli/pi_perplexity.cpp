@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/sparse_note.h"
 #include "common/json.h"
 #include "common/llama_model.h"
 #include "common/progress.h"
@@ -33,16 +34,18 @@ namespace {
 constexpr int kDefaultCtx = 512;  // llama-perplexity's customary chunk size
 
 void Usage() {
-  fprintf(stderr,
-          "usage: pi-perplexity -f FILE [options]\n"
-          "  -m, --model FILE        GGUF model (default: the bundled demo model)\n"
-          "  -f, --file FILE         text to score (required)\n"
-          "  -c, --ctx-size N        tokens per chunk (0 = min(model context, %d); default 0)\n"
-          "  -b, --batch-size N      tokens per forward batch (default 64)\n"
-          "  -t, --threads N         threads (default: %u)\n"
-          "  --chunks N              score at most N chunks (default -1 = all)\n"
-          "  --json                  print one JSON object instead of the running values\n",
-          kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
+  fprintf(
+      stderr,
+      "usage: pi-perplexity -f FILE [options]\n"
+      "  -m, --model FILE        GGUF model (default: the bundled demo model)\n"
+      "  -f, --file FILE         text to score (required)\n"
+      "  -c, --ctx-size N        tokens per chunk (0 = min(model context, %d); default 0)\n"
+      "  -b, --batch-size N      tokens per forward batch (default 64)\n"
+      "  -t, --threads N         threads (default: %u)\n"
+      "  --chunks N              score at most N chunks (default -1 = all)\n"
+      "  --json                  print one JSON object instead of the running values\n"
+      "  --sparse off|oracle     FFN neurons computed (sparse modes feed one token at a time)\n",
+      kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::string DefaultModelPath() {
@@ -179,7 +182,12 @@ int main(int argc, char** argv) {
       max_chunks = args.Int(f);
     else if (f == "--json")
       json = true;
-    else if (f == "-h" || f == "--help") {
+    else if (f == "--sparse") {
+      const std::string m = args.String(f);
+      if (!args.failed() && !pi::ParseSparseMode(m, &settings.engine.sparse)) {
+        args.Fail("--sparse expects off or oracle, got '" + m + "'");
+      }
+    } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
     } else
@@ -230,6 +238,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (n_ctx == 0) n_ctx = std::min(model.config.n_ctx_train, kDefaultCtx);
+  pi::NoteSparseSupport("pi-perplexity", model, settings.engine.sparse);
+  // Sparse modes act on single-token steps (prompt batches run dense), so a
+  // sparse perplexity feeds the chunk one token at a time: the same path
+  // generation takes.
+  if (settings.engine.sparse != pi::SparseMode::kOff) settings.engine.n_batch = 1;
   // Checked before the engine exists: the KV cache is sized by n_ctx, and the
   // text bounds any n_ctx worth allocating.
   const int64_t n_tokens = static_cast<int64_t>(tokens.size());
@@ -294,13 +307,13 @@ int main(int argc, char** argv) {
     printf(
         "{\"model\":%s,\"file\":%s,\"ppl\":%s,\"ppl_stderr\":%s,\"nll_mean\":%s,"
         "\"n_chunks\":%d,\"n_ctx\":%d,\"n_tokens\":%lld,\"n_tokens_scored\":%lld,"
-        "\"n_threads\":%d,\"seconds\":%s,\"tokens_per_second\":%s}\n",
+        "\"n_threads\":%d,\"sparse\":\"%s\",\"seconds\":%s,\"tokens_per_second\":%s}\n",
         pi::JsonEscape(model_path).c_str(), pi::JsonEscape(text_path).c_str(),
         pi::JsonNumber(ppl).c_str(), pi::JsonNumber(ppl_stderr).c_str(),
         pi::JsonNumber(nll_mean).c_str(), report.n_chunks, report.n_ctx,
         static_cast<long long>(report.n_tokens), static_cast<long long>(report.nll.count),
-        engine->n_threads(), pi::JsonNumber(report.seconds).c_str(),
-        pi::JsonNumber(tokens_per_s).c_str());
+        engine->n_threads(), pi::SparseModeName(settings.engine.sparse),
+        pi::JsonNumber(report.seconds).c_str(), pi::JsonNumber(tokens_per_s).c_str());
   } else if (std::isfinite(ppl_stderr)) {
     printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_stderr);
   } else {

@@ -8,6 +8,13 @@
 // tensors, tensors of types we cannot decode) is copied unchanged. All
 // metadata is kept; general.file_type and general.quantization_version are
 // updated; the PWRI magic and PowerInfer's extra tensors are kept.
+//
+//   pi-quantize model-f16.gguf model-f16-down-t.gguf f16 --down-t
+//
+// --down-t also rewrites every blk.N.ffn_down [n_ff, n_embd] as PowerInfer's
+// transposed blk.N.ffn_down_t [n_embd, n_ff] (row i = neuron i's outputs),
+// which sparse FFN execution needs; the magic is left as it was (PWRI would
+// tell PowerInfer to expect predictor tensors).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,10 +32,12 @@ namespace {
 
 void Usage() {
   fprintf(stderr,
-          "usage: pi-quantize IN.gguf OUT.gguf TYPE\n"
+          "usage: pi-quantize IN.gguf OUT.gguf TYPE [--down-t]\n"
           "  TYPE: q8_0 | q4_0 | f16\n"
           "Converts every 2-D *.weight tensor whose ne0 is a multiple of TYPE's block size;\n"
-          "other tensors (norms, 1-D) are copied unchanged. Metadata is kept.\n");
+          "other tensors (norms, 1-D) are copied unchanged. Metadata is kept.\n"
+          "  --down-t  also store each blk.N.ffn_down as PowerInfer's transposed\n"
+          "            blk.N.ffn_down_t (one row per FFN neuron, for sparse execution)\n");
 }
 
 bool ParseType(const std::string& s, pi::DType* t) {
@@ -78,12 +87,37 @@ void ConvertRows(const pi::TensorInfo& t, pi::DType to, uint8_t* dst) {
   for (std::thread& th : threads) th.join();
 }
 
+// Writes ffn_down [n_ff, n_embd] (t: ne = {n_ff, n_embd}) as its transpose
+// [n_embd, n_ff] in type `to`: row i of the result is column i of the input.
+void TransposeRows(const pi::TensorInfo& t, pi::DType to, uint8_t* dst) {
+  const int64_t in_cols = t.ne[0], in_rows = t.ne[1];  // n_ff, n_embd
+  std::vector<float> all(static_cast<size_t>(in_cols * in_rows));
+  for (int64_t r = 0; r < in_rows; ++r) {
+    pi::DequantizeRow(t.type, t.data + r * t.row_bytes(), all.data() + r * in_cols, in_cols);
+  }
+  std::vector<float> row(static_cast<size_t>(in_rows));
+  const int64_t dst_row = pi::RowBytes(to, in_rows);
+  for (int64_t i = 0; i < in_cols; ++i) {
+    for (int64_t r = 0; r < in_rows; ++r) row[r] = all[r * in_cols + i];
+    pi::QuantizeRow(to, row.data(), dst + i * dst_row, in_rows);
+  }
+}
+
+bool IsFfnDown(const std::string& name) {
+  return name.compare(0, 4, "blk.") == 0 && EndsWith(name, ".ffn_down.weight");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
     Usage();
     return 0;
+  }
+  bool down_t = false;
+  if (argc == 5 && std::string(argv[4]) == "--down-t") {
+    down_t = true;
+    --argc;
   }
   if (argc != 4) {
     Usage();
@@ -112,6 +146,27 @@ int main(int argc, char** argv) {
   int n_converted = 0;
   for (int i = 0; i < n_tensors; ++i) {
     const pi::TensorInfo& t = in->tensors()[i];
+    if (down_t && IsFfnDown(t.name) && t.n_dims == 2 && pi::IsComputeDType(t.type)) {
+      // Rows of the result run along n_embd = ne[1]: blocks must fit there.
+      const pi::DType out_type = t.ne[1] % block == 0 ? target : pi::DType::kF32;
+      const std::string name = t.name.substr(0, t.name.size() - 7) + "_t.weight";
+      any_quantized |= IsQuantized(out_type);
+      ++n_converted;
+      s = w.AddTensorFill(name, out_type, {t.ne[1], t.ne[0]},
+                          [&t, name, out_type, i, n_tensors](void* dst) {
+                            fprintf(stderr, "[%*d/%d] %-32s %-14s %5s -> %s (transposed)\n",
+                                    static_cast<int>(std::to_string(n_tensors).size()), i + 1,
+                                    n_tensors, name.c_str(), t.ShapeString().c_str(),
+                                    pi::DTypeName(t.type), pi::DTypeName(out_type));
+                            TransposeRows(t, out_type, static_cast<uint8_t*>(dst));
+                            return pi::Status::Ok();
+                          });
+      if (!s.ok()) {
+        fprintf(stderr, "pi-quantize: %s\n", s.message().c_str());
+        return 1;
+      }
+      continue;
+    }
     const bool convert = t.n_dims == 2 && EndsWith(t.name, ".weight") && t.ne[0] % block == 0 &&
                          pi::IsComputeDType(t.type) && t.type != target;
     const pi::DType out_type = convert ? target : t.type;

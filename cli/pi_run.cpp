@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/sparse_note.h"
 #include "common/json.h"
 #include "common/llama_model.h"
 #include "common/progress.h"
@@ -42,6 +43,8 @@ void Usage() {
           "  --repeat-last-n N       (default 64)\n"
           "  -s, --seed N            (default -1 = random)\n"
           "  --ignore-eos            keep generating past end of text\n"
+          "  --sparse off|oracle     FFN neurons computed per decoded token: all (default), or\n"
+          "                          exactly those that fire (ReLU models with ffn_down_t)\n"
           "  --json                  print one JSON object (ids, text, timings) instead of text\n",
           std::max(1u, std::thread::hardware_concurrency()));
 }
@@ -108,7 +111,12 @@ int main(int argc, char** argv) {
       ignore_eos = true;
     else if (f == "--json")
       json = true;
-    else if (f == "-h" || f == "--help") {
+    else if (f == "--sparse") {
+      const std::string m = args.String(f);
+      if (!args.failed() && !pi::ParseSparseMode(m, &opt.sparse)) {
+        args.Fail("--sparse expects off or oracle, got '" + m + "'");
+      }
+    } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
     } else
@@ -144,6 +152,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<pi::Tokenizer> tok;
   if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
   std::unique_ptr<pi::Engine> engine;
+  if (s.ok()) pi::NoteSparseSupport("pi-run", model, opt.sparse);
   if (s.ok()) s = pi::Engine::Create(&model, opt, &engine);
   std::vector<int32_t> prompt_ids;
   if (s.ok()) s = tok->Encode(prompt, tok->add_bos_token(), &prompt_ids);
@@ -244,18 +253,18 @@ int main(int argc, char** argv) {
 
   if (json) {
     printf(
-        "{\"model\":%s,\"seed\":%u,\"n_threads\":%d,\"n_ctx\":%d,\"prompt\":%s,"
+        "{\"model\":%s,\"seed\":%u,\"n_threads\":%d,\"n_ctx\":%d,\"sparse\":\"%s\",\"prompt\":%s,"
         "\"prompt_tokens\":%s,\"generated_tokens\":%s,\"text\":%s,"
         "\"timings\":{\"load_ms\":%s,\"prompt_n\":%d,\"prompt_ms\":%s,"
         "\"prompt_per_second\":%s,\"predicted_n\":%zu,\"eval_n\":%d,\"predicted_ms\":%s,"
         "\"predicted_per_second\":%s,\"sampling_ms\":%s}}\n",
         pi::JsonEscape(model_path).c_str(), sampler.seed(), engine->n_threads(), engine->n_ctx(),
-        pi::JsonEscape(prompt).c_str(), pi::JsonIntArray(prompt_ids).c_str(),
-        pi::JsonIntArray(out_ids).c_str(), pi::JsonEscape(out_text).c_str(),
-        pi::JsonNumber(load_ms).c_str(), n_prompt, pi::JsonNumber(prompt_ms).c_str(),
-        pi::JsonNumber(per_s(n_prompt, prompt_ms)).c_str(), out_ids.size(), n_eval,
-        pi::JsonNumber(eval_ms).c_str(), pi::JsonNumber(per_s(n_eval, eval_ms)).c_str(),
-        pi::JsonNumber(t_sample * 1e3).c_str());
+        pi::SparseModeName(opt.sparse), pi::JsonEscape(prompt).c_str(),
+        pi::JsonIntArray(prompt_ids).c_str(), pi::JsonIntArray(out_ids).c_str(),
+        pi::JsonEscape(out_text).c_str(), pi::JsonNumber(load_ms).c_str(), n_prompt,
+        pi::JsonNumber(prompt_ms).c_str(), pi::JsonNumber(per_s(n_prompt, prompt_ms)).c_str(),
+        out_ids.size(), n_eval, pi::JsonNumber(eval_ms).c_str(),
+        pi::JsonNumber(per_s(n_eval, eval_ms)).c_str(), pi::JsonNumber(t_sample * 1e3).c_str());
   }
   return 0;
 }

@@ -5,19 +5,24 @@
 // axpy over neurons, each fixed range of neurons into its own partial sum,
 // then reduced — never two threads adding into one vector). Forward
 // allocates nothing.
+//
+// With SparseMode::kOracle, a single-token step of a ReLU-family layer that
+// has ffn_down_t computes the gate densely, collects the neurons that fire,
+// and computes up and down for those rows only (sparse_mode.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "common/llama_model.h"
+#include "common/sparse_mode.h"
 #include "common/thread_pool.h"
 
 namespace pi {
 
 class FfnBlock {
  public:
-  void Init(const LlamaConfig& config, int max_batch);
+  void Init(const LlamaConfig& config, int max_batch, SparseMode mode = SparseMode::kOff);
 
   // h: [batch, n_embd], updated in place.
   void Forward(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool);
@@ -26,12 +31,24 @@ class FfnBlock {
   // form did not fire). Profiling reads these.
   const float* activations() const { return gate_.data(); }
 
+  // Neurons computed by the last Forward (sparse steps: the active ones).
+  int64_t last_computed_neurons() const { return last_computed_; }
+
  private:
+  bool SparseStepApplies(const LlamaLayer& layer, int batch) const;
+  void ForwardOracle(const LlamaLayer& layer, float* h, ThreadPool* pool);
+  // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
+  void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);
+
   LlamaConfig c_;
-  std::vector<float> x_;     // [max_batch, n_embd]
-  std::vector<float> gate_;  // [max_batch, n_ff]   gate, then act(gate, up)
-  std::vector<float> up_;    // [max_batch, n_ff]
-  std::vector<float> out_;   // [max_batch, n_embd]
+  SparseMode mode_ = SparseMode::kOff;
+  int64_t last_computed_ = 0;
+  std::vector<int32_t> ids_;  // [n_ff] active neuron ids (sparse steps)
+  std::vector<float> act_;    // [n_ff] their activations, compact
+  std::vector<float> x_;      // [max_batch, n_embd]
+  std::vector<float> gate_;   // [max_batch, n_ff]   gate, then act(gate, up)
+  std::vector<float> up_;     // [max_batch, n_ff]
+  std::vector<float> out_;    // [max_batch, n_embd]
   static constexpr int kDownChunks = 8;
   std::vector<float> partial_;  // [kDownChunks, max_batch, n_embd]  ffn_down_t partial sums
   std::vector<uint8_t> q8_;     // prepared Q8_0 input, max(n_embd, n_ff) wide

@@ -236,4 +236,19 @@ int64_t LlamaModel::ParameterCount() const {
   return n;
 }
 
+bool SupportsSparseFfn(const LlamaModel& model, std::string* why) {
+  if (model.config.activation == FfnActivation::kSilu) {
+    *why = "its FFN activation is silu, which never outputs exact zeros";
+    return false;
+  }
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    if (!model.layers[i].ffn_down_t.present()) {
+      *why = "layer " + std::to_string(i) +
+             " has no ffn_down_t (PowerInfer's transposed down projection)";
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace pi

@@ -101,6 +101,11 @@ struct LlamaModel {
   int64_t ParameterCount() const;
 };
 
+// Whether sparse FFN modes can skip neurons in this model: it needs a
+// ReLU-family activation and ffn_down_t in every layer. Otherwise *why says
+// what is missing (the FFN then runs dense, which is still exact).
+bool SupportsSparseFfn(const LlamaModel& model, std::string* why);
+
 // Opens and validates a llama-family GGUF: architecture, hyper-parameters,
 // every tensor's presence, shape and type. Errors name the tensor or key.
 Status LoadLlamaModel(const std::string& path, LlamaModel* model);

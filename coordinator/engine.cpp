@@ -25,7 +25,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->pool_ = std::make_unique<ThreadPool>(options.n_threads);
   e->cache_.Init(c.n_layer, e->n_ctx_, c.kv_dim());
   e->attention_.Init(c, e->n_batch_, e->n_ctx_, options.n_threads);
-  e->ffn_.Init(c, e->n_batch_);
+  e->ffn_.Init(c, e->n_batch_, options.sparse);
   e->h_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->x_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->q8_.assign(e->n_batch_ * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
@@ -51,6 +51,7 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
   }
   const size_t rows = all_logits ? static_cast<size_t>(n) : 1;
   if (logits_.size() < rows * n_vocab) logits_.resize(rows * n_vocab);
+  last_ffn_neurons_ = 0;
   for (int i = 0; i < n; i += n_batch_) {
     const int b = std::min(n_batch_, n - i);
     const bool last = i + b == n;
@@ -71,6 +72,7 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   for (int il = 0; il < c.n_layer; ++il) {
     attention_.Forward(m.layers[il], il, n_past_, batch, h_.data(), &cache_, pool_.get());
     ffn_.Forward(m.layers[il], batch, h_.data(), pool_.get());
+    last_ffn_neurons_ += ffn_.last_computed_neurons();
     if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
   }
   n_past_ += batch;

@@ -25,8 +25,9 @@ namespace pi {
 
 struct EngineOptions {
   int n_threads = 1;
-  int n_ctx = 0;     // 0: the model's context_length, capped at 4096
-  int n_batch = 64;  // prompt tokens per forward batch
+  int n_ctx = 0;                         // 0: the model's context_length, capped at 4096
+  int n_batch = 64;                      // prompt tokens per forward batch
+  SparseMode sparse = SparseMode::kOff;  // which FFN neurons a decode step computes
 };
 
 class Engine {
@@ -42,6 +43,9 @@ class Engine {
   Status Eval(const int32_t* tokens, int n, bool all_logits = false);
 
   const float* logits() const { return logits_.data(); }
+  // FFN neurons computed over all layers by the last Eval (n_layer * n_ff *
+  // tokens when dense; fewer in sparse decode steps).
+  int64_t last_ffn_neurons() const { return last_ffn_neurons_; }
   int n_vocab() const { return model_->config.n_vocab; }
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
@@ -64,6 +68,7 @@ class Engine {
   const LlamaModel* model_ = nullptr;
   int n_ctx_ = 0;
   int n_batch_ = 0;
+  int64_t last_ffn_neurons_ = 0;
   int n_past_ = 0;
   std::unique_ptr<ThreadPool> pool_;
   KvCache cache_;

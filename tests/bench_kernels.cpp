@@ -3,6 +3,7 @@
 // come close to the probe's.
 //
 //   bench-kernels --benchmark_min_time=0.2
+//   bench-kernels --benchmark_filter='Sparse|Ffn' --benchmark_min_time=0.1
 //
 // The weight matrix is 4096 x 11008 (a 7B FFN gate/up). To measure DRAM
 // rather than the 32 MiB L3, every iteration reads the next of several copies
@@ -10,8 +11,10 @@
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -116,6 +119,117 @@ void BM_Axpy(benchmark::State& state, DType t, CpuIsa isa, int density_pct) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * RowBytes(t, kCols) * active);
 }
 
+// ---- Activation-sparse (indexed) kernels ----------------------------------------
+//
+// Both FFN shapes are 11008 rows of 4096: gate/up ([4096, 11008], a row per
+// neuron) and down_t ([11008, 4096] transposed to a row per neuron). Each
+// iteration reads another matrix copy with another random set of active rows,
+// so rows read in one iteration are rarely still in L3 in the next.
+
+constexpr int kIdSets = 8;
+
+// kIdSets random sets of density_permille/1000 of the rows, sorted as a mask
+// scan yields them (in the engine they come from a predictor or the gate).
+const std::vector<std::vector<int32_t>>& IdSets(int density_permille) {
+  static std::vector<std::vector<int32_t>> sets[1001];
+  std::vector<std::vector<int32_t>>& s = sets[density_permille];
+  if (s.empty()) {
+    std::mt19937 rng(static_cast<unsigned>(density_permille));
+    std::vector<int32_t> all(kRows);
+    for (int64_t r = 0; r < kRows; ++r) all[r] = static_cast<int32_t>(r);
+    const int64_t n = (kRows * density_permille + 500) / 1000;
+    for (int i = 0; i < kIdSets; ++i) {
+      std::shuffle(all.begin(), all.end(), rng);
+      std::vector<int32_t> ids(all.begin(), all.begin() + n);
+      std::sort(ids.begin(), ids.end());
+      s.push_back(ids);
+    }
+  }
+  return s;
+}
+
+enum class SparseOp { kMatVec, kAxpy };
+
+// One call of `op` on density_permille of the rows; 1000 means the dense
+// kernel (MatVecRows / AxpyRows over all rows) as the baseline. Bytes counted
+// are those of the rows actually read.
+void BM_Sparse(benchmark::State& state, DType t, SparseOp op, int density_permille) {
+  SetCpuIsa(DetectCpuIsa());
+  const size_t row_bytes = static_cast<size_t>(RowBytes(t, kCols));
+  const size_t matrix_bytes = row_bytes * kRows;
+  const size_t copies = kArenaBytes / matrix_bytes;
+  const bool dense = density_permille == 1000;
+  const auto& sets = IdSets(dense ? 1 : density_permille);
+  std::vector<float> a(kRows, 0.5f), y(kRows, 0.0f);
+  size_t copy = 0, set = 0;
+  int64_t rows_read = 0;
+  for (auto _ : state) {
+    const uint8_t* w = Arena() + copy * matrix_bytes;
+    const std::vector<int32_t>& ids = sets[set];
+    const int64_t n = static_cast<int64_t>(ids.size());
+    if (op == SparseOp::kMatVec) {
+      if (dense) {
+        MatVecRows(t, w, kCols, Prepared(t).data(), y.data(), 0, kRows);
+      } else {
+        MatVecRowsIndexed(t, w, kCols, Prepared(t).data(), ids.data(), n, y.data());
+      }
+    } else {
+      if (dense) {
+        AxpyRows(t, w, kCols, a.data(), y.data(), 0, kRows);
+      } else {
+        AxpyRowsIndexed(t, w, kCols, ids.data(), a.data(), n, y.data());
+      }
+    }
+    benchmark::ClobberMemory();
+    rows_read += dense ? kRows : n;
+    copy = (copy + 1) % copies;
+    set = (set + 1) % kIdSets;
+  }
+  state.SetBytesProcessed(rows_read * static_cast<int64_t>(row_bytes));
+}
+
+enum class FfnMode {
+  kDense,   // gate, up: MatVecRows; down_t: AxpyRows over all rows
+  kSparse,  // predictor: gate, up and down_t on the predicted rows only
+  kOracle,  // exact: dense gate (to find the active rows), then sparse up, down_t
+};
+
+// One FFN (gate + up + down_t, three matrices from three arena copies) with
+// density_permille of the neurons active.
+void BM_Ffn(benchmark::State& state, DType t, FfnMode mode, int density_permille) {
+  SetCpuIsa(DetectCpuIsa());
+  const size_t row_bytes = static_cast<size_t>(RowBytes(t, kCols));
+  const size_t matrix_bytes = row_bytes * kRows;
+  const size_t copies = kArenaBytes / matrix_bytes;
+  const auto& sets = IdSets(density_permille);
+  std::vector<float> a(kRows, 0.5f), h(kRows, 0.0f), y(kCols, 0.0f);
+  size_t copy = 0, set = 0;
+  for (auto _ : state) {
+    const uint8_t* gate = Arena() + copy * matrix_bytes;
+    const uint8_t* up = Arena() + ((copy + 1) % copies) * matrix_bytes;
+    const uint8_t* down = Arena() + ((copy + 2) % copies) * matrix_bytes;
+    const std::vector<int32_t>& ids = sets[set];
+    const int64_t n = static_cast<int64_t>(ids.size());
+    const void* x = Prepared(t).data();
+    if (mode == FfnMode::kDense) {
+      MatVecRows(t, gate, kCols, x, h.data(), 0, kRows);
+      MatVecRows(t, up, kCols, x, h.data(), 0, kRows);
+      AxpyRows(t, down, kCols, a.data(), y.data(), 0, kRows);
+    } else {
+      if (mode == FfnMode::kOracle) {
+        MatVecRows(t, gate, kCols, x, h.data(), 0, kRows);
+      } else {
+        MatVecRowsIndexed(t, gate, kCols, x, ids.data(), n, h.data());
+      }
+      MatVecRowsIndexed(t, up, kCols, x, ids.data(), n, h.data());
+      AxpyRowsIndexed(t, down, kCols, ids.data(), a.data(), n, y.data());
+    }
+    benchmark::ClobberMemory();
+    copy = (copy + 3) % copies;
+    set = (set + 1) % kIdSets;
+  }
+}
+
 // Sums n bytes (a multiple of 128) with four independent 256-bit adds: the
 // best streaming read rate one core gets, used as the bandwidth reference.
 __attribute__((target("avx2"))) uint64_t SumAvx2(const uint8_t* p, size_t n) {
@@ -192,6 +306,32 @@ int main(int argc, char** argv) {
                                     pi::CpuIsaName(best) + "/density:" + std::to_string(density))
                                        .c_str(),
                                    pi::BM_Axpy, t, best, density)
+          ->UseRealTime();
+    }
+  }
+  // Sparse kernels (single thread, best ISA): sparsity 0 is the dense kernel.
+  //   bench-kernels --benchmark_filter='Sparse|Ffn' --benchmark_min_time=0.1
+  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+    for (auto [op, op_name] :
+         {std::pair<pi::SparseOp, const char*>{pi::SparseOp::kMatVec, "MatVec"},
+          {pi::SparseOp::kAxpy, "Axpy"}}) {
+      for (int sparsity_pct : {0, 50, 80, 90, 95, 99}) {
+        benchmark::RegisterBenchmark(
+            (std::string("Sparse") + op_name + "/" + pi::DTypeName(t) + "/" + pi::CpuIsaName(best) +
+             "/sparsity:" + std::to_string(sparsity_pct))
+                .c_str(),
+            pi::BM_Sparse, t, op, 10 * (100 - sparsity_pct))
+            ->UseRealTime();
+      }
+    }
+    for (auto [mode, mode_name] :
+         {std::pair<pi::FfnMode, const char*>{pi::FfnMode::kDense, "dense"},
+          {pi::FfnMode::kSparse, "sparse90"},
+          {pi::FfnMode::kOracle, "oracle90"}}) {
+      benchmark::RegisterBenchmark(
+          (std::string("Ffn/") + pi::DTypeName(t) + "/" + pi::CpuIsaName(best) + "/" + mode_name)
+              .c_str(),
+          pi::BM_Ffn, t, mode, 100)
           ->UseRealTime();
     }
   }

@@ -20,7 +20,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-
 std::string WriteModel(const std::string& name, SyntheticModelOptions o) {
   const std::string path = TempPath(name + ".gguf");
   Status s = WriteSyntheticModel(o, path);
@@ -217,6 +216,83 @@ TEST(ModelLoadTest, MissingFileIsAnError) {
   Status s = LoadLlamaModel("/nonexistent/model.gguf", &m);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("/nonexistent/model.gguf"));
+}
+
+}  // namespace
+}  // namespace pi
+
+namespace pi {
+namespace {
+
+// --sparse oracle: up and down only for the neurons whose gate fires. The
+// logits equal dense ones to float rounding, and fewer neurons are computed.
+class OracleSparseTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OracleSparseTest, MatchesDenseAndSkipsSilentNeurons) {
+  const Case c = GetParam();
+  SyntheticModelOptions o = Small(c.type, c.act, /*down_t=*/true);
+  o.n_embd = 256;
+  o.n_ff = 1024;
+  o.planted_sparsity = 0.85;  // most neurons silent, as in a real ReLU model
+  const std::string path = WriteModel(std::string("oracle_") + DTypeName(c.type) + c.act, o);
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::string why;
+  ASSERT_TRUE(SupportsSparseFfn(m, &why)) << why;
+
+  std::vector<int32_t> toks;
+  for (int i = 0; i < 24; ++i) toks.push_back((i * 53 + 11) % 300);
+  std::vector<float> logits[2];
+  int64_t neurons[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    EngineOptions opt;
+    opt.n_threads = 2;
+    opt.sparse = k == 0 ? SparseMode::kOff : SparseMode::kOracle;
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+    for (int32_t t : toks) {
+      ASSERT_TRUE(e->Eval(&t, 1).ok());
+      logits[k].insert(logits[k].end(), e->logits(), e->logits() + e->n_vocab());
+      neurons[k] += e->last_ffn_neurons();
+    }
+  }
+  float max_abs = 0;
+  for (float v : logits[0]) max_abs = std::max(max_abs, std::fabs(v));
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    ASSERT_NEAR(logits[1][i], logits[0][i], 1e-4f * max_abs) << i;
+  }
+  const int64_t all = static_cast<int64_t>(toks.size()) * o.n_layer * o.n_ff;
+  EXPECT_EQ(neurons[0], all);
+  // relu computes up for the ~15% that fire; drelu for the ~39% whose gate
+  // fires (its planted gate and up each fire with sqrt(0.15)).
+  EXPECT_LT(neurons[1], all / 2) << "oracle computed " << neurons[1] << " of " << all;
+  EXPECT_GT(neurons[1], 0);
+  std::remove(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Forms, OracleSparseTest,
+    ::testing::Values(Case{DType::kF32, "relu", true}, Case{DType::kF16, "drelu", true},
+                      Case{DType::kQ8_0, "relu", true}, Case{DType::kQ4_0, "relu", true},
+                      Case{DType::kBF16, "drelu", true}),
+    [](const auto& p) { return std::string(DTypeName(p.param.type)) + "_" + p.param.act; });
+
+TEST(OracleSparseFallbackTest, ModelsWithoutDownTRunDense) {
+  SyntheticModelOptions o = Small(DType::kF32, "relu", /*down_t=*/false);
+  const std::string path = WriteModel("oracle_fallback", o);
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::string why;
+  EXPECT_FALSE(SupportsSparseFfn(m, &why));
+  EXPECT_THAT(why, HasSubstr("ffn_down_t"));
+  EngineOptions opt;
+  opt.sparse = SparseMode::kOracle;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+  const int32_t t = 5;
+  ASSERT_TRUE(e->Eval(&t, 1).ok());
+  EXPECT_EQ(e->last_ffn_neurons(), static_cast<int64_t>(o.n_layer) * o.n_ff);
+  std::remove(path.c_str());
 }
 
 }  // namespace

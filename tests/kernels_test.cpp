@@ -1,5 +1,6 @@
 // Tests for kernels/cpu: f16/bf16 conversion, ggml's Q8_0/Q4_0 quantizers,
-// and MatVecRows / MatMulRows / AxpyRows on every ISA this CPU has.
+// and MatVecRows / MatMulRows / AxpyRows and their indexed (sparse) forms on
+// every ISA this CPU has.
 //
 // References are independent of the code under test: F16C hardware
 // conversions, literal hand-computed blocks, quantizers and decoders
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -695,6 +697,235 @@ TEST_P(KernelTest, ThreadsSplittingRowsMatchOneCall) {
     double abs_sum = 0;
     for (int64_t c = 0; c < cols; ++c) abs_sum += std::fabs(p.wd[i][c] * p.xd[0][c]);
     ASSERT_NEAR(split[i], one[i], 2e-5 * abs_sum + 1e-30) << i;
+  }
+}
+
+// ---- Indexed (sparse) kernels ------------------------------------------------------
+
+// Id lists of several shapes over `rows` rows.
+std::vector<std::pair<std::string, std::vector<int32_t>>> IdLists(int64_t rows, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::pair<std::string, std::vector<int32_t>>> lists;
+  std::vector<int32_t> all(rows);
+  for (int64_t r = 0; r < rows; ++r) all[r] = static_cast<int32_t>(r);
+  lists.push_back({"empty", {}});
+  lists.push_back({"all", all});
+  std::vector<int32_t> shuffled = all;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  lists.push_back({"all_shuffled", shuffled});
+  lists.push_back({"one_last", {static_cast<int32_t>(rows - 1)}});
+  // A random ~10% subset (at least one row), sorted as a mask scan gives it,
+  // and the same subset unsorted.
+  std::vector<int32_t> sub;
+  std::bernoulli_distribution fire(0.1);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (fire(rng)) sub.push_back(static_cast<int32_t>(r));
+  }
+  if (sub.empty()) sub.push_back(static_cast<int32_t>(rows / 2));
+  lists.push_back({"sparse_sorted", sub});
+  std::shuffle(sub.begin(), sub.end(), rng);
+  lists.push_back({"sparse_unsorted", sub});
+  // Duplicates, and more ids than rows.
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(rows - 1));
+  std::vector<int32_t> dup;
+  for (int64_t k = 0; k < rows + 5; ++k) dup.push_back(pick(rng));
+  dup.push_back(dup[0]);
+  lists.push_back({"duplicates", dup});
+  return lists;
+}
+
+// MatVecRowsIndexed: every listed row equals the reference dense MatVecRows
+// of that row (scalar, itself checked against double dots above) and the
+// double-precision dot; rows not listed, and y past the rows, keep their
+// sentinel.
+TEST_P(KernelTest, MatVecRowsIndexed) {
+  unsigned seed = 900;
+  for (int64_t cols : ColsList()) {
+    for (int64_t rows : {1, 5, 17, 203}) {
+      const Problem p = MakeProblem(type(), rows, cols, 1, seed++);
+      const std::vector<float> dense = RunMatMul(p, CpuIsa::kScalar, 0, rows, rows, true);
+      for (const auto& [name, ids] : IdLists(rows, seed)) {
+        const std::string where = std::string(DTypeName(type())) + " " + CpuIsaName(isa()) +
+                                  " rows=" + std::to_string(rows) +
+                                  " cols=" + std::to_string(cols) + " ids=" + name;
+        std::vector<bool> listed(rows, false);
+        for (int32_t id : ids) listed[id] = true;
+        std::vector<float> got(rows + 16, FromBits(kSentinelBits));
+        SetCpuIsa(isa());
+        MatVecRowsIndexed(type(), p.w.data(), cols, p.xp.data(), ids.data(),
+                          static_cast<int64_t>(ids.size()), got.data());
+        SetCpuIsa(DetectCpuIsa());
+        for (int64_t r = 0; r < rows + 16; ++r) {
+          if (r >= rows || !listed[r]) {
+            ASSERT_EQ(Bits(got[r]), kSentinelBits) << where << ": wrote unlisted y[" << r << "]";
+            continue;
+          }
+          double exact = 0, abs_sum = 0, quant_err = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            exact += p.wd[r][c] * p.x[c];
+            abs_sum += std::fabs(p.wd[r][c] * p.xd[0][c]);
+            quant_err += std::fabs(p.wd[r][c]) * std::fabs(p.x[c] - p.xd[0][c]);
+          }
+          ASSERT_NEAR(got[r], dense[r], 2e-5 * abs_sum + 1e-30) << where << " r=" << r;
+          const double tol = quant_err * 1.0001 + (IsQuant(type()) ? 1e-5 : 1e-6) * abs_sum + 1e-30;
+          ASSERT_NEAR(got[r], exact, tol) << where << " r=" << r;
+        }
+      }
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// Fills row r of p's weights with NaNs (f32/f16/bf16) or infinite block
+// scales (Q8_0/Q4_0): a row that must not be read poisons y if it is.
+void PoisonRow(Problem* p, int64_t r) {
+  const size_t rb = RowBytes(p->type, p->cols);
+  uint8_t* row = p->w.data() + r * rb;
+  for (int64_t c = 0; c < p->cols; ++c) {
+    switch (p->type) {
+      case DType::kF32:
+        std::memcpy(row + 4 * c, "\x00\x00\xc0\x7f", 4);
+        break;
+      case DType::kF16:
+        std::memcpy(row + 2 * c, "\x00\x7e", 2);
+        break;
+      case DType::kBF16:
+        std::memcpy(row + 2 * c, "\x80\x7f", 2);
+        break;
+      case DType::kQ8_0:
+      case DType::kQ4_0:
+        if (c % 32 == 0) {
+          std::memcpy(row + (c / 32) * (p->type == DType::kQ8_0 ? 34 : 18), "\x00\x7c", 2);
+        }
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// AxpyRowsIndexed against (1) the double-precision sum over the listed rows
+// and (2) dense AxpyRows (scalar reference) with a zero-filled dense `a` that
+// holds a[k] at rows[k]. (2) needs unique ids; duplicates are checked against
+// (1) only. Rows with a[k] == 0 (or -0) have poisoned weights: they must be
+// skipped, not read.
+TEST_P(KernelTest, AxpyRowsIndexed) {
+  unsigned seed = 1300;
+  for (int64_t cols : ColsList()) {
+    for (int64_t rows : {1, 5, 17, 203}) {
+      Problem p = MakeProblem(type(), rows, cols, 1, seed++);
+      for (const auto& [name, ids] : IdLists(rows, seed)) {
+        const std::string where = std::string(DTypeName(type())) + " " + CpuIsaName(isa()) +
+                                  " rows=" + std::to_string(rows) +
+                                  " cols=" + std::to_string(cols) + " ids=" + name;
+        const int64_t n = static_cast<int64_t>(ids.size());
+        std::mt19937 rng(seed + 7);
+        std::vector<float> a = RandomRow(&rng, n, 1.0f);
+        Problem q = p;  // poisoned copy
+        std::vector<bool> zero_row(rows, false), used_row(rows, false);
+        for (int64_t k = 0; k < n; ++k) used_row[ids[k]] = true;
+        for (int64_t k = 0; k < n; k += 4) {
+          a[k] = (k % 8) ? -0.0f : 0.0f;
+          zero_row[ids[k]] = true;
+        }
+        // Poison a row only if no nonzero a[k] refers to it (duplicates).
+        for (int64_t k = 0; k < n; ++k) {
+          if (a[k] != 0.0f) zero_row[ids[k]] = false;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          // Unlisted rows are poisoned too: reading one is a bug.
+          if (zero_row[r] || !used_row[r]) PoisonRow(&q, r);
+        }
+        std::vector<float> y0 = RandomRow(&rng, cols, 1.0f);
+        std::vector<float> got(cols + 16, FromBits(kSentinelBits));
+        std::copy(y0.begin(), y0.end(), got.begin());
+        SetCpuIsa(isa());
+        AxpyRowsIndexed(type(), q.w.data(), cols, ids.data(), a.data(), n, got.data());
+        SetCpuIsa(DetectCpuIsa());
+
+        const bool unique = name != "duplicates";
+        std::vector<float> ref = got;
+        if (unique) {
+          std::vector<float> dense_a(rows, 0.0f);
+          for (int64_t k = 0; k < n; ++k) dense_a[ids[k]] = a[k];
+          std::copy(y0.begin(), y0.end(), ref.begin());
+          SetCpuIsa(CpuIsa::kScalar);
+          AxpyRows(type(), p.w.data(), cols, dense_a.data(), ref.data(), 0, rows);
+          SetCpuIsa(DetectCpuIsa());
+        }
+        for (int64_t c = 0; c < cols + 16; ++c) {
+          if (c >= cols) {
+            ASSERT_EQ(Bits(got[c]), kSentinelBits) << where << ": wrote past y at " << c;
+            continue;
+          }
+          double exact = y0[c], abs_sum = std::fabs(y0[c]);
+          for (int64_t k = 0; k < n; ++k) {
+            if (a[k] == 0.0f) continue;
+            exact += a[k] * p.wd[ids[k]][c];
+            abs_sum += std::fabs(a[k] * p.wd[ids[k]][c]);
+          }
+          ASSERT_TRUE(std::isfinite(got[c])) << where << " c=" << c;
+          const double tol = (n + 2) * std::ldexp(1.0, -22) * abs_sum + 1e-30;
+          ASSERT_NEAR(got[c], exact, tol) << where << " c=" << c;
+          if (unique) {
+            ASSERT_NEAR(got[c], ref[c], tol) << where << " c=" << c;
+          }
+        }
+        if (n == 0) {
+          for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(Bits(got[c]), Bits(y0[c])) << where;
+        }
+      }
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_P(KernelTest, IndexedThreadsSplittingIdsMatchOneCall) {
+  // The engine splits an id list across threads: the matvec into one y
+  // (disjoint ids), the axpy into one y per thread, summed afterwards.
+  const int64_t cols = IsQuant(type()) ? 4096 : 1000;
+  const int64_t rows = 301;
+  const Problem p = MakeProblem(type(), rows, cols, 1, 78);
+  std::vector<int32_t> ids;
+  for (int32_t r = 3; r < rows; r += 3) ids.push_back(r);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  std::mt19937 rng(5);
+  const std::vector<float> a = RandomRow(&rng, n, 1.0f);
+  const int64_t cuts[] = {0, 13, 14, 50, n};
+
+  SetCpuIsa(CpuIsa::kScalar);
+  std::vector<float> y_ref(rows, FromBits(kSentinelBits)), z_ref(cols, 0.0f);
+  MatVecRowsIndexed(type(), p.w.data(), cols, p.xp.data(), ids.data(), n, y_ref.data());
+  AxpyRowsIndexed(type(), p.w.data(), cols, ids.data(), a.data(), n, z_ref.data());
+
+  SetCpuIsa(isa());
+  std::vector<float> y(rows, FromBits(kSentinelBits));
+  std::vector<std::vector<float>> z(4, std::vector<float>(cols, 0.0f));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const int64_t k0 = cuts[t], k1 = cuts[t + 1];
+      MatVecRowsIndexed(type(), p.w.data(), cols, p.xp.data(), ids.data() + k0, k1 - k0, y.data());
+      AxpyRowsIndexed(type(), p.w.data(), cols, ids.data() + k0, a.data() + k0, k1 - k0,
+                      z[t].data());
+    });
+  }
+  for (auto& th : threads) th.join();
+  SetCpuIsa(DetectCpuIsa());
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r % 3 != 0 || r == 0) {
+      ASSERT_EQ(Bits(y[r]), kSentinelBits) << r;
+      continue;
+    }
+    double abs_sum = 0;
+    for (int64_t c = 0; c < cols; ++c) abs_sum += std::fabs(p.wd[r][c] * p.xd[0][c]);
+    ASSERT_NEAR(y[r], y_ref[r], 2e-5 * abs_sum + 1e-30) << r;
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    double abs_sum = 0;
+    for (int64_t k = 0; k < n; ++k) abs_sum += std::fabs(a[k] * p.wd[ids[k]][c]);
+    const float sum = z[0][c] + z[1][c] + z[2][c] + z[3][c];
+    ASSERT_NEAR(sum, z_ref[c], (n + 4) * std::ldexp(1.0, -22) * abs_sum + 1e-30) << c;
   }
 }
 

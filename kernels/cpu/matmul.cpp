@@ -96,6 +96,7 @@ cpu_internal::MatMulArgs MakeMatMulArgs(DType wtype, const void* w, int64_t cols
   a.ldy = ldy;
   a.r0 = r0;
   a.r1 = r1;
+  a.ids = nullptr;
   return a;
 }
 
@@ -126,8 +127,17 @@ void MatMulRows(DType wtype, const void* w, int64_t cols, const void* x_prepared
   RunMatMul(MakeMatMulArgs(wtype, w, cols, x_prepared, batch, y, ldy, r0, r1));
 }
 
-void AxpyRows(DType wtype, const void* w, int64_t cols, const float* a, float* y, int64_t r0,
-              int64_t r1) {
+void MatVecRowsIndexed(DType wtype, const void* w, int64_t cols, const void* x_prepared,
+                       const int32_t* rows, int64_t n, float* y) {
+  cpu_internal::MatMulArgs a = MakeMatMulArgs(wtype, w, cols, x_prepared, 1, y, 0, 0, n);
+  a.ids = rows;
+  RunMatMul(a);
+}
+
+namespace {
+
+void RunAxpy(DType wtype, const void* w, int64_t cols, const float* a, float* y, int64_t r0,
+             int64_t r1, const int32_t* ids) {
   if (!IsComputeDType(wtype) || r0 >= r1 || cols <= 0) return;
   cpu_internal::AxpyArgs args;
   args.wtype = wtype;
@@ -138,6 +148,7 @@ void AxpyRows(DType wtype, const void* w, int64_t cols, const float* a, float* y
   args.y = y;
   args.r0 = r0;
   args.r1 = r1;
+  args.ids = ids;
   switch (ActiveCpuIsa()) {
     case CpuIsa::kAvx512:
       cpu_internal::AxpyRowsAvx512(args);
@@ -149,6 +160,18 @@ void AxpyRows(DType wtype, const void* w, int64_t cols, const float* a, float* y
       break;
   }
   cpu_internal::AxpyRowsRef(args);
+}
+
+}  // namespace
+
+void AxpyRows(DType wtype, const void* w, int64_t cols, const float* a, float* y, int64_t r0,
+              int64_t r1) {
+  RunAxpy(wtype, w, cols, a, y, r0, r1, nullptr);
+}
+
+void AxpyRowsIndexed(DType wtype, const void* w, int64_t cols, const int32_t* rows, const float* a,
+                     int64_t n, float* y) {
+  RunAxpy(wtype, w, cols, a, y, 0, n, rows);
 }
 
 }  // namespace pi

@@ -43,4 +43,24 @@ void MatMulRows(DType wtype, const void* w, int64_t cols, const void* x_prepared
 void AxpyRows(DType wtype, const void* w, int64_t cols, const float* a, float* y, int64_t r0,
               int64_t r1);
 
+// Indexed (activation-sparse) forms: only the rows named in an id list, e.g.
+// the FFN neurons a predictor expects to fire. Ids must lie in [0, rows of W)
+// (not checked: W's row count is not passed); they may come in any order and
+// may repeat (callers usually pass them sorted, as a mask scan yields them).
+// The next rows of the list are software-prefetched, since scattered rows
+// defeat the hardware prefetchers. Like the dense forms, single-threaded
+// and allocation-free: callers split the id list into sub-ranges per thread.
+
+// y[rows[k]] = dot(W[rows[k], :], x) for k in [0, n); no other entry of y is
+// written. A repeated id writes the same value again; across threads that is
+// still a data race, so ids given to concurrent calls sharing y must differ.
+void MatVecRowsIndexed(DType wtype, const void* w, int64_t cols, const void* x_prepared,
+                       const int32_t* rows, int64_t n, float* y);
+
+// y[c] += sum_{k in [0, n)} a[k] * W[rows[k], c] for all c in [0, cols).
+// `a` is compact (a[k] goes with rows[k]); entries with a[k] == 0 are skipped
+// and their rows not read. A repeated id is added once per occurrence.
+void AxpyRowsIndexed(DType wtype, const void* w, int64_t cols, const int32_t* rows, const float* a,
+                     int64_t n, float* y);
+
 }  // namespace pi

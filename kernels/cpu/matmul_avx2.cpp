@@ -72,6 +72,55 @@ struct Prefetcher {
   }
 };
 
+// Prefetch for the indexed (sparse) products (as in matmul_avx512.cpp): the
+// same per-lane lead as Prefetcher, but the rows come from the id list. Lane i of the tile at k
+// reads row ids[k + i], then (next tile) ids[k + i + R], ...; the lane's
+// stream walks those rows `lead / R` bytes ahead of the reads. A new row is
+// prefetched from its first line, and nothing past the list's end.
+template <int R>
+struct IdPrefetcher {
+  uintptr_t next[R];  // next address to prefetch in each lane's stream
+  uintptr_t end[R];   // end of the row that next[i] is in
+  int64_t idx[R];     // position in ids of that row; >= stop: lane done
+  uintptr_t w;
+  const int32_t* ids;
+  int64_t stop;
+  uintptr_t row;
+
+  PI_INLINE IdPrefetcher(const MatMulArgs& a, int64_t k, size_t lead_bytes) {
+    const size_t lead = lead_bytes / R;
+    const size_t rows_ahead = a.row_bytes ? lead / a.row_bytes : 0;
+    w = reinterpret_cast<uintptr_t>(a.w);
+    ids = a.ids;
+    stop = a.row_bytes ? a.r1 : 0;  // zero-byte rows: nothing to prefetch
+    row = a.row_bytes;
+    for (int i = 0; i < R; ++i) {
+      idx[i] = k + i + static_cast<int64_t>(rows_ahead) * R;
+      const uintptr_t base = RowAt(idx[i]);
+      next[i] = base + (a.row_bytes ? lead % a.row_bytes : 0);
+      end[i] = base + row;
+    }
+  }
+  PI_INLINE uintptr_t RowAt(int64_t j) const {
+    return j < stop ? w + static_cast<uintptr_t>(ids[j]) * row : 0;
+  }
+  PI_INLINE void Step(size_t bytes) {
+    for (int i = 0; i < R; ++i) {
+      if (idx[i] >= stop) continue;
+      for (size_t k = 0; k < bytes && next[i] + k < end[i]; k += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T0);
+      }
+      next[i] += bytes;
+      if (next[i] >= end[i]) {
+        idx[i] += R;
+        const uintptr_t base = RowAt(idx[i]);
+        next[i] = base & ~uintptr_t{63};
+        end[i] = base + row;
+      }
+    }
+  }
+};
+
 PI_INLINE uint64_t LoadU16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, sizeof(v));
@@ -112,23 +161,20 @@ PI_INLINE float LoadW1(const uint8_t* row, int64_t c) {
   return f;
 }
 
-template <DType T, int R, int B>
-void TileFloat(const MatMulArgs& a, int64_t r, int64_t b0) {
+// R rows (wr[i]) x B batch columns (xs[j]) into out; pf prefetches ahead.
+template <DType T, int R, int B, class P>
+PI_INLINE void FloatTileBody(const MatMulArgs& a, const uint8_t* const* wr, const float* const* xs,
+                             P* pf, float (&out)[R][B]) {
   constexpr int U = R * B >= 4 ? 1 : 4 / (R * B);  // FMA chains in flight: see avx512
-  const uint8_t* wr[R];
-  for (int i = 0; i < R; ++i) wr[i] = a.w + (r + i) * a.row_bytes;
-  const float* xs[B];
-  for (int j = 0; j < B; ++j) xs[j] = reinterpret_cast<const float*>(a.x + (b0 + j) * a.x_stride);
   __m256 acc[U][R][B];
   for (int u = 0; u < U; ++u)
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < B; ++j) acc[u][i][j] = _mm256_setzero_ps();
 
-  Prefetcher<R> pf(wr, a.row_bytes, kLeadBytes);
   constexpr size_t kStepBytes = 8 * U * (T == DType::kF32 ? 4 : 2);
   int64_t c = 0;
   for (; c + 8 * U <= a.cols; c += 8 * U) {
-    pf.Step(kStepBytes);
+    pf->Step(kStepBytes);
     for (int u = 0; u < U; ++u) {
       __m256 xv[B];
       for (int j = 0; j < B; ++j) xv[j] = _mm256_loadu_ps(xs[j] + c + 8 * u);
@@ -152,9 +198,34 @@ void TileFloat(const MatMulArgs& a, int64_t r, int64_t b0) {
       for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][i][j]);
       float sum = HorizontalSum(s);
       for (int64_t cc = c; cc < a.cols; ++cc) sum += LoadW1<T>(wr[i], cc) * xs[j][cc];
-      a.y[(b0 + j) * a.ldy + r + i] = sum;
+      out[i][j] = sum;
     }
   }
+}
+
+template <DType T, int R, int B>
+void TileFloat(const MatMulArgs& a, int64_t r, int64_t b0) {
+  const uint8_t* wr[R];
+  for (int i = 0; i < R; ++i) wr[i] = a.w + (r + i) * a.row_bytes;
+  const float* xs[B];
+  for (int j = 0; j < B; ++j) xs[j] = reinterpret_cast<const float*>(a.x + (b0 + j) * a.x_stride);
+  Prefetcher<R> pf(wr, a.row_bytes, kLeadBytes);
+  float out[R][B];
+  FloatTileBody<T, R, B>(a, wr, xs, &pf, out);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < B; ++j) a.y[(b0 + j) * a.ldy + r + i] = out[i][j];
+}
+
+// Indexed: rows ids[k..k+R), batch 1.
+template <DType T, int R>
+void TileFloatIds(const MatMulArgs& a, int64_t k) {
+  const uint8_t* wr[R];
+  for (int i = 0; i < R; ++i) wr[i] = a.w + static_cast<size_t>(a.ids[k + i]) * a.row_bytes;
+  const float* xs[1] = {reinterpret_cast<const float*>(a.x)};
+  IdPrefetcher<R> pf(a, k, kLeadBytes);
+  float out[R][1];
+  FloatTileBody<T, R, 1>(a, wr, xs, &pf, out);
+  for (int i = 0; i < R; ++i) a.y[a.ids[k + i]] = out[i][0];
 }
 
 // ---- quantized weights --------------------------------------------------------
@@ -268,23 +339,20 @@ PI_INLINE void QGroup(const uint8_t* const* blk, const uint8_t* const* xb, const
   }
 }
 
-template <bool kQ4, int R, int B>
-void TileQuant(const MatMulArgs& a, int64_t r, int64_t b0) {
+// R rows (wr[i]) x B prepared activations (xb[j]) into out.
+template <bool kQ4, int R, int B, class P>
+PI_INLINE void QuantTileBody(const MatMulArgs& a, const uint8_t* const* wr,
+                             const uint8_t* const* xb, P* pf, float (&out)[R][B]) {
   constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
   const QActLayout& l = a.layout;
-  const uint8_t* wr[R];
-  for (int i = 0; i < R; ++i) wr[i] = a.w + (r + i) * a.row_bytes;
-  const uint8_t* xb[B];
-  for (int j = 0; j < B; ++j) xb[j] = a.x + (b0 + j) * a.x_stride;
   __m256 acc[R][B];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < B; ++j) acc[i][j] = _mm256_setzero_ps();
 
   const int64_t full = l.nb / 4;
   const uint8_t* blk[R];
-  Prefetcher<R> pf(wr, a.row_bytes, kQ4 ? kLeadBytesQ4 : kLeadBytes);
   for (int64_t g = 0; g < full; ++g) {
-    pf.Step(4 * kBytes);
+    pf->Step(4 * kBytes);
     for (int i = 0; i < R; ++i) blk[i] = wr[i] + g * 4 * kBytes;
     QGroup<kQ4, R, B>(blk, xb, l, g, acc);
   }
@@ -300,7 +368,32 @@ void TileQuant(const MatMulArgs& a, int64_t r, int64_t b0) {
     QGroup<kQ4, R, B>(blk, xb, l, full, acc);
   }
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < B; ++j) a.y[(b0 + j) * a.ldy + r + i] = HorizontalSum(acc[i][j]);
+    for (int j = 0; j < B; ++j) out[i][j] = HorizontalSum(acc[i][j]);
+}
+
+template <bool kQ4, int R, int B>
+void TileQuant(const MatMulArgs& a, int64_t r, int64_t b0) {
+  const uint8_t* wr[R];
+  for (int i = 0; i < R; ++i) wr[i] = a.w + (r + i) * a.row_bytes;
+  const uint8_t* xb[B];
+  for (int j = 0; j < B; ++j) xb[j] = a.x + (b0 + j) * a.x_stride;
+  Prefetcher<R> pf(wr, a.row_bytes, kQ4 ? kLeadBytesQ4 : kLeadBytes);
+  float out[R][B];
+  QuantTileBody<kQ4, R, B>(a, wr, xb, &pf, out);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < B; ++j) a.y[(b0 + j) * a.ldy + r + i] = out[i][j];
+}
+
+// Indexed: rows ids[k..k+R), batch 1.
+template <bool kQ4, int R>
+void TileQuantIds(const MatMulArgs& a, int64_t k) {
+  const uint8_t* wr[R];
+  for (int i = 0; i < R; ++i) wr[i] = a.w + static_cast<size_t>(a.ids[k + i]) * a.row_bytes;
+  const uint8_t* xb[1] = {a.x};
+  IdPrefetcher<R> pf(a, k, kQ4 ? kLeadBytesQ4 : kLeadBytes);
+  float out[R][1];
+  QuantTileBody<kQ4, R, 1>(a, wr, xb, &pf, out);
+  for (int i = 0; i < R; ++i) a.y[a.ids[k + i]] = out[i][0];
 }
 
 // ---- tiling driver ------------------------------------------------------------
@@ -359,6 +452,32 @@ void Drive(const MatMulArgs& a, const TileSet& t) {
       for (; r < p1; ++r) t.single[nb - 1](a, r, b0);
     }
   }
+}
+
+// Indexed matrix-vector tiles: the batch-1 tile shapes of TileSet.
+using IdTileFn = void (*)(const MatMulArgs&, int64_t k);
+
+struct IdTileSet {
+  int vec_rows;
+  IdTileFn vec;
+  IdTileFn single;
+};
+
+template <DType T>
+constexpr IdTileSet FloatIdTiles() {
+  return {1, TileFloatIds<T, 1>, TileFloatIds<T, 1>};
+}
+
+template <bool kQ4>
+constexpr IdTileSet QuantIdTiles() {
+  return {kQ4 ? kVecRowsQ4 : 1, kQ4 ? TileQuantIds<kQ4, kVecRowsQ4> : TileQuantIds<kQ4, 1>,
+          TileQuantIds<kQ4, 1>};
+}
+
+void DriveIds(const MatMulArgs& a, const IdTileSet& t) {
+  int64_t k = a.r0;
+  for (; k + t.vec_rows <= a.r1; k += t.vec_rows) t.vec(a, k);
+  for (; k < a.r1; ++k) t.single(a, k);
 }
 
 // ---- axpy ---------------------------------------------------------------------
@@ -489,7 +608,8 @@ void DriveAxpy(const AxpyArgs& a, const AxpyFn (&fns)[kAxpyRows]) {
     g->n = 0;
     for (; r < a.r1 && g->n < kAxpyRows; ++r) {
       if (a.a[r] == 0.0f) continue;
-      g->w[g->n] = a.w + r * a.row_bytes;
+      const size_t row = a.ids ? static_cast<size_t>(a.ids[r]) : static_cast<size_t>(r);
+      g->w[g->n] = a.w + row * a.row_bytes;
       g->a[g->n] = a.a[r];
       ++g->n;
     }
@@ -516,6 +636,22 @@ constexpr AxpyFn kAxpyQuant[kAxpyRows] = {AxpyQuant<kQ4, 1>, AxpyQuant<kQ4, 2>, 
 }  // namespace
 
 void MatMulRowsAvx2(const MatMulArgs& a) {
+  if (a.ids) {
+    switch (a.wtype) {
+      case DType::kF32:
+        return DriveIds(a, FloatIdTiles<DType::kF32>());
+      case DType::kF16:
+        return DriveIds(a, FloatIdTiles<DType::kF16>());
+      case DType::kBF16:
+        return DriveIds(a, FloatIdTiles<DType::kBF16>());
+      case DType::kQ8_0:
+        return DriveIds(a, QuantIdTiles<false>());
+      case DType::kQ4_0:
+        return DriveIds(a, QuantIdTiles<true>());
+      default:
+        return;
+    }
+  }
   switch (a.wtype) {
     case DType::kF32:
       return Drive(a, kF32Tiles);

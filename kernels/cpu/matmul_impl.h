@@ -58,6 +58,9 @@ struct MatMulArgs {
   int64_t ldy;
   int64_t r0;
   int64_t r1;
+  // nullptr: rows r0..r1-1. Otherwise (batch 1 only) row ids[k] for k in
+  // [r0, r1), its result stored at y[ids[k]].
+  const int32_t* ids;
 };
 
 struct AxpyArgs {
@@ -69,6 +72,9 @@ struct AxpyArgs {
   float* y;
   int64_t r0;
   int64_t r1;
+  // nullptr: row r with coefficient a[r] for r in [r0, r1). Otherwise row
+  // ids[k] with coefficient a[k] for k in [r0, r1).
+  const int32_t* ids;
 };
 
 void MatMulRowsRef(const MatMulArgs& args);

@@ -119,7 +119,8 @@ void DequantizeChunk(DType t, const uint8_t* row, int64_t c0, int n, float* out)
 void MatMulRowsRef(const MatMulArgs& a) {
   for (int64_t b = 0; b < a.batch; ++b) {
     const uint8_t* x = a.x + b * a.x_stride;
-    for (int64_t r = a.r0; r < a.r1; ++r) {
+    for (int64_t k = a.r0; k < a.r1; ++k) {
+      const int64_t r = a.ids ? a.ids[k] : k;
       a.y[b * a.ldy + r] = DotRow(a, a.w + r * a.row_bytes, x);
     }
   }
@@ -128,14 +129,15 @@ void MatMulRowsRef(const MatMulArgs& a) {
 void AxpyRowsRef(const AxpyArgs& a) {
   const bool quant = a.wtype == DType::kQ8_0 || a.wtype == DType::kQ4_0;
   const int64_t cols = quant ? a.cols / kQK * kQK : a.cols;
-  for (int64_t r = a.r0; r < a.r1; ++r) {
-    if (a.a[r] == 0.0f) continue;
+  for (int64_t k = a.r0; k < a.r1; ++k) {
+    if (a.a[k] == 0.0f) continue;
+    const int64_t r = a.ids ? a.ids[k] : k;
     const uint8_t* row = a.w + r * a.row_bytes;
     for (int64_t c0 = 0; c0 < cols; c0 += kQK) {
       const int n = cols - c0 < kQK ? static_cast<int>(cols - c0) : kQK;
       float w[kQK];
       DequantizeChunk(a.wtype, row, c0, n, w);
-      for (int j = 0; j < n; ++j) a.y[c0 + j] += a.a[r] * w[j];
+      for (int j = 0; j < n; ++j) a.y[c0 + j] += a.a[k] * w[j];
     }
   }
 }

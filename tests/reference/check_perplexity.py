@@ -242,18 +242,48 @@ def demo_checks(bin_dir):
               "demo: %d chunks of 256, 127 scored each" % (n_expect // 256))
 
 
+def sparse_checks(bin_dir, work):
+    """--sparse oracle computes only the neurons that fire: its perplexity equals dense (to
+    float rounding) on the demo model stored with ffn_down_t (pi-quantize --down-t)."""
+    demo_t = os.path.join(work, "demo-down-t.gguf")
+    p = subprocess.run([os.path.join(bin_dir, "pi-quantize"), DEMO_MODEL, demo_t, "f16",
+                        "--down-t"], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        check(False, "pi-quantize --down-t failed: " + p.stderr.strip()[-200:])
+        return
+    args = ["-m", demo_t, "-f", DEMO_TEXT, "-c", "256", "--chunks", "6", "-t", "2"]
+    dense = run_json(bin_dir, *args, "--sparse", "off")
+    oracle = run_json(bin_dir, *args, "--sparse", "oracle")
+    if dense is None or oracle is None:
+        check(False, "demo --sparse off/oracle runs")
+        return
+    check(oracle["sparse"] == "oracle" and dense["sparse"] == "off", "sparse mode is reported")
+    check(rel(oracle["ppl"], dense["ppl"]) < 1e-4,
+          "demo (ffn_down_t): --sparse oracle PPL %.6f == dense %.6f (rel diff %.1e)"
+          % (oracle["ppl"], dense["ppl"], rel(oracle["ppl"], dense["ppl"])))
+    plain = run_json(bin_dir, "-f", DEMO_TEXT, "-c", "256", "--chunks", "6", "-t", "2")
+    check(plain is not None and rel(dense["ppl"], plain["ppl"]) < 1e-4,
+          "demo: ffn_down_t copy scores as the ffn_down original")
+    # A model without ffn_down_t runs dense and says so.
+    rc, out, err = run(bin_dir, "-f", DEMO_TEXT, "-c", "256", "--chunks", "1", "--sparse",
+                       "oracle")
+    check(rc == 0 and "runs dense" in err and "ffn_down_t" in err,
+          "oracle on an ffn_down model: notes that it runs dense")
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
     bin_dir = sys.argv[1]
-    for exe in ("pi-perplexity", "pi-synth"):
+    for exe in ("pi-perplexity", "pi-synth", "pi-quantize"):
         if not os.access(os.path.join(bin_dir, exe), os.X_OK):
             print(f"missing executable {os.path.join(bin_dir, exe)}")
             print("0 passed, 1 failed")
             return 1
     with tempfile.TemporaryDirectory(prefix="pi-check-ppl-") as work:
         synthetic_checks(bin_dir, work)
+        sparse_checks(bin_dir, work)
     demo_checks(bin_dir)
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1

@@ -127,6 +127,20 @@ def main():
     check(s3 is not None and s3["generated_tokens"] != s1["generated_tokens"],
           "sampling: another seed, other tokens")
 
+    # Sparse execution: on the demo model stored with ffn_down_t, --sparse oracle (up and down
+    # only for the neurons that fire) gives the same greedy tokens as dense.
+    with tempfile.TemporaryDirectory() as tmp:
+        demo_t = os.path.join(tmp, "demo-down-t.gguf")
+        p = subprocess.run([os.path.join(bin_dir, "pi-quantize"), MODEL, demo_t, "f16",
+                            "--down-t"], capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, "pi-quantize --down-t")
+        d = run_json(bin_dir, "-m", demo_t, *greedy, "--sparse", "off")
+        o = run_json(bin_dir, "-m", demo_t, *greedy, "--sparse", "oracle")
+        check(d is not None and o is not None and d["generated_tokens"] == o["generated_tokens"]
+              and o["sparse"] == "oracle", "greedy: --sparse oracle == dense (ffn_down_t copy)")
+        check(d is not None and d["generated_tokens"] == golden["generated_tokens"],
+              "greedy: the ffn_down_t copy generates the golden sequence")
+
     # Errors.
     rc, out, err = run(bin_dir, "-m", "/nonexistent/model.gguf", "-p", "x")
     check(rc != 0 and "/nonexistent/model.gguf" in err, "missing model: error names the file")

@@ -1,0 +1,20 @@
+// SparseMode: which FFN neurons a decode step computes.
+//   off:     all of them (dense);
+//   oracle:  exactly the ones that fire — the gate is computed densely, then
+//            up and down only for neurons with relu(gate) > 0 (no predictor,
+//            so the output equals dense up to float rounding);
+//   (predictor: the predictor's guess — comes with pi-train-predictor.)
+// Sparse modes need a ReLU-family activation and PowerInfer's ffn_down_t
+// (rows per neuron); elsewhere, and for prompt batches, the FFN runs dense.
+#pragma once
+
+#include <string>
+
+namespace pi {
+
+enum class SparseMode { kOff, kOracle };
+
+const char* SparseModeName(SparseMode m);
+bool ParseSparseMode(const std::string& s, SparseMode* out);
+
+}  // namespace pi
