@@ -1,0 +1,75 @@
+#include "common/neuron_ffn.h"
+
+#include <cstring>
+
+#include "kernels/cpu/matmul.h"
+
+namespace pi {
+
+void NeuronFfn::Init(const LlamaConfig& config) {
+  c_ = config;
+  q8_.assign(PreparedActivationBytes(DType::kQ8_0, c_.n_embd), 0);
+  // A chunk holds at most ceil(n_ff / kChunks) + a few ids (Split's grain
+  // rounding), so n_ff per chunk is a safe bound.
+  const size_t per_chunk = static_cast<size_t>(c_.n_ff);
+  gate_dots_.assign(c_.n_ff, 0.0f);
+  up_dots_.assign(c_.n_ff, 0.0f);
+  active_.assign(kChunks * per_chunk, 0);
+  act_.assign(kChunks * per_chunk, 0.0f);
+  partial_.assign(static_cast<size_t>(kChunks) * c_.n_embd, 0.0f);
+  fired_.assign(kChunks, 0);
+}
+
+int64_t NeuronFfn::Accumulate(const NeuronRows& rows, const int32_t* ids, int64_t n, const float* x,
+                              float* y, ThreadPool* pool) {
+  const int64_t d = c_.n_embd;
+  PrepareActivation(DType::kQ8_0, x, d, q8_.data());
+  auto prepared = [&](DType t) -> const void* {
+    return t == DType::kQ8_0 || t == DType::kQ4_0 ? static_cast<const void*>(q8_.data())
+                                                  : static_cast<const void*>(x);
+  };
+  const bool small =
+      n * (rows.gate->row_bytes + rows.up->row_bytes) < ThreadPool::kMinParallelBytes;
+  const int64_t per_chunk = c_.n_ff;
+  const bool drelu = c_.activation == FfnActivation::kDRelu;
+  pool->ParallelFor(
+      kChunks,
+      [&](int64_t k, int) {
+        int64_t k0, k1;
+        ThreadPool::Split(n, k, kChunks, 8, &k0, &k1);
+        float* part = partial_.data() + k * d;
+        std::memset(part, 0, sizeof(float) * d);
+        fired_[k] = 0;
+        if (k0 >= k1) return;
+        // gate_dots_/up_dots_ are indexed by row id; chunks hold disjoint ids, so
+        // no two threads write one entry.
+        MatVecRowsIndexed(rows.gate->type, rows.gate->data, d, prepared(rows.gate->type), ids + k0,
+                          k1 - k0, gate_dots_.data());
+        int32_t* active = active_.data() + k * per_chunk;
+        float* act = act_.data() + k * per_chunk;
+        int64_t m = 0;
+        for (int64_t j = k0; j < k1; ++j) {
+          if (gate_dots_[ids[j]] > 0.0f) active[m++] = ids[j];
+        }
+        MatVecRowsIndexed(rows.up->type, rows.up->data, d, prepared(rows.up->type), active, m,
+                          up_dots_.data());
+        int64_t fired = 0;
+        for (int64_t j = 0; j < m; ++j) {
+          const float u = up_dots_[active[j]];
+          act[j] = (drelu && u <= 0.0f) ? 0.0f : gate_dots_[active[j]] * u;
+          fired += act[j] != 0.0f;
+        }
+        AxpyRowsIndexed(rows.down_t->type, rows.down_t->data, d, active, act, m, part);
+        fired_[k] = fired;
+      },
+      small);
+  int64_t fired = 0;
+  for (int k = 0; k < kChunks; ++k) {
+    fired += fired_[k];
+    const float* part = partial_.data() + static_cast<int64_t>(k) * d;
+    for (int64_t c = 0; c < d; ++c) y[c] += part[c];
+  }
+  return fired;
+}
+
+}  // namespace pi

@@ -1,0 +1,138 @@
+// The hot/cold split (hot neurons on the host backend, cold ones on the CPU,
+// concurrently, partial sums added) equals the unsplit dense FFN.
+#include "common/split_ffn.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/ffn_block.h"
+#include "common/synthetic_model.h"
+#include "gpu_worker/host_ffn_backend.h"
+#include "tests/temp_path.h"
+
+namespace pi {
+namespace {
+
+struct SplitCase {
+  DType type;
+  const char* act;
+  double hot_share;  // share of each layer's neurons placed on the backend
+};
+
+class SplitFfnTest : public ::testing::TestWithParam<SplitCase> {};
+
+TEST_P(SplitFfnTest, SplitEqualsUnsplit) {
+  const SplitCase sc = GetParam();
+  SyntheticModelOptions o;
+  o.n_vocab = 300;
+  o.n_embd = 256;
+  o.n_ff = 1024;
+  o.n_layer = 2;
+  o.n_head = 4;
+  o.type = sc.type;
+  o.activation = sc.act;
+  o.down_t = true;
+  o.planted_sparsity = 0.85;
+  const std::string path = TempPath("split.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+
+  // Hot = the most frequently firing neurons by the planted rates (what a
+  // placement from a profile would pick).
+  std::vector<std::vector<int32_t>> hot(o.n_layer);
+  for (int l = 0; l < o.n_layer; ++l) {
+    const std::vector<double> rates = PlantedFiringRates(o, l);
+    std::vector<int32_t> order(o.n_ff);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return rates[a] > rates[b]; });
+    hot[l].assign(order.begin(), order.begin() + static_cast<int64_t>(sc.hot_share * o.n_ff));
+    std::sort(hot[l].begin(), hot[l].end());
+  }
+  HostFfnBackend backend(1);
+  ASSERT_TRUE(backend.Load(m, hot).ok());
+  SplitFfn split;
+  ASSERT_TRUE(split.Init(m, hot, &backend).ok());
+  FfnBlock dense;
+  dense.Init(m.config, 1);
+  ThreadPool pool(2);
+
+  std::mt19937 rng(5);
+  // Residuals as the planted model makes them: the rest about as large as
+  // the bias channel h[0] = 1 (see synthetic_model.h).
+  std::normal_distribution<float> nd(0.0f, 1.0f / std::sqrt(static_cast<float>(o.n_embd)));
+  int64_t fired = 0, hot_fired = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    std::vector<float> h(o.n_embd);
+    for (float& v : h) v = nd(rng);
+    h[0] = 1.0f;  // the planted bias channel, as in every residual of this model
+    for (int l = 0; l < o.n_layer; ++l) {
+      std::vector<float> a = h, b = h;
+      split.Forward(l, a.data(), &pool);
+      dense.Forward(m.layers[l], 1, b.data(), &pool);
+      float scale = 0;
+      for (int i = 0; i < o.n_embd; ++i) scale = std::max(scale, std::fabs(b[i] - h[i]));
+      for (int i = 0; i < o.n_embd; ++i) {
+        ASSERT_NEAR(a[i], b[i], 1e-5f * scale + 1e-6f) << "layer " << l << " dim " << i;
+      }
+      // Both halves report their firing neurons; together they are the dense count.
+      int64_t dense_fired = 0;
+      for (int i = 0; i < o.n_ff; ++i) dense_fired += dense.activations()[i] != 0.0f;
+      EXPECT_EQ(split.last_hot_fired() + split.last_cold_fired(), dense_fired);
+      fired += dense_fired;
+      hot_fired += split.last_hot_fired();
+    }
+  }
+  if (sc.hot_share > 0 && sc.hot_share < 1) {
+    // The hot 20% of neurons serve most of the firings (power-law rates).
+    EXPECT_GT(static_cast<double>(hot_fired) / fired, 0.5);
+  }
+  std::remove(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, SplitFfnTest,
+    ::testing::Values(SplitCase{DType::kF32, "relu", 0.2}, SplitCase{DType::kF16, "drelu", 0.2},
+                      SplitCase{DType::kQ8_0, "relu", 0.2}, SplitCase{DType::kQ4_0, "relu", 0.2},
+                      SplitCase{DType::kF32, "relu", 0.0}, SplitCase{DType::kF32, "relu", 1.0}),
+    [](const auto& p) {
+      return std::string(DTypeName(p.param.type)) + "_" + p.param.act + "_hot" +
+             std::to_string(static_cast<int>(p.param.hot_share * 100));
+    });
+
+TEST(SplitFfnErrorsTest, NeedsDownTAndValidIds) {
+  SyntheticModelOptions o;
+  o.n_ff = 256;
+  o.activation = "relu";
+  const std::string path = TempPath("nodownt.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  HostFfnBackend backend;
+  Status s = backend.Load(m, std::vector<std::vector<int32_t>>(o.n_layer));
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("ffn_down_t"));
+  std::remove(path.c_str());
+
+  o.down_t = true;
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m2;
+  ASSERT_TRUE(LoadLlamaModel(path, &m2).ok());
+  std::vector<std::vector<int32_t>> bad(o.n_layer);
+  bad[1] = {5, 3};
+  EXPECT_THAT(backend.Load(m2, bad).message(), ::testing::HasSubstr("sorted"));
+  bad[1] = {300};
+  EXPECT_FALSE(backend.Load(m2, bad).ok());
+  EXPECT_FALSE(backend.Load(m2, std::vector<std::vector<int32_t>>(1)).ok());
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace pi
