@@ -457,11 +457,9 @@ Status GgufFile::Parse() {
         return Status::Error("tensor '%s': dimension %d = %" PRId64 " at byte %zu is negative",
                              name.c_str(), d, ne, dim_at);
       }
-      if (ne == 0) {
-        return Status::Error("tensor '%s': dimension %d at byte %zu is zero", name.c_str(), d,
-                             dim_at);
-      }
-      if (n_elements > std::numeric_limits<int64_t>::max() / ne) {
+      // A zero dimension is an empty tensor, as ggml allows (PowerInfer's
+      // gpuidx writes an empty gpu_bucket for a layer with no GPU neurons).
+      if (ne != 0 && n_elements > std::numeric_limits<int64_t>::max() / ne) {
         return Status::Error(
             "tensor '%s': element count overflows int64 at dimension %d (byte %zu)", name.c_str(),
             d, dim_at);
@@ -485,7 +483,7 @@ Status GgufFile::Parse() {
     }
     uint64_t row_bytes = 0;
     uint64_t nbytes = 0;
-    const uint64_t n_rows = static_cast<uint64_t>(n_elements / info.ne[0]);
+    const uint64_t n_rows = info.ne[0] == 0 ? 0 : static_cast<uint64_t>(n_elements / info.ne[0]);
     if (__builtin_mul_overflow(static_cast<uint64_t>(info.ne[0] / dt.block_elems),
                                static_cast<uint64_t>(dt.block_bytes), &row_bytes) ||
         __builtin_mul_overflow(row_bytes, n_rows, &nbytes)) {
@@ -530,8 +528,10 @@ Status GgufFile::Parse() {
   }
   // Tensor data regions must not overlap (a writer bug or a crafted file that
   // would alias two weights).
-  std::vector<size_t> order(tensors_.size());
-  for (size_t t = 0; t < order.size(); ++t) order[t] = t;
+  std::vector<size_t> order;  // empty tensors occupy no bytes: nothing to overlap
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    if (tensors_[t].nbytes > 0) order.push_back(t);
+  }
   std::sort(order.begin(), order.end(),
             [this](size_t a, size_t b) { return tensors_[a].offset < tensors_[b].offset; });
   for (size_t k = 1; k < order.size(); ++k) {

@@ -169,11 +169,11 @@ Status GgufWriter::CheckTensor(const std::string& name, DType type, const std::v
   const int64_t ne0 = ne.empty() ? 1 : ne[0];
   int64_t n_elements = 1;
   for (size_t d = 0; d < ne.size(); ++d) {
-    if (ne[d] <= 0) {
-      return Status::Error("tensor '%s': dimension %zu = %" PRId64 " is not positive", name.c_str(),
-                           d, ne[d]);
+    if (ne[d] < 0) {
+      return Status::Error("tensor '%s': dimension %zu = %" PRId64 " is negative", name.c_str(), d,
+                           ne[d]);
     }
-    if (n_elements > std::numeric_limits<int64_t>::max() / ne[d]) {
+    if (ne[d] != 0 && n_elements > std::numeric_limits<int64_t>::max() / ne[d]) {
       return Status::Error("tensor '%s': element count overflows int64", name.c_str());
     }
     n_elements *= ne[d];
@@ -186,7 +186,8 @@ Status GgufWriter::CheckTensor(const std::string& name, DType type, const std::v
   uint64_t row_bytes = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(ne0 / dt.block_elems),
                              static_cast<uint64_t>(dt.block_bytes), &row_bytes) ||
-      __builtin_mul_overflow(row_bytes, static_cast<uint64_t>(n_elements / ne0), nbytes) ||
+      __builtin_mul_overflow(row_bytes, static_cast<uint64_t>(ne0 == 0 ? 0 : n_elements / ne0),
+                             nbytes) ||
       *nbytes > std::numeric_limits<size_t>::max() / 2) {
     return Status::Error("tensor '%s': byte size overflows", name.c_str());
   }
@@ -197,12 +198,12 @@ Status GgufWriter::AddTensor(const std::string& name, DType type, const std::vec
                              const void* data) {
   PendingTensor t;
   PI_RETURN_IF_ERROR(CheckTensor(name, type, ne, &t.nbytes));
-  if (data == nullptr) return Status::Error("tensor '%s': no data", name.c_str());
+  if (data == nullptr && t.nbytes > 0) return Status::Error("tensor '%s': no data", name.c_str());
   t.name = name;
   t.type = type;
   t.ne = ne;
   const uint8_t* p = static_cast<const uint8_t*>(data);
-  t.data.assign(p, p + t.nbytes);
+  if (t.nbytes > 0) t.data.assign(p, p + t.nbytes);
   tensors_.push_back(std::move(t));
   return Status::Ok();
 }

@@ -1,0 +1,43 @@
+// GpuIndex: PowerInfer's cached neuron placement, `<model>.generated.gpuidx`
+// (../shared/notes/powerinfer.md §2.6), read and written so that a placement
+// can be handed to the original engine and back.
+//
+// The file is GGUF v3 with the "PWRI" magic and exactly:
+//   general.architecture             string  "generic.gpu_index"
+//   generic.gpu_index.block_count    u32     n_layer
+//   split.vram_capacity              u64     the budget it was solved for
+//   tensors, in this order (the original's loader indexes 2i and 2i+1):
+//     blk.i.gpu_idx     I32 [n_ff]  1 when neuron j is on the GPU, else 0
+//     blk.i.gpu_bucket  I32 [k_i]   the sorted ids of the GPU neurons
+//   (k_i may be 0: an empty tensor, ne = [0], with no data.)
+// Read through GgufFile and written through GgufWriter.
+// Unlike the original, whoever reads one must check split.vram_capacity
+// against its own budget: an index for another budget is never reused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/placement.h"
+#include "common/status.h"
+
+namespace pi {
+
+struct GpuIndex {
+  uint64_t vram_capacity = 0;                     // bytes
+  int n_ff = 0;                                   // neurons per layer
+  std::vector<std::vector<int32_t>> gpu_neurons;  // per layer, sorted ids
+};
+
+// The hot neurons of `plan` (its budget as the capacity).
+GpuIndex GpuIndexFromPlacement(const Placement& plan);
+
+// Fails on ids out of range / unsorted / duplicated, or n_ff < 1.
+Status WriteGpuIndex(const GpuIndex& index, const std::string& path);
+// Reads and validates: architecture, keys, tensor count, names and order,
+// shapes, gpu_idx values 0/1 and gpu_bucket equal to the ids where gpu_idx is
+// 1. Errors name the file and the key or tensor.
+Status ReadGpuIndex(const std::string& path, GpuIndex* index);
+
+}  // namespace pi

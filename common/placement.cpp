@@ -1,0 +1,439 @@
+#include "common/placement.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+#include "common/gguf.h"
+
+namespace pi {
+namespace {
+
+constexpr uint32_t kPlanVersion = 1;
+constexpr uint32_t kMaxLayers = 1u << 16;
+constexpr uint32_t kMaxFf = 1u << 24;
+
+int64_t Bytes(const Tensor& t) {
+  return t.present() ? t.nbytes() : 0;
+}
+
+int64_t AttentionBytes(const LlamaLayer& l) {
+  return Bytes(l.attn_norm) + Bytes(l.wq) + Bytes(l.wk) + Bytes(l.wv) + Bytes(l.wo) +
+         Bytes(l.ffn_norm);
+}
+int64_t PredictorBytes(const LlamaLayer& l) {
+  return Bytes(l.fc1) + Bytes(l.fc2);
+}
+int64_t KvBytes(const LlamaConfig& c, int n_ctx) {
+  return int64_t{2} * n_ctx * c.kv_dim() * static_cast<int64_t>(sizeof(float));
+}
+int64_t OutputBytes(const LlamaModel& m) {
+  return Bytes(m.output) + Bytes(m.output_norm);
+}
+
+// One stage-2 candidate: neurons [begin, end) of a layer's frequency order.
+struct Group {
+  int layer;
+  int index;  // within the layer
+  int begin, end;
+  int64_t firings;
+  int64_t bytes;
+};
+
+// a before b: more firings per byte first (exact, by cross-multiplication),
+// then lower layer, then lower group index.
+bool Before(const Group& a, const Group& b) {
+  const __int128 lhs = static_cast<__int128>(a.firings) * b.bytes;
+  const __int128 rhs = static_cast<__int128>(b.firings) * a.bytes;
+  if (lhs != rhs) return lhs > rhs;
+  if (a.layer != b.layer) return a.layer < b.layer;
+  return a.index < b.index;
+}
+
+void Fnv(uint64_t* h, int64_t v) {
+  for (int i = 0; i < 8; ++i) {
+    *h ^= static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+    *h *= 0x100000001b3ull;
+  }
+}
+
+std::string LayerTensorName(int layer) {
+  return "blk." + std::to_string(layer) + ".gpu_neurons";
+}
+
+bool ParseHex64(const std::string& s, uint64_t* out) {
+  if (s.size() != 16 || s.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  *out = std::stoull(s, nullptr, 16);
+  return true;
+}
+
+// A metadata array of `n` integers (any integer element type).
+Status GetIntArray(const GgufFile& f, const std::string& key, uint32_t n,
+                   std::vector<int64_t>* out) {
+  const GgufValue* v = f.Find(key);
+  if (v == nullptr) return Status::Error("key '%s' is missing", key.c_str());
+  if (v->type != GgufType::kArray) return Status::Error("key '%s' is not an array", key.c_str());
+  if (v->array.size() != n) {
+    return Status::Error("key '%s' has %zu elements, expected %u (one per layer)", key.c_str(),
+                         v->array.size(), n);
+  }
+  out->clear();
+  for (const GgufValue& e : v->array) {
+    if (!e.is_integer()) return Status::Error("key '%s' holds a non-integer", key.c_str());
+    out->push_back(e.type == GgufType::kI8 || e.type == GgufType::kI16 ||
+                           e.type == GgufType::kI32 || e.type == GgufType::kI64
+                       ? e.i
+                       : static_cast<int64_t>(e.u));
+  }
+  return Status::Ok();
+}
+
+GgufValue FlagArray(const std::vector<LayerPlacement>& layers, bool LayerPlacement::*flag) {
+  std::vector<GgufValue> v;
+  for (const LayerPlacement& l : layers) v.push_back(GgufValue::U8(l.*flag ? 1 : 0));
+  return GgufValue::Array(GgufType::kU8, std::move(v));
+}
+
+}  // namespace
+
+int64_t NeuronBytes(const LlamaModel& model, int layer) {
+  const LlamaLayer& l = model.layers[layer];
+  int64_t down = 0;
+  if (l.ffn_down_t.present()) {
+    down = l.ffn_down_t.row_bytes;
+  } else if (l.ffn_down.present()) {
+    // A column of ffn_down: n_embd elements of its type, rounded up to whole
+    // blocks (a transposed copy stores it as one row).
+    const DTypeInfo dt = GetDTypeInfo(static_cast<uint32_t>(l.ffn_down.type));
+    const int64_t n = model.config.n_embd;
+    down = (n + dt.block_elems - 1) / dt.block_elems * dt.block_bytes;
+  }
+  return (l.ffn_gate.present() ? l.ffn_gate.row_bytes : 0) +
+         (l.ffn_up.present() ? l.ffn_up.row_bytes : 0) + down;
+}
+
+int64_t DenseBytes(const LlamaModel& model, int n_ctx) {
+  int64_t total = OutputBytes(model);
+  for (const LlamaLayer& l : model.layers) {
+    total += AttentionBytes(l) + PredictorBytes(l) + KvBytes(model.config, n_ctx);
+  }
+  return total;
+}
+
+uint64_t StatsFingerprint(const ActivationStats& stats) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  Fnv(&h, stats.n_layer());
+  Fnv(&h, stats.n_ff());
+  Fnv(&h, static_cast<int64_t>(stats.n_tokens()));
+  for (int il = 0; il < stats.n_layer(); ++il) {
+    const int64_t* c = stats.counts(il);
+    for (int i = 0; i < stats.n_ff(); ++i) Fnv(&h, c[i]);
+  }
+  return h;
+}
+
+Status Place(const LlamaModel& model, const ActivationStats& stats, const PlacementOptions& opt,
+             Placement* out) {
+  const LlamaConfig& c = model.config;
+  if (opt.vram_budget < 0) return Status::Error("the VRAM budget is negative");
+  if (opt.n_ctx < 1) return Status::Error("the KV cache context must be >= 1, got %d", opt.n_ctx);
+  if (opt.group < 1 || opt.group > c.n_ff) {
+    return Status::Error("the neuron group size must be in [1, n_ff = %d], got %d", c.n_ff,
+                         opt.group);
+  }
+  if (stats.n_layer() != c.n_layer || stats.n_ff() != c.n_ff ||
+      static_cast<int>(model.layers.size()) != c.n_layer) {
+    return Status::Error("the stats are for %d layers x %d neurons; the model has %d x %d",
+                         stats.n_layer(), stats.n_ff(), c.n_layer, c.n_ff);
+  }
+
+  Placement p;
+  p.vram_budget = opt.vram_budget;
+  p.n_ctx = opt.n_ctx;
+  p.group = opt.group;
+  p.n_ff = c.n_ff;
+  p.model_fingerprint = ModelFingerprint(*model.file);
+  p.stats_fingerprint = StatsFingerprint(stats);
+  p.stats_n_tokens = stats.n_tokens();
+  p.layers.resize(c.n_layer);
+
+  // Stage 1: a prefix of the priority order.
+  const int64_t dense_needed = DenseBytes(model, opt.n_ctx);
+  int64_t left = opt.vram_budget;
+  bool full = true;
+  auto take = [&](int64_t bytes, bool* flag) {
+    if (!full || bytes > left) {
+      full = false;
+      return;
+    }
+    left -= bytes;
+    p.dense_bytes += bytes;
+    *flag = true;
+  };
+  take(OutputBytes(model), &p.output_on_gpu);
+  for (int il = 0; il < c.n_layer; ++il) {
+    LayerPlacement& lp = p.layers[il];
+    take(AttentionBytes(model.layers[il]), &lp.attn_on_gpu);
+    if (PredictorBytes(model.layers[il]) > 0) {
+      take(PredictorBytes(model.layers[il]), &lp.predictor_on_gpu);
+    }
+  }
+  for (int il = 0; il < c.n_layer; ++il) take(KvBytes(c, opt.n_ctx), &p.layers[il].kv_on_gpu);
+  p.dense_complete = full;
+  if (!full && !opt.allow_partial_dense) {
+    return Status::Error(
+        "a VRAM budget of %" PRId64
+        " bytes (%s) is too small for the dense blocks: they need "
+        "%" PRId64
+        " bytes (%s: output + output_norm, attention%s, KV cache for %d positions) "
+        "before any FFN neuron; raise --vram-budget or lower -c",
+        opt.vram_budget, HumanBytes(opt.vram_budget).c_str(), dense_needed,
+        HumanBytes(dense_needed).c_str(),
+        c.n_layer > 0 && PredictorBytes(model.layers[0]) > 0 ? " and predictors" : "", opt.n_ctx);
+  }
+
+  // Stage 2: groups of hot neurons, only after the whole stage 1.
+  std::vector<std::vector<int32_t>> order(c.n_layer);
+  if (full) {
+    std::vector<Group> groups;
+    for (int il = 0; il < c.n_layer; ++il) {
+      const int64_t* counts = stats.counts(il);
+      std::vector<int32_t>& ord = order[il];
+      ord.resize(c.n_ff);
+      std::iota(ord.begin(), ord.end(), 0);
+      std::sort(ord.begin(), ord.end(), [counts](int32_t a, int32_t b) {
+        return counts[a] != counts[b] ? counts[a] > counts[b] : a < b;
+      });
+      const int64_t nb = NeuronBytes(model, il);
+      p.layers[il].neuron_bytes = nb;
+      for (int b = 0, g = 0; b < c.n_ff; b += opt.group, ++g) {
+        Group gr{il, g, b, std::min(c.n_ff, b + opt.group), 0, 0};
+        for (int i = gr.begin; i < gr.end; ++i) gr.firings += counts[ord[i]];
+        gr.bytes = nb * (gr.end - gr.begin);
+        groups.push_back(gr);
+      }
+    }
+    std::sort(groups.begin(), groups.end(), Before);
+    for (const Group& g : groups) {
+      if (g.bytes > left) break;
+      left -= g.bytes;
+      p.neuron_bytes += g.bytes;
+      std::vector<int32_t>& ids = p.layers[g.layer].gpu_neurons;
+      ids.insert(ids.end(), order[g.layer].begin() + g.begin, order[g.layer].begin() + g.end);
+    }
+  }
+  for (int il = 0; il < c.n_layer; ++il) {
+    LayerPlacement& lp = p.layers[il];
+    if (lp.neuron_bytes == 0) lp.neuron_bytes = NeuronBytes(model, il);
+    std::sort(lp.gpu_neurons.begin(), lp.gpu_neurons.end());
+    const int64_t* counts = stats.counts(il);
+    int64_t total = 0, on_gpu = 0;
+    for (int i = 0; i < c.n_ff; ++i) total += counts[i];
+    for (int32_t id : lp.gpu_neurons) on_gpu += counts[id];
+    lp.firing_share = total > 0 ? static_cast<double>(on_gpu) / static_cast<double>(total) : 0.0;
+  }
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Status WritePlan(const Placement& plan, const std::string& path) {
+  GgufWriter w;
+  const uint32_t n_layer = static_cast<uint32_t>(plan.layers.size());
+  w.Set("pi.plan.version", GgufValue::U32(kPlanVersion));
+  w.Set("pi.plan.vram_budget", GgufValue::U64(static_cast<uint64_t>(plan.vram_budget)));
+  w.Set("pi.plan.n_ctx", GgufValue::U32(static_cast<uint32_t>(plan.n_ctx)));
+  w.Set("pi.plan.group", GgufValue::U32(static_cast<uint32_t>(plan.group)));
+  w.Set("pi.plan.n_layer", GgufValue::U32(n_layer));
+  w.Set("pi.plan.n_ff", GgufValue::U32(static_cast<uint32_t>(plan.n_ff)));
+  w.Set("pi.plan.model_fingerprint", GgufValue::String(FingerprintHex(plan.model_fingerprint)));
+  w.Set("pi.plan.stats_fingerprint", GgufValue::String(FingerprintHex(plan.stats_fingerprint)));
+  w.Set("pi.plan.stats_n_tokens", GgufValue::U64(plan.stats_n_tokens));
+  w.Set("pi.plan.output_on_gpu", GgufValue::Bool(plan.output_on_gpu));
+  w.Set("pi.plan.dense_complete", GgufValue::Bool(plan.dense_complete));
+  w.Set("pi.plan.attn_on_gpu", FlagArray(plan.layers, &LayerPlacement::attn_on_gpu));
+  w.Set("pi.plan.predictor_on_gpu", FlagArray(plan.layers, &LayerPlacement::predictor_on_gpu));
+  w.Set("pi.plan.kv_on_gpu", FlagArray(plan.layers, &LayerPlacement::kv_on_gpu));
+  std::vector<int32_t> counts;
+  for (const LayerPlacement& l : plan.layers) {
+    counts.push_back(static_cast<int32_t>(l.gpu_neurons.size()));
+  }
+  w.Set("pi.plan.gpu_neuron_count", GgufValue::I32Array(counts));
+  w.Set("pi.plan.dense_bytes", GgufValue::U64(static_cast<uint64_t>(plan.dense_bytes)));
+  w.Set("pi.plan.neuron_bytes", GgufValue::U64(static_cast<uint64_t>(plan.neuron_bytes)));
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    const std::vector<int32_t>& ids = plan.layers[il].gpu_neurons;
+    if (ids.empty()) continue;
+    PI_RETURN_IF_ERROR(w.AddTensor(LayerTensorName(static_cast<int>(il)), DType::kI32,
+                                   {static_cast<int64_t>(ids.size())}, ids.data()));
+  }
+  return w.Write(path).WithContext("writing plan " + path);
+}
+
+namespace {
+
+Status ReadPlanFile(const GgufFile& f, Placement* out) {
+  uint32_t version = 0, n_ctx = 0, group = 0, n_layer = 0, n_ff = 0;
+  uint64_t budget = 0, n_tokens = 0, dense = 0, neurons = 0;
+  std::string mfp, sfp;
+  Placement p;
+  PI_RETURN_IF_ERROR(f.GetU32("pi.plan.version", &version));
+  if (version != kPlanVersion) {
+    return Status::Error("pi.plan.version is %u, this build reads version %u", version,
+                         kPlanVersion);
+  }
+  PI_RETURN_IF_ERROR(f.GetU64("pi.plan.vram_budget", &budget));
+  PI_RETURN_IF_ERROR(f.GetU32("pi.plan.n_ctx", &n_ctx));
+  PI_RETURN_IF_ERROR(f.GetU32("pi.plan.group", &group));
+  PI_RETURN_IF_ERROR(f.GetU32("pi.plan.n_layer", &n_layer));
+  PI_RETURN_IF_ERROR(f.GetU32("pi.plan.n_ff", &n_ff));
+  PI_RETURN_IF_ERROR(f.GetString("pi.plan.model_fingerprint", &mfp));
+  PI_RETURN_IF_ERROR(f.GetString("pi.plan.stats_fingerprint", &sfp));
+  PI_RETURN_IF_ERROR(f.GetU64("pi.plan.stats_n_tokens", &n_tokens));
+  PI_RETURN_IF_ERROR(f.GetBool("pi.plan.output_on_gpu", &p.output_on_gpu));
+  PI_RETURN_IF_ERROR(f.GetBool("pi.plan.dense_complete", &p.dense_complete));
+  PI_RETURN_IF_ERROR(f.GetU64("pi.plan.dense_bytes", &dense));
+  PI_RETURN_IF_ERROR(f.GetU64("pi.plan.neuron_bytes", &neurons));
+  if (n_layer < 1 || n_layer > kMaxLayers) {
+    return Status::Error("pi.plan.n_layer %u out of range [1, %u]", n_layer, kMaxLayers);
+  }
+  if (n_ff < 1 || n_ff > kMaxFf) {
+    return Status::Error("pi.plan.n_ff %u out of range [1, %u]", n_ff, kMaxFf);
+  }
+  if (budget > static_cast<uint64_t>(INT64_MAX) || n_ctx > INT32_MAX || group > INT32_MAX ||
+      dense > budget || neurons > budget - dense) {
+    return Status::Error("pi.plan byte counts are inconsistent (budget %" PRIu64 ", dense %" PRIu64
+                         ", neurons %" PRIu64 ")",
+                         budget, dense, neurons);
+  }
+  if (!ParseHex64(mfp, &p.model_fingerprint)) {
+    return Status::Error("pi.plan.model_fingerprint '%s' is not 16 lower-case hex digits",
+                         mfp.c_str());
+  }
+  if (!ParseHex64(sfp, &p.stats_fingerprint)) {
+    return Status::Error("pi.plan.stats_fingerprint '%s' is not 16 lower-case hex digits",
+                         sfp.c_str());
+  }
+  std::vector<int64_t> attn, pred, kv, counts;
+  PI_RETURN_IF_ERROR(GetIntArray(f, "pi.plan.attn_on_gpu", n_layer, &attn));
+  PI_RETURN_IF_ERROR(GetIntArray(f, "pi.plan.predictor_on_gpu", n_layer, &pred));
+  PI_RETURN_IF_ERROR(GetIntArray(f, "pi.plan.kv_on_gpu", n_layer, &kv));
+  PI_RETURN_IF_ERROR(GetIntArray(f, "pi.plan.gpu_neuron_count", n_layer, &counts));
+  p.vram_budget = static_cast<int64_t>(budget);
+  p.n_ctx = static_cast<int>(n_ctx);
+  p.group = static_cast<int>(group);
+  p.n_ff = static_cast<int>(n_ff);
+  p.stats_n_tokens = n_tokens;
+  p.dense_bytes = static_cast<int64_t>(dense);
+  p.neuron_bytes = static_cast<int64_t>(neurons);
+  p.layers.resize(n_layer);
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    LayerPlacement& l = p.layers[il];
+    l.attn_on_gpu = attn[il] != 0;
+    l.predictor_on_gpu = pred[il] != 0;
+    l.kv_on_gpu = kv[il] != 0;
+    const std::string name = LayerTensorName(static_cast<int>(il));
+    const TensorInfo* t = f.FindTensor(name);
+    if (counts[il] < 0 || counts[il] > n_ff) {
+      return Status::Error("pi.plan.gpu_neuron_count[%u] = %" PRId64 " outside [0, n_ff = %u]", il,
+                           counts[il], n_ff);
+    }
+    if (counts[il] == 0) {
+      if (t != nullptr) {
+        return Status::Error("tensor '%s' present but pi.plan.gpu_neuron_count[%u] is 0",
+                             name.c_str(), il);
+      }
+      continue;
+    }
+    if (t == nullptr) {
+      return Status::Error("tensor '%s' is missing (pi.plan.gpu_neuron_count[%u] = %" PRId64 ")",
+                           name.c_str(), il, counts[il]);
+    }
+    if (t->type != DType::kI32 || t->n_dims != 1 || t->ne[0] != counts[il]) {
+      return Status::Error("tensor '%s' is %s %s, expected i32 [%" PRId64 "]", name.c_str(),
+                           DTypeName(t->type), t->ShapeString().c_str(), counts[il]);
+    }
+    l.gpu_neurons.resize(static_cast<size_t>(counts[il]));
+    memcpy(l.gpu_neurons.data(), t->data, l.gpu_neurons.size() * sizeof(int32_t));
+    for (size_t i = 0; i < l.gpu_neurons.size(); ++i) {
+      const int32_t id = l.gpu_neurons[i];
+      if (id < 0 || static_cast<uint32_t>(id) >= n_ff || (i > 0 && id <= l.gpu_neurons[i - 1])) {
+        return Status::Error(
+            "tensor '%s' element %zu: id %d is out of range [0, %u) or not "
+            "strictly increasing",
+            name.c_str(), i, id, n_ff);
+      }
+    }
+  }
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadPlan(const std::string& path, Placement* plan) {
+  std::unique_ptr<GgufFile> f;
+  Status s = GgufFile::Open(path, &f);
+  if (s.ok()) s = ReadPlanFile(*f, plan);
+  return s.ok() ? s : s.WithContext("plan " + path);
+}
+
+Status CheckPlanMatches(const Placement& plan, const LlamaModel& model,
+                        const ActivationStats& stats, const PlacementOptions& opt) {
+  const uint64_t mfp = ModelFingerprint(*model.file);
+  if (plan.model_fingerprint != mfp ||
+      static_cast<int>(plan.layers.size()) != model.config.n_layer ||
+      plan.n_ff != model.config.n_ff) {
+    return Status::Error(
+        "the plan was made for model %s (%zu layers, n_ff %d), not this model %s "
+        "(%d layers, n_ff %d)",
+        FingerprintHex(plan.model_fingerprint).c_str(), plan.layers.size(), plan.n_ff,
+        FingerprintHex(mfp).c_str(), model.config.n_layer, model.config.n_ff);
+  }
+  const uint64_t sfp = StatsFingerprint(stats);
+  if (plan.stats_fingerprint != sfp || plan.stats_n_tokens != stats.n_tokens()) {
+    return Status::Error("the plan was made from other statistics (%s over %" PRIu64
+                         " tokens), not these (%s over %" PRIu64 " tokens)",
+                         FingerprintHex(plan.stats_fingerprint).c_str(), plan.stats_n_tokens,
+                         FingerprintHex(sfp).c_str(), stats.n_tokens());
+  }
+  if (plan.vram_budget != opt.vram_budget) {
+    return Status::Error("the plan was made for a VRAM budget of %" PRId64 " bytes, not %" PRId64,
+                         plan.vram_budget, opt.vram_budget);
+  }
+  if (plan.n_ctx != opt.n_ctx) {
+    return Status::Error("the plan reserves a KV cache for %d positions, not %d", plan.n_ctx,
+                         opt.n_ctx);
+  }
+  if (plan.group != opt.group) {
+    return Status::Error("the plan uses neuron groups of %d, not %d", plan.group, opt.group);
+  }
+  return Status::Ok();
+}
+
+std::string BudgetString(int64_t bytes) {
+  static const char kSuffix[] = {'T', 'G', 'M', 'K'};
+  for (int i = 0; i < 4; ++i) {
+    const int64_t unit = int64_t{1} << (10 * (4 - i));
+    if (bytes > 0 && bytes % unit == 0) return std::to_string(bytes / unit) + kSuffix[i];
+  }
+  return std::to_string(bytes);
+}
+
+std::string HumanBytes(int64_t bytes) {
+  static const char* kUnit[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes) / 1024;
+  int u = 0;
+  while (u < 3 && (v >= 1024 || v <= -1024)) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%.2f %s", v, kUnit[u]);
+  return buf;
+}
+
+}  // namespace pi

@@ -1,0 +1,120 @@
+// Placement: what goes in VRAM under a byte budget (pi-place), and the plan
+// file that records it. See ../shared/notes/powerinfer.md §4 for the original
+// scheme and its bugs, which this one avoids.
+//
+// Stage 1, dense blocks, in priority order (each block whole or not at all):
+//   1. output + output_norm (the LM head runs every token; when the output is
+//      tied to token_embd the embedding matrix is counted, since the head
+//      needs a GPU copy of it);
+//   2. per layer, in layer order: attention (attn_norm, q, k, v, o, ffn_norm),
+//      then the predictor (fc1 + fc2) when the model has one;
+//   3. per layer, the KV cache for n_ctx positions at f32:
+//      2 * n_ctx * kv_dim * 4 bytes (all layers: n_layer times that).
+//   token_embd stays in host RAM (a row lookup per token).
+//   The blocks are placed as a prefix of this order. When they do not all fit,
+//   Place fails naming the bytes needed, unless allow_partial_dense is set; a
+//   partial stage 1 places no neurons (as the original does).
+// Stage 2, hot FFN neurons, with what is left. A neuron costs its gate row +
+//   its up row + its down row, at the tensors' actual types: the down row is
+//   ffn_down_t's row i when present; otherwise column i of ffn_down, costed as
+//   n_embd elements of ffn_down's type (the GPU keeps it as a row of a
+//   transposed copy in the same type). Each layer's neurons are sorted by
+//   firing count (most first, ties by id) and cut into groups of `group`
+//   neurons (the last group of a layer may be smaller). Groups are ranked
+//   over all layers by firings per byte (sum of counts / group bytes; ties by
+//   layer then group) and placed as a prefix of that ranking, stopping at the
+//   first group that does not fit. Because both stages place prefixes of
+//   orders that do not depend on the budget, a larger budget's placement
+//   contains every smaller budget's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/activation_stats.h"
+#include "common/llama_model.h"
+#include "common/status.h"
+
+namespace pi {
+
+struct PlacementOptions {
+  int64_t vram_budget = 0;  // bytes
+  int n_ctx = 0;            // positions of KV cache to reserve (> 0)
+  // Neurons per placement group. 32 = one warp: a GPU kernel can give each
+  // group whole warps with no ragged tail, while the rounding loss stays at
+  // most 31 neurons per layer (the original's 256 came from its ILP solver's
+  // size, not from the kernels).
+  int group = 32;
+  bool allow_partial_dense = false;
+};
+
+struct LayerPlacement {
+  bool attn_on_gpu = false;       // attn_norm, q, k, v, o, ffn_norm
+  bool predictor_on_gpu = false;  // fc1, fc2 (false when the model has none)
+  bool kv_on_gpu = false;
+  std::vector<int32_t> gpu_neurons;  // sorted neuron ids
+  int64_t neuron_bytes = 0;          // bytes of one neuron (gate + up + down row)
+  double firing_share = 0;           // share of this layer's firings on the GPU
+};
+
+struct Placement {
+  int64_t vram_budget = 0;
+  int n_ctx = 0;
+  int group = 0;
+  int n_ff = 0;
+  uint64_t model_fingerprint = 0;
+  uint64_t stats_fingerprint = 0;  // StatsFingerprint()
+  uint64_t stats_n_tokens = 0;
+  bool output_on_gpu = false;
+  bool dense_complete = false;  // every stage-1 block is on the GPU
+  int64_t dense_bytes = 0;      // stage 1 bytes placed
+  int64_t neuron_bytes = 0;     // stage 2 bytes placed
+  std::vector<LayerPlacement> layers;
+
+  int64_t used_bytes() const { return dense_bytes + neuron_bytes; }
+};
+
+// Bytes of one FFN neuron of `layer` (see the header comment).
+int64_t NeuronBytes(const LlamaModel& model, int layer);
+// Bytes of the whole stage 1 (every dense block and the KV cache for n_ctx).
+int64_t DenseBytes(const LlamaModel& model, int n_ctx);
+
+// FNV-1a 64 over n_layer, n_ff, n_tokens and every count (all as
+// little-endian i64): identifies the statistics a plan was made from.
+uint64_t StatsFingerprint(const ActivationStats& stats);
+
+// Computes the placement. `stats` must match `model` (CheckStatsMatchModel).
+Status Place(const LlamaModel& model, const ActivationStats& stats, const PlacementOptions& opt,
+             Placement* out);
+
+// The plan file: a small GGUF.
+//   pi.plan.version            u32     1
+//   pi.plan.vram_budget        u64     bytes
+//   pi.plan.n_ctx, pi.plan.group, pi.plan.n_layer, pi.plan.n_ff   u32
+//   pi.plan.model_fingerprint  string  16 hex digits (ModelFingerprint)
+//   pi.plan.stats_fingerprint  string  16 hex digits (StatsFingerprint)
+//   pi.plan.stats_n_tokens     u64
+//   pi.plan.output_on_gpu, pi.plan.dense_complete   bool
+//   pi.plan.attn_on_gpu, pi.plan.predictor_on_gpu, pi.plan.kv_on_gpu
+//                              array of u8 (0/1), one per layer
+//   pi.plan.gpu_neuron_count   array of i32, one per layer
+//   pi.plan.dense_bytes, pi.plan.neuron_bytes   u64
+//   blk.N.gpu_neurons          I32 [count], sorted ids; only for count > 0
+//                              (a GGUF tensor cannot be empty)
+Status WritePlan(const Placement& plan, const std::string& path);
+// Reads and validates a plan (ids sorted, unique, in range, counts match).
+// Per-layer neuron_bytes and firing_share are not stored (left 0).
+Status ReadPlan(const std::string& path, Placement* plan);
+
+// Fails, naming what differs, when `plan` was not made for this model, these
+// stats, this budget, context and group: a plan is never silently reused.
+Status CheckPlanMatches(const Placement& plan, const LlamaModel& model,
+                        const ActivationStats& stats, const PlacementOptions& opt);
+
+// "11G", "512M", "64K" when exact, else the byte count: for file names.
+std::string BudgetString(int64_t bytes);
+// "8.00 MiB", "11.00 GiB", "512 B": for messages.
+std::string HumanBytes(int64_t bytes);
+
+}  // namespace pi
