@@ -17,6 +17,11 @@
 
 namespace pi {
 
+// Checks hot neuron sets against a model: the model supports sparse FFNs
+// (SupportsSparseFfn), one set per layer, ids sorted, unique and < n_ff.
+Status ValidateHotNeurons(const LlamaModel& model,
+                          const std::vector<std::vector<int32_t>>& hot_ids);
+
 class FfnBackend {
  public:
   virtual ~FfnBackend() = default;

@@ -1,31 +1,19 @@
 #include "common/split_ffn.h"
 
-#include <string>
-
 #include "kernels/cpu/ops.h"
 
 namespace pi {
 
 Status SplitFfn::Init(const LlamaModel& model, const std::vector<std::vector<int32_t>>& hot_ids,
                       FfnBackend* backend) {
-  std::string why;
-  if (!SupportsSparseFfn(model, &why)) {
-    return Status::Error("the hot/cold FFN split needs a sparse-capable model: %s", why.c_str());
-  }
+  PI_RETURN_IF_ERROR(ValidateHotNeurons(model, hot_ids));
   const LlamaConfig& c = model.config;
-  if (static_cast<int>(hot_ids.size()) != c.n_layer) {
-    return Status::Error("hot neuron sets for %zu layers, the model has %d", hot_ids.size(),
-                         c.n_layer);
-  }
   model_ = &model;
   backend_ = backend;
   cold_ids_.assign(c.n_layer, {});
   for (int l = 0; l < c.n_layer; ++l) {
     std::vector<bool> hot(c.n_ff, false);
-    for (int32_t id : hot_ids[l]) {
-      if (id < 0 || id >= c.n_ff) return Status::Error("layer %d: hot id %d >= n_ff", l, id);
-      hot[id] = true;
-    }
+    for (int32_t id : hot_ids[l]) hot[id] = true;
     for (int32_t i = 0; i < c.n_ff; ++i) {
       if (!hot[i]) cold_ids_[l].push_back(i);
     }

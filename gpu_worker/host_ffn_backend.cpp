@@ -1,7 +1,6 @@
 #include "gpu_worker/host_ffn_backend.h"
 
 #include <cstring>
-#include <string>
 
 namespace pi {
 
@@ -36,24 +35,12 @@ void Gather(const Tensor& src, const std::vector<int32_t>& ids, std::vector<uint
 
 Status HostFfnBackend::Load(const LlamaModel& model,
                             const std::vector<std::vector<int32_t>>& hot_ids) {
-  std::string why;
-  if (!SupportsSparseFfn(model, &why)) {
-    return Status::Error("the hot/cold FFN split needs a sparse-capable model: %s", why.c_str());
-  }
+  PI_RETURN_IF_ERROR(ValidateHotNeurons(model, hot_ids));
   const LlamaConfig& c = model.config;
-  if (static_cast<int>(hot_ids.size()) != c.n_layer) {
-    return Status::Error("hot neuron sets for %zu layers, the model has %d", hot_ids.size(),
-                         c.n_layer);
-  }
   layers_.assign(c.n_layer, LayerRows());
   resident_bytes_ = 0;
   for (int l = 0; l < c.n_layer; ++l) {
     const std::vector<int32_t>& ids = hot_ids[l];
-    for (size_t j = 0; j < ids.size(); ++j) {
-      if (ids[j] < 0 || ids[j] >= c.n_ff || (j > 0 && ids[j] <= ids[j - 1])) {
-        return Status::Error("layer %d: hot neuron ids must be sorted, unique and < %d", l, c.n_ff);
-      }
-    }
     const LlamaLayer& src = model.layers[l];
     LayerRows& dst = layers_[l];
     Gather(src.ffn_gate, ids, &dst.gate, &dst.gate_t);
