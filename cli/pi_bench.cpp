@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -40,7 +41,9 @@ void Usage() {
           "  -o, --output md|csv|json|jsonl   (default md)\n"
           "  --isa scalar|avx2|avx512 force a kernel level (default: best available)\n"
           "  --no-bw                  skip the memory-bandwidth probe\n"
-          "  --sparse off[,oracle]    FFN sparsity modes to compare (default off)\n");
+          "  --sparse off[,oracle][,predictor]  FFN sparsity modes to compare (default off)\n"
+          "  --sparse-threshold X     predictor score threshold (default: env\n"
+          "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n");
 }
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -201,6 +204,7 @@ int main(int argc, char** argv) {
   std::string out_fmt = "md", isa_name;
   bool bw_probe = true;
   std::vector<pi::SparseMode> sparse_modes = {pi::SparseMode::kOff};
+  std::optional<float> sparse_threshold;
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
     if (f == "-m" || f == "--model") {
@@ -226,9 +230,11 @@ int main(int argc, char** argv) {
       for (const std::string& m : SplitList(args.String(f))) {
         pi::SparseMode mode;
         if (!pi::ParseSparseMode(m, &mode))
-          args.Fail("--sparse expects off or oracle, got '" + m + "'");
+          args.Fail("--sparse expects off, oracle or predictor, got '" + m + "'");
         sparse_modes.push_back(mode);
       }
+    } else if (f == "--sparse-threshold") {
+      sparse_threshold = args.Float(f);
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
@@ -303,6 +309,7 @@ int main(int argc, char** argv) {
           opt.n_batch = n_batch;
           opt.n_ctx = std::max(np + ng, 16);
           opt.sparse = np > 0 ? pi::SparseMode::kOff : mode;
+          opt.sparse_threshold = sparse_threshold;
           std::unique_ptr<pi::Engine> engine;
           s = pi::Engine::Create(&model, opt, &engine);
           if (!s.ok()) {
@@ -360,8 +367,17 @@ int main(int argc, char** argv) {
             const pi::LlamaLayer& l0 = model.layers[0];
             const int64_t down_row =
                 l0.ffn_down_t.present() ? l0.ffn_down_t.row_bytes : l0.ffn_down.nbytes() / c.n_ff;
-            r.weight_bytes_per_token -= (1.0 - r.ffn_active) * c.n_layer * c.n_ff *
-                                        static_cast<double>(l0.ffn_up.row_bytes + down_row);
+            // The predictor mode also skips gate rows, and reads fc1 and fc2.
+            const bool pred = mode == pi::SparseMode::kPredictor;
+            const int64_t skipped_row =
+                l0.ffn_up.row_bytes + down_row + (pred ? l0.ffn_gate.row_bytes : 0);
+            r.weight_bytes_per_token -=
+                (1.0 - r.ffn_active) * c.n_layer * c.n_ff * static_cast<double>(skipped_row);
+            if (pred) {
+              for (const pi::LlamaLayer& l : model.layers) {
+                r.weight_bytes_per_token += static_cast<double>(l.fc1.nbytes() + l.fc2.nbytes());
+              }
+            }
           }
           results.push_back(r);
         }

@@ -34,18 +34,20 @@ namespace {
 constexpr int kDefaultCtx = 512;  // llama-perplexity's customary chunk size
 
 void Usage() {
-  fprintf(
-      stderr,
-      "usage: pi-perplexity -f FILE [options]\n"
-      "  -m, --model FILE        GGUF model (default: the bundled demo model)\n"
-      "  -f, --file FILE         text to score (required)\n"
-      "  -c, --ctx-size N        tokens per chunk (0 = min(model context, %d); default 0)\n"
-      "  -b, --batch-size N      tokens per forward batch (default 64)\n"
-      "  -t, --threads N         threads (default: %u)\n"
-      "  --chunks N              score at most N chunks (default -1 = all)\n"
-      "  --json                  print one JSON object instead of the running values\n"
-      "  --sparse off|oracle     FFN neurons computed (sparse modes feed one token at a time)\n",
-      kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
+  fprintf(stderr,
+          "usage: pi-perplexity -f FILE [options]\n"
+          "  -m, --model FILE        GGUF model (default: the bundled demo model)\n"
+          "  -f, --file FILE         text to score (required)\n"
+          "  -c, --ctx-size N        tokens per chunk (0 = min(model context, %d); default 0)\n"
+          "  -b, --batch-size N      tokens per forward batch (default 64)\n"
+          "  -t, --threads N         threads (default: %u)\n"
+          "  --chunks N              score at most N chunks (default -1 = all)\n"
+          "  --json                  print one JSON object instead of the running values\n"
+          "  --sparse off|oracle|predictor  FFN neurons computed (sparse modes feed one token\n"
+          "                          at a time)\n"
+          "  --sparse-threshold X    predictor score threshold (default: env\n"
+          "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n",
+          kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::string DefaultModelPath() {
@@ -185,8 +187,10 @@ int main(int argc, char** argv) {
     else if (f == "--sparse") {
       const std::string m = args.String(f);
       if (!args.failed() && !pi::ParseSparseMode(m, &settings.engine.sparse)) {
-        args.Fail("--sparse expects off or oracle, got '" + m + "'");
+        args.Fail("--sparse expects off, oracle or predictor, got '" + m + "'");
       }
+    } else if (f == "--sparse-threshold") {
+      settings.engine.sparse_threshold = args.Float(f);
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;

@@ -43,8 +43,12 @@ void Usage() {
           "  --repeat-last-n N       (default 64)\n"
           "  -s, --seed N            (default -1 = random)\n"
           "  --ignore-eos            keep generating past end of text\n"
-          "  --sparse off|oracle     FFN neurons computed per decoded token: all (default), or\n"
-          "                          exactly those that fire (ReLU models with ffn_down_t)\n"
+          "  --sparse MODE           FFN neurons computed per decoded token: off = all\n"
+          "                          (default), oracle = exactly those that fire, predictor =\n"
+          "                          those the model's predictor picks (ReLU models with\n"
+          "                          ffn_down_t; predictor: fc1/fc2, see pi-train-predictor)\n"
+          "  --sparse-threshold X    predictor score threshold (default: env\n"
+          "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
           "  --json                  print one JSON object (ids, text, timings) instead of text\n",
           std::max(1u, std::thread::hardware_concurrency()));
 }
@@ -114,8 +118,10 @@ int main(int argc, char** argv) {
     else if (f == "--sparse") {
       const std::string m = args.String(f);
       if (!args.failed() && !pi::ParseSparseMode(m, &opt.sparse)) {
-        args.Fail("--sparse expects off or oracle, got '" + m + "'");
+        args.Fail("--sparse expects off, oracle or predictor, got '" + m + "'");
       }
+    } else if (f == "--sparse-threshold") {
+      opt.sparse_threshold = args.Float(f);
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;

@@ -2,10 +2,15 @@
 
 #include <cstdio>
 
+#include "common/predictor.h"
+
 namespace pi {
 
 void NoteSparseSupport(const char* tool, const LlamaModel& model, SparseMode mode) {
   if (mode == SparseMode::kOff) return;
+  // Without predictor tensors Engine::Create fails and says why; a note
+  // that the FFN "runs dense" would only confuse.
+  if (mode == SparseMode::kPredictor && !CheckPredictorPresent(model).ok()) return;
   std::string why;
   if (!SupportsSparseFfn(model, &why)) {
     fprintf(stderr, "%s: --sparse %s: this model's FFN runs dense: %s\n", tool,

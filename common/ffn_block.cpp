@@ -15,6 +15,8 @@ const char* SparseModeName(SparseMode m) {
       return "off";
     case SparseMode::kOracle:
       return "oracle";
+    case SparseMode::kPredictor:
+      return "predictor";
   }
   return "?";
 }
@@ -24,6 +26,8 @@ bool ParseSparseMode(const std::string& s, SparseMode* out) {
     *out = SparseMode::kOff;
   } else if (s == "oracle") {
     *out = SparseMode::kOracle;
+  } else if (s == "predictor") {
+    *out = SparseMode::kPredictor;
   } else {
     return false;
   }
@@ -45,14 +49,27 @@ void FfnBlock::Init(const LlamaConfig& config, int max_batch, SparseMode mode) {
   q8_.assign(b * PreparedActivationBytes(DType::kQ8_0, widest), 0);
 }
 
+void FfnBlock::InitPredictor(const LlamaModel& model, float threshold) {
+  predictor_.Init(c_.n_embd, c_.n_ff, MaxPredictorRank(model));
+  predictor_.PrepareLayers(model);
+  threshold_ = threshold;
+}
+
 bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
-  return mode_ == SparseMode::kOracle && batch == 1 && layer.ffn_down_t.present() &&
-         c_.activation != FfnActivation::kSilu;
+  if (mode_ == SparseMode::kOff || batch != 1 || !layer.ffn_down_t.present() ||
+      c_.activation == FfnActivation::kSilu) {
+    return false;
+  }
+  return mode_ == SparseMode::kOracle || (layer.fc1.present() && layer.fc2.present());
 }
 
 void FfnBlock::Forward(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool) {
   if (SparseStepApplies(layer, batch)) {
-    ForwardOracle(layer, h, pool);
+    if (mode_ == SparseMode::kPredictor) {
+      ForwardPredictor(layer, h, pool);
+    } else {
+      ForwardOracle(layer, h, pool);
+    }
     return;
   }
   const int64_t d = c_.n_embd, ff = c_.n_ff;
@@ -154,23 +171,62 @@ void FfnBlock::ForwardOracle(const LlamaLayer& layer, float* h, ThreadPool* pool
       },
       up_small);
 
-  // 3. The activations: zero everywhere but the firing neurons (what the
-  // observer and a dense step would see), and a compact copy for the axpy.
+  last_computed_ = n;
+  SparseActAndDown(layer, n, h, pool);
+}
+
+void FfnBlock::ForwardPredictor(const LlamaLayer& layer, float* h, ThreadPool* pool) {
+  const int64_t d = c_.n_embd;
+  // 1. The predicted rows, from h as it is (before the norm: PowerInfer's input).
+  const int64_t n = predictor_.Predict(layer, h, threshold_, ids_.data(), pool);
+  RmsNorm(h, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps, x_.data());
+  PreparedInput in =
+      PrepareVector(x_.data(), d, layer.ffn_gate.type, layer.ffn_up.type, q8_.data(), pool);
+
+  // 2. gate and up for those rows only, in chunks of the id list.
+  const Tensor& gate = layer.ffn_gate;
+  const Tensor& up = layer.ffn_up;
+  const bool small = n * (gate.row_bytes + up.row_bytes) < ThreadPool::kMinParallelBytes;
+  const int64_t chunks = small ? 1 : 4 * pool->size();
+  const void* x_gate = in.For(gate.type);
+  const void* x_up = in.For(up.type);
+  pool->ParallelFor(
+      chunks,
+      [&](int64_t chunk, int) {
+        int64_t k0, k1;
+        ThreadPool::Split(n, chunk, chunks, 8, &k0, &k1);
+        if (k0 >= k1) return;
+        MatVecRowsIndexed(gate.type, gate.data, gate.cols, x_gate, ids_.data() + k0, k1 - k0,
+                          gate_.data());
+        MatVecRowsIndexed(up.type, up.data, up.cols, x_up, ids_.data() + k0, k1 - k0, up_.data());
+      },
+      small);
+  last_computed_ = n;
+  SparseActAndDown(layer, n, h, pool);
+}
+
+void FfnBlock::SparseActAndDown(const LlamaLayer& layer, int64_t n, float* h, ThreadPool* pool) {
+  const int64_t d = c_.n_embd, ff = c_.n_ff;
+  // 3. The activations: zero everywhere but the computed neurons that fire
+  // (what the observer and a dense step would see), and a compact copy for
+  // the axpy. A predicted neuron may still not fire (gate <= 0).
+  // O(n), not O(n_ff): compact the firing ones first (m <= k, so ids_ can
+  // be overwritten in place), then clear gate_ and scatter them back.
+  const bool relu = c_.activation == FfnActivation::kRelu;
   int64_t m = 0;
-  for (int64_t k = 0, i = 0; i < ff; ++i) {
-    float a = 0.0f;
-    if (k < n && ids_[k] == i) {
-      ++k;
-      const float u = up_[i];
-      if (c_.activation == FfnActivation::kRelu || u > 0.0f) a = gate_[i] * u;
-    }
-    gate_[i] = a;
-    if (a != 0.0f) {
-      ids_[m] = static_cast<int32_t>(i);
-      act_[m++] = a;
+  for (int64_t k = 0; k < n; ++k) {
+    const int32_t i = ids_[k];
+    const float g = gate_[i], u = up_[i];
+    if (g > 0.0f && (relu || u > 0.0f)) {
+      const float a = g * u;
+      if (a != 0.0f) {
+        ids_[m] = i;
+        act_[m++] = a;
+      }
     }
   }
-  last_computed_ = n;
+  std::memset(gate_.data(), 0, sizeof(float) * ff);
+  for (int64_t k = 0; k < m; ++k) gate_[ids_[k]] = act_[k];
 
   // 4. down over the active rows of ffn_down_t: kDownChunks fixed ranges of
   // the id list, each into its own partial vector, reduced in order.

@@ -8,13 +8,16 @@
 //
 // With SparseMode::kOracle, a single-token step of a ReLU-family layer that
 // has ffn_down_t computes the gate densely, collects the neurons that fire,
-// and computes up and down for those rows only (sparse_mode.h).
+// and computes up and down for those rows only (sparse_mode.h). With
+// SparseMode::kPredictor, the layer's predictor (predictor.h) picks the rows
+// from the un-normed input h, and gate, up and down run on those rows only.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "common/llama_model.h"
+#include "common/predictor.h"
 #include "common/sparse_mode.h"
 #include "common/thread_pool.h"
 
@@ -23,6 +26,10 @@ namespace pi {
 class FfnBlock {
  public:
   void Init(const LlamaConfig& config, int max_batch, SparseMode mode = SparseMode::kOff);
+  // For SparseMode::kPredictor: readies the predictor for `model`'s layers
+  // (scratch, transposed small fc2s; see predictor.h) and sets the score
+  // threshold (ResolvePredictorThreshold).
+  void InitPredictor(const LlamaModel& model, float threshold);
 
   // h: [batch, n_embd], updated in place.
   void Forward(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool);
@@ -37,12 +44,19 @@ class FfnBlock {
  private:
   bool SparseStepApplies(const LlamaLayer& layer, int batch) const;
   void ForwardOracle(const LlamaLayer& layer, float* h, ThreadPool* pool);
+  void ForwardPredictor(const LlamaLayer& layer, float* h, ThreadPool* pool);
+  // Steps 3-4 of a sparse step: from gate_/up_ at the n rows ids_[0, n),
+  // the activations (zero elsewhere in gate_), then down over the rows that
+  // fired, added into h.
+  void SparseActAndDown(const LlamaLayer& layer, int64_t n, float* h, ThreadPool* pool);
   // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
   void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);
 
   LlamaConfig c_;
   SparseMode mode_ = SparseMode::kOff;
   int64_t last_computed_ = 0;
+  Predictor predictor_;
+  float threshold_ = 0.0f;
   std::vector<int32_t> ids_;  // [n_ff] active neuron ids (sparse steps)
   std::vector<float> act_;    // [n_ff] their activations, compact
   std::vector<float> x_;      // [max_batch, n_embd]

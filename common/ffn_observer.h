@@ -1,6 +1,7 @@
 // FfnObserver: a read-only tap on each layer's FFN hidden activations, for
-// profiling (which neurons fire how often). Declared here, not in the engine,
-// so the workers of the multi-process system can call the same hook.
+// profiling (which neurons fire how often) and for training activation
+// predictors (which also need the FFN's input). Declared here, not in the
+// engine, so the workers of the multi-process system can call the same hook.
 #pragma once
 
 namespace pi {
@@ -8,6 +9,11 @@ namespace pi {
 class FfnObserver {
  public:
   virtual ~FfnObserver() = default;
+  // Called right before layer `layer`'s FFN: `h` is [batch, n_embd], the
+  // residual stream after attention and before the FFN norm — what
+  // PowerInfer's predictor reads. Valid only during the call. The default
+  // ignores it, so profilers need not care.
+  virtual void OnFfnInput(int layer, int batch, const float* h) {}
   // Called right after layer `layer` computed its activations for a batch:
   // `act` is [batch, n_ff] row-major, zero where a ReLU-form neuron did not
   // fire. Valid only during the call; the observer must not keep it.

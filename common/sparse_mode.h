@@ -1,9 +1,12 @@
 // SparseMode: which FFN neurons a decode step computes.
-//   off:     all of them (dense);
-//   oracle:  exactly the ones that fire — the gate is computed densely, then
-//            up and down only for neurons with relu(gate) > 0 (no predictor,
-//            so the output equals dense up to float rounding);
-//   (predictor: the predictor's guess — comes with pi-train-predictor.)
+//   off:       all of them (dense);
+//   oracle:    exactly the ones that fire — the gate is computed densely, then
+//              up and down only for neurons with relu(gate) > 0 (no predictor,
+//              so the output equals dense up to float rounding);
+//   predictor: the ones PowerInfer's per-layer predictor (fc1, fc2; see
+//              predictor.h) expects to fire — gate, up and down are computed
+//              for those rows only, so a missed neuron is an error in the
+//              output (pi-train-predictor makes the predictor).
 // Sparse modes need a ReLU-family activation and PowerInfer's ffn_down_t
 // (rows per neuron); elsewhere, and for prompt batches, the FFN runs dense.
 #pragma once
@@ -12,7 +15,7 @@
 
 namespace pi {
 
-enum class SparseMode { kOff, kOracle };
+enum class SparseMode { kOff, kOracle, kPredictor };
 
 const char* SparseModeName(SparseMode m);
 bool ParseSparseMode(const std::string& s, SparseMode* out);

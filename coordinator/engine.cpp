@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/parallel_matmul.h"
+#include "common/predictor.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -18,7 +19,13 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   if (options.n_ctx < 0 || options.n_batch < 1) {
     return Status::Error("invalid context %d or batch %d", options.n_ctx, options.n_batch);
   }
+  float threshold = 0.0f;
+  if (options.sparse == SparseMode::kPredictor) {
+    PI_RETURN_IF_ERROR(CheckPredictorPresent(*model));
+    PI_RETURN_IF_ERROR(ResolvePredictorThreshold(c, options.sparse_threshold, &threshold));
+  }
   std::unique_ptr<Engine> e(new Engine());
+  e->predictor_threshold_ = threshold;
   e->model_ = model;
   e->n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min(c.n_ctx_train, 4096);
   e->n_batch_ = std::min(options.n_batch, e->n_ctx_);
@@ -26,6 +33,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->cache_.Init(c.n_layer, e->n_ctx_, c.kv_dim());
   e->attention_.Init(c, e->n_batch_, e->n_ctx_, options.n_threads);
   e->ffn_.Init(c, e->n_batch_, options.sparse);
+  if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(*model, threshold);
   e->h_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->x_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->q8_.assign(e->n_batch_ * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
@@ -71,6 +79,7 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   }
   for (int il = 0; il < c.n_layer; ++il) {
     attention_.Forward(m.layers[il], il, n_past_, batch, h_.data(), &cache_, pool_.get());
+    if (observer_) observer_->OnFfnInput(il, batch, h_.data());
     ffn_.Forward(m.layers[il], batch, h_.data(), pool_.get());
     last_ffn_neurons_ += ffn_.last_computed_neurons();
     if (observer_) observer_->OnFfn(il, batch, ffn_.activations());

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/attention_block.h"
@@ -28,6 +29,10 @@ struct EngineOptions {
   int n_ctx = 0;                         // 0: the model's context_length, capped at 4096
   int n_batch = 64;                      // prompt tokens per forward batch
   SparseMode sparse = SparseMode::kOff;  // which FFN neurons a decode step computes
+  // SparseMode::kPredictor's score threshold (--sparse-threshold); unset: the
+  // LLAMA_SPARSE_PRED_THRESHOLD environment variable, else the file's
+  // powerinfer.sparse_threshold (common/predictor.h).
+  std::optional<float> sparse_threshold;
 };
 
 class Engine {
@@ -53,8 +58,11 @@ class Engine {
   const LlamaModel& model() const { return *model_; }
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
 
+  // The predictor threshold in use (SparseMode::kPredictor; else 0).
+  float predictor_threshold() const { return predictor_threshold_; }
+
   // Sets (or with nullptr clears) the observer told of every layer's FFN
-  // activations during Eval. Not owned; must outlive its use. Unset costs a
+  // input and activations during Eval. Not owned; must outlive its use. Unset costs a
   // pointer test per layer.
   void SetFfnObserver(FfnObserver* observer) { observer_ = observer; }
 
@@ -69,6 +77,7 @@ class Engine {
   int n_ctx_ = 0;
   int n_batch_ = 0;
   int64_t last_ffn_neurons_ = 0;
+  float predictor_threshold_ = 0.0f;
   int n_past_ = 0;
   std::unique_ptr<ThreadPool> pool_;
   KvCache cache_;

@@ -1,0 +1,782 @@
+// pi-train-predictor: trains PowerInfer's per-layer activation predictors for a
+// ReLU-family model and writes a PowerInfer GGUF ("PWRI") that runs with
+// --sparse predictor.
+//
+//   pi-train-predictor -m model.gguf -f corpus.txt -o model.powerinfer.gguf
+//
+// 1. Runs the model densely over the text and records, per layer and token,
+//    the FFN input h (the residual after attention, before the FFN norm:
+//    what PowerInfer's predictor reads) and which neurons fired (act != 0).
+// 2. Trains per layer fc2 · relu(fc1 · h) (no biases) with Adam on a binary
+//    cross-entropy whose positive term is weighted (--pos-weight): a missed
+//    neuron corrupts the output, an extra one only costs time. The last
+//    --holdout of the tokens (a contiguous tail, so neighbouring tokens do
+//    not leak across) is held out; training stops when the held-out loss has
+//    not improved for --patience epochs and keeps the best weights. Layers
+//    train in parallel on the thread pool, each on one thread (so results do
+//    not depend on -t).
+// 3. Calibrates on the held-out tokens: layer l needs threshold t_l for its
+//    recall to reach --target-recall + --margin (the margin covers the gap
+//    between held-out and unseen text). The file has one threshold key, so
+//    when all t_l have the same sign each layer's fc2 is scaled by
+//    |t| / |t_l| (a positive scale: the predicted set at t is exactly layer
+//    l's set at t_l) and t = +-1 is written; otherwise (or with
+//    --shared-threshold) t = min_l t_l, which gives every layer recall >=
+//    target at some cost in sparsity. Every layer, not the mean, must reach
+//    the target: one layer's misses corrupt all the layers after it.
+// 4. Writes every tensor and key of the model, plus blk.N.fc1.weight
+//    [n_embd, rank] and blk.N.fc2.weight [rank, n_ff] (F16, or F32 with
+//    --f32), ffn_down replaced by its transpose ffn_down_t, the PWRI magic,
+//    powerinfer.sparse_threshold and pi.ffn_activation.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/args.h"
+#include "common/ffn_observer.h"
+#include "common/gguf.h"
+#include "common/llama_model.h"
+#include "common/progress.h"
+#include "common/thread_pool.h"
+#include "common/tokenizer.h"
+#include "coordinator/engine.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant.h"
+
+namespace {
+
+void Usage() {
+  fprintf(stderr,
+          "usage: pi-train-predictor -m MODEL -f TEXT -o OUT.gguf [options]\n"
+          "  -m, --model FILE        ReLU-family GGUF model (relu or drelu FFN)\n"
+          "  -f, --file FILE         training text\n"
+          "  -o, --output FILE       PowerInfer GGUF to write (model + predictors)\n"
+          "  --rank N                predictor hidden size, every layer (default: per layer,\n"
+          "                          half the mean number of firing neurons, in [32, n_embd/2])\n"
+          "  --ranks R0,R1,...       per-layer hidden sizes (one per layer)\n"
+          "  --max-tokens N          tokens to collect (default 20000)\n"
+          "  -c, --ctx-size N        chunk context while collecting (default 256)\n"
+          "  --epochs N              at most N epochs (default 30)\n"
+          "  --patience N            stop after N epochs without held-out improvement (default 3)\n"
+          "  --lr X                  Adam learning rate (default 0.002)\n"
+          "  --batch N               mini-batch (default 128)\n"
+          "  --pos-weight X          weight of the firing class in the loss (default 4)\n"
+          "  --holdout X             held-out fraction, the tail of the text (default 0.1)\n"
+          "  --target-recall X       recall every layer should reach on new text (default 0.95)\n"
+          "  --margin X              calibrate for recall target + X on the held-out tokens\n"
+          "                          (default 0.03: recall on unseen text runs 1-3 points lower)\n"
+          "  --shared-threshold      one threshold for all layers (no per-layer calibration)\n"
+          "  --f32                   store fc1/fc2 as F32 (default F16)\n"
+          "  --seed N                (default 1)\n"
+          "  -t, --threads N         threads (default: %u)\n",
+          std::max(1u, std::thread::hardware_concurrency()));
+}
+
+pi::Status ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return pi::Status::Error("cannot read '%s'", path.c_str());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return pi::Status::Ok();
+}
+
+// Records h and the firing mask of every layer for every evaluated token.
+class Collector : public pi::FfnObserver {
+ public:
+  Collector(int n_layer, int n_embd, int n_ff, int64_t capacity)
+      : d_(n_embd), ff_(n_ff), words_((n_ff + 63) / 64), h_(n_layer), mask_(n_layer) {
+    for (int l = 0; l < n_layer; ++l) {
+      h_[l].reserve(static_cast<size_t>(capacity) * d_);
+      mask_[l].reserve(static_cast<size_t>(capacity) * words_);
+    }
+  }
+  void OnFfnInput(int layer, int batch, const float* h) override {
+    h_[layer].insert(h_[layer].end(), h, h + static_cast<size_t>(batch) * d_);
+  }
+  void OnFfn(int layer, int batch, const float* act) override {
+    std::vector<uint64_t>& m = mask_[layer];
+    for (int b = 0; b < batch; ++b) {
+      const size_t base = m.size();
+      m.resize(base + words_, 0);
+      for (int i = 0; i < ff_; ++i) {
+        if (act[static_cast<size_t>(b) * ff_ + i] != 0.0f)
+          m[base + i / 64] |= uint64_t{1} << (i % 64);
+      }
+    }
+  }
+  int64_t n_tokens() const { return static_cast<int64_t>(h_[0].size() / d_); }
+  const float* h(int layer, int64_t t) const { return h_[layer].data() + t * d_; }
+  bool fired(int layer, int64_t t, int i) const {
+    return (mask_[layer][t * words_ + i / 64] >> (i % 64)) & 1;
+  }
+
+ private:
+  int d_, ff_, words_;
+  std::vector<std::vector<float>> h_;
+  std::vector<std::vector<uint64_t>> mask_;
+};
+
+struct TrainParams {
+  int epochs = 30;
+  int patience = 3;
+  float lr = 0.002f;
+  int batch = 128;
+  float pos_weight = 4.0f;
+  uint64_t seed = 1;
+};
+
+// One layer's predictor and its training state. Weights are f32, row-major
+// in the file's layout: w1 [rank][d], w2 [ff][rank].
+struct LayerPredictor {
+  int rank = 0;
+  float in_scale = 1.0f;  // h is divided by this (folded into w1 when written)
+  std::vector<float> w1, w2;
+  double best_loss = 0;
+  int epochs_run = 0;
+};
+
+// Softplus, stable for large |x|: log(1 + e^x).
+inline double Softplus(double x) {
+  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+
+// Trains one layer. All work on one thread; the f32 kernels of
+// kernels/cpu/matmul.h do the products (MatMulRows for the forward pass,
+// AxpyRows for the transposed ones).
+class LayerTrainer {
+ public:
+  LayerTrainer(const Collector& data, int layer, int d, int ff, int64_t n_train, int64_t n_total,
+               const TrainParams& p, LayerPredictor* out)
+      : data_(data),
+        layer_(layer),
+        d_(d),
+        ff_(ff),
+        n_train_(n_train),
+        n_total_(n_total),
+        p_(p),
+        out_(out) {}
+
+  // Runs the epochs; `report(epoch, train_loss, val_loss, best)` after each.
+  template <class Report>
+  void Train(Report report) {
+    const int R = out_->rank, B = p_.batch;
+    // Input scale: the RMS of h over the training tokens, so fc1 starts in range.
+    double ss = 0;
+    for (int64_t t = 0; t < n_train_; ++t) {
+      const float* h = data_.h(layer_, t);
+      for (int j = 0; j < d_; ++j) ss += static_cast<double>(h[j]) * h[j];
+    }
+    out_->in_scale = static_cast<float>(std::sqrt(ss / std::max<int64_t>(1, n_train_ * d_)));
+    if (!(out_->in_scale > 0)) out_->in_scale = 1.0f;
+
+    std::mt19937_64 rng(p_.seed * 1000003u + layer_);
+    auto uniform = [&rng](float a) { return std::uniform_real_distribution<float>(-a, a)(rng); };
+    w1_.resize(static_cast<size_t>(R) * d_);
+    w2_.resize(static_cast<size_t>(ff_) * R);
+    for (float& w : w1_) w = uniform(std::sqrt(6.0f / d_));
+    for (float& w : w2_) w = uniform(std::sqrt(3.0f / R));
+    g1_.assign(w1_.size(), 0), g2_.assign(w2_.size(), 0);
+    m1_.assign(w1_.size(), 0), v1_.assign(w1_.size(), 0);
+    m2_.assign(w2_.size(), 0), v2_.assign(w2_.size(), 0);
+    x_.resize(static_cast<size_t>(B) * d_), xt_.resize(static_cast<size_t>(B) * d_);
+    z_.resize(static_cast<size_t>(B) * R), r_.resize(static_cast<size_t>(B) * R);
+    s_.resize(static_cast<size_t>(B) * ff_), gt_.resize(static_cast<size_t>(B) * ff_);
+    dr_.resize(static_cast<size_t>(B) * R), dzt_.resize(static_cast<size_t>(B) * R);
+
+    std::vector<int64_t> order(n_train_);
+    for (int64_t i = 0; i < n_train_; ++i) order[i] = i;
+    double best = HUGE_VAL;
+    std::vector<float> best_w1 = w1_, best_w2 = w2_;
+    int since_best = 0, step = 0;
+    for (int epoch = 1; epoch <= p_.epochs; ++epoch) {
+      std::shuffle(order.begin(), order.end(), rng);
+      double train_loss = 0;
+      for (int64_t k = 0; k < n_train_; k += B) {
+        const int nb = static_cast<int>(std::min<int64_t>(B, n_train_ - k));
+        train_loss += Step(order.data() + k, nb, ++step);
+      }
+      train_loss /= static_cast<double>(n_train_) * ff_;
+      const double val = Evaluate();
+      const bool improved = val < best;
+      if (improved) {
+        best = val;
+        best_w1 = w1_, best_w2 = w2_;
+        since_best = 0;
+      } else {
+        ++since_best;
+      }
+      out_->epochs_run = epoch;
+      report(epoch, train_loss, val, improved);
+      if (since_best >= p_.patience) break;
+    }
+    out_->w1 = std::move(best_w1);
+    out_->w2 = std::move(best_w2);
+    out_->best_loss = best;
+  }
+
+ private:
+  // Forward for nb tokens whose (scaled) inputs are in x_: z_, r_, s_.
+  void Forward(int nb) {
+    const int R = out_->rank;
+    pi::MatMulRows(pi::DType::kF32, w1_.data(), d_, x_.data(), nb, z_.data(), R, 0, R);
+    for (int64_t i = 0; i < static_cast<int64_t>(nb) * R; ++i) r_[i] = std::max(z_[i], 0.0f);
+    pi::MatMulRows(pi::DType::kF32, w2_.data(), R, r_.data(), nb, s_.data(), ff_, 0, ff_);
+  }
+
+  void Gather(const int64_t* idx, int nb) {
+    const float inv = 1.0f / out_->in_scale;
+    for (int b = 0; b < nb; ++b) {
+      const float* h = data_.h(layer_, idx[b]);
+      for (int j = 0; j < d_; ++j) x_[static_cast<size_t>(b) * d_ + j] = h[j] * inv;
+    }
+  }
+
+  // Sum over the batch of the weighted BCE; gradient d loss / d s into gt_
+  // (transposed: [ff][nb]) when `grad`.
+  double Loss(const int64_t* idx, int nb, bool grad) {
+    double loss = 0;
+    const float pw = p_.pos_weight;
+    for (int b = 0; b < nb; ++b) {
+      for (int i = 0; i < ff_; ++i) {
+        const float s = s_[static_cast<size_t>(b) * ff_ + i];
+        const bool y = data_.fired(layer_, idx[b], i);
+        loss += y ? pw * Softplus(-s) : Softplus(s);
+        if (grad) {
+          const float sig = 1.0f / (1.0f + std::exp(-s));
+          gt_[static_cast<size_t>(i) * nb + b] = (y ? pw * (sig - 1.0f) : sig) / nb;
+        }
+      }
+    }
+    return loss;
+  }
+
+  double Step(const int64_t* idx, int nb, int step) {
+    const int R = out_->rank;
+    Gather(idx, nb);
+    Forward(nb);
+    const double loss = Loss(idx, nb, true);
+    // dW2[i][:] = sum_b g[b][i] r[b][:]
+    std::fill(g2_.begin(), g2_.end(), 0.0f);
+    for (int i = 0; i < ff_; ++i) {
+      pi::AxpyRows(pi::DType::kF32, r_.data(), R, gt_.data() + static_cast<size_t>(i) * nb,
+                   g2_.data() + static_cast<size_t>(i) * R, 0, nb);
+    }
+    // dr[b][:] = sum_i g[b][i] W2[i][:]; needs g by token: transpose back into s_.
+    for (int i = 0; i < ff_; ++i) {
+      for (int b = 0; b < nb; ++b) {
+        s_[static_cast<size_t>(b) * ff_ + i] = gt_[static_cast<size_t>(i) * nb + b];
+      }
+    }
+    std::fill(dr_.begin(), dr_.end(), 0.0f);
+    for (int b = 0; b < nb; ++b) {
+      pi::AxpyRows(pi::DType::kF32, w2_.data(), R, s_.data() + static_cast<size_t>(b) * ff_,
+                   dr_.data() + static_cast<size_t>(b) * R, 0, ff_);
+    }
+    // dz = dr * (z > 0), transposed [R][nb]; dW1[j][:] = sum_b dz[b][j] x[b][:]
+    for (int b = 0; b < nb; ++b) {
+      for (int j = 0; j < R; ++j) {
+        const size_t bj = static_cast<size_t>(b) * R + j;
+        dzt_[static_cast<size_t>(j) * nb + b] = z_[bj] > 0.0f ? dr_[bj] : 0.0f;
+      }
+    }
+    std::fill(g1_.begin(), g1_.end(), 0.0f);
+    for (int j = 0; j < R; ++j) {
+      pi::AxpyRows(pi::DType::kF32, x_.data(), d_, dzt_.data() + static_cast<size_t>(j) * nb,
+                   g1_.data() + static_cast<size_t>(j) * d_, 0, nb);
+    }
+    Adam(&w1_, g1_, &m1_, &v1_, step);
+    Adam(&w2_, g2_, &m2_, &v2_, step);
+    return loss;
+  }
+
+  void Adam(std::vector<float>* w, const std::vector<float>& g, std::vector<float>* m,
+            std::vector<float>* v, int step) {
+    constexpr float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    const float c1 = 1.0f / (1.0f - std::pow(b1, static_cast<float>(step)));
+    const float c2 = 1.0f / (1.0f - std::pow(b2, static_cast<float>(step)));
+    const float lr = p_.lr;
+    float* wp = w->data();
+    float* mp = m->data();
+    float* vp = v->data();
+    const float* gp = g.data();
+    const size_t n = w->size();
+    for (size_t i = 0; i < n; ++i) {
+      mp[i] = b1 * mp[i] + (1 - b1) * gp[i];
+      vp[i] = b2 * vp[i] + (1 - b2) * gp[i] * gp[i];
+      wp[i] -= lr * (mp[i] * c1) / (std::sqrt(vp[i] * c2) + eps);
+    }
+  }
+
+  // Mean held-out loss per (token, neuron).
+  double Evaluate() {
+    double loss = 0;
+    std::vector<int64_t> idx(p_.batch);
+    for (int64_t t = n_train_; t < n_total_; t += p_.batch) {
+      const int nb = static_cast<int>(std::min<int64_t>(p_.batch, n_total_ - t));
+      for (int b = 0; b < nb; ++b) idx[b] = t + b;
+      Gather(idx.data(), nb);
+      Forward(nb);
+      loss += Loss(idx.data(), nb, false);
+    }
+    return loss / (static_cast<double>(std::max<int64_t>(1, n_total_ - n_train_)) * ff_);
+  }
+
+  const Collector& data_;
+  int layer_, d_, ff_;
+  int64_t n_train_, n_total_;
+  TrainParams p_;
+  LayerPredictor* out_;
+  std::vector<float> w1_, w2_, g1_, g2_, m1_, v1_, m2_, v2_;
+  std::vector<float> x_, xt_, z_, r_, s_, gt_, dr_, dzt_;
+};
+
+// The weights as the file will hold them: 1/in_scale folded into w1, fc2
+// scaled by `fc2_scale`, rounded through `type`.
+void FinalWeights(const LayerPredictor& p, int d, int ff, pi::DType type, float fc2_scale,
+                  std::vector<float>* w1, std::vector<float>* w2) {
+  *w1 = p.w1;
+  *w2 = p.w2;
+  for (float& w : *w1) w /= p.in_scale;
+  for (float& w : *w2) w *= fc2_scale;
+  std::vector<uint8_t> buf(pi::RowBytes(type, std::max(d, p.rank)));
+  for (int j = 0; j < p.rank; ++j) {
+    pi::QuantizeRow(type, w1->data() + static_cast<size_t>(j) * d, buf.data(), d);
+    pi::DequantizeRow(type, buf.data(), w1->data() + static_cast<size_t>(j) * d, d);
+  }
+  for (int i = 0; i < ff; ++i) {
+    pi::QuantizeRow(type, w2->data() + static_cast<size_t>(i) * p.rank, buf.data(), p.rank);
+    pi::DequantizeRow(type, buf.data(), w2->data() + static_cast<size_t>(i) * p.rank, p.rank);
+  }
+}
+
+// scores [n][ff] of tokens [t0, t0 + n) in double precision from final weights.
+void HeldOutScores(const Collector& data, int layer, int64_t t0, int64_t n, int d, int ff,
+                   const std::vector<float>& w1, const std::vector<float>& w2, int rank,
+                   std::vector<float>* scores) {
+  scores->assign(static_cast<size_t>(n) * ff, 0.0f);
+  std::vector<double> hid(rank);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* h = data.h(layer, t0 + t);
+    for (int j = 0; j < rank; ++j) {
+      double acc = 0;
+      const float* row = w1.data() + static_cast<size_t>(j) * d;
+      for (int c = 0; c < d; ++c) acc += static_cast<double>(row[c]) * h[c];
+      hid[j] = std::max(acc, 0.0);
+    }
+    for (int i = 0; i < ff; ++i) {
+      double acc = 0;
+      const float* row = w2.data() + static_cast<size_t>(i) * rank;
+      for (int j = 0; j < rank; ++j) acc += row[j] * hid[j];
+      (*scores)[static_cast<size_t>(t) * ff + i] = static_cast<float>(acc);
+    }
+  }
+}
+
+struct Quality {
+  double recall = 0, precision = 0, predicted_sparsity = 0, true_sparsity = 0;
+};
+
+Quality Measure(const Collector& data, int layer, int64_t t0, int64_t n, int ff,
+                const std::vector<float>& scores, float threshold) {
+  int64_t tp = 0, fp = 0, fn = 0, pos = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int i = 0; i < ff; ++i) {
+      const bool y = data.fired(layer, t0 + t, i);
+      const bool p = scores[static_cast<size_t>(t) * ff + i] >= threshold;
+      tp += y && p, fp += !y && p, fn += y && !p, pos += y;
+    }
+  }
+  Quality q;
+  const double total = static_cast<double>(n) * ff;
+  q.recall = pos > 0 ? static_cast<double>(tp) / pos : 1.0;
+  q.precision = tp + fp > 0 ? static_cast<double>(tp) / (tp + fp) : 1.0;
+  q.predicted_sparsity = 1.0 - (tp + fp) / total;
+  q.true_sparsity = 1.0 - pos / total;
+  (void)fn;
+  return q;
+}
+
+// The largest threshold at which at least `target` of the firing neurons
+// score >= threshold (the score of the k-th weakest positive).
+float ThresholdForRecall(const Collector& data, int layer, int64_t t0, int64_t n, int ff,
+                         const std::vector<float>& scores, double target) {
+  std::vector<float> pos;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int i = 0; i < ff; ++i) {
+      if (data.fired(layer, t0 + t, i)) pos.push_back(scores[static_cast<size_t>(t) * ff + i]);
+    }
+  }
+  if (pos.empty()) return HUGE_VALF;
+  // Keep ceil(target * P) positives: drop the P - ceil(target * P) lowest.
+  const int64_t keep = static_cast<int64_t>(std::ceil(target * pos.size() - 1e-9));
+  const int64_t drop = static_cast<int64_t>(pos.size()) - std::max<int64_t>(keep, 1);
+  std::nth_element(pos.begin(), pos.begin() + drop, pos.end());
+  return pos[drop];
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// ffn_down [n_ff, n_embd] written as ffn_down_t [n_embd, n_ff] (row i =
+// neuron i's outputs) in type `to`.
+void TransposeDown(const pi::TensorInfo& t, pi::DType to, uint8_t* dst) {
+  const int64_t in_cols = t.ne[0], in_rows = t.ne[1];
+  std::vector<float> all(static_cast<size_t>(in_cols * in_rows));
+  for (int64_t r = 0; r < in_rows; ++r) {
+    pi::DequantizeRow(t.type, t.data + r * t.row_bytes(), all.data() + r * in_cols, in_cols);
+  }
+  std::vector<float> row(static_cast<size_t>(in_rows));
+  const int64_t dst_row = pi::RowBytes(to, in_rows);
+  for (int64_t i = 0; i < in_cols; ++i) {
+    for (int64_t r = 0; r < in_rows; ++r) row[r] = all[r * in_cols + i];
+    pi::QuantizeRow(to, row.data(), dst + i * dst_row, in_rows);
+  }
+}
+
+bool ParseRanks(const std::string& s, std::vector<int>* out) {
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > 65536) return false;
+    out->push_back(static_cast<int>(v));
+  }
+  return !out->empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pi::ArgReader args("pi-train-predictor", argc, argv);
+  std::string model_path, text_path, out_path;
+  int rank = 0;  // 0: per layer, from the collected firing rates
+  std::vector<int> ranks;
+  int64_t max_tokens = 20000;
+  int n_ctx = 256;
+  double holdout = 0.1, target = 0.95, margin = 0.03;
+  bool shared_threshold = false, f32 = false;
+  TrainParams tp;
+  int n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  while (!args.Done() && !args.failed()) {
+    const std::string f = args.Next();
+    if (f == "-m" || f == "--model")
+      model_path = args.String(f);
+    else if (f == "-f" || f == "--file")
+      text_path = args.String(f);
+    else if (f == "-o" || f == "--output")
+      out_path = args.String(f);
+    else if (f == "--rank")
+      rank = args.Int(f);
+    else if (f == "--ranks") {
+      const std::string v = args.String(f);
+      if (!args.failed() && !ParseRanks(v, &ranks))
+        args.Fail("--ranks expects comma-separated sizes >= 1, got '" + v + "'");
+    } else if (f == "--max-tokens")
+      max_tokens = args.Int64(f);
+    else if (f == "-c" || f == "--ctx-size")
+      n_ctx = args.Int(f);
+    else if (f == "--epochs")
+      tp.epochs = args.Int(f);
+    else if (f == "--patience")
+      tp.patience = args.Int(f);
+    else if (f == "--lr")
+      tp.lr = args.Float(f);
+    else if (f == "--batch")
+      tp.batch = args.Int(f);
+    else if (f == "--pos-weight")
+      tp.pos_weight = args.Float(f);
+    else if (f == "--holdout")
+      holdout = args.Float(f);
+    else if (f == "--target-recall")
+      target = args.Float(f);
+    else if (f == "--margin")
+      margin = args.Float(f);
+    else if (f == "--shared-threshold")
+      shared_threshold = true;
+    else if (f == "--f32")
+      f32 = true;
+    else if (f == "--seed")
+      tp.seed = static_cast<uint64_t>(args.Int64(f));
+    else if (f == "-t" || f == "--threads")
+      n_threads = args.Int(f);
+    else if (f == "-h" || f == "--help") {
+      Usage();
+      return 0;
+    } else
+      args.Fail("unknown flag '" + f + "' (see --help)");
+  }
+  if (args.failed()) return 2;
+  if (model_path.empty() || text_path.empty() || out_path.empty()) {
+    fprintf(stderr, "pi-train-predictor: -m MODEL, -f TEXT and -o OUT are required (see --help)\n");
+    return 2;
+  }
+  if (rank < 0 || rank > 65536 || max_tokens < 16 || n_ctx < 2 || tp.epochs < 1 ||
+      tp.patience < 1 || !(tp.lr > 0) || tp.batch < 1 || tp.batch > 4096 || !(tp.pos_weight > 0) ||
+      !(holdout > 0 && holdout < 1) || !(target > 0 && target <= 1) ||
+      !(margin >= 0 && margin < 1) || n_threads < 1 || n_threads > 512) {
+    fprintf(stderr,
+            "pi-train-predictor: invalid option: need --rank >= 1, --max-tokens >= 16, -c >= 2, "
+            "--epochs/--patience/--batch/-t >= 1, --lr/--pos-weight > 0, 0 < --holdout < 1, "
+            "0 < --target-recall <= 1\n");
+    return 2;
+  }
+
+  pi::LlamaModel model;
+  pi::Status s = pi::LoadLlamaModel(model_path, &model);
+  std::unique_ptr<pi::Tokenizer> tok;
+  if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
+  std::string text;
+  if (s.ok()) s = ReadFile(text_path, &text);
+  std::vector<int32_t> tokens;
+  if (s.ok()) s = tok->Encode(text, false, &tokens).WithContext(text_path);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-train-predictor: %s\n", s.message().c_str());
+    return 1;
+  }
+  const pi::LlamaConfig& c = model.config;
+  if (c.activation == pi::FfnActivation::kSilu) {
+    fprintf(stderr,
+            "pi-train-predictor: %s uses SiLU, whose activations are never exactly zero: there "
+            "is nothing to predict (a relu or drelu model is needed)\n",
+            model_path.c_str());
+    return 1;
+  }
+  if (ranks.empty() && rank > 0) ranks.assign(c.n_layer, rank);
+  if (!ranks.empty() && static_cast<int>(ranks.size()) != c.n_layer) {
+    fprintf(stderr, "pi-train-predictor: --ranks gives %zu sizes for %d layers\n", ranks.size(),
+            c.n_layer);
+    return 2;
+  }
+  const pi::DType wtype = f32 ? pi::DType::kF32 : pi::DType::kF16;
+
+  // 1. Collect (dense run).
+  pi::EngineOptions opt;
+  opt.n_threads = n_threads;
+  opt.n_ctx = std::min(n_ctx, c.n_ctx_train > 0 ? c.n_ctx_train : n_ctx);
+  std::unique_ptr<pi::Engine> engine;
+  s = pi::Engine::Create(&model, opt, &engine);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-train-predictor: %s\n", s.message().c_str());
+    return 1;
+  }
+  const bool bos = tok->add_bos_token() && tok->bos() >= 0;
+  const int per_chunk = engine->n_ctx() - (bos ? 1 : 0);
+  int64_t total = 0;
+  for (size_t i = 0; i < tokens.size(); i += per_chunk) {
+    total += std::min<int64_t>(per_chunk, tokens.size() - i) + (bos ? 1 : 0);
+  }
+  total = std::min(total, max_tokens);
+  if (total < 16) {
+    fprintf(stderr, "pi-train-predictor: '%s' gives only %lld tokens (need >= 16)\n",
+            text_path.c_str(), static_cast<long long>(total));
+    return 1;
+  }
+  fprintf(stderr,
+          "pi-train-predictor: %s (%d layers, n_embd %d, n_ff %d, %s), collecting %lld tokens "
+          "of %s (%.0f MiB of samples), %d threads\n",
+          model_path.c_str(), c.n_layer, c.n_embd, c.n_ff, pi::FfnActivationName(c.activation),
+          static_cast<long long>(total), text_path.c_str(),
+          static_cast<double>(total) * c.n_layer * (4.0 * c.n_embd + (c.n_ff + 63) / 64 * 8) /
+              (1 << 20),
+          n_threads);
+  Collector data(c.n_layer, c.n_embd, c.n_ff, total);
+  engine->SetFfnObserver(&data);
+  {
+    pi::ProgressBar bar("collect", total, "tok");
+    std::vector<int32_t> chunk;
+    int64_t done = 0;
+    for (size_t i = 0; i < tokens.size() && done < total; i += per_chunk) {
+      chunk.clear();
+      if (bos) chunk.push_back(tok->bos());
+      chunk.insert(chunk.end(), tokens.begin() + i,
+                   tokens.begin() + std::min(tokens.size(), i + per_chunk));
+      if (static_cast<int64_t>(chunk.size()) > total - done) chunk.resize(total - done);
+      engine->Reset();
+      s = engine->Eval(chunk.data(), static_cast<int>(chunk.size()));
+      if (!s.ok()) {
+        fprintf(stderr, "\npi-train-predictor: %s\n", s.message().c_str());
+        return 1;
+      }
+      done += static_cast<int64_t>(chunk.size());
+      bar.Update(done);
+    }
+    bar.Finish();
+  }
+  engine.reset();
+  const int64_t n_total = data.n_tokens();
+  const int64_t n_train = std::max<int64_t>(1, static_cast<int64_t>(n_total * (1.0 - holdout)));
+  const int64_t n_hold = n_total - n_train;
+  if (n_hold < 1) {
+    fprintf(stderr, "pi-train-predictor: --holdout %.3g leaves no held-out tokens\n", holdout);
+    return 2;
+  }
+
+  // Adaptive ranks (PowerInfer sizes its predictors per layer too): a layer
+  // whose tokens fire k neurons on average gets rank k / 2, rounded up to a
+  // multiple of 16 and kept in [32, n_embd / 2]. Denser layers need a finer
+  // predictor, and each predictor weight costs about as much to read as the
+  // FFN rows a better prediction saves.
+  if (ranks.empty()) {
+    for (int l = 0; l < c.n_layer; ++l) {
+      int64_t fired = 0;
+      for (int64_t t = 0; t < n_train; ++t) {
+        for (int i = 0; i < c.n_ff; ++i) fired += data.fired(l, t, i);
+      }
+      const double k = static_cast<double>(fired) / n_train;
+      const int r = 16 * static_cast<int>(std::ceil(k / 2 / 16));
+      ranks.push_back(std::max(32, std::min(r, std::max(32, c.n_embd / 2))));
+    }
+  }
+
+  // 2. Train, one layer per pool chunk.
+  std::vector<LayerPredictor> preds(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) preds[l].rank = ranks[l];
+  fprintf(stderr,
+          "pi-train-predictor: training %d layers on %lld tokens (%lld held out), ranks %d..%d, "
+          "batch %d, lr %g, pos-weight %g, at most %d epochs\n",
+          c.n_layer, static_cast<long long>(n_train), static_cast<long long>(n_hold),
+          *std::min_element(ranks.begin(), ranks.end()),
+          *std::max_element(ranks.begin(), ranks.end()), tp.batch, tp.lr, tp.pos_weight, tp.epochs);
+  std::mutex print_mu;
+  std::atomic<int64_t> epochs_done{0};
+  const double t_start = pi::NowSeconds();
+  {
+    pi::ThreadPool pool(std::min(n_threads, c.n_layer));
+    pool.ParallelFor(c.n_layer, [&](int64_t l, int) {
+      LayerTrainer trainer(data, static_cast<int>(l), c.n_embd, c.n_ff, n_train, n_total, tp,
+                           &preds[l]);
+      trainer.Train([&](int epoch, double train_loss, double val, bool best) {
+        const int64_t done = ++epochs_done;
+        const double el = pi::NowSeconds() - t_start;
+        const double eta = el / done * (static_cast<double>(c.n_layer) * tp.epochs - done);
+        std::lock_guard<std::mutex> lock(print_mu);
+        fprintf(stderr,
+                "  layer %2lld epoch %2d/%d  train loss %.4f  held-out %.4f%s  [%.0f s, ETA <= "
+                "%.0f s]\n",
+                static_cast<long long>(l), epoch, tp.epochs, train_loss, val, best ? " *" : "", el,
+                eta);
+      });
+    });
+  }
+  fprintf(stderr, "pi-train-predictor: trained in %.1f s\n", pi::NowSeconds() - t_start);
+
+  // 3. Calibrate on the held-out tail.
+  const double cal_target = std::min(1.0, target + margin);
+  std::vector<std::vector<float>> w1(c.n_layer), w2(c.n_layer), scores(c.n_layer);
+  std::vector<float> t_layer(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) {
+    FinalWeights(preds[l], c.n_embd, c.n_ff, wtype, 1.0f, &w1[l], &w2[l]);
+    HeldOutScores(data, l, n_train, n_hold, c.n_embd, c.n_ff, w1[l], w2[l], preds[l].rank,
+                  &scores[l]);
+    t_layer[l] = ThresholdForRecall(data, l, n_train, n_hold, c.n_ff, scores[l], cal_target);
+  }
+  bool all_neg = true, all_pos = true;
+  for (float t : t_layer) {
+    all_neg &= t < 0 && std::isfinite(t);
+    all_pos &= t > 0 && std::isfinite(t);
+  }
+  const bool per_layer = !shared_threshold && (all_neg || all_pos);
+  float threshold;
+  std::vector<float> fc2_scale(c.n_layer, 1.0f);
+  if (per_layer) {
+    threshold = all_neg ? -1.0f : 1.0f;
+    for (int l = 0; l < c.n_layer; ++l) {
+      fc2_scale[l] = 1.0f / std::fabs(t_layer[l]);
+      FinalWeights(preds[l], c.n_embd, c.n_ff, wtype, fc2_scale[l], &w1[l], &w2[l]);
+      HeldOutScores(data, l, n_train, n_hold, c.n_embd, c.n_ff, w1[l], w2[l], preds[l].rank,
+                    &scores[l]);
+    }
+  } else {
+    threshold = *std::min_element(t_layer.begin(), t_layer.end());
+    if (!std::isfinite(threshold)) threshold = 0.0f;
+  }
+  // Rounding the scaled weights to F16 moves scores slightly: nudge the
+  // threshold down until every layer meets the target again.
+  for (int l = 0; l < c.n_layer; ++l) {
+    threshold = std::min(
+        threshold, ThresholdForRecall(data, l, n_train, n_hold, c.n_ff, scores[l], cal_target));
+  }
+
+  printf(
+      "predictor quality on the %lld held-out tokens at threshold %g (recall target %.3g + "
+      "margin %.3g; %s):\n",
+      static_cast<long long>(n_hold), threshold, target, margin,
+      per_layer ? "per-layer calibration folded into fc2" : "one shared threshold");
+  printf("layer  rank  epochs  recall  precision  pred.sparsity  true sparsity\n");
+  double mean_recall = 0, mean_pred_sp = 0, mean_true_sp = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Quality q = Measure(data, l, n_train, n_hold, c.n_ff, scores[l], threshold);
+    mean_recall += q.recall / c.n_layer;
+    mean_pred_sp += q.predicted_sparsity / c.n_layer;
+    mean_true_sp += q.true_sparsity / c.n_layer;
+    printf("%5d  %4d  %6d  %6.4f  %9.4f  %12.2f%%  %12.2f%%\n", l, preds[l].rank,
+           preds[l].epochs_run, q.recall, q.precision, 100 * q.predicted_sparsity,
+           100 * q.true_sparsity);
+  }
+  printf("mean   recall %.4f, predicted sparsity %.2f%%, true sparsity %.2f%%\n", mean_recall,
+         100 * mean_pred_sp, 100 * mean_true_sp);
+
+  // 4. Write the PowerInfer GGUF.
+  pi::GgufWriter w;
+  w.SetSparseMagic(true);
+  for (const auto& kv : model.file->metadata()) w.Set(kv.first, kv.second);
+  w.Set("powerinfer.sparse_threshold", pi::GgufValue::F32(threshold));
+  w.Set(pi::kFfnActivationKey, pi::GgufValue::String(pi::FfnActivationName(c.activation)));
+  for (const pi::TensorInfo& t : model.file->tensors()) {
+    if (EndsWith(t.name, ".fc1.weight") || EndsWith(t.name, ".fc2.weight")) continue;
+    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    if (t.name.compare(0, 4, "blk.") == 0 && EndsWith(t.name, ".ffn_down.weight") &&
+        t.n_dims == 2) {
+      const int block = pi::GetDTypeInfo(static_cast<uint32_t>(t.type)).block_elems;
+      const pi::DType to = t.ne[1] % block == 0 ? t.type : pi::DType::kF32;
+      const std::string name = t.name.substr(0, t.name.size() - 7) + "_t.weight";
+      s = w.AddTensorFill(name, to, {t.ne[1], t.ne[0]}, [&t, to](void* dst) {
+        TransposeDown(t, to, static_cast<uint8_t*>(dst));
+        return pi::Status::Ok();
+      });
+    } else {
+      s = w.AddTensorFill(t.name, t.type, ne, [&t](void* dst) {
+        std::memcpy(dst, t.data, t.nbytes);
+        return pi::Status::Ok();
+      });
+    }
+    if (!s.ok()) break;
+  }
+  for (int l = 0; l < c.n_layer && s.ok(); ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const int r = preds[l].rank;
+    std::vector<uint8_t> b1(pi::RowBytes(wtype, c.n_embd) * r);
+    std::vector<uint8_t> b2(pi::RowBytes(wtype, r) * c.n_ff);
+    for (int j = 0; j < r; ++j) {
+      pi::QuantizeRow(wtype, w1[l].data() + static_cast<size_t>(j) * c.n_embd,
+                      b1.data() + j * pi::RowBytes(wtype, c.n_embd), c.n_embd);
+    }
+    for (int i = 0; i < c.n_ff; ++i) {
+      pi::QuantizeRow(wtype, w2[l].data() + static_cast<size_t>(i) * r,
+                      b2.data() + i * pi::RowBytes(wtype, r), r);
+    }
+    s = w.AddTensor(p + "fc1.weight", wtype, {c.n_embd, r}, b1.data());
+    if (s.ok()) s = w.AddTensor(p + "fc2.weight", wtype, {r, c.n_ff}, b2.data());
+  }
+  if (s.ok()) s = w.Write(out_path);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-train-predictor: %s\n", s.message().c_str());
+    return 1;
+  }
+  fprintf(stderr, "pi-train-predictor: wrote %s (threshold %g)\n", out_path.c_str(), threshold);
+  return 0;
+}
