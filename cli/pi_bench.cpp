@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/default_model.h"
+#include "cli/gpu_split.h"
 #include "common/json.h"
 #include "common/memory_bandwidth.h"
 #include "common/progress.h"
@@ -44,6 +46,7 @@ void Usage() {
           "  --sparse off[,oracle][,predictor]  FFN sparsity modes to compare (default off)\n"
           "  --sparse-threshold X     predictor score threshold (default: env\n"
           "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n");
+  fputs(pi::kGpuSplitUsage, stderr);
 }
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -197,6 +200,7 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
 
 int main(int argc, char** argv) {
   pi::ArgReader args("pi-bench", argc, argv);
+  pi::GpuSplitFlags split_flags;
   std::vector<std::string> models;
   std::vector<int> n_prompt = {512}, n_gen = {128};
   std::vector<int> threads = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
@@ -235,6 +239,7 @@ int main(int argc, char** argv) {
       }
     } else if (f == "--sparse-threshold") {
       sparse_threshold = args.Float(f);
+    } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
@@ -271,7 +276,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (models.empty()) models.push_back(PI_DEFAULT_MODEL);
+  if (models.empty()) models.push_back(pi::DefaultModelPath());
 
   std::vector<Result> results;
   std::mt19937 rng(1234);
@@ -288,6 +293,18 @@ int main(int argc, char** argv) {
     for (char& ch : ftype) ch = static_cast<char>(toupper(ch));
     const std::string model_type =
         c.arch + " " + Fmt("%.0f", model.ParameterCount() / 1e6) + "M " + ftype;
+
+    // One placement per model, its KV cache sized for the longest test.
+    int max_ctx = 16;
+    for (int pp : n_prompt) max_ctx = std::max(max_ctx, pp);
+    for (int tg : n_gen) max_ctx = std::max(max_ctx, tg);
+    pi::GpuSplit split;
+    pi::EngineOptions split_opt;
+    s = pi::SetUpGpuSplit("pi-bench", path, model, split_flags, max_ctx, &split, &split_opt);
+    if (!s.ok()) {
+      fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+      return 1;
+    }
 
     for (int nt : threads) {
       double bw = 0;
@@ -310,6 +327,8 @@ int main(int argc, char** argv) {
           opt.n_ctx = std::max(np + ng, 16);
           opt.sparse = np > 0 ? pi::SparseMode::kOff : mode;
           opt.sparse_threshold = sparse_threshold;
+          opt.hot_backend = split_opt.hot_backend;
+          opt.hot_neurons = split_opt.hot_neurons;
           std::unique_ptr<pi::Engine> engine;
           s = pi::Engine::Create(&model, opt, &engine);
           if (!s.ok()) {
@@ -332,7 +351,8 @@ int main(int argc, char** argv) {
           r.test = np > 0 ? "pp" + std::to_string(np) : "tg" + std::to_string(ng);
           r.test_time = IsoNow();
           r.mem_bw_gbs = bw;
-          r.sparse = pi::SparseModeName(opt.sparse);
+          r.sparse = std::string(pi::SparseModeName(opt.sparse)) +
+                     (opt.hot_backend && ng > 0 ? "+split" : "");
           if (ng > 0) {
             // Every matrix once per token, plus the KV cache read at the
             // average depth of the run.

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/default_model.h"
+#include "cli/gpu_split.h"
 #include "cli/sparse_note.h"
 #include "common/json.h"
 #include "common/llama_model.h"
@@ -48,23 +50,7 @@ void Usage() {
           "  --sparse-threshold X    predictor score threshold (default: env\n"
           "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n",
           kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
-}
-
-std::string DefaultModelPath() {
-  // Next to the source tree the binary was built from, else relative to the
-  // binary's install location.
-  std::string p = PI_DEFAULT_MODEL;
-  if (access(p.c_str(), R_OK) == 0) return p;
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    std::string dir(exe);
-    dir = dir.substr(0, dir.rfind('/'));
-    const std::string alt = dir + "/../share/pi/models/" + p.substr(p.rfind('/') + 1);
-    if (access(alt.c_str(), R_OK) == 0) return alt;
-  }
-  return p;
+  fputs(pi::kGpuSplitUsage, stderr);
 }
 
 // How the logits are produced. Issue 3 adds the FFN sparsity mode
@@ -162,6 +148,7 @@ pi::Status ScoreChunks(pi::Engine* engine, const std::vector<int32_t>& tokens, i
 
 int main(int argc, char** argv) {
   pi::ArgReader args("pi-perplexity", argc, argv);
+  pi::GpuSplitFlags split_flags;
   std::string model_path, text_path;
   bool json = false;
   int n_ctx = 0;
@@ -191,6 +178,7 @@ int main(int argc, char** argv) {
       }
     } else if (f == "--sparse-threshold") {
       settings.engine.sparse_threshold = args.Float(f);
+    } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
@@ -216,7 +204,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "pi-perplexity: --chunks must be >= 1 (or -1 for all), got %d\n", max_chunks);
     return 2;
   }
-  if (model_path.empty()) model_path = DefaultModelPath();
+  if (model_path.empty()) model_path = pi::DefaultModelPath();
 
   std::string text;
   {
@@ -265,6 +253,15 @@ int main(int argc, char** argv) {
   if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
 
   settings.engine.n_ctx = n_ctx;
+  pi::GpuSplit split;
+  s = pi::SetUpGpuSplit("pi-perplexity", model_path, model, split_flags, n_ctx, &split,
+                        &settings.engine);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
+    return 1;
+  }
+  // The split, like the sparse modes, acts on single-token steps.
+  if (settings.engine.hot_backend) settings.engine.n_batch = 1;
   std::unique_ptr<pi::Engine> engine;
   s = CreateEvaluator(&model, settings, &engine);
   if (!s.ok()) {

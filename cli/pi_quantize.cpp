@@ -64,7 +64,7 @@ bool IsQuantized(pi::DType t) {
 // Converts rows [0, n_rows) on several threads; each row is independent.
 void ConvertRows(const pi::TensorInfo& t, pi::DType to, uint8_t* dst) {
   const int64_t ne0 = t.ne[0];
-  const int64_t n_rows = t.n_elements() / ne0;
+  const int64_t n_rows = t.n_rows();
   const int64_t src_row = t.row_bytes();
   const int64_t dst_row = pi::RowBytes(to, ne0);
   auto work = [&](int64_t begin, int64_t end) {
@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
   int n_converted = 0;
   for (int i = 0; i < n_tensors; ++i) {
     const pi::TensorInfo& t = in->tensors()[i];
-    if (down_t && IsFfnDown(t.name) && t.n_dims == 2 && pi::IsComputeDType(t.type)) {
+    if (down_t && IsFfnDown(t.name) && t.n_dims == 2 && pi::IsComputeDType(t.type) &&
+        t.n_elements() > 0) {
       // Rows of the result run along n_embd = ne[1]: blocks must fit there.
       const pi::DType out_type = t.ne[1] % block == 0 ? target : pi::DType::kF32;
       const std::string name = t.name.substr(0, t.name.size() - 7) + "_t.weight";

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/default_model.h"
+#include "cli/gpu_split.h"
 #include "cli/sparse_note.h"
 #include "common/json.h"
 #include "common/llama_model.h"
@@ -51,29 +53,14 @@ void Usage() {
           "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
           "  --json                  print one JSON object (ids, text, timings) instead of text\n",
           std::max(1u, std::thread::hardware_concurrency()));
-}
-
-std::string DefaultModelPath() {
-  // Next to the source tree the binary was built from, else relative to the
-  // binary's install location.
-  std::string p = PI_DEFAULT_MODEL;
-  if (access(p.c_str(), R_OK) == 0) return p;
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    std::string dir(exe);
-    dir = dir.substr(0, dir.rfind('/'));
-    const std::string alt = dir + "/../share/pi/models/" + p.substr(p.rfind('/') + 1);
-    if (access(alt.c_str(), R_OK) == 0) return alt;
-  }
-  return p;
+  fputs(pi::kGpuSplitUsage, stderr);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   pi::ArgReader args("pi-run", argc, argv);
+  pi::GpuSplitFlags split_flags;
   std::string model_path, prompt, prompt_file;
   bool have_prompt = false, json = false, ignore_eos = false;
   int n_predict = -1;
@@ -122,6 +109,7 @@ int main(int argc, char** argv) {
       }
     } else if (f == "--sparse-threshold") {
       opt.sparse_threshold = args.Float(f);
+    } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
@@ -150,7 +138,7 @@ int main(int argc, char** argv) {
     have_prompt = true;
   }
   if (!have_prompt) prompt = "";
-  if (model_path.empty()) model_path = DefaultModelPath();
+  if (model_path.empty()) model_path = pi::DefaultModelPath();
 
   const double t_start = pi::NowSeconds();
   pi::LlamaModel model;
@@ -159,6 +147,11 @@ int main(int argc, char** argv) {
   if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
   std::unique_ptr<pi::Engine> engine;
   if (s.ok()) pi::NoteSparseSupport("pi-run", model, opt.sparse);
+  pi::GpuSplit split;
+  if (s.ok()) {
+    const int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(model.config.n_ctx_train, 4096);
+    s = pi::SetUpGpuSplit("pi-run", model_path, model, split_flags, n_ctx, &split, &opt);
+  }
   if (s.ok()) s = pi::Engine::Create(&model, opt, &engine);
   std::vector<int32_t> prompt_ids;
   if (s.ok()) s = tok->Encode(prompt, tok->add_bos_token(), &prompt_ids);

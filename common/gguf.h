@@ -84,6 +84,8 @@ struct TensorInfo {
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t row_bytes() const { return RowBytes(type, ne[0]); }
+  // Rows of ne[0] elements (0 for an empty tensor, which may have ne[0] == 0).
+  int64_t n_rows() const { return ne[0] == 0 ? 0 : n_elements() / ne[0]; }
   std::string ShapeString() const;  // "[4096, 11008]"
 };
 

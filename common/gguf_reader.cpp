@@ -483,10 +483,14 @@ Status GgufFile::Parse() {
     }
     uint64_t row_bytes = 0;
     uint64_t nbytes = 0;
-    const uint64_t n_rows = info.ne[0] == 0 ? 0 : static_cast<uint64_t>(n_elements / info.ne[0]);
+    const uint64_t n_rows = static_cast<uint64_t>(info.n_rows());
     if (__builtin_mul_overflow(static_cast<uint64_t>(info.ne[0] / dt.block_elems),
                                static_cast<uint64_t>(dt.block_bytes), &row_bytes) ||
-        __builtin_mul_overflow(row_bytes, n_rows, &nbytes)) {
+        __builtin_mul_overflow(row_bytes, n_rows, &nbytes) ||
+        // Rows are sized in int64 (TensorInfo::row_bytes): even an empty
+        // tensor's row size must fit.
+        row_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        nbytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return Status::Error("tensor '%s': byte size of shape %s overflows (byte %zu)", name.c_str(),
                            info.ShapeString().c_str(), dims_at);
     }

@@ -188,6 +188,7 @@ Status GgufWriter::CheckTensor(const std::string& name, DType type, const std::v
                              static_cast<uint64_t>(dt.block_bytes), &row_bytes) ||
       __builtin_mul_overflow(row_bytes, static_cast<uint64_t>(ne0 == 0 ? 0 : n_elements / ne0),
                              nbytes) ||
+      row_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
       *nbytes > std::numeric_limits<size_t>::max() / 2) {
     return Status::Error("tensor '%s': byte size overflows", name.c_str());
   }

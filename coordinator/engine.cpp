@@ -34,6 +34,16 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->attention_.Init(c, e->n_batch_, e->n_ctx_, options.n_threads);
   e->ffn_.Init(c, e->n_batch_, options.sparse);
   if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(*model, threshold);
+  if (options.hot_backend) {
+    if (!options.hot_neurons) return Status::Error("a hot backend needs its hot neuron sets");
+    if (options.sparse == SparseMode::kPredictor) {
+      return Status::Error(
+          "the hot/cold FFN split runs with --sparse off or oracle (exact); predictor mode "
+          "with a split is not implemented yet");
+    }
+    e->split_ = std::make_unique<SplitFfn>();
+    PI_RETURN_IF_ERROR(e->split_->Init(*model, *options.hot_neurons, options.hot_backend));
+  }
   e->h_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->x_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->q8_.assign(e->n_batch_ * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
@@ -80,6 +90,13 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   for (int il = 0; il < c.n_layer; ++il) {
     attention_.Forward(m.layers[il], il, n_past_, batch, h_.data(), &cache_, pool_.get());
     if (observer_) observer_->OnFfnInput(il, batch, h_.data());
+    if (split_ && batch == 1) {
+      // Hot neurons on the backend, cold ones here, at the same time. (No
+      // observer call: the split keeps no full activation vector.)
+      split_->Forward(il, h_.data(), pool_.get());
+      last_ffn_neurons_ += split_->last_hot_fired() + split_->last_cold_fired();
+      continue;
+    }
     ffn_.Forward(m.layers[il], batch, h_.data(), pool_.get());
     last_ffn_neurons_ += ffn_.last_computed_neurons();
     if (observer_) observer_->OnFfn(il, batch, ffn_.activations());

@@ -15,10 +15,12 @@
 #include <vector>
 
 #include "common/attention_block.h"
+#include "common/ffn_backend.h"
 #include "common/ffn_block.h"
 #include "common/ffn_observer.h"
 #include "common/kv_cache.h"
 #include "common/llama_model.h"
+#include "common/split_ffn.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
 
@@ -33,6 +35,12 @@ struct EngineOptions {
   // LLAMA_SPARSE_PRED_THRESHOLD environment variable, else the file's
   // powerinfer.sparse_threshold (common/predictor.h).
   std::optional<float> sparse_threshold;
+  // The hot/cold FFN split (common/split_ffn.h): when set, single-token steps
+  // compute each layer's hot neurons on `hot_backend` (already Load()ed with
+  // the same sets) while the CPU computes the cold rest. Both must outlive
+  // the engine. Needs --sparse off or oracle (the split is exact).
+  FfnBackend* hot_backend = nullptr;
+  const std::vector<std::vector<int32_t>>* hot_neurons = nullptr;
 };
 
 class Engine {
@@ -83,6 +91,7 @@ class Engine {
   KvCache cache_;
   AttentionBlock attention_;
   FfnBlock ffn_;
+  std::unique_ptr<SplitFfn> split_;  // set when options.hot_backend is
   FfnObserver* observer_ = nullptr;
   std::vector<float> h_;       // [n_batch, n_embd] residual stream
   std::vector<float> x_;       // [n_batch, n_embd] final-normed

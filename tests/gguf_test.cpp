@@ -1080,3 +1080,21 @@ TEST(GgufEmptyTensorTest, RoundTripsAndTakesNoBytes) {
 
 }  // namespace
 }  // namespace pi
+
+namespace pi {
+namespace {
+
+// An empty tensor must still have a row size that fits in int64 (a fuzzer
+// find: ne = [2^61, 0] in f32).
+TEST(GgufEmptyTensorTest, HugeRowOfAnEmptyTensorIsRejected) {
+  GgufWriter w;
+  EXPECT_THAT(w.AddTensor("t", DType::kF32, {int64_t{1} << 61, 0}, nullptr).message(),
+              ::testing::HasSubstr("overflows"));
+  Bytes b = Header(1, 0);
+  AddInfo(&b, "t", {uint64_t{1} << 61, 0}, 0, 0);
+  b.PadTo(32);
+  EXPECT_THAT(ErrorOf(b.v), ::testing::HasSubstr("overflows"));
+}
+
+}  // namespace
+}  // namespace pi

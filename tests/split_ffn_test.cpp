@@ -14,6 +14,7 @@
 
 #include "common/ffn_block.h"
 #include "common/synthetic_model.h"
+#include "coordinator/engine.h"
 #include "gpu_worker/host_ffn_backend.h"
 #include "tests/temp_path.h"
 
@@ -131,6 +132,71 @@ TEST(SplitFfnErrorsTest, NeedsDownTAndValidIds) {
   bad[1] = {300};
   EXPECT_FALSE(backend.Load(m2, bad).ok());
   EXPECT_FALSE(backend.Load(m2, std::vector<std::vector<int32_t>>(1)).ok());
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace pi
+
+namespace pi {
+namespace {
+
+// The engine with the split wired in: decode logits equal the unsplit ones.
+TEST(EngineSplitTest, DecodeWithSplitEqualsWithout) {
+  SyntheticModelOptions o;
+  o.n_vocab = 300;
+  o.n_embd = 256;
+  o.n_ff = 1024;
+  o.n_layer = 2;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.type = DType::kQ8_0;
+  o.activation = "relu";
+  o.down_t = true;
+  o.planted_sparsity = 0.85;
+  const std::string path = TempPath("engine_split.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::vector<std::vector<int32_t>> hot(o.n_layer);
+  for (int l = 0; l < o.n_layer; ++l) {
+    for (int i = l; i < o.n_ff; i += 3) hot[l].push_back(i);  // any set will do
+  }
+  HostFfnBackend backend(1);
+  ASSERT_TRUE(backend.Load(m, hot).ok());
+
+  std::vector<float> logits[2];
+  int64_t neurons[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    EngineOptions opt;
+    opt.n_threads = 2;
+    if (k == 1) {
+      opt.hot_backend = &backend;
+      opt.hot_neurons = &hot;
+    }
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+    const int32_t prompt[3] = {1, 2, 3};
+    ASSERT_TRUE(e->Eval(prompt, 3).ok());  // a prompt batch: runs unsplit
+    for (int32_t t = 10; t < 30; ++t) {
+      ASSERT_TRUE(e->Eval(&t, 1).ok());
+      logits[k].insert(logits[k].end(), e->logits(), e->logits() + e->n_vocab());
+      neurons[k] += e->last_ffn_neurons();
+    }
+  }
+  float max_abs = 0;
+  for (float v : logits[0]) max_abs = std::max(max_abs, std::fabs(v));
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    ASSERT_NEAR(logits[1][i], logits[0][i], 1e-4f * max_abs) << i;
+  }
+  EXPECT_LT(neurons[1], neurons[0] / 3);  // the split skips silent neurons on both sides
+
+  EngineOptions bad;
+  bad.hot_backend = &backend;
+  bad.hot_neurons = &hot;
+  bad.sparse = SparseMode::kPredictor;
+  std::unique_ptr<Engine> e;
+  EXPECT_FALSE(Engine::Create(&m, bad, &e).ok());
   std::remove(path.c_str());
 }
 

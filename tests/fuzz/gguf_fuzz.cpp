@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(f->FindTensor(t.name) == &t, "FindTensor disagrees with tensors()");
     Check(t.offset % f->alignment() == 0, "misaligned tensor accepted");
     Check(t.data >= data && t.data + t.nbytes <= data + size, "tensor data outside the input");
-    Check(static_cast<int64_t>(t.nbytes) == t.row_bytes() * (t.n_elements() / t.ne[0]),
+    Check(static_cast<int64_t>(t.nbytes) == t.row_bytes() * t.n_rows(),
           "nbytes disagrees with the shape");
     sink = sink + t.ShapeString().size();
     for (uint64_t k = 0; k < t.nbytes; ++k) sink = sink + t.data[k];

@@ -141,6 +141,31 @@ def main():
         check(d is not None and d["generated_tokens"] == golden["generated_tokens"],
               "greedy: the ffn_down_t copy generates the golden sequence")
 
+        # The hot/cold split from a placement: profile, then --vram-budget.
+        p = subprocess.run([os.path.join(bin_dir, "pi-profile"), "-m", demo_t, "-f",
+                            os.path.join(ROOT, "models", "kjv-valid.txt"), "--max-tokens", "2048"],
+                           capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, "pi-profile of the ffn_down_t copy")
+        rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--json", "--vram-budget", "8M")
+        sp_ = json.loads(out) if rc == 0 else None
+        check(sp_ is not None and d is not None
+              and sp_["generated_tokens"] == d["generated_tokens"]
+              and "FFN split" in err and "'host' backend" in err and "plan" in err,
+              "--vram-budget 8M: hot/cold split on the host backend, same greedy tokens")
+        rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--vram-budget", "8M")
+        check(rc == 0 and "reused" in err, "the cached plan is reused for the same budget")
+        rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--vram-budget", "8M",
+                           "--reset-gpu-index")
+        check(rc == 0 and "written" in err, "--reset-gpu-index recomputes the plan")
+        rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--vram-budget", "8M",
+                           "--disable-gpu-index")
+        check(rc == 0 and "no FFN split" in err, "--disable-gpu-index runs every neuron on the CPU")
+        rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--vram-budget", "1M")
+        check(rc != 0 and "too small for the dense blocks" in err,
+              "a budget below the dense blocks is a clear error")
+        rc, out, err = run(bin_dir, *greedy, "--vram-budget", "8M", "--stats", "/nonexistent.gguf")
+        check(rc != 0 and "pi-profile" in err, "missing statistics: the error says how to make them")
+
     # Errors.
     rc, out, err = run(bin_dir, "-m", "/nonexistent/model.gguf", "-p", "x")
     check(rc != 0 and "/nonexistent/model.gguf" in err, "missing model: error names the file")

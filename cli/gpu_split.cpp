@@ -1,0 +1,116 @@
+#include "cli/gpu_split.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include "common/activation_stats.h"
+#include "common/placement.h"
+#include "gpu_worker/host_ffn_backend.h"
+
+namespace pi {
+
+const char kGpuSplitUsage[] =
+    "  --vram-budget SIZE      hot/cold FFN split for a VRAM budget (e.g. 512M, 11G): the\n"
+    "                          plan's hot neurons on the gpu_worker backend (host memory\n"
+    "                          without a GPU), the rest on the CPU; needs pi-profile stats\n"
+    "  --stats FILE            activation statistics (default: MODEL.stats.gguf)\n"
+    "  --reset-gpu-index       recompute the placement plan even if one is cached\n"
+    "  --disable-gpu-index     no FFN split: every FFN neuron on the CPU\n";
+
+bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* flags) {
+  if (flag == "--vram-budget") {
+    flags->vram_budget = args->Bytes(flag);
+  } else if (flag == "--stats") {
+    flags->stats_path = args->String(flag);
+  } else if (flag == "--reset-gpu-index") {
+    flags->reset = true;
+  } else if (flag == "--disable-gpu-index") {
+    flags->disable = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+std::string Stem(const std::string& path) {
+  const std::string ext = ".gguf";
+  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0
+             ? path.substr(0, path.size() - ext.size())
+             : path;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+Status SetUpGpuSplit(const char* tool, const std::string& model_path, const LlamaModel& model,
+                     const GpuSplitFlags& flags, int n_ctx, GpuSplit* split,
+                     EngineOptions* options) {
+  if (flags.vram_budget < 0) return Status::Ok();
+  if (flags.disable) {
+    fprintf(stderr, "%s: --disable-gpu-index: no FFN split, every neuron on the CPU\n", tool);
+    return Status::Ok();
+  }
+  const std::string stats_path =
+      flags.stats_path.empty() ? Stem(model_path) + ".stats.gguf" : flags.stats_path;
+  if (!Exists(stats_path)) {
+    return Status::Error(
+        "--vram-budget needs activation statistics: no %s (run pi-profile -m %s "
+        "-f CORPUS, or pass --stats)",
+        stats_path.c_str(), model_path.c_str());
+  }
+  ActivationStats stats;
+  PI_RETURN_IF_ERROR(ReadActivationStats(stats_path, &stats));
+  PI_RETURN_IF_ERROR(CheckStatsMatchModel(stats, model).WithContext(stats_path));
+
+  PlacementOptions opt;
+  opt.vram_budget = flags.vram_budget;
+  opt.n_ctx = n_ctx;
+  const std::string plan_path =
+      Stem(model_path) + ".plan-" + BudgetString(flags.vram_budget) + ".gguf";
+  Placement plan;
+  bool reused = false;
+  if (!flags.reset && Exists(plan_path)) {
+    Status s = ReadPlan(plan_path, &plan);
+    if (s.ok()) s = CheckPlanMatches(plan, model, stats, opt);
+    if (s.ok()) {
+      reused = true;
+    } else {
+      fprintf(stderr, "%s: not reusing %s: %s\n", tool, plan_path.c_str(), s.message().c_str());
+    }
+  }
+  if (!reused) {
+    PI_RETURN_IF_ERROR(Place(model, stats, opt, &plan));
+    PI_RETURN_IF_ERROR(WritePlan(plan, plan_path));
+  }
+
+  split->hot.clear();
+  int64_t n_hot = 0;
+  for (const LayerPlacement& l : plan.layers) {
+    split->hot.push_back(l.gpu_neurons);
+    n_hot += static_cast<int64_t>(l.gpu_neurons.size());
+  }
+  // This build has no CUDA FFN backend yet: the hot neurons run on the host
+  // backend, and we say so.
+  auto host = std::make_unique<HostFfnBackend>(1);
+  PI_RETURN_IF_ERROR(host->Load(model, split->hot));
+  fprintf(stderr,
+          "%s: FFN split: %lld of %lld neurons hot (%s of rows) on the '%s' backend (no CUDA "
+          "FFN backend yet), the rest on the CPU; plan %s %s\n",
+          tool, static_cast<long long>(n_hot),
+          static_cast<long long>(model.config.n_layer) * model.config.n_ff,
+          HumanBytes(host->resident_bytes()).c_str(), host->name(), plan_path.c_str(),
+          reused ? "reused" : "written");
+  split->backend = std::move(host);
+  options->hot_backend = split->backend.get();
+  options->hot_neurons = &split->hot;
+  return Status::Ok();
+}
+
+}  // namespace pi

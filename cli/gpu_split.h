@@ -1,0 +1,49 @@
+// The placement flags shared by pi-run, pi-bench and pi-perplexity:
+//   --vram-budget SIZE   split every FFN: the plan's hot neurons on the
+//                        gpu_worker backend, the cold rest on the CPU
+//   --stats FILE         activation statistics (default <model>.stats.gguf)
+//   --reset-gpu-index    recompute the plan even if a matching one is cached
+//   --disable-gpu-index  no FFN split: every neuron on the CPU
+// As in PowerInfer, the plan is cached next to the model
+// (<model>.plan-<budget>.gguf) and reused only when it matches the model,
+// the statistics, the budget and the context (pi-place writes the same file).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "common/ffn_backend.h"
+#include "common/llama_model.h"
+#include "coordinator/engine.h"
+
+namespace pi {
+
+struct GpuSplitFlags {
+  int64_t vram_budget = -1;  // -1: no split
+  std::string stats_path;
+  bool reset = false;
+  bool disable = false;
+};
+
+// Consumes `flag` (already read by args.Next()) when it is one of the above.
+bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* flags);
+extern const char kGpuSplitUsage[];
+
+// The split, when asked for: owns the backend and the hot sets the engine
+// options point to.
+struct GpuSplit {
+  std::unique_ptr<FfnBackend> backend;
+  std::vector<std::vector<int32_t>> hot;
+};
+
+// Loads or makes the plan, loads the backend and points `options` at it;
+// prints what it did (which backend, how many hot neurons, plan reused or
+// written) to stderr. Does nothing without --vram-budget or with
+// --disable-gpu-index.
+Status SetUpGpuSplit(const char* tool, const std::string& model_path, const LlamaModel& model,
+                     const GpuSplitFlags& flags, int n_ctx, GpuSplit* split,
+                     EngineOptions* options);
+
+}  // namespace pi
