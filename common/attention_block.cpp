@@ -32,7 +32,9 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
     RmsNorm(h + static_cast<int64_t>(b) * d, reinterpret_cast<const float*>(layer.attn_norm.data),
             d, c_.norm_eps, x_.data() + static_cast<int64_t>(b) * d);
   }
-  PreparedInput in = PrepareInput(x_.data(), d, batch, q8_.data(), pool);
+  PreparedInput in =
+      PrepareInput(x_.data(), d, batch, q8_.data(), pool,
+                   ReadsQ8(layer.wq.type) || ReadsQ8(layer.wk.type) || ReadsQ8(layer.wv.type));
   const MatMulJob qkv[3] = {
       {&layer.wq, q_.data(), qd}, {&layer.wk, k_.data(), kvd}, {&layer.wv, v_.data(), kvd}};
   ParallelMatMul(pool, in, qkv, 3);
@@ -72,7 +74,8 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
     }
   });
 
-  PreparedInput ain = PrepareInput(attn_.data(), qd, batch, q8_.data(), pool);
+  PreparedInput ain =
+      PrepareInput(attn_.data(), qd, batch, q8_.data(), pool, ReadsQ8(layer.wo.type));
   const MatMulJob o[1] = {{&layer.wo, out_.data(), d}};
   ParallelMatMul(pool, ain, o, 1);
   const int64_t n = static_cast<int64_t>(batch) * d;

@@ -78,7 +78,8 @@ void FfnBlock::Forward(const LlamaLayer& layer, int batch, float* h, ThreadPool*
     RmsNorm(h + b * d, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps,
             x_.data() + b * d);
   }
-  PreparedInput in = PrepareInput(x_.data(), d, batch, q8_.data(), pool);
+  PreparedInput in = PrepareInput(x_.data(), d, batch, q8_.data(), pool,
+                                  ReadsQ8(layer.ffn_gate.type) || ReadsQ8(layer.ffn_up.type));
   const MatMulJob gate_up[2] = {{&layer.ffn_gate, gate_.data(), ff},
                                 {&layer.ffn_up, up_.data(), ff}};
   ParallelMatMul(pool, in, gate_up, 2);
@@ -97,7 +98,8 @@ void FfnBlock::Forward(const LlamaLayer& layer, int batch, float* h, ThreadPool*
   }
 
   if (layer.ffn_down.present()) {
-    PreparedInput act = PrepareInput(gate_.data(), ff, batch, q8_.data(), pool);
+    PreparedInput act =
+        PrepareInput(gate_.data(), ff, batch, q8_.data(), pool, ReadsQ8(layer.ffn_down.type));
     const MatMulJob down[1] = {{&layer.ffn_down, out_.data(), d}};
     ParallelMatMul(pool, act, down, 1);
     for (int64_t i = 0; i < batch * d; ++i) h[i] += out_[i];
@@ -146,7 +148,8 @@ void FfnBlock::ReduceDownPartials(int batch, float* h, bool small, ThreadPool* p
 void FfnBlock::ForwardOracle(const LlamaLayer& layer, float* h, ThreadPool* pool) {
   const int64_t d = c_.n_embd, ff = c_.n_ff;
   RmsNorm(h, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps, x_.data());
-  PreparedInput in = PrepareInput(x_.data(), d, 1, q8_.data(), pool);
+  PreparedInput in = PrepareInput(x_.data(), d, 1, q8_.data(), pool,
+                                  ReadsQ8(layer.ffn_gate.type) || ReadsQ8(layer.ffn_up.type));
 
   // 1. The gate, densely: it decides which neurons fire.
   const MatMulJob gate[1] = {{&layer.ffn_gate, gate_.data(), ff}};
@@ -180,8 +183,8 @@ void FfnBlock::ForwardPredictor(const LlamaLayer& layer, float* h, ThreadPool* p
   // 1. The predicted rows, from h as it is (before the norm: PowerInfer's input).
   const int64_t n = predictor_.Predict(layer, h, threshold_, ids_.data(), pool);
   RmsNorm(h, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps, x_.data());
-  PreparedInput in =
-      PrepareVector(x_.data(), d, layer.ffn_gate.type, layer.ffn_up.type, q8_.data(), pool);
+  PreparedInput in = PrepareInput(x_.data(), d, 1, q8_.data(), pool,
+                                  ReadsQ8(layer.ffn_gate.type) || ReadsQ8(layer.ffn_up.type));
 
   // 2. gate and up for those rows only, in chunks of the id list.
   const Tensor& gate = layer.ffn_gate;

@@ -5,17 +5,21 @@
 namespace pi {
 
 const void* PreparedInput::For(DType wtype) const {
-  if (wtype == DType::kQ8_0 || wtype == DType::kQ4_0) return q8;
-  return x;
+  return ReadsQ8(wtype) ? static_cast<const void*>(q8) : static_cast<const void*>(x);
+}
+
+bool ReadsQ8(DType wtype) {
+  return wtype == DType::kQ8_0 || wtype == DType::kQ4_0;
 }
 
 PreparedInput PrepareInput(const float* x, int64_t cols, int64_t batch, uint8_t* q8_buf,
-                           ThreadPool* pool) {
+                           ThreadPool* pool, bool make_q8) {
   PreparedInput in;
   in.x = x;
-  in.q8 = q8_buf;
+  in.q8 = make_q8 ? q8_buf : nullptr;
   in.cols = cols;
   in.batch = batch;
+  if (!make_q8) return in;
   const size_t row_bytes = PreparedActivationBytes(DType::kQ8_0, cols);
   // One row is a few microseconds of work: below 8 rows, not worth a wake-up.
   const int64_t chunks = batch >= 8 ? batch : 1;

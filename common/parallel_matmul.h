@@ -22,10 +22,14 @@ struct PreparedInput {
   const void* For(DType wtype) const;
 };
 
-// Prepares `batch` rows of `x` ([batch, cols]) for every weight type; `q8_buf`
-// must hold batch * PreparedActivationBytes(kQ8_0, cols) bytes.
+// True for the weight types that read the Q8_0 copy of an input (Q8_0, Q4_0).
+bool ReadsQ8(DType wtype);
+
+// Prepares `batch` rows of `x` ([batch, cols]) for the weights that will read
+// it: the Q8_0 copy is made only when `make_q8` (some weight is quantized);
+// `q8_buf` must hold batch * PreparedActivationBytes(kQ8_0, cols) bytes.
 PreparedInput PrepareInput(const float* x, int64_t cols, int64_t batch, uint8_t* q8_buf,
-                           ThreadPool* pool);
+                           ThreadPool* pool, bool make_q8);
 
 struct MatMulJob {
   const Tensor* w;

@@ -54,17 +54,6 @@ int64_t MaxPredictorRank(const LlamaModel& model) {
   return r;
 }
 
-PreparedInput PrepareVector(const float* x, int64_t cols, DType t1, DType t2, uint8_t* q8_buf,
-                            ThreadPool* pool) {
-  auto quantized = [](DType t) { return GetDTypeInfo(static_cast<uint32_t>(t)).block_elems > 1; };
-  if (quantized(t1) || quantized(t2)) return PrepareInput(x, cols, 1, q8_buf, pool);
-  PreparedInput in;
-  in.x = x;
-  in.cols = cols;
-  in.batch = 1;
-  return in;
-}
-
 void Predictor::Init(int64_t n_embd, int64_t n_ff, int64_t max_rank) {
   n_ff_ = n_ff;
   hidden_.assign(std::max<int64_t>(max_rank, 1), 0.0f);
@@ -111,7 +100,7 @@ const Predictor::TransposedFc2* Predictor::FindTransposed(const Tensor& fc2) con
 void Predictor::Scores(const LlamaLayer& layer, const float* h, float* scores, ThreadPool* pool) {
   const Tensor& fc1 = layer.fc1;
   const Tensor& fc2 = layer.fc2;
-  PreparedInput in = PrepareVector(h, fc1.cols, fc1.type, fc1.type, q8_.data(), pool);
+  PreparedInput in = PrepareInput(h, fc1.cols, 1, q8_.data(), pool, ReadsQ8(fc1.type));
   const MatMulJob j1[1] = {{&fc1, hidden_.data(), fc1.rows}};
   ParallelMatMul(pool, in, j1, 1);
   for (int64_t k = 0; k < fc1.rows; ++k) hidden_[k] = std::max(hidden_[k], 0.0f);
@@ -120,7 +109,8 @@ void Predictor::Scores(const LlamaLayer& layer, const float* h, float* scores, T
     AxpyRows(fc2.type, t->rows.data(), fc2.rows, hidden_.data(), scores, 0, fc2.cols);
     return;
   }
-  PreparedInput mid = PrepareVector(hidden_.data(), fc2.cols, fc2.type, fc2.type, q8_.data(), pool);
+  PreparedInput mid =
+      PrepareInput(hidden_.data(), fc2.cols, 1, q8_.data(), pool, ReadsQ8(fc2.type));
   const MatMulJob j2[1] = {{&fc2, scores, fc2.rows}};
   ParallelMatMul(pool, mid, j2, 1);
 }

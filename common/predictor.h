@@ -39,12 +39,6 @@ Status CheckPredictorPresent(const LlamaModel& model);
 // The largest fc1 row count (rank) over the layers; 0 without predictors.
 int64_t MaxPredictorRank(const LlamaModel& model);
 
-// Prepares one f32 vector for products with weights of the given types:
-// like PrepareInput, but skips the Q8_0 copy when no type is quantized (a
-// decode step is short enough for that copy to show).
-PreparedInput PrepareVector(const float* x, int64_t cols, DType t1, DType t2, uint8_t* q8_buf,
-                            ThreadPool* pool);
-
 class Predictor {
  public:
   // Sizes the scratch buffers; after this, Scores and Predict allocate nothing.

@@ -111,7 +111,8 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   for (int b = 0; b < rows; ++b) {
     RmsNorm(h_.data() + (first + b) * d, norm, d, c.norm_eps, x_.data() + b * d);
   }
-  PreparedInput in = PrepareInput(x_.data(), d, rows, q8_.data(), pool_.get());
+  PreparedInput in =
+      PrepareInput(x_.data(), d, rows, q8_.data(), pool_.get(), ReadsQ8(m.output.type));
   const MatMulJob job[1] = {{&m.output, logits_out, c.n_vocab}};
   ParallelMatMul(pool_.get(), in, job, 1);
 }
