@@ -1,6 +1,6 @@
 // The decode path allocates nothing: after the first token, Engine::Eval of
-// one token and Sampler::Sample perform no heap allocation. Counted by
-// replacing the global operator new in this test binary.
+// one token and Sampler::Sample perform no heap allocation (counted by
+// tests/allocation_counter.h).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,32 +11,8 @@
 #include "common/sampler.h"
 #include "common/synthetic_model.h"
 #include "coordinator/engine.h"
+#include "tests/allocation_counter.h"
 #include "tests/temp_path.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  return operator new(n);
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
 
 namespace pi {
 namespace {
@@ -69,13 +45,13 @@ TEST(DecodeAllocTest, DecodeStepAndSamplingAllocateNothing) {
       const int32_t prompt[4] = {1, 2, 3, 4};
       ASSERT_TRUE(e->Eval(prompt, 4).ok());
       int32_t tok = sampler.Sample(e->logits());
-      const long before = g_allocations.load();
+      const long before = AllocationCount();
       for (int i = 0; i < 32; ++i) {
         ASSERT_TRUE(e->Eval(&tok, 1).ok());
         tok = sampler.Sample(e->logits());
         sampler.Accept(tok);
       }
-      EXPECT_EQ(g_allocations.load() - before, 0)
+      EXPECT_EQ(AllocationCount() - before, 0)
           << "allocations in 32 decode steps, threads=" << threads << " down_t=" << down_t;
     }
     std::remove(path.c_str());

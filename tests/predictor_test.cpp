@@ -34,36 +34,8 @@
 #include "tests/temp_path.h"
 
 #ifndef PI_PREDICTOR_TRAIN_TEST
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-// Counted allocations, for the allocation-free decode check. (GCC 12 flags
-// free() of what the replaced operator new returned once both are inlined:
-// here both sides are malloc/free, so that is a false positive.)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  return operator new(n);
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-
-#endif  // !PI_PREDICTOR_TRAIN_TEST
+#include "tests/allocation_counter.h"
+#endif
 
 namespace pi {
 namespace {
@@ -299,12 +271,12 @@ TEST(PredictorTest, DecodeWithPredictorAllocatesNothing) {
     ASSERT_TRUE(Engine::Create(&model, opt, &e).ok());
     int32_t t = 3;
     ASSERT_TRUE(e->Eval(&t, 1).ok());
-    const long before = g_allocations.load();
+    const long before = AllocationCount();
     for (int i = 0; i < 16; ++i) {
       t = (t * 13 + 1) % 256;
       ASSERT_TRUE(e->Eval(&t, 1).ok());
     }
-    EXPECT_EQ(g_allocations.load() - before, 0) << "threads=" << threads;
+    EXPECT_EQ(AllocationCount() - before, 0) << "threads=" << threads;
   }
 }
 
