@@ -35,13 +35,6 @@ bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* 
 
 namespace {
 
-std::string Stem(const std::string& path) {
-  const std::string ext = ".gguf";
-  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0
-             ? path.substr(0, path.size() - ext.size())
-             : path;
-}
-
 bool Exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
@@ -58,7 +51,7 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
     return Status::Ok();
   }
   const std::string stats_path =
-      flags.stats_path.empty() ? Stem(model_path) + ".stats.gguf" : flags.stats_path;
+      flags.stats_path.empty() ? DefaultStatsPath(model_path) : flags.stats_path;
   if (!Exists(stats_path)) {
     return Status::Error(
         "--vram-budget needs activation statistics: no %s (run pi-profile -m %s "
@@ -72,8 +65,7 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   PlacementOptions opt;
   opt.vram_budget = flags.vram_budget;
   opt.n_ctx = n_ctx;
-  const std::string plan_path =
-      Stem(model_path) + ".plan-" + BudgetString(flags.vram_budget) + ".gguf";
+  const std::string plan_path = DefaultPlanPath(model_path, flags.vram_budget);
   Placement plan;
   bool reused = false;
   if (!flags.reset && Exists(plan_path)) {

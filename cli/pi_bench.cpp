@@ -23,6 +23,7 @@
 #include "cli/args.h"
 #include "cli/default_model.h"
 #include "cli/gpu_split.h"
+#include "cli/sparse_note.h"
 #include "common/json.h"
 #include "common/memory_bandwidth.h"
 #include "common/progress.h"
@@ -232,9 +233,8 @@ int main(int argc, char** argv) {
     else if (f == "--sparse") {
       sparse_modes.clear();
       for (const std::string& m : SplitList(args.String(f))) {
-        pi::SparseMode mode;
-        if (!pi::ParseSparseMode(m, &mode))
-          args.Fail("--sparse expects off, oracle or predictor, got '" + m + "'");
+        pi::SparseMode mode = pi::SparseMode::kOff;
+        pi::ParseSparseModeValue(m, &args, &mode);
         sparse_modes.push_back(mode);
       }
     } else if (f == "--sparse-threshold") {

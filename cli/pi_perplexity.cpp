@@ -171,13 +171,8 @@ int main(int argc, char** argv) {
       max_chunks = args.Int(f);
     else if (f == "--json")
       json = true;
-    else if (f == "--sparse") {
-      const std::string m = args.String(f);
-      if (!args.failed() && !pi::ParseSparseMode(m, &settings.engine.sparse)) {
-        args.Fail("--sparse expects off, oracle or predictor, got '" + m + "'");
-      }
-    } else if (f == "--sparse-threshold") {
-      settings.engine.sparse_threshold = args.Float(f);
+    else if (pi::ParseSparseFlag(f, &args, &settings.engine.sparse,
+                                 &settings.engine.sparse_threshold)) {
     } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
     } else if (f == "-h" || f == "--help") {
       Usage();

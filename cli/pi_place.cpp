@@ -39,11 +39,6 @@ void Usage() {
       "  --reset-gpu-index       rewrite the plan and index even when they are up to date\n");
 }
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool Exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
@@ -134,10 +129,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   opt.vram_budget = budget;
-  const std::string stem =
-      EndsWith(model_path, ".gguf") ? model_path.substr(0, model_path.size() - 5) : model_path;
-  if (stats_path.empty()) stats_path = stem + ".stats.gguf";
-  if (plan_path.empty()) plan_path = stem + ".plan-" + pi::BudgetString(budget) + ".gguf";
+  if (stats_path.empty()) stats_path = pi::DefaultStatsPath(model_path);
+  if (plan_path.empty()) plan_path = pi::DefaultPlanPath(model_path, budget);
   if (want_gpuidx && gpuidx_path.empty()) gpuidx_path = model_path + ".generated.gpuidx";
 
   pi::LlamaModel model;

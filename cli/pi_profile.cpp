@@ -132,11 +132,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "pi-profile: -t, -b, --max-tokens must be >= 1 and -c >= 0\n");
     return 2;
   }
-  if (out_path.empty()) {
-    out_path =
-        EndsWith(model_path, ".gguf") ? model_path.substr(0, model_path.size() - 5) : model_path;
-    out_path += ".stats.gguf";
-  }
+  if (out_path.empty()) out_path = pi::DefaultStatsPath(model_path);
 
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);

@@ -102,13 +102,7 @@ int main(int argc, char** argv) {
       ignore_eos = true;
     else if (f == "--json")
       json = true;
-    else if (f == "--sparse") {
-      const std::string m = args.String(f);
-      if (!args.failed() && !pi::ParseSparseMode(m, &opt.sparse)) {
-        args.Fail("--sparse expects off, oracle or predictor, got '" + m + "'");
-      }
-    } else if (f == "--sparse-threshold") {
-      opt.sparse_threshold = args.Float(f);
+    else if (pi::ParseSparseFlag(f, &args, &opt.sparse, &opt.sparse_threshold)) {
     } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
     } else if (f == "-h" || f == "--help") {
       Usage();

@@ -6,6 +6,24 @@
 
 namespace pi {
 
+void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode* mode) {
+  if (!args->failed() && !ParseSparseMode(value, mode)) {
+    args->Fail("--sparse expects off, oracle or predictor, got '" + value + "'");
+  }
+}
+
+bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
+                     std::optional<float>* threshold) {
+  if (flag == "--sparse") {
+    ParseSparseModeValue(args->String(flag), args, mode);
+  } else if (flag == "--sparse-threshold") {
+    *threshold = args->Float(flag);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 void NoteSparseSupport(const char* tool, const LlamaModel& model, SparseMode mode) {
   if (mode == SparseMode::kOff) return;
   // Without predictor tensors Engine::Create fails and says why; a note

@@ -1,12 +1,24 @@
-// The --sparse flag shared by pi-run, pi-bench and pi-perplexity.
+// The --sparse flags shared by pi-run, pi-bench and pi-perplexity.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "cli/args.h"
 
 #include "common/llama_model.h"
 #include "common/sparse_mode.h"
 
 namespace pi {
+
+// Parses one mode name ("off", "oracle", "predictor") into *mode; otherwise
+// fails `args` with a message naming the bad value.
+void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode* mode);
+
+// Consumes `flag` (already read by args->Next()) when it is --sparse MODE or
+// --sparse-threshold X; returns false for any other flag.
+bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
+                     std::optional<float>* threshold);
 
 // Prints "tool: --sparse oracle: this model's FFN runs dense: <why>" when a
 // sparse mode cannot skip neurons in `model`, so a user never mistakes a

@@ -84,6 +84,14 @@ void InitActivationStatsFor(const LlamaModel& model, ActivationStats* stats);
 
 // Writes `stats` as a GGUF file (see the header comment). Fails when a count
 // does not fit the file's I32.
+// Where pi-profile puts a model's statistics by default, and where pi-place
+// and --vram-budget look for them: the model's path without ".gguf", plus
+// ".stats.gguf".
+std::string DefaultStatsPath(const std::string& model_path);
+// The model's path without a trailing ".gguf" (the stem of the files kept
+// next to it).
+std::string ModelPathStem(const std::string& model_path);
+
 Status WriteActivationStats(const ActivationStats& stats, const std::string& path);
 
 // Reads and validates a stats file: every key present with its type, n_layer

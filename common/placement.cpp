@@ -436,4 +436,8 @@ std::string HumanBytes(int64_t bytes) {
   return buf;
 }
 
+std::string DefaultPlanPath(const std::string& model_path, int64_t budget) {
+  return ModelPathStem(model_path) + ".plan-" + BudgetString(budget) + ".gguf";
+}
+
 }  // namespace pi

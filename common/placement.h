@@ -114,6 +114,11 @@ Status CheckPlanMatches(const Placement& plan, const LlamaModel& model,
 
 // "11G", "512M", "64K" when exact, else the byte count: for file names.
 std::string BudgetString(int64_t bytes);
+
+// The plan file for `budget` next to the model: the model's path without
+// ".gguf", plus ".plan-<BudgetString(budget)>.gguf" (pi-place and
+// --vram-budget share it).
+std::string DefaultPlanPath(const std::string& model_path, int64_t budget);
 // "8.00 MiB", "11.00 GiB", "512 B": for messages.
 std::string HumanBytes(int64_t bytes);
 
