@@ -360,7 +360,7 @@ int main(int argc, char** argv) {
             r.weight_bytes_per_token = static_cast<double>(model.DecodeWeightBytes()) + kv;
           }
           pi::ProgressBar bar("pi-bench " + r.test + " t=" + std::to_string(nt), reps + 1, "runs");
-          double ffn_neurons = 0;                  // computed in the timed tg runs
+          double ffn_neurons = 0, gate_rows = 0;   // computed in the timed tg runs
           for (int rep = -1; rep < reps; ++rep) {  // rep -1: warmup
             engine->Reset();
             const double t0 = pi::NowSeconds();
@@ -369,7 +369,10 @@ int main(int argc, char** argv) {
             } else {
               for (int i = 0; i < ng && s.ok(); ++i) {
                 s = engine->Eval(&toks[i], 1);
-                if (rep >= 0) ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
+                if (rep >= 0) {
+                  ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
+                  gate_rows += static_cast<double>(engine->last_ffn_gate_rows());
+                }
               }
             }
             const double dt = pi::NowSeconds() - t0;
@@ -382,17 +385,19 @@ int main(int argc, char** argv) {
           }
           bar.Finish();
           if (ng > 0) {
-            // Sparse steps skip the up and down rows of silent neurons.
-            r.ffn_active = ffn_neurons / (static_cast<double>(reps) * ng * c.n_layer * c.n_ff);
+            // Sparse steps skip the up and down rows of silent neurons, and
+            // the gate rows of neurons no one asked for (predictor mode).
+            const double all = static_cast<double>(reps) * ng * c.n_layer * c.n_ff;
+            r.ffn_active = ffn_neurons / all;
             const pi::LlamaLayer& l0 = model.layers[0];
             const int64_t down_row =
                 l0.ffn_down_t.present() ? l0.ffn_down_t.row_bytes : l0.ffn_down.nbytes() / c.n_ff;
-            // The predictor mode also skips gate rows, and reads fc1 and fc2.
-            const bool pred = mode == pi::SparseMode::kPredictor;
-            const int64_t skipped_row =
-                l0.ffn_up.row_bytes + down_row + (pred ? l0.ffn_gate.row_bytes : 0);
+            const double per_layer = static_cast<double>(c.n_layer) * c.n_ff;
             r.weight_bytes_per_token -=
-                (1.0 - r.ffn_active) * c.n_layer * c.n_ff * static_cast<double>(skipped_row);
+                (1.0 - r.ffn_active) * per_layer *
+                    static_cast<double>(l0.ffn_up.row_bytes + down_row) +
+                (1.0 - gate_rows / all) * per_layer * static_cast<double>(l0.ffn_gate.row_bytes);
+            const bool pred = mode == pi::SparseMode::kPredictor;
             if (pred) {
               for (const pi::LlamaLayer& l : model.layers) {
                 r.weight_bytes_per_token += static_cast<double>(l.fc1.nbytes() + l.fc2.nbytes());

@@ -34,11 +34,14 @@ bool ParseSparseMode(const std::string& s, SparseMode* out) {
   return true;
 }
 
-void FfnBlock::Init(const LlamaConfig& config, int max_batch, SparseMode mode) {
-  c_ = config;
+void FfnBlock::Init(const LlamaModel& model, int max_batch, SparseMode mode) {
+  model_ = &model;
+  c_ = model.config;
   mode_ = mode;
   ids_.assign(c_.n_ff, 0);
-  act_.assign(c_.n_ff, 0.0f);
+  all_ids_.resize(c_.n_ff);
+  for (int32_t i = 0; i < c_.n_ff; ++i) all_ids_[i] = i;
+  neurons_.Init(c_);
   const size_t b = static_cast<size_t>(max_batch);
   x_.assign(b * c_.n_embd, 0.0f);
   gate_.assign(b * c_.n_ff, 0.0f);
@@ -49,31 +52,94 @@ void FfnBlock::Init(const LlamaConfig& config, int max_batch, SparseMode mode) {
   q8_.assign(b * PreparedActivationBytes(DType::kQ8_0, widest), 0);
 }
 
-void FfnBlock::InitPredictor(const LlamaModel& model, float threshold) {
-  predictor_.Init(c_.n_embd, c_.n_ff, MaxPredictorRank(model));
-  predictor_.PrepareLayers(model);
+void FfnBlock::InitPredictor(float threshold) {
+  predictor_.Init(c_.n_embd, c_.n_ff, MaxPredictorRank(*model_));
+  predictor_.PrepareLayers(*model_);
   threshold_ = threshold;
 }
 
+Status FfnBlock::InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, FfnBackend* backend) {
+  PI_RETURN_IF_ERROR(ValidateHotNeurons(*model_, hot_ids));
+  cold_ids_.assign(c_.n_layer, {});
+  is_hot_.assign(c_.n_layer, std::vector<uint8_t>(c_.n_ff, 0));
+  for (int l = 0; l < c_.n_layer; ++l) {
+    for (int32_t id : hot_ids[l]) is_hot_[l][id] = 1;
+    for (int32_t i = 0; i < c_.n_ff; ++i) {
+      if (!is_hot_[l][i]) cold_ids_[l].push_back(i);
+    }
+  }
+  y_hot_.assign(c_.n_embd, 0.0f);
+  backend_ = backend;
+  return Status::Ok();
+}
+
 bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
-  if (mode_ == SparseMode::kOff || batch != 1 || !layer.ffn_down_t.present() ||
+  if (batch != 1) return false;
+  if (backend_) return true;  // InitSplit checked the model supports it
+  if (mode_ == SparseMode::kOff || !layer.ffn_down_t.present() ||
       c_.activation == FfnActivation::kSilu) {
     return false;
   }
   return mode_ == SparseMode::kOracle || (layer.fc1.present() && layer.fc2.present());
 }
 
-void FfnBlock::Forward(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool) {
+void FfnBlock::Forward(int il, int batch, float* h, ThreadPool* pool) {
+  const LlamaLayer& layer = model_->layers[il];
   if (SparseStepApplies(layer, batch)) {
-    if (mode_ == SparseMode::kPredictor) {
-      ForwardPredictor(layer, h, pool);
-    } else {
-      ForwardOracle(layer, h, pool);
-    }
-    return;
+    ForwardSparse(il, h, pool);
+  } else {
+    ForwardDense(layer, batch, h, pool);
   }
+}
+
+void FfnBlock::ForwardSparse(int il, float* h, ThreadPool* pool) {
+  const LlamaLayer& layer = model_->layers[il];
+  const int64_t d = c_.n_embd;
+  RmsNorm(h, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps, x_.data());
+  if (backend_) backend_->Start(il, x_.data(), y_hot_.data());
+
+  // The CPU's candidates: the predictor's ids (read from h before it
+  // changes: PowerInfer's input is the un-normed residual), else all
+  // neurons; less the hot ones when the backend has them.
+  const int32_t* ids = all_ids_.data();
+  int64_t n = c_.n_ff;
+  const bool predicted =
+      mode_ == SparseMode::kPredictor && layer.fc1.present() && layer.fc2.present();
+  if (predicted) {
+    n = predictor_.Predict(layer, h, threshold_, ids_.data(), pool);
+    ids = ids_.data();
+    if (backend_) {
+      const uint8_t* hot = is_hot_[il].data();
+      int64_t m = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        if (!hot[ids_[k]]) ids_[m++] = ids_[k];
+      }
+      n = m;
+    }
+  } else if (backend_) {
+    ids = cold_ids_[il].data();
+    n = static_cast<int64_t>(cold_ids_[il].size());
+  }
+
+  // Activations as a dense step would show them, for the observer: zero
+  // except the computed neurons that passed the gate.
+  std::memset(gate_.data(), 0, sizeof(float) * c_.n_ff);
+  const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  last_cold_ = n > 0 ? neurons_.Accumulate(rows, ids, n, x_.data(), h, pool, gate_.data()) : 0;
+  last_hot_ = 0;
+  last_gate_rows_ = n;
+  if (backend_) {
+    last_gate_rows_ += c_.n_ff - static_cast<int64_t>(cold_ids_[il].size());
+    last_hot_ = backend_->Wait();
+    for (int64_t i = 0; i < d; ++i) h[i] += y_hot_[i];
+  }
+}
+
+void FfnBlock::ForwardDense(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool) {
   const int64_t d = c_.n_embd, ff = c_.n_ff;
-  last_computed_ = batch * ff;
+  last_hot_ = 0;
+  last_cold_ = batch * ff;
+  last_gate_rows_ = batch * ff;
   for (int b = 0; b < batch; ++b) {
     RmsNorm(h + b * d, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps,
             x_.data() + b * d);
@@ -143,110 +209,6 @@ void FfnBlock::ReduceDownPartials(int batch, float* h, bool small, ThreadPool* p
         }
       },
       small);
-}
-
-void FfnBlock::ForwardOracle(const LlamaLayer& layer, float* h, ThreadPool* pool) {
-  const int64_t d = c_.n_embd, ff = c_.n_ff;
-  RmsNorm(h, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps, x_.data());
-  PreparedInput in = PrepareInput(x_.data(), d, 1, q8_.data(), pool,
-                                  ReadsQ8(layer.ffn_gate.type) || ReadsQ8(layer.ffn_up.type));
-
-  // 1. The gate, densely: it decides which neurons fire.
-  const MatMulJob gate[1] = {{&layer.ffn_gate, gate_.data(), ff}};
-  ParallelMatMul(pool, in, gate, 1);
-  int64_t n = 0;
-  for (int64_t i = 0; i < ff; ++i) {
-    if (gate_[i] > 0.0f) ids_[n++] = static_cast<int32_t>(i);
-  }
-
-  // 2. up for the firing rows only, in chunks of the id list.
-  const Tensor& up = layer.ffn_up;
-  const bool up_small = n * up.row_bytes < ThreadPool::kMinParallelBytes;
-  const int64_t up_chunks = up_small ? 1 : 4 * pool->size();
-  const void* x_up = in.For(up.type);
-  pool->ParallelFor(
-      up_chunks,
-      [&](int64_t chunk, int) {
-        int64_t k0, k1;
-        ThreadPool::Split(n, chunk, up_chunks, 8, &k0, &k1);
-        if (k0 < k1)
-          MatVecRowsIndexed(up.type, up.data, up.cols, x_up, ids_.data() + k0, k1 - k0, up_.data());
-      },
-      up_small);
-
-  last_computed_ = n;
-  SparseActAndDown(layer, n, h, pool);
-}
-
-void FfnBlock::ForwardPredictor(const LlamaLayer& layer, float* h, ThreadPool* pool) {
-  const int64_t d = c_.n_embd;
-  // 1. The predicted rows, from h as it is (before the norm: PowerInfer's input).
-  const int64_t n = predictor_.Predict(layer, h, threshold_, ids_.data(), pool);
-  RmsNorm(h, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps, x_.data());
-  PreparedInput in = PrepareInput(x_.data(), d, 1, q8_.data(), pool,
-                                  ReadsQ8(layer.ffn_gate.type) || ReadsQ8(layer.ffn_up.type));
-
-  // 2. gate and up for those rows only, in chunks of the id list.
-  const Tensor& gate = layer.ffn_gate;
-  const Tensor& up = layer.ffn_up;
-  const bool small = n * (gate.row_bytes + up.row_bytes) < ThreadPool::kMinParallelBytes;
-  const int64_t chunks = small ? 1 : 4 * pool->size();
-  const void* x_gate = in.For(gate.type);
-  const void* x_up = in.For(up.type);
-  pool->ParallelFor(
-      chunks,
-      [&](int64_t chunk, int) {
-        int64_t k0, k1;
-        ThreadPool::Split(n, chunk, chunks, 8, &k0, &k1);
-        if (k0 >= k1) return;
-        MatVecRowsIndexed(gate.type, gate.data, gate.cols, x_gate, ids_.data() + k0, k1 - k0,
-                          gate_.data());
-        MatVecRowsIndexed(up.type, up.data, up.cols, x_up, ids_.data() + k0, k1 - k0, up_.data());
-      },
-      small);
-  last_computed_ = n;
-  SparseActAndDown(layer, n, h, pool);
-}
-
-void FfnBlock::SparseActAndDown(const LlamaLayer& layer, int64_t n, float* h, ThreadPool* pool) {
-  const int64_t d = c_.n_embd, ff = c_.n_ff;
-  // 3. The activations: zero everywhere but the computed neurons that fire
-  // (what the observer and a dense step would see), and a compact copy for
-  // the axpy. A predicted neuron may still not fire (gate <= 0).
-  // O(n), not O(n_ff): compact the firing ones first (m <= k, so ids_ can
-  // be overwritten in place), then clear gate_ and scatter them back.
-  const bool relu = c_.activation == FfnActivation::kRelu;
-  int64_t m = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    const int32_t i = ids_[k];
-    const float g = gate_[i], u = up_[i];
-    if (g > 0.0f && (relu || u > 0.0f)) {
-      const float a = g * u;
-      if (a != 0.0f) {
-        ids_[m] = i;
-        act_[m++] = a;
-      }
-    }
-  }
-  std::memset(gate_.data(), 0, sizeof(float) * ff);
-  for (int64_t k = 0; k < m; ++k) gate_[ids_[k]] = act_[k];
-
-  // 4. down over the active rows of ffn_down_t: kDownChunks fixed ranges of
-  // the id list, each into its own partial vector, reduced in order.
-  const Tensor& wt = layer.ffn_down_t;
-  const bool small = m * wt.row_bytes < ThreadPool::kMinParallelBytes;
-  pool->ParallelFor(
-      kDownChunks,
-      [&](int64_t k, int) {
-        int64_t k0, k1;
-        ThreadPool::Split(m, k, kDownChunks, 1, &k0, &k1);
-        float* part = partial_.data() + k * d;
-        std::memset(part, 0, sizeof(float) * d);
-        if (k0 < k1)
-          AxpyRowsIndexed(wt.type, wt.data, d, ids_.data() + k0, act_.data() + k0, k1 - k0, part);
-      },
-      small);
-  ReduceDownPartials(1, h, small, pool);
 }
 
 }  // namespace pi

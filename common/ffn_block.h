@@ -1,4 +1,4 @@
-// FfnBlock: the dense FFN half of a llama layer for a batch of B tokens,
+// FfnBlock: the FFN half of a llama layer for a batch of B tokens,
 // h[b] += down(act(gate x_b, up x_b)) with x_b = rmsnorm(h[b]) and act one of
 // the gated forms of FfnActivation. The down projection is either ffn_down
 // (a product over output features) or PowerInfer's transposed ffn_down_t (an
@@ -6,63 +6,92 @@
 // then reduced — never two threads adding into one vector). Forward
 // allocates nothing.
 //
-// With SparseMode::kOracle, a single-token step of a ReLU-family layer that
-// has ffn_down_t computes the gate densely, collects the neurons that fire,
-// and computes up and down for those rows only (sparse_mode.h). With
-// SparseMode::kPredictor, the layer's predictor (predictor.h) picks the rows
-// from the un-normed input h, and gate, up and down run on those rows only.
+// Single-token steps of a ReLU-family layer with ffn_down_t can be sparse:
+// the neurons to compute come from the mode (all of them for kOracle, the
+// predictor's ids for kPredictor; sparse_mode.h) and, with a hot/cold split
+// (InitSplit), the hot ones go to an FfnBackend that runs at the same time
+// (the GPU's share) while the CPU takes the rest:
+//
+//   x = rmsnorm(h); [backend.Start(l, x -> y_hot)]
+//   ids = all | predictor(h); [ids -= hot]          cold or all candidates
+//   h += NeuronFfn(ids, x);  [h += backend.Wait()]  silent neurons skipped
+//
+// The backend computes every hot neuron that fires (exact); only the CPU's
+// candidates come from the predictor. Prompt batches run dense: a batch reads
+// each weight once, and the union of 64 tokens' active sets is most neurons.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "common/ffn_backend.h"
 #include "common/llama_model.h"
+#include "common/neuron_ffn.h"
 #include "common/predictor.h"
 #include "common/sparse_mode.h"
+#include "common/status.h"
 #include "common/thread_pool.h"
 
 namespace pi {
 
 class FfnBlock {
  public:
-  void Init(const LlamaConfig& config, int max_batch, SparseMode mode = SparseMode::kOff);
-  // For SparseMode::kPredictor: readies the predictor for `model`'s layers
+  // `model` must outlive the block.
+  void Init(const LlamaModel& model, int max_batch, SparseMode mode = SparseMode::kOff);
+  // For SparseMode::kPredictor: readies the predictor for the model's layers
   // (scratch, transposed small fc2s; see predictor.h) and sets the score
   // threshold (ResolvePredictorThreshold).
-  void InitPredictor(const LlamaModel& model, float threshold);
+  void InitPredictor(float threshold);
+  // The hot/cold split: hot_ids[l] (sorted, unique) are layer l's neurons on
+  // `backend`, which must already hold them (FfnBackend::Load with the same
+  // sets) and outlive the block. Single-token steps then always run sparse
+  // (kOff behaves as kOracle: the split is exact either way).
+  Status InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, FfnBackend* backend);
 
-  // h: [batch, n_embd], updated in place.
-  void Forward(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool);
+  // h: [batch, n_embd] for layer `il`, updated in place.
+  void Forward(int il, int batch, float* h, ThreadPool* pool);
 
   // The activations of the last Forward: [batch, n_ff] (zero where a ReLU
-  // form did not fire). Profiling reads these.
+  // form did not fire or a neuron was not computed). With a split, a sparse
+  // step records the CPU's neurons only. Profiling reads these.
   const float* activations() const { return gate_.data(); }
 
-  // Neurons computed by the last Forward (sparse steps: the active ones).
-  int64_t last_computed_neurons() const { return last_computed_; }
+  // Neurons whose up and down rows the last Forward computed: all of them in
+  // a dense step, the ones that fired in a sparse step.
+  int64_t last_computed_neurons() const { return last_hot_ + last_cold_; }
+  // Of those, on the split's backend and on the CPU (sparse split steps).
+  int64_t last_hot_fired() const { return last_hot_; }
+  int64_t last_cold_fired() const { return last_cold_; }
+  // Gate rows the last Forward read (a sparse step reads its candidates'
+  // gate rows, fired or not, and the backend all of its hot ones).
+  int64_t last_gate_rows() const { return last_gate_rows_; }
 
  private:
   bool SparseStepApplies(const LlamaLayer& layer, int batch) const;
-  void ForwardOracle(const LlamaLayer& layer, float* h, ThreadPool* pool);
-  void ForwardPredictor(const LlamaLayer& layer, float* h, ThreadPool* pool);
-  // Steps 3-4 of a sparse step: from gate_/up_ at the n rows ids_[0, n),
-  // the activations (zero elsewhere in gate_), then down over the rows that
-  // fired, added into h.
-  void SparseActAndDown(const LlamaLayer& layer, int64_t n, float* h, ThreadPool* pool);
+  void ForwardDense(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool);
+  void ForwardSparse(int il, float* h, ThreadPool* pool);
   // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
   void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);
 
+  const LlamaModel* model_ = nullptr;
   LlamaConfig c_;
   SparseMode mode_ = SparseMode::kOff;
-  int64_t last_computed_ = 0;
+  int64_t last_hot_ = 0, last_cold_ = 0, last_gate_rows_ = 0;
   Predictor predictor_;
   float threshold_ = 0.0f;
-  std::vector<int32_t> ids_;  // [n_ff] active neuron ids (sparse steps)
-  std::vector<float> act_;    // [n_ff] their activations, compact
-  std::vector<float> x_;      // [max_batch, n_embd]
-  std::vector<float> gate_;   // [max_batch, n_ff]   gate, then act(gate, up)
-  std::vector<float> up_;     // [max_batch, n_ff]
-  std::vector<float> out_;    // [max_batch, n_embd]
+  NeuronFfn neurons_;
+  std::vector<int32_t> ids_;      // [n_ff] candidate ids of a sparse step
+  std::vector<int32_t> all_ids_;  // 0 .. n_ff - 1
+  // The split (InitSplit): backend_ set, per layer the cold ids and a hot mask.
+  FfnBackend* backend_ = nullptr;
+  std::vector<std::vector<int32_t>> cold_ids_;
+  std::vector<std::vector<uint8_t>> is_hot_;
+  std::vector<float> y_hot_;  // [n_embd]
+
+  std::vector<float> x_;     // [max_batch, n_embd]
+  std::vector<float> gate_;  // [max_batch, n_ff]   gate, then act(gate, up)
+  std::vector<float> up_;    // [max_batch, n_ff]
+  std::vector<float> out_;   // [max_batch, n_embd]
   static constexpr int kDownChunks = 8;
   std::vector<float> partial_;  // [kDownChunks, max_batch, n_embd]  ffn_down_t partial sums
   std::vector<uint8_t> q8_;     // prepared Q8_0 input, max(n_embd, n_ff) wide

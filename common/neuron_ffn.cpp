@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/parallel_matmul.h"
 #include "kernels/cpu/matmul.h"
 
 namespace pi {
@@ -21,12 +22,14 @@ void NeuronFfn::Init(const LlamaConfig& config) {
 }
 
 int64_t NeuronFfn::Accumulate(const NeuronRows& rows, const int32_t* ids, int64_t n, const float* x,
-                              float* y, ThreadPool* pool) {
+                              float* y, ThreadPool* pool, float* act_out) {
   const int64_t d = c_.n_embd;
-  PrepareActivation(DType::kQ8_0, x, d, q8_.data());
+  // Quantized rows dot a Q8_0 copy of x; float rows read x itself.
+  if (ReadsQ8(rows.gate->type) || ReadsQ8(rows.up->type)) {
+    PrepareActivation(DType::kQ8_0, x, d, q8_.data());
+  }
   auto prepared = [&](DType t) -> const void* {
-    return t == DType::kQ8_0 || t == DType::kQ4_0 ? static_cast<const void*>(q8_.data())
-                                                  : static_cast<const void*>(x);
+    return ReadsQ8(t) ? static_cast<const void*>(q8_.data()) : static_cast<const void*>(x);
   };
   const bool small =
       n * (rows.gate->row_bytes + rows.up->row_bytes) < ThreadPool::kMinParallelBytes;
@@ -58,6 +61,7 @@ int64_t NeuronFfn::Accumulate(const NeuronRows& rows, const int32_t* ids, int64_
           const float u = up_dots_[active[j]];
           act[j] = (drelu && u <= 0.0f) ? 0.0f : gate_dots_[active[j]] * u;
           fired += act[j] != 0.0f;
+          if (act_out) act_out[active[j]] = act[j];  // ids are disjoint across chunks
         }
         AxpyRowsIndexed(rows.down_t->type, rows.down_t->data, d, active, act, m, part);
         fired_[k] = fired;

@@ -6,8 +6,11 @@
 //   y += sum_{i in ids} act_i * down_t[i],   act_i = relu(gate_i·x) * up_i·x
 //                                            (drelu: relu(up_i·x) too)
 //
-// Silent neurons (relu(gate) = 0) cost one gate row and nothing else: this
-// is the oracle form of sparsity, exact. The ids are cut into a fixed number
+// Silent neurons (relu(gate) = 0) cost one gate row and nothing else: over
+// all neurons this is the oracle form of sparsity (exact); over a predictor's
+// ids, the predicted neurons that really fire. Every sparse FFN step runs
+// through here: FfnBlock's oracle and predictor steps, the cold part of the
+// hot/cold split, and HostFfnBackend's hot part. The ids are cut into a fixed number
 // of chunks, each summed into its own partial vector and reduced in order,
 // so the result does not depend on the thread count. Allocation-free once
 // Init has sized the scratch.
@@ -36,8 +39,10 @@ class NeuronFfn {
 
   // y[0..n_embd) += the FFN partial of neurons ids[0..n) for the normed input
   // x (f32, n_embd), using `pool`. Returns the number of neurons that fired.
+  // If `act` is given ([n_ff], by id), act[i] is set for every computed
+  // neuron i that passed the gate (the caller zeroes the rest).
   int64_t Accumulate(const NeuronRows& rows, const int32_t* ids, int64_t n, const float* x,
-                     float* y, ThreadPool* pool);
+                     float* y, ThreadPool* pool, float* act = nullptr);
 
  private:
   static constexpr int kChunks = 8;

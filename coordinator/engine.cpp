@@ -32,17 +32,11 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->pool_ = std::make_unique<ThreadPool>(options.n_threads);
   e->cache_.Init(c.n_layer, e->n_ctx_, c.kv_dim());
   e->attention_.Init(c, e->n_batch_, e->n_ctx_, options.n_threads);
-  e->ffn_.Init(c, e->n_batch_, options.sparse);
-  if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(*model, threshold);
+  e->ffn_.Init(*model, e->n_batch_, options.sparse);
+  if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
   if (options.hot_backend) {
     if (!options.hot_neurons) return Status::Error("a hot backend needs its hot neuron sets");
-    if (options.sparse == SparseMode::kPredictor) {
-      return Status::Error(
-          "the hot/cold FFN split runs with --sparse off or oracle (exact); predictor mode "
-          "with a split is not implemented yet");
-    }
-    e->split_ = std::make_unique<SplitFfn>();
-    PI_RETURN_IF_ERROR(e->split_->Init(*model, *options.hot_neurons, options.hot_backend));
+    PI_RETURN_IF_ERROR(e->ffn_.InitSplit(*options.hot_neurons, options.hot_backend));
   }
   e->h_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->x_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
@@ -70,6 +64,7 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
   const size_t rows = all_logits ? static_cast<size_t>(n) : 1;
   if (logits_.size() < rows * n_vocab) logits_.resize(rows * n_vocab);
   last_ffn_neurons_ = 0;
+  last_ffn_gate_rows_ = 0;
   for (int i = 0; i < n; i += n_batch_) {
     const int b = std::min(n_batch_, n - i);
     const bool last = i + b == n;
@@ -90,15 +85,9 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   for (int il = 0; il < c.n_layer; ++il) {
     attention_.Forward(m.layers[il], il, n_past_, batch, h_.data(), &cache_, pool_.get());
     if (observer_) observer_->OnFfnInput(il, batch, h_.data());
-    if (split_ && batch == 1) {
-      // Hot neurons on the backend, cold ones here, at the same time. (No
-      // observer call: the split keeps no full activation vector.)
-      split_->Forward(il, h_.data(), pool_.get());
-      last_ffn_neurons_ += split_->last_hot_fired() + split_->last_cold_fired();
-      continue;
-    }
-    ffn_.Forward(m.layers[il], batch, h_.data(), pool_.get());
+    ffn_.Forward(il, batch, h_.data(), pool_.get());
     last_ffn_neurons_ += ffn_.last_computed_neurons();
+    last_ffn_gate_rows_ += ffn_.last_gate_rows();
     if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
   }
   n_past_ += batch;

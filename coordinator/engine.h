@@ -20,7 +20,6 @@
 #include "common/ffn_observer.h"
 #include "common/kv_cache.h"
 #include "common/llama_model.h"
-#include "common/split_ffn.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
 
@@ -35,10 +34,10 @@ struct EngineOptions {
   // LLAMA_SPARSE_PRED_THRESHOLD environment variable, else the file's
   // powerinfer.sparse_threshold (common/predictor.h).
   std::optional<float> sparse_threshold;
-  // The hot/cold FFN split (common/split_ffn.h): when set, single-token steps
+  // The hot/cold FFN split (common/ffn_block.h): when set, single-token steps
   // compute each layer's hot neurons on `hot_backend` (already Load()ed with
-  // the same sets) while the CPU computes the cold rest. Both must outlive
-  // the engine. Needs --sparse off or oracle (the split is exact).
+  // the same sets) while the CPU computes the cold rest (all of it, or with
+  // --sparse predictor the predicted part). Both must outlive the engine.
   FfnBackend* hot_backend = nullptr;
   const std::vector<std::vector<int32_t>>* hot_neurons = nullptr;
 };
@@ -56,9 +55,12 @@ class Engine {
   Status Eval(const int32_t* tokens, int n, bool all_logits = false);
 
   const float* logits() const { return logits_.data(); }
-  // FFN neurons computed over all layers by the last Eval (n_layer * n_ff *
-  // tokens when dense; fewer in sparse decode steps).
+  // FFN neurons whose up and down rows the last Eval computed, over all
+  // layers (n_layer * n_ff * tokens when dense; in sparse decode steps the
+  // ones that fired), and the gate rows it read (sparse steps also read the
+  // gate rows of candidates that did not fire).
   int64_t last_ffn_neurons() const { return last_ffn_neurons_; }
+  int64_t last_ffn_gate_rows() const { return last_ffn_gate_rows_; }
   int n_vocab() const { return model_->config.n_vocab; }
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
@@ -85,13 +87,13 @@ class Engine {
   int n_ctx_ = 0;
   int n_batch_ = 0;
   int64_t last_ffn_neurons_ = 0;
+  int64_t last_ffn_gate_rows_ = 0;
   float predictor_threshold_ = 0.0f;
   int n_past_ = 0;
   std::unique_ptr<ThreadPool> pool_;
   KvCache cache_;
   AttentionBlock attention_;
   FfnBlock ffn_;
-  std::unique_ptr<SplitFfn> split_;  // set when options.hot_backend is
   FfnObserver* observer_ = nullptr;
   std::vector<float> h_;       // [n_batch, n_embd] residual stream
   std::vector<float> x_;       // [n_batch, n_embd] final-normed

@@ -76,7 +76,7 @@ void CountByHand(const LlamaModel& m, const std::vector<std::vector<int32_t>>& c
   AttentionBlock attn;
   attn.Init(c, n_batch, n_ctx, 1);
   FfnBlock ffn;
-  ffn.Init(c, n_batch);
+  ffn.Init(m, n_batch);
   ref->counts.assign(c.n_layer, std::vector<int64_t>(ff, 0));
   std::vector<float> h(static_cast<size_t>(n_batch) * d), x(d);
   for (const std::vector<int32_t>& chunk : chunks) {
@@ -110,7 +110,7 @@ void CountByHand(const LlamaModel& m, const std::vector<std::vector<int32_t>>& c
             up[b * ff + i] = u;
           }
         }
-        ffn.Forward(L, batch, h.data(), &pool);
+        ffn.Forward(il, batch, h.data(), &pool);
         const float* act = ffn.activations();
         for (int b = 0; b < batch; ++b) {
           for (int i = 0; i < ff; ++i) {

@@ -25,11 +25,13 @@
 #include <string>
 #include <vector>
 
+#include "common/ffn_block.h"
 #include "common/ffn_observer.h"
 #include "common/gguf.h"
 #include "common/synthetic_model.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
+#include "gpu_worker/host_ffn_backend.h"
 #include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"
 
@@ -202,7 +204,7 @@ TEST(PredictorTest, ScoresMatchDoublePrecisionReference) {
 
 // Runs a prompt and 8 decode steps; returns all decode logits.
 std::vector<float> DecodeLogits(const LlamaModel& m, SparseMode mode, std::optional<float> thr,
-                                int threads, int64_t* ffn_neurons) {
+                                int threads, int64_t* ffn_neurons, int64_t* gate_rows = nullptr) {
   EngineOptions opt;
   opt.n_threads = threads;
   opt.sparse = mode;
@@ -215,10 +217,12 @@ std::vector<float> DecodeLogits(const LlamaModel& m, SparseMode mode, std::optio
   EXPECT_TRUE(e->Eval(prompt, 3).ok());
   std::vector<float> out;
   *ffn_neurons = 0;
+  if (gate_rows) *gate_rows = 0;
   for (int i = 0; i < 8; ++i) {
     const int32_t t = (i * 37 + 5) % m.config.n_vocab;
     EXPECT_TRUE(e->Eval(&t, 1).ok());
     *ffn_neurons += e->last_ffn_neurons();
+    if (gate_rows) *gate_rows += e->last_ffn_gate_rows();
     out.insert(out.end(), e->logits(), e->logits() + e->n_vocab());
   }
   return out;
@@ -231,18 +235,20 @@ TEST(PredictorTest, PredictingEveryNeuronEqualsDenseAndOracle) {
   RemoveOnExit cleanup{{path}};
   ASSERT_TRUE(LoadLlamaModel(path, &model).ok());
   for (int threads : {1, 2}) {
-    int64_t n_dense, n_oracle, n_all, n_none;
+    int64_t n_dense, n_oracle, n_all, n_none, gates_all, gates_none;
     const std::vector<float> dense = DecodeLogits(model, SparseMode::kOff, {}, threads, &n_dense);
     const std::vector<float> oracle =
         DecodeLogits(model, SparseMode::kOracle, {}, threads, &n_oracle);
     const std::vector<float> all =
-        DecodeLogits(model, SparseMode::kPredictor, -1e30f, threads, &n_all);
+        DecodeLogits(model, SparseMode::kPredictor, -1e30f, threads, &n_all, &gates_all);
     const std::vector<float> none =
-        DecodeLogits(model, SparseMode::kPredictor, 1e30f, threads, &n_none);
+        DecodeLogits(model, SparseMode::kPredictor, 1e30f, threads, &n_none, &gates_none);
     ASSERT_EQ(dense.size(), all.size());
     EXPECT_EQ(n_dense, 8LL * tm.layers * tm.ff);
-    EXPECT_EQ(n_all, n_dense);  // every neuron computed
+    EXPECT_EQ(gates_all, n_dense);  // every gate row read ...
+    EXPECT_EQ(n_all, n_oracle);     // ... and up/down for exactly the ones that fire
     EXPECT_EQ(n_none, 0);
+    EXPECT_EQ(gates_none, 0);
     EXPECT_LT(n_oracle, n_dense);
     double max_diff = 0, none_diff = 0;
     for (size_t i = 0; i < dense.size(); ++i) {
@@ -253,6 +259,79 @@ TEST(PredictorTest, PredictingEveryNeuronEqualsDenseAndOracle) {
     }
     // Predicting nothing must change the output (the predictor is really used).
     EXPECT_GT(none_diff, 100 * max_diff + 1e-3);
+  }
+}
+
+// The predictor with the hot/cold split: the backend computes every hot
+// neuron, the CPU the predicted cold ones. One FFN step against a double
+// reference over exactly that set: sum over fired i in hot U predicted of
+// relu(gate_i.x) (up_i.x) down_t[i], x = rmsnorm(h).
+TEST(PredictorTest, SplitComputesHotAndPredictedColdNeurons) {
+  TinyModel tm;
+  LlamaModel model;
+  const std::string path = WriteTinyModel(DType::kF32, &tm);
+  RemoveOnExit cleanup{{path}};
+  ASSERT_TRUE(LoadLlamaModel(path, &model).ok());
+  const LlamaConfig& c = model.config;
+  std::vector<std::vector<int32_t>> hot(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (int32_t i = l; i < c.n_ff; i += 3) hot[l].push_back(i);
+  }
+  HostFfnBackend backend(1);
+  ASSERT_TRUE(backend.Load(model, hot).ok());
+  ThreadPool pool(2);
+  Predictor predictor;
+  predictor.Init(c.n_embd, c.n_ff, tm.rank);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float threshold : {-1e30f, 0.0f, 1e30f}) {
+    FfnBlock block;
+    block.Init(model, 1, SparseMode::kPredictor);
+    block.InitPredictor(threshold);
+    ASSERT_TRUE(block.InitSplit(hot, &backend).ok());
+    for (int l = 0; l < c.n_layer; ++l) {
+      std::vector<float> h(c.n_embd);
+      for (float& v : h) v = nd(rng);
+      std::vector<int32_t> ids(c.n_ff);
+      const int64_t n = predictor.Predict(model.layers[l], h.data(), threshold, ids.data(), &pool);
+      std::vector<bool> computed(c.n_ff, false);
+      for (int64_t k = 0; k < n; ++k) computed[ids[k]] = true;
+      for (int32_t i : hot[l]) computed[i] = true;
+
+      const LlamaLayer& L = model.layers[l];
+      const float* norm = reinterpret_cast<const float*>(L.ffn_norm.data);
+      double ss = 0;
+      for (float v : h) ss += static_cast<double>(v) * v;
+      const double scale = 1.0 / std::sqrt(ss / c.n_embd + c.norm_eps);
+      std::vector<double> x(c.n_embd), want(h.begin(), h.end());
+      for (int k = 0; k < c.n_embd; ++k) x[k] = h[k] * scale * norm[k];
+      int64_t fired = 0, hot_fired = 0;
+      for (int32_t i = 0; i < c.n_ff; ++i) {
+        if (!computed[i]) continue;
+        const float* g = reinterpret_cast<const float*>(L.ffn_gate.row(i));
+        const float* u = reinterpret_cast<const float*>(L.ffn_up.row(i));
+        const float* dt = reinterpret_cast<const float*>(L.ffn_down_t.row(i));
+        double gi = 0, ui = 0;
+        for (int k = 0; k < c.n_embd; ++k) {
+          gi += g[k] * x[k];
+          ui += u[k] * x[k];
+        }
+        if (gi <= 0 || ui == 0) continue;
+        ++fired;
+        hot_fired += (i - l) % 3 == 0 && i >= l;
+        for (int k = 0; k < c.n_embd; ++k) want[k] += gi * ui * dt[k];
+      }
+      block.Forward(l, 1, h.data(), &pool);
+      for (int k = 0; k < c.n_embd; ++k) {
+        ASSERT_NEAR(h[k], want[k], 1e-4 * (1 + std::fabs(want[k])))
+            << "threshold " << threshold << " layer " << l << " dim " << k;
+      }
+      EXPECT_EQ(block.last_computed_neurons(), fired) << threshold;
+      EXPECT_EQ(block.last_hot_fired(), hot_fired) << threshold;
+      if (threshold > 1e29f) {
+        EXPECT_EQ(block.last_cold_fired(), 0);
+      }
+    }
   }
 }
 

@@ -1,7 +1,5 @@
 // The hot/cold split (hot neurons on the host backend, cold ones on the CPU,
 // concurrently, partial sums added) equals the unsplit dense FFN.
-#include "common/split_ffn.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -60,10 +58,11 @@ TEST_P(SplitFfnTest, SplitEqualsUnsplit) {
   }
   HostFfnBackend backend(1);
   ASSERT_TRUE(backend.Load(m, hot).ok());
-  SplitFfn split;
-  ASSERT_TRUE(split.Init(m, hot, &backend).ok());
+  FfnBlock split;
+  split.Init(m, 1);
+  ASSERT_TRUE(split.InitSplit(hot, &backend).ok());
   FfnBlock dense;
-  dense.Init(m.config, 1);
+  dense.Init(m, 1);
   ThreadPool pool(2);
 
   std::mt19937 rng(5);
@@ -77,8 +76,8 @@ TEST_P(SplitFfnTest, SplitEqualsUnsplit) {
     h[0] = 1.0f;  // the planted bias channel, as in every residual of this model
     for (int l = 0; l < o.n_layer; ++l) {
       std::vector<float> a = h, b = h;
-      split.Forward(l, a.data(), &pool);
-      dense.Forward(m.layers[l], 1, b.data(), &pool);
+      split.Forward(l, 1, a.data(), &pool);
+      dense.Forward(l, 1, b.data(), &pool);
       float scale = 0;
       for (int i = 0; i < o.n_embd; ++i) scale = std::max(scale, std::fabs(b[i] - h[i]));
       for (int i = 0; i < o.n_embd; ++i) {
@@ -193,10 +192,8 @@ TEST(EngineSplitTest, DecodeWithSplitEqualsWithout) {
 
   EngineOptions bad;
   bad.hot_backend = &backend;
-  bad.hot_neurons = &hot;
-  bad.sparse = SparseMode::kPredictor;
   std::unique_ptr<Engine> e;
-  EXPECT_FALSE(Engine::Create(&m, bad, &e).ok());
+  EXPECT_THAT(Engine::Create(&m, bad, &e).message(), ::testing::HasSubstr("hot neuron sets"));
   std::remove(path.c_str());
 }
 
