@@ -6,14 +6,18 @@
 
 #include "common/activation_stats.h"
 #include "common/placement.h"
-#include "gpu_worker/host_ffn_backend.h"
+#include "gpu_worker/ffn_backend_factory.h"
+#include "gpu_worker/hot_rows.h"
 
 namespace pi {
 
 const char kGpuSplitUsage[] =
     "  --vram-budget SIZE      hot/cold FFN split for a VRAM budget (e.g. 512M, 11G): the\n"
-    "                          plan's hot neurons on the gpu_worker backend (host memory\n"
-    "                          without a GPU), the rest on the CPU; needs pi-profile stats\n"
+    "                          plan's hot neurons on the GPU (--ffn-backend), the rest on\n"
+    "                          the CPU; needs pi-profile stats\n"
+    "  --ffn-backend KIND      where the hot neurons run: auto (default: cuda when built\n"
+    "                          with CUDA and a GPU is present, else host), cuda, host\n"
+    "                          (host memory, on CPU threads)\n"
     "  --stats FILE            activation statistics (default: MODEL.stats.gguf)\n"
     "  --reset-gpu-index       recompute the placement plan even if one is cached\n"
     "  --disable-gpu-index     no FFN split: every FFN neuron on the CPU\n";
@@ -27,6 +31,12 @@ bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* 
     flags->reset = true;
   } else if (flag == "--disable-gpu-index") {
     flags->disable = true;
+  } else if (flag == "--ffn-backend") {
+    const std::string kind = args->String(flag);
+    if (!args->failed() && kind != "auto" && kind != "cuda" && kind != "host") {
+      args->Fail("--ffn-backend expects auto, cuda or host, got '" + kind + "'");
+    }
+    flags->ffn_backend = kind;
   } else {
     return false;
   }
@@ -45,7 +55,13 @@ bool Exists(const std::string& path) {
 Status SetUpGpuSplit(const char* tool, const std::string& model_path, const LlamaModel& model,
                      const GpuSplitFlags& flags, int n_ctx, GpuSplit* split,
                      EngineOptions* options) {
-  if (flags.vram_budget < 0) return Status::Ok();
+  if (flags.vram_budget < 0) {
+    if (flags.ffn_backend != "auto") {
+      fprintf(stderr, "%s: --ffn-backend %s has no effect without --vram-budget\n", tool,
+              flags.ffn_backend.c_str());
+    }
+    return Status::Ok();
+  }
   if (flags.disable) {
     fprintf(stderr, "%s: --disable-gpu-index: no FFN split, every neuron on the CPU\n", tool);
     return Status::Ok();
@@ -88,18 +104,23 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
     split->hot.push_back(l.gpu_neurons);
     n_hot += static_cast<int64_t>(l.gpu_neurons.size());
   }
-  // This build has no CUDA FFN backend yet: the hot neurons run on the host
-  // backend, and we say so.
-  auto host = std::make_unique<HostFfnBackend>(1);
-  PI_RETURN_IF_ERROR(host->Load(model, split->hot));
+  std::unique_ptr<FfnBackend> backend;
+  PI_RETURN_IF_ERROR(CreateFfnBackend(flags.ffn_backend, 1, &backend));
+  PI_RETURN_IF_ERROR(backend->Load(model, split->hot));
+  // Say why "auto" did not pick the GPU: the backend is never swapped silently.
+  std::string why;
+  if (flags.ffn_backend == "auto" && std::string(backend->name()) != "cuda") {
+    CudaFfnBackendAvailable(&why);
+    why = " (auto: " + why + ")";
+  }
   fprintf(stderr,
-          "%s: FFN split: %lld of %lld neurons hot (%s of rows) on the '%s' backend (no CUDA "
-          "FFN backend yet), the rest on the CPU; plan %s %s\n",
+          "%s: FFN split: %lld of %lld neurons hot (%s of rows) on the '%s' backend%s, the rest "
+          "on the CPU; plan %s %s\n",
           tool, static_cast<long long>(n_hot),
           static_cast<long long>(model.config.n_layer) * model.config.n_ff,
-          HumanBytes(host->resident_bytes()).c_str(), host->name(), plan_path.c_str(),
-          reused ? "reused" : "written");
-  split->backend = std::move(host);
+          HumanBytes(HotRowBytes(model, split->hot)).c_str(), backend->name(), why.c_str(),
+          plan_path.c_str(), reused ? "reused" : "written");
+  split->backend = std::move(backend);
   options->hot_backend = split->backend.get();
   options->hot_neurons = &split->hot;
   return Status::Ok();

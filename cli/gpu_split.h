@@ -4,6 +4,8 @@
 //   --stats FILE         activation statistics (default <model>.stats.gguf)
 //   --reset-gpu-index    recompute the plan even if a matching one is cached
 //   --disable-gpu-index  no FFN split: every neuron on the CPU
+//   --ffn-backend KIND   where the hot neurons run: auto (CUDA when built
+//                        with it and a GPU is present, else host), cuda, host
 // As in PowerInfer, the plan is cached next to the model
 // (<model>.plan-<budget>.gguf) and reused only when it matches the model,
 // the statistics, the budget and the context (pi-place writes the same file).
@@ -25,6 +27,7 @@ struct GpuSplitFlags {
   std::string stats_path;
   bool reset = false;
   bool disable = false;
+  std::string ffn_backend = "auto";  // auto | cuda | host
 };
 
 // Consumes `flag` (already read by args.Next()) when it is one of the above.

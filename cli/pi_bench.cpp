@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -21,16 +22,49 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
 #include "cli/gpu_split.h"
 #include "cli/sparse_note.h"
 #include "common/json.h"
 #include "common/memory_bandwidth.h"
 #include "common/progress.h"
+#include "common/tokenizer.h"
 #include "coordinator/engine.h"
 #include "kernels/cpu/isa.h"
 
 namespace {
+
+// Weight and KV cache bytes one decode step reads, on average over a tg run
+// of `ng` tokens: every matrix once, less the FFN rows sparse steps skip (the
+// up and down rows of silent neurons, the gate rows of neurons no one asked
+// for), plus the predictor in predictor mode, plus the KV cache read at the
+// run's average depth.
+double DecodeBytesPerToken(const pi::LlamaModel& model, pi::SparseMode mode, int ng,
+                           int64_t kv_cache_bytes, int n_ctx, double ffn_neurons, double gate_rows,
+                           int reps) {
+  const pi::LlamaConfig& c = model.config;
+  double bytes = static_cast<double>(model.DecodeWeightBytes());
+  bytes += static_cast<double>(kv_cache_bytes) / n_ctx * (ng + 1) / 2.0;
+  const double all = static_cast<double>(reps) * ng * c.n_layer * c.n_ff;
+  const pi::LlamaLayer& l0 = model.layers[0];
+  const int64_t down_row =
+      l0.ffn_down_t.present() ? l0.ffn_down_t.row_bytes : l0.ffn_down.nbytes() / c.n_ff;
+  // The rows that decide whether a neuron fires (gate; up when ungated) are
+  // read for every candidate, the rest only for neurons that fired.
+  const bool gated = pi::FfnIsGated(c.activation);
+  const int64_t decide_row = gated ? l0.ffn_gate.row_bytes : l0.ffn_up.row_bytes;
+  const int64_t fired_row = (gated ? l0.ffn_up.row_bytes : 0) + down_row;
+  const double per_token = static_cast<double>(c.n_layer) * c.n_ff;
+  bytes -= (1.0 - ffn_neurons / all) * per_token * static_cast<double>(fired_row) +
+           (1.0 - gate_rows / all) * per_token * static_cast<double>(decide_row);
+  if (mode == pi::SparseMode::kPredictor) {
+    for (const pi::LlamaLayer& l : model.layers) {
+      bytes += static_cast<double>(l.fc1.nbytes() + l.fc2.nbytes());
+    }
+  }
+  return bytes;
+}
 
 void Usage() {
   fprintf(stderr,
@@ -46,7 +80,11 @@ void Usage() {
           "  --no-bw                  skip the memory-bandwidth probe\n"
           "  --sparse off[,oracle][,predictor]  FFN sparsity modes to compare (default off)\n"
           "  --sparse-threshold X     predictor score threshold (default: env\n"
-          "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n");
+          "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
+          "  --text FILE              take the tokens from this text (repeated as needed)\n"
+          "                           instead of random ids: a sparse model's activations\n"
+          "                           on real text, not on noise (tg then decodes the text)\n");
+  fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
 }
 
@@ -210,6 +248,8 @@ int main(int argc, char** argv) {
   bool bw_probe = true;
   std::vector<pi::SparseMode> sparse_modes = {pi::SparseMode::kOff};
   std::optional<float> sparse_threshold;
+  std::string text_path, text;
+  pi::DType cache_type_k = pi::DType::kF32, cache_type_v = pi::DType::kF32;
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
     if (f == "-m" || f == "--model") {
@@ -239,6 +279,9 @@ int main(int argc, char** argv) {
       }
     } else if (f == "--sparse-threshold") {
       sparse_threshold = args.Float(f);
+    } else if (f == "--text") {
+      text_path = args.String(f);
+    } else if (pi::ParseCacheTypeFlag(f, &args, &cache_type_k, &cache_type_v)) {
     } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
     } else if (f == "-h" || f == "--help") {
       Usage();
@@ -277,6 +320,16 @@ int main(int argc, char** argv) {
     }
   }
   if (models.empty()) models.push_back(pi::DefaultModelPath());
+  if (!text_path.empty()) {
+    std::ifstream in(text_path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+    if (!in || text.empty()) {
+      fprintf(stderr, "pi-bench: cannot read '%s' (or it is empty)\n", text_path.c_str());
+      return 1;
+    }
+  }
 
   std::vector<Result> results;
   std::mt19937 rng(1234);
@@ -289,6 +342,17 @@ int main(int argc, char** argv) {
     }
     const pi::LlamaConfig& c = model.config;
     const int n_vocab = c.n_vocab;
+    std::vector<int32_t> text_tokens;
+    if (!text.empty()) {
+      std::unique_ptr<pi::Tokenizer> tok;
+      s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(path);
+      if (s.ok()) s = tok->Encode(text, /*add_bos=*/false, &text_tokens).WithContext(text_path);
+      if (s.ok() && text_tokens.empty()) s = pi::Status::Error("%s: no tokens", text_path.c_str());
+      if (!s.ok()) {
+        fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+        return 1;
+      }
+    }
     std::string ftype = DTypeName(model.layers[0].ffn_up.type);
     for (char& ch : ftype) ch = static_cast<char>(toupper(ch));
     const std::string model_type =
@@ -318,27 +382,44 @@ int main(int argc, char** argv) {
       for (int tg : n_gen)
         if (tg > 0) tests.emplace_back(0, tg);
       for (const auto& [np, ng] : tests) {
-        for (pi::SparseMode mode : sparse_modes) {
-          // Prompt batches always run dense: one pp row is enough.
-          if (np > 0 && mode != sparse_modes[0]) continue;
+        // Every mode of a test gets an engine, and their repetitions are
+        // interleaved (rep 1 of each mode, then rep 2, ...), so the ratios
+        // between modes hold even when other work on a shared machine comes
+        // and goes during the run. Prompt batches always run dense: one pp
+        // row is enough.
+        std::vector<pi::SparseMode> modes = sparse_modes;
+        if (np > 0) modes = {pi::SparseMode::kOff};
+        std::vector<int32_t> toks(std::max(np, ng));
+        for (size_t i = 0; i < toks.size(); ++i) {
+          toks[i] = text_tokens.empty() ? static_cast<int32_t>(rng() % n_vocab)
+                                        : text_tokens[i % text_tokens.size()];
+        }
+        struct Run {
+          pi::SparseMode mode;
+          std::unique_ptr<pi::Engine> engine;
+          Result r;
+          double ffn_neurons = 0, gate_rows = 0;  // over the timed tg runs
+        };
+        std::vector<Run> runs(modes.size());
+        for (size_t m = 0; m < modes.size(); ++m) {
+          Run& run = runs[m];
+          run.mode = modes[m];
           pi::EngineOptions opt;
           opt.n_threads = nt;
           opt.n_batch = n_batch;
           opt.n_ctx = std::max(np + ng, 16);
-          opt.sparse = np > 0 ? pi::SparseMode::kOff : mode;
+          opt.sparse = run.mode;
           opt.sparse_threshold = sparse_threshold;
+          opt.cache_type_k = cache_type_k;
+          opt.cache_type_v = cache_type_v;
           opt.hot_backend = split_opt.hot_backend;
           opt.hot_neurons = split_opt.hot_neurons;
-          std::unique_ptr<pi::Engine> engine;
-          s = pi::Engine::Create(&model, opt, &engine);
+          s = pi::Engine::Create(&model, opt, &run.engine);
           if (!s.ok()) {
             fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
             return 1;
           }
-          std::vector<int32_t> toks(std::max(np, ng));
-          for (int32_t& t : toks) t = static_cast<int32_t>(rng() % n_vocab);
-
-          Result r;
+          Result& r = run.r;
           r.model_filename = path;
           r.model_type = model_type;
           r.model_size = model.TotalWeightBytes();
@@ -353,15 +434,13 @@ int main(int argc, char** argv) {
           r.mem_bw_gbs = bw;
           r.sparse = std::string(pi::SparseModeName(opt.sparse)) +
                      (opt.hot_backend && ng > 0 ? "+split" : "");
-          if (ng > 0) {
-            // Every matrix once per token, plus the KV cache read at the
-            // average depth of the run.
-            const double kv = 2.0 * c.n_layer * c.kv_dim() * sizeof(float) * (ng + 1) / 2.0;
-            r.weight_bytes_per_token = static_cast<double>(model.DecodeWeightBytes()) + kv;
-          }
-          pi::ProgressBar bar("pi-bench " + r.test + " t=" + std::to_string(nt), reps + 1, "runs");
-          double ffn_neurons = 0, gate_rows = 0;   // computed in the timed tg runs
-          for (int rep = -1; rep < reps; ++rep) {  // rep -1: warmup
+        }
+        pi::ProgressBar bar("pi-bench " + runs[0].r.test + " t=" + std::to_string(nt),
+                            (reps + 1) * static_cast<int64_t>(runs.size()), "runs");
+        int64_t done = 0;
+        for (int rep = -1; rep < reps; ++rep) {  // rep -1: warmup
+          for (Run& run : runs) {
+            pi::Engine* engine = run.engine.get();
             engine->Reset();
             const double t0 = pi::NowSeconds();
             if (np > 0) {
@@ -370,8 +449,8 @@ int main(int argc, char** argv) {
               for (int i = 0; i < ng && s.ok(); ++i) {
                 s = engine->Eval(&toks[i], 1);
                 if (rep >= 0) {
-                  ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
-                  gate_rows += static_cast<double>(engine->last_ffn_gate_rows());
+                  run.ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
+                  run.gate_rows += static_cast<double>(engine->last_ffn_gate_rows());
                 }
               }
             }
@@ -380,31 +459,20 @@ int main(int argc, char** argv) {
               fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
               return 1;
             }
-            if (rep >= 0) r.samples_ns.push_back(dt * 1e9);
-            bar.Update(rep + 2);
+            if (rep >= 0) run.r.samples_ns.push_back(dt * 1e9);
+            bar.Update(++done);
           }
-          bar.Finish();
+        }
+        bar.Finish();
+        for (Run& run : runs) {
+          Result& r = run.r;
           if (ng > 0) {
-            // Sparse steps skip the up and down rows of silent neurons, and
-            // the gate rows of neurons no one asked for (predictor mode).
-            const double all = static_cast<double>(reps) * ng * c.n_layer * c.n_ff;
-            r.ffn_active = ffn_neurons / all;
-            const pi::LlamaLayer& l0 = model.layers[0];
-            const int64_t down_row =
-                l0.ffn_down_t.present() ? l0.ffn_down_t.row_bytes : l0.ffn_down.nbytes() / c.n_ff;
-            const double per_layer = static_cast<double>(c.n_layer) * c.n_ff;
-            r.weight_bytes_per_token -=
-                (1.0 - r.ffn_active) * per_layer *
-                    static_cast<double>(l0.ffn_up.row_bytes + down_row) +
-                (1.0 - gate_rows / all) * per_layer * static_cast<double>(l0.ffn_gate.row_bytes);
-            const bool pred = mode == pi::SparseMode::kPredictor;
-            if (pred) {
-              for (const pi::LlamaLayer& l : model.layers) {
-                r.weight_bytes_per_token += static_cast<double>(l.fc1.nbytes() + l.fc2.nbytes());
-              }
-            }
+            r.weight_bytes_per_token =
+                DecodeBytesPerToken(model, run.mode, ng, run.engine->kv_cache_bytes(),
+                                    run.engine->n_ctx(), run.ffn_neurons, run.gate_rows, reps);
+            r.ffn_active = run.ffn_neurons / (static_cast<double>(reps) * ng * c.n_layer * c.n_ff);
           }
-          results.push_back(r);
+          results.push_back(std::move(r));
         }
       }
     }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/cache_type_flags.h"
 #include "coordinator/engine.h"
 
 namespace {
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
       opt.n_batch = args.Int(f);
     else if (f == "-c" || f == "--ctx-size")
       opt.n_ctx = args.Int(f);
-    else if (f == "-h" || f == "--help") {
+    else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
+    } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
     } else

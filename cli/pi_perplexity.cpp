@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
 #include "cli/gpu_split.h"
 #include "cli/sparse_note.h"
@@ -50,6 +51,7 @@ void Usage() {
           "  --sparse-threshold X    predictor score threshold (default: env\n"
           "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n",
           kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
+  fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
 }
 
@@ -173,6 +175,8 @@ int main(int argc, char** argv) {
       json = true;
     else if (pi::ParseSparseFlag(f, &args, &settings.engine.sparse,
                                  &settings.engine.sparse_threshold)) {
+    } else if (pi::ParseCacheTypeFlag(f, &args, &settings.engine.cache_type_k,
+                                      &settings.engine.cache_type_v)) {
     } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
     } else if (f == "-h" || f == "--help") {
       Usage();

@@ -243,12 +243,12 @@ int main(int argc, char** argv) {
   }
   printf("mean sparsity %.2f%% over %llu tokens\n", 100 * mean_sparsity,
          static_cast<unsigned long long>(stats.n_tokens()));
-  if (c.activation == pi::FfnActivation::kSilu) {
+  if (!pi::FfnIsReluFamily(c.activation)) {
     printf(
-        "note: %s uses SiLU: activations are (almost) never exactly zero, so sparsity is ~0%% "
+        "note: %s uses %s: activations are (almost) never exactly zero, so sparsity is ~0%% "
         "and every neuron fires on every token. The profile is valid but flat; ReLU-form "
         "models (relu, drelu) are the ones whose neurons can be skipped.\n",
-        model_path.c_str());
+        model_path.c_str(), pi::FfnActivationName(c.activation));
   }
 
   s = pi::WriteActivationStats(stats, out_path);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
 #include "cli/gpu_split.h"
 #include "cli/sparse_note.h"
@@ -53,6 +54,7 @@ void Usage() {
           "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
           "  --json                  print one JSON object (ids, text, timings) instead of text\n",
           std::max(1u, std::thread::hardware_concurrency()));
+  fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
 }
 
@@ -84,7 +86,8 @@ int main(int argc, char** argv) {
       opt.n_ctx = args.Int(f);
     else if (f == "-b" || f == "--batch-size")
       opt.n_batch = args.Int(f);
-    else if (f == "--temp")
+    else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
+    } else if (f == "--temp")
       sp.temp = args.Float(f);
     else if (f == "--top-k")
       sp.top_k = args.Int(f);

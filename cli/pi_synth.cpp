@@ -1,7 +1,8 @@
-// pi-synth: writes a llama-family GGUF of any shape with seeded random weights
-// (common/synthetic_model.h), for tests and benchmarks.
+// pi-synth: writes a llama-family or falcon GGUF of any shape with seeded
+// random weights (common/synthetic_model.h), for tests and benchmarks.
 //
 //   pi-synth -o tiny.gguf --n-embd 256 --n-layer 2 --tokenizer bytes
+//   pi-synth -o relufalcon.gguf --arch falcon --n-head-kv 1 --activation relu --down-t
 //   pi-synth -o big.gguf --n-vocab 32000 --n-embd 4096 --n-ff 11008 --n-layer 4 --type q4_0
 #include <chrono>
 #include <cstdio>
@@ -22,14 +23,22 @@ void Usage() {
           "  --n-head N            attention heads (default 4)\n"
           "  --n-head-kv N         key/value heads (default: n-head)\n"
           "  --n-ff N              feed-forward size (default 768)\n"
-          "  --n-ctx N             llama.context_length (default 2048)\n"
+          "  --n-ctx N             <arch>.context_length (default 2048)\n"
           "  --type T              matrices: f32|f16|bf16|q8_0|q4_0 (default f32; norms are f32)\n"
-          "  --activation A        silu|relu|drelu (default silu; key pi.ffn_activation)\n"
+          "  --arch A              llama|falcon (default llama). falcon: LayerNorm with biases,\n"
+          "                        fused attn_qkv (jploski layout), NeoX RoPE, parallel\n"
+          "                        residual, FFN without a gate\n"
+          "  --attn-norm-2         falcon: a separate FFN norm per layer (as Falcon-40B)\n"
+          "  --activation A        silu|relu|drelu for llama, relu|gelu for falcon (default\n"
+          "                        silu, falcon gelu; key pi.ffn_activation)\n"
+          "  --no-activation-key   leave pi.ffn_activation out (the loader's default decides:\n"
+          "                        relu with --down-t, else silu / falcon gelu)\n"
           "  --tied                no output.weight (the token embedding is reused)\n"
           "  --down-t              write blk.N.ffn_down_t.weight [n_embd, n_ff] instead of\n"
           "                        ffn_down, with the PWRI magic\n"
-          "  --rope-theta X        llama.rope.freq_base (default 10000)\n"
-          "  --norm-eps X          llama.attention.layer_norm_rms_epsilon (default 1e-5)\n"
+          "  --rope-theta X        <arch>.rope.freq_base (default 10000)\n"
+          "  --norm-eps X          llama.attention.layer_norm_rms_epsilon or\n"
+          "                        falcon.attention.layer_norm_epsilon (default 1e-5)\n"
           "  --seed N              weight seed (default 1)\n"
           "  --tokenizer none|bytes  bytes: an SPM vocab of byte tokens so pi-run can run it\n"
           "  --planted-sparsity S  relu/drelu: plant power-law firing rates whose mean share\n"
@@ -59,6 +68,7 @@ int main(int argc, char** argv) {
   pi::ArgReader args("pi-synth", argc, argv);
   pi::SyntheticModelOptions o;
   std::string out;
+  bool activation_set = false;
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
     if (f == "-o" || f == "--output") {
@@ -82,8 +92,15 @@ int main(int argc, char** argv) {
       if (!args.failed() && !ParseType(t, &o.type)) {
         args.Fail("--type expects f32, f16, bf16, q8_0 or q4_0, got '" + t + "'");
       }
+    } else if (f == "--arch") {
+      o.arch = args.String(f);
+    } else if (f == "--attn-norm-2") {
+      o.attn_norm_2 = true;
     } else if (f == "--activation") {
       o.activation = args.String(f);
+      activation_set = true;
+    } else if (f == "--no-activation-key") {
+      o.activation_key = false;
     } else if (f == "--tied") {
       o.tied = true;
     } else if (f == "--down-t") {
@@ -115,6 +132,7 @@ int main(int argc, char** argv) {
     }
   }
   if (args.failed()) return 2;
+  if (!activation_set && o.arch == "falcon") o.activation = "gelu";  // falcon's default
   if (out.empty()) {
     fprintf(stderr, "pi-synth: -o OUT.gguf is required (see --help)\n");
     return 2;
@@ -132,7 +150,8 @@ int main(int argc, char** argv) {
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fprintf(stderr, "pi-synth: wrote %s (%s, %d layers, n_embd %d, n_ff %d) in %.1f s\n", out.c_str(),
-          pi::DTypeName(o.type), o.n_layer, o.n_embd, o.n_ff, secs);
+  fprintf(stderr, "pi-synth: wrote %s (%s %s %s, %d layers, n_embd %d, n_ff %d) in %.1f s\n",
+          out.c_str(), o.arch.c_str(), o.activation.c_str(), pi::DTypeName(o.type), o.n_layer,
+          o.n_embd, o.n_ff, secs);
   return 0;
 }

@@ -548,11 +548,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   const pi::LlamaConfig& c = model.config;
-  if (c.activation == pi::FfnActivation::kSilu) {
+  if (!pi::FfnIsReluFamily(c.activation)) {
     fprintf(stderr,
-            "pi-train-predictor: %s uses SiLU, whose activations are never exactly zero: there "
+            "pi-train-predictor: %s uses %s, whose activations are never exactly zero: there "
             "is nothing to predict (a relu or drelu model is needed)\n",
-            model_path.c_str());
+            model_path.c_str(), pi::FfnActivationName(c.activation));
     return 1;
   }
   if (ranks.empty() && rank > 0) ranks.assign(c.n_layer, rank);

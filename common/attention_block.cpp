@@ -10,10 +10,16 @@
 
 namespace pi {
 
-void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, int n_threads) {
+void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, int n_threads,
+                          DType k_type) {
   c_ = config;
   n_ctx_ = n_ctx;
+  k_type_ = k_type;
+  q_k_.assign(n_threads * PreparedActivationBytes(k_type, c_.head_dim), 0);
   const size_t b = static_cast<size_t>(max_batch);
+  rope_cs_.assign(b * std::max(c_.rope_dims, 1), 0.0f);
+  rope_from_ = -1;
+  rope_count_ = 0;
   x_.assign(b * c_.n_embd, 0.0f);
   q_.assign(b * c_.q_dim(), 0.0f);
   k_.assign(b * c_.kv_dim(), 0.0f);
@@ -29,8 +35,8 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
                              float* h, KvCache* cache, ThreadPool* pool) {
   const int d = c_.n_embd, qd = c_.q_dim(), kvd = c_.kv_dim(), hd = c_.head_dim;
   for (int b = 0; b < batch; ++b) {
-    RmsNorm(h + static_cast<int64_t>(b) * d, reinterpret_cast<const float*>(layer.attn_norm.data),
-            d, c_.norm_eps, x_.data() + static_cast<int64_t>(b) * d);
+    NormalizeRow(c_, layer.attn_norm, layer.attn_norm_b, h + static_cast<int64_t>(b) * d,
+                 x_.data() + static_cast<int64_t>(b) * d);
   }
   PreparedInput in =
       PrepareInput(x_.data(), d, batch, q8_.data(), pool,
@@ -39,16 +45,24 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
       {&layer.wq, q_.data(), qd}, {&layer.wk, k_.data(), kvd}, {&layer.wv, v_.data(), kvd}};
   ParallelMatMul(pool, in, qkv, 3);
 
+  // The batch's rotations: the same in every layer, so computed by the
+  // first layer that sees these positions.
+  if (n_past != rope_from_ || batch > rope_count_) {
+    for (int b = 0; b < batch; ++b) {
+      RopeAngles(c_.rope_dims, n_past + b, c_.rope_theta, rope_cs_.data() + b * c_.rope_dims);
+    }
+    rope_from_ = n_past;
+    rope_count_ = batch;
+  }
   for (int b = 0; b < batch; ++b) {
     const int pos = n_past + b;
-    RopeNormal(q_.data() + static_cast<int64_t>(b) * qd, c_.n_head, hd, c_.rope_dims, pos,
-               c_.rope_theta);
-    RopeNormal(k_.data() + static_cast<int64_t>(b) * kvd, c_.n_head_kv, hd, c_.rope_dims, pos,
-               c_.rope_theta);
-    std::memcpy(cache->k(layer_index, pos), k_.data() + static_cast<int64_t>(b) * kvd,
-                sizeof(float) * kvd);
-    std::memcpy(cache->v(layer_index, pos), v_.data() + static_cast<int64_t>(b) * kvd,
-                sizeof(float) * kvd);
+    const float* cs = rope_cs_.data() + b * c_.rope_dims;
+    // llama: adjacent pairs; falcon: NeoX pairs (i, i + rope_dims / 2).
+    const auto rope = c_.rope == RopeKind::kNeox ? RopeNeox : RopeNormal;
+    rope(q_.data() + static_cast<int64_t>(b) * qd, c_.n_head, hd, c_.rope_dims, cs);
+    rope(k_.data() + static_cast<int64_t>(b) * kvd, c_.n_head_kv, hd, c_.rope_dims, cs);
+    cache->Store(layer_index, pos, k_.data() + static_cast<int64_t>(b) * kvd,
+                 v_.data() + static_cast<int64_t>(b) * kvd);
   }
 
   // One (token, head) pair per work item; query heads of a group share a KV head.
@@ -57,20 +71,28 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
   const int64_t items = static_cast<int64_t>(batch) * c_.n_head;
   // Items are (token, head) pairs; a chunk is a run of them. Short contexts
   // read little KV cache: then one chunk, on the caller.
-  const int64_t kv_bytes = items * (n_past + batch) * hd * 2 * sizeof(float);
+  const int64_t kv_bytes =
+      items * (n_past + batch) * (RowBytes(k_type_, hd) + RowBytes(cache->v_type(), hd));
   const int64_t n_chunks =
       kv_bytes < ThreadPool::kMinParallelBytes ? 1 : std::min<int64_t>(items, 4 * pool->size());
   pool->ParallelFor(n_chunks, [&](int64_t chunk, int slot) {
     int64_t i0, i1;
     ThreadPool::Split(items, chunk, n_chunks, 1, &i0, &i1);
     float* scores = scores_.data() + static_cast<int64_t>(slot) * n_ctx_;
+    uint8_t* q_k = q_k_.data() + slot * PreparedActivationBytes(k_type_, hd);
     for (int64_t i = i0; i < i1; ++i) {
       const int b = static_cast<int>(i / c_.n_head), head = static_cast<int>(i % c_.n_head);
       const int kv_head = head / group;
-      AttentionHead(q_.data() + static_cast<int64_t>(b) * qd + head * hd,
-                    cache->k(layer_index, 0) + kv_head * hd,
-                    cache->v(layer_index, 0) + kv_head * hd, kvd, n_past + b + 1, hd, scale, scores,
-                    attn_.data() + static_cast<int64_t>(b) * qd + head * hd);
+      const int n_pos = n_past + b + 1;
+      // scores = K q (a matvec over the head's cached keys), softmax, then
+      // out = sum_p scores[p] V[p] (an axpy over the head's cached values).
+      PrepareActivation(k_type_, q_.data() + static_cast<int64_t>(b) * qd + head * hd, hd, q_k);
+      MatVecRows(k_type_, cache->k(layer_index, kv_head), hd, q_k, scores, 0, n_pos);
+      for (int p = 0; p < n_pos; ++p) scores[p] *= scale;
+      Softmax(scores, n_pos);
+      float* out = attn_.data() + static_cast<int64_t>(b) * qd + head * hd;
+      std::memset(out, 0, sizeof(float) * hd);
+      AxpyRows(cache->v_type(), cache->v(layer_index, kv_head), hd, scores, out, 0, n_pos);
     }
   });
 

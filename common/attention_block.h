@@ -1,7 +1,10 @@
 // AttentionBlock: the attention half of a llama layer for a batch of B
 // consecutive tokens, h[b] += Wo · attn(RoPE(Wq x_b), RoPE(Wk x_b), Wv x_b)
-// with x_b = rmsnorm(h[b]) and causal grouped-query attention over the KV
-// cache. Buffers are sized once for (max_batch, n_ctx, n_threads); Forward
+// with x_b = norm(h[b]) (RMSNorm, or falcon's LayerNorm; RoPE normal or
+// NeoX per LlamaConfig) and causal grouped-query attention over the KV
+// cache (kv_cache.h: one [n_ctx, head_dim] matrix per KV head, so a head's
+// scores are a matvec and its output an axpy, on the weight kernels).
+// Buffers are sized once for (max_batch, n_ctx, n_threads); Forward
 // allocates nothing.
 #pragma once
 
@@ -16,7 +19,9 @@ namespace pi {
 
 class AttentionBlock {
  public:
-  void Init(const LlamaConfig& config, int max_batch, int n_ctx, int n_threads);
+  // `k_type`: the cache's key row type (KvCache::k_type()).
+  void Init(const LlamaConfig& config, int max_batch, int n_ctx, int n_threads,
+            DType k_type = DType::kF32);
 
   // h: [batch, n_embd], updated in place. Tokens sit at positions
   // n_past .. n_past + batch - 1; their K/V are written into `cache`.
@@ -26,13 +31,17 @@ class AttentionBlock {
  private:
   LlamaConfig c_;
   int n_ctx_ = 0;
-  std::vector<float> x_;       // [max_batch, n_embd]  normed input
-  std::vector<float> q_;       // [max_batch, q_dim]
-  std::vector<float> k_;       // [max_batch, kv_dim]
-  std::vector<float> v_;       // [max_batch, kv_dim]
-  std::vector<float> attn_;    // [max_batch, q_dim]   heads' outputs
-  std::vector<float> out_;     // [max_batch, n_embd]  Wo · attn
+  std::vector<float> x_;     // [max_batch, n_embd]  normed input
+  std::vector<float> q_;     // [max_batch, q_dim]
+  std::vector<float> k_;     // [max_batch, kv_dim]
+  std::vector<float> v_;     // [max_batch, kv_dim]
+  std::vector<float> attn_;  // [max_batch, q_dim]   heads' outputs
+  std::vector<float> out_;   // [max_batch, n_embd]  Wo · attn
+  DType k_type_ = DType::kF32;
+  std::vector<float> rope_cs_;  // [max_batch, rope_dims] RopeAngles of positions rope_from_..
+  int rope_from_ = -1, rope_count_ = 0;
   std::vector<float> scores_;  // [n_threads, n_ctx]
+  std::vector<uint8_t> q_k_;   // [n_threads] one head's query prepared for k_type_
   std::vector<uint8_t> q8_;    // prepared Q8_0 input, max(n_embd, q_dim) wide
 };
 

@@ -76,29 +76,28 @@ Status FfnBlock::InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, Ffn
 bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
   if (batch != 1) return false;
   if (backend_) return true;  // InitSplit checked the model supports it
-  if (mode_ == SparseMode::kOff || !layer.ffn_down_t.present() ||
-      c_.activation == FfnActivation::kSilu) {
+  if (mode_ == SparseMode::kOff || !layer.ffn_down_t.present() || !FfnIsReluFamily(c_.activation)) {
     return false;
   }
   return mode_ == SparseMode::kOracle || (layer.fc1.present() && layer.fc2.present());
 }
 
-void FfnBlock::Forward(int il, int batch, float* h, ThreadPool* pool) {
+void FfnBlock::Forward(int il, int batch, const float* in, float* h, ThreadPool* pool) {
   const LlamaLayer& layer = model_->layers[il];
   if (SparseStepApplies(layer, batch)) {
-    ForwardSparse(il, h, pool);
+    ForwardSparse(il, in, h, pool);
   } else {
-    ForwardDense(layer, batch, h, pool);
+    ForwardDense(layer, batch, in, h, pool);
   }
 }
 
-void FfnBlock::ForwardSparse(int il, float* h, ThreadPool* pool) {
+void FfnBlock::ForwardSparse(int il, const float* in, float* h, ThreadPool* pool) {
   const LlamaLayer& layer = model_->layers[il];
   const int64_t d = c_.n_embd;
-  RmsNorm(h, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps, x_.data());
+  NormalizeRow(c_, layer.ffn_norm, layer.ffn_norm_b, in, x_.data());
   if (backend_) backend_->Start(il, x_.data(), y_hot_.data());
 
-  // The CPU's candidates: the predictor's ids (read from h before it
+  // The CPU's candidates: the predictor's ids (read from `in` before h
   // changes: PowerInfer's input is the un-normed residual), else all
   // neurons; less the hot ones when the backend has them.
   const int32_t* ids = all_ids_.data();
@@ -106,7 +105,7 @@ void FfnBlock::ForwardSparse(int il, float* h, ThreadPool* pool) {
   const bool predicted =
       mode_ == SparseMode::kPredictor && layer.fc1.present() && layer.fc2.present();
   if (predicted) {
-    n = predictor_.Predict(layer, h, threshold_, ids_.data(), pool);
+    n = predictor_.Predict(layer, in, threshold_, ids_.data(), pool);
     ids = ids_.data();
     if (backend_) {
       const uint8_t* hot = is_hot_[il].data();
@@ -135,20 +134,22 @@ void FfnBlock::ForwardSparse(int il, float* h, ThreadPool* pool) {
   }
 }
 
-void FfnBlock::ForwardDense(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool) {
+void FfnBlock::ForwardDense(const LlamaLayer& layer, int batch, const float* in, float* h,
+                            ThreadPool* pool) {
   const int64_t d = c_.n_embd, ff = c_.n_ff;
   last_hot_ = 0;
   last_cold_ = batch * ff;
   last_gate_rows_ = batch * ff;
   for (int b = 0; b < batch; ++b) {
-    RmsNorm(h + b * d, reinterpret_cast<const float*>(layer.ffn_norm.data), d, c_.norm_eps,
-            x_.data() + b * d);
+    NormalizeRow(c_, layer.ffn_norm, layer.ffn_norm_b, in + b * d, x_.data() + b * d);
   }
-  PreparedInput in = PrepareInput(x_.data(), d, batch, q8_.data(), pool,
-                                  ReadsQ8(layer.ffn_gate.type) || ReadsQ8(layer.ffn_up.type));
-  const MatMulJob gate_up[2] = {{&layer.ffn_gate, gate_.data(), ff},
+  PreparedInput xin = PrepareInput(x_.data(), d, batch, q8_.data(), pool,
+                                   ReadsQ8(layer.ffn_gate.type) || ReadsQ8(layer.ffn_up.type));
+  // Ungated (falcon): up goes straight into gate_, the activations' buffer.
+  const bool gated = FfnIsGated(c_.activation);
+  const MatMulJob gate_up[2] = {{gated ? &layer.ffn_gate : &layer.ffn_up, gate_.data(), ff},
                                 {&layer.ffn_up, up_.data(), ff}};
-  ParallelMatMul(pool, in, gate_up, 2);
+  ParallelMatMul(pool, xin, gate_up, gated ? 2 : 1);
 
   const int64_t n = batch * ff;
   switch (c_.activation) {
@@ -160,6 +161,12 @@ void FfnBlock::ForwardDense(const LlamaLayer& layer, int batch, float* h, Thread
       break;
     case FfnActivation::kDRelu:
       GatedDRelu(gate_.data(), up_.data(), n);
+      break;
+    case FfnActivation::kReluUp:
+      Relu(gate_.data(), n);
+      break;
+    case FfnActivation::kGeluUp:
+      Gelu(gate_.data(), n);
       break;
   }
 

@@ -1,10 +1,11 @@
 // FfnBlock: the FFN half of a llama layer for a batch of B tokens,
 // h[b] += down(act(gate x_b, up x_b)) with x_b = rmsnorm(h[b]) and act one of
-// the gated forms of FfnActivation. The down projection is either ffn_down
-// (a product over output features) or PowerInfer's transposed ffn_down_t (an
-// axpy over neurons, each fixed range of neurons into its own partial sum,
-// then reduced — never two threads adding into one vector). Forward
-// allocates nothing.
+// the gated forms of FfnActivation, or for falcon h[b] += down(act(up x_b))
+// with x_b = layernorm(in[b]), in the layer input. The down projection is
+// either ffn_down (a product over output features) or PowerInfer's
+// transposed ffn_down_t (an axpy over neurons, each fixed range of neurons
+// into its own partial sum, then reduced — never two threads adding into
+// one vector). Forward allocates nothing.
 //
 // Single-token steps of a ReLU-family layer with ffn_down_t can be sparse:
 // the neurons to compute come from the mode (all of them for kOracle, the
@@ -49,7 +50,12 @@ class FfnBlock {
   Status InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, FfnBackend* backend);
 
   // h: [batch, n_embd] for layer `il`, updated in place.
-  void Forward(int il, int batch, float* h, ThreadPool* pool);
+  void Forward(int il, int batch, float* h, ThreadPool* pool) { Forward(il, batch, h, h, pool); }
+  // The same with the FFN's input apart from the vector it adds into: `in`
+  // ([batch, n_embd]; normed here, and what the predictor reads) may be h
+  // itself, or for a parallel-residual model (falcon) the layer input while h
+  // already holds the attention's sum. in is read before h changes.
+  void Forward(int il, int batch, const float* in, float* h, ThreadPool* pool);
 
   // The activations of the last Forward: [batch, n_ff] (zero where a ReLU
   // form did not fire or a neuron was not computed). With a split, a sparse
@@ -68,8 +74,9 @@ class FfnBlock {
 
  private:
   bool SparseStepApplies(const LlamaLayer& layer, int batch) const;
-  void ForwardDense(const LlamaLayer& layer, int batch, float* h, ThreadPool* pool);
-  void ForwardSparse(int il, float* h, ThreadPool* pool);
+  void ForwardDense(const LlamaLayer& layer, int batch, const float* in, float* h,
+                    ThreadPool* pool);
+  void ForwardSparse(int il, const float* in, float* h, ThreadPool* pool);
   // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
   void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);
 
@@ -89,8 +96,8 @@ class FfnBlock {
   std::vector<float> y_hot_;  // [n_embd]
 
   std::vector<float> x_;     // [max_batch, n_embd]
-  std::vector<float> gate_;  // [max_batch, n_ff]   gate, then act(gate, up)
-  std::vector<float> up_;    // [max_batch, n_ff]
+  std::vector<float> gate_;  // [max_batch, n_ff]   gate, then act(gate, up) (ungated: act(up))
+  std::vector<float> up_;    // [max_batch, n_ff]   (unused without a gate)
   std::vector<float> out_;   // [max_batch, n_embd]
   static constexpr int kDownChunks = 8;
   std::vector<float> partial_;  // [kDownChunks, max_batch, n_embd]  ffn_down_t partial sums

@@ -10,7 +10,8 @@ class FfnObserver {
  public:
   virtual ~FfnObserver() = default;
   // Called right before layer `layer`'s FFN: `h` is [batch, n_embd], the
-  // residual stream after attention and before the FFN norm — what
+  // residual stream after attention and before the FFN norm (falcon: the
+  // layer input, which its parallel attention and FFN both read) — what
   // PowerInfer's predictor reads. Valid only during the call. The default
   // ignores it, so profilers need not care.
   virtual void OnFfnInput(int layer, int batch, const float* h) {}

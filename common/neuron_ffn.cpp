@@ -35,6 +35,10 @@ int64_t NeuronFfn::Accumulate(const NeuronRows& rows, const int32_t* ids, int64_
       n * (rows.gate->row_bytes + rows.up->row_bytes) < ThreadPool::kMinParallelBytes;
   const int64_t per_chunk = c_.n_ff;
   const bool drelu = c_.activation == FfnActivation::kDRelu;
+  // Ungated (falcon's relu(up x)): the up rows play the gate's role, one dot
+  // per candidate, and the activation is that dot itself.
+  const bool gated = FfnIsGated(c_.activation);
+  const Tensor* first = gated ? rows.gate : rows.up;
   pool->ParallelFor(
       kChunks,
       [&](int64_t k, int) {
@@ -46,20 +50,23 @@ int64_t NeuronFfn::Accumulate(const NeuronRows& rows, const int32_t* ids, int64_
         if (k0 >= k1) return;
         // gate_dots_/up_dots_ are indexed by row id; chunks hold disjoint ids, so
         // no two threads write one entry.
-        MatVecRowsIndexed(rows.gate->type, rows.gate->data, d, prepared(rows.gate->type), ids + k0,
-                          k1 - k0, gate_dots_.data());
+        MatVecRowsIndexed(first->type, first->data, d, prepared(first->type), ids + k0, k1 - k0,
+                          gate_dots_.data());
         int32_t* active = active_.data() + k * per_chunk;
         float* act = act_.data() + k * per_chunk;
         int64_t m = 0;
         for (int64_t j = k0; j < k1; ++j) {
           if (gate_dots_[ids[j]] > 0.0f) active[m++] = ids[j];
         }
-        MatVecRowsIndexed(rows.up->type, rows.up->data, d, prepared(rows.up->type), active, m,
-                          up_dots_.data());
+        if (gated) {
+          MatVecRowsIndexed(rows.up->type, rows.up->data, d, prepared(rows.up->type), active, m,
+                            up_dots_.data());
+        }
         int64_t fired = 0;
         for (int64_t j = 0; j < m; ++j) {
-          const float u = up_dots_[active[j]];
-          act[j] = (drelu && u <= 0.0f) ? 0.0f : gate_dots_[active[j]] * u;
+          const float g = gate_dots_[active[j]];
+          const float u = gated ? up_dots_[active[j]] : 1.0f;
+          act[j] = (drelu && u <= 0.0f) ? 0.0f : g * u;
           fired += act[j] != 0.0f;
           if (act_out) act_out[active[j]] = act[j];  // ids are disjoint across chunks
         }

@@ -4,7 +4,9 @@
 // [n, n_embd] (PowerInfer's transposed down: row i = neuron i's outputs):
 //
 //   y += sum_{i in ids} act_i * down_t[i],   act_i = relu(gate_i·x) * up_i·x
-//                                            (drelu: relu(up_i·x) too)
+//                                            (drelu: relu(up_i·x) too;
+//                                            ungated relu: act_i = relu(up_i·x),
+//                                            and `gate` is not read)
 //
 // Silent neurons (relu(gate) = 0) cost one gate row and nothing else: over
 // all neurons this is the oracle form of sparsity (exact); over a predictor's
@@ -28,7 +30,7 @@ namespace pi {
 // matrices (then ids index the compact rows). Ids must be unique and below
 // n_ff (the scratch is indexed by id).
 struct NeuronRows {
-  const Tensor* gate;    // rows = neurons, cols = n_embd
+  const Tensor* gate;    // rows = neurons, cols = n_embd (ungated: an absent tensor)
   const Tensor* up;      // rows = neurons, cols = n_embd
   const Tensor* down_t;  // rows = neurons, cols = n_embd
 };

@@ -21,8 +21,11 @@ int64_t Bytes(const Tensor& t) {
 }
 
 int64_t AttentionBytes(const LlamaLayer& l) {
-  return Bytes(l.attn_norm) + Bytes(l.wq) + Bytes(l.wk) + Bytes(l.wv) + Bytes(l.wo) +
-         Bytes(l.ffn_norm);
+  // Falcon: wq, wk and wv are row ranges of attn_qkv (together its bytes), the
+  // norms have biases, and without attn_norm_2 the FFN norm is attn_norm itself.
+  const bool shared_norm = l.ffn_norm.data == l.attn_norm.data;
+  return Bytes(l.attn_norm) + Bytes(l.attn_norm_b) + Bytes(l.wq) + Bytes(l.wk) + Bytes(l.wv) +
+         Bytes(l.wo) + (shared_norm ? 0 : Bytes(l.ffn_norm) + Bytes(l.ffn_norm_b));
 }
 int64_t PredictorBytes(const LlamaLayer& l) {
   return Bytes(l.fc1) + Bytes(l.fc2);
@@ -31,7 +34,7 @@ int64_t KvBytes(const LlamaConfig& c, int n_ctx) {
   return int64_t{2} * n_ctx * c.kv_dim() * static_cast<int64_t>(sizeof(float));
 }
 int64_t OutputBytes(const LlamaModel& m) {
-  return Bytes(m.output) + Bytes(m.output_norm);
+  return Bytes(m.output) + Bytes(m.output_norm) + Bytes(m.output_norm_b);
 }
 
 // One stage-2 candidate: neurons [begin, end) of a layer's frequency order.

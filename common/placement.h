@@ -6,7 +6,8 @@
 //   1. output + output_norm (the LM head runs every token; when the output is
 //      tied to token_embd the embedding matrix is counted, since the head
 //      needs a GPU copy of it);
-//   2. per layer, in layer order: attention (attn_norm, q, k, v, o, ffn_norm),
+//   2. per layer, in layer order: attention (attn_norm, q, k, v, o, ffn_norm;
+//      falcon: attn_norm + bias, attn_qkv, o, attn_norm_2 + bias when present),
 //      then the predictor (fc1 + fc2) when the model has one;
 //   3. per layer, the KV cache for n_ctx positions at f32:
 //      2 * n_ctx * kv_dim * 4 bytes (all layers: n_layer times that).
@@ -14,18 +15,18 @@
 //   The blocks are placed as a prefix of this order. When they do not all fit,
 //   Place fails naming the bytes needed, unless allow_partial_dense is set; a
 //   partial stage 1 places no neurons (as the original does).
-// Stage 2, hot FFN neurons, with what is left. A neuron costs its gate row +
-//   its up row + its down row, at the tensors' actual types: the down row is
-//   ffn_down_t's row i when present; otherwise column i of ffn_down, costed as
-//   n_embd elements of ffn_down's type (the GPU keeps it as a row of a
-//   transposed copy in the same type). Each layer's neurons are sorted by
-//   firing count (most first, ties by id) and cut into groups of `group`
-//   neurons (the last group of a layer may be smaller). Groups are ranked
-//   over all layers by firings per byte (sum of counts / group bytes; ties by
-//   layer then group) and placed as a prefix of that ranking, stopping at the
-//   first group that does not fit. Because both stages place prefixes of
-//   orders that do not depend on the budget, a larger budget's placement
-//   contains every smaller budget's.
+// Stage 2, hot FFN neurons, with what is left. A neuron costs its gate row
+//   (none in an ungated FFN: falcon) + its up row + its down row, at the
+//   tensors' actual types: the down row is ffn_down_t's row i when present;
+//   otherwise column i of ffn_down, costed as n_embd elements of ffn_down's
+//   type (the GPU keeps it as a row of a transposed copy in the same type).
+//   Each layer's neurons are sorted by firing count (most first, ties by id)
+//   and cut into groups of `group` neurons (the last group of a layer may be
+//   smaller). Groups are ranked over all layers by firings per byte (sum of
+//   counts / group bytes; ties by layer then group) and placed as a prefix of
+//   that ranking, stopping at the first group that does not fit. Because both
+//   stages place prefixes of orders that do not depend on the budget, a larger
+//   budget's placement contains every smaller budget's.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +55,7 @@ struct LayerPlacement {
   bool predictor_on_gpu = false;  // fc1, fc2 (false when the model has none)
   bool kv_on_gpu = false;
   std::vector<int32_t> gpu_neurons;  // sorted neuron ids
-  int64_t neuron_bytes = 0;          // bytes of one neuron (gate + up + down row)
+  int64_t neuron_bytes = 0;          // bytes of one neuron ([gate +] up + down row)
   double firing_share = 0;           // share of this layer's firings on the GPU
 };
 

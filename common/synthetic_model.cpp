@@ -1,4 +1,4 @@
-// Synthetic llama GGUF files (see synthetic_model.h).
+// Synthetic llama and falcon GGUF files (see synthetic_model.h).
 //
 // Weights come from a counter-based generator: element i of a tensor is
 // SplitMix64(key + (i + 1) * golden), key derived from the seed and the
@@ -66,9 +66,12 @@ struct Generator {
 Generator MakeGenerator(uint64_t seed, const std::string& name, int64_t fan_in) {
   Generator g;
   g.key = SplitMix64(seed ^ Fnv1a64(name));
-  if (EndsWith(name, "_norm.weight")) {
+  if (EndsWith(name, "_norm.weight") || EndsWith(name, "_norm_2.weight")) {
     g.offset = 0.8;
     g.scale = 0.4;
+  } else if (EndsWith(name, "_norm.bias") || EndsWith(name, "_norm_2.bias")) {
+    g.offset = -0.1;
+    g.scale = 0.2;
   } else {
     const double a = std::sqrt(3.0 / static_cast<double>(fan_in));
     g.offset = -a;
@@ -214,8 +217,25 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
     return Status::Error("%s needs n_embd (%d)%s to be multiples of %d", DTypeName(o.type),
                          o.n_embd, o.down_t ? "" : " and n_ff", block);
   }
-  if (o.activation != "silu" && o.activation != "relu" && o.activation != "drelu") {
+  const bool falcon = o.arch == "falcon";
+  if (o.arch != "llama" && !falcon) {
+    return Status::Error("arch '%s': expected llama or falcon", o.arch.c_str());
+  }
+  if (!falcon && o.activation != "silu" && o.activation != "relu" && o.activation != "drelu") {
     return Status::Error("activation '%s': expected silu, relu or drelu", o.activation.c_str());
+  }
+  if (falcon && o.activation != "relu" && o.activation != "gelu") {
+    return Status::Error("activation '%s': falcon's FFN has no gate, expected relu or gelu",
+                         o.activation.c_str());
+  }
+  if (!falcon && o.attn_norm_2) return Status::Error("attn_norm_2 is a falcon tensor");
+  if (!o.activation_key) {
+    const char* implied = o.down_t ? "relu" : (falcon ? "gelu" : "silu");
+    if (o.activation != implied) {
+      return Status::Error(
+          "without pi.ffn_activation a %s file%s means %s, not the activation '%s' asked for",
+          o.arch.c_str(), o.down_t ? " with the PWRI magic" : "", implied, o.activation.c_str());
+    }
   }
   if (o.byte_tokenizer && o.n_vocab < kByteVocab) {
     return Status::Error("the byte tokenizer needs n_vocab >= %d, got %d", kByteVocab, o.n_vocab);
@@ -228,7 +248,7 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
     if (!(o.planted_sparsity > 0.0 && o.planted_sparsity < 1.0)) {
       return Status::Error("planted sparsity %g must be in (0, 1)", o.planted_sparsity);
     }
-    if (o.activation == "silu") {
+    if (o.activation != "relu" && o.activation != "drelu") {
       return Status::Error("planted sparsity needs a ReLU-family activation (relu or drelu)");
     }
     if (!(o.planted_alpha >= 0.0)) {
@@ -281,22 +301,32 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
   const int64_t kv_dim = head_dim * n_head_kv;
   const bool quantized = o.type == DType::kQ8_0 || o.type == DType::kQ4_0;
 
+  const bool falcon = o.arch == "falcon";
   w->SetSparseMagic(o.down_t);
-  w->Set("general.architecture", GgufValue::String("llama"));
+  w->Set("general.architecture", GgufValue::String(o.arch));
   w->Set("general.name", GgufValue::String("synthetic"));
   w->Set("general.file_type", GgufValue::U32(GgufFileTypeOf(o.type)));
   if (quantized) w->Set("general.quantization_version", GgufValue::U32(2));
-  w->Set("llama.context_length", GgufValue::U32(static_cast<uint32_t>(o.n_ctx)));
-  w->Set("llama.embedding_length", GgufValue::U32(static_cast<uint32_t>(d)));
-  w->Set("llama.block_count", GgufValue::U32(static_cast<uint32_t>(o.n_layer)));
-  w->Set("llama.feed_forward_length", GgufValue::U32(static_cast<uint32_t>(ff)));
-  w->Set("llama.attention.head_count", GgufValue::U32(static_cast<uint32_t>(o.n_head)));
-  w->Set("llama.attention.head_count_kv", GgufValue::U32(static_cast<uint32_t>(n_head_kv)));
-  w->Set("llama.rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(head_dim)));
-  w->Set("llama.rope.freq_base", GgufValue::F32(o.rope_theta));
-  w->Set("llama.attention.layer_norm_rms_epsilon", GgufValue::F32(o.norm_eps));
-  w->Set("llama.vocab_size", GgufValue::U32(static_cast<uint32_t>(o.n_vocab)));
-  w->Set("pi.ffn_activation", GgufValue::String(o.activation));
+  const std::string a = o.arch + ".";
+  w->Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(o.n_ctx)));
+  w->Set(a + "embedding_length", GgufValue::U32(static_cast<uint32_t>(d)));
+  w->Set(a + "block_count", GgufValue::U32(static_cast<uint32_t>(o.n_layer)));
+  w->Set(a + "feed_forward_length", GgufValue::U32(static_cast<uint32_t>(ff)));
+  w->Set(a + "attention.head_count", GgufValue::U32(static_cast<uint32_t>(o.n_head)));
+  w->Set(a + "attention.head_count_kv", GgufValue::U32(static_cast<uint32_t>(n_head_kv)));
+  if (falcon) {
+    // As llama.cpp's converter writes falcon: no rope.dimension_count (the
+    // head size), LayerNorm epsilon, and the fused QKV layout's name.
+    w->Set(a + "rope.freq_base", GgufValue::F32(o.rope_theta));
+    w->Set(a + "attention.layer_norm_epsilon", GgufValue::F32(o.norm_eps));
+    w->Set(a + "tensor_data_layout", GgufValue::String("jploski"));
+  } else {
+    w->Set(a + "rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(head_dim)));
+    w->Set(a + "rope.freq_base", GgufValue::F32(o.rope_theta));
+    w->Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(o.norm_eps));
+    w->Set(a + "vocab_size", GgufValue::U32(static_cast<uint32_t>(o.n_vocab)));
+  }
+  if (o.activation_key) w->Set("pi.ffn_activation", GgufValue::String(o.activation));
   if (o.byte_tokenizer) AddByteTokenizer(o.n_vocab, w);
 
   const bool planted = o.planted_sparsity != 0.0;
@@ -313,10 +343,17 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
   };
   auto norm = [&](const std::string& name) {
     const Generator g = MakeGenerator(o.seed, name, d);
+    const bool bias = EndsWith(name, ".bias");
     return AddMatrix(w, name, DType::kF32, d, 0, [=](int64_t, int64_t c) {
       // The planted bias channel passes the norm unscaled.
-      return planted && c == 0 ? 1.0f : g.At(static_cast<uint64_t>(c));
+      if (planted && c == 0) return bias ? 0.0f : 1.0f;
+      return g.At(static_cast<uint64_t>(c));
     });
+  };
+  // A falcon norm: weight and bias.
+  auto layer_norm = [&](const std::string& name) {
+    PI_RETURN_IF_ERROR(norm(name + ".weight"));
+    return norm(name + ".bias");
   };
   // Planted: column 0 of gate (and, for drelu, up) is a per-neuron bias.
   auto bias_column = [&](const std::vector<double>& rates) -> FixFn {
@@ -372,16 +409,26 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
         up_rates = gate_rates;
       }
     }
-    PI_RETURN_IF_ERROR(norm(p + "attn_norm.weight"));
-    PI_RETURN_IF_ERROR(matrix(p + "attn_q.weight", d, d, zero_col0));
-    PI_RETURN_IF_ERROR(matrix(p + "attn_k.weight", d, kv_dim, zero_col0));
-    PI_RETURN_IF_ERROR(matrix(p + "attn_v.weight", d, kv_dim, zero_col0));
-    PI_RETURN_IF_ERROR(
-        matrix(p + "attn_output.weight", d, d, scaled_output(p + "attn_output.weight", d)));
-    PI_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));
-    PI_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", d, ff, bias_column(gate_rates)));
-    PI_RETURN_IF_ERROR(
-        matrix(p + "ffn_up.weight", d, ff, up_rates.empty() ? zero_col0 : bias_column(up_rates)));
+    if (falcon) {
+      // Planted: ungated relu, so up carries the per-neuron bias column.
+      PI_RETURN_IF_ERROR(layer_norm(p + "attn_norm"));
+      if (o.attn_norm_2) PI_RETURN_IF_ERROR(layer_norm(p + "attn_norm_2"));
+      PI_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", d, d + 2 * kv_dim, zero_col0));
+      PI_RETURN_IF_ERROR(
+          matrix(p + "attn_output.weight", d, d, scaled_output(p + "attn_output.weight", d)));
+      PI_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", d, ff, bias_column(gate_rates)));
+    } else {
+      PI_RETURN_IF_ERROR(norm(p + "attn_norm.weight"));
+      PI_RETURN_IF_ERROR(matrix(p + "attn_q.weight", d, d, zero_col0));
+      PI_RETURN_IF_ERROR(matrix(p + "attn_k.weight", d, kv_dim, zero_col0));
+      PI_RETURN_IF_ERROR(matrix(p + "attn_v.weight", d, kv_dim, zero_col0));
+      PI_RETURN_IF_ERROR(
+          matrix(p + "attn_output.weight", d, d, scaled_output(p + "attn_output.weight", d)));
+      PI_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));
+      PI_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", d, ff, bias_column(gate_rates)));
+      PI_RETURN_IF_ERROR(
+          matrix(p + "ffn_up.weight", d, ff, up_rates.empty() ? zero_col0 : bias_column(up_rates)));
+    }
     if (o.down_t) {
       // Row i = neuron i's output weights = column i of ffn_down [n_ff, n_embd].
       const Generator g = MakeGenerator(o.seed, p + "ffn_down.weight", ff);
@@ -395,7 +442,7 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
           matrix(p + "ffn_down.weight", ff, d, scaled_output(p + "ffn_down.weight", ff)));
     }
   }
-  PI_RETURN_IF_ERROR(norm("output_norm.weight"));
+  PI_RETURN_IF_ERROR(falcon ? layer_norm("output_norm") : norm("output_norm.weight"));
   if (!o.tied) PI_RETURN_IF_ERROR(matrix("output.weight", d, o.n_vocab));
   return Status::Ok();
 }

@@ -1,6 +1,12 @@
-// Synthetic llama models: GGUF files of any shape with seeded random weights,
-// for tests and benchmarks that need a model of a given size, not a trained
-// one (pi-synth is the command-line front end).
+// Synthetic llama and falcon models: GGUF files of any shape with seeded
+// random weights, for tests and benchmarks that need a model of a given size,
+// not a trained one (pi-synth is the command-line front end).
+//
+// arch "falcon" writes llama.cpp's falcon tensor set (llama_model.h): norms
+// with biases (attn_norm, optional attn_norm_2, output_norm), the fused
+// attn_qkv [n_embd, n_embd + 2 kv_dim] in the "jploski" layout (all Q rows,
+// then K, then V), attn_output, ffn_up and ffn_down (or ffn_down_t); no gate,
+// no rope.dimension_count (the loader's default: the head size).
 //
 // Every weight is a pure function of (seed, tensor name, row, column), so a
 // file is reproducible bit for bit, tensors can be generated in any order and
@@ -26,11 +32,18 @@ struct SyntheticModelOptions {
   int n_head = 4;
   int n_head_kv = 0;  // 0: same as n_head
   int n_ff = 768;
-  int n_ctx = 2048;                 // llama.context_length
-  DType type = DType::kF32;         // matrices: F32, F16, BF16, Q8_0 or Q4_0; norms are F32
-  std::string activation = "silu";  // pi.ffn_activation: silu | relu | drelu
-  bool tied = false;                // no output.weight (the embedding is reused)
-  bool down_t = false;              // ffn_down_t [n_embd, n_ff] instead of ffn_down, PWRI magic
+  int n_ctx = 2048;            // <arch>.context_length
+  DType type = DType::kF32;    // matrices: F32, F16, BF16, Q8_0 or Q4_0; norms are F32
+  std::string arch = "llama";  // general.architecture: llama | falcon
+  // pi.ffn_activation: silu | relu | drelu (llama), relu | gelu (falcon, ungated).
+  std::string activation = "silu";
+  // false: no pi.ffn_activation key, so the loader's default rule decides;
+  // the activation must then be that default (llama: relu with down_t, the
+  // PWRI magic, else silu; falcon: relu with down_t, else gelu).
+  bool activation_key = true;
+  bool attn_norm_2 = false;  // falcon: a separate FFN norm blk.N.attn_norm_2 (as 40B)
+  bool tied = false;         // no output.weight (the embedding is reused)
+  bool down_t = false;       // ffn_down_t [n_embd, n_ff] instead of ffn_down, PWRI magic
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
   uint64_t seed = 1;
@@ -64,7 +77,8 @@ Status WriteSyntheticModel(const SyntheticModelOptions& o, const std::string& pa
 // attn_output and of ffn_down, column 0 of ffn_down_t, are zero), so after
 // each RMSNorm x[0] is large and positive. Only the gate (and drelu's up)
 // reads it (column 0 of attn_q/k/v and relu's ffn_up are zero, so it does
-// not swamp the rest of the model). Column 0 of ffn_gate row i is then
+// not swamp the rest of the model). Column 0 of ffn_gate row i (falcon, no
+// gate: of ffn_up; norm biases are 0 there) is then
 // a per-neuron bias, set to Φ^-1(p_i) / sqrt(n_embd): with the rest of the
 // residual about as large as the bias channel, the gate's random part has
 // standard deviation ~ x[0] / sqrt(n_embd), so neuron i fires with
@@ -74,7 +88,9 @@ Status WriteSyntheticModel(const SyntheticModelOptions& o, const std::string& pa
 // The f32 value (before conversion to the file's type) of element (row, col)
 // of the synthetic matrix `name` with `ne0` columns: uniform in
 // [-sqrt(3 / fan_in), sqrt(3 / fan_in)], so its standard deviation is
-// 1 / sqrt(fan_in). Norm weights ("*_norm.weight") are uniform in [0.8, 1.2].
+// 1 / sqrt(fan_in). Norm weights ("*_norm.weight", "*_norm_2.weight") are
+// uniform in [0.8, 1.2], norm biases ("*_norm.bias", "*_norm_2.bias") in
+// [-0.1, 0.1].
 // For ffn_down_t, ask for ffn_down's element (col, row) instead. Planted
 // sparsity overrides the few elements described above.
 //

@@ -163,6 +163,57 @@ std::string PairKey(const std::string& left, const std::string& right) {
   return std::to_string(left.size()) + ":" + left + right;
 }
 
+// Falcon's first regex: [\p{P}\$\+<=>\^~\|`] (the ASCII symbols the \p{P} class lacks).
+bool FalconPunct(uint32_t c) {
+  return IsUnicodePunctuation(c) || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
+         c == '^' || c == '~' || c == '|' || c == '`';
+}
+
+bool AsciiDigit(uint32_t c) {
+  return c >= '0' && c <= '9';
+}
+
+// kFalcon (see tokenizer_bpe.h): each pass splits every piece [b, e) (code point
+// indices) into its matches and the gaps between them.
+void FalconPreTokenize(const Codepoints& cp, std::vector<std::pair<size_t, size_t>>* words) {
+  const std::vector<uint32_t>& c = cp.cps;
+  std::vector<std::pair<size_t, size_t>> a, b;
+  // 1. Runs of punctuation (and the symbols above) against runs of the rest.
+  for (size_t i = 0; i < c.size();) {
+    const bool punct = FalconPunct(c[i]);
+    size_t j = i + 1;
+    while (j < c.size() && FalconPunct(c[j]) == punct) ++j;
+    a.emplace_back(i, j);
+    i = j;
+  }
+  // 2. GPT-2's matcher inside each piece: its lookahead and contractions end there.
+  std::vector<uint32_t> piece;
+  for (const auto& p : a) {
+    piece.assign(c.begin() + p.first, c.begin() + p.second);
+    const Matcher m(piece);
+    for (size_t i = 0; i < piece.size();) {
+      const size_t end = m.Gpt2(i);
+      b.emplace_back(p.first + i, p.first + end);
+      i = end;
+    }
+  }
+  // 3. Each run of ASCII digits: groups of three from its start, the rest a gap.
+  for (const auto& p : b) {
+    size_t gap = p.first, i = p.first;
+    while (i + 3 <= p.second) {
+      if (AsciiDigit(c[i]) && AsciiDigit(c[i + 1]) && AsciiDigit(c[i + 2])) {
+        if (gap < i) words->emplace_back(cp.offsets[gap], cp.offsets[i]);
+        words->emplace_back(cp.offsets[i], cp.offsets[i + 3]);
+        i += 3;
+        gap = i;
+      } else {
+        ++i;
+      }
+    }
+    if (gap < p.second) words->emplace_back(cp.offsets[gap], cp.offsets[p.second]);
+  }
+}
+
 }  // namespace
 
 Status ParseBpePreTokenizer(const std::string& name, BpePreTokenizer* out) {
@@ -170,10 +221,12 @@ Status ParseBpePreTokenizer(const std::string& name, BpePreTokenizer* out) {
     *out = BpePreTokenizer::kGpt2;
   } else if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") {
     *out = BpePreTokenizer::kLlama3;
+  } else if (name == "falcon") {
+    *out = BpePreTokenizer::kFalcon;
   } else {
     return Status::Error(
         "unsupported BPE pre-tokenizer tokenizer.ggml.pre = \"%s\" (supported: default, "
-        "gpt2, gpt-2, llama-bpe, llama3, llama-v3)",
+        "gpt2, gpt-2, llama-bpe, llama3, llama-v3, falcon)",
         name.c_str());
   }
   return Status::Ok();
@@ -183,6 +236,10 @@ void BpePreTokenize(BpePreTokenizer pre, const std::string& text,
                     std::vector<std::pair<size_t, size_t>>* words) {
   words->clear();
   const Codepoints cp = Decode(text);
+  if (pre == BpePreTokenizer::kFalcon) {
+    FalconPreTokenize(cp, words);
+    return;
+  }
   const Matcher m(cp.cps);
   for (size_t i = 0; i < cp.cps.size();) {
     const size_t end = pre == BpePreTokenizer::kGpt2 ? m.Gpt2(i) : m.Llama3(i);

@@ -27,10 +27,18 @@ enum class BpePreTokenizer {
   // Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
   //          ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   kLlama3,
+  // Falcon: three regexes in sequence, each splitting the previous one's pieces into its
+  // matches and the text between them (llama.cpp's unicode_regex_split):
+  //   [\p{P}\$\+<=>\^~\|`]+
+  //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)   (GPT-2's;
+  //                                   llama.cpp runs its GPT-2 matcher, \s+ included)
+  //   [0-9][0-9][0-9]
+  kFalcon,
 };
 
 // tokenizer.ggml.pre -> pre-tokenizer: "default", "gpt2", "gpt-2" -> kGpt2;
-// "llama-bpe", "llama3", "llama-v3" -> kLlama3; anything else is an error naming the value.
+// "llama-bpe", "llama3", "llama-v3" -> kLlama3; "falcon" -> kFalcon; anything else is an
+// error naming the value.
 Status ParseBpePreTokenizer(const std::string& name, BpePreTokenizer* out);
 
 // Splits `text` into words, as [begin, end) byte ranges that cover the text in order.

@@ -97,6 +97,10 @@ bool IsUnicodeNumber(uint32_t cp) {
   return InRanges(kNumberRanges, cp);
 }
 
+bool IsUnicodePunctuation(uint32_t cp) {
+  return InRanges(kPunctuationRanges, cp);
+}
+
 bool IsUnicodeWhitespace(uint32_t cp) {
   // The White_Space property (PropList.txt); unchanged since Unicode 6.3.
   static const CodepointRange kWhitespace[] = {

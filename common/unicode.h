@@ -1,8 +1,8 @@
 // UTF-8 decoding/encoding and the few Unicode properties the tokenizers need.
 //
 // Categories follow the regex classes of the BPE pre-tokenizers: \p{L} (letters),
-// \p{N} (numbers) and \s (the White_Space property). Tables are generated from Python's
-// unicodedata by tools/gen_unicode_tables.py.
+// \p{N} (numbers), \p{P} (punctuation) and \s (the White_Space property). Tables are generated from
+// Python's unicodedata by tools/gen_unicode_tables.py.
 #pragma once
 
 #include <cstddef>
@@ -25,8 +25,9 @@ Utf8Status DecodeUtf8(const char* s, size_t size, size_t pos, uint32_t* cp, size
 // Appends the UTF-8 encoding of `cp` (U+FFFD for surrogates and values past U+10FFFF).
 void AppendUtf8(uint32_t cp, std::string* out);
 
-bool IsUnicodeLetter(uint32_t cp);      // \p{L}: Lu Ll Lt Lm Lo
-bool IsUnicodeNumber(uint32_t cp);      // \p{N}: Nd Nl No
-bool IsUnicodeWhitespace(uint32_t cp);  // \s: the White_Space property
+bool IsUnicodeLetter(uint32_t cp);       // \p{L}: Lu Ll Lt Lm Lo
+bool IsUnicodeNumber(uint32_t cp);       // \p{N}: Nd Nl No
+bool IsUnicodePunctuation(uint32_t cp);  // \p{P}: Pc Pd Ps Pe Pi Pf Po
+bool IsUnicodeWhitespace(uint32_t cp);   // \s: the White_Space property
 
 }  // namespace pi

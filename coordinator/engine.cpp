@@ -30,8 +30,9 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min(c.n_ctx_train, 4096);
   e->n_batch_ = std::min(options.n_batch, e->n_ctx_);
   e->pool_ = std::make_unique<ThreadPool>(options.n_threads);
-  e->cache_.Init(c.n_layer, e->n_ctx_, c.kv_dim());
-  e->attention_.Init(c, e->n_batch_, e->n_ctx_, options.n_threads);
+  PI_RETURN_IF_ERROR(e->cache_.Init(c.n_layer, e->n_ctx_, c.n_head_kv, c.head_dim,
+                                    options.cache_type_k, options.cache_type_v));
+  e->attention_.Init(c, e->n_batch_, e->n_ctx_, options.n_threads, options.cache_type_k);
   e->ffn_.Init(*model, e->n_batch_, options.sparse);
   if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
   if (options.hot_backend) {
@@ -40,6 +41,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   }
   e->h_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->x_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
+  if (c.parallel_residual) e->inp_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->q8_.assign(e->n_batch_ * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
   e->logits_.assign(c.n_vocab, 0.0f);
   *out = std::move(e);
@@ -83,9 +85,16 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
     DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[b]), h_.data() + b * d, d);
   }
   for (int il = 0; il < c.n_layer; ++il) {
+    // Sequential residual: the FFN reads h after attention. Parallel (falcon):
+    // attention and FFN both read the layer input, kept in inp_.
+    const float* ffn_in = h_.data();
+    if (c.parallel_residual) {
+      std::copy(h_.begin(), h_.begin() + batch * d, inp_.begin());
+      ffn_in = inp_.data();
+    }
     attention_.Forward(m.layers[il], il, n_past_, batch, h_.data(), &cache_, pool_.get());
-    if (observer_) observer_->OnFfnInput(il, batch, h_.data());
-    ffn_.Forward(il, batch, h_.data(), pool_.get());
+    if (observer_) observer_->OnFfnInput(il, batch, ffn_in);
+    ffn_.Forward(il, batch, ffn_in, h_.data(), pool_.get());
     last_ffn_neurons_ += ffn_.last_computed_neurons();
     last_ffn_gate_rows_ += ffn_.last_gate_rows();
     if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
@@ -96,9 +105,8 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   // Logits for every row, or only the batch's last token.
   const int first = all_logits ? 0 : batch - 1;
   const int rows = batch - first;
-  const float* norm = reinterpret_cast<const float*>(m.output_norm.data);
   for (int b = 0; b < rows; ++b) {
-    RmsNorm(h_.data() + (first + b) * d, norm, d, c.norm_eps, x_.data() + b * d);
+    NormalizeRow(c, m.output_norm, m.output_norm_b, h_.data() + (first + b) * d, x_.data() + b * d);
   }
   PreparedInput in =
       PrepareInput(x_.data(), d, rows, q8_.data(), pool_.get(), ReadsQ8(m.output.type));

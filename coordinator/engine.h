@@ -3,6 +3,9 @@
 //
 //   tokens ─▶ embed ─▶ [AttentionBlock ─▶ FfnBlock] × n_layer ─▶ norm ─▶ output ─▶ logits
 //
+// (falcon's parallel residual: AttentionBlock and FfnBlock both read the
+// layer input and both add into the residual stream.)
+//
 // Prompts are evaluated in batches of up to n_batch tokens (each weight read
 // once per batch); decode is a batch of one. All buffers (KV cache included)
 // are allocated in Create: Eval allocates nothing unless all_logits asks for
@@ -27,8 +30,10 @@ namespace pi {
 
 struct EngineOptions {
   int n_threads = 1;
-  int n_ctx = 0;                         // 0: the model's context_length, capped at 4096
-  int n_batch = 64;                      // prompt tokens per forward batch
+  int n_ctx = 0;                     // 0: the model's context_length, capped at 4096
+  int n_batch = 64;                  // prompt tokens per forward batch
+  DType cache_type_k = DType::kF32;  // KV cache rows: f32, f16 or q8_0 (kv_cache.h)
+  DType cache_type_v = DType::kF32;
   SparseMode sparse = SparseMode::kOff;  // which FFN neurons a decode step computes
   // SparseMode::kPredictor's score threshold (--sparse-threshold); unset: the
   // LLAMA_SPARSE_PRED_THRESHOLD environment variable, else the file's
@@ -97,6 +102,7 @@ class Engine {
   FfnObserver* observer_ = nullptr;
   std::vector<float> h_;       // [n_batch, n_embd] residual stream
   std::vector<float> x_;       // [n_batch, n_embd] final-normed
+  std::vector<float> inp_;     // [n_batch, n_embd] layer input (parallel residual only)
   std::vector<uint8_t> q8_;    // prepared output-layer input
   std::vector<float> logits_;  // [rows, n_vocab]
 };

@@ -2,8 +2,7 @@
 // computes them on its own threads. It is how the hot/cold split runs and is
 // tested on machines without a GPU, with the same data layout a GPU backend
 // uses: each layer's hot rows of gate, up and down_t gathered into compact
-// matrices (row j = the j-th hot neuron), so the hot set is one contiguous
-// stream instead of rows scattered through the file.
+// matrices (gpu_worker/hot_rows.h).
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +15,7 @@
 #include "common/ffn_backend.h"
 #include "common/neuron_ffn.h"
 #include "common/thread_pool.h"
+#include "gpu_worker/hot_rows.h"
 
 namespace pi {
 
@@ -36,9 +36,8 @@ class HostFfnBackend : public FfnBackend {
 
  private:
   struct LayerRows {
-    std::vector<uint8_t> gate, up, down_t;  // compact: row j = hot neuron j
-    Tensor gate_t, up_t, down_t_t;          // views of the above
-    std::vector<int32_t> ids;               // 0 .. hot - 1
+    HotRows rows;              // compact: row j = hot neuron j
+    std::vector<int32_t> ids;  // 0 .. hot - 1
   };
   void Loop();
 

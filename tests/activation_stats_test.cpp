@@ -72,7 +72,7 @@ void CountByHand(const LlamaModel& m, const std::vector<std::vector<int32_t>>& c
   const int d = c.n_embd, ff = c.n_ff, n_ctx = 64;
   ThreadPool pool(1);
   KvCache cache;
-  cache.Init(c.n_layer, n_ctx, c.kv_dim());
+  EXPECT_TRUE(cache.Init(c.n_layer, n_ctx, c.n_head_kv, c.head_dim).ok());
   AttentionBlock attn;
   attn.Init(c, n_batch, n_ctx, 1);
   FfnBlock ffn;

@@ -181,8 +181,8 @@ class ModelValidationTest : public ::testing::Test {
 
 TEST_F(ModelValidationTest, UnsupportedArchitectureIsNamed) {
   Status s = LoadEdited(
-      [](GgufWriter* w) { w->Set("general.architecture", GgufValue::String("falcon")); });
-  EXPECT_THAT(s.message(), HasSubstr("unsupported architecture 'falcon'"));
+      [](GgufWriter* w) { w->Set("general.architecture", GgufValue::String("gptneox")); });
+  EXPECT_THAT(s.message(), HasSubstr("unsupported architecture 'gptneox'"));
 }
 
 TEST_F(ModelValidationTest, WrongHyperParameterShowsAsTensorShapeMismatch) {

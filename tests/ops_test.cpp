@@ -34,7 +34,9 @@ TEST(OpsTest, RopeNormalRotatesAdjacentPairs) {
   const int heads = 3, head_dim = 8, rope_dims = 6, pos = 37;
   const float theta = 10000.0f;
   std::vector<float> v = Random(heads * head_dim, 3), orig = v;
-  RopeNormal(v.data(), heads, head_dim, rope_dims, pos, theta);
+  std::vector<float> cs(rope_dims);
+  RopeAngles(rope_dims, pos, theta, cs.data());
+  RopeNormal(v.data(), heads, head_dim, rope_dims, cs.data());
   for (int h = 0; h < heads; ++h) {
     for (int i = 0; i < head_dim; i += 2) {
       const float* o = &orig[h * head_dim + i];
@@ -73,30 +75,6 @@ TEST(OpsTest, GatedActivations) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_NEAR(a[i], g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i], 1e-6);
   }
-}
-
-TEST(OpsTest, AttentionHeadMatchesNaive) {
-  const int head_dim = 16, n_pos = 23, stride = 48;
-  std::vector<float> q = Random(head_dim, 4), k = Random(n_pos * stride, 5),
-                     v = Random(n_pos * stride, 6), scores(n_pos), out(head_dim + 1, 7.0f);
-  const float scale = 0.25f;
-  AttentionHead(q.data(), k.data() + 16, v.data() + 16, stride, n_pos, head_dim, scale,
-                scores.data(), out.data());
-  std::vector<double> s(n_pos);
-  double mx = -1e300, z = 0;
-  for (int t = 0; t < n_pos; ++t) {
-    double dot = 0;
-    for (int i = 0; i < head_dim; ++i) dot += static_cast<double>(q[i]) * k[t * stride + 16 + i];
-    s[t] = dot * scale;
-    mx = std::max(mx, s[t]);
-  }
-  for (double& x : s) z += (x = std::exp(x - mx));
-  for (int i = 0; i < head_dim; ++i) {
-    double o = 0;
-    for (int t = 0; t < n_pos; ++t) o += s[t] / z * v[t * stride + 16 + i];
-    EXPECT_NEAR(out[i], o, 1e-5) << i;
-  }
-  EXPECT_EQ(out[head_dim], 7.0f);
 }
 
 }  // namespace

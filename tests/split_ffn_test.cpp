@@ -22,7 +22,8 @@ namespace {
 struct SplitCase {
   DType type;
   const char* act;
-  double hot_share;  // share of each layer's neurons placed on the backend
+  double hot_share;            // share of each layer's neurons placed on the backend
+  const char* arch = "llama";  // falcon: ungated relu(up), up rows decide
 };
 
 class SplitFfnTest : public ::testing::TestWithParam<SplitCase> {};
@@ -37,6 +38,7 @@ TEST_P(SplitFfnTest, SplitEqualsUnsplit) {
   o.n_head = 4;
   o.type = sc.type;
   o.activation = sc.act;
+  o.arch = sc.arch;
   o.down_t = true;
   o.planted_sparsity = 0.85;
   const std::string path = TempPath("split.gguf");
@@ -102,10 +104,12 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, SplitFfnTest,
     ::testing::Values(SplitCase{DType::kF32, "relu", 0.2}, SplitCase{DType::kF16, "drelu", 0.2},
                       SplitCase{DType::kQ8_0, "relu", 0.2}, SplitCase{DType::kQ4_0, "relu", 0.2},
-                      SplitCase{DType::kF32, "relu", 0.0}, SplitCase{DType::kF32, "relu", 1.0}),
+                      SplitCase{DType::kF32, "relu", 0.0}, SplitCase{DType::kF32, "relu", 1.0},
+                      SplitCase{DType::kF16, "relu", 0.2, "falcon"},
+                      SplitCase{DType::kQ8_0, "relu", 0.2, "falcon"}),
     [](const auto& p) {
-      return std::string(DTypeName(p.param.type)) + "_" + p.param.act + "_hot" +
-             std::to_string(static_cast<int>(p.param.hot_share * 100));
+      return std::string(p.param.arch) + "_" + DTypeName(p.param.type) + "_" + p.param.act +
+             "_hot" + std::to_string(static_cast<int>(p.param.hot_share * 100));
     });
 
 TEST(SplitFfnErrorsTest, NeedsDownTAndValidIds) {
@@ -141,8 +145,11 @@ namespace pi {
 namespace {
 
 // The engine with the split wired in: decode logits equal the unsplit ones.
-TEST(EngineSplitTest, DecodeWithSplitEqualsWithout) {
+class EngineSplitTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EngineSplitTest, DecodeWithSplitEqualsWithout) {
   SyntheticModelOptions o;
+  o.arch = GetParam();
   o.n_vocab = 300;
   o.n_embd = 256;
   o.n_ff = 1024;
@@ -196,6 +203,8 @@ TEST(EngineSplitTest, DecodeWithSplitEqualsWithout) {
   EXPECT_THAT(Engine::Create(&m, bad, &e).message(), ::testing::HasSubstr("hot neuron sets"));
   std::remove(path.c_str());
 }
+
+INSTANTIATE_TEST_SUITE_P(Archs, EngineSplitTest, ::testing::Values("llama", "falcon"));
 
 }  // namespace
 }  // namespace pi

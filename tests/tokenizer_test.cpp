@@ -488,11 +488,11 @@ TEST(RoundTrip, RandomBytes) {
 TEST(TokenizerErrors, FromVocab) {
   std::unique_ptr<Tokenizer> t;
   BpeFixture f;
-  f.v.pre = "falcon";
+  f.v.pre = "qwen2";
   Status s = Tokenizer::FromVocab(f.v, &t);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("tokenizer.ggml.pre"));
-  EXPECT_THAT(s.message(), HasSubstr("falcon"));
+  EXPECT_THAT(s.message(), HasSubstr("qwen2"));
 
   f = BpeFixture();
   f.v.merges.push_back("nospace");

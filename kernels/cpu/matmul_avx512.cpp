@@ -37,6 +37,9 @@ constexpr int kMaxBatch = 4;  // batch columns per tile
 constexpr int kVecRowsQ4 = 4;
 // Prefetch distance (see Prefetcher), tuned on the same Zen 5 core.
 constexpr size_t kLeadBytes = 8 * 1024;
+// Matvec rows at most this long go kTileRows at a time: their own loop is
+// too short to hide the horizontal sum and call overhead of a lone row.
+constexpr int64_t kShortRowCols = 1024;
 constexpr size_t kLeadBytesQ4 = 16 * 1024;
 // MatMulRows with a large batch walks the rows in panels of about this many
 // weight bytes, so a panel stays in L2 while every batch chunk passes over it.
@@ -421,6 +424,9 @@ constexpr TileSet kQ4Tiles = QuantTiles<true>();
 void Drive(const MatMulArgs& a, const TileSet& t) {
   if (a.batch == 1) {
     int64_t r = a.r0;
+    if (a.cols <= kShortRowCols) {
+      for (; r + kTileRows <= a.r1; r += kTileRows) t.full[0](a, r, 0);
+    }
     for (; r + t.vec_rows <= a.r1; r += t.vec_rows) t.vec(a, r, 0);
     for (; r < a.r1; ++r) t.single[0](a, r, 0);
     return;
@@ -447,21 +453,25 @@ struct IdTileSet {
   int vec_rows;
   IdTileFn vec;
   IdTileFn single;
+  IdTileFn short_rows;  // kTileRows rows at a time, for rows <= kShortRowCols
 };
 
 template <DType T>
 constexpr IdTileSet FloatIdTiles() {
-  return {1, TileFloatIds<T, 1>, TileFloatIds<T, 1>};
+  return {1, TileFloatIds<T, 1>, TileFloatIds<T, 1>, TileFloatIds<T, kTileRows>};
 }
 
 template <bool kQ4>
 constexpr IdTileSet QuantIdTiles() {
   return {kQ4 ? kVecRowsQ4 : 1, kQ4 ? TileQuantIds<kQ4, kVecRowsQ4> : TileQuantIds<kQ4, 1>,
-          TileQuantIds<kQ4, 1>};
+          TileQuantIds<kQ4, 1>, TileQuantIds<kQ4, kTileRows>};
 }
 
 void DriveIds(const MatMulArgs& a, const IdTileSet& t) {
   int64_t k = a.r0;
+  if (a.cols <= kShortRowCols) {
+    for (; k + kTileRows <= a.r1; k += kTileRows) t.short_rows(a, k);
+  }
   for (; k + t.vec_rows <= a.r1; k += t.vec_rows) t.vec(a, k);
   for (; k < a.r1; ++k) t.single(a, k);
 }

@@ -13,18 +13,52 @@ void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-void RopeNormal(float* v, int n_heads, int head_dim, int rope_dims, int pos, float theta) {
-  for (int i = 0; i < rope_dims; i += 2) {
+void LayerNorm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
+  // Mean and variance in double, as in RmsNorm.
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t i = 0; i < n; ++i) {
+    const float y = (x[i] - m) * scale * w[i];
+    out[i] = b ? y + b[i] : y;
+  }
+}
+
+void RopeAngles(int rope_dims, int pos, float theta, float* cs) {
+  for (int i = 0; i < rope_dims / 2; ++i) {
     // Computed in double: pos * freq reaches ~1e4 rad, where f32 loses digits.
-    const double freq = std::pow(static_cast<double>(theta), -static_cast<double>(i) / rope_dims);
+    const double freq = std::pow(static_cast<double>(theta), -2.0 * i / rope_dims);
     const double angle = pos * freq;
-    const float c = static_cast<float>(std::cos(angle));
-    const float s = static_cast<float>(std::sin(angle));
-    for (int h = 0; h < n_heads; ++h) {
-      float* p = v + static_cast<int64_t>(h) * head_dim + i;
-      const float x0 = p[0], x1 = p[1];
-      p[0] = x0 * c - x1 * s;
-      p[1] = x0 * s + x1 * c;
+    cs[2 * i] = static_cast<float>(std::cos(angle));
+    cs[2 * i + 1] = static_cast<float>(std::sin(angle));
+  }
+}
+
+void RopeNeox(float* v, int n_heads, int head_dim, int rope_dims, const float* cs) {
+  const int half = rope_dims / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* p = v + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cs[2 * i], s = cs[2 * i + 1];
+      const float x0 = p[i], x1 = p[i + half];
+      p[i] = x0 * c - x1 * s;
+      p[i + half] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void RopeNormal(float* v, int n_heads, int head_dim, int rope_dims, const float* cs) {
+  for (int h = 0; h < n_heads; ++h) {
+    float* p = v + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < rope_dims / 2; ++i) {
+      const float c = cs[2 * i], s = cs[2 * i + 1];
+      const float x0 = p[2 * i], x1 = p[2 * i + 1];
+      p[2 * i] = x0 * c - x1 * s;
+      p[2 * i + 1] = x0 * s + x1 * c;
     }
   }
 }
@@ -58,20 +92,15 @@ void GatedDRelu(float* gate, const float* up, int64_t n) {
   }
 }
 
-void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride, int n_pos,
-                   int head_dim, float scale, float* scores, float* out) {
-  for (int t = 0; t < n_pos; ++t) {
-    const float* kt = k + t * kv_stride;
-    float dot = 0.0f;
-    for (int i = 0; i < head_dim; ++i) dot += q[i] * kt[i];
-    scores[t] = dot * scale;
-  }
-  Softmax(scores, n_pos);
-  for (int i = 0; i < head_dim; ++i) out[i] = 0.0f;
-  for (int t = 0; t < n_pos; ++t) {
-    const float* vt = v + t * kv_stride;
-    const float p = scores[t];
-    for (int i = 0; i < head_dim; ++i) out[i] += p * vt[i];
+void Relu(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void Gelu(float* x, int64_t n) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(k * v * (1.0f + 0.044715f * v * v)));
   }
 }
 

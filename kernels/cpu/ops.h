@@ -11,10 +11,23 @@ namespace pi {
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]. out may alias x.
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out);
 
-// Rotates `n_heads` heads of `head_dim` in place, llama.cpp's "normal" RoPE
-// (the layout of llama-architecture GGUFs): pairs (v[2i], v[2i+1]) for
-// 2i < rope_dims turn by angle pos * theta^(-2i / rope_dims).
-void RopeNormal(float* v, int n_heads, int head_dim, int rope_dims, int pos, float theta);
+// out[i] = (x[i] - mean(x)) / sqrt(var(x) + eps) * w[i] + b[i] (ggml_norm,
+// then the weight and bias; falcon). b may be null (no bias). out may alias x.
+void LayerNorm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out);
+
+// RoPE's rotation for position `pos`: cs[2i] = cos, cs[2i + 1] = sin of
+// pos * theta^(-2i / rope_dims) for pair i < rope_dims / 2. Computed once per
+// position and shared by every layer's queries and keys (the angles are the
+// same in all of them).
+void RopeAngles(int rope_dims, int pos, float theta, float* cs);
+
+// Rotates `n_heads` heads of `head_dim` in place by RopeAngles' `cs`,
+// llama.cpp's "normal" RoPE (the layout of llama-architecture GGUFs): pair i
+// is (v[2i], v[2i+1]) for 2i < rope_dims.
+void RopeNormal(float* v, int n_heads, int head_dim, int rope_dims, const float* cs);
+// Same, NeoX style (llama.cpp's rope type for falcon): pair i is
+// (v[i], v[i + rope_dims/2]) for i < rope_dims/2.
+void RopeNeox(float* v, int n_heads, int head_dim, int rope_dims, const float* cs);
 
 // In-place softmax over n values (max-subtracted).
 void Softmax(float* x, int64_t n);
@@ -26,11 +39,10 @@ void Softmax(float* x, int64_t n);
 void GatedSilu(float* gate, const float* up, int64_t n);
 void GatedRelu(float* gate, const float* up, int64_t n);
 void GatedDRelu(float* gate, const float* up, int64_t n);
-
-// One query head attending over positions [0, n_pos) of a KV cache:
-//   out = sum_t softmax_t(q . k_t * scale) v_t
-// k_t = k + t * kv_stride (head_dim floats), same for v. `scores` holds n_pos floats.
-void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_stride, int n_pos,
-                   int head_dim, float scale, float* scores, float* out);
+// Ungated FFN activations (falcon), in place:
+//   relu: x[i] = max(x[i], 0)
+//   gelu: x[i] = 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))   (ggml_gelu's form)
+void Relu(float* x, int64_t n);
+void Gelu(float* x, int64_t n);
 
 }  // namespace pi

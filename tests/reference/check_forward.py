@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The C++ engine's logits vs the independent numpy reference (llama_ref.py).
 
-For a matrix of small random llama models made by `pi-synth` (every FFN form, every weight
-type, GQA and MHA, tied and untied output, ffn_down and PowerInfer's ffn_down_t), runs
+For a matrix of small random llama and falcon models made by `pi-synth` (every FFN form,
+every weight type, GQA, MHA and falcon's MQA, tied and untied output, ffn_down and
+PowerInfer's ffn_down_t, falcon with and without attn_norm_2), runs
 `pi-dump-logits` in decode mode (one token at a time, through the KV cache) and prompt mode
 (all tokens at once), and compares every position's logits with llama_ref.py's.
 
@@ -42,7 +43,7 @@ BOUNDARY = 2e-5
 SCALE_BOUNDARY = 3e-7
 LOOSE = 3e-2
 
-# name, activation, type, n_head_kv (of 4 heads), tied, down_t
+# name, activation, type, n_head_kv (of 4 heads), tied, down_t[, extra pi-synth flags]
 CASES = [
     ("silu-f32-gqa", "silu", "f32", 2, False, False),
     ("silu-f16-mha-tied", "silu", "f16", 4, True, False),
@@ -57,6 +58,25 @@ CASES = [
     ("drelu-f16-mha-downt", "drelu", "f16", 4, False, True),
     ("drelu-q8_0-mha", "drelu", "q8_0", 4, False, False),
     ("drelu-q4_0-mha-downt", "drelu", "q4_0", 4, False, True),
+    # Falcon: LayerNorm + biases, fused QKV, NeoX RoPE, parallel residual, no gate.
+    ("falcon-gelu-f32-mqa", "gelu", "f32", 1, False, False, ["--arch", "falcon"]),
+    ("falcon-gelu-f16-gqa-norm2-tied", "gelu", "f16", 2, True, False,
+     ["--arch", "falcon", "--attn-norm-2"]),
+    ("falcon-relu-f32-gqa-norm2", "relu", "f32", 2, False, False,
+     ["--arch", "falcon", "--attn-norm-2"]),
+    ("falcon-relu-q8_0-mqa-norm2-downt", "relu", "q8_0", 1, False, True,
+     ["--arch", "falcon", "--attn-norm-2"]),
+    # PWRI magic and no pi.ffn_activation key: relu by the loaders' default rule.
+    ("falcon-relu-bf16-mha-downt-nokey", "relu", "bf16", 4, False, True,
+     ["--arch", "falcon", "--no-activation-key"]),
+    ("falcon-gelu-q4_0-gqa-norm2", "gelu", "q4_0", 2, False, False,
+     ["--arch", "falcon", "--attn-norm-2"]),
+    # KV cache row types (pi-dump-logits flags, 8th field); q8_0 rows need head_dim 32.
+    ("relu-f16-gqa-kv_f16", "relu", "f16", 2, False, True, [], ["-ctk", "f16", "-ctv", "f16"]),
+    ("silu-f32-gqa-kv_q8_0", "silu", "f32", 1, False, False, ["--n-head", "2"],
+     ["-ctk", "q8_0", "-ctv", "q8_0"]),
+    ("falcon-relu-f32-mqa-kv_f16k_q8_0v", "relu", "f32", 1, False, True,
+     ["--arch", "falcon", "--n-head", "2"], ["-ctk", "f16", "-ctv", "q8_0"]),
 ]
 
 SHAPE = dict(n_vocab=320, n_embd=64, n_layer=2, n_head=4, n_ff=160, n_ctx=64)
@@ -92,7 +112,13 @@ def main():
     os.makedirs(work, exist_ok=True)
     passed = failed = 0
     tok_arg = ",".join(str(t) for t in TOKENS)
-    for seed, (name, act, wtype, n_head_kv, tied, down_t) in enumerate(CASES, start=1):
+    for seed, case in enumerate(CASES, start=1):
+        name, act, wtype, n_head_kv, tied, down_t = case[:6]
+        extra = case[6] if len(case) > 6 else []
+        dump_flags = case[7] if len(case) > 7 else []
+        cache_k = dump_flags[dump_flags.index("-ctk") + 1] if "-ctk" in dump_flags else "f32"
+        cache_v = dump_flags[dump_flags.index("-ctv") + 1] if "-ctv" in dump_flags else "f32"
+        falcon = "falcon" in extra
         if args.filter not in name:
             continue
         model = os.path.join(work, name + ".gguf")
@@ -100,13 +126,14 @@ def main():
                "--n-head-kv", str(n_head_kv), "--seed", str(seed)]
         for k, v in SHAPE.items():
             cmd += ["--" + k.replace("_", "-"), str(v)]
+        cmd += extra  # after SHAPE: a case's own flags win
         if tied:
             cmd.append("--tied")
         if down_t:
             cmd.append("--down-t")
         try:
             run(cmd)
-            ref = LlamaRef(model)
+            ref = LlamaRef(model, cache_k, cache_v)
             expect = ref.forward(TOKENS)
             # The reference must see the model the case asked for; otherwise the case would
             # silently test something else.
@@ -119,14 +146,22 @@ def main():
                 problems.append("n_head_kv=%d" % ref.n_head_kv)
             if ("ffn_down_t" in ref.layers[0]) != down_t:
                 problems.append("down_t mismatch")
-            if ref.layers[0]["ffn_gate"].dtype != wtype:
-                problems.append("ffn_gate type %s" % ref.layers[0]["ffn_gate"].dtype)
+            if ref.falcon != falcon:
+                problems.append("falcon=%s" % ref.falcon)
+            if ("attn_norm_2" in ref.layers[0]) != ("--attn-norm-2" in extra):
+                problems.append("attn_norm_2 mismatch")
+            first = "ffn_up" if falcon else "ffn_gate"
+            if ref.layers[0][first].dtype != wtype:
+                problems.append("%s type %s" % (first, ref.layers[0][first].dtype))
+            if "--no-activation-key" in extra and "pi.ffn_activation" in ref.reader.metadata:
+                problems.append("pi.ffn_activation present")
             if problems:
                 raise RuntimeError("pi-synth model differs from the case: " + ", ".join(problems))
             scale = float(np.abs(expect).max())
             for mode in ("decode", "prompt"):
                 out = os.path.join(work, "%s.%s.f32" % (name, mode))
-                run([dump, "-m", model, "--tokens", tok_arg, "--out", out, "--mode", mode])
+                run([dump, "-m", model, "--tokens", tok_arg, "--out", out, "--mode", mode] +
+                    dump_flags)
                 got = np.fromfile(out, dtype="<f4")
                 if got.size != expect.size:
                     raise RuntimeError("%s: %s logits have %d floats, expected %d x %d"

@@ -9,8 +9,8 @@ the same text plus the prefix space; with --bos the ids start with bos.
 
 BPE: a small GPT-2 style vocabulary trained here on KJV text (a few hundred merges over the
 byte alphabet), written as a gpt2 GGUF; a short reference encoder (python3-regex with the
-GPT-2 / Llama 3 patterns, the byte alphabet, lowest-rank-first merges) gives the expected
-ids for pre-tokenizers "gpt2" and "llama-bpe".
+GPT-2 / Llama 3 / Falcon patterns, the byte alphabet, lowest-rank-first merges) gives the
+expected ids for pre-tokenizers "gpt2", "llama-bpe" and "falcon".
 
     /usr/bin/python3 tests/reference/check_tokenizer.py --pi-tokenize build/bin/pi-tokenize
 
@@ -204,6 +204,38 @@ LLAMA3_PATTERN = (r"""(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|
                   r"""[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
                   r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
 
+# llama.cpp's Falcon pre-tokenizer: three regexes in sequence (unicode_regex_split), each
+# splitting every piece of the previous pass into its matches and the text between them.
+FALCON_PATTERNS = [r"""[\p{P}\$\+<=>\^~\|`]+""",
+                   r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)""",
+                   r"""[0-9][0-9][0-9]"""]
+
+# Strings full of what Falcon's punctuation and digit passes split.
+FALCON_TRAIN = ["a+b=c; x<y>z ^~|` $5 $$x", "don't, 'tis it's", "1234567 12,345 ¹²³ ٣٤٥٦",
+                "«quoted» — dash… ¿¡ (x)", "x  $$  y\t\tz ==> <= !=", "€100 ©2024 a_b 99999",
+                "v1.2.3 10:30 2024-01-02 3.14159 +1000000", "a...b,,c;;d ''e'' \"f\""]
+
+
+def pre_split(text, pattern):
+    """Words of `text`: regex.findall for one pattern; for a list, the sequential split."""
+    import regex
+    if isinstance(pattern, str):
+        return regex.findall(pattern, text)
+    pieces = [text]
+    for pat in pattern:
+        out = []
+        for p in pieces:
+            pos = 0
+            for m in regex.finditer(pat, p):
+                if m.start() > pos:
+                    out.append(p[pos:m.start()])
+                out.append(m.group())
+                pos = m.end()
+            if pos < len(p):
+                out.append(p[pos:])
+        pieces = out
+    return pieces
+
 
 def bytes_to_unicode():
     """GPT-2's byte alphabet (encoder.py in openai/gpt-2)."""
@@ -228,10 +260,9 @@ def byte_spell(text):
 
 def train_bpe(texts, pattern, n_merges):
     """Classic BPE training over pre-tokenized, byte-spelled words; deterministic."""
-    import regex
     counts = {}
     for t in texts:
-        for w in regex.findall(pattern, t):
+        for w in pre_split(t, pattern):
             key = tuple(byte_spell(w))
             counts[key] = counts.get(key, 0) + 1
     words = list(counts.items())
@@ -262,9 +293,8 @@ def train_bpe(texts, pattern, n_merges):
 
 
 def bpe_reference_encode(text, pattern, ranks, vocab, ignore_merges):
-    import regex
     ids = []
-    for w in regex.findall(pattern, text):
+    for w in pre_split(text, pattern):
         word = byte_spell(w)
         if ignore_merges and word in vocab:
             ids.append(vocab[word])
@@ -295,8 +325,12 @@ def bpe_reference_encode(text, pattern, ranks, vocab, ignore_merges):
 
 
 def check_bpe(binary, verses, strings, tally, tmp):
-    for pre, pattern in (("gpt2", GPT2_PATTERN), ("llama-bpe", LLAMA3_PATTERN)):
-        merges = train_bpe(verses[:300], pattern, 400)
+    for pre, pattern in (("gpt2", GPT2_PATTERN), ("llama-bpe", LLAMA3_PATTERN),
+                         ("falcon", FALCON_PATTERNS)):
+        # Falcon's passes split digits and punctuation apart: train on text full of them
+        # (the corner cases below), so that merges across a wrong boundary change the ids.
+        texts = verses[:300] + (FALCON_TRAIN * 5 if pre == "falcon" else [])
+        merges = train_bpe(texts, pattern, 400 if pre != "falcon" else 700)
         tokens = [BYTE_CHAR[b] for b in range(256)]
         for a, b in merges:
             if a + b not in tokens:
@@ -317,7 +351,7 @@ def check_bpe(binary, verses, strings, tally, tmp):
         w.write()
 
         # Test strings plus pre-tokenizer corner cases.
-        extra = ["I'M you'Re WE'LL they'VE", "a\r\n\r\nb", "x.\n\ny  \n z", "(hello",
+        extra = FALCON_TRAIN + ["I'M you'Re WE'LL they'VE", "a\r\n\r\nb", "x.\n\ny  \n z", "(hello",
                  "12345678", "\t\tword", "word\t\t", " \n ", "a  \n\n  b", "¿Qué?",
                  "DON'T 'S 's", "3rd 2nd 100th"]
         cases = strings + extra

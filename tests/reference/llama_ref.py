@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""An independent numpy forward pass for llama-family GGUF files (the C++ engine's referee).
+"""An independent numpy forward pass for llama-family and falcon GGUF files (the C++ engine's
+referee).
 
 Reads the file with tools/pigguf.py (not the C++ reader) and computes float32 logits for a
 token sequence, all positions at once with a causal mask:
@@ -18,8 +19,18 @@ token sequence, all positions at once with a causal mask:
                                 PowerInfer transposed copy whose row i is neuron i)
   logits = output (or token_embd when output.weight is absent) @ (rmsnorm(h) * output_norm)
 
+Falcon (llama.cpp's llm_build_falcon), per layer, from the layer input h:
+              x = layernorm(h) * attn_norm + attn_norm.bias       (ggml_norm, then w, b)
+              qkv = attn_qkv x, split [q: n_embd | k: kv_dim | v: kv_dim] ("jploski")
+              RoPE NeoX (pairs (i, i + n_rot/2)) on q and k; attention as above
+              x2 = layernorm(h) * attn_norm_2 + attn_norm_2.bias  (40B; else x2 = x)
+              relu: a = relu(Wup x2);  gelu: a = gelu_tanh(Wup x2)   (no gate)
+              h = h + Wo attn + Wdown a                          (parallel residual)
+  logits = output @ (layernorm(h) * output_norm + output_norm.bias); eps from
+  falcon.attention.layer_norm_epsilon; n_ff from feed_forward_length, else ffn_up's rows.
+
 Activation: "pi.ffn_activation" if present; else PWRI magic -> relu (bamboo -> drelu);
-else arch default (bamboo -> drelu, others silu).
+else arch default (bamboo -> drelu, falcon -> gelu, others silu).
 
 ggml semantics for quantized weights: when a weight is Q8_0 or Q4_0, the activation vector
 it multiplies is first rounded through Q8_0 blocks (ggml quantizes src1 to the weight's
@@ -30,6 +41,7 @@ Usage:  llama_ref.py MODEL.gguf 1,5,9,...  [--out logits.f32]
 """
 
 import argparse
+import math
 import os
 import sys
 
@@ -39,6 +51,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import pigguf  # noqa: E402
 
 QUANTIZED = ("q8_0", "q4_0")
+
+
+def kv_cache_round(x, cache_type):
+    """x [T, heads, head_dim] as a KV cache of row type cache_type (f32, f16, q8_0) holds it:
+    f16 by IEEE rounding, q8_0 per 32-element block of each head's row."""
+    if cache_type == "f32":
+        return x
+    if cache_type == "f16":
+        return x.astype(np.float16).astype(np.float32)
+    if cache_type == "q8_0":
+        return pigguf.q8_0_roundtrip(x.reshape(-1, x.shape[-1])).reshape(x.shape)
+    raise ValueError("unknown KV cache type %s" % cache_type)
 
 
 def q8_0_boundary_distance(x):
@@ -73,6 +97,13 @@ class Weight:
         self.quant_act = tensor.dtype in QUANTIZED
         self.owner = owner
 
+    def row_range(self, a, b):
+        """Rows [a, b) as a Weight of their own (a fused matrix's part)."""
+        part = object.__new__(Weight)
+        part.__dict__.update(self.__dict__)
+        part.w = self.w[a:b]
+        return part
+
     def matmul(self, x):
         """x: [n_tokens, cols] -> [n_tokens, rows]."""
         if self.quant_act:
@@ -86,7 +117,8 @@ class Weight:
 
 
 class LlamaRef:
-    def __init__(self, path):
+    def __init__(self, path, cache_type_k="f32", cache_type_v="f32"):
+        self.cache_type_k, self.cache_type_v = cache_type_k, cache_type_v
         r = pigguf.GGUFReader(path)
         self.reader = r
         md = r.metadata
@@ -104,10 +136,17 @@ class LlamaRef:
         self.n_head = int(get("attention.head_count"))
         self.n_head_kv = int(get("attention.head_count_kv", self.n_head))
         self.head_dim = int(get("attention.key_length", self.n_embd // self.n_head))
-        self.n_ff = int(get("feed_forward_length"))
+        self.falcon = arch == "falcon"
+        if self.falcon and "falcon.feed_forward_length" not in md:
+            self.n_ff = int(r.tensors["blk.0.ffn_up.weight"].ne[1])
+        else:
+            self.n_ff = int(get("feed_forward_length"))
         self.n_rot = int(get("rope.dimension_count", self.head_dim))
         self.freq_base = float(get("rope.freq_base", 10000.0))
-        self.eps = float(get("attention.layer_norm_rms_epsilon", 1e-5))
+        self.eps = float(get("attention.layer_norm_epsilon" if self.falcon
+                             else "attention.layer_norm_rms_epsilon", 1e-5))
+        if self.falcon and md.get("falcon.tensor_data_layout", "jploski") != "jploski":
+            raise ValueError("falcon.tensor_data_layout must be jploski")
 
         act = md.get("pi.ffn_activation")
         if act is None:
@@ -115,16 +154,20 @@ class LlamaRef:
                 act = "drelu"
             elif r.sparse_magic:
                 act = "relu"
+            elif self.falcon:
+                act = "gelu"
             else:
                 act = "silu"
-        if act not in ("silu", "relu", "drelu"):
-            raise ValueError("unknown pi.ffn_activation %r" % act)
+        if act not in (("relu", "gelu") if self.falcon else ("silu", "relu", "drelu")):
+            raise ValueError("pi.ffn_activation %r is not valid for arch %s" % (act, arch))
         self.activation = act
 
         t = r.tensors
         self.token_embd = t["token_embd.weight"].to_f32().astype(np.float32)
         self.n_vocab = self.token_embd.shape[0]
         self.output_norm = t["output_norm.weight"].to_f32().astype(np.float32)
+        self.output_norm_b = (t["output_norm.bias"].to_f32().astype(np.float32)
+                              if self.falcon else None)
         self.tied = "output.weight" not in t
         # Per position, after forward(): see q8_0_boundary_distance.
         self.q8_boundary = None
@@ -133,12 +176,28 @@ class LlamaRef:
         self.layers = []
         for i in range(self.n_layer):
             p = "blk.%d." % i
-            L = {
-                "attn_norm": t[p + "attn_norm.weight"].to_f32(),
-                "ffn_norm": t[p + "ffn_norm.weight"].to_f32(),
-            }
-            for name in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up"):
-                L[name] = Weight(t[p + name + ".weight"], self)
+            if self.falcon:
+                L = {"attn_norm": t[p + "attn_norm.weight"].to_f32(),
+                     "attn_norm_b": t[p + "attn_norm.bias"].to_f32()}
+                if p + "attn_norm_2.weight" in t:
+                    L["attn_norm_2"] = t[p + "attn_norm_2.weight"].to_f32()
+                    L["attn_norm_2_b"] = t[p + "attn_norm_2.bias"].to_f32()
+                qkv = Weight(t[p + "attn_qkv.weight"], self)
+                qd, kvd = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
+                if qkv.w.shape != (qd + 2 * kvd, self.n_embd):
+                    raise ValueError("attn_qkv has shape %s" % (qkv.w.shape,))
+                L["attn_q"] = qkv.row_range(0, qd)
+                L["attn_k"] = qkv.row_range(qd, qd + kvd)
+                L["attn_v"] = qkv.row_range(qd + kvd, qd + 2 * kvd)
+                for name in ("attn_output", "ffn_up"):
+                    L[name] = Weight(t[p + name + ".weight"], self)
+            else:
+                L = {
+                    "attn_norm": t[p + "attn_norm.weight"].to_f32(),
+                    "ffn_norm": t[p + "ffn_norm.weight"].to_f32(),
+                }
+                for name in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up"):
+                    L[name] = Weight(t[p + name + ".weight"], self)
             if p + "ffn_down.weight" in t:
                 L["ffn_down"] = Weight(t[p + "ffn_down.weight"], self)
             else:
@@ -151,22 +210,41 @@ class LlamaRef:
         scale = 1.0 / np.sqrt(np.mean(x64 * x64, axis=-1, keepdims=True) + self.eps)
         return (x64 * scale * w.astype(np.float64)).astype(np.float32)
 
+    def layernorm(self, x, w, b):
+        """ggml_norm (x - mean) / sqrt(var + eps), then * w + b (falcon)."""
+        x64 = x.astype(np.float64)
+        c = x64 - np.mean(x64, axis=-1, keepdims=True)
+        scale = 1.0 / np.sqrt(np.mean(c * c, axis=-1, keepdims=True) + self.eps)
+        return (c * scale * w.astype(np.float64) + b.astype(np.float64)).astype(np.float32)
+
     def rope(self, x, positions):
-        """x: [n_tokens, n_heads, head_dim]; rotates pairs (2i, 2i+1) for 2i < n_rot."""
+        """x: [n_tokens, n_heads, head_dim]; rotates pairs (2i, 2i+1) for 2i < n_rot
+        (llama's "normal" RoPE), or for falcon pairs (i, i + n_rot/2) for i < n_rot/2 (NeoX),
+        pair i by angle pos * freq_base^(-2i/n_rot) in both."""
         out = x.astype(np.float64).copy()
         half = self.n_rot // 2
         inv = self.freq_base ** (-2.0 * np.arange(half) / self.n_rot)
         ang = positions[:, None].astype(np.float64) * inv[None, :]  # [T, half]
         cos = np.cos(ang)[:, None, :]
         sin = np.sin(ang)[:, None, :]
-        x0 = out[:, :, 0:2 * half:2].copy()
-        x1 = out[:, :, 1:2 * half:2].copy()
-        out[:, :, 0:2 * half:2] = x0 * cos - x1 * sin
-        out[:, :, 1:2 * half:2] = x0 * sin + x1 * cos
+        if self.falcon:
+            first, second = slice(0, half), slice(half, 2 * half)
+        else:
+            first, second = slice(0, 2 * half, 2), slice(1, 2 * half, 2)
+        x0 = out[:, :, first].copy()
+        x1 = out[:, :, second].copy()
+        out[:, :, first] = x0 * cos - x1 * sin
+        out[:, :, second] = x0 * sin + x1 * cos
         return out.astype(np.float32)
 
     def ffn_activations(self, L, x):
         """The FFN's hidden activations a [n_tokens, n_ff] for normalized input x."""
+        if self.falcon:
+            u = L["ffn_up"].matmul(x).astype(np.float64)
+            if self.activation == "relu":
+                return np.maximum(u, 0).astype(np.float32)
+            k = math.sqrt(2.0 / math.pi)  # ggml_gelu's tanh form
+            return (0.5 * u * (1.0 + np.tanh(k * u * (1.0 + 0.044715 * u * u)))).astype(np.float32)
         g = L["ffn_gate"].matmul(x)
         u = L["ffn_up"].matmul(x)
         if self.activation == "silu":
@@ -197,10 +275,19 @@ class LlamaRef:
         mask = np.triu(np.full((T, T), -np.inf), k=1)
         ffn_acts = []
         for L in self.layers:
-            x = self.rmsnorm(h, L["attn_norm"])
+            if self.falcon:
+                x = self.layernorm(h, L["attn_norm"], L["attn_norm_b"])
+            else:
+                x = self.rmsnorm(h, L["attn_norm"])
             q = self.rope(L["attn_q"].matmul(x).reshape(T, nh, hd), pos)
             k = self.rope(L["attn_k"].matmul(x).reshape(T, nkv, hd), pos)
             v = L["attn_v"].matmul(x).reshape(T, nkv, hd)
+            # The KV cache stores K and V rounded to its row types; a Q8_0 key cache
+            # is read by a Q8_0 dot product, so q is rounded to Q8_0 too.
+            k = kv_cache_round(k, self.cache_type_k)
+            v = kv_cache_round(v, self.cache_type_v)
+            if self.cache_type_k == "q8_0":
+                q = kv_cache_round(q, "q8_0")
             att = np.empty((T, nh, hd), np.float32)
             for j in range(nh):
                 kv = j // group
@@ -209,9 +296,15 @@ class LlamaRef:
                 s = np.exp(s - s.max(axis=1, keepdims=True))
                 s /= s.sum(axis=1, keepdims=True)
                 att[:, j, :] = (s @ v[:, kv, :].astype(np.float64)).astype(np.float32)
-            h = h + L["attn_output"].matmul(att.reshape(T, nh * hd))
+            attn_out = L["attn_output"].matmul(att.reshape(T, nh * hd))
 
-            x = self.rmsnorm(h, L["ffn_norm"])
+            if self.falcon:
+                # Parallel residual: the FFN reads the layer input too.
+                if "attn_norm_2" in L:
+                    x = self.layernorm(h, L["attn_norm_2"], L["attn_norm_2_b"])
+            else:
+                h = h + attn_out
+                x = self.rmsnorm(h, L["ffn_norm"])
             a = self.ffn_activations(L, x)
             if return_ffn:
                 ffn_acts.append(a)
@@ -219,8 +312,11 @@ class LlamaRef:
                 y = L["ffn_down"].matmul(a)
             else:
                 y = (a.astype(np.float64) @ L["ffn_down_t"].astype(np.float64)).astype(np.float32)
-            h = h + y
-        x = self.rmsnorm(h, self.output_norm)
+            h = (h + attn_out + y) if self.falcon else (h + y)
+        if self.falcon:
+            x = self.layernorm(h, self.output_norm, self.output_norm_b)
+        else:
+            x = self.rmsnorm(h, self.output_norm)
         logits = self.output.matmul(x)
         return (logits, ffn_acts) if return_ffn else logits
 

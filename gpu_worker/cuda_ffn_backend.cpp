@@ -1,0 +1,249 @@
+#include "gpu_worker/cuda_ffn_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "gpu_worker/hot_rows.h"
+#include "kernels/cuda/matvec.h"
+#include "kernels/cuda/sparse_ffn.h"
+
+namespace pi {
+namespace {
+
+// Every segment of the weight allocation starts 256-byte aligned (what
+// cudaMalloc itself guarantees), so each row set starts on a fresh line.
+int64_t Align(int64_t n) {
+  return (n + 255) / 256 * 256;
+}
+
+std::string Bytes(int64_t n) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), "%.1f MiB (%" PRId64 " bytes)", n / 1048576.0, n);
+  return buf;
+}
+
+const char* TensorName(int which) {
+  return which == 0 ? "ffn_gate" : which == 1 ? "ffn_up" : "ffn_down_t";
+}
+
+}  // namespace
+
+CudaFfnBackend::~CudaFfnBackend() {
+  Release();
+}
+
+void CudaFfnBackend::Release() {
+  // Teardown: errors here have nowhere to go. Nothing allocated, no CUDA
+  // call: a backend that never loaded does not touch the runtime.
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  for (void* p : {weights_, static_cast<void*>(d_x_), d_out_, static_cast<void*>(d_scratch_)}) {
+    if (p) cudaFree(p);
+  }
+  for (void* p : {static_cast<void*>(h_x_), h_out_}) {
+    if (p) cudaFreeHost(p);
+  }
+  stream_ = nullptr;
+  weights_ = d_out_ = h_out_ = nullptr;
+  d_x_ = d_scratch_ = h_x_ = nullptr;
+  layers_.clear();
+  resident_bytes_ = device_bytes_ = 0;
+  n_embd_ = 0;
+  layer_ = -1;
+  y_ = nullptr;
+}
+
+void CudaFfnBackend::Die(const char* what, const std::string& error) const {
+  fprintf(stderr, "pi: CUDA FFN backend: layer %d: %s: %s\n", layer_, what, error.c_str());
+  abort();
+}
+
+Status CudaFfnBackend::Load(const LlamaModel& model,
+                            const std::vector<std::vector<int32_t>>& hot_ids) {
+  PI_RETURN_IF_ERROR(ValidateHotNeurons(model, hot_ids));
+  const LlamaConfig& c = model.config;
+  cuda::HotActivation form;
+  switch (c.activation) {
+    case FfnActivation::kRelu:
+      form = cuda::HotActivation::kRelu;
+      break;
+    case FfnActivation::kDRelu:
+      form = cuda::HotActivation::kDRelu;
+      break;
+    case FfnActivation::kReluUp:
+      form = cuda::HotActivation::kReluUp;
+      break;
+    default:
+      return Status::Error("CUDA FFN backend: no kernel for the %s activation",
+                           FfnActivationName(c.activation));
+  }
+  if (!cuda::HotFfnSupportsCols(c.n_embd)) {
+    return Status::Error("CUDA FFN backend: n_embd %d is not a multiple of 32", c.n_embd);
+  }
+  for (int l = 0; l < c.n_layer; ++l) {
+    if (!cuda::HotFfnSupportsRows(static_cast<int64_t>(hot_ids[l].size()))) {
+      return Status::Error(
+          "CUDA FFN backend: layer %d: %zu hot neurons, more than the kernels take", l,
+          hot_ids[l].size());
+    }
+    const LlamaLayer& src = model.layers[l];
+    const Tensor* t[3] = {&src.ffn_gate, &src.ffn_up, &src.ffn_down_t};
+    for (int k = 0; k < 3; ++k) {
+      if (k == 0 && !t[k]->present()) continue;  // ungated: no gate rows
+      if (!cuda::HotFfnSupportsType(t[k]->type) || t[k]->cols != c.n_embd) {
+        return Status::Error(
+            "CUDA FFN backend: blk.%d.%s is %s with %" PRId64
+            " columns; the kernels read F32, F16, BF16, Q8_0 or Q4_0 rows of n_embd = %d",
+            l, TensorName(k), DTypeName(t[k]->type), t[k]->cols, c.n_embd);
+      }
+    }
+  }
+  std::string why;
+  if (!cuda::DeviceAvailable(&why)) return Status::Error("CUDA FFN backend: %s", why.c_str());
+
+  Release();
+  auto fail = [this](const char* what, cudaError_t e) {
+    const Status s = Status::Error("CUDA FFN backend: %s: %s", what, cudaGetErrorString(e));
+    Release();
+    return s;
+  };
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return fail("cudaGetDevice", e);
+  cudaDeviceProp prop;
+  e = cudaGetDeviceProperties(&prop, dev);
+  if (e != cudaSuccess) return fail("cudaGetDeviceProperties", e);
+  device_name_ = prop.name;
+
+  // Lay every layer's three row sets out in one allocation.
+  n_embd_ = c.n_embd;
+  act_form_ = static_cast<int>(form);
+  layers_.assign(c.n_layer, Layer());
+  int64_t total = 0, max_scratch = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LlamaLayer& src = model.layers[l];
+    Layer& dst = layers_[l];
+    const int64_t n = static_cast<int64_t>(hot_ids[l].size());
+    dst.rows = n;
+    dst.gate_type = src.ffn_gate.type;
+    dst.up_type = src.ffn_up.type;
+    dst.down_type = src.ffn_down_t.type;
+    dst.gate_off = total;
+    total = Align(total + n * src.ffn_gate.row_bytes);
+    dst.up_off = total;
+    total = Align(total + n * src.ffn_up.row_bytes);
+    dst.down_off = total;
+    total = Align(total + n * src.ffn_down_t.row_bytes);
+    max_scratch = std::max(max_scratch, cuda::HotFfnScratchFloats(n, c.n_embd));
+  }
+
+  // Device memory: say how much was asked for and how much was free.
+  auto alloc = [&](void** p, int64_t bytes, const char* what) -> Status {
+    const cudaError_t err = cudaMalloc(p, static_cast<size_t>(bytes));
+    if (err == cudaSuccess) {
+      device_bytes_ += bytes;
+      return Status::Ok();
+    }
+    cudaGetLastError();  // an allocation failure is not sticky: clear it
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    const Status s = Status::Error(
+        "CUDA FFN backend: cudaMalloc of %s for %s on %s failed: %s (%s free of %s)",
+        Bytes(bytes).c_str(), what, device_name_.c_str(), cudaGetErrorString(err),
+        Bytes(static_cast<int64_t>(free_b)).c_str(), Bytes(static_cast<int64_t>(total_b)).c_str());
+    Release();
+    return s;
+  };
+  if (total > 0) PI_RETURN_IF_ERROR(alloc(&weights_, total, "the hot rows of all layers"));
+  // y and the fired count share one buffer ([n_embd] floats, then the
+  // int32 count), so one copy brings both back.
+  const int64_t vec = static_cast<int64_t>(sizeof(float)) * c.n_embd;
+  const int64_t out = vec + static_cast<int64_t>(sizeof(int32_t));
+  PI_RETURN_IF_ERROR(alloc(reinterpret_cast<void**>(&d_x_), vec, "x"));
+  PI_RETURN_IF_ERROR(alloc(&d_out_, out, "y"));
+  PI_RETURN_IF_ERROR(alloc(reinterpret_cast<void**>(&d_scratch_),
+                           static_cast<int64_t>(sizeof(float)) * max_scratch, "scratch"));
+  e = cudaMallocHost(reinterpret_cast<void**>(&h_x_), vec);
+  if (e == cudaSuccess) e = cudaMallocHost(&h_out_, out);
+  if (e != cudaSuccess) return fail("cudaMallocHost (pinned x/y buffers)", e);
+  cudaStream_t stream = nullptr;
+  e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return fail("cudaStreamCreate", e);
+  stream_ = stream;
+
+  // Gather one layer at a time (host memory stays at one layer's hot rows)
+  // and copy it in.
+  HotRows rows;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Layer& dst = layers_[l];
+    if (dst.rows == 0) continue;
+    GatherHotRows(model.layers[l], hot_ids[l], &rows);
+    char* base = static_cast<char*>(weights_);
+    if (!rows.gate.empty()) {
+      e = cudaMemcpy(base + dst.gate_off, rows.gate.data(), rows.gate.size(),
+                     cudaMemcpyHostToDevice);
+    }
+    if (e == cudaSuccess) {
+      e = cudaMemcpy(base + dst.up_off, rows.up.data(), rows.up.size(), cudaMemcpyHostToDevice);
+    }
+    if (e == cudaSuccess) {
+      e = cudaMemcpy(base + dst.down_off, rows.down_t.data(), rows.down_t.size(),
+                     cudaMemcpyHostToDevice);
+    }
+    if (e != cudaSuccess) return fail("copying the hot rows to the device", e);
+    resident_bytes_ += rows.bytes();
+  }
+  return Status::Ok();
+}
+
+void CudaFfnBackend::Start(int layer, const float* x, float* y) {
+  layer_ = layer;
+  if (layers_.empty() || layer < 0 || layer >= static_cast<int>(layers_.size())) {
+    Die("Start", layers_.empty() ? "not loaded" : "no such layer");
+  }
+  y_ = y;
+  const Layer& l = layers_[layer];
+  cudaStream_t s = static_cast<cudaStream_t>(stream_);
+  const size_t vec = sizeof(float) * static_cast<size_t>(n_embd_);
+  std::memcpy(h_x_, x, vec);
+  cudaError_t e = cudaMemcpyAsync(d_x_, h_x_, vec, cudaMemcpyHostToDevice, s);
+  if (e != cudaSuccess) Die("copying x to the device", cudaGetErrorString(e));
+
+  cuda::HotLayer hl;
+  const char* base = static_cast<const char*>(weights_);
+  hl.gate_type = l.gate_type;
+  hl.up_type = l.up_type;
+  hl.down_type = l.down_type;
+  hl.gate = base + l.gate_off;
+  hl.up = base + l.up_off;
+  hl.down_t = base + l.down_off;
+  hl.rows = l.rows;
+  hl.cols = n_embd_;
+  std::string err;
+  float* d_y = static_cast<float*>(d_out_);
+  int32_t* d_fired = reinterpret_cast<int32_t*>(d_y + n_embd_);
+  if (!cuda::EnqueueHotFfn(hl, static_cast<cuda::HotActivation>(act_form_), d_x_, d_y, d_fired,
+                           d_scratch_, s, &err)) {
+    Die("launching the kernels", err);
+  }
+  e = cudaMemcpyAsync(h_out_, d_out_, vec + sizeof(int32_t), cudaMemcpyDeviceToHost, s);
+  if (e != cudaSuccess) Die("copying y to the host", cudaGetErrorString(e));
+}
+
+int64_t CudaFfnBackend::Wait() {
+  if (!y_) return 0;  // no step in flight
+  const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  if (e != cudaSuccess) Die("running the step", cudaGetErrorString(e));
+  const size_t vec = sizeof(float) * static_cast<size_t>(n_embd_);
+  std::memcpy(y_, h_out_, vec);
+  int32_t fired = 0;
+  std::memcpy(&fired, static_cast<const char*>(h_out_) + vec, sizeof(fired));
+  y_ = nullptr;
+  return fired;
+}
+
+}  // namespace pi
