@@ -150,6 +150,34 @@ TEST_F(EngineErrorTest, ContextOverflowIsAnErrorAndChangesNothing) {
   EXPECT_TRUE(e->Eval(toks.data(), 6).ok());  // exactly fills the context
 }
 
+// head_dim here is 32: Q8_0 rows fit; BF16 is not a cache type.
+TEST_F(EngineErrorTest, KvCacheTypesAreCheckedAtCreate) {
+  EngineOptions opt;
+  opt.cache_type_k = DType::kQ8_0;
+  opt.cache_type_v = DType::kF16;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::Create(&m_, opt, &e).ok());
+  EXPECT_EQ(e->kv_cache_bytes(), 2LL * 64 * 2 * (34 + 64));  // layers x ctx x heads x rows
+  opt.cache_type_v = DType::kBF16;
+  Status s = Engine::Create(&m_, opt, &e);
+  EXPECT_THAT(s.message(), HasSubstr("KV cache type bf16 is not supported"));
+}
+
+TEST(EngineKvCacheTest, Q8_0RowsNeedWholeBlocks) {
+  SyntheticModelOptions o = Small(DType::kF32, "silu", false);
+  o.n_head = 8;  // head_dim 16
+  o.n_head_kv = 8;
+  const std::string path = WriteModel("kv_q8", o);
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  EngineOptions opt;
+  opt.cache_type_k = DType::kQ8_0;
+  std::unique_ptr<Engine> e;
+  Status s = Engine::Create(&m, opt, &e);
+  EXPECT_THAT(s.message(), HasSubstr("multiple of 32, got 16"));
+  std::remove(path.c_str());
+}
+
 TEST_F(EngineErrorTest, OutOfRangeTokenIsAnError) {
   std::unique_ptr<Engine> e;
   ASSERT_TRUE(Engine::Create(&m_, EngineOptions(), &e).ok());

@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/ops_impl.h"
+
 namespace pi {
 
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
@@ -64,6 +67,10 @@ void RopeNormal(float* v, int n_heads, int head_dim, int rope_dims, const float*
 }
 
 void Softmax(float* x, int64_t n) {
+  if (ActiveCpuIsa() != CpuIsa::kScalar) {  // AVX2 and AVX-512 machines
+    cpu_internal::SoftmaxAvx2(x, n);
+    return;
+  }
   float max = x[0];
   for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
   double sum = 0.0;
