@@ -43,9 +43,9 @@
 #include <vector>
 
 #include "cli/args.h"
-#include "common/ffn_observer.h"
 #include "common/gguf.h"
 #include "common/llama_model.h"
+#include "common/predictor_samples.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "common/tokenizer.h"
@@ -82,6 +82,13 @@ void Usage() {
           std::max(1u, std::thread::hardware_concurrency()));
 }
 
+// The samples' backing file goes next to the output (where the user expects
+// disk to be used), not to /tmp, which may be a RAM disk.
+std::string SampleDir(const std::string& out_path) {
+  const size_t slash = out_path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : out_path.substr(0, slash);
+}
+
 pi::Status ReadFile(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return pi::Status::Error("cannot read '%s'", path.c_str());
@@ -90,42 +97,6 @@ pi::Status ReadFile(const std::string& path, std::string* out) {
   *out = ss.str();
   return pi::Status::Ok();
 }
-
-// Records h and the firing mask of every layer for every evaluated token.
-class Collector : public pi::FfnObserver {
- public:
-  Collector(int n_layer, int n_embd, int n_ff, int64_t capacity)
-      : d_(n_embd), ff_(n_ff), words_((n_ff + 63) / 64), h_(n_layer), mask_(n_layer) {
-    for (int l = 0; l < n_layer; ++l) {
-      h_[l].reserve(static_cast<size_t>(capacity) * d_);
-      mask_[l].reserve(static_cast<size_t>(capacity) * words_);
-    }
-  }
-  void OnFfnInput(int layer, int batch, const float* h) override {
-    h_[layer].insert(h_[layer].end(), h, h + static_cast<size_t>(batch) * d_);
-  }
-  void OnFfn(int layer, int batch, const float* act) override {
-    std::vector<uint64_t>& m = mask_[layer];
-    for (int b = 0; b < batch; ++b) {
-      const size_t base = m.size();
-      m.resize(base + words_, 0);
-      for (int i = 0; i < ff_; ++i) {
-        if (act[static_cast<size_t>(b) * ff_ + i] != 0.0f)
-          m[base + i / 64] |= uint64_t{1} << (i % 64);
-      }
-    }
-  }
-  int64_t n_tokens() const { return static_cast<int64_t>(h_[0].size() / d_); }
-  const float* h(int layer, int64_t t) const { return h_[layer].data() + t * d_; }
-  bool fired(int layer, int64_t t, int i) const {
-    return (mask_[layer][t * words_ + i / 64] >> (i % 64)) & 1;
-  }
-
- private:
-  int d_, ff_, words_;
-  std::vector<std::vector<float>> h_;
-  std::vector<std::vector<uint64_t>> mask_;
-};
 
 struct TrainParams {
   int epochs = 30;
@@ -156,8 +127,8 @@ inline double Softplus(double x) {
 // AxpyRows for the transposed ones).
 class LayerTrainer {
  public:
-  LayerTrainer(const Collector& data, int layer, int d, int ff, int64_t n_train, int64_t n_total,
-               const TrainParams& p, LayerPredictor* out)
+  LayerTrainer(const pi::PredictorSamples& data, int layer, int d, int ff, int64_t n_train,
+               int64_t n_total, const TrainParams& p, LayerPredictor* out)
       : data_(data),
         layer_(layer),
         d_(d),
@@ -173,8 +144,9 @@ class LayerTrainer {
     const int R = out_->rank, B = p_.batch;
     // Input scale: the RMS of h over the training tokens, so fc1 starts in range.
     double ss = 0;
+    std::vector<float> h(d_);
     for (int64_t t = 0; t < n_train_; ++t) {
-      const float* h = data_.h(layer_, t);
+      data_.Input(layer_, t, h.data());
       for (int j = 0; j < d_; ++j) ss += static_cast<double>(h[j]) * h[j];
     }
     out_->in_scale = static_cast<float>(std::sqrt(ss / std::max<int64_t>(1, n_train_ * d_)));
@@ -237,8 +209,9 @@ class LayerTrainer {
   void Gather(const int64_t* idx, int nb) {
     const float inv = 1.0f / out_->in_scale;
     for (int b = 0; b < nb; ++b) {
-      const float* h = data_.h(layer_, idx[b]);
-      for (int j = 0; j < d_; ++j) x_[static_cast<size_t>(b) * d_ + j] = h[j] * inv;
+      float* x = x_.data() + static_cast<size_t>(b) * d_;
+      data_.Input(layer_, idx[b], x);
+      for (int j = 0; j < d_; ++j) x[j] *= inv;
     }
   }
 
@@ -332,7 +305,7 @@ class LayerTrainer {
     return loss / (static_cast<double>(std::max<int64_t>(1, n_total_ - n_train_)) * ff_);
   }
 
-  const Collector& data_;
+  const pi::PredictorSamples& data_;
   int layer_, d_, ff_;
   int64_t n_train_, n_total_;
   TrainParams p_;
@@ -361,13 +334,14 @@ void FinalWeights(const LayerPredictor& p, int d, int ff, pi::DType type, float 
 }
 
 // scores [n][ff] of tokens [t0, t0 + n) in double precision from final weights.
-void HeldOutScores(const Collector& data, int layer, int64_t t0, int64_t n, int d, int ff,
-                   const std::vector<float>& w1, const std::vector<float>& w2, int rank,
+void HeldOutScores(const pi::PredictorSamples& data, int layer, int64_t t0, int64_t n, int d,
+                   int ff, const std::vector<float>& w1, const std::vector<float>& w2, int rank,
                    std::vector<float>* scores) {
   scores->assign(static_cast<size_t>(n) * ff, 0.0f);
   std::vector<double> hid(rank);
+  std::vector<float> h(d);
   for (int64_t t = 0; t < n; ++t) {
-    const float* h = data.h(layer, t0 + t);
+    data.Input(layer, t0 + t, h.data());
     for (int j = 0; j < rank; ++j) {
       double acc = 0;
       const float* row = w1.data() + static_cast<size_t>(j) * d;
@@ -387,7 +361,7 @@ struct Quality {
   double recall = 0, precision = 0, predicted_sparsity = 0, true_sparsity = 0;
 };
 
-Quality Measure(const Collector& data, int layer, int64_t t0, int64_t n, int ff,
+Quality Measure(const pi::PredictorSamples& data, int layer, int64_t t0, int64_t n, int ff,
                 const std::vector<float>& scores, float threshold) {
   int64_t tp = 0, fp = 0, fn = 0, pos = 0;
   for (int64_t t = 0; t < n; ++t) {
@@ -409,7 +383,7 @@ Quality Measure(const Collector& data, int layer, int64_t t0, int64_t n, int ff,
 
 // The largest threshold at which at least `target` of the firing neurons
 // score >= threshold (the score of the k-th weakest positive).
-float ThresholdForRecall(const Collector& data, int layer, int64_t t0, int64_t n, int ff,
+float ThresholdForRecall(const pi::PredictorSamples& data, int layer, int64_t t0, int64_t n, int ff,
                          const std::vector<float>& scores, double target) {
   std::vector<float> pos;
   for (int64_t t = 0; t < n; ++t) {
@@ -587,13 +561,17 @@ int main(int argc, char** argv) {
   }
   fprintf(stderr,
           "pi-train-predictor: %s (%d layers, n_embd %d, n_ff %d, %s), collecting %lld tokens "
-          "of %s (%.0f MiB of samples), %d threads\n",
+          "of %s (%.0f MiB of samples, f16, file-backed in %s), %d threads\n",
           model_path.c_str(), c.n_layer, c.n_embd, c.n_ff, pi::FfnActivationName(c.activation),
           static_cast<long long>(total), text_path.c_str(),
-          static_cast<double>(total) * c.n_layer * (4.0 * c.n_embd + (c.n_ff + 63) / 64 * 8) /
-              (1 << 20),
-          n_threads);
-  Collector data(c.n_layer, c.n_embd, c.n_ff, total);
+          pi::PredictorSamples::Bytes(c.n_layer, c.n_embd, c.n_ff, total) / 1048576.0,
+          SampleDir(out_path).c_str(), n_threads);
+  pi::PredictorSamples data;
+  s = data.Init(c.n_layer, c.n_embd, c.n_ff, total, SampleDir(out_path));
+  if (!s.ok()) {
+    fprintf(stderr, "pi-train-predictor: %s\n", s.message().c_str());
+    return 1;
+  }
   engine->SetFfnObserver(&data);
   {
     pi::ProgressBar bar("collect", total, "tok");
