@@ -36,7 +36,6 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -46,11 +45,11 @@
 #include "common/gguf.h"
 #include "common/llama_model.h"
 #include "common/predictor_samples.h"
+#include "common/predictor_training.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
-#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant.h"
 
 namespace {
@@ -98,307 +97,6 @@ pi::Status ReadFile(const std::string& path, std::string* out) {
   return pi::Status::Ok();
 }
 
-struct TrainParams {
-  int epochs = 30;
-  int patience = 3;
-  float lr = 0.002f;
-  int batch = 128;
-  float pos_weight = 4.0f;
-  uint64_t seed = 1;
-};
-
-// One layer's predictor and its training state. Weights are f32, row-major
-// in the file's layout: w1 [rank][d], w2 [ff][rank].
-struct LayerPredictor {
-  int rank = 0;
-  float in_scale = 1.0f;  // h is divided by this (folded into w1 when written)
-  std::vector<float> w1, w2;
-  double best_loss = 0;
-  int epochs_run = 0;
-};
-
-// Softplus, stable for large |x|: log(1 + e^x).
-inline double Softplus(double x) {
-  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-}
-
-// Trains one layer. All work on one thread; the f32 kernels of
-// kernels/cpu/matmul.h do the products (MatMulRows for the forward pass,
-// AxpyRows for the transposed ones).
-class LayerTrainer {
- public:
-  LayerTrainer(const pi::PredictorSamples& data, int layer, int d, int ff, int64_t n_train,
-               int64_t n_total, const TrainParams& p, LayerPredictor* out)
-      : data_(data),
-        layer_(layer),
-        d_(d),
-        ff_(ff),
-        n_train_(n_train),
-        n_total_(n_total),
-        p_(p),
-        out_(out) {}
-
-  // Runs the epochs; `report(epoch, train_loss, val_loss, best)` after each.
-  template <class Report>
-  void Train(Report report) {
-    const int R = out_->rank, B = p_.batch;
-    // Input scale: the RMS of h over the training tokens, so fc1 starts in range.
-    double ss = 0;
-    std::vector<float> h(d_);
-    for (int64_t t = 0; t < n_train_; ++t) {
-      data_.Input(layer_, t, h.data());
-      for (int j = 0; j < d_; ++j) ss += static_cast<double>(h[j]) * h[j];
-    }
-    out_->in_scale = static_cast<float>(std::sqrt(ss / std::max<int64_t>(1, n_train_ * d_)));
-    if (!(out_->in_scale > 0)) out_->in_scale = 1.0f;
-
-    std::mt19937_64 rng(p_.seed * 1000003u + layer_);
-    auto uniform = [&rng](float a) { return std::uniform_real_distribution<float>(-a, a)(rng); };
-    w1_.resize(static_cast<size_t>(R) * d_);
-    w2_.resize(static_cast<size_t>(ff_) * R);
-    for (float& w : w1_) w = uniform(std::sqrt(6.0f / d_));
-    for (float& w : w2_) w = uniform(std::sqrt(3.0f / R));
-    g1_.assign(w1_.size(), 0), g2_.assign(w2_.size(), 0);
-    m1_.assign(w1_.size(), 0), v1_.assign(w1_.size(), 0);
-    m2_.assign(w2_.size(), 0), v2_.assign(w2_.size(), 0);
-    x_.resize(static_cast<size_t>(B) * d_), xt_.resize(static_cast<size_t>(B) * d_);
-    z_.resize(static_cast<size_t>(B) * R), r_.resize(static_cast<size_t>(B) * R);
-    s_.resize(static_cast<size_t>(B) * ff_), gt_.resize(static_cast<size_t>(B) * ff_);
-    dr_.resize(static_cast<size_t>(B) * R), dzt_.resize(static_cast<size_t>(B) * R);
-
-    std::vector<int64_t> order(n_train_);
-    for (int64_t i = 0; i < n_train_; ++i) order[i] = i;
-    double best = HUGE_VAL;
-    std::vector<float> best_w1 = w1_, best_w2 = w2_;
-    int since_best = 0, step = 0;
-    for (int epoch = 1; epoch <= p_.epochs; ++epoch) {
-      std::shuffle(order.begin(), order.end(), rng);
-      double train_loss = 0;
-      for (int64_t k = 0; k < n_train_; k += B) {
-        const int nb = static_cast<int>(std::min<int64_t>(B, n_train_ - k));
-        train_loss += Step(order.data() + k, nb, ++step);
-      }
-      train_loss /= static_cast<double>(n_train_) * ff_;
-      const double val = Evaluate();
-      const bool improved = val < best;
-      if (improved) {
-        best = val;
-        best_w1 = w1_, best_w2 = w2_;
-        since_best = 0;
-      } else {
-        ++since_best;
-      }
-      out_->epochs_run = epoch;
-      report(epoch, train_loss, val, improved);
-      if (since_best >= p_.patience) break;
-    }
-    out_->w1 = std::move(best_w1);
-    out_->w2 = std::move(best_w2);
-    out_->best_loss = best;
-  }
-
- private:
-  // Forward for nb tokens whose (scaled) inputs are in x_: z_, r_, s_.
-  void Forward(int nb) {
-    const int R = out_->rank;
-    pi::MatMulRows(pi::DType::kF32, w1_.data(), d_, x_.data(), nb, z_.data(), R, 0, R);
-    for (int64_t i = 0; i < static_cast<int64_t>(nb) * R; ++i) r_[i] = std::max(z_[i], 0.0f);
-    pi::MatMulRows(pi::DType::kF32, w2_.data(), R, r_.data(), nb, s_.data(), ff_, 0, ff_);
-  }
-
-  void Gather(const int64_t* idx, int nb) {
-    const float inv = 1.0f / out_->in_scale;
-    for (int b = 0; b < nb; ++b) {
-      float* x = x_.data() + static_cast<size_t>(b) * d_;
-      data_.Input(layer_, idx[b], x);
-      for (int j = 0; j < d_; ++j) x[j] *= inv;
-    }
-  }
-
-  // Sum over the batch of the weighted BCE; gradient d loss / d s into gt_
-  // (transposed: [ff][nb]) when `grad`.
-  double Loss(const int64_t* idx, int nb, bool grad) {
-    double loss = 0;
-    const float pw = p_.pos_weight;
-    for (int b = 0; b < nb; ++b) {
-      for (int i = 0; i < ff_; ++i) {
-        const float s = s_[static_cast<size_t>(b) * ff_ + i];
-        const bool y = data_.fired(layer_, idx[b], i);
-        loss += y ? pw * Softplus(-s) : Softplus(s);
-        if (grad) {
-          const float sig = 1.0f / (1.0f + std::exp(-s));
-          gt_[static_cast<size_t>(i) * nb + b] = (y ? pw * (sig - 1.0f) : sig) / nb;
-        }
-      }
-    }
-    return loss;
-  }
-
-  double Step(const int64_t* idx, int nb, int step) {
-    const int R = out_->rank;
-    Gather(idx, nb);
-    Forward(nb);
-    const double loss = Loss(idx, nb, true);
-    // dW2[i][:] = sum_b g[b][i] r[b][:]
-    std::fill(g2_.begin(), g2_.end(), 0.0f);
-    for (int i = 0; i < ff_; ++i) {
-      pi::AxpyRows(pi::DType::kF32, r_.data(), R, gt_.data() + static_cast<size_t>(i) * nb,
-                   g2_.data() + static_cast<size_t>(i) * R, 0, nb);
-    }
-    // dr[b][:] = sum_i g[b][i] W2[i][:]; needs g by token: transpose back into s_.
-    for (int i = 0; i < ff_; ++i) {
-      for (int b = 0; b < nb; ++b) {
-        s_[static_cast<size_t>(b) * ff_ + i] = gt_[static_cast<size_t>(i) * nb + b];
-      }
-    }
-    std::fill(dr_.begin(), dr_.end(), 0.0f);
-    for (int b = 0; b < nb; ++b) {
-      pi::AxpyRows(pi::DType::kF32, w2_.data(), R, s_.data() + static_cast<size_t>(b) * ff_,
-                   dr_.data() + static_cast<size_t>(b) * R, 0, ff_);
-    }
-    // dz = dr * (z > 0), transposed [R][nb]; dW1[j][:] = sum_b dz[b][j] x[b][:]
-    for (int b = 0; b < nb; ++b) {
-      for (int j = 0; j < R; ++j) {
-        const size_t bj = static_cast<size_t>(b) * R + j;
-        dzt_[static_cast<size_t>(j) * nb + b] = z_[bj] > 0.0f ? dr_[bj] : 0.0f;
-      }
-    }
-    std::fill(g1_.begin(), g1_.end(), 0.0f);
-    for (int j = 0; j < R; ++j) {
-      pi::AxpyRows(pi::DType::kF32, x_.data(), d_, dzt_.data() + static_cast<size_t>(j) * nb,
-                   g1_.data() + static_cast<size_t>(j) * d_, 0, nb);
-    }
-    Adam(&w1_, g1_, &m1_, &v1_, step);
-    Adam(&w2_, g2_, &m2_, &v2_, step);
-    return loss;
-  }
-
-  void Adam(std::vector<float>* w, const std::vector<float>& g, std::vector<float>* m,
-            std::vector<float>* v, int step) {
-    constexpr float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
-    const float c1 = 1.0f / (1.0f - std::pow(b1, static_cast<float>(step)));
-    const float c2 = 1.0f / (1.0f - std::pow(b2, static_cast<float>(step)));
-    const float lr = p_.lr;
-    float* wp = w->data();
-    float* mp = m->data();
-    float* vp = v->data();
-    const float* gp = g.data();
-    const size_t n = w->size();
-    for (size_t i = 0; i < n; ++i) {
-      mp[i] = b1 * mp[i] + (1 - b1) * gp[i];
-      vp[i] = b2 * vp[i] + (1 - b2) * gp[i] * gp[i];
-      wp[i] -= lr * (mp[i] * c1) / (std::sqrt(vp[i] * c2) + eps);
-    }
-  }
-
-  // Mean held-out loss per (token, neuron).
-  double Evaluate() {
-    double loss = 0;
-    std::vector<int64_t> idx(p_.batch);
-    for (int64_t t = n_train_; t < n_total_; t += p_.batch) {
-      const int nb = static_cast<int>(std::min<int64_t>(p_.batch, n_total_ - t));
-      for (int b = 0; b < nb; ++b) idx[b] = t + b;
-      Gather(idx.data(), nb);
-      Forward(nb);
-      loss += Loss(idx.data(), nb, false);
-    }
-    return loss / (static_cast<double>(std::max<int64_t>(1, n_total_ - n_train_)) * ff_);
-  }
-
-  const pi::PredictorSamples& data_;
-  int layer_, d_, ff_;
-  int64_t n_train_, n_total_;
-  TrainParams p_;
-  LayerPredictor* out_;
-  std::vector<float> w1_, w2_, g1_, g2_, m1_, v1_, m2_, v2_;
-  std::vector<float> x_, xt_, z_, r_, s_, gt_, dr_, dzt_;
-};
-
-// The weights as the file will hold them: 1/in_scale folded into w1, fc2
-// scaled by `fc2_scale`, rounded through `type`.
-void FinalWeights(const LayerPredictor& p, int d, int ff, pi::DType type, float fc2_scale,
-                  std::vector<float>* w1, std::vector<float>* w2) {
-  *w1 = p.w1;
-  *w2 = p.w2;
-  for (float& w : *w1) w /= p.in_scale;
-  for (float& w : *w2) w *= fc2_scale;
-  std::vector<uint8_t> buf(pi::RowBytes(type, std::max(d, p.rank)));
-  for (int j = 0; j < p.rank; ++j) {
-    pi::QuantizeRow(type, w1->data() + static_cast<size_t>(j) * d, buf.data(), d);
-    pi::DequantizeRow(type, buf.data(), w1->data() + static_cast<size_t>(j) * d, d);
-  }
-  for (int i = 0; i < ff; ++i) {
-    pi::QuantizeRow(type, w2->data() + static_cast<size_t>(i) * p.rank, buf.data(), p.rank);
-    pi::DequantizeRow(type, buf.data(), w2->data() + static_cast<size_t>(i) * p.rank, p.rank);
-  }
-}
-
-// scores [n][ff] of tokens [t0, t0 + n) in double precision from final weights.
-void HeldOutScores(const pi::PredictorSamples& data, int layer, int64_t t0, int64_t n, int d,
-                   int ff, const std::vector<float>& w1, const std::vector<float>& w2, int rank,
-                   std::vector<float>* scores) {
-  scores->assign(static_cast<size_t>(n) * ff, 0.0f);
-  std::vector<double> hid(rank);
-  std::vector<float> h(d);
-  for (int64_t t = 0; t < n; ++t) {
-    data.Input(layer, t0 + t, h.data());
-    for (int j = 0; j < rank; ++j) {
-      double acc = 0;
-      const float* row = w1.data() + static_cast<size_t>(j) * d;
-      for (int c = 0; c < d; ++c) acc += static_cast<double>(row[c]) * h[c];
-      hid[j] = std::max(acc, 0.0);
-    }
-    for (int i = 0; i < ff; ++i) {
-      double acc = 0;
-      const float* row = w2.data() + static_cast<size_t>(i) * rank;
-      for (int j = 0; j < rank; ++j) acc += row[j] * hid[j];
-      (*scores)[static_cast<size_t>(t) * ff + i] = static_cast<float>(acc);
-    }
-  }
-}
-
-struct Quality {
-  double recall = 0, precision = 0, predicted_sparsity = 0, true_sparsity = 0;
-};
-
-Quality Measure(const pi::PredictorSamples& data, int layer, int64_t t0, int64_t n, int ff,
-                const std::vector<float>& scores, float threshold) {
-  int64_t tp = 0, fp = 0, fn = 0, pos = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    for (int i = 0; i < ff; ++i) {
-      const bool y = data.fired(layer, t0 + t, i);
-      const bool p = scores[static_cast<size_t>(t) * ff + i] >= threshold;
-      tp += y && p, fp += !y && p, fn += y && !p, pos += y;
-    }
-  }
-  Quality q;
-  const double total = static_cast<double>(n) * ff;
-  q.recall = pos > 0 ? static_cast<double>(tp) / pos : 1.0;
-  q.precision = tp + fp > 0 ? static_cast<double>(tp) / (tp + fp) : 1.0;
-  q.predicted_sparsity = 1.0 - (tp + fp) / total;
-  q.true_sparsity = 1.0 - pos / total;
-  (void)fn;
-  return q;
-}
-
-// The largest threshold at which at least `target` of the firing neurons
-// score >= threshold (the score of the k-th weakest positive).
-float ThresholdForRecall(const pi::PredictorSamples& data, int layer, int64_t t0, int64_t n, int ff,
-                         const std::vector<float>& scores, double target) {
-  std::vector<float> pos;
-  for (int64_t t = 0; t < n; ++t) {
-    for (int i = 0; i < ff; ++i) {
-      if (data.fired(layer, t0 + t, i)) pos.push_back(scores[static_cast<size_t>(t) * ff + i]);
-    }
-  }
-  if (pos.empty()) return HUGE_VALF;
-  // Keep ceil(target * P) positives: drop the P - ceil(target * P) lowest.
-  const int64_t keep = static_cast<int64_t>(std::ceil(target * pos.size() - 1e-9));
-  const int64_t drop = static_cast<int64_t>(pos.size()) - std::max<int64_t>(keep, 1);
-  std::nth_element(pos.begin(), pos.begin() + drop, pos.end());
-  return pos[drop];
-}
-
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -443,7 +141,7 @@ int main(int argc, char** argv) {
   int n_ctx = 256;
   double holdout = 0.1, target = 0.95, margin = 0.03;
   bool shared_threshold = false, f32 = false;
-  TrainParams tp;
+  pi::PredictorTrainParams tp;
   int n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
@@ -621,7 +319,7 @@ int main(int argc, char** argv) {
   }
 
   // 2. Train, one layer per pool chunk.
-  std::vector<LayerPredictor> preds(c.n_layer);
+  std::vector<pi::LayerPredictor> preds(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) preds[l].rank = ranks[l];
   fprintf(stderr,
           "pi-train-predictor: training %d layers on %lld tokens (%lld held out), ranks %d..%d, "
@@ -635,19 +333,19 @@ int main(int argc, char** argv) {
   {
     pi::ThreadPool pool(std::min(n_threads, c.n_layer));
     pool.ParallelFor(c.n_layer, [&](int64_t l, int) {
-      LayerTrainer trainer(data, static_cast<int>(l), c.n_embd, c.n_ff, n_train, n_total, tp,
-                           &preds[l]);
-      trainer.Train([&](int epoch, double train_loss, double val, bool best) {
-        const int64_t done = ++epochs_done;
-        const double el = pi::NowSeconds() - t_start;
-        const double eta = el / done * (static_cast<double>(c.n_layer) * tp.epochs - done);
-        std::lock_guard<std::mutex> lock(print_mu);
-        fprintf(stderr,
-                "  layer %2lld epoch %2d/%d  train loss %.4f  held-out %.4f%s  [%.0f s, ETA <= "
-                "%.0f s]\n",
-                static_cast<long long>(l), epoch, tp.epochs, train_loss, val, best ? " *" : "", el,
-                eta);
-      });
+      pi::TrainLayerPredictor(
+          data, static_cast<int>(l), n_train, n_total, tp, &preds[l],
+          [&](int epoch, double train_loss, double val, bool best) {
+            const int64_t done = ++epochs_done;
+            const double el = pi::NowSeconds() - t_start;
+            const double eta = el / done * (static_cast<double>(c.n_layer) * tp.epochs - done);
+            std::lock_guard<std::mutex> lock(print_mu);
+            fprintf(stderr,
+                    "  layer %2lld epoch %2d/%d  train loss %.4f  held-out %.4f%s  [%.0f s, ETA <= "
+                    "%.0f s]\n",
+                    static_cast<long long>(l), epoch, tp.epochs, train_loss, val, best ? " *" : "",
+                    el, eta);
+          });
     });
   }
   fprintf(stderr, "pi-train-predictor: trained in %.1f s\n", pi::NowSeconds() - t_start);
@@ -657,10 +355,10 @@ int main(int argc, char** argv) {
   std::vector<std::vector<float>> w1(c.n_layer), w2(c.n_layer), scores(c.n_layer);
   std::vector<float> t_layer(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {
-    FinalWeights(preds[l], c.n_embd, c.n_ff, wtype, 1.0f, &w1[l], &w2[l]);
-    HeldOutScores(data, l, n_train, n_hold, c.n_embd, c.n_ff, w1[l], w2[l], preds[l].rank,
-                  &scores[l]);
-    t_layer[l] = ThresholdForRecall(data, l, n_train, n_hold, c.n_ff, scores[l], cal_target);
+    pi::FinalPredictorWeights(preds[l], c.n_embd, c.n_ff, wtype, 1.0f, &w1[l], &w2[l]);
+    pi::PredictorScores(data, l, n_train, n_hold, c.n_embd, c.n_ff, w1[l], w2[l], preds[l].rank,
+                        &scores[l]);
+    t_layer[l] = pi::ThresholdForRecall(data, l, n_train, n_hold, c.n_ff, scores[l], cal_target);
   }
   bool all_neg = true, all_pos = true;
   for (float t : t_layer) {
@@ -674,9 +372,9 @@ int main(int argc, char** argv) {
     threshold = all_neg ? -1.0f : 1.0f;
     for (int l = 0; l < c.n_layer; ++l) {
       fc2_scale[l] = 1.0f / std::fabs(t_layer[l]);
-      FinalWeights(preds[l], c.n_embd, c.n_ff, wtype, fc2_scale[l], &w1[l], &w2[l]);
-      HeldOutScores(data, l, n_train, n_hold, c.n_embd, c.n_ff, w1[l], w2[l], preds[l].rank,
-                    &scores[l]);
+      pi::FinalPredictorWeights(preds[l], c.n_embd, c.n_ff, wtype, fc2_scale[l], &w1[l], &w2[l]);
+      pi::PredictorScores(data, l, n_train, n_hold, c.n_embd, c.n_ff, w1[l], w2[l], preds[l].rank,
+                          &scores[l]);
     }
   } else {
     threshold = *std::min_element(t_layer.begin(), t_layer.end());
@@ -686,7 +384,7 @@ int main(int argc, char** argv) {
   // threshold down until every layer meets the target again.
   for (int l = 0; l < c.n_layer; ++l) {
     threshold = std::min(
-        threshold, ThresholdForRecall(data, l, n_train, n_hold, c.n_ff, scores[l], cal_target));
+        threshold, pi::ThresholdForRecall(data, l, n_train, n_hold, c.n_ff, scores[l], cal_target));
   }
 
   printf(
@@ -697,7 +395,8 @@ int main(int argc, char** argv) {
   printf("layer  rank  epochs  recall  precision  pred.sparsity  true sparsity\n");
   double mean_recall = 0, mean_pred_sp = 0, mean_true_sp = 0;
   for (int l = 0; l < c.n_layer; ++l) {
-    const Quality q = Measure(data, l, n_train, n_hold, c.n_ff, scores[l], threshold);
+    const pi::PredictorQuality q =
+        pi::MeasurePredictor(data, l, n_train, n_hold, c.n_ff, scores[l], threshold);
     mean_recall += q.recall / c.n_layer;
     mean_pred_sp += q.predicted_sparsity / c.n_layer;
     mean_true_sp += q.true_sparsity / c.n_layer;

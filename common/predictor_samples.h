@@ -42,6 +42,8 @@ class PredictorSamples : public FfnObserver {
   void OnFfnInput(int layer, int batch, const float* h) override;
   void OnFfn(int layer, int batch, const float* act) override;
 
+  int n_embd() const { return d_; }
+  int n_ff() const { return ff_; }
   // Tokens recorded with both their input and their mask in every layer.
   int64_t n_tokens() const;
   // out[0, n_embd) = layer's input for token t, as f32.
