@@ -5,8 +5,8 @@
 namespace pi {
 
 const char* const kCacheTypeUsage =
-    "  -ctk, --cache-type-k T  KV cache key rows: f32 (default, exact), f16 or q8_0\n"
-    "  -ctv, --cache-type-v T  KV cache value rows: f32 (default), f16 or q8_0\n";
+    "  -ctk, --cache-type-k T  KV cache key rows: f16 (default), f32 (exact) or q8_0\n"
+    "  -ctv, --cache-type-v T  KV cache value rows: f16 (default), f32 or q8_0\n";
 
 bool ParseCacheTypeFlag(const std::string& flag, ArgReader* args, DType* k_type, DType* v_type) {
   DType* out = nullptr;

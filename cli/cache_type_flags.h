@@ -1,5 +1,5 @@
 // llama.cpp's KV cache type flags, shared by the tools that run the engine:
-//   -ctk, --cache-type-k TYPE   key rows: f32 (default), f16 or q8_0
+//   -ctk, --cache-type-k TYPE   key rows: f16 (default), f32 or q8_0
 //   -ctv, --cache-type-v TYPE   value rows: likewise
 #pragma once
 

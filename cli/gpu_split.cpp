@@ -81,6 +81,8 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   PlacementOptions opt;
   opt.vram_budget = flags.vram_budget;
   opt.n_ctx = n_ctx;
+  opt.cache_type_k = options->cache_type_k;
+  opt.cache_type_v = options->cache_type_v;
   const std::string plan_path = DefaultPlanPath(model_path, flags.vram_budget);
   Placement plan;
   bool reused = false;

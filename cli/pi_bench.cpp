@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
   std::vector<pi::SparseMode> sparse_modes = {pi::SparseMode::kOff};
   std::optional<float> sparse_threshold;
   std::string text_path, text;
-  pi::DType cache_type_k = pi::DType::kF32, cache_type_v = pi::DType::kF32;
+  pi::DType cache_type_k = pi::DType::kF16, cache_type_v = pi::DType::kF16;
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
     if (f == "-m" || f == "--model") {
@@ -364,6 +364,8 @@ int main(int argc, char** argv) {
     for (int tg : n_gen) max_ctx = std::max(max_ctx, tg);
     pi::GpuSplit split;
     pi::EngineOptions split_opt;
+    split_opt.cache_type_k = cache_type_k;
+    split_opt.cache_type_v = cache_type_v;
     s = pi::SetUpGpuSplit("pi-bench", path, model, split_flags, max_ctx, &split, &split_opt);
     if (!s.ok()) {
       fprintf(stderr, "pi-bench: %s\n", s.message().c_str());

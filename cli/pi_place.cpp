@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/cache_type_flags.h"
 #include "common/activation_stats.h"
 #include "common/gpu_index.h"
 #include "common/llama_model.h"
@@ -31,6 +32,7 @@ void Usage() {
       "                          (default: MODEL without .gguf + .stats.gguf)\n"
       "  --vram-budget SIZE      bytes of VRAM to use, K/M/G suffixes (e.g. 11G)\n"
       "  -c, --ctx-size N        KV cache positions to reserve (default min(model ctx, 4096))\n"
+      "  -ctk, -ctv TYPE         KV cache key / value rows the engine will use (default f16)\n"
       "  -o, --output FILE       plan (default: MODEL without .gguf + .plan-<budget>.gguf)\n"
       "  --gpuidx [FILE]         also write PowerInfer's index (default MODEL.generated.gpuidx)\n"
       "  --group N               neurons per placement group (default 32: one warp)\n"
@@ -102,7 +104,8 @@ int main(int argc, char** argv) {
       budget = args.Bytes(f);
     else if (f == "-c" || f == "--ctx-size")
       opt.n_ctx = args.Int(f);
-    else if (f == "-o" || f == "--output")
+    else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
+    } else if (f == "-o" || f == "--output")
       plan_path = args.String(f);
     else if (f == "--gpuidx") {
       gpuidx_path = args.String(f);

@@ -12,7 +12,7 @@
 namespace pi {
 namespace {
 
-constexpr uint32_t kPlanVersion = 1;
+constexpr uint32_t kPlanVersion = 2;  // 2: KV cache row types
 constexpr uint32_t kMaxLayers = 1u << 16;
 constexpr uint32_t kMaxFf = 1u << 24;
 
@@ -30,9 +30,7 @@ int64_t AttentionBytes(const LlamaLayer& l) {
 int64_t PredictorBytes(const LlamaLayer& l) {
   return Bytes(l.fc1) + Bytes(l.fc2);
 }
-int64_t KvBytes(const LlamaConfig& c, int n_ctx) {
-  return int64_t{2} * n_ctx * c.kv_dim() * static_cast<int64_t>(sizeof(float));
-}
+
 int64_t OutputBytes(const LlamaModel& m) {
   return Bytes(m.output) + Bytes(m.output_norm) + Bytes(m.output_norm_b);
 }
@@ -118,10 +116,15 @@ int64_t NeuronBytes(const LlamaModel& model, int layer) {
          (l.ffn_up.present() ? l.ffn_up.row_bytes : 0) + down;
 }
 
-int64_t DenseBytes(const LlamaModel& model, int n_ctx) {
+int64_t KvCacheBytes(const LlamaConfig& c, const PlacementOptions& opt) {
+  return int64_t{opt.n_ctx} * c.n_head_kv *
+         (RowBytes(opt.cache_type_k, c.head_dim) + RowBytes(opt.cache_type_v, c.head_dim));
+}
+
+int64_t DenseBytes(const LlamaModel& model, const PlacementOptions& opt) {
   int64_t total = OutputBytes(model);
   for (const LlamaLayer& l : model.layers) {
-    total += AttentionBytes(l) + PredictorBytes(l) + KvBytes(model.config, n_ctx);
+    total += AttentionBytes(l) + PredictorBytes(l) + KvCacheBytes(model.config, opt);
   }
   return total;
 }
@@ -143,6 +146,11 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
   const LlamaConfig& c = model.config;
   if (opt.vram_budget < 0) return Status::Error("the VRAM budget is negative");
   if (opt.n_ctx < 1) return Status::Error("the KV cache context must be >= 1, got %d", opt.n_ctx);
+  for (DType t : {opt.cache_type_k, opt.cache_type_v}) {
+    if (t != DType::kF32 && t != DType::kF16 && t != DType::kQ8_0) {
+      return Status::Error("KV cache type %s is not supported (f32, f16, q8_0)", DTypeName(t));
+    }
+  }
   if (opt.group < 1 || opt.group > c.n_ff) {
     return Status::Error("the neuron group size must be in [1, n_ff = %d], got %d", c.n_ff,
                          opt.group);
@@ -156,6 +164,8 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
   Placement p;
   p.vram_budget = opt.vram_budget;
   p.n_ctx = opt.n_ctx;
+  p.cache_type_k = opt.cache_type_k;
+  p.cache_type_v = opt.cache_type_v;
   p.group = opt.group;
   p.n_ff = c.n_ff;
   p.model_fingerprint = ModelFingerprint(*model.file);
@@ -164,7 +174,7 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
   p.layers.resize(c.n_layer);
 
   // Stage 1: a prefix of the priority order.
-  const int64_t dense_needed = DenseBytes(model, opt.n_ctx);
+  const int64_t dense_needed = DenseBytes(model, opt);
   int64_t left = opt.vram_budget;
   bool full = true;
   auto take = [&](int64_t bytes, bool* flag) {
@@ -184,7 +194,7 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
       take(PredictorBytes(model.layers[il]), &lp.predictor_on_gpu);
     }
   }
-  for (int il = 0; il < c.n_layer; ++il) take(KvBytes(c, opt.n_ctx), &p.layers[il].kv_on_gpu);
+  for (int il = 0; il < c.n_layer; ++il) take(KvCacheBytes(c, opt), &p.layers[il].kv_on_gpu);
   p.dense_complete = full;
   if (!full && !opt.allow_partial_dense) {
     return Status::Error(
@@ -248,6 +258,8 @@ Status WritePlan(const Placement& plan, const std::string& path) {
   w.Set("pi.plan.version", GgufValue::U32(kPlanVersion));
   w.Set("pi.plan.vram_budget", GgufValue::U64(static_cast<uint64_t>(plan.vram_budget)));
   w.Set("pi.plan.n_ctx", GgufValue::U32(static_cast<uint32_t>(plan.n_ctx)));
+  w.Set("pi.plan.cache_type_k", GgufValue::U32(static_cast<uint32_t>(plan.cache_type_k)));
+  w.Set("pi.plan.cache_type_v", GgufValue::U32(static_cast<uint32_t>(plan.cache_type_v)));
   w.Set("pi.plan.group", GgufValue::U32(static_cast<uint32_t>(plan.group)));
   w.Set("pi.plan.n_layer", GgufValue::U32(n_layer));
   w.Set("pi.plan.n_ff", GgufValue::U32(static_cast<uint32_t>(plan.n_ff)));
@@ -289,6 +301,14 @@ Status ReadPlanFile(const GgufFile& f, Placement* out) {
   }
   PI_RETURN_IF_ERROR(f.GetU64("pi.plan.vram_budget", &budget));
   PI_RETURN_IF_ERROR(f.GetU32("pi.plan.n_ctx", &n_ctx));
+  uint32_t type_k = 0, type_v = 0;
+  PI_RETURN_IF_ERROR(f.GetU32("pi.plan.cache_type_k", &type_k));
+  PI_RETURN_IF_ERROR(f.GetU32("pi.plan.cache_type_v", &type_v));
+  if (!IsValidDType(type_k) || !IsValidDType(type_v)) {
+    return Status::Error("pi.plan.cache_type_k/v: %u/%u are not ggml types", type_k, type_v);
+  }
+  p.cache_type_k = static_cast<DType>(type_k);
+  p.cache_type_v = static_cast<DType>(type_v);
   PI_RETURN_IF_ERROR(f.GetU32("pi.plan.group", &group));
   PI_RETURN_IF_ERROR(f.GetU32("pi.plan.n_layer", &n_layer));
   PI_RETURN_IF_ERROR(f.GetU32("pi.plan.n_ff", &n_ff));
@@ -409,6 +429,11 @@ Status CheckPlanMatches(const Placement& plan, const LlamaModel& model,
   if (plan.n_ctx != opt.n_ctx) {
     return Status::Error("the plan reserves a KV cache for %d positions, not %d", plan.n_ctx,
                          opt.n_ctx);
+  }
+  if (plan.cache_type_k != opt.cache_type_k || plan.cache_type_v != opt.cache_type_v) {
+    return Status::Error("the plan reserves a KV cache of %s keys and %s values, not %s and %s",
+                         DTypeName(plan.cache_type_k), DTypeName(plan.cache_type_v),
+                         DTypeName(opt.cache_type_k), DTypeName(opt.cache_type_v));
   }
   if (plan.group != opt.group) {
     return Status::Error("the plan uses neuron groups of %d, not %d", plan.group, opt.group);

@@ -9,8 +9,8 @@
 //   2. per layer, in layer order: attention (attn_norm, q, k, v, o, ffn_norm;
 //      falcon: attn_norm + bias, attn_qkv, o, attn_norm_2 + bias when present),
 //      then the predictor (fc1 + fc2) when the model has one;
-//   3. per layer, the KV cache for n_ctx positions at f32:
-//      2 * n_ctx * kv_dim * 4 bytes (all layers: n_layer times that).
+//   3. per layer, the KV cache for n_ctx positions in the engine's row types
+//      (f16 by default): n_ctx * n_head_kv * (key row + value row bytes).
 //   token_embd stays in host RAM (a row lookup per token).
 //   The blocks are placed as a prefix of this order. When they do not all fit,
 //   Place fails naming the bytes needed, unless allow_partial_dense is set; a
@@ -48,6 +48,10 @@ struct PlacementOptions {
   // size, not from the kernels).
   int group = 32;
   bool allow_partial_dense = false;
+  // The KV cache's row types (EngineOptions::cache_type_k / _v): what the
+  // reserved cache will really take.
+  DType cache_type_k = DType::kF16;
+  DType cache_type_v = DType::kF16;
 };
 
 struct LayerPlacement {
@@ -62,6 +66,7 @@ struct LayerPlacement {
 struct Placement {
   int64_t vram_budget = 0;
   int n_ctx = 0;
+  DType cache_type_k = DType::kF16, cache_type_v = DType::kF16;
   int group = 0;
   int n_ff = 0;
   uint64_t model_fingerprint = 0;
@@ -78,8 +83,10 @@ struct Placement {
 
 // Bytes of one FFN neuron of `layer` (see the header comment).
 int64_t NeuronBytes(const LlamaModel& model, int layer);
-// Bytes of the whole stage 1 (every dense block and the KV cache for n_ctx).
-int64_t DenseBytes(const LlamaModel& model, int n_ctx);
+// Bytes of the KV cache of one layer for opt.n_ctx positions in opt's types.
+int64_t KvCacheBytes(const LlamaConfig& config, const PlacementOptions& opt);
+// Bytes of the whole stage 1 (every dense block and the KV cache).
+int64_t DenseBytes(const LlamaModel& model, const PlacementOptions& opt);
 
 // FNV-1a 64 over n_layer, n_ff, n_tokens and every count (all as
 // little-endian i64): identifies the statistics a plan was made from.
@@ -90,7 +97,8 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
              Placement* out);
 
 // The plan file: a small GGUF.
-//   pi.plan.version            u32     1
+//   pi.plan.version            u32     2
+//   pi.plan.cache_type_k, pi.plan.cache_type_v   u32   ggml type ids of the KV rows
 //   pi.plan.vram_budget        u64     bytes
 //   pi.plan.n_ctx, pi.plan.group, pi.plan.n_layer, pi.plan.n_ff   u32
 //   pi.plan.model_fingerprint  string  16 hex digits (ModelFingerprint)

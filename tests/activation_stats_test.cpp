@@ -155,6 +155,7 @@ TEST_P(CountTest, ObserverCountsMatchAnIndependentCount) {
   opt.n_threads = 2;
   opt.n_ctx = 64;
   opt.n_batch = n_batch;
+  opt.cache_type_k = opt.cache_type_v = DType::kF32;  // as the reference's cache
   std::unique_ptr<Engine> e;
   ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
   ActivationStats stats;

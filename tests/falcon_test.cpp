@@ -604,7 +604,7 @@ TEST(FalconPlacementTest, BytesComeFromTheFalconTensors) {
                               "attn_norm_2.bias", "attn_qkv.weight", "attn_output.weight"}) {
           dense += FileBytes(m, p + n);
         }
-        dense += 2 * int64_t{n_ctx} * 32 * 4;  // K and V of one KV head, f32
+        dense += 2 * int64_t{n_ctx} * 32 * 2;  // K and V of one KV head, f16 (the default)
         // Two rows per neuron: up and down. A Q8_0 row of 128 is 4 blocks of
         // 34 bytes (ffn_down's column is costed as such a row too).
         const int64_t want =
@@ -614,7 +614,9 @@ TEST(FalconPlacementTest, BytesComeFromTheFalconTensors) {
         EXPECT_EQ(NeuronBytes(m, l), want) << down_t << norm2;
         EXPECT_EQ(NeuronBytes(m, l), 2 * 4 * 34);
       }
-      EXPECT_EQ(DenseBytes(m, n_ctx), dense) << down_t << norm2;
+      PlacementOptions dense_opt;
+      dense_opt.n_ctx = n_ctx;
+      EXPECT_EQ(DenseBytes(m, dense_opt), dense) << down_t << norm2;
 
       // A budget for the dense part and 10 neurons: exactly 10 are placed.
       ActivationStats stats;

@@ -1,13 +1,17 @@
-// Norms, RoPE, softmax, activations and one attention head against
-// double-precision loops written out here.
+// Norms, RoPE, softmax, activations and the f16 row conversion against
+// double-precision loops (or the scalar conversion) written out here.
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/isa.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
+
+#include "kernels/cpu/fp16.h"
+#include "kernels/cpu/isa.h"
 
 namespace pi {
 namespace {
@@ -94,6 +98,39 @@ TEST(OpsTest, SoftmaxMatchesDoubleReferenceOnEveryIsa) {
         }
         EXPECT_NEAR(total, 1.0, 1e-5);
       }
+    }
+  }
+  SetCpuIsa(best);
+}
+
+// The row conversion gives F32ToF16's bits (itself checked against all
+// 65536 halves in kernels_test) on every ISA level: random values across the
+// range, halfway cases, subnormals, overflow to infinity, and a tail shorter
+// than a vector.
+TEST(OpsTest, F32ToF16RowMatchesScalarOnEveryIsa) {
+  std::vector<float> x;
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<uint32_t> bits(0, 0xFFFFFFFFu);
+  for (int i = 0; i < 5000; ++i) {
+    const uint32_t b = bits(rng);
+    float f;
+    std::memcpy(&f, &b, 4);
+    if (!std::isnan(f)) x.push_back(f);
+  }
+  for (float f : {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e6f, -1e6f, 6.0e-8f, 2.98e-8f,
+                  1.00048828125f /* halfway, rounds to even */, 1.00146484375f, 5.9604645e-8f,
+                  std::numeric_limits<float>::infinity()}) {
+    x.push_back(f);
+  }
+  x.push_back(3.0f);  // odd length: a vector tail
+  const CpuIsa best = DetectCpuIsa();
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (static_cast<int>(isa) > static_cast<int>(best)) continue;
+    SetCpuIsa(isa);
+    std::vector<uint16_t> y(x.size(), 0xDEAD);
+    F32ToF16Row(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(y[i], F32ToF16(x[i])) << CpuIsaName(isa) << " x = " << x[i];
     }
   }
   SetCpuIsa(best);

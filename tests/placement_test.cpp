@@ -85,7 +85,7 @@ int64_t IndependentBytes(const LlamaModel& m, const SyntheticModelOptions& o, co
         b += FileBytes(m, pre + n + ".weight");
       }
     }
-    if (l.kv_on_gpu) b += 2 * int64_t{p.n_ctx} * kv_dim * 4;
+    if (l.kv_on_gpu) b += 2 * int64_t{p.n_ctx} * kv_dim * 2;  // K and V rows, f16 by default
     const int64_t per_neuron =
         (FileBytes(m, pre + "ffn_gate.weight") + FileBytes(m, pre + "ffn_up.weight") +
          FileBytes(m, pre + (o.down_t ? "ffn_down_t.weight" : "ffn_down.weight"))) /
@@ -122,7 +122,7 @@ TEST_P(PlacementSweep, NeverOverBudgetAndGrowsWithBudget) {
   PlacementOptions opt;
   opt.n_ctx = 100;
   opt.group = 32;
-  const int64_t dense = DenseBytes(m, opt.n_ctx);
+  const int64_t dense = DenseBytes(m, opt);
   int64_t all_neurons = 0, max_neuron = 0;
   for (int il = 0; il < o.n_layer; ++il) {
     all_neurons += NeuronBytes(m, il) * o.n_ff;
@@ -181,7 +181,7 @@ TEST(Placement, HottestNeuronsOfALayerGoFirst) {
   PlacementOptions opt;
   opt.n_ctx = 64;
   opt.group = 16;
-  opt.vram_budget = DenseBytes(m, opt.n_ctx) + NeuronBytes(m, 0) * o.n_ff;  // about a third
+  opt.vram_budget = DenseBytes(m, opt) + NeuronBytes(m, 0) * o.n_ff;  // about a third
   Placement p;
   ASSERT_TRUE(Place(m, st, opt, &p).ok());
   int64_t total = 0;
@@ -266,7 +266,7 @@ TEST(Placement, StatsAreMatchedToLayersByNumber) {
   PlacementOptions opt;
   opt.n_ctx = 32;
   opt.group = 32;
-  opt.vram_budget = DenseBytes(m, opt.n_ctx);
+  opt.vram_budget = DenseBytes(m, opt);
   for (int il = 0; il < o.n_layer; ++il) opt.vram_budget += 32 * NeuronBytes(m, il);
   Placement p;
   s = Place(m, read, opt, &p);
@@ -287,7 +287,7 @@ TEST(Placement, TooSmallBudgetNamesTheBytesNeeded) {
   FillStats(m, 1, &st);
   PlacementOptions opt;
   opt.n_ctx = 128;
-  const int64_t dense = DenseBytes(m, opt.n_ctx);
+  const int64_t dense = DenseBytes(m, opt);
   // Independently: output + output_norm + 2 layers' attention + KV cache.
   int64_t expect = FileBytes(m, "output.weight") + FileBytes(m, "output_norm.weight");
   for (int il = 0; il < 2; ++il) {
@@ -295,7 +295,7 @@ TEST(Placement, TooSmallBudgetNamesTheBytesNeeded) {
     for (const char* n : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm"}) {
       expect += FileBytes(m, pre + n + ".weight");
     }
-    expect += 2 * 128 * 32 * 4;  // kv_dim = 2 heads x 16
+    expect += 2 * 128 * 32 * 2;  // K and V, kv_dim = 2 heads x 16, f16 (the default)
   }
   EXPECT_EQ(dense, expect);
   Placement p;
@@ -334,7 +334,7 @@ void MakePlan(const LlamaModel& m, const ActivationStats& st, int64_t extra, Pla
   PlacementOptions opt;
   opt.n_ctx = 77;
   opt.group = 8;
-  opt.vram_budget = DenseBytes(m, opt.n_ctx) + extra;
+  opt.vram_budget = DenseBytes(m, opt) + extra;
   Status s = Place(m, st, opt, p);
   ASSERT_TRUE(s.ok()) << s.message();
 }

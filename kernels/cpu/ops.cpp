@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/fp16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/ops_impl.h"
 
@@ -64,6 +65,14 @@ void RopeNormal(float* v, int n_heads, int head_dim, int rope_dims, const float*
       p[2 * i + 1] = x0 * s + x1 * c;
     }
   }
+}
+
+void F32ToF16Row(const float* x, uint16_t* y, int64_t n) {
+  if (ActiveCpuIsa() != CpuIsa::kScalar) {
+    cpu_internal::F32ToF16RowAvx2(x, y, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = F32ToF16(x[i]);
 }
 
 void Softmax(float* x, int64_t n) {

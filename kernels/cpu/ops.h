@@ -29,6 +29,10 @@ void RopeNormal(float* v, int n_heads, int head_dim, int rope_dims, const float*
 // (v[i], v[i + rope_dims/2]) for i < rope_dims/2.
 void RopeNeox(float* v, int n_heads, int head_dim, int rope_dims, const float* cs);
 
+// y[i] = x[i] as IEEE binary16 (round to nearest even; F32ToF16 of
+// kernels/cpu/fp16.h, vectorized where the CPU has F16C).
+void F32ToF16Row(const float* x, uint16_t* y, int64_t n);
+
 // In-place softmax over n values (max-subtracted).
 void Softmax(float* x, int64_t n);
 

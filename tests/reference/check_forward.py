@@ -115,7 +115,8 @@ def main():
     for seed, case in enumerate(CASES, start=1):
         name, act, wtype, n_head_kv, tied, down_t = case[:6]
         extra = case[6] if len(case) > 6 else []
-        dump_flags = case[7] if len(case) > 7 else []
+        # Without a case's own cache types, an exact f32 cache (the engine's default is f16).
+        dump_flags = case[7] if len(case) > 7 else ["-ctk", "f32", "-ctv", "f32"]
         cache_k = dump_flags[dump_flags.index("-ctk") + 1] if "-ctk" in dump_flags else "f32"
         cache_v = dump_flags[dump_flags.index("-ctv") + 1] if "-ctv" in dump_flags else "f32"
         falcon = "falcon" in extra

@@ -111,7 +111,8 @@ def run(bin_dir, *args, timeout=600):
 
 
 def run_json(bin_dir, *args):
-    rc, out, err = run(bin_dir, "--json", *args)
+    # An exact f32 KV cache, as the numpy reference computes (the default is f16).
+    rc, out, err = run(bin_dir, "--json", "-ctk", "f32", "-ctv", "f32", *args)
     if rc != 0:
         print(err)
         return None
@@ -176,7 +177,8 @@ def synthetic_checks(bin_dir, work):
 
         # Text mode: running values per chunk, then the final estimate.
         want = reference_ppl(ref, tokens, 24)
-        rc, out, err = run(bin_dir, "-m", model, "-f", text_path, "-c", "24", "-t", "1")
+        rc, out, err = run(bin_dir, "-m", model, "-f", text_path, "-c", "24", "-t", "1",
+                           "-ctk", "f32", "-ctv", "f32")
         running = [float(x) for x in re.findall(r"\[\d+\]([0-9.]+),", out)]
         final = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", out)
         check(rc == 0 and len(running) == want["n_chunks"]

@@ -1,7 +1,9 @@
-// Softmax with an 8-wide AVX2 exp (compiled with -mavx2 -mfma; chosen at run
-// time by ops.cpp). Attention runs one softmax over the cached positions per
-// head and token, so at long contexts a scalar std::exp per position is a
-// visible share of decode time.
+// The AVX2 (+FMA, F16C) variants of ops.cpp's row operations, chosen at run
+// time by ops.cpp.
+//
+// Softmax with an 8-wide exp: attention runs one softmax over the cached
+// positions per head and token, so at long contexts a scalar std::exp per
+// position is a visible share of decode time.
 //
 // exp(x) = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 (|r| <= ln2/2,
 // ln 2 split in two parts so r is exact to float precision), e^r by its
@@ -100,6 +102,24 @@ void SoftmaxAvx2(float* x, int64_t n) {
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
   const float s = static_cast<float>(1.0 / sum);
   for (; i < n; ++i) x[i] *= s;
+}
+
+// IEEE round to nearest even, as F32ToF16 (kernels/cpu/fp16.h) and ggml's
+// F16C path: the same bits for every finite value and infinity.
+void F32ToF16RowAvx2(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+  }
+  if (i < n) {
+    alignas(32) float tail[8] = {0};
+    alignas(16) uint16_t out[8];
+    for (int64_t k = i; k < n; ++k) tail[k - i] = x[k];
+    _mm_store_si128(reinterpret_cast<__m128i*>(out),
+                    _mm256_cvtps_ph(_mm256_load_ps(tail), _MM_FROUND_TO_NEAREST_INT));
+    for (int64_t k = i; k < n; ++k) y[k] = out[k - i];
+  }
 }
 
 }  // namespace cpu_internal
