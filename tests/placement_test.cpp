@@ -360,6 +360,8 @@ TEST(Placement, PlanRoundTripAndRejection) {
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(r.vram_budget, p.vram_budget);
   EXPECT_EQ(r.n_ctx, 77);
+  EXPECT_EQ(r.cache_type_k, DType::kF16);
+  EXPECT_EQ(r.cache_type_v, DType::kF16);
   EXPECT_EQ(r.group, 8);
   EXPECT_EQ(r.n_ff, o.n_ff);
   EXPECT_EQ(r.model_fingerprint, ModelFingerprint(*m.file));
@@ -385,6 +387,10 @@ TEST(Placement, PlanRoundTripAndRejection) {
   bad = opt;
   bad.n_ctx = 78;
   EXPECT_THAT(CheckPlanMatches(r, m, st, bad).message(), HasSubstr("KV cache"));
+  bad = opt;
+  bad.cache_type_v = DType::kF32;  // the plan's cache is f16 / f16
+  EXPECT_THAT(CheckPlanMatches(r, m, st, bad).message(),
+              HasSubstr("KV cache of f16 keys and f16 values, not f16 and f32"));
   bad = opt;
   bad.group = 32;
   EXPECT_THAT(CheckPlanMatches(r, m, st, bad).message(), HasSubstr("groups"));
