@@ -3,8 +3,9 @@
 // gathers the hot rows (gpu_worker/hot_rows.h) and copies them to the device
 // once; a step then moves only x in and y out:
 //
-//   Start: x -> pinned buffer -> device (async), gate/up, down, reduce
-//          kernels, y and the fired count -> a pinned buffer (async)
+//   Start: x -> pinned buffer; one launch of the layer's CUDA graph (x to
+//          the device, gate/up, down, reduce kernels, y and the fired
+//          count to a pinned buffer), recorded once at Load
 //   Wait:  stream sync, y copied out of the pinned buffer
 //
 // all on the backend's own stream, so the CPU computes the cold neurons
@@ -53,6 +54,10 @@ class CudaFfnBackend : public FfnBackend {
   };
   void Release();
   [[noreturn]] void Die(const char* what, const std::string& error) const;
+  // Enqueues layer's step on stream_ (what each graph records).
+  bool EnqueueStep(int layer, std::string* err);
+  // Records every layer's step as a graph (graphs_).
+  Status CaptureGraphs();
 
   int64_t n_embd_ = 0;
   int act_form_ = 0;  // cuda::HotActivation
@@ -66,9 +71,10 @@ class CudaFfnBackend : public FfnBackend {
   float* d_x_ = nullptr;     // device [n_embd]
   void* d_out_ = nullptr;    // device: y [n_embd] floats, then the int32 fired count
   float* d_scratch_ = nullptr;
-  float* h_x_ = nullptr;    // pinned host [n_embd]
-  void* h_out_ = nullptr;   // pinned host, as d_out_
-  void* stream_ = nullptr;  // cudaStream_t
+  float* h_x_ = nullptr;       // pinned host [n_embd]
+  void* h_out_ = nullptr;      // pinned host, as d_out_
+  void* stream_ = nullptr;     // cudaStream_t
+  std::vector<void*> graphs_;  // [n_layer] cudaGraphExec_t: one step each
 
   // The step in flight (Start .. Wait).
   int layer_ = -1;
