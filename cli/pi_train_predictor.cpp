@@ -25,8 +25,8 @@
 //    target at some cost in sparsity. Every layer, not the mean, must reach
 //    the target: one layer's misses corrupt all the layers after it.
 // 4. Writes every tensor and key of the model, plus blk.N.fc1.weight
-//    [n_embd, rank] and blk.N.fc2.weight [rank, n_ff] (F16, or F32 with
-//    --f32), ffn_down replaced by its transpose ffn_down_t, the PWRI magic,
+//    [n_embd, rank] and blk.N.fc2.weight [rank, n_ff] (F16, or F32 / Q8_0
+//    with --predictor-type), ffn_down replaced by its transpose ffn_down_t, the PWRI magic,
 //    powerinfer.sparse_threshold and pi.ffn_activation.
 #include <algorithm>
 #include <atomic>
@@ -75,7 +75,9 @@ void Usage() {
           "  --margin X              calibrate for recall target + X on the held-out tokens\n"
           "                          (default 0.03: recall on unseen text runs 1-3 points lower)\n"
           "  --shared-threshold      one threshold for all layers (no per-layer calibration)\n"
-          "  --f32                   store fc1/fc2 as F32 (default F16)\n"
+          "  --predictor-type T      fc1/fc2 as f16 (default), f32 or q8_0 (q8_0: about half of\n"
+          "                          f16's bytes; ranks become multiples of 32)\n"
+          "  --f32                   same as --predictor-type f32\n"
           "  --seed N                (default 1)\n"
           "  -t, --threads N         threads (default: %u)\n",
           std::max(1u, std::thread::hardware_concurrency()));
@@ -140,7 +142,8 @@ int main(int argc, char** argv) {
   int64_t max_tokens = 20000;
   int n_ctx = 256;
   double holdout = 0.1, target = 0.95, margin = 0.03;
-  bool shared_threshold = false, f32 = false;
+  bool shared_threshold = false;
+  std::string predictor_type = "f16";
   pi::PredictorTrainParams tp;
   int n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   while (!args.Done() && !args.failed()) {
@@ -180,7 +183,9 @@ int main(int argc, char** argv) {
     else if (f == "--shared-threshold")
       shared_threshold = true;
     else if (f == "--f32")
-      f32 = true;
+      predictor_type = "f32";
+    else if (f == "--predictor-type")
+      predictor_type = args.String(f);
     else if (f == "--seed")
       tp.seed = static_cast<uint64_t>(args.Int64(f));
     else if (f == "-t" || f == "--threads")
@@ -233,7 +238,32 @@ int main(int argc, char** argv) {
             c.n_layer);
     return 2;
   }
-  const pi::DType wtype = f32 ? pi::DType::kF32 : pi::DType::kF16;
+  pi::DType wtype = pi::DType::kF16;
+  if (predictor_type == "f32") {
+    wtype = pi::DType::kF32;
+  } else if (predictor_type == "q8_0") {
+    wtype = pi::DType::kQ8_0;
+  } else if (predictor_type != "f16") {
+    fprintf(stderr, "pi-train-predictor: --predictor-type %s: expected f16, f32 or q8_0\n",
+            predictor_type.c_str());
+    return 2;
+  }
+  // fc2's rows have `rank` weights: whole Q8_0 blocks need multiples of 32.
+  const int rank_step = wtype == pi::DType::kQ8_0 ? 32 : 16;
+  for (int r : ranks) {
+    if (r % rank_step != 0) {
+      fprintf(stderr,
+              "pi-train-predictor: rank %d: %s predictors need ranks that are multiples "
+              "of %d\n",
+              r, predictor_type.c_str(), rank_step);
+      return 2;
+    }
+  }
+  if (c.n_embd % 32 != 0 && wtype == pi::DType::kQ8_0) {
+    fprintf(stderr, "pi-train-predictor: q8_0 predictors need n_embd %% 32 == 0 (n_embd %d)\n",
+            c.n_embd);
+    return 2;
+  }
 
   // 1. Collect (dense run).
   pi::EngineOptions opt;
@@ -303,7 +333,7 @@ int main(int argc, char** argv) {
 
   // Adaptive ranks (PowerInfer sizes its predictors per layer too): a layer
   // whose tokens fire k neurons on average gets rank k / 2, rounded up to a
-  // multiple of 16 and kept in [32, n_embd / 2]. Denser layers need a finer
+  // multiple of 16 (32 for q8_0) and kept in [32, n_embd / 2]. Denser layers need a finer
   // predictor, and each predictor weight costs about as much to read as the
   // FFN rows a better prediction saves.
   if (ranks.empty()) {
@@ -313,8 +343,9 @@ int main(int argc, char** argv) {
         for (int i = 0; i < c.n_ff; ++i) fired += data.fired(l, t, i);
       }
       const double k = static_cast<double>(fired) / n_train;
-      const int r = 16 * static_cast<int>(std::ceil(k / 2 / 16));
-      ranks.push_back(std::max(32, std::min(r, std::max(32, c.n_embd / 2))));
+      const int r = rank_step * static_cast<int>(std::ceil(k / 2 / rank_step));
+      const int cap = std::max(32, c.n_embd / 2 / rank_step * rank_step);
+      ranks.push_back(std::max(32, std::min(r, cap)));
     }
   }
 

@@ -522,6 +522,40 @@ TEST(PredictorTest, TrainedDemoPredictorRecallOnUnseenText) {
   EXPECT_GE(recall, 0.95);
 }
 
+// --predictor-type q8_0: fc1 and fc2 are Q8_0, every rank a multiple of 32
+// (whole blocks), and the file runs --sparse predictor; a rank that is not
+// is refused by name. A short run (a few hundred tokens, 2 epochs).
+TEST(PredictorTest, Q8_0PredictorsHaveWholeBlocks) {
+  const std::string src = std::string(PI_SOURCE_DIR) + "/models/demo-kjv-f16.gguf";
+  const std::string text_path = std::string(PI_SOURCE_DIR) + "/models/kjv-valid.txt";
+  const std::string out = TempPath("demo.q8p.gguf"), log = TempPath("train_q8.log");
+  RemoveOnExit cleanup{{out, log}};
+  const std::string tool = std::string(PI_BINARY_DIR) + "/bin/pi-train-predictor -m " + src +
+                           " -f " + text_path + " -o " + out + " -t 2 --max-tokens 600 --epochs 2";
+  ASSERT_EQ(std::system((tool + " --predictor-type q8_0 > " + log + " 2>&1").c_str()), 0)
+      << ReadText(log);
+  LlamaModel m;
+  Status s = LoadLlamaModel(out, &m);
+  ASSERT_TRUE(s.ok()) << s.message();
+  for (const LlamaLayer& l : m.layers) {
+    EXPECT_EQ(l.fc1.type, DType::kQ8_0);
+    EXPECT_EQ(l.fc2.type, DType::kQ8_0);
+    EXPECT_EQ(l.fc2.cols % 32, 0) << "rank " << l.fc2.cols;
+  }
+  EngineOptions opt;
+  opt.sparse = SparseMode::kPredictor;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+  const int32_t t[3] = {1, 100, 200};
+  for (int32_t tok : t) ASSERT_TRUE(e->Eval(&tok, 1).ok());
+  EXPECT_GT(e->last_ffn_neurons(), 0);
+
+  EXPECT_NE(std::system((tool + " --predictor-type q8_0 --rank 48 > " + log + " 2>&1").c_str()), 0);
+  EXPECT_NE(ReadText(log).find("multiples of 32"), std::string::npos) << ReadText(log);
+  EXPECT_NE(std::system((tool + " --predictor-type q4_1 > " + log + " 2>&1").c_str()), 0);
+  EXPECT_NE(ReadText(log).find("expected f16, f32 or q8_0"), std::string::npos) << ReadText(log);
+}
+
 #endif  // PI_PREDICTOR_TRAIN_TEST
 
 }  // namespace
