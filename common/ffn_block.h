@@ -19,7 +19,8 @@
 //
 // The backend computes every hot neuron that fires (exact); only the CPU's
 // candidates come from the predictor. Prompt batches run dense: a batch reads
-// each weight once, and the union of 64 tokens' active sets is most neurons.
+// each weight row once for all its tokens, which beats per-token sparsity
+// (demo: pp64 ~8500 t/s against ~7300 t/s for sparse decode).
 #pragma once
 
 #include <cstdint>
