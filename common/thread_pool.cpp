@@ -110,7 +110,10 @@ void ThreadPool::WorkerLoop(int slot) {
     for (int i = 0; Generation(s) == seen; ++i) {
       PI_CPU_RELAX();
       s = state_.load(std::memory_order_acquire);
-      if ((i & 63) == 63 && std::chrono::steady_clock::now() > spin_until) break;
+      if ((i & 63) == 63) {
+        if (std::chrono::steady_clock::now() > spin_until) break;
+        std::this_thread::yield();  // see the header: a busy machine's core goes to work
+      }
     }
     if (Generation(s) == seen) {
       std::unique_lock<std::mutex> lock(mu_);
