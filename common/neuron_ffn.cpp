@@ -25,12 +25,8 @@ int64_t NeuronFfn::Accumulate(const NeuronRows& rows, const int32_t* ids, int64_
                               float* y, ThreadPool* pool, float* act_out) {
   const int64_t d = c_.n_embd;
   // Quantized rows dot a Q8_0 copy of x; float rows read x itself.
-  if (ReadsQ8(rows.gate->type) || ReadsQ8(rows.up->type)) {
-    PrepareActivation(DType::kQ8_0, x, d, q8_.data());
-  }
-  auto prepared = [&](DType t) -> const void* {
-    return ReadsQ8(t) ? static_cast<const void*>(q8_.data()) : static_cast<const void*>(x);
-  };
+  const PreparedInput in =
+      PrepareInput(x, d, 1, q8_.data(), pool, ReadsQ8(rows.gate->type) || ReadsQ8(rows.up->type));
   // Worth a second thread at an eighth of the pool's usual threshold: rows
   // picked by id stream at about a third of a dense matrix's speed, so the
   // same wake-up is repaid by less data. (Demo model at -t 2, predictor
@@ -55,7 +51,7 @@ int64_t NeuronFfn::Accumulate(const NeuronRows& rows, const int32_t* ids, int64_
         if (k0 >= k1) return;
         // gate_dots_/up_dots_ are indexed by row id; chunks hold disjoint ids, so
         // no two threads write one entry.
-        MatVecRowsIndexed(first->type, first->data, d, prepared(first->type), ids + k0, k1 - k0,
+        MatVecRowsIndexed(first->type, first->data, d, in.For(first->type), ids + k0, k1 - k0,
                           gate_dots_.data());
         int32_t* active = active_.data() + k * per_chunk;
         float* act = act_.data() + k * per_chunk;
@@ -64,7 +60,7 @@ int64_t NeuronFfn::Accumulate(const NeuronRows& rows, const int32_t* ids, int64_
           if (gate_dots_[ids[j]] > 0.0f) active[m++] = ids[j];
         }
         if (gated) {
-          MatVecRowsIndexed(rows.up->type, rows.up->data, d, prepared(rows.up->type), active, m,
+          MatVecRowsIndexed(rows.up->type, rows.up->data, d, in.For(rows.up->type), active, m,
                             up_dots_.data());
         }
         int64_t fired = 0;
