@@ -2,7 +2,6 @@
 
 #include <cstddef>
 
-#include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 
 namespace pi {
@@ -53,27 +52,13 @@ Status KvCache::Init(int n_layer, int n_ctx, int n_head_kv, int head_dim, DType 
   return Status::Ok();
 }
 
-namespace {
-
-// One row into the cache: f16 (the default) through the vectorized
-// conversion, which rounds exactly as QuantizeRow's.
-void StoreRow(DType type, const float* x, uint8_t* dst, int64_t n) {
-  if (type == DType::kF16) {
-    F32ToF16Row(x, reinterpret_cast<uint16_t*>(dst), n);
-  } else {
-    QuantizeRow(type, x, dst, n);
-  }
-}
-
-}  // namespace
-
 void KvCache::Store(int layer, int pos, const float* k, const float* v) {
   for (int h = 0; h < n_head_kv_; ++h) {
     const int64_t row = static_cast<int64_t>(h) * head_dim_;
-    StoreRow(k_type_, k + row, k_.data() + Offset(layer, h, k_row_bytes_) + pos * k_row_bytes_,
-             head_dim_);
-    StoreRow(v_type_, v + row, v_.data() + Offset(layer, h, v_row_bytes_) + pos * v_row_bytes_,
-             head_dim_);
+    QuantizeRow(k_type_, k + row, k_.data() + Offset(layer, h, k_row_bytes_) + pos * k_row_bytes_,
+                head_dim_);
+    QuantizeRow(v_type_, v + row, v_.data() + Offset(layer, h, v_row_bytes_) + pos * v_row_bytes_,
+                head_dim_);
   }
 }
 

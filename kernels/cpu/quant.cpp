@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/ops.h"
 
 namespace pi {
 
@@ -89,11 +90,9 @@ void QuantizeRow(DType type, const float* x, void* y, int64_t n) {
     case DType::kF32:
       std::memcpy(y, x, sizeof(float) * n);
       break;
-    case DType::kF16: {
-      uint16_t* o = static_cast<uint16_t*>(y);
-      for (int64_t i = 0; i < n; ++i) o[i] = F32ToF16(x[i]);
+    case DType::kF16:  // F32ToF16's bits, with F16C where the CPU has it
+      F32ToF16Row(x, static_cast<uint16_t*>(y), n);
       break;
-    }
     case DType::kBF16: {
       uint16_t* o = static_cast<uint16_t*>(y);
       for (int64_t i = 0; i < n; ++i) o[i] = F32ToBf16(x[i]);
