@@ -19,9 +19,7 @@ Status ParseKvCacheType(const std::string& s, DType* out) {
   return Status::Ok();
 }
 
-namespace {
-
-Status CheckRowType(DType type, int head_dim) {
+Status CheckKvCacheType(DType type, int head_dim) {
   if (type != DType::kF32 && type != DType::kF16 && type != DType::kQ8_0) {
     return Status::Error("KV cache type %s is not supported (f32, f16, q8_0)", DTypeName(type));
   }
@@ -33,12 +31,10 @@ Status CheckRowType(DType type, int head_dim) {
   return Status::Ok();
 }
 
-}  // namespace
-
 Status KvCache::Init(int n_layer, int n_ctx, int n_head_kv, int head_dim, DType k_type,
                      DType v_type) {
-  PI_RETURN_IF_ERROR(CheckRowType(k_type, head_dim));
-  PI_RETURN_IF_ERROR(CheckRowType(v_type, head_dim));
+  PI_RETURN_IF_ERROR(CheckKvCacheType(k_type, head_dim));
+  PI_RETURN_IF_ERROR(CheckKvCacheType(v_type, head_dim));
   n_ctx_ = n_ctx;
   n_head_kv_ = n_head_kv;
   head_dim_ = head_dim;

@@ -22,6 +22,10 @@ namespace pi {
 // Parses a --cache-type value ("f32", "f16", "q8_0") into *out.
 Status ParseKvCacheType(const std::string& s, DType* out);
 
+// OK when rows of `head_dim` values can be stored as `type`: F32, F16, or
+// Q8_0 with whole blocks (head_dim % 32 == 0).
+Status CheckKvCacheType(DType type, int head_dim);
+
 class KvCache {
  public:
   // Fails when a type is not F32/F16/Q8_0 or its rows would not be whole

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/gguf.h"
+#include "common/kv_cache.h"
 
 namespace pi {
 namespace {
@@ -146,11 +147,8 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
   const LlamaConfig& c = model.config;
   if (opt.vram_budget < 0) return Status::Error("the VRAM budget is negative");
   if (opt.n_ctx < 1) return Status::Error("the KV cache context must be >= 1, got %d", opt.n_ctx);
-  for (DType t : {opt.cache_type_k, opt.cache_type_v}) {
-    if (t != DType::kF32 && t != DType::kF16 && t != DType::kQ8_0) {
-      return Status::Error("KV cache type %s is not supported (f32, f16, q8_0)", DTypeName(t));
-    }
-  }
+  PI_RETURN_IF_ERROR(CheckKvCacheType(opt.cache_type_k, c.head_dim));
+  PI_RETURN_IF_ERROR(CheckKvCacheType(opt.cache_type_v, c.head_dim));
   if (opt.group < 1 || opt.group > c.n_ff) {
     return Status::Error("the neuron group size must be in [1, n_ff = %d], got %d", c.n_ff,
                          opt.group);
