@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -25,6 +24,7 @@
 #include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
 #include "cli/gpu_split.h"
+#include "cli/read_file.h"
 #include "cli/sparse_note.h"
 #include "common/json.h"
 #include "common/memory_bandwidth.h"
@@ -321,11 +321,7 @@ int main(int argc, char** argv) {
   }
   if (models.empty()) models.push_back(pi::DefaultModelPath());
   if (!text_path.empty()) {
-    std::ifstream in(text_path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-    if (!in || text.empty()) {
+    if (!pi::ReadWholeFile(text_path, &text).ok() || text.empty()) {
       fprintf(stderr, "pi-bench: cannot read '%s' (or it is empty)\n", text_path.c_str());
       return 1;
     }

@@ -14,9 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +23,7 @@
 #include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
 #include "cli/gpu_split.h"
+#include "cli/read_file.h"
 #include "cli/sparse_note.h"
 #include "common/json.h"
 #include "common/llama_model.h"
@@ -207,14 +206,11 @@ int main(int argc, char** argv) {
 
   std::string text;
   {
-    std::ifstream in(text_path, std::ios::binary);
-    if (!in) {
-      fprintf(stderr, "pi-perplexity: cannot read '%s'\n", text_path.c_str());
+    const pi::Status rs = pi::ReadWholeFile(text_path, &text);
+    if (!rs.ok()) {
+      fprintf(stderr, "pi-perplexity: %s\n", rs.message().c_str());
       return 1;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
   }
 
   const double t_start = pi::NowSeconds();

@@ -10,13 +10,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/read_file.h"
 #include "common/activation_stats.h"
 #include "common/llama_model.h"
 #include "common/progress.h"
@@ -64,15 +63,6 @@ pi::Status ListCorpus(const std::string& path, std::vector<std::string>* files) 
   if (names.empty()) return pi::Status::Error("folder '%s' has no *.txt files", path.c_str());
   const std::string sep = EndsWith(path, "/") ? "" : "/";
   for (const std::string& n : names) files->push_back(path + sep + n);
-  return pi::Status::Ok();
-}
-
-pi::Status ReadFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return pi::Status::Error("cannot read '%s'", path.c_str());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
   return pi::Status::Ok();
 }
 
@@ -158,7 +148,7 @@ int main(int argc, char** argv) {
   std::string text;
   size_t files_read = 0;
   for (const std::string& path : files) {
-    s = ReadFile(path, &text);
+    s = pi::ReadWholeFile(path, &text);
     if (s.ok()) s = tok->Encode(text, false, &ids).WithContext(path);
     if (!s.ok()) {
       fprintf(stderr, "pi-profile: %s\n", s.message().c_str());

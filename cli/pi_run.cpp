@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
 #include "cli/gpu_split.h"
+#include "cli/read_file.h"
 #include "cli/sparse_note.h"
 #include "common/json.h"
 #include "common/llama_model.h"
@@ -124,14 +123,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!prompt_file.empty()) {
-    std::ifstream in(prompt_file, std::ios::binary);
-    if (!in) {
+    if (!pi::ReadWholeFile(prompt_file, &prompt).ok()) {
       fprintf(stderr, "pi-run: cannot read prompt file '%s'\n", prompt_file.c_str());
       return 1;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    prompt = ss.str();
     have_prompt = true;
   }
   if (!have_prompt) prompt = "";

@@ -33,7 +33,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -42,6 +41,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/read_file.h"
 #include "common/gguf.h"
 #include "common/llama_model.h"
 #include "common/predictor_samples.h"
@@ -88,15 +88,6 @@ void Usage() {
 std::string SampleDir(const std::string& out_path) {
   const size_t slash = out_path.rfind('/');
   return slash == std::string::npos ? "." : slash == 0 ? "/" : out_path.substr(0, slash);
-}
-
-pi::Status ReadFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return pi::Status::Error("cannot read '%s'", path.c_str());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return pi::Status::Ok();
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -217,7 +208,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<pi::Tokenizer> tok;
   if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
   std::string text;
-  if (s.ok()) s = ReadFile(text_path, &text);
+  if (s.ok()) s = pi::ReadWholeFile(text_path, &text);
   std::vector<int32_t> tokens;
   if (s.ok()) s = tok->Encode(text, false, &tokens).WithContext(text_path);
   if (!s.ok()) {

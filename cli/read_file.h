@@ -1,0 +1,15 @@
+// Reads a whole file (a corpus, a prompt) into memory: what the tools that
+// take -f do before tokenizing.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace pi {
+
+// *out = the bytes of `path`. Fails with "cannot read 'path'" when it cannot
+// be opened or a read fails.
+Status ReadWholeFile(const std::string& path, std::string* out);
+
+}  // namespace pi
