@@ -26,6 +26,7 @@
 
 #include "common/gguf.h"
 #include "common/synthetic_model.h"
+#include "common/transpose_tensor.h"
 #include "kernels/cpu/quant.h"
 
 namespace {
@@ -87,22 +88,6 @@ void ConvertRows(const pi::TensorInfo& t, pi::DType to, uint8_t* dst) {
   for (std::thread& th : threads) th.join();
 }
 
-// Writes ffn_down [n_ff, n_embd] (t: ne = {n_ff, n_embd}) as its transpose
-// [n_embd, n_ff] in type `to`: row i of the result is column i of the input.
-void TransposeRows(const pi::TensorInfo& t, pi::DType to, uint8_t* dst) {
-  const int64_t in_cols = t.ne[0], in_rows = t.ne[1];  // n_ff, n_embd
-  std::vector<float> all(static_cast<size_t>(in_cols * in_rows));
-  for (int64_t r = 0; r < in_rows; ++r) {
-    pi::DequantizeRow(t.type, t.data + r * t.row_bytes(), all.data() + r * in_cols, in_cols);
-  }
-  std::vector<float> row(static_cast<size_t>(in_rows));
-  const int64_t dst_row = pi::RowBytes(to, in_rows);
-  for (int64_t i = 0; i < in_cols; ++i) {
-    for (int64_t r = 0; r < in_rows; ++r) row[r] = all[r * in_cols + i];
-    pi::QuantizeRow(to, row.data(), dst + i * dst_row, in_rows);
-  }
-}
-
 bool IsFfnDown(const std::string& name) {
   return name.compare(0, 4, "blk.") == 0 && EndsWith(name, ".ffn_down.weight");
 }
@@ -159,7 +144,7 @@ int main(int argc, char** argv) {
                                     static_cast<int>(std::to_string(n_tensors).size()), i + 1,
                                     n_tensors, name.c_str(), t.ShapeString().c_str(),
                                     pi::DTypeName(t.type), pi::DTypeName(out_type));
-                            TransposeRows(t, out_type, static_cast<uint8_t*>(dst));
+                            pi::TransposeTensor(t, out_type, static_cast<uint8_t*>(dst));
                             return pi::Status::Ok();
                           });
       if (!s.ok()) {

@@ -49,6 +49,7 @@
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "common/tokenizer.h"
+#include "common/transpose_tensor.h"
 #include "coordinator/engine.h"
 #include "kernels/cpu/quant.h"
 
@@ -93,22 +94,6 @@ std::string SampleDir(const std::string& out_path) {
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// ffn_down [n_ff, n_embd] written as ffn_down_t [n_embd, n_ff] (row i =
-// neuron i's outputs) in type `to`.
-void TransposeDown(const pi::TensorInfo& t, pi::DType to, uint8_t* dst) {
-  const int64_t in_cols = t.ne[0], in_rows = t.ne[1];
-  std::vector<float> all(static_cast<size_t>(in_cols * in_rows));
-  for (int64_t r = 0; r < in_rows; ++r) {
-    pi::DequantizeRow(t.type, t.data + r * t.row_bytes(), all.data() + r * in_cols, in_cols);
-  }
-  std::vector<float> row(static_cast<size_t>(in_rows));
-  const int64_t dst_row = pi::RowBytes(to, in_rows);
-  for (int64_t i = 0; i < in_cols; ++i) {
-    for (int64_t r = 0; r < in_rows; ++r) row[r] = all[r * in_cols + i];
-    pi::QuantizeRow(to, row.data(), dst + i * dst_row, in_rows);
-  }
 }
 
 bool ParseRanks(const std::string& s, std::vector<int>* out) {
@@ -444,7 +429,7 @@ int main(int argc, char** argv) {
       const pi::DType to = t.ne[1] % block == 0 ? t.type : pi::DType::kF32;
       const std::string name = t.name.substr(0, t.name.size() - 7) + "_t.weight";
       s = w.AddTensorFill(name, to, {t.ne[1], t.ne[0]}, [&t, to](void* dst) {
-        TransposeDown(t, to, static_cast<uint8_t*>(dst));
+        pi::TransposeTensor(t, to, static_cast<uint8_t*>(dst));
         return pi::Status::Ok();
       });
     } else {
