@@ -396,26 +396,19 @@ void TileQuantIds(const MatMulArgs& a, int64_t k) {
   for (int i = 0; i < R; ++i) a.y[a.ids[k + i]] = out[i][0];
 }
 
-// ---- tiling driver ------------------------------------------------------------
-
-using TileFn = void (*)(const MatMulArgs&, int64_t r, int64_t b0);
-
-// Tiles for one weight type: vec covers vec_rows rows of a batch-1 product;
-// full[B-1] covers kTileRows rows and single[B-1] one row, with B batch
-// columns.
-struct TileSet {
-  int vec_rows;
-  TileFn vec;
-  TileFn full[kMaxBatch];
-  TileFn single[kMaxBatch];
-};
+// ---- tiles for the shared driver (matmul_impl.h) ------------------------------
+// No short-row path here (short_row_cols 0): it was measured on AVX-512 only.
 
 template <DType T>
 constexpr TileSet FloatTiles() {
   return {1,
           TileFloat<T, 1, 1>,
           {TileFloat<T, kTileRows, 1>, TileFloat<T, kTileRows, 2>},
-          {TileFloat<T, 1, 1>, TileFloat<T, 1, 2>}};
+          {TileFloat<T, 1, 1>, TileFloat<T, 1, 2>},
+          kTileRows,
+          kMaxBatch,
+          kPanelBytes,
+          0};
 }
 
 template <bool kQ4>
@@ -423,7 +416,11 @@ constexpr TileSet QuantTiles() {
   return {kQ4 ? kVecRowsQ4 : 1,
           kQ4 ? TileQuant<kQ4, kVecRowsQ4, 1> : TileQuant<kQ4, 1, 1>,
           {TileQuant<kQ4, kTileRows, 1>, TileQuant<kQ4, kTileRows, 2>},
-          {TileQuant<kQ4, 1, 1>, TileQuant<kQ4, 1, 2>}};
+          {TileQuant<kQ4, 1, 1>, TileQuant<kQ4, 1, 2>},
+          kTileRows,
+          kMaxBatch,
+          kPanelBytes,
+          0};
 }
 
 constexpr TileSet kF32Tiles = FloatTiles<DType::kF32>();
@@ -432,52 +429,19 @@ constexpr TileSet kBf16Tiles = FloatTiles<DType::kBF16>();
 constexpr TileSet kQ8Tiles = QuantTiles<false>();
 constexpr TileSet kQ4Tiles = QuantTiles<true>();
 
-void Drive(const MatMulArgs& a, const TileSet& t) {
-  if (a.batch == 1) {
-    int64_t r = a.r0;
-    for (; r + t.vec_rows <= a.r1; r += t.vec_rows) t.vec(a, r, 0);
-    for (; r < a.r1; ++r) t.single[0](a, r, 0);
-    return;
-  }
-  // Batched: row panels small enough to stay in L2 while every chunk of
-  // kMaxBatch batch columns passes over them, so DRAM sees each row once.
-  const int64_t panel_rows = kPanelBytes / static_cast<int64_t>(a.row_bytes ? a.row_bytes : 1);
-  const int64_t panel = panel_rows < kTileRows ? kTileRows : panel_rows / kTileRows * kTileRows;
-  for (int64_t p0 = a.r0; p0 < a.r1; p0 += panel) {
-    const int64_t p1 = Min64(a.r1, p0 + panel);
-    for (int64_t b0 = 0; b0 < a.batch; b0 += kMaxBatch) {
-      const int nb = static_cast<int>(Min64(kMaxBatch, a.batch - b0));
-      int64_t r = p0;
-      for (; r + kTileRows <= p1; r += kTileRows) t.full[nb - 1](a, r, b0);
-      for (; r < p1; ++r) t.single[nb - 1](a, r, b0);
-    }
-  }
-}
-
-// Indexed matrix-vector tiles: the batch-1 tile shapes of TileSet.
-using IdTileFn = void (*)(const MatMulArgs&, int64_t k);
-
-struct IdTileSet {
-  int vec_rows;
-  IdTileFn vec;
-  IdTileFn single;
-};
-
 template <DType T>
 constexpr IdTileSet FloatIdTiles() {
-  return {1, TileFloatIds<T, 1>, TileFloatIds<T, 1>};
+  return {1, TileFloatIds<T, 1>, TileFloatIds<T, 1>, nullptr, kTileRows, 0};
 }
 
 template <bool kQ4>
 constexpr IdTileSet QuantIdTiles() {
-  return {kQ4 ? kVecRowsQ4 : 1, kQ4 ? TileQuantIds<kQ4, kVecRowsQ4> : TileQuantIds<kQ4, 1>,
-          TileQuantIds<kQ4, 1>};
-}
-
-void DriveIds(const MatMulArgs& a, const IdTileSet& t) {
-  int64_t k = a.r0;
-  for (; k + t.vec_rows <= a.r1; k += t.vec_rows) t.vec(a, k);
-  for (; k < a.r1; ++k) t.single(a, k);
+  return {kQ4 ? kVecRowsQ4 : 1,
+          kQ4 ? TileQuantIds<kQ4, kVecRowsQ4> : TileQuantIds<kQ4, 1>,
+          TileQuantIds<kQ4, 1>,
+          nullptr,
+          kTileRows,
+          0};
 }
 
 // ---- axpy ---------------------------------------------------------------------
@@ -639,30 +603,30 @@ void MatMulRowsAvx2(const MatMulArgs& a) {
   if (a.ids) {
     switch (a.wtype) {
       case DType::kF32:
-        return DriveIds(a, FloatIdTiles<DType::kF32>());
+        return DriveIdTiles(a, FloatIdTiles<DType::kF32>());
       case DType::kF16:
-        return DriveIds(a, FloatIdTiles<DType::kF16>());
+        return DriveIdTiles(a, FloatIdTiles<DType::kF16>());
       case DType::kBF16:
-        return DriveIds(a, FloatIdTiles<DType::kBF16>());
+        return DriveIdTiles(a, FloatIdTiles<DType::kBF16>());
       case DType::kQ8_0:
-        return DriveIds(a, QuantIdTiles<false>());
+        return DriveIdTiles(a, QuantIdTiles<false>());
       case DType::kQ4_0:
-        return DriveIds(a, QuantIdTiles<true>());
+        return DriveIdTiles(a, QuantIdTiles<true>());
       default:
         return;
     }
   }
   switch (a.wtype) {
     case DType::kF32:
-      return Drive(a, kF32Tiles);
+      return DriveTiles(a, kF32Tiles);
     case DType::kF16:
-      return Drive(a, kF16Tiles);
+      return DriveTiles(a, kF16Tiles);
     case DType::kBF16:
-      return Drive(a, kBf16Tiles);
+      return DriveTiles(a, kBf16Tiles);
     case DType::kQ8_0:
-      return Drive(a, kQ8Tiles);
+      return DriveTiles(a, kQ8Tiles);
     case DType::kQ4_0:
-      return Drive(a, kQ4Tiles);
+      return DriveTiles(a, kQ4Tiles);
     default:
       return;
   }

@@ -77,6 +77,49 @@ struct AxpyArgs {
   const int32_t* ids;
 };
 
+// ---- the tiling driver, shared by the SIMD levels ---------------------------
+// Each level (matmul_avx2.cpp, matmul_avx512.cpp) compiles its tiles with its
+// own flags and describes them here; DriveTiles / DriveIdTiles (in
+// matmul_drive.cpp, compiled without -m flags: they only call through these
+// pointers) walk the rows.
+
+// Tile that computes rows [r, r + rows) x batch columns [b0, b0 + B).
+using TileFn = void (*)(const MatMulArgs&, int64_t r, int64_t b0);
+constexpr int kMaxTileBatch = 4;
+
+// Tiles for one weight type at one level: vec covers vec_rows rows of a
+// batch-1 product; full[B-1] covers tile_rows rows and single[B-1] one row,
+// with B <= max_batch batch columns.
+struct TileSet {
+  int vec_rows;
+  TileFn vec;
+  TileFn full[kMaxTileBatch];
+  TileFn single[kMaxTileBatch];
+  int tile_rows;
+  int max_batch;
+  // Batched products go over row panels of about this many bytes, so each
+  // panel stays in L2 while every chunk of batch columns passes over it.
+  int64_t panel_bytes;
+  // Batch-1 rows of at most this many weights go tile_rows at a time (their
+  // own loop is too short to hide a lone row's horizontal sum); 0: never.
+  int64_t short_row_cols;
+};
+
+// Indexed (batch 1): tile that computes rows ids[k ..) of a.ids.
+using IdTileFn = void (*)(const MatMulArgs&, int64_t k);
+
+struct IdTileSet {
+  int vec_rows;
+  IdTileFn vec;
+  IdTileFn single;
+  IdTileFn short_rows;  // tile_rows ids at a time, for rows <= short_row_cols
+  int tile_rows;
+  int64_t short_row_cols;  // 0: never
+};
+
+void DriveTiles(const MatMulArgs& a, const TileSet& t);
+void DriveIdTiles(const MatMulArgs& a, const IdTileSet& t);
+
 void MatMulRowsRef(const MatMulArgs& args);
 void AxpyRowsRef(const AxpyArgs& args);
 void MatMulRowsAvx2(const MatMulArgs& args);
