@@ -86,8 +86,14 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
       const int n_pos = n_past + b + 1;
       // scores = K q (a matvec over the head's cached keys), softmax, then
       // out = sum_p scores[p] V[p] (an axpy over the head's cached values).
-      PrepareActivation(k_type_, q_.data() + static_cast<int64_t>(b) * qd + head * hd, hd, q_k);
-      MatVecRows(k_type_, cache->k(layer_index, kv_head), hd, q_k, scores, 0, n_pos);
+      // Float keys read q itself; a Q8_0 key cache reads a Q8_0 copy of it.
+      const float* qh = q_.data() + static_cast<int64_t>(b) * qd + head * hd;
+      const void* q_in = qh;
+      if (ReadsQ8(k_type_)) {
+        PrepareActivation(k_type_, qh, hd, q_k);
+        q_in = q_k;
+      }
+      MatVecRows(k_type_, cache->k(layer_index, kv_head), hd, q_in, scores, 0, n_pos);
       for (int p = 0; p < n_pos; ++p) scores[p] *= scale;
       Softmax(scores, n_pos);
       float* out = attn_.data() + static_cast<int64_t>(b) * qd + head * hd;

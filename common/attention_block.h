@@ -41,7 +41,7 @@ class AttentionBlock {
   std::vector<float> rope_cs_;  // [max_batch, rope_dims] RopeAngles of positions rope_from_..
   int rope_from_ = -1, rope_count_ = 0;
   std::vector<float> scores_;  // [n_threads, n_ctx]
-  std::vector<uint8_t> q_k_;   // [n_threads] one head's query prepared for k_type_
+  std::vector<uint8_t> q_k_;   // [n_threads] one head's query as Q8_0 (a q8_0 key cache)
   std::vector<uint8_t> q8_;    // prepared Q8_0 input, max(n_embd, q_dim) wide
 };
 
