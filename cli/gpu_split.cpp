@@ -123,6 +123,8 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
           HumanBytes(HotRowBytes(model, split->hot)).c_str(), backend->name(), why.c_str(),
           plan_path.c_str(), reused ? "reused" : "written");
   split->backend = std::move(backend);
+  split->plan = std::move(plan);
+  split->plan_path = plan_path;
   options->hot_backend = split->backend.get();
   options->hot_neurons = &split->hot;
   return Status::Ok();

@@ -18,6 +18,7 @@
 #include "cli/args.h"
 #include "common/ffn_backend.h"
 #include "common/llama_model.h"
+#include "common/placement.h"
 #include "coordinator/engine.h"
 
 namespace pi {
@@ -39,6 +40,8 @@ extern const char kGpuSplitUsage[];
 struct GpuSplit {
   std::unique_ptr<FfnBackend> backend;
   std::vector<std::vector<int32_t>> hot;
+  Placement plan;         // the plan in use (read or made)
+  std::string plan_path;  // where it is cached
 };
 
 // Loads or makes the plan, loads the backend and points `options` at it;

@@ -67,6 +67,7 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
   if (logits_.size() < rows * n_vocab) logits_.resize(rows * n_vocab);
   last_ffn_neurons_ = 0;
   last_ffn_gate_rows_ = 0;
+  last_ffn_hot_fired_ = 0;
   for (int i = 0; i < n; i += n_batch_) {
     const int b = std::min(n_batch_, n - i);
     const bool last = i + b == n;
@@ -97,6 +98,7 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
     ffn_.Forward(il, batch, ffn_in, h_.data(), pool_.get());
     last_ffn_neurons_ += ffn_.last_computed_neurons();
     last_ffn_gate_rows_ += ffn_.last_gate_rows();
+    last_ffn_hot_fired_ += ffn_.last_hot_fired();
     if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
   }
   n_past_ += batch;

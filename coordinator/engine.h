@@ -68,6 +68,9 @@ class Engine {
   // gate rows of candidates that did not fire).
   int64_t last_ffn_neurons() const { return last_ffn_neurons_; }
   int64_t last_ffn_gate_rows() const { return last_ffn_gate_rows_; }
+  // Of last_ffn_neurons(), those computed where the placement put them in
+  // VRAM (the hot neurons of a split: the GPU's share of the fired neurons).
+  int64_t last_ffn_hot_fired() const { return last_ffn_hot_fired_; }
   int n_vocab() const { return model_->config.n_vocab; }
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
@@ -95,6 +98,7 @@ class Engine {
   int n_batch_ = 0;
   int64_t last_ffn_neurons_ = 0;
   int64_t last_ffn_gate_rows_ = 0;
+  int64_t last_ffn_hot_fired_ = 0;
   float predictor_threshold_ = 0.0f;
   int n_past_ = 0;
   std::unique_ptr<ThreadPool> pool_;
