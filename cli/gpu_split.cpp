@@ -6,6 +6,7 @@
 
 #include "common/activation_stats.h"
 #include "common/placement.h"
+#include "common/predictor.h"
 #include "gpu_worker/ffn_backend_factory.h"
 #include "gpu_worker/hot_rows.h"
 
@@ -50,6 +51,54 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+// The GPU side of a plan: its layers are the prefix whose attention and KV
+// cache it holds (placement.h places them in layer order), with their hot
+// neurons; loads the device and points options->device at it.
+Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& plan, int n_ctx,
+                   GpuSplit* split, EngineOptions* options) {
+  const LlamaConfig& c = model.config;
+  DevicePlan dp;
+  while (dp.n_layers < c.n_layer && plan.layers[dp.n_layers].attn_on_gpu &&
+         plan.layers[dp.n_layers].kv_on_gpu) {
+    ++dp.n_layers;
+  }
+  dp.output = plan.output_on_gpu;
+  dp.hot.assign(c.n_layer, {});
+  int64_t n_hot = 0;
+  for (int il = 0; il < dp.n_layers; ++il) {
+    dp.hot[il] = plan.layers[il].gpu_neurons;
+    n_hot += static_cast<int64_t>(dp.hot[il].size());
+  }
+  dp.n_ctx = n_ctx;
+  dp.cache_type_k = options->cache_type_k;
+  dp.cache_type_v = options->cache_type_v;
+  if (options->sparse == SparseMode::kPredictor) {
+    dp.mode = SparseMode::kPredictor;
+    PI_RETURN_IF_ERROR(ResolvePredictorThreshold(c, options->sparse_threshold, &dp.threshold));
+  }
+  if (dp.n_layers == 0 && !dp.output) {
+    fprintf(stderr,
+            "%s: the VRAM budget holds no layer and not the output head: everything "
+            "runs on the CPU\n",
+            tool);
+    return Status::Ok();
+  }
+  std::unique_ptr<DeviceBackend> device;
+  PI_RETURN_IF_ERROR(CreateDeviceBackend(&device));
+  PI_RETURN_IF_ERROR(device->Load(model, dp));
+  fprintf(stderr,
+          "%s: GPU ('%s' backend): %d of %d layers (attention, KV cache%s) with %lld of %lld FFN "
+          "neurons, %s; %s in VRAM; the rest on the CPU\n",
+          tool, device->name(), dp.n_layers, c.n_layer,
+          dp.mode == SparseMode::kPredictor ? ", predictor" : "", static_cast<long long>(n_hot),
+          static_cast<long long>(dp.n_layers) * c.n_ff,
+          dp.output ? "the output head" : "not the output head",
+          HumanBytes(device->resident_bytes()).c_str());
+  split->device = std::move(device);
+  options->device = split->device.get();
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status SetUpGpuSplit(const char* tool, const std::string& model_path, const LlamaModel& model,
@@ -78,7 +127,15 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   PI_RETURN_IF_ERROR(ReadActivationStats(stats_path, &stats));
   PI_RETURN_IF_ERROR(CheckStatsMatchModel(stats, model).WithContext(stats_path));
 
+  // A GPU takes a prefix of the layers when not all of them fit; the host
+  // backend only hot neurons.
+  std::string why;
+  const bool cuda = flags.ffn_backend != "host" && CudaFfnBackendAvailable(&why);
+  if (flags.ffn_backend == "cuda" && !cuda) {
+    return Status::Error("--ffn-backend cuda is not available: %s", why.c_str());
+  }
   PlacementOptions opt;
+  opt.allow_partial_dense = cuda;
   opt.vram_budget = flags.vram_budget;
   opt.n_ctx = n_ctx;
   opt.cache_type_k = options->cache_type_k;
@@ -100,6 +157,13 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
     PI_RETURN_IF_ERROR(WritePlan(plan, plan_path));
   }
 
+  if (cuda) {
+    PI_RETURN_IF_ERROR(SetUpDevice(tool, model, plan, n_ctx, split, options));
+    fprintf(stderr, "%s: plan %s %s\n", tool, plan_path.c_str(), reused ? "reused" : "written");
+    split->plan = std::move(plan);
+    split->plan_path = plan_path;
+    return Status::Ok();
+  }
   split->hot.clear();
   int64_t n_hot = 0;
   for (const LayerPlacement& l : plan.layers) {
@@ -110,11 +174,7 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   PI_RETURN_IF_ERROR(CreateFfnBackend(flags.ffn_backend, 1, &backend));
   PI_RETURN_IF_ERROR(backend->Load(model, split->hot));
   // Say why "auto" did not pick the GPU: the backend is never swapped silently.
-  std::string why;
-  if (flags.ffn_backend == "auto" && std::string(backend->name()) != "cuda") {
-    CudaFfnBackendAvailable(&why);
-    why = " (auto: " + why + ")";
-  }
+  if (flags.ffn_backend == "auto") why = " (auto: " + why + ")";
   fprintf(stderr,
           "%s: FFN split: %lld of %lld neurons hot (%s of rows) on the '%s' backend%s, the rest "
           "on the CPU; plan %s %s\n",

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "common/device_backend.h"
 #include "common/ffn_backend.h"
 #include "common/llama_model.h"
 #include "common/placement.h"
@@ -38,16 +39,24 @@ extern const char kGpuSplitUsage[];
 // The split, when asked for: owns the backend and the hot sets the engine
 // options point to.
 struct GpuSplit {
-  std::unique_ptr<FfnBackend> backend;
+  std::unique_ptr<FfnBackend> backend;    // the host backend: hot neurons only
+  std::unique_ptr<DeviceBackend> device;  // a GPU: a prefix of the layers and the head
   std::vector<std::vector<int32_t>> hot;
   Placement plan;         // the plan in use (read or made)
   std::string plan_path;  // where it is cached
 };
 
 // Loads or makes the plan, loads the backend and points `options` at it;
-// prints what it did (which backend, how many hot neurons, plan reused or
+// prints what it did (which backend, what went where, plan reused or
 // written) to stderr. Does nothing without --vram-budget or with
 // --disable-gpu-index.
+//
+// On a GPU (cuda) the plan may hold only part of the dense blocks: the
+// layers whose attention fits run on the device, with their hot neurons,
+// and the rest on the CPU (options->device). The host backend takes only
+// hot neurons, so it needs every dense block placed (options->hot_backend).
+// With options->sparse == kPredictor the device evaluates the predictors of
+// its layers (at options->sparse_threshold, resolved as the engine does).
 Status SetUpGpuSplit(const char* tool, const std::string& model_path, const LlamaModel& model,
                      const GpuSplitFlags& flags, int n_ctx, GpuSplit* split,
                      EngineOptions* options);

@@ -7,7 +7,10 @@
 //
 // Beyond llama-bench: the weight bytes each generated token reads, the GB/s
 // that implies, and a read-bandwidth probe of this machine with the same
-// threads, so a tg row shows how close decode runs to the memory limit.
+// threads, so a tg row shows how close decode runs to the memory limit. With
+// a hot/cold split (--vram-budget) a tg row also splits those bytes by device
+// under the plan, with the GPU's share of the fired neurons, and compares the
+// measured time with the time model's bound (common/time_model.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -28,43 +32,15 @@
 #include "cli/sparse_note.h"
 #include "common/json.h"
 #include "common/memory_bandwidth.h"
+#include "common/placement.h"
 #include "common/progress.h"
+#include "common/time_model.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
+#include "gpu_worker/gpu_bandwidth.h"
 #include "kernels/cpu/isa.h"
 
 namespace {
-
-// Weight and KV cache bytes one decode step reads, on average over a tg run
-// of `ng` tokens: every matrix once, less the FFN rows sparse steps skip (the
-// up and down rows of silent neurons, the gate rows of neurons no one asked
-// for), plus the predictor in predictor mode, plus the KV cache read at the
-// run's average depth.
-double DecodeBytesPerToken(const pi::LlamaModel& model, pi::SparseMode mode, int ng,
-                           int64_t kv_cache_bytes, int n_ctx, double ffn_neurons, double gate_rows,
-                           int reps) {
-  const pi::LlamaConfig& c = model.config;
-  double bytes = static_cast<double>(model.DecodeWeightBytes());
-  bytes += static_cast<double>(kv_cache_bytes) / n_ctx * (ng + 1) / 2.0;
-  const double all = static_cast<double>(reps) * ng * c.n_layer * c.n_ff;
-  const pi::LlamaLayer& l0 = model.layers[0];
-  const int64_t down_row =
-      l0.ffn_down_t.present() ? l0.ffn_down_t.row_bytes : l0.ffn_down.nbytes() / c.n_ff;
-  // The rows that decide whether a neuron fires (gate; up when ungated) are
-  // read for every candidate, the rest only for neurons that fired.
-  const bool gated = pi::FfnIsGated(c.activation);
-  const int64_t decide_row = gated ? l0.ffn_gate.row_bytes : l0.ffn_up.row_bytes;
-  const int64_t fired_row = (gated ? l0.ffn_up.row_bytes : 0) + down_row;
-  const double per_token = static_cast<double>(c.n_layer) * c.n_ff;
-  bytes -= (1.0 - ffn_neurons / all) * per_token * static_cast<double>(fired_row) +
-           (1.0 - gate_rows / all) * per_token * static_cast<double>(decide_row);
-  if (mode == pi::SparseMode::kPredictor) {
-    for (const pi::LlamaLayer& l : model.layers) {
-      bytes += static_cast<double>(l.fc1.nbytes() + l.fc2.nbytes());
-    }
-  }
-  return bytes;
-}
 
 void Usage() {
   fprintf(stderr,
@@ -77,7 +53,9 @@ void Usage() {
           "  -r, --repetitions N      (default 5)\n"
           "  -o, --output md|csv|json|jsonl   (default md)\n"
           "  --isa scalar|avx2|avx512 force a kernel level (default: best available)\n"
-          "  --no-bw                  skip the memory-bandwidth probe\n"
+          "  --no-bw                  skip the memory-bandwidth probes (CPU and GPU)\n"
+          "  --link-gbs X             CPU-GPU link bandwidth in GB/s for the time bound\n"
+          "                           (default unknown: transfers left out of the bound)\n"
           "  --sparse off[,oracle][,predictor]  FFN sparsity modes to compare (default off)\n"
           "  --sparse-threshold X     predictor score threshold (default: env\n"
           "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
@@ -119,6 +97,14 @@ struct Result {
   double mem_bw_gbs = 0;
   std::string sparse = "off";
   double ffn_active = 1.0;  // tg: share of FFN neurons computed per token
+  // The split (--vram-budget) and the time model (tg rows; see time_model.h).
+  std::string backend = "none";  // the hot neurons' backend
+  int64_t vram_budget = -1;      // the plan's budget; -1 without a split
+  std::string plan_fingerprint;  // FNV-1a 64 of the plan file; "" without
+  double gpu_fired_share = 0;    // of the fired FFN neurons, those on the hot side
+  pi::DeviceBytes device_bytes;  // per token
+  double gpu_bw_gbs = 0, link_gbs = 0;
+  double bound_ms_per_token = 0;  // 0: not computable
 
   double avg(const std::vector<double>& v) const {
     double s = 0;
@@ -140,6 +126,11 @@ struct Result {
   }
   double avg_gbs() const {
     return n_gen > 0 ? weight_bytes_per_token * avg(samples_ts()) / 1e9 : 0.0;
+  }
+  // The bound's share of the measured time per token (1: at the bound).
+  double bound_fraction() const {
+    const double ms_per_token = avg(samples_ns) / 1e6 / std::max(1, n_gen);
+    return n_gen > 0 && ms_per_token > 0 ? bound_ms_per_token / ms_per_token : 0.0;
   }
 };
 
@@ -187,7 +178,37 @@ std::string ToJson(const Result& r) {
   s += ",\"sparse\":" + pi::JsonEscape(r.sparse);
   s += ",\"ffn_active\":" + pi::JsonNumber(r.ffn_active);
   s += ",\"bw_fraction\":" + pi::JsonNumber(r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0);
+  s += ",\"backend\":" + pi::JsonEscape(r.backend);
+  s += ",\"vram_budget\":" + std::to_string(r.vram_budget);
+  s += ",\"plan_fingerprint\":" + pi::JsonEscape(r.plan_fingerprint);
+  s += ",\"gpu_fired_share\":" + pi::JsonNumber(r.gpu_fired_share);
+  s += ",\"gpu_bytes_per_token\":" + pi::JsonNumber(r.device_bytes.gpu);
+  s += ",\"cpu_bytes_per_token\":" + pi::JsonNumber(r.device_bytes.cpu);
+  s += ",\"xfer_bytes_per_token\":" + pi::JsonNumber(r.device_bytes.xfer);
+  s += ",\"gpu_bw_gbs\":" + pi::JsonNumber(r.gpu_bw_gbs);
+  s += ",\"link_gbs\":" + pi::JsonNumber(r.link_gbs);
+  s += ",\"bound_ms_per_token\":" + pi::JsonNumber(r.bound_ms_per_token);
+  s += ",\"bound_fraction\":" + pi::JsonNumber(r.bound_fraction());
   return s + "}";
+}
+
+// The md table's split columns: backend and budget, then for tg rows the
+// GPU's share of the fired neurons, MB per token by device, the bound's share.
+std::string SplitColumns(const Result& r) {
+  const bool split = r.vram_budget >= 0;
+  const bool tg = r.n_gen > 0;
+  const pi::DeviceBytes& b = r.device_bytes;
+  std::string s = split ? r.backend + " " + pi::BudgetString(r.vram_budget) : "none";
+  s += " | ";
+  if (tg && split) s += Fmt("%.1f", 100 * r.gpu_fired_share) + "%";
+  s += " | ";
+  if (tg) {
+    s += Fmt("%.2f", b.gpu / 1e6) + "/" + Fmt("%.2f", b.cpu / 1e6) + "/";
+    s += Fmt("%.3f", b.xfer / 1e6);
+  }
+  s += " | ";
+  if (tg && r.bound_ms_per_token > 0) s += Fmt("%.0f", 100 * r.bound_fraction()) + "%";
+  return s;
 }
 
 void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
@@ -202,27 +223,34 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
     printf(
         "model_filename,model_type,model_size,model_n_params,cpu_isa,n_batch,n_threads,"
         "n_prompt,n_gen,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts,weight_bytes_per_token,"
-        "avg_gbs,mem_bw_gbs,bw_fraction,sparse,ffn_active\n");
+        "avg_gbs,mem_bw_gbs,bw_fraction,sparse,ffn_active,backend,vram_budget,plan_fingerprint,"
+        "gpu_fired_share,gpu_bytes_per_token,cpu_bytes_per_token,xfer_bytes_per_token,gpu_bw_gbs,"
+        "link_gbs,bound_ms_per_token,bound_fraction\n");
     for (const Result& r : rs) {
       const std::vector<double> ts = r.samples_ts();
       printf(
           "\"%s\",\"%s\",%lld,%lld,%s,%d,%d,%d,%d,%s,%.0f,%.0f,%.6f,%.6f,%.0f,%.3f,%.3f,%.4f,%s,"
-          "%.4f\n",
+          "%.4f,%s,%lld,%s,%.4f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%.4f\n",
           r.model_filename.c_str(), r.model_type.c_str(), static_cast<long long>(r.model_size),
           static_cast<long long>(r.model_n_params), r.isa.c_str(), r.n_batch, r.n_threads,
           r.n_prompt, r.n_gen, r.test_time.c_str(), r.avg(r.samples_ns), r.stddev(r.samples_ns),
           r.avg(ts), r.stddev(ts), r.weight_bytes_per_token, r.avg_gbs(), r.mem_bw_gbs,
-          r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0.0, r.sparse.c_str(), r.ffn_active);
+          r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0.0, r.sparse.c_str(), r.ffn_active,
+          r.backend.c_str(), static_cast<long long>(r.vram_budget), r.plan_fingerprint.c_str(),
+          r.gpu_fired_share, r.device_bytes.gpu, r.device_bytes.cpu, r.device_bytes.xfer,
+          r.gpu_bw_gbs, r.link_gbs, r.bound_ms_per_token, r.bound_fraction());
     }
   } else {
     printf(
         "| model | size | params | isa | threads | sparse | FFN active | test | t/s | GB/s | "
-        "mem BW GB/s | of BW |\n");
-    printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        "mem BW GB/s | of BW | split | GPU fired | MB/tok GPU/CPU/xfer | of bound |\n");
+    printf(
+        "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | "
+        "---: | ---: | ---: |\n");
     for (const Result& r : rs) {
       const std::vector<double> ts = r.samples_ts();
       const bool tg = r.n_gen > 0;
-      printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s ± %s | %s | %s | %s |\n",
+      printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s ± %s | %s | %s | %s | %s |\n",
              r.model_type.c_str(), (Fmt("%.2f", r.model_size / 1048576.0) + " MiB").c_str(),
              (Fmt("%.2f", r.model_n_params / 1e6) + " M").c_str(), r.isa.c_str(), r.n_threads,
              r.sparse.c_str(), tg ? (Fmt("%.1f", 100 * r.ffn_active) + "%").c_str() : "",
@@ -230,9 +258,61 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
              tg ? Fmt("%.2f", r.avg_gbs()).c_str() : "",
              r.mem_bw_gbs > 0 ? Fmt("%.2f", r.mem_bw_gbs).c_str() : "",
              tg && r.mem_bw_gbs > 0 ? (Fmt("%.0f", 100 * r.avg_gbs() / r.mem_bw_gbs) + "%").c_str()
-                                    : "");
+                                    : "",
+             SplitColumns(r).c_str());
     }
   }
+}
+
+// What every row of a model says about its split: the backend, the plan's
+// budget and the plan file's fingerprint; `plan` is null without a plan.
+struct SplitInfo {
+  std::string backend = "none";
+  int64_t vram_budget = -1;
+  std::string plan_fingerprint;
+  const pi::Placement* plan = nullptr;
+};
+
+SplitInfo DescribeSplit(const pi::GpuSplit& split) {
+  SplitInfo info;
+  if (split.plan_path.empty()) return info;  // no --vram-budget, or --disable-gpu-index
+  // A GPU holds layers (device); the host backend only hot neurons. A plan
+  // that gives the GPU nothing loads neither, and everything runs here.
+  if (split.device) {
+    info.backend = split.device->name();
+  } else if (split.backend) {
+    info.backend = split.backend->name();
+  }
+  info.vram_budget = split.plan.vram_budget;
+  info.plan = &split.plan;
+  // The file's bytes, as written or reused: the same fingerprint means the
+  // same placement, whichever run or machine made it.
+  std::string bytes;
+  if (pi::ReadWholeFile(split.plan_path, &bytes).ok()) {
+    info.plan_fingerprint = pi::Fnv1a64Hex(bytes);
+  } else {
+    fprintf(stderr, "pi-bench: cannot read the plan %s to fingerprint it\n",
+            split.plan_path.c_str());
+  }
+  return info;
+}
+
+// The GPU's read bandwidth for the time bound: measured once per process, and
+// only for a split on the cuda backend (the host backend's hot rows are in
+// host memory); 0, with the reason on stderr, when there is none.
+double GpuBandwidth(const SplitInfo& info, bool probe, std::optional<double>* measured) {
+  if (!probe || info.backend != "cuda") return 0;
+  if (!measured->has_value()) {
+    std::string why;
+    *measured = pi::MeasureGpuReadBandwidthGBs(&why);
+    if (**measured <= 0) fprintf(stderr, "pi-bench: no GPU bandwidth: %s\n", why.c_str());
+  }
+  return **measured;
+}
+
+// Prints each distinct note once.
+void NoteOnce(const std::string& note, std::set<std::string>* printed) {
+  if (printed->insert(note).second) fprintf(stderr, "pi-bench: %s\n", note.c_str());
 }
 
 }  // namespace
@@ -246,6 +326,7 @@ int main(int argc, char** argv) {
   int reps = 5, n_batch = 64;
   std::string out_fmt = "md", isa_name;
   bool bw_probe = true;
+  double link_gbs = 0;
   std::vector<pi::SparseMode> sparse_modes = {pi::SparseMode::kOff};
   std::optional<float> sparse_threshold;
   std::string text_path, text;
@@ -270,6 +351,8 @@ int main(int argc, char** argv) {
       isa_name = args.String(f);
     else if (f == "--no-bw")
       bw_probe = false;
+    else if (f == "--link-gbs")
+      link_gbs = args.Float(f);
     else if (f == "--sparse") {
       sparse_modes.clear();
       for (const std::string& m : SplitList(args.String(f))) {
@@ -290,7 +373,7 @@ int main(int argc, char** argv) {
       args.Fail("unknown flag '" + f + "' (see --help)");
   }
   if (args.failed()) return 2;
-  if (reps < 1 || n_batch < 1 ||
+  if (reps < 1 || n_batch < 1 || link_gbs < 0 ||
       (out_fmt != "md" && out_fmt != "csv" && out_fmt != "json" && out_fmt != "jsonl")) {
     Usage();
     return 2;
@@ -329,6 +412,8 @@ int main(int argc, char** argv) {
 
   std::vector<Result> results;
   std::mt19937 rng(1234);
+  std::optional<double> gpu_bw_measured;
+  std::set<std::string> notes;
   for (const std::string& path : models) {
     pi::LlamaModel model;
     pi::Status s = pi::LoadLlamaModel(path, &model);
@@ -362,11 +447,18 @@ int main(int argc, char** argv) {
     pi::EngineOptions split_opt;
     split_opt.cache_type_k = cache_type_k;
     split_opt.cache_type_v = cache_type_v;
+    // A GPU evaluates its layers' predictors when a predictor run is asked for.
+    for (pi::SparseMode m : sparse_modes) {
+      if (m == pi::SparseMode::kPredictor) split_opt.sparse = m;
+    }
+    split_opt.sparse_threshold = sparse_threshold;
     s = pi::SetUpGpuSplit("pi-bench", path, model, split_flags, max_ctx, &split, &split_opt);
     if (!s.ok()) {
       fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
       return 1;
     }
+    const SplitInfo split_info = DescribeSplit(split);
+    const double gpu_bw = GpuBandwidth(split_info, bw_probe, &gpu_bw_measured);
 
     for (int nt : threads) {
       double bw = 0;
@@ -396,7 +488,7 @@ int main(int argc, char** argv) {
           pi::SparseMode mode;
           std::unique_ptr<pi::Engine> engine;
           Result r;
-          double ffn_neurons = 0, gate_rows = 0;  // over the timed tg runs
+          double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;  // over the timed tg runs
         };
         std::vector<Run> runs(modes.size());
         for (size_t m = 0; m < modes.size(); ++m) {
@@ -412,6 +504,7 @@ int main(int argc, char** argv) {
           opt.cache_type_v = cache_type_v;
           opt.hot_backend = split_opt.hot_backend;
           opt.hot_neurons = split_opt.hot_neurons;
+          opt.device = split_opt.device;
           s = pi::Engine::Create(&model, opt, &run.engine);
           if (!s.ok()) {
             fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
@@ -430,8 +523,15 @@ int main(int argc, char** argv) {
           r.test = np > 0 ? "pp" + std::to_string(np) : "tg" + std::to_string(ng);
           r.test_time = IsoNow();
           r.mem_bw_gbs = bw;
-          r.sparse = std::string(pi::SparseModeName(opt.sparse)) +
-                     (opt.hot_backend && ng > 0 ? "+split" : "");
+          r.sparse =
+              std::string(pi::SparseModeName(opt.sparse)) + (opt.device                  ? "+gpu"
+                                                             : opt.hot_backend && ng > 0 ? "+split"
+                                                                                         : "");
+          r.backend = split_info.backend;
+          r.vram_budget = split_info.vram_budget;
+          r.plan_fingerprint = split_info.plan_fingerprint;
+          r.gpu_bw_gbs = gpu_bw;
+          r.link_gbs = link_gbs;
         }
         pi::ProgressBar bar("pi-bench " + runs[0].r.test + " t=" + std::to_string(nt),
                             (reps + 1) * static_cast<int64_t>(runs.size()), "runs");
@@ -449,6 +549,7 @@ int main(int argc, char** argv) {
                 if (rep >= 0) {
                   run.ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
                   run.gate_rows += static_cast<double>(engine->last_ffn_gate_rows());
+                  run.hot_fired += static_cast<double>(engine->last_ffn_hot_fired());
                 }
               }
             }
@@ -465,10 +566,31 @@ int main(int argc, char** argv) {
         for (Run& run : runs) {
           Result& r = run.r;
           if (ng > 0) {
-            r.weight_bytes_per_token =
-                DecodeBytesPerToken(model, run.mode, ng, run.engine->kv_cache_bytes(),
-                                    run.engine->n_ctx(), run.ffn_neurons, run.gate_rows, reps);
+            pi::DecodeCounters k;
+            k.mode = run.mode;
+            k.n_gen = ng;
+            k.reps = reps;
+            k.kv_cache_bytes = run.engine->kv_cache_bytes();
+            k.n_ctx = run.engine->n_ctx();
+            k.ffn_neurons = run.ffn_neurons;
+            k.gate_rows = run.gate_rows;
+            k.hot_fired = run.hot_fired;
+            r.weight_bytes_per_token = pi::DecodeBytesPerToken(model, k);
             r.ffn_active = run.ffn_neurons / (static_cast<double>(reps) * ng * c.n_layer * c.n_ff);
+            if (split_info.plan && run.ffn_neurons > 0) {
+              r.gpu_fired_share = run.hot_fired / run.ffn_neurons;
+            }
+            r.device_bytes = pi::DecodeDeviceBytes(model, split_info.plan, k);
+            if (bw_probe) {
+              const pi::TimeBound bound =
+                  pi::ComputeTimeBound(r.device_bytes, gpu_bw, r.mem_bw_gbs, link_gbs);
+              if (bound.computable) r.bound_ms_per_token = bound.seconds * 1e3;
+              if (!bound.note.empty()) {
+                NoteOnce(
+                    std::string(bound.computable ? "time bound: " : "no time bound: ") + bound.note,
+                    &notes);
+              }
+            }
           }
           results.push_back(std::move(r));
         }

@@ -1,7 +1,7 @@
 // ActivationStats: per layer, per FFN neuron, how many profiled tokens it
 // fired on (activation != 0), plus the number of tokens seen — what
-// PowerInfer's offline profiler produces (activation/activation_{i}.pt, see
-// ../shared/notes/powerinfer.md §2.5) and what neuron placement ranks by.
+// PowerInfer's offline profiler produces (activation/activation_{i}.pt) and
+// what neuron placement ranks by.
 //
 // Stored as a small GGUF container (see WriteActivationStats):
 //   pi.stats.version            u32     1

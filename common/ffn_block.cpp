@@ -69,7 +69,7 @@ Status FfnBlock::InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, Ffn
     }
   }
   y_hot_.assign(c_.n_embd, 0.0f);
-  backend_ = backend;
+  backend_ = backend;  // null: the hot neurons run on a DeviceBackend (ForwardCold)
   return Status::Ok();
 }
 
@@ -134,16 +134,52 @@ void FfnBlock::ForwardSparse(int il, const float* in, float* h, ThreadPool* pool
   }
 }
 
+void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* y,
+                           ThreadPool* pool) {
+  const LlamaLayer& layer = model_->layers[il];
+  last_hot_ = 0;
+  if (!layer.ffn_down_t.present() || !FfnIsReluFamily(c_.activation)) {
+    DenseNormed(layer, 1, x, y, pool);  // nothing is hot: InitSplit needs a sparse model
+    return;
+  }
+  const int32_t* ids = all_ids_.data();
+  int64_t n = c_.n_ff;
+  if (mask) {
+    n = 0;
+    for (int64_t w = 0; w < (c_.n_ff + 31) / 32; ++w) {
+      for (uint32_t bits = mask[w]; bits != 0; bits &= bits - 1) {
+        ids_[n++] = static_cast<int32_t>(w * 32 + __builtin_ctz(bits));
+      }
+    }
+    ids = ids_.data();
+  } else if (!cold_ids_.empty()) {
+    ids = cold_ids_[il].data();
+    n = static_cast<int64_t>(cold_ids_[il].size());
+  }
+  std::memset(gate_.data(), 0, sizeof(float) * c_.n_ff);
+  const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  last_cold_ = n > 0 ? neurons_.Accumulate(rows, ids, n, x, y, pool, gate_.data()) : 0;
+  const int64_t n_hot =
+      cold_ids_.empty() ? 0 : c_.n_ff - static_cast<int64_t>(cold_ids_[il].size());
+  last_gate_rows_ = n + n_hot;  // the device reads every hot gate row
+}
+
 void FfnBlock::ForwardDense(const LlamaLayer& layer, int batch, const float* in, float* h,
                             ThreadPool* pool) {
+  const int64_t d = c_.n_embd;
+  for (int b = 0; b < batch; ++b) {
+    NormalizeRow(c_, layer.ffn_norm, layer.ffn_norm_b, in + b * d, x_.data() + b * d);
+  }
+  DenseNormed(layer, batch, x_.data(), h, pool);
+}
+
+void FfnBlock::DenseNormed(const LlamaLayer& layer, int batch, const float* x, float* h,
+                           ThreadPool* pool) {
   const int64_t d = c_.n_embd, ff = c_.n_ff;
   last_hot_ = 0;
   last_cold_ = batch * ff;
   last_gate_rows_ = batch * ff;
-  for (int b = 0; b < batch; ++b) {
-    NormalizeRow(c_, layer.ffn_norm, layer.ffn_norm_b, in + b * d, x_.data() + b * d);
-  }
-  PreparedInput xin = PrepareInput(x_.data(), d, batch, q8_.data(), pool,
+  PreparedInput xin = PrepareInput(x, d, batch, q8_.data(), pool,
                                    ReadsQ8(layer.ffn_gate.type) || ReadsQ8(layer.ffn_up.type));
   // Ungated (falcon): up goes straight into gate_, the activations' buffer.
   const bool gated = FfnIsGated(c_.activation);

@@ -49,6 +49,19 @@ class FfnBlock {
   // sets) and outlive the block. Single-token steps then always run sparse
   // (kOff behaves as kOracle: the split is exact either way).
   Status InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, FfnBackend* backend);
+  // The split with the hot neurons on a DeviceBackend (common/device_backend.h),
+  // which runs the whole layer there: only the cold neuron lists are kept,
+  // for ForwardCold.
+  Status InitColdPart(const std::vector<std::vector<int32_t>>& hot_ids) {
+    return InitSplit(hot_ids, nullptr);
+  }
+
+  // The host's part of a layer whose attention and hot neurons run on a
+  // device: y[n_embd] += the FFN over the layer's cold neurons for the
+  // already normed input x — those the device's predictor picked (`mask`,
+  // bit i = neuron i; device_backend.h) or, without a mask, all of them —
+  // or over every neuron, dense, when the model cannot skip neurons.
+  void ForwardCold(int il, const float* x, const uint32_t* mask, float* y, ThreadPool* pool);
 
   // h: [batch, n_embd] for layer `il`, updated in place.
   void Forward(int il, int batch, float* h, ThreadPool* pool) { Forward(il, batch, h, h, pool); }
@@ -72,11 +85,15 @@ class FfnBlock {
   // Gate rows the last Forward read (a sparse step reads its candidates'
   // gate rows, fired or not, and the backend all of its hot ones).
   int64_t last_gate_rows() const { return last_gate_rows_; }
+  SparseMode mode() const { return mode_; }
 
  private:
   bool SparseStepApplies(const LlamaLayer& layer, int batch) const;
   void ForwardDense(const LlamaLayer& layer, int batch, const float* in, float* h,
                     ThreadPool* pool);
+  // The dense FFN of `batch` rows already normed into x (x_ itself or another
+  // buffer), added into h.
+  void DenseNormed(const LlamaLayer& layer, int batch, const float* x, float* h, ThreadPool* pool);
   void ForwardSparse(int il, const float* in, float* h, ThreadPool* pool);
   // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
   void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);

@@ -1,4 +1,4 @@
-// GGUF: llama.cpp's model container (see ../shared/notes/ecosystem.md §1).
+// GGUF: llama.cpp's model container (ggml's docs/gguf.md).
 //
 // GgufFile maps a file read-only and validates everything before handing out
 // a view: header, metadata, tensor infos and tensor data bounds. Tensor data is

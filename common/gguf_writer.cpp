@@ -1,5 +1,5 @@
 // GgufWriter: serializes metadata and tensors as a GGUF v3 file (layout in
-// ../shared/notes/ecosystem.md §1.1): header, metadata, tensor infos, zero
+// ggml's docs/gguf.md): header, metadata, tensor infos, zero
 // padding to the alignment, then each tensor's data padded to the alignment.
 #include <cerrno>
 #include <cinttypes>

@@ -1,5 +1,5 @@
 // GpuIndex: PowerInfer's cached neuron placement, `<model>.generated.gpuidx`
-// (../shared/notes/powerinfer.md §2.6), read and written so that a placement
+// (PowerInfer's format), read and written so that a placement
 // can be handed to the original engine and back.
 //
 // The file is GGUF v3 with the "PWRI" magic and exactly:

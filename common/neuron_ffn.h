@@ -12,10 +12,11 @@
 // all neurons this is the oracle form of sparsity (exact); over a predictor's
 // ids, the predicted neurons that really fire. Every sparse FFN step runs
 // through here: FfnBlock's oracle and predictor steps, the cold part of the
-// hot/cold split, and HostFfnBackend's hot part. The ids are cut into a fixed number
-// of chunks, each summed into its own partial vector and reduced in order,
-// so the result does not depend on the thread count. Allocation-free once
-// Init has sized the scratch.
+// hot/cold split, and HostFfnBackend's hot part. The gate products are cut
+// as finely as the pool is wide (each lands in its own slot); the neurons
+// that passed are cut into a fixed number of chunks, each summed into its
+// own partial vector and reduced in order, so the result does not depend on
+// the thread count. Allocation-free once Init has sized the scratch.
 #pragma once
 
 #include <cstdint>
@@ -47,13 +48,15 @@ class NeuronFfn {
                      float* y, ThreadPool* pool, float* act = nullptr);
 
  private:
-  static constexpr int kChunks = 8;
+  // Chunks of the up/down phase: enough for a 16-core host's threads; their
+  // partial vectors are added at the end (kChunks x n_embd adds, cheap).
+  static constexpr int kChunks = 16;
   LlamaConfig c_;
   std::vector<uint8_t> q8_;       // x prepared as Q8_0
   std::vector<float> gate_dots_;  // [n_ff] by row id
   std::vector<float> up_dots_;    // [n_ff] by row id
-  std::vector<int32_t> active_;   // [kChunks][n_ff] ids whose gate fired
-  std::vector<float> act_;        // [kChunks][n_ff] their activations
+  std::vector<int32_t> active_;   // [n_ff] ids whose gate fired, in candidate order
+  std::vector<float> act_;        // [n_ff] their activations
   std::vector<float> partial_;    // [kChunks][n_embd]
   std::vector<int64_t> fired_;    // [kChunks]
 };

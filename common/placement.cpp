@@ -13,23 +13,12 @@
 namespace pi {
 namespace {
 
-constexpr uint32_t kPlanVersion = 2;  // 2: KV cache row types
+constexpr uint32_t kPlanVersion = 3;  // 2: KV cache row types; 3: attention + KV cache per layer
 constexpr uint32_t kMaxLayers = 1u << 16;
 constexpr uint32_t kMaxFf = 1u << 24;
 
 int64_t Bytes(const Tensor& t) {
   return t.present() ? t.nbytes() : 0;
-}
-
-int64_t AttentionBytes(const LlamaLayer& l) {
-  // Falcon: wq, wk and wv are row ranges of attn_qkv (together its bytes), the
-  // norms have biases, and without attn_norm_2 the FFN norm is attn_norm itself.
-  const bool shared_norm = l.ffn_norm.data == l.attn_norm.data;
-  return Bytes(l.attn_norm) + Bytes(l.attn_norm_b) + Bytes(l.wq) + Bytes(l.wk) + Bytes(l.wv) +
-         Bytes(l.wo) + (shared_norm ? 0 : Bytes(l.ffn_norm) + Bytes(l.ffn_norm_b));
-}
-int64_t PredictorBytes(const LlamaLayer& l) {
-  return Bytes(l.fc1) + Bytes(l.fc2);
 }
 
 int64_t OutputBytes(const LlamaModel& m) {
@@ -100,6 +89,18 @@ GgufValue FlagArray(const std::vector<LayerPlacement>& layers, bool LayerPlaceme
 }
 
 }  // namespace
+
+int64_t AttentionBytes(const LlamaLayer& l) {
+  // Falcon: wq, wk and wv are row ranges of attn_qkv (together its bytes), the
+  // norms have biases, and without attn_norm_2 the FFN norm is attn_norm itself.
+  const bool shared_norm = l.ffn_norm.data == l.attn_norm.data;
+  return Bytes(l.attn_norm) + Bytes(l.attn_norm_b) + Bytes(l.wq) + Bytes(l.wk) + Bytes(l.wv) +
+         Bytes(l.wo) + (shared_norm ? 0 : Bytes(l.ffn_norm) + Bytes(l.ffn_norm_b));
+}
+
+int64_t PredictorBytes(const LlamaLayer& l) {
+  return Bytes(l.fc1) + Bytes(l.fc2);
+}
 
 int64_t NeuronBytes(const LlamaModel& model, int layer) {
   const LlamaLayer& l = model.layers[layer];
@@ -186,13 +187,17 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
   };
   take(OutputBytes(model), &p.output_on_gpu);
   for (int il = 0; il < c.n_layer; ++il) {
+    // A layer's attention weights and its KV cache go together: attention
+    // runs where its cache is, so one without the other would be VRAM spent
+    // for nothing.
     LayerPlacement& lp = p.layers[il];
-    take(AttentionBytes(model.layers[il]), &lp.attn_on_gpu);
+    bool attention = false;
+    take(AttentionBytes(model.layers[il]) + KvCacheBytes(c, opt), &attention);
+    lp.attn_on_gpu = lp.kv_on_gpu = attention;
     if (PredictorBytes(model.layers[il]) > 0) {
       take(PredictorBytes(model.layers[il]), &lp.predictor_on_gpu);
     }
   }
-  for (int il = 0; il < c.n_layer; ++il) take(KvCacheBytes(c, opt), &p.layers[il].kv_on_gpu);
   p.dense_complete = full;
   if (!full && !opt.allow_partial_dense) {
     return Status::Error(

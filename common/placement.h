@@ -1,16 +1,19 @@
 // Placement: what goes in VRAM under a byte budget (pi-place), and the plan
-// file that records it. See ../shared/notes/powerinfer.md §4 for the original
-// scheme and its bugs, which this one avoids.
+// file that records it. PowerInfer solves this with an ILP over 256-neuron
+// buckets and reads its statistics in file order; this greedy scheme places
+// the same kind of prefix without either.
 //
 // Stage 1, dense blocks, in priority order (each block whole or not at all):
 //   1. output + output_norm (the LM head runs every token; when the output is
 //      tied to token_embd the embedding matrix is counted, since the head
 //      needs a GPU copy of it);
 //   2. per layer, in layer order: attention (attn_norm, q, k, v, o, ffn_norm;
-//      falcon: attn_norm + bias, attn_qkv, o, attn_norm_2 + bias when present),
-//      then the predictor (fc1 + fc2) when the model has one;
-//   3. per layer, the KV cache for n_ctx positions in the engine's row types
-//      (f16 by default): n_ctx * n_head_kv * (key row + value row bytes).
+//      falcon: attn_norm + bias, attn_qkv, o, attn_norm_2 + bias when present)
+//      together with its KV cache for n_ctx positions in the engine's row
+//      types (f16 by default: n_ctx * n_head_kv * (key row + value row
+//      bytes)) — attention runs where its cache is — then the predictor
+//      (fc1 + fc2) when the model has one. So the layers whose attention is
+//      on the GPU are always a prefix [0, k).
 //   token_embd stays in host RAM (a row lookup per token).
 //   The blocks are placed as a prefix of this order. When they do not all fit,
 //   Place fails naming the bytes needed, unless allow_partial_dense is set; a
@@ -81,6 +84,11 @@ struct Placement {
   int64_t used_bytes() const { return dense_bytes + neuron_bytes; }
 };
 
+// Bytes of a layer's attention as the GPU holds it (attn_norm [+ b], q, k,
+// v — falcon: attn_qkv —, o, and ffn_norm [+ b] when it is not attn_norm
+// itself), and of its predictor (fc1 + fc2; 0 without one).
+int64_t AttentionBytes(const LlamaLayer& layer);
+int64_t PredictorBytes(const LlamaLayer& layer);
 // Bytes of one FFN neuron of `layer` (see the header comment).
 int64_t NeuronBytes(const LlamaModel& model, int layer);
 // Bytes of the KV cache of one layer for opt.n_ctx positions in opt's types.
@@ -97,7 +105,7 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
              Placement* out);
 
 // The plan file: a small GGUF.
-//   pi.plan.version            u32     2
+//   pi.plan.version            u32     3
 //   pi.plan.cache_type_k, pi.plan.cache_type_v   u32   ggml type ids of the KV rows
 //   pi.plan.vram_budget        u64     bytes
 //   pi.plan.n_ctx, pi.plan.group, pi.plan.n_layer, pi.plan.n_ff   u32

@@ -1,6 +1,6 @@
 // Tokenizer: text <-> token ids, built from a GGUF's tokenizer.ggml.* metadata.
 //
-// Two vocabulary types, as in llama.cpp (see ../shared/notes/ecosystem.md §8):
+// Two vocabulary types, as in llama.cpp:
 //   "llama" — SentencePiece-style (SPM): spaces as U+2581, merges by piece score, byte
 //             fallback to <0xNN> tokens (tokenizer_spm.h);
 //   "gpt2"  — byte-level BPE: GPT-2's byte alphabet, merges by rank, a regex

@@ -37,7 +37,28 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
   if (options.hot_backend) {
     if (!options.hot_neurons) return Status::Error("a hot backend needs its hot neuron sets");
+    if (options.device) return Status::Error("a hot backend and a device backend at once");
     PI_RETURN_IF_ERROR(e->ffn_.InitSplit(*options.hot_neurons, options.hot_backend));
+  }
+  if (options.device) {
+    const DevicePlan& p = options.device->plan();
+    if (p.n_ctx < e->n_ctx_ || p.cache_type_k != options.cache_type_k ||
+        p.cache_type_v != options.cache_type_v) {
+      return Status::Error(
+          "the %s device was loaded for a context of %d with -ctk %s -ctv %s, the engine has "
+          "%d with %s, %s",
+          options.device->name(), p.n_ctx, DTypeName(p.cache_type_k), DTypeName(p.cache_type_v),
+          e->n_ctx_, DTypeName(options.cache_type_k), DTypeName(options.cache_type_v));
+    }
+    if (options.sparse == SparseMode::kPredictor &&
+        (p.mode != SparseMode::kPredictor || p.threshold != threshold)) {
+      return Status::Error("the %s device was loaded without the predictor at threshold %g",
+                           options.device->name(), threshold);
+    }
+    bool any_hot = false;
+    for (const std::vector<int32_t>& h : p.hot) any_hot = any_hot || !h.empty();
+    if (any_hot) PI_RETURN_IF_ERROR(e->ffn_.InitColdPart(p.hot));
+    e->device_ = options.device;
   }
   e->h_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->x_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
@@ -68,6 +89,15 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
   last_ffn_neurons_ = 0;
   last_ffn_gate_rows_ = 0;
   last_ffn_hot_fired_ = 0;
+  if (device_) {
+    // Token by token: the device's graphs take one position at a time.
+    for (int i = 0; i < n; ++i) {
+      float* out = all_logits ? logits_.data() + static_cast<size_t>(i) * n_vocab
+                              : (i == n - 1 ? logits_.data() : nullptr);
+      ForwardDeviceToken(tokens[i], out);
+    }
+    return Status::Ok();
+  }
   for (int i = 0; i < n; i += n_batch_) {
     const int b = std::min(n_batch_, n - i);
     const bool last = i + b == n;
@@ -106,7 +136,13 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
 
   // Logits for every row, or only the batch's last token.
   const int first = all_logits ? 0 : batch - 1;
-  const int rows = batch - first;
+  HostHead(first, batch - first, logits_out);
+}
+
+void Engine::HostHead(int first, int rows, float* logits_out) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  const int64_t d = c.n_embd;
   for (int b = 0; b < rows; ++b) {
     NormalizeRow(c, m.output_norm, m.output_norm_b, h_.data() + (first + b) * d, x_.data() + b * d);
   }
@@ -114,6 +150,62 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
       PrepareInput(x_.data(), d, rows, q8_.data(), pool_.get(), ReadsQ8(m.output.type));
   const MatMulJob job[1] = {{&m.output, logits_out, c.n_vocab}};
   ParallelMatMul(pool_.get(), in, job, 1);
+}
+
+void Engine::ForwardHostLayers(int first, int pos) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  for (int il = first; il < c.n_layer; ++il) {
+    const float* ffn_in = h_.data();
+    if (c.parallel_residual) {
+      std::copy(h_.begin(), h_.begin() + c.n_embd, inp_.begin());
+      ffn_in = inp_.data();
+    }
+    attention_.Forward(m.layers[il], il, pos, 1, h_.data(), &cache_, pool_.get());
+    ffn_.Forward(il, 1, ffn_in, h_.data(), pool_.get());
+    last_ffn_neurons_ += ffn_.last_computed_neurons();
+    last_ffn_gate_rows_ += ffn_.last_gate_rows();
+  }
+}
+
+void Engine::ForwardDeviceToken(int32_t token, float* logits_out) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  const DevicePlan& plan = device_->plan();
+  const int pos = n_past_;
+  DequantizeRow(m.token_embd.type, m.token_embd.row(token), h_.data(), c.n_embd);
+  const bool host_layers = plan.n_layers < c.n_layer;
+  if (plan.n_layers > 0) {
+    device_->BeginToken(h_.data(), pos);
+    for (int il = 0; il < plan.n_layers; ++il) {
+      ColdStep cold;
+      device_->RunLayer(il, &cold);
+      if (!cold.x) {  // every neuron on the device: it read every gate row
+        last_ffn_gate_rows_ += static_cast<int64_t>(plan.hot[il].size());
+        continue;
+      }
+      // The predictor's picks only in predictor mode (the device may
+      // compute them for another engine sharing it).
+      const uint32_t* mask = ffn_.mode() == SparseMode::kPredictor ? cold.mask : nullptr;
+      ffn_.ForwardCold(il, cold.x, mask, cold.y, pool_.get());
+      last_ffn_neurons_ += ffn_.last_cold_fired();
+      last_ffn_gate_rows_ += ffn_.last_gate_rows();
+    }
+    // h comes back when the host has layers or the head left to run.
+    const bool h_back = host_layers || !plan.output;
+    int64_t hot_fired = 0;
+    device_->FinishToken(h_back ? h_.data() : nullptr, h_back ? nullptr : logits_out, &hot_fired);
+    last_ffn_neurons_ += hot_fired;
+    last_ffn_hot_fired_ += hot_fired;
+  }
+  if (host_layers) ForwardHostLayers(plan.n_layers, pos);
+  ++n_past_;
+  if (!logits_out) return;
+  if (plan.output && (host_layers || plan.n_layers == 0)) {
+    device_->Head(h_.data(), logits_out);
+  } else if (!plan.output) {
+    HostHead(0, 1, logits_out);
+  }
 }
 
 }  // namespace pi

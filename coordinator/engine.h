@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/attention_block.h"
+#include "common/device_backend.h"
 #include "common/ffn_backend.h"
 #include "common/ffn_block.h"
 #include "common/ffn_observer.h"
@@ -47,6 +48,12 @@ struct EngineOptions {
   // --sparse predictor the predicted part). Both must outlive the engine.
   FfnBackend* hot_backend = nullptr;
   const std::vector<std::vector<int32_t>>* hot_neurons = nullptr;
+  // A GPU holding a prefix of the layers (attention, KV cache, predictor,
+  // hot neurons) and maybe the head (common/device_backend.h), already
+  // Load()ed for this model, cache types and at least this context; must outlive the
+  // engine. Tokens then run one at a time: the device's layers there (their
+  // cold neurons here, meanwhile), the rest here. Exclusive with hot_backend.
+  DeviceBackend* device = nullptr;
 };
 
 class Engine {
@@ -92,6 +99,13 @@ class Engine {
  private:
   Engine() = default;
   void ForwardBatch(const int32_t* tokens, int n, float* logits_out, bool all_logits);
+  // One token at position n_past_ through the device's layers, then the
+  // host's; logits_out null: only the KV caches matter. Advances n_past_.
+  void ForwardDeviceToken(int32_t token, float* logits_out);
+  // The host's layers [first, n_layer) for one token in h_.
+  void ForwardHostLayers(int first, int pos);
+  // logits_out = output(norm(h_)) for `rows` rows from h_ row `first`.
+  void HostHead(int first, int rows, float* logits_out);
 
   const LlamaModel* model_ = nullptr;
   int n_ctx_ = 0;
@@ -106,6 +120,7 @@ class Engine {
   AttentionBlock attention_;
   FfnBlock ffn_;
   FfnObserver* observer_ = nullptr;
+  DeviceBackend* device_ = nullptr;
   std::vector<float> h_;       // [n_batch, n_embd] residual stream
   std::vector<float> x_;       // [n_batch, n_embd] final-normed
   std::vector<float> inp_;     // [n_batch, n_embd] layer input (parallel residual only)

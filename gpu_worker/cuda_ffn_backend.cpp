@@ -10,16 +10,11 @@
 
 #include "gpu_worker/hot_rows.h"
 #include "kernels/cuda/matvec.h"
+#include "kernels/cuda/packed_matrix.h"
 #include "kernels/cuda/sparse_ffn.h"
 
 namespace pi {
 namespace {
-
-// Every segment of the weight allocation starts 256-byte aligned (what
-// cudaMalloc itself guarantees), so each row set starts on a fresh line.
-int64_t Align(int64_t n) {
-  return (n + 255) / 256 * 256;
-}
 
 std::string Bytes(int64_t n) {
   char buf[64];
@@ -45,14 +40,15 @@ void CudaFfnBackend::Release() {
   }
   graphs_.clear();
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
-  for (void* p : {weights_, static_cast<void*>(d_x_), d_out_, static_cast<void*>(d_scratch_)}) {
+  for (void* p :
+       {weights_, static_cast<void*>(d_x_), d_out_, static_cast<void*>(d_scratch_), d_q8_}) {
     if (p) cudaFree(p);
   }
   for (void* p : {static_cast<void*>(h_x_), h_out_}) {
     if (p) cudaFreeHost(p);
   }
   stream_ = nullptr;
-  weights_ = d_out_ = h_out_ = nullptr;
+  weights_ = d_out_ = h_out_ = d_q8_ = nullptr;
   d_x_ = d_scratch_ = h_x_ = nullptr;
   layers_.clear();
   resident_bytes_ = device_bytes_ = 0;
@@ -136,12 +132,14 @@ Status CudaFfnBackend::Load(const LlamaModel& model,
     dst.gate_type = src.ffn_gate.type;
     dst.up_type = src.ffn_up.type;
     dst.down_type = src.ffn_down_t.type;
+    // Packed (kernels/cuda/packed_matrix.h): PackedMatrixBytes is a
+    // multiple of 256, so every row set starts on a fresh line.
     dst.gate_off = total;
-    total = Align(total + n * src.ffn_gate.row_bytes);
+    if (src.ffn_gate.present()) total += PackedMatrixBytes(dst.gate_type, n, c.n_embd);
     dst.up_off = total;
-    total = Align(total + n * src.ffn_up.row_bytes);
+    total += PackedMatrixBytes(dst.up_type, n, c.n_embd);
     dst.down_off = total;
-    total = Align(total + n * src.ffn_down_t.row_bytes);
+    total += PackedMatrixBytes(dst.down_type, n, c.n_embd);
     max_scratch = std::max(max_scratch, cuda::HotFfnScratchFloats(n, c.n_embd));
   }
 
@@ -168,6 +166,8 @@ Status CudaFfnBackend::Load(const LlamaModel& model,
   const int64_t vec = static_cast<int64_t>(sizeof(float)) * c.n_embd;
   const int64_t out = vec + static_cast<int64_t>(sizeof(int32_t));
   PI_RETURN_IF_ERROR(alloc(reinterpret_cast<void**>(&d_x_), vec, "x"));
+  // x's Q8_0 copy for quantized rows: n_embd quants, then a scale and a sum per 32.
+  PI_RETURN_IF_ERROR(alloc(&d_q8_, c.n_embd + 2 * (vec / 32) + 16, "x's Q8_0 copy"));
   PI_RETURN_IF_ERROR(alloc(&d_out_, out, "y"));
   PI_RETURN_IF_ERROR(alloc(reinterpret_cast<void**>(&d_scratch_),
                            static_cast<int64_t>(sizeof(float)) * max_scratch, "scratch"));
@@ -181,25 +181,25 @@ Status CudaFfnBackend::Load(const LlamaModel& model,
 
   // Gather one layer at a time (host memory stays at one layer's hot rows)
   // and copy it in.
-  HotRows rows;
+  std::vector<uint8_t> packed;
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& dst = layers_[l];
     if (dst.rows == 0) continue;
-    GatherHotRows(model.layers[l], hot_ids[l], &rows);
+    const LlamaLayer& src = model.layers[l];
     char* base = static_cast<char*>(weights_);
-    if (!rows.gate.empty()) {
-      e = cudaMemcpy(base + dst.gate_off, rows.gate.data(), rows.gate.size(),
-                     cudaMemcpyHostToDevice);
-    }
-    if (e == cudaSuccess) {
-      e = cudaMemcpy(base + dst.up_off, rows.up.data(), rows.up.size(), cudaMemcpyHostToDevice);
-    }
-    if (e == cudaSuccess) {
-      e = cudaMemcpy(base + dst.down_off, rows.down_t.data(), rows.down_t.size(),
-                     cudaMemcpyHostToDevice);
+    const struct {
+      const Tensor* t;
+      int64_t off;
+    } sets[3] = {
+        {&src.ffn_gate, dst.gate_off}, {&src.ffn_up, dst.up_off}, {&src.ffn_down_t, dst.down_off}};
+    for (const auto& set : sets) {
+      if (!set.t->present() || e != cudaSuccess) continue;
+      packed.resize(static_cast<size_t>(PackedMatrixBytes(set.t->type, dst.rows, c.n_embd)));
+      PackRows(set.t->type, set.t->data, c.n_embd, hot_ids[l].data(), dst.rows, packed.data());
+      e = cudaMemcpy(base + set.off, packed.data(), packed.size(), cudaMemcpyHostToDevice);
+      resident_bytes_ += dst.rows * set.t->row_bytes;
     }
     if (e != cudaSuccess) return fail("copying the hot rows to the device", e);
-    resident_bytes_ += rows.bytes();
   }
   const Status graphs = CaptureGraphs();
   if (!graphs.ok()) {
@@ -218,20 +218,42 @@ bool CudaFfnBackend::EnqueueStep(int layer, std::string* err) {
     *err = std::string("copying x to the device: ") + cudaGetErrorString(e);
     return false;
   }
-  cuda::HotLayer hl;
   const char* base = static_cast<const char*>(weights_);
-  hl.gate_type = l.gate_type;
-  hl.up_type = l.up_type;
-  hl.down_type = l.down_type;
-  hl.gate = base + l.gate_off;
-  hl.up = base + l.up_off;
-  hl.down_t = base + l.down_off;
-  hl.rows = l.rows;
-  hl.cols = n_embd_;
+  auto matrix = [&](DType type, int64_t off, bool present) {
+    cuda::DeviceMatrix m;
+    m.type = type;
+    m.rows = l.rows;
+    m.cols = n_embd_;
+    m.data = present ? base + off : nullptr;
+    return m;
+  };
+  const bool gated = act_form_ != static_cast<int>(cuda::HotActivation::kReluUp);
+  cuda::HotLayer hl;
+  hl.gate = matrix(l.gate_type, l.gate_off, gated);
+  hl.up = matrix(l.up_type, l.up_off, true);
+  hl.down_t = matrix(l.down_type, l.down_off, true);
   float* d_y = static_cast<float*>(d_out_);
   int32_t* d_fired = reinterpret_cast<int32_t*>(d_y + n_embd_);
-  if (!cuda::EnqueueHotFfn(hl, static_cast<cuda::HotActivation>(act_form_), d_x_, d_y, d_fired,
-                           d_scratch_, s, err)) {
+  // Quantized rows dot x's Q8_0 copy, as the CPU kernels do.
+  cuda::DeviceVector x;
+  x.x = d_x_;
+  x.n = n_embd_;
+  x.q = static_cast<int8_t*>(d_q8_);
+  x.d = reinterpret_cast<float*>(static_cast<int8_t*>(d_q8_) + n_embd_);
+  x.s = reinterpret_cast<int32_t*>(const_cast<float*>(x.d) + n_embd_ / 32);
+  const auto quantized = [](DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; };
+  e = cudaMemsetAsync(d_fired, 0, sizeof(int32_t), s);
+  if (e != cudaSuccess) {
+    *err = std::string("clearing the fired count: ") + cudaGetErrorString(e);
+    return false;
+  }
+  if (l.rows > 0 && (quantized(l.up_type) || (gated && quantized(l.gate_type))) &&
+      !cuda::EnqueueQuantizeQ8(d_x_, n_embd_, const_cast<int8_t*>(x.q), const_cast<float*>(x.d),
+                               const_cast<int32_t*>(x.s), s, err)) {
+    return false;
+  }
+  if (!cuda::EnqueueHotFfn(hl, static_cast<cuda::HotActivation>(act_form_), x, d_y,
+                           /*accumulate=*/false, d_fired, d_scratch_, s, err)) {
     return false;
   }
   e = cudaMemcpyAsync(h_out_, d_out_, vec + sizeof(int32_t), cudaMemcpyDeviceToHost, s);

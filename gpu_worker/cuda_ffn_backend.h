@@ -71,9 +71,10 @@ class CudaFfnBackend : public FfnBackend {
   float* d_x_ = nullptr;     // device [n_embd]
   void* d_out_ = nullptr;    // device: y [n_embd] floats, then the int32 fired count
   float* d_scratch_ = nullptr;
-  float* h_x_ = nullptr;       // pinned host [n_embd]
-  void* h_out_ = nullptr;      // pinned host, as d_out_
-  void* stream_ = nullptr;     // cudaStream_t
+  void* d_q8_ = nullptr;    // device: x's Q8_0 quants [n_embd], a float scale and an int sum per 32
+  float* h_x_ = nullptr;    // pinned host [n_embd]
+  void* h_out_ = nullptr;   // pinned host, as d_out_
+  void* stream_ = nullptr;  // cudaStream_t
   std::vector<void*> graphs_;  // [n_layer] cudaGraphExec_t: one step each
 
   // The step in flight (Start .. Wait).

@@ -4,6 +4,7 @@
 
 #ifdef PI_HAVE_CUDA
 #include "gpu_worker/cuda_ffn_backend.h"
+#include "gpu_worker/cuda_model_backend.h"
 #include "kernels/cuda/matvec.h"
 #endif
 
@@ -36,6 +37,17 @@ Status CreateFfnBackend(const std::string& kind, int n_threads, std::unique_ptr<
 #endif
   *out = std::make_unique<HostFfnBackend>(n_threads);
   return Status::Ok();
+}
+
+Status CreateDeviceBackend(std::unique_ptr<DeviceBackend>* out) {
+  std::string why;
+  if (!CudaFfnBackendAvailable(&why)) return Status::Error("no GPU backend: %s", why.c_str());
+#ifdef PI_HAVE_CUDA
+  *out = std::make_unique<CudaModelBackend>();
+  return Status::Ok();
+#else
+  return Status::Error("no GPU backend: this build has no CUDA support");
+#endif
 }
 
 }  // namespace pi

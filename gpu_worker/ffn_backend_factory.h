@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "common/device_backend.h"
 #include "common/ffn_backend.h"
 #include "common/status.h"
 
@@ -19,5 +20,10 @@ Status CreateFfnBackend(const std::string& kind, int n_threads, std::unique_ptr<
 // Whether "cuda" would be available; otherwise *why says what is missing
 // ("this build has no CUDA support ...", "no CUDA device", a driver error).
 bool CudaFfnBackendAvailable(std::string* why);
+
+// The GPU's DeviceBackend (common/device_backend.h: attention, KV cache,
+// predictor, hot neurons and head in VRAM): CudaModelBackend; an error,
+// saying why, where "cuda" is not available.
+Status CreateDeviceBackend(std::unique_ptr<DeviceBackend>* out);
 
 }  // namespace pi

@@ -59,9 +59,16 @@ pi::Tensor View(pi::DType type, const std::vector<uint8_t>& bytes, int64_t rows,
   return t;
 }
 
-// max |y - reference| / max |reference| for the hot set `ids`.
-double RelError(const pi::LlamaLayer& l, const std::vector<int32_t>& ids, const float* x,
+// max |y - reference| / max |reference| for the hot set `ids`; quantized
+// rows dot x's Q8_0 copy (as the kernels do), so the reference does too.
+double RelError(const pi::LlamaLayer& l, const std::vector<int32_t>& ids, const float* x_in,
                 const float* y) {
+  std::vector<float> x(x_in, x_in + kEmbd);
+  if (l.ffn_up.type == pi::DType::kQ8_0 || l.ffn_up.type == pi::DType::kQ4_0) {
+    std::vector<pi::BlockQ8_0> q(kEmbd / 32);
+    pi::QuantizeRowQ8_0(x_in, q.data(), kEmbd);
+    pi::DequantizeRow(pi::DType::kQ8_0, q.data(), x.data(), kEmbd);
+  }
   std::vector<double> ref(kEmbd, 0.0);
   std::vector<float> g(kEmbd), u(kEmbd), d(kEmbd);
   for (int32_t id : ids) {

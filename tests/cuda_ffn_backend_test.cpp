@@ -1,5 +1,6 @@
 // CudaFfnBackend against a scalar double-precision evaluation of the hot FFN
-// formula over the CPU-dequantized rows (not against HostFfnBackend), for
+// formula over the CPU-dequantized rows, with x rounded through Q8_0 for
+// quantized rows as the kernels read it (not against HostFfnBackend), for
 // every weight type x relu/drelu x hot share 0 / 20 / 100 %, and the engine
 // with the split on this backend against the dense engine (greedy tokens of
 // the demo model). Label "gpu": skipped, with the reason, without a device.
@@ -49,8 +50,16 @@ struct Reference {
 };
 
 Reference Evaluate(const LlamaModel& m, int layer, const std::vector<int32_t>& ids,
-                   const std::vector<float>& x) {
+                   const std::vector<float>& x_in) {
   const LlamaLayer& l = m.layers[layer];
+  // Quantized rows dot x's Q8_0 copy (as the CPU kernels do): the
+  // reference uses x rounded the same way.
+  std::vector<float> x = x_in;
+  if (l.ffn_up.type == DType::kQ8_0 || l.ffn_up.type == DType::kQ4_0) {
+    std::vector<BlockQ8_0> q(x.size() / 32);
+    QuantizeRowQ8_0(x_in.data(), q.data(), static_cast<int64_t>(x.size()));
+    DequantizeRow(DType::kQ8_0, q.data(), x.data(), static_cast<int64_t>(x.size()));
+  }
   const int64_t d = m.config.n_embd;
   const bool drelu = m.config.activation == FfnActivation::kDRelu;
   // Ungated (falcon): act = relu(u); computed below as g = u, u = 1.

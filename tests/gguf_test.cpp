@@ -1,5 +1,5 @@
-// GGUF reader/writer tests. The reference is the spec (ggml docs/gguf.md, see
-// shared/notes/ecosystem.md §1): files are assembled byte by byte with a small
+// GGUF reader/writer tests. The reference is the spec (ggml docs/gguf.md):
+// files are assembled byte by byte with a small
 // builder that knows nothing of the code under test, and every malformed case
 // checks that the error names the problem and the byte offset.
 #include <gmock/gmock.h>

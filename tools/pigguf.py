@@ -3,7 +3,7 @@
 
 Independent of the C++ code: tests use it as a second implementation. Quantizers follow
 ggml's reference ones (quantize_row_q8_0_ref / quantize_row_q4_0_ref in ggml-quants.c)
-bit for bit; see shared/notes/ecosystem.md section 1 for the format.
+bit for bit; ggml's docs/gguf.md describes the format.
 
 Shapes: a numpy array of shape [rows, cols] is a ggml tensor with ne = [cols, rows]
 (ne[0] is the contiguous axis; quant blocks run along it). In general ne = reversed(shape).

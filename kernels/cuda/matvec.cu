@@ -9,127 +9,257 @@ namespace cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kRowsPerBlock = 4;  // 4 warps per block, one row each
+constexpr int kRowsPerBlock = 4;  // warps per block, one row each
 
-// Block structs as in kernels/cpu/quant.h, repeated here because device code
-// reads them with device loads; the static_asserts pin the same layout.
-struct BlockQ8_0 {
-  __half d;
-  int8_t qs[32];
-};
-struct BlockQ4_0 {
-  __half d;
-  uint8_t qs[16];
-};
-static_assert(sizeof(BlockQ8_0) == 34, "ggml block_q8_0");
-static_assert(sizeof(BlockQ4_0) == 18, "ggml block_q4_0");
-
-__device__ float WarpSum(float v) {
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
   for (int off = kWarp / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 }
 
-template <typename T>
-__device__ float ToFloat(T v);
-template <>
-__device__ float ToFloat<float>(float v) {
+// Everything a product needs, by value (one struct argument per launch).
+struct Args {
+  const uint8_t* w;      // float rows, or the packed quants
+  const __half* scales;  // packed quantized: [rows][cols / 32]
+  int64_t rows, cols;
+  int64_t row_bytes;  // float rows: bytes per row; packed: quant bytes per row
+  const float* x;
+  const int8_t* xq;
+  const float* xd;
+  const int32_t* xs;
+  float* y;
+  const float* gate;
+  int32_t* fired;
+  Epilogue epilogue;
+};
+
+// Rows whose gate did not fire are neither read nor computed: act = 0.
+__device__ __forceinline__ bool SkipsRow(const Args& a, int64_t row) {
+  return (a.epilogue == Epilogue::kReluGateUp || a.epilogue == Epilogue::kDReluGateUp) &&
+         !(a.gate[row] > 0.0f);
+}
+
+// Lane 0 writes row's result.
+__device__ __forceinline__ void Finish(const Args& a, int64_t row, float dot) {
+  float act = 0.0f;
+  switch (a.epilogue) {
+    case Epilogue::kStore:
+      a.y[row] = dot;
+      return;
+    case Epilogue::kAccumulate:
+      a.y[row] += dot;
+      return;
+    case Epilogue::kRelu:
+      a.y[row] = dot > 0.0f ? dot : 0.0f;
+      return;
+    case Epilogue::kReluGateUp:
+      act = a.gate[row] * dot;
+      break;
+    case Epilogue::kDReluGateUp:
+      act = dot > 0.0f ? a.gate[row] * dot : 0.0f;
+      break;
+    case Epilogue::kReluFired:
+      act = dot > 0.0f ? dot : 0.0f;
+      break;
+  }
+  a.y[row] = act;
+  if (act != 0.0f && a.fired) atomicAdd(a.fired, 1);
+}
+
+// ---- float weights -------------------------------------------------------
+
+__device__ __forceinline__ void Load8(const float* p, float* w) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(p));
+  const float4 b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+  w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
+__device__ __forceinline__ void Load8(const __half* p, float* w) {
+  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+  const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h[i]);
+    w[2 * i] = f.x, w[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void Load8(const __nv_bfloat16* p, float* w) {
+  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    w[2 * i] = f.x, w[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ float ToFloat(float v) {
   return v;
 }
-template <>
-__device__ float ToFloat<__half>(__half v) {
+__device__ __forceinline__ float ToFloat(__half v) {
   return __half2float(v);
 }
-template <>
-__device__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 v) {
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) {
   return __bfloat162float(v);
 }
 
-// Float weights: lanes stride over the row's elements.
+// Rows of cols % 8 == 0: lane l takes 8-weight groups l, l + 32, ... (16 or
+// 32 bytes of weights and 32 bytes of x each), four groups in flight.
 template <typename T>
-__global__ void MatVecFloat(const T* __restrict__ w, int64_t rows, int64_t cols,
-                            const float* __restrict__ x, float* __restrict__ y) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
-  if (row >= rows) return;
-  const T* wr = w + row * cols;
+__global__ void MatVecFloat8Kernel(Args a) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= a.rows) return;
+  if (SkipsRow(a, row)) {
+    if (lane == 0) a.y[row] = 0.0f;
+    return;
+  }
+  const T* wr = reinterpret_cast<const T*>(a.w + row * a.row_bytes);
+  const int64_t groups = a.cols / 8;
   float acc = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += kWarp) acc += ToFloat(wr[c]) * x[c];
-  acc = WarpSum(acc);
-  if (threadIdx.x == 0) y[row] = acc;
-}
-
-// Q8_0: lanes take whole blocks; each lane's block is 34 contiguous bytes.
-__global__ void MatVecQ8_0(const BlockQ8_0* __restrict__ w, int64_t rows, int64_t cols,
-                           const float* __restrict__ x, float* __restrict__ y) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
-  if (row >= rows) return;
-  const int64_t nb = cols / 32;
-  const BlockQ8_0* wr = w + row * nb;
-  float acc = 0.0f;
-  for (int64_t b = threadIdx.x; b < nb; b += kWarp) {
-    const float* xb = x + b * 32;
-    float s = 0.0f;
+#pragma unroll 4
+  for (int64_t g = lane; g < groups; g += kWarp) {
+    float w[8], xv[8];
+    Load8(wr + 8 * g, w);
+    Load8(a.x + 8 * g, xv);
 #pragma unroll
-    for (int j = 0; j < 32; ++j) s += static_cast<float>(wr[b].qs[j]) * xb[j];
-    acc += __half2float(wr[b].d) * s;
+    for (int v = 0; v < 8; ++v) acc += w[v] * xv[v];
   }
   acc = WarpSum(acc);
-  if (threadIdx.x == 0) y[row] = acc;
+  if (lane == 0) Finish(a, row, acc);
 }
 
-// Q4_0: byte j holds weight j (low nibble) and j + 16 (high nibble).
-__global__ void MatVecQ4_0(const BlockQ4_0* __restrict__ w, int64_t rows, int64_t cols,
-                           const float* __restrict__ x, float* __restrict__ y) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
-  if (row >= rows) return;
-  const int64_t nb = cols / 32;
-  const BlockQ4_0* wr = w + row * nb;
+// Any row length (a predictor's fc2 of rank 50, say): lanes stride over
+// single weights.
+template <typename T>
+__global__ void MatVecFloatAnyKernel(Args a) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= a.rows) return;
+  if (SkipsRow(a, row)) {
+    if (lane == 0) a.y[row] = 0.0f;
+    return;
+  }
+  const T* wr = reinterpret_cast<const T*>(a.w + row * a.row_bytes);
   float acc = 0.0f;
-  for (int64_t b = threadIdx.x; b < nb; b += kWarp) {
-    const float* xb = x + b * 32;
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const uint8_t q = wr[b].qs[j];
-      s += static_cast<float>((q & 0x0F) - 8) * xb[j] +
-           static_cast<float>((q >> 4) - 8) * xb[j + 16];
-    }
-    acc += __half2float(wr[b].d) * s;
+  for (int64_t c = lane; c < a.cols; c += kWarp) acc += ToFloat(wr[c]) * __ldg(a.x + c);
+  acc = WarpSum(acc);
+  if (lane == 0) Finish(a, row, acc);
+}
+
+// ---- quantized weights against x's Q8_0 copy -----------------------------
+
+// Q4_0: lane l takes blocks l, l + 32, ...: 16 bytes of quants (byte j =
+// weight j in the low nibble, j + 16 in the high), 32 bytes of x's quants.
+// The nibbles are dotted as they are (0..15) and the block's -8 offset is
+// applied once, with x's precomputed quant sum: sum (q - 8) x = sum q x - 8
+// sum x, exact in integers, and two instructions per 8 weights fewer.
+__global__ void MatVecQ4_0Kernel(Args a) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= a.rows) return;
+  if (SkipsRow(a, row)) {
+    if (lane == 0) a.y[row] = 0.0f;
+    return;
+  }
+  const int64_t nb = a.cols / 32;
+  const uint4* q = reinterpret_cast<const uint4*>(a.w + row * a.row_bytes);
+  const __half* s = a.scales + row * nb;
+  const int4* xq = reinterpret_cast<const int4*>(a.xq);
+  float acc = 0.0f;
+#pragma unroll 4
+  for (int64_t b = lane; b < nb; b += kWarp) {
+    const uint4 w = __ldg(q + b);
+    const int4 x0 = __ldg(xq + 2 * b), x1 = __ldg(xq + 2 * b + 1);
+    constexpr unsigned kLow = 0x0F0F0F0Fu;
+    int sum = __dp4a(static_cast<int>(w.x & kLow), x0.x, 0);
+    sum = __dp4a(static_cast<int>(w.y & kLow), x0.y, sum);
+    sum = __dp4a(static_cast<int>(w.z & kLow), x0.z, sum);
+    sum = __dp4a(static_cast<int>(w.w & kLow), x0.w, sum);
+    sum = __dp4a(static_cast<int>((w.x >> 4) & kLow), x1.x, sum);
+    sum = __dp4a(static_cast<int>((w.y >> 4) & kLow), x1.y, sum);
+    sum = __dp4a(static_cast<int>((w.z >> 4) & kLow), x1.z, sum);
+    sum = __dp4a(static_cast<int>((w.w >> 4) & kLow), x1.w, sum);
+    sum -= 8 * __ldg(a.xs + b);
+    acc += static_cast<float>(sum) * (__half2float(__ldg(s + b)) * __ldg(a.xd + b));
   }
   acc = WarpSum(acc);
-  if (threadIdx.x == 0) y[row] = acc;
+  if (lane == 0) Finish(a, row, acc);
 }
 
-bool Check(cudaError_t e, std::string* error) {
+// Q8_0: lane l takes half-blocks l, l + 32, ... (16 quants each), so one
+// load instruction of the warp reads 512 contiguous bytes of a row. (Two
+// rows per warp, sharing each x load, measured slower on an H200.)
+__global__ void MatVecQ8_0Kernel(Args a) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= a.rows) return;
+  if (SkipsRow(a, row)) {
+    if (lane == 0) a.y[row] = 0.0f;
+    return;
+  }
+  const int64_t halves = a.cols / 16;
+  const int4* q = reinterpret_cast<const int4*>(a.w + row * a.row_bytes);
+  const __half* s = a.scales + row * (a.cols / 32);
+  const int4* xq = reinterpret_cast<const int4*>(a.xq);
+  float acc = 0.0f;
+#pragma unroll 4
+  for (int64_t h = lane; h < halves; h += kWarp) {
+    const int4 w = __ldg(q + h);
+    const int4 xv = __ldg(xq + h);
+    int sum = __dp4a(w.x, xv.x, 0);
+    sum = __dp4a(w.y, xv.y, sum);
+    sum = __dp4a(w.z, xv.z, sum);
+    sum = __dp4a(w.w, xv.w, sum);
+    acc += static_cast<float>(sum) * (__half2float(__ldg(s + h / 2)) * __ldg(a.xd + h / 2));
+  }
+  acc = WarpSum(acc);
+  if (lane == 0) Finish(a, row, acc);
+}
+
+// ---- x's Q8_0 copy -------------------------------------------------------
+
+// One warp per 32-value block: lane j quantizes value j.
+__global__ void QuantizeQ8Kernel(const float* __restrict__ x, int64_t n, int8_t* __restrict__ q,
+                                 float* __restrict__ d, int32_t* __restrict__ sums) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t b = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  if (b * 32 >= n) return;
+  const float v = x[b * 32 + lane];
+  float amax = fabsf(v);
+#pragma unroll
+  for (int off = kWarp / 2; off > 0; off >>= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  }
+  const float dd = amax / 127.0f;
+  const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+  // roundf, halves away from zero, as the CPU's quantizer; the clamp keeps
+  // NaN (from NaN or inf input) out of the conversion, as there.
+  float t = v * id;
+  t = t >= -127.5f ? t : -127.5f;
+  t = t <= 127.5f ? t : 127.5f;
+  const int qi = static_cast<int>(roundf(t));
+  q[b * 32 + lane] = static_cast<int8_t>(qi);
+  int sum = qi;
+#pragma unroll
+  for (int off = kWarp / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (lane == 0) {
+    d[b] = __half2float(__float2half_rn(dd));
+    sums[b] = sum;
+  }
+}
+
+bool Check(cudaError_t e, const char* what, std::string* error) {
   if (e == cudaSuccess) return true;
-  if (error) *error = cudaGetErrorString(e);
+  if (error) *error = std::string(what) + ": " + cudaGetErrorString(e);
   return false;
 }
 
-bool Launch(DType type, const void* d_w, int64_t rows, int64_t cols, const float* d_x, float* d_y,
-            std::string* error) {
-  const dim3 block(kWarp, kRowsPerBlock);
-  const dim3 grid(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
-  switch (type) {
-    case DType::kF32:
-      MatVecFloat<<<grid, block>>>(static_cast<const float*>(d_w), rows, cols, d_x, d_y);
-      break;
-    case DType::kF16:
-      MatVecFloat<<<grid, block>>>(static_cast<const __half*>(d_w), rows, cols, d_x, d_y);
-      break;
-    case DType::kBF16:
-      MatVecFloat<<<grid, block>>>(static_cast<const __nv_bfloat16*>(d_w), rows, cols, d_x, d_y);
-      break;
-    case DType::kQ8_0:
-      MatVecQ8_0<<<grid, block>>>(static_cast<const BlockQ8_0*>(d_w), rows, cols, d_x, d_y);
-      break;
-    case DType::kQ4_0:
-      MatVecQ4_0<<<grid, block>>>(static_cast<const BlockQ4_0*>(d_w), rows, cols, d_x, d_y);
-      break;
-    default:
-      if (error) *error = std::string("cuda::MatVec: unsupported type ") + DTypeName(type);
-      return false;
-  }
-  return Check(cudaGetLastError(), error);
+bool Fail(const std::string& message, std::string* error) {
+  if (error) *error = message;
+  return false;
+}
+
+bool IsQuantized(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0;
 }
 
 }  // namespace
@@ -148,43 +278,115 @@ bool DeviceAvailable(std::string* why) {
   return true;
 }
 
-bool MatVec(DType type, const void* d_w, int64_t rows, int64_t cols, const float* d_x, float* d_y,
-            std::string* error) {
-  if (!Launch(type, d_w, rows, cols, d_x, d_y, error)) return false;
-  return Check(cudaDeviceSynchronize(), error);
+bool QuantizeQ8Supports(int64_t cols) {
+  return cols > 0 && cols % 32 == 0;
+}
+
+bool EnqueueQuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sums, void* stream,
+                       std::string* error) {
+  if (!QuantizeQ8Supports(n)) {
+    return Fail("cuda::EnqueueQuantizeQ8: " + std::to_string(n) + " values: not whole blocks",
+                error);
+  }
+  const int64_t blocks = n / 32;
+  const int threads = 256;  // 8 warps, 8 blocks of x
+  const unsigned grid = static_cast<unsigned>((blocks * 32 + threads - 1) / threads);
+  QuantizeQ8Kernel<<<grid, threads, 0, static_cast<cudaStream_t>(stream)>>>(x, n, q, d, sums);
+  return Check(cudaGetLastError(), "cuda::EnqueueQuantizeQ8 launch", error);
+}
+
+bool MatVecSupports(DType type, int64_t cols) {
+  if (!PackedTypeSupported(type) || cols <= 0) return false;
+  return !IsQuantized(type) || cols % 32 == 0;
+}
+
+bool EnqueueMatVec(const DeviceMatrix& w, const DeviceVector& x, const MatVecOut& out, void* stream,
+                   std::string* error) {
+  if (!MatVecSupports(w.type, w.cols)) {
+    return Fail(std::string("cuda::EnqueueMatVec: no kernel for ") + DTypeName(w.type) +
+                    " rows of " + std::to_string(w.cols),
+                error);
+  }
+  if (x.n != w.cols || !x.x || !out.y || (IsQuantized(w.type) && (!x.q || !x.d || !x.s))) {
+    return Fail("cuda::EnqueueMatVec: x does not fit the matrix (" + std::to_string(x.n) +
+                    " values for " + std::to_string(w.cols) + " columns, or no Q8_0 copy)",
+                error);
+  }
+  const bool gated =
+      out.epilogue == Epilogue::kReluGateUp || out.epilogue == Epilogue::kDReluGateUp;
+  if (gated && !out.gate) return Fail("cuda::EnqueueMatVec: gated epilogue without a gate", error);
+  if (w.rows == 0) return true;
+  Args a;
+  a.w = static_cast<const uint8_t*>(w.data);
+  a.scales = nullptr;
+  a.rows = w.rows;
+  a.cols = w.cols;
+  a.x = x.x;
+  a.xq = x.q;
+  a.xd = x.d;
+  a.xs = x.s;
+  a.y = out.y;
+  a.gate = out.gate;
+  a.fired = out.fired;
+  a.epilogue = out.epilogue;
+  if (IsQuantized(w.type)) {
+    a.row_bytes = w.cols / 32 * PackedQuantBytes(w.type);
+    a.scales = reinterpret_cast<const __half*>(a.w + PackedScalesOffset(w.type, w.rows, w.cols));
+  } else {
+    a.row_bytes = RowBytes(w.type, w.cols);
+  }
+  const unsigned grid = static_cast<unsigned>((w.rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  const int threads = kRowsPerBlock * kWarp;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const bool wide = w.cols % 8 == 0;
+  switch (w.type) {
+    case DType::kF32:
+      if (wide) {
+        MatVecFloat8Kernel<float><<<grid, threads, 0, s>>>(a);
+      } else {
+        MatVecFloatAnyKernel<float><<<grid, threads, 0, s>>>(a);
+      }
+      break;
+    case DType::kF16:
+      if (wide) {
+        MatVecFloat8Kernel<__half><<<grid, threads, 0, s>>>(a);
+      } else {
+        MatVecFloatAnyKernel<__half><<<grid, threads, 0, s>>>(a);
+      }
+      break;
+    case DType::kBF16:
+      if (wide) {
+        MatVecFloat8Kernel<__nv_bfloat16><<<grid, threads, 0, s>>>(a);
+      } else {
+        MatVecFloatAnyKernel<__nv_bfloat16><<<grid, threads, 0, s>>>(a);
+      }
+      break;
+    case DType::kQ8_0:
+      MatVecQ8_0Kernel<<<grid, threads, 0, s>>>(a);
+      break;
+    case DType::kQ4_0:
+      MatVecQ4_0Kernel<<<grid, threads, 0, s>>>(a);
+      break;
+    default:
+      return Fail("cuda::EnqueueMatVec: unsupported type", error);
+  }
+  return Check(cudaGetLastError(), "cuda::EnqueueMatVec launch", error);
 }
 
 bool Malloc(void** ptr, size_t bytes, std::string* error) {
-  return Check(cudaMalloc(ptr, bytes), error);
+  return Check(cudaMalloc(ptr, bytes), "cudaMalloc", error);
 }
 bool Free(void* ptr) {
   return cudaFree(ptr) == cudaSuccess;
 }
 bool CopyToDevice(void* dst, const void* src, size_t bytes, std::string* error) {
-  return Check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), error);
+  return Check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error);
 }
 bool CopyToHost(void* dst, const void* src, size_t bytes, std::string* error) {
-  return Check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), error);
+  return Check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy", error);
 }
-
-double TimeMatVec(DType type, const void* d_w, int64_t rows, int64_t cols, const float* d_x,
-                  float* d_y, int iters) {
-  std::string err;
-  if (!MatVec(type, d_w, rows, cols, d_x, d_y, &err)) return -1.0;
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start);
-  for (int i = 0; i < iters; ++i) {
-    if (!Launch(type, d_w, rows, cols, d_x, d_y, &err)) return -1.0;
-  }
-  cudaEventRecord(stop);
-  cudaEventSynchronize(stop);
-  float ms = 0.0f;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms / iters;
+bool Synchronize(std::string* error) {
+  return Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", error);
 }
 
 }  // namespace cuda

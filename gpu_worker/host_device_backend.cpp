@@ -1,0 +1,145 @@
+#include "gpu_worker/host_device_backend.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/parallel_matmul.h"
+#include "kernels/cpu/matmul.h"
+
+namespace pi {
+namespace {
+
+[[noreturn]] void Die(const char* what) {
+  fprintf(stderr, "pi: host device backend: %s\n", what);
+  abort();
+}
+
+}  // namespace
+
+Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) {
+  const LlamaConfig& c = model.config;
+  if (plan.n_layers < 0 || plan.n_layers > c.n_layer ||
+      plan.hot.size() != static_cast<size_t>(c.n_layer) || plan.n_ctx < 1) {
+    return Status::Error("host device backend: the plan does not fit a model of %d layers",
+                         c.n_layer);
+  }
+  for (int il = plan.n_layers; il < c.n_layer; ++il) {
+    if (!plan.hot[il].empty()) {
+      return Status::Error(
+          "host device backend: layer %d has hot neurons but its attention is "
+          "not on the device",
+          il);
+    }
+  }
+  bool any_hot = false;
+  for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
+  model_ = &model;
+  plan_ = plan;
+  pool_ = std::make_unique<ThreadPool>(n_threads_);
+  const int kv_layers = std::max(plan.n_layers, 1);
+  PI_RETURN_IF_ERROR(cache_.Init(kv_layers, plan.n_ctx, c.n_head_kv, c.head_dim, plan.cache_type_k,
+                                 plan.cache_type_v));
+  attention_.Init(c, 1, plan.n_ctx, n_threads_, plan.cache_type_k);
+  if (any_hot) PI_RETURN_IF_ERROR(hot_.Load(model, plan.hot));
+  if (plan.mode == SparseMode::kPredictor) {
+    predictor_.Init(c.n_embd, c.n_ff, MaxPredictorRank(model));
+    predictor_.PrepareLayers(model);
+  }
+  is_hot_.assign(c.n_layer, std::vector<uint8_t>(c.n_ff, 0));
+  for (int il = 0; il < c.n_layer; ++il) {
+    for (int32_t id : plan.hot[il]) is_hot_[il][id] = 1;
+  }
+  const size_t d = static_cast<size_t>(c.n_embd);
+  h_.assign(d, 0.0f);
+  inp_.assign(d, 0.0f);
+  x_.assign(d, 0.0f);
+  y_hot_.assign(d, 0.0f);
+  y_cold_.assign(d, 0.0f);
+  scores_.assign(c.n_ff, 0.0f);
+  mask_.assign((c.n_ff + 31) / 32, 0);
+  head_q8_.assign(PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
+  resident_bytes_ = hot_.resident_bytes() + cache_.bytes();
+  return Status::Ok();
+}
+
+void HostDeviceBackend::BeginToken(const float* h, int pos) {
+  if (!model_ || plan_.n_layers == 0) Die("BeginToken: no device layers loaded");
+  if (pos < 0 || pos >= plan_.n_ctx) Die("BeginToken: position outside the KV cache");
+  std::memcpy(h_.data(), h, sizeof(float) * h_.size());
+  pos_ = pos;
+  next_layer_ = 0;
+  pending_ = false;
+  fired_ = 0;
+}
+
+void HostDeviceBackend::Merge() {
+  if (!pending_) return;
+  for (size_t i = 0; i < h_.size(); ++i) h_[i] += y_hot_[i];
+  for (size_t i = 0; i < h_.size(); ++i) h_[i] += y_cold_[i];
+  pending_ = false;
+}
+
+void HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
+  if (il != next_layer_ || il >= plan_.n_layers) Die("RunLayer: layers out of order");
+  ++next_layer_;
+  Merge();
+  const LlamaConfig& c = model_->config;
+  const LlamaLayer& layer = model_->layers[il];
+  const float* src = h_.data();
+  if (c.parallel_residual) {
+    inp_ = h_;
+    src = inp_.data();
+  }
+  attention_.Forward(layer, il, pos_, 1, h_.data(), &cache_, pool_.get());
+  const int64_t n_hot = static_cast<int64_t>(plan_.hot[il].size());
+  const bool has_cold = n_hot < c.n_ff;
+  const bool predict = plan_.mode == SparseMode::kPredictor && has_cold;
+  if (predict) {
+    predictor_.Scores(layer, src, scores_.data(), pool_.get());
+    std::fill(mask_.begin(), mask_.end(), 0u);
+    for (int i = 0; i < c.n_ff; ++i) {
+      if (scores_[i] >= plan_.threshold && !is_hot_[il][i]) mask_[i / 32] |= 1u << (i % 32);
+    }
+  }
+  NormalizeRow(c, layer.ffn_norm, layer.ffn_norm_b, src, x_.data());
+  std::fill(y_hot_.begin(), y_hot_.end(), 0.0f);
+  if (n_hot > 0) {
+    hot_.Start(il, x_.data(), y_hot_.data());
+    fired_ += hot_.Wait();
+  }
+  cold->x = nullptr;
+  cold->mask = nullptr;
+  cold->y = nullptr;
+  pending_ = true;
+  if (!has_cold) {
+    std::fill(y_cold_.begin(), y_cold_.end(), 0.0f);
+    Merge();
+    return;
+  }
+  std::fill(y_cold_.begin(), y_cold_.end(), 0.0f);
+  cold->x = x_.data();
+  cold->mask = predict ? mask_.data() : nullptr;
+  cold->y = y_cold_.data();
+}
+
+void HostDeviceBackend::FinishToken(float* h_out, float* logits, int64_t* hot_fired) {
+  if (next_layer_ != plan_.n_layers) Die("FinishToken: not every device layer ran");
+  Merge();
+  if (h_out) std::memcpy(h_out, h_.data(), sizeof(float) * h_.size());
+  if (logits) Head(h_.data(), logits);
+  if (hot_fired) *hot_fired = fired_;
+}
+
+void HostDeviceBackend::Head(const float* h, float* logits) {
+  if (!plan_.output) Die("Head: the head is not on the device");
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  NormalizeRow(c, m.output_norm, m.output_norm_b, h, x_.data());
+  const PreparedInput in =
+      PrepareInput(x_.data(), c.n_embd, 1, head_q8_.data(), pool_.get(), ReadsQ8(m.output.type));
+  const MatMulJob job[1] = {{&m.output, logits, c.n_vocab}};
+  ParallelMatMul(pool_.get(), in, job, 1);
+}
+
+}  // namespace pi

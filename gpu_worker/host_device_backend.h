@@ -1,0 +1,61 @@
+// HostDeviceBackend: the DeviceBackend (common/device_backend.h) in host
+// memory, on its own threads — what a GPU does with a plan, done by the CPU
+// blocks (attention_block.h with its own KV cache, the predictor, the hot
+// neurons on a HostFfnBackend). It is how the device step — layers run
+// elsewhere, the residual stream kept there, only x, the cold mask and the
+// cold sum crossing — runs and is tested on machines without a GPU, and the
+// reference the CUDA backend is checked against.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/attention_block.h"
+#include "common/device_backend.h"
+#include "common/kv_cache.h"
+#include "common/predictor.h"
+#include "common/thread_pool.h"
+#include "gpu_worker/host_ffn_backend.h"
+
+namespace pi {
+
+class HostDeviceBackend : public DeviceBackend {
+ public:
+  explicit HostDeviceBackend(int n_threads = 1) : n_threads_(n_threads) {}
+
+  const char* name() const override { return "host"; }
+  Status Load(const LlamaModel& model, const DevicePlan& plan) override;
+  const DevicePlan& plan() const override { return plan_; }
+
+  void BeginToken(const float* h, int pos) override;
+  void RunLayer(int il, ColdStep* cold) override;
+  void FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
+  void Head(const float* h, float* logits) override;
+
+  int64_t resident_bytes() const override { return resident_bytes_; }
+  int64_t device_bytes() const override { return resident_bytes_; }
+
+ private:
+  // Adds the last cold layer's two partial sums into h (hot, then cold).
+  void Merge();
+
+  int n_threads_;
+  const LlamaModel* model_ = nullptr;
+  DevicePlan plan_;
+  std::unique_ptr<ThreadPool> pool_;
+  KvCache cache_;
+  AttentionBlock attention_;
+  Predictor predictor_;
+  HostFfnBackend hot_;
+  int64_t resident_bytes_ = 0;
+  std::vector<float> h_, inp_, x_, y_hot_, y_cold_, scores_;
+  std::vector<uint8_t> head_q8_;
+  std::vector<uint32_t> mask_;
+  std::vector<std::vector<uint8_t>> is_hot_;
+  int pos_ = 0, next_layer_ = 0;
+  bool pending_ = false;  // a cold layer's sums wait for Merge
+  int64_t fired_ = 0;
+};
+
+}  // namespace pi

@@ -1,0 +1,405 @@
+// The engine with a DeviceBackend (a prefix of the layers, their hot neurons
+// and the head on the device; the cold neurons and the other layers on the
+// host) against the same engine without one: logits of prompt tokens and
+// greedy decode steps, for every weight type, llama (normal RoPE, GQA, gated
+// relu/drelu) and falcon (NeoX RoPE, parallel residual, LayerNorm with
+// biases, ungated relu), f16 and f32 KV caches, and plans from everything on
+// the device down to the head alone. Built twice: for the host backend
+// (device_backend_test, CI) and the CUDA backend (cuda_device_backend_test,
+// label "gpu": skipped, with the reason, without a device); PI_TEST_DEVICE
+// names the backend.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common/synthetic_model.h"
+#include "coordinator/engine.h"
+#include "gpu_worker/host_device_backend.h"
+#include "tests/temp_path.h"
+#ifdef PI_HAVE_CUDA
+#include "gpu_worker/cuda_model_backend.h"
+#include "kernels/cuda/matvec.h"
+#endif
+
+namespace pi {
+namespace {
+
+enum class Plan {
+  kAll,       // every layer and every neuron on the device, and the head
+  kSplit,     // every layer, 30 % of each layer's neurons (the most frequent), the head
+  kNoHot,     // every layer's attention, no neuron: the FFN is all host
+  kPrefix,    // the first layer (30 % hot) and the head; the second layer on the host
+  kHeadOnly,  // the head alone
+  kNoHead,    // every layer split, the head on the host
+};
+
+const char* PlanName(Plan p) {
+  switch (p) {
+    case Plan::kAll:
+      return "all";
+    case Plan::kSplit:
+      return "split";
+    case Plan::kNoHot:
+      return "nohot";
+    case Plan::kPrefix:
+      return "prefix";
+    case Plan::kHeadOnly:
+      return "headonly";
+    case Plan::kNoHead:
+      return "nohead";
+  }
+  return "?";
+}
+
+struct Case {
+  const char* backend;  // host | cuda
+  DType type;
+  const char* act;
+  const char* arch;
+  Plan plan;
+  DType kv = DType::kF16;
+};
+
+std::unique_ptr<DeviceBackend> MakeBackend(const std::string& kind, std::string* skip) {
+  if (kind == "host") return std::make_unique<HostDeviceBackend>(2);
+#ifdef PI_HAVE_CUDA
+  if (!cuda::DeviceAvailable(skip)) return nullptr;
+  return std::make_unique<CudaModelBackend>();
+#else
+  *skip = "this build has no CUDA support";
+  return nullptr;
+#endif
+}
+
+// The 30 % most frequently firing neurons by the planted rates (what a
+// placement from a profile would pick), sorted.
+std::vector<int32_t> Hottest(const SyntheticModelOptions& o, int layer, double share) {
+  const std::vector<double> rates = PlantedFiringRates(o, layer);
+  std::vector<int32_t> order(o.n_ff);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return rates[a] > rates[b]; });
+  order.resize(static_cast<size_t>(share * o.n_ff));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+DevicePlan MakePlan(const SyntheticModelOptions& o, Plan p, int n_ctx, DType kv) {
+  DevicePlan dp;
+  dp.n_ctx = n_ctx;
+  dp.cache_type_k = dp.cache_type_v = kv;
+  dp.hot.assign(o.n_layer, {});
+  dp.output = p != Plan::kNoHead;
+  dp.n_layers = p == Plan::kHeadOnly ? 0 : p == Plan::kPrefix ? 1 : o.n_layer;
+  for (int il = 0; il < dp.n_layers; ++il) {
+    if (p == Plan::kAll) {
+      dp.hot[il].resize(o.n_ff);
+      std::iota(dp.hot[il].begin(), dp.hot[il].end(), 0);
+    } else if (p != Plan::kNoHot) {
+      dp.hot[il] = Hottest(o, il, 0.3);
+    }
+  }
+  return dp;
+}
+
+// max |a - b| over max |b|.
+double RelativeError(const float* a, const float* b, int n) {
+  double diff = 0, scale = 0;
+  for (int i = 0; i < n; ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+class DeviceBackendTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DeviceBackendTest, MatchesHostEngine) {
+  const Case tc = GetParam();
+  std::string skip;
+  std::unique_ptr<DeviceBackend> device = MakeBackend(tc.backend, &skip);
+  if (!device) GTEST_SKIP() << skip;
+
+  SyntheticModelOptions o;
+  o.n_vocab = 300;
+  o.n_embd = 256;
+  o.n_ff = 768;
+  o.n_layer = 2;
+  o.n_head = 8;
+  o.n_head_kv = std::string(tc.arch) == "falcon" ? 1 : 2;  // GQA (falcon: multi-query)
+  o.type = tc.type;
+  o.activation = tc.act;
+  o.arch = tc.arch;
+  o.down_t = true;
+  o.planted_sparsity = 0.8;
+  const std::string path = TempPath("device.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::remove(path.c_str());  // mapped: the data stays readable
+
+  const int n_ctx = 64;
+  const Status load = device->Load(m, MakePlan(o, tc.plan, n_ctx, tc.kv));
+  ASSERT_TRUE(load.ok()) << load.message();
+  EngineOptions opt;
+  opt.n_threads = 2;
+  opt.n_ctx = n_ctx;
+  opt.sparse = SparseMode::kOracle;
+  opt.cache_type_k = opt.cache_type_v = tc.kv;
+  std::unique_ptr<Engine> ref, dev;
+  ASSERT_TRUE(Engine::Create(&m, opt, &ref).ok());
+  opt.device = device.get();
+  const Status created = Engine::Create(&m, opt, &dev);
+  ASSERT_TRUE(created.ok()) << created.message();
+
+  // Float weights: exact up to float rounding (the GPU sums in other
+  // orders). Quantized weights dot a Q8_0 copy of each input, a rounding a
+  // last-bit difference upstream can flip for one element: a step of
+  // max|x| / 254 there moves the logits by up to ~1e-3 of their scale.
+  const bool quantized = tc.type == DType::kQ8_0 || tc.type == DType::kQ4_0;
+  const double tol = quantized ? 1e-2 : std::string(tc.backend) == "host" ? 1e-4 : 1e-3;
+  const int n_vocab = m.config.n_vocab;
+  const std::vector<int32_t> prompt = {1, 17, 42, 99, 5, 250};
+  ASSERT_TRUE(ref->Eval(prompt.data(), static_cast<int>(prompt.size()), true).ok());
+  std::vector<float> ref_rows(ref->logits(), ref->logits() + prompt.size() * n_vocab);
+  ASSERT_TRUE(dev->Eval(prompt.data(), static_cast<int>(prompt.size()), true).ok());
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    EXPECT_LE(RelativeError(dev->logits() + i * n_vocab, ref_rows.data() + i * n_vocab, n_vocab),
+              tol)
+        << "prompt token " << i;
+  }
+  int64_t hot_fired = 0, fired = 0;
+  double max_err = 0;
+  for (int step = 0; step < 8; ++step) {
+    const float* r = ref->logits();
+    const float* d = dev->logits();
+    const int32_t t_ref = static_cast<int32_t>(std::max_element(r, r + n_vocab) - r);
+    const int32_t t_dev = static_cast<int32_t>(std::max_element(d, d + n_vocab) - d);
+    max_err = std::max(max_err, RelativeError(d, r, n_vocab));
+    ASSERT_LE(RelativeError(d, r, n_vocab), tol) << "decode step " << step;
+    EXPECT_EQ(t_dev, t_ref) << "decode step " << step;
+    ASSERT_TRUE(ref->Eval(&t_ref, 1).ok());
+    ASSERT_TRUE(dev->Eval(&t_ref, 1).ok());
+    hot_fired += dev->last_ffn_hot_fired();
+    fired += dev->last_ffn_neurons();
+    // Both count the neurons that fired; float rounding may flip one near 0.
+    EXPECT_NEAR(dev->last_ffn_neurons(), ref->last_ffn_neurons(),
+                2 + ref->last_ffn_neurons() / 100);
+  }
+  printf("max relative logit error %.3g (tolerance %.0e)\n", max_err, tol);
+  if (tc.plan == Plan::kAll) {
+    EXPECT_EQ(hot_fired, fired);
+  } else if (tc.plan == Plan::kNoHot || tc.plan == Plan::kHeadOnly) {
+    EXPECT_EQ(hot_fired, 0);
+  } else if (tc.plan == Plan::kSplit || tc.plan == Plan::kNoHead) {
+    // The hottest 30 % serve most of the firings (power-law planted rates).
+    EXPECT_GT(hot_fired, fired / 2);
+    EXPECT_LT(hot_fired, fired);
+  }
+}
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  for (const char* backend : {PI_TEST_DEVICE}) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+      cases.push_back({backend, t, "relu", "llama", Plan::kSplit});
+      cases.push_back({backend, t, "relu", "llama", Plan::kAll});
+    }
+    for (Plan p : {Plan::kNoHot, Plan::kPrefix, Plan::kHeadOnly, Plan::kNoHead}) {
+      cases.push_back({backend, DType::kQ4_0, "relu", "llama", p});
+    }
+    cases.push_back({backend, DType::kF16, "drelu", "llama", Plan::kSplit});
+    cases.push_back({backend, DType::kQ8_0, "drelu", "llama", Plan::kAll});
+    cases.push_back({backend, DType::kF16, "relu", "falcon", Plan::kSplit});
+    cases.push_back({backend, DType::kQ4_0, "relu", "falcon", Plan::kAll});
+    cases.push_back({backend, DType::kQ8_0, "relu", "falcon", Plan::kPrefix});
+    cases.push_back({backend, DType::kF16, "relu", "llama", Plan::kSplit, DType::kF32});
+    cases.push_back({backend, DType::kQ4_0, "relu", "falcon", Plan::kAll, DType::kF32});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, DeviceBackendTest, ::testing::ValuesIn(AllCases()),
+                         [](const auto& p) {
+                           const Case& c = p.param;
+                           return std::string(c.backend) + "_" + c.arch + "_" + DTypeName(c.type) +
+                                  "_" + c.act + "_" + PlanName(c.plan) + "_kv" + DTypeName(c.kv);
+                         });
+
+// The demo model, stored with ffn_down_t (pi-quantize --down-t): the same 32
+// greedy tokens as the host engine with everything on the device, and with
+// 30 % of each layer's neurons there.
+TEST(DeviceBackendDemoTest, GreedyTokensEqualHost) {
+  for (const char* kind : {PI_TEST_DEVICE}) {
+    std::string skip;
+    std::unique_ptr<DeviceBackend> probe = MakeBackend(kind, &skip);
+    if (!probe) GTEST_SKIP() << skip;
+    const std::string demo_t = TempPath("demo-down-t.gguf");
+    const std::string cmd = std::string(PI_BINARY_DIR) + "/bin/pi-quantize " + PI_SOURCE_DIR +
+                            "/models/demo-kjv-f16.gguf " + demo_t + " f16 --down-t 2>/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    LlamaModel m;
+    ASSERT_TRUE(LoadLlamaModel(demo_t, &m).ok());
+    std::remove(demo_t.c_str());
+    const LlamaConfig& c = m.config;
+    for (double share : {1.0, 0.3}) {
+      std::unique_ptr<DeviceBackend> device = MakeBackend(kind, &skip);
+      DevicePlan dp;
+      dp.n_layers = c.n_layer;
+      dp.output = true;
+      dp.n_ctx = 64;
+      dp.hot.assign(c.n_layer, {});
+      for (int il = 0; il < c.n_layer; ++il) {
+        for (int i = 0; i < c.n_ff; ++i) {
+          if (i % 10 < share * 10) dp.hot[il].push_back(i);
+        }
+      }
+      ASSERT_TRUE(device->Load(m, dp).ok());
+      std::vector<int32_t> tokens[2];
+      for (int k = 0; k < 2; ++k) {
+        EngineOptions opt;
+        opt.n_threads = 2;
+        opt.n_ctx = 64;
+        if (k == 1) opt.device = device.get();
+        std::unique_ptr<Engine> e;
+        ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+        const int32_t prompt[4] = {1, 100, 200, 300};
+        ASSERT_TRUE(e->Eval(prompt, 4).ok());
+        for (int step = 0; step < 32; ++step) {
+          const float* logits = e->logits();
+          const int32_t t =
+              static_cast<int32_t>(std::max_element(logits, logits + e->n_vocab()) - logits);
+          tokens[k].push_back(t);
+          ASSERT_TRUE(e->Eval(&t, 1).ok());
+        }
+      }
+      EXPECT_EQ(tokens[1], tokens[0]) << kind << " share " << share;
+    }
+  }
+}
+
+// Predictor mode: the device evaluates each layer's predictor and hands the
+// host the cold neurons it predicts. Against the same plan on the host
+// backend (the reference for these semantics: hot neurons exact, cold ones
+// as predicted), on the demo model with a predictor trained here, at three
+// thresholds: everything predicted (also equal to the plain engine's
+// oracle), nothing predicted, and a calibrated one (where a score within
+// rounding of the threshold may go either way, so only the greedy tokens
+// are compared, most of them).
+TEST(DeviceBackendPredictorTest, PredictedColdNeuronsMatchHostBackend) {
+  std::string skip;
+  if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
+  const std::string demo_t = TempPath("demo-down-t.gguf"), pred = TempPath("demo-pred.gguf");
+  const std::string bin = std::string(PI_BINARY_DIR) + "/bin/";
+  std::string cmd = bin + "pi-quantize " + PI_SOURCE_DIR + "/models/demo-kjv-f16.gguf " + demo_t +
+                    " f16 --down-t 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  cmd = bin + "pi-train-predictor -m " + demo_t + " -f " + PI_SOURCE_DIR +
+        "/models/kjv-valid.txt -o " + pred +
+        " --max-tokens 1500 --epochs 3 --rank 64 -t 2 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::remove(demo_t.c_str());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(pred, &m).ok());
+  std::remove(pred.c_str());
+  const LlamaConfig& c = m.config;
+  for (float threshold : {-1e30f, 1e30f, 0.0f}) {
+    DevicePlan dp;
+    dp.n_layers = c.n_layer;
+    dp.output = true;
+    dp.n_ctx = 64;
+    dp.mode = SparseMode::kPredictor;
+    dp.threshold = threshold;
+    dp.hot.assign(c.n_layer, {});
+    for (int il = 0; il < c.n_layer; ++il) {
+      for (int i = 0; i < c.n_ff; ++i) {
+        if (i % 10 < 3) dp.hot[il].push_back(i);
+      }
+    }
+    std::unique_ptr<DeviceBackend> devices[2] = {std::make_unique<HostDeviceBackend>(2),
+                                                 MakeBackend(PI_TEST_DEVICE, &skip)};
+    std::vector<int32_t> tokens[3];
+    std::vector<float> last_logits[3];
+    for (int k = 0; k < 3; ++k) {  // host backend, the backend tested, no backend (oracle)
+      if (k == 2 && threshold != -1e30f) continue;
+      EngineOptions opt;
+      opt.n_threads = 2;
+      opt.n_ctx = 64;
+      opt.sparse = k == 2 ? SparseMode::kOracle : SparseMode::kPredictor;
+      opt.sparse_threshold = threshold;
+      if (k < 2) {
+        const Status s = devices[k]->Load(m, dp);
+        ASSERT_TRUE(s.ok()) << s.message();
+        opt.device = devices[k].get();
+      }
+      std::unique_ptr<Engine> e;
+      const Status s = Engine::Create(&m, opt, &e);
+      ASSERT_TRUE(s.ok()) << s.message();
+      const int32_t prompt[4] = {1, 100, 200, 300};
+      ASSERT_TRUE(e->Eval(prompt, 4).ok());
+      for (int step = 0; step < 24; ++step) {
+        const float* logits = e->logits();
+        const int32_t t =
+            static_cast<int32_t>(std::max_element(logits, logits + e->n_vocab()) - logits);
+        tokens[k].push_back(t);
+        ASSERT_TRUE(e->Eval(&t, 1).ok());
+      }
+      last_logits[k].assign(e->logits(), e->logits() + e->n_vocab());
+    }
+    int agree = 0;
+    for (size_t i = 0; i < tokens[0].size(); ++i) agree += tokens[0][i] == tokens[1][i];
+    printf("threshold %g: %d of %zu greedy tokens agree, last logits' relative error %.3g\n",
+           threshold, agree, tokens[0].size(),
+           RelativeError(last_logits[1].data(), last_logits[0].data(), c.n_vocab));
+    if (threshold == 0.0f) {
+      EXPECT_GE(agree, 20) << "threshold 0";
+      continue;
+    }
+    EXPECT_EQ(tokens[1], tokens[0]) << "threshold " << threshold;
+    EXPECT_LE(RelativeError(last_logits[1].data(), last_logits[0].data(), c.n_vocab), 1e-3);
+    if (threshold == -1e30f) {
+      EXPECT_EQ(tokens[2], tokens[0]) << "all predicted = oracle";
+    }
+  }
+}
+
+TEST(DeviceBackendErrorsTest, EngineRejectsMismatchedDevice) {
+  SyntheticModelOptions o;
+  o.activation = "relu";
+  o.down_t = true;
+  const std::string path = TempPath("m.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::remove(path.c_str());
+  HostDeviceBackend device(1);
+  DevicePlan dp;
+  dp.n_layers = o.n_layer;
+  dp.output = true;
+  dp.n_ctx = 32;
+  dp.hot.assign(o.n_layer, {});
+  ASSERT_TRUE(device.Load(m, dp).ok());
+  EngineOptions opt;
+  opt.n_ctx = 64;  // the device holds 32 positions
+  opt.device = &device;
+  std::unique_ptr<Engine> e;
+  EXPECT_THAT(Engine::Create(&m, opt, &e).message(), ::testing::HasSubstr("context of 32"));
+  opt.n_ctx = 32;
+  opt.cache_type_k = DType::kF32;
+  EXPECT_THAT(Engine::Create(&m, opt, &e).message(), ::testing::HasSubstr("-ctk f16"));
+  // Hot neurons in a layer whose attention is not on the device.
+  dp.n_layers = 1;
+  dp.hot[1] = {0, 1};
+  EXPECT_THAT(device.Load(m, dp).message(), ::testing::HasSubstr("layer 1 has hot neurons"));
+}
+
+}  // namespace
+}  // namespace pi
