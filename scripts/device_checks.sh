@@ -22,7 +22,7 @@
 #      pi-synth, profiled by pi-profile): decode over VRAM budgets 0, 0.5, 1,
 #      1.5, 2, 3 GB and everything, against CPU-only dense and sparse decode
 #      with the same threads (sweep.jsonl: pi-bench's json rows).
-# SKIP_SANITIZER=1 and SKIP_SWEEP=1 leave steps out; NCU=1 adds Nsight
+# SKIP_SANITIZER=1, SKIP_BENCH=1 (steps 3 and 4) and SKIP_SWEEP=1 leave steps out; NCU=1 adds Nsight
 # Compute's per-kernel GPU time of decode tokens at two budgets. Exit status 1 when a
 # test, a sanitizer or a benchmark's own check failed (listed at the end).
 set -uo pipefail
@@ -78,28 +78,30 @@ if [ -z "${SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
   check racecheck-device-backend
 fi
 
-step "handoff fixed costs"
-timeout 120 "$BIN/bench-cuda-handoff" 2>&1 | tee "$OUT/bench_handoff.md"
-check bench-cuda-handoff
-step "mat-vec kernels"
-timeout 120 "$BIN/bench-cuda-matvec" 20 2>&1 | tee "$OUT/bench_matvec.md"
-check bench-cuda-matvec
-step "hot FFN, one 7B-shaped layer"
-timeout 120 "$BIN/bench-cuda-ffn" 50 f16 q8_0 q4_0 2>&1 | tee "$OUT/bench_ffn.md"
-check bench-cuda-ffn
+if [ -z "${SKIP_BENCH:-}" ]; then
+  step "handoff fixed costs"
+  timeout 120 "$BIN/bench-cuda-handoff" 2>&1 | tee "$OUT/bench_handoff.md"
+  check bench-cuda-handoff
+  step "mat-vec kernels"
+  timeout 120 "$BIN/bench-cuda-matvec" 20 2>&1 | tee "$OUT/bench_matvec.md"
+  check bench-cuda-matvec
+  step "hot FFN, one 7B-shaped layer"
+  timeout 120 "$BIN/bench-cuda-ffn" 50 f16 q8_0 q4_0 2>&1 | tee "$OUT/bench_ffn.md"
+  check bench-cuda-ffn
 
-step "demo model: CPU, all in VRAM, 30 % of the FFN in VRAM"
-DEMO="$TMP/demo-down-t.gguf"
-"$BIN/pi-quantize" models/demo-kjv-f16.gguf "$DEMO" f16 --down-t 2>&1 | tail -1
-"$BIN/pi-profile" -m "$DEMO" -f models/kjv-valid.txt --max-tokens 2048 2>&1 | tail -1
-"$BIN/pi-bench" -m "$DEMO" -p 0 -n 128 -t 4 -r 3 --no-bw --sparse off,oracle 2>/dev/null |
-  tee "$OUT/demo.md"
-for budget in 64M 6M; do
-  "$BIN/pi-bench" -m "$DEMO" -p 64 -n 128 -t 4 -r 3 --no-bw --sparse oracle --vram-budget $budget \
-    --ffn-backend cuda 2>"$TMP/err" | tail -n +3 | tee -a "$OUT/demo.md"
-  check "demo pi-bench --vram-budget $budget"
-  grep -E "GPU|error|pi-bench:" "$TMP/err" | tee -a "$OUT/demo.md"
-done
+  step "demo model: CPU, all in VRAM, 30 % of the FFN in VRAM"
+  DEMO="$TMP/demo-down-t.gguf"
+  "$BIN/pi-quantize" models/demo-kjv-f16.gguf "$DEMO" f16 --down-t 2>&1 | tail -1
+  "$BIN/pi-profile" -m "$DEMO" -f models/kjv-valid.txt --max-tokens 2048 2>&1 | tail -1
+  "$BIN/pi-bench" -m "$DEMO" -p 0 -n 128 -t 4 -r 3 --no-bw --sparse off,oracle 2>/dev/null |
+    tee "$OUT/demo.md"
+  for budget in 64M 6M; do
+    "$BIN/pi-bench" -m "$DEMO" -p 64 -n 128 -t 4 -r 3 --no-bw --sparse oracle --vram-budget $budget \
+      --ffn-backend cuda 2>"$TMP/err" | tail -n +3 | tee -a "$OUT/demo.md"
+    check "demo pi-bench --vram-budget $budget"
+    grep -E "GPU|error|pi-bench:" "$TMP/err" | tee -a "$OUT/demo.md"
+  done
+fi
 
 if [ -z "${SKIP_SWEEP:-}" ]; then
   step "7B-shaped planted Q4_0 model, 32 layers"
