@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
+#include "common/atomic_file.h"
 #include "coordinator/engine.h"
 
 namespace {
@@ -95,9 +96,11 @@ int main(int argc, char** argv) {
     fprintf(stderr, "pi-dump-logits: %s\n", s.message().c_str());
     return 1;
   }
-  FILE* f = fopen(out_path.c_str(), "wb");
-  if (!f || fwrite(all.data(), sizeof(float), all.size(), f) != all.size() || fclose(f) != 0) {
-    fprintf(stderr, "pi-dump-logits: cannot write %s\n", out_path.c_str());
+  s = pi::WriteFileAtomically(out_path, [&all](pi::AtomicFile* f) {
+    return f->Write(all.data(), sizeof(float) * all.size());
+  });
+  if (!s.ok()) {
+    fprintf(stderr, "pi-dump-logits: %s\n", s.message().c_str());
     return 1;
   }
   return 0;

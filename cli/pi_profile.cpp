@@ -17,6 +17,7 @@
 #include "cli/args.h"
 #include "cli/read_file.h"
 #include "common/activation_stats.h"
+#include "common/atomic_file.h"
 #include "common/llama_model.h"
 #include "common/progress.h"
 #include "common/tokenizer.h"
@@ -67,18 +68,22 @@ pi::Status ListCorpus(const std::string& path, std::vector<std::string>* files) 
 }
 
 pi::Status WriteCsv(const pi::ActivationStats& st, const std::string& path) {
-  FILE* f = fopen(path.c_str(), "w");
-  if (f == nullptr) return pi::Status::Error("cannot write '%s'", path.c_str());
-  fprintf(f, "layer,neuron,count,frequency\n");
-  const double n = static_cast<double>(st.n_tokens());
-  for (int il = 0; il < st.n_layer(); ++il) {
-    const int64_t* c = st.counts(il);
-    for (int i = 0; i < st.n_ff(); ++i) {
-      fprintf(f, "%d,%d,%lld,%.6g\n", il, i, static_cast<long long>(c[i]), n > 0 ? c[i] / n : 0.0);
+  return pi::WriteFileAtomically(path, [&st](pi::AtomicFile* f) {
+    std::string text = "layer,neuron,count,frequency\n";
+    const double n = static_cast<double>(st.n_tokens());
+    char line[96];
+    for (int il = 0; il < st.n_layer(); ++il) {
+      const int64_t* c = st.counts(il);
+      for (int i = 0; i < st.n_ff(); ++i) {
+        const int len = snprintf(line, sizeof(line), "%d,%d,%lld,%.6g\n", il, i,
+                                 static_cast<long long>(c[i]), n > 0 ? c[i] / n : 0.0);
+        text.append(line, static_cast<size_t>(len));
+      }
+      PI_RETURN_IF_ERROR(f->Write(text.data(), text.size()));
+      text.clear();
     }
-  }
-  if (fclose(f) != 0) return pi::Status::Error("error writing '%s'", path.c_str());
-  return pi::Status::Ok();
+    return f->Write(text.data(), text.size());
+  });
 }
 
 }  // namespace

@@ -169,7 +169,7 @@ class GgufWriter {
   // Same, but the bytes come from `fill`, called once during Write/Serialize.
   Status AddTensorFill(const std::string& name, DType type, const std::vector<int64_t>& ne,
                        FillFn fill);
-  // Writes `path` (via a temporary file renamed into place). Fails on
+  // Writes `path` through an AtomicFile (atomic_file.h). Fails on
   // inconsistent metadata (e.g. an array element whose type differs from the
   // array's element type) and on a fill callback's error.
   Status Write(const std::string& path) const;

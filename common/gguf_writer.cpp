@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/atomic_file.h"
 #include "common/gguf.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -284,27 +285,11 @@ std::vector<uint8_t> GgufWriter::Serialize() const {
 }
 
 Status GgufWriter::Write(const std::string& path) const {
-  // Written under a temporary name and renamed, so a failed or interrupted
-  // write never leaves a truncated file that looks like a model.
-  const std::string tmp = path + ".tmp";
-  FILE* f = fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return Status::Error("%s: cannot create: %s", tmp.c_str(), strerror(errno));
-  std::vector<char> buffer(1 << 20);
-  setvbuf(f, buffer.data(), _IOFBF, buffer.size());
-  Status s = WriteTo([f, &tmp](const void* data, size_t n) {
-    if (n > 0 && fwrite(data, 1, n, f) != n) {
-      return Status::Error("%s: write failed: %s", tmp.c_str(), strerror(errno));
-    }
-    return Status::Ok();
+  // Through AtomicFile: a failed or interrupted write never leaves a
+  // truncated file that looks like a model, and writers never collide.
+  return WriteFileAtomically(path, [this](AtomicFile* file) {
+    return WriteTo([file](const void* data, size_t n) { return file->Write(data, n); });
   });
-  if (fclose(f) != 0 && s.ok()) {
-    s = Status::Error("%s: close failed: %s", tmp.c_str(), strerror(errno));
-  }
-  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
-    s = Status::Error("%s: cannot rename to %s: %s", tmp.c_str(), path.c_str(), strerror(errno));
-  }
-  if (!s.ok()) remove(tmp.c_str());
-  return s;
 }
 
 }  // namespace pi

@@ -6,8 +6,12 @@
 // and are never reused for another budget, context, group, model or stats.
 #include "common/placement.h"
 
+#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -401,6 +405,47 @@ TEST(Placement, PlanRoundTripAndRejection) {
   st3.set_n_tokens(1001);
   EXPECT_FALSE(CheckPlanMatches(r, m, st3, opt).ok());
   EXPECT_THAT(CheckPlanMatches(r, other, st, opt).message(), HasSubstr("not this model"));
+}
+
+// Eight processes making the same plan at once (the first use of one
+// --vram-budget by eight tools): every write succeeds and one whole, valid
+// plan results, with no temporary left beside it.
+TEST(Placement, ConcurrentPlanWritersAllSucceed) {
+  const SyntheticModelOptions o = Opts(3, DType::kQ8_0, false, false);
+  LlamaModel m;
+  ASSERT_NO_FATAL_FAILURE(LoadSynthetic(o, "m", &m));
+  ActivationStats st;
+  FillStats(m, 5, &st);
+  Placement p;
+  ASSERT_NO_FATAL_FAILURE(MakePlan(m, st, 300 * NeuronBytes(m, 0), &p));
+  const std::string dir = TempPath("plans");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string path = dir + "/m.plan-1M.gguf";
+  for (int round = 0; round < 3; ++round) {
+    std::vector<pid_t> pids;
+    for (int w = 0; w < 8; ++w) {
+      const pid_t pid = fork();
+      if (pid == 0) _exit(WritePlan(p, path).ok() ? 0 : 1);
+      pids.push_back(pid);
+    }
+    for (pid_t pid : pids) {
+      int status = 0;
+      ASSERT_EQ(waitpid(pid, &status, 0), pid);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "round " << round;
+    }
+    Placement r;
+    const Status s = ReadPlan(path, &r);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(r.used_bytes(), p.used_bytes());
+    int entries = 0;
+    DIR* d = opendir(dir.c_str());
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      entries += n != "." && n != "..";  // temporaries start with '.' too
+    }
+    closedir(d);
+    EXPECT_EQ(entries, 1) << "a temporary was left behind";
+  }
 }
 
 TEST(Placement, PlanReaderRejectsBadFiles) {

@@ -13,6 +13,7 @@ import argparse
 import os
 import re
 import sys
+import tempfile
 
 import numpy as np
 
@@ -21,6 +22,33 @@ import pigguf  # noqa: E402
 
 NAME = re.compile(r"^blk\.(0|[1-9][0-9]*)\.ffn_fire_count$")
 
+
+
+def save_png(fig, path, dpi):
+    """Writes the figure as the whole file or not at all: a temporary in the
+    target's folder, renamed over it; an existing non-file target is refused."""
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise SystemExit("%s exists and is not a regular file: refusing to replace it" % path)
+    real = os.path.realpath(path)  # a symlink is followed, not replaced
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".",
+                               suffix=".tmp", dir=os.path.dirname(real))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, dpi=dpi, format="png")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, real)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 def read_stats(path):
     """(metadata, [counts of layer 0, layer 1, ...]) with layers matched by the number in
@@ -102,7 +130,7 @@ def main(argv):
         sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, len(layers) - 1))
         fig.colorbar(sm, ax=ax, label="layer")
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    save_png(fig, out, 120)
     print("plot_activations: wrote %s" % out)
     return 0
 
