@@ -66,6 +66,7 @@ int64_t ArgReader::Bytes(const std::string& flag) {
   char* end = nullptr;
   errno = 0;
   const double x = strtod(v, &end);
+  const bool no_number = end == v;  // "G" alone: a suffix without a number
   double mult = 1.0;
   if (end && *end) {
     switch (*end) {
@@ -92,11 +93,18 @@ int64_t ArgReader::Bytes(const std::string& flag) {
     if (*end == 'i') ++end;  // "GiB"
     if (*end == 'B' || *end == 'b') ++end;
   }
-  if (errno != 0 || end == v || *end != '\0' || mult == 0.0 || !(x >= 0.0)) {
+  if (errno != 0 || no_number || *end != '\0' || mult == 0.0 || !(x >= 0.0) || !std::isfinite(x)) {
     Fail(flag + " expects a size like 512M or 11G, got '" + v + "'");
     return 0;
   }
-  return static_cast<int64_t>(x * mult);
+  // Past 2^62 bytes (4 EiB) a size is a typo, and past 2^63 the conversion
+  // would wrap negative (a negative budget reads as "no budget").
+  const double bytes = x * mult;
+  if (bytes > 4611686018427387904.0) {
+    Fail(flag + " is too large: '" + v + "'");
+    return 0;
+  }
+  return static_cast<int64_t>(bytes);
 }
 
 }  // namespace pi

@@ -22,7 +22,8 @@ class ArgReader {
   int Int(const std::string& flag);
   int64_t Int64(const std::string& flag);
   float Float(const std::string& flag);
-  // A size with optional K/M/G suffix (powers of 1024), e.g. "11G".
+  // A size with optional K/M/G/T suffix (powers of 1024, "GiB" and "GB" read
+  // as "G"), e.g. "11G"; negative, non-finite or above 4 EiB is an error.
   int64_t Bytes(const std::string& flag);
 
   // Prints "tool: message" to stderr and marks failure.

@@ -1,0 +1,77 @@
+// ArgReader's value parsing: sizes with suffixes, and the inputs that must
+// fail with a message instead of being coerced (overflow that would wrap
+// negative, non-finite numbers, trailing garbage).
+#include "cli/args.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace pi {
+namespace {
+
+// Parses `value` as flag --x with `parse`; *failed tells whether it failed.
+template <typename T, typename Parse>
+T ParseOne(const std::string& value, Parse parse, bool* failed) {
+  std::vector<std::string> args = {"tool", "--x", value};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ArgReader r("tool", static_cast<int>(argv.size()), argv.data());
+  r.Next();
+  const T v = parse(&r);
+  *failed = r.failed();
+  return v;
+}
+
+int64_t Bytes(const std::string& v, bool* failed) {
+  return ParseOne<int64_t>(
+      v, [](ArgReader* r) { return r->Bytes("--x"); }, failed);
+}
+
+TEST(ArgReader, SizesWithSuffixes) {
+  bool failed = true;
+  EXPECT_EQ(Bytes("512", &failed), 512);
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(Bytes("64K", &failed), 64 << 10);
+  EXPECT_EQ(Bytes("6M", &failed), 6 << 20);
+  EXPECT_EQ(Bytes("11G", &failed), int64_t{11} << 30);
+  EXPECT_EQ(Bytes("1.5GiB", &failed), int64_t{3} << 29);
+  EXPECT_EQ(Bytes("2T", &failed), int64_t{2} << 40);
+  EXPECT_EQ(Bytes("0", &failed), 0);
+  EXPECT_FALSE(failed);
+}
+
+TEST(ArgReader, SizesThatMustFail) {
+  // 16777216T is 2^64 bytes: converted, it wrapped to a negative budget,
+  // which silently meant "no split".
+  for (const char* bad :
+       {"16777216T", "1e300", "inf", "nan", "-1", "-0.5G", "12X", "G", "", "1G1"}) {
+    bool failed = false;
+    EXPECT_EQ(Bytes(bad, &failed), 0) << bad;
+    EXPECT_TRUE(failed) << bad;
+  }
+  bool failed = true;
+  EXPECT_EQ(Bytes("4096P", &failed), 0);  // an unknown suffix
+  EXPECT_TRUE(failed);
+  EXPECT_GT(Bytes("4194304T", &failed), 0);  // 2^62: the largest accepted
+  EXPECT_FALSE(failed);
+}
+
+TEST(ArgReader, NumbersThatMustFail) {
+  for (const char* bad : {"nan", "inf", "-inf", "1e39", "abc", "1.5x"}) {
+    bool failed = false;
+    ParseOne<float>(
+        bad, [](ArgReader* r) { return r->Float("--x"); }, &failed);
+    EXPECT_TRUE(failed) << bad;
+  }
+  for (const char* bad : {"99999999999999999999", "2147483648", "1.5", "", "7e3"}) {
+    bool failed = false;
+    ParseOne<int>(
+        bad, [](ArgReader* r) { return r->Int("--x"); }, &failed);
+    EXPECT_TRUE(failed) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace pi
