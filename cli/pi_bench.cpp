@@ -404,8 +404,13 @@ int main(int argc, char** argv) {
   }
   if (models.empty()) models.push_back(pi::DefaultModelPath());
   if (!text_path.empty()) {
-    if (!pi::ReadWholeFile(text_path, &text).ok() || text.empty()) {
-      fprintf(stderr, "pi-bench: cannot read '%s' (or it is empty)\n", text_path.c_str());
+    const pi::Status rs = pi::ReadWholeFile(text_path, &text);
+    if (!rs.ok()) {
+      fprintf(stderr, "pi-bench: --text: %s\n", rs.message().c_str());
+      return 1;
+    }
+    if (text.empty()) {
+      fprintf(stderr, "pi-bench: --text: '%s' is empty\n", text_path.c_str());
       return 1;
     }
   }

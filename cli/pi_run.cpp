@@ -123,8 +123,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!prompt_file.empty()) {
-    if (!pi::ReadWholeFile(prompt_file, &prompt).ok()) {
-      fprintf(stderr, "pi-run: cannot read prompt file '%s'\n", prompt_file.c_str());
+    const pi::Status rs = pi::ReadWholeFile(prompt_file, &prompt);
+    if (!rs.ok()) {
+      fprintf(stderr, "pi-run: prompt file: %s\n", rs.message().c_str());
       return 1;
     }
     have_prompt = true;

@@ -1,17 +1,41 @@
 #include "cli/read_file.h"
 
-#include <fstream>
-#include <sstream>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace pi {
 
 Status ReadWholeFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot read '%s'", path.c_str());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::Error("cannot read '%s'", path.c_str());
-  *out = ss.str();
+  // O_NONBLOCK: a FIFO is refused below instead of waiting for a writer.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Status::Error("cannot read '%s': %s", path.c_str(), strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
+    close(fd);
+    return Status::Error("cannot read '%s': %s", path.c_str(),
+                         dir ? "it is a directory" : "not a regular file");
+  }
+  std::string data;
+  data.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = read(fd, &data[done], data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return Status::Error("cannot read '%s': %s", path.c_str(), strerror(err));
+    }
+    if (n == 0) break;  // shrank while read: keep what is there
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  data.resize(done);
+  *out = std::move(data);
   return Status::Ok();
 }
 

@@ -8,8 +8,9 @@
 
 namespace pi {
 
-// *out = the bytes of `path`. Fails with "cannot read 'path'" when it cannot
-// be opened or a read fails.
+// *out = the bytes of `path`. Fails with "cannot read 'path': why" when it
+// cannot be opened, is a directory or another non-regular file (a FIFO is
+// refused without waiting for a writer), or a read fails.
 Status ReadWholeFile(const std::string& path, std::string* out);
 
 }  // namespace pi

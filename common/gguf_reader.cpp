@@ -290,7 +290,9 @@ GgufFile::~GgufFile() {
 }
 
 Status GgufFile::Open(const std::string& path, std::unique_ptr<GgufFile>* out) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer; it is
+  // refused below as not a regular file instead.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status::Error("%s: cannot open: %s", path.c_str(), strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {

@@ -28,6 +28,12 @@ Status ResolvePredictorThreshold(const LlamaConfig& config, const std::optional<
     t = v;
     from = kPredictorThresholdEnv;
   }
+  // A file's NaN or infinity is refused as the same value from the flag or
+  // the environment is: NaN would predict nothing, silently.
+  if (!std::isfinite(t)) {
+    return Status::Error("%s = %g is not a finite number; pass --sparse-threshold", from.c_str(),
+                         static_cast<double>(t));
+  }
   *threshold = t;
   if (source) *source = from;
   return Status::Ok();

@@ -1,7 +1,19 @@
-// ArgReader's value parsing: sizes with suffixes, and the inputs that must
-// fail with a message instead of being coerced (overflow that would wrap
-// negative, non-finite numbers, trailing garbage).
+// The tools' inputs: ArgReader's value parsing (sizes with suffixes, and the
+// inputs that must fail with a message instead of being coerced: overflow
+// that would wrap negative, non-finite numbers, trailing garbage), and input
+// files that are directories or FIFOs (an error at once, never a hang or an
+// empty prompt).
 #include "cli/args.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/read_file.h"
+#include "common/gguf.h"
+#include "tests/temp_path.h"
 
 #include <gtest/gtest.h>
 
@@ -71,6 +83,28 @@ TEST(ArgReader, NumbersThatMustFail) {
         bad, [](ArgReader* r) { return r->Int("--x"); }, &failed);
     EXPECT_TRUE(failed) << bad;
   }
+}
+
+TEST(InputFiles, DirectoriesAndFifosAreErrorsNotHangs) {
+  const std::string dir = TempPath("inputs");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  std::string text;
+  EXPECT_NE(ReadWholeFile(dir, &text).message().find("is a directory"), std::string::npos);
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_NE(ReadWholeFile(fifo, &text).message().find("not a regular file"), std::string::npos);
+  std::unique_ptr<GgufFile> f;
+  EXPECT_NE(GgufFile::Open(fifo, &f).message().find("not a regular file"), std::string::npos);
+  EXPECT_NE(GgufFile::Open(dir, &f).message().find("not a regular file"), std::string::npos);
+  EXPECT_NE(ReadWholeFile(dir + "/missing", &text).message().find("No such file"),
+            std::string::npos);
+  const std::string file = dir + "/prompt.txt";
+  FILE* out = fopen(file.c_str(), "wb");
+  ASSERT_NE(out, nullptr);
+  fputs("In the beginning\n", out);
+  fclose(out);
+  ASSERT_TRUE(ReadWholeFile(file, &text).ok());
+  EXPECT_EQ(text, "In the beginning\n");
 }
 
 }  // namespace

@@ -393,6 +393,14 @@ TEST(PredictorTest, ThresholdPrecedenceFlagThenEnvThenFile) {
   setenv(kPredictorThresholdEnv, "abc", 1);
   EXPECT_FALSE(ResolvePredictorThreshold(c, {}, &t).ok());
   unsetenv(kPredictorThresholdEnv);
+  // A file's non-finite threshold is refused, unless the flag overrides it.
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    c.sparse_threshold = bad;
+    const Status s = ResolvePredictorThreshold(c, {}, &t);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("powerinfer.sparse_threshold"), std::string::npos) << s.message();
+    EXPECT_TRUE(ResolvePredictorThreshold(c, 0.5f, &t).ok());
+  }
 }
 
 #else  // PI_PREDICTOR_TRAIN_TEST
