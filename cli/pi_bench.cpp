@@ -373,9 +373,15 @@ int main(int argc, char** argv) {
       args.Fail("unknown flag '" + f + "' (see --help)");
   }
   if (args.failed()) return 2;
-  if (reps < 1 || n_batch < 1 || link_gbs < 0 ||
-      (out_fmt != "md" && out_fmt != "csv" && out_fmt != "json" && out_fmt != "jsonl")) {
-    Usage();
+  const char* bad =
+      reps < 1       ? "-r must be at least 1"
+      : n_batch < 1  ? "-b must be at least 1"
+      : link_gbs < 0 ? "--link-gbs must not be negative"
+      : (out_fmt != "md" && out_fmt != "csv" && out_fmt != "json" && out_fmt != "jsonl")
+          ? "-o expects md, csv, json or jsonl"
+          : nullptr;
+  if (bad) {
+    fprintf(stderr, "pi-bench: %s\n", bad);
     return 2;
   }
   for (int t : threads) {

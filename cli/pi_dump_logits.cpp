@@ -81,6 +81,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int n_vocab = engine->n_vocab();
+  // Checked here, by their place in --tokens: decode mode evaluates one token
+  // at a time, so the engine's own message would always say index 0.
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+      fprintf(stderr, "pi-dump-logits: --tokens entry %zu: token id %d is out of range [0, %d)\n",
+              i, tokens[i], n_vocab);
+      return 1;
+    }
+  }
   std::vector<float> all(tokens.size() * static_cast<size_t>(n_vocab));
   if (mode == "prompt") {
     s = engine->Eval(tokens.data(), static_cast<int>(tokens.size()), /*all_logits=*/true);

@@ -14,12 +14,19 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
 #include "kernels/dtype.h"
 
 namespace pi {
+
+// The largest general.alignment accepted, read or written. Files use 32 (or
+// 64); ggml takes any power of two, but beyond this a value only wastes
+// bytes: a 61-byte file claiming 1 GiB made pi-quantize write a 1 GiB file.
+inline constexpr uint32_t kGgufMaxAlignment = 1u << 16;
 
 // Metadata value types, ggml's `gguf_type` ids.
 enum class GgufType : uint32_t {
@@ -156,8 +163,8 @@ class GgufWriter {
   using FillFn = std::function<Status(void* dst)>;
 
   void SetSparseMagic(bool pwri) { sparse_magic_ = pwri; }  // write "PWRI"
-  // A non-zero power of two; also sets general.alignment (removed again for
-  // the default, 32).
+  // A power of two up to kGgufMaxAlignment; also sets general.alignment
+  // (removed again for the default, 32).
   Status SetAlignment(uint32_t alignment);
   // Replaces an existing key (keeping its position). Setting general.alignment
   // to a valid u32 also changes the alignment used for the data.
@@ -196,7 +203,9 @@ class GgufWriter {
   bool sparse_magic_ = false;
   uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::unordered_map<std::string, size_t> kv_index_;  // key -> position in kv_
   std::vector<PendingTensor> tensors_;
+  std::unordered_set<std::string> tensor_names_;
 };
 
 }  // namespace pi

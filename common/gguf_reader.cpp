@@ -409,10 +409,10 @@ Status GgufFile::Parse() {
       return Status::Error("bad alignment: %s at byte %zu has type %s, must be u32", kAlignmentKey,
                            alignment_at, GgufTypeName(a->type));
     }
-    if (!IsPowerOfTwo(a->u)) {
+    if (!IsPowerOfTwo(a->u) || a->u > kGgufMaxAlignment) {
       return Status::Error("bad alignment: %s = %" PRIu64
-                           " at byte %zu is not a non-zero power of two",
-                           kAlignmentKey, a->u, alignment_at);
+                           " at byte %zu is not a power of two up to %u",
+                           kAlignmentKey, a->u, alignment_at, kGgufMaxAlignment);
     }
     alignment_ = static_cast<uint32_t>(a->u);
   }

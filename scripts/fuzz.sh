@@ -7,7 +7,8 @@
 # Builds build-fuzz/ (clang, PI_FUZZ=ON), writes seed files, then runs the
 # fuzzer; exits non-zero on a crash, leak or sanitizer report (the input that
 # triggered it is saved under build-fuzz/fuzz/artifacts/). The corpus in
-# build-fuzz/fuzz/corpus/ is kept between runs.
+# build-fuzz/fuzz/corpus/ is kept between runs; tests/fuzz/regressions/ (every
+# input a fuzzer once flagged) is replayed too. Copy a new reproducer there.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,7 +34,7 @@ if ! "$build/bin/gguf_fuzz" \
     -print_final_stats=1 \
     -dict="$root/tests/fuzz/gguf.dict" \
     -artifact_prefix="$work/artifacts/" \
-    "$work/corpus" "$work/seeds"; then
+    "$work/corpus" "$work/seeds" "$root/tests/fuzz/regressions"; then
   echo "fuzz.sh: the fuzzer found a failure; reproducer(s) in $work/artifacts/" >&2
   exit 1
 fi

@@ -4,6 +4,7 @@
 // checks that the error names the problem and the byte offset.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -423,6 +424,31 @@ TEST(GgufRoundTripTest, DefaultAlignmentWritesNoKey) {
   EXPECT_EQ(f->alignment(), 32u);
   EXPECT_FALSE(f->is_sparse_magic());
   EXPECT_EQ(memcmp(bytes.data(), "GGUF", 4), 0);
+}
+
+TEST(GgufRoundTripTest, WriterBoundsAlignmentAndIndexesKeys) {
+  GgufWriter w;
+  EXPECT_FALSE(w.SetAlignment(1u << 30).ok());
+  EXPECT_TRUE(w.SetAlignment(kGgufMaxAlignment).ok());
+  // A huge alignment key given through Set is refused at write time.
+  GgufWriter big;
+  big.Set("general.alignment", GgufValue::U32(1u << 30));
+  EXPECT_TRUE(big.Serialize().empty());
+  // Many keys: Set replaces in place and keeps every key's position.
+  GgufWriter many;
+  for (int i = 0; i < 20000; ++i) many.Set("k." + std::to_string(i), GgufValue::U32(i));
+  many.Set("k.7", GgufValue::U32(70));
+  const std::vector<uint8_t> bytes = many.Serialize();
+  std::unique_ptr<GgufFile> f;
+  ASSERT_TRUE(Open(bytes, &f).ok());
+  ASSERT_EQ(f->metadata().size(), 20000u);
+  EXPECT_EQ(f->metadata()[7].first, "k.7");
+  EXPECT_EQ(f->metadata()[7].second.u, 70u);
+  EXPECT_EQ(f->metadata()[19999].first, "k.19999");
+  // Duplicate tensor names are still refused.
+  const float x[8] = {};
+  ASSERT_TRUE(many.AddTensor("t", DType::kF32, {8}, x).ok());
+  EXPECT_FALSE(many.AddTensor("t", DType::kF32, {8}, x).ok());
 }
 
 TEST(GgufRoundTripTest, SetGeneralAlignmentChangesDataAlignment) {
@@ -977,7 +1003,10 @@ TEST(GgufMalformedTest, TensorNameTooLong) {
 }
 
 TEST(GgufMalformedTest, BadAlignment) {
-  for (uint32_t a : {0u, 48u, 3u}) {
+  // 1 GiB and 128 KiB: powers of two, but past kGgufMaxAlignment (a fuzzer
+  // found a 61-byte file claiming 1 GiB, which pi-quantize then copied into
+  // a 1 GiB file).
+  for (uint32_t a : {0u, 48u, 3u, 1u << 30, 1u << 17}) {
     Bytes b = Header(0, 1);
     b.Str("general.alignment").U32(4).U32(a);
     EXPECT_THAT(ErrorOf(b.v), AllOf(HasSubstr("bad alignment"), HasSubstr("= " + std::to_string(a)),
@@ -987,6 +1016,23 @@ TEST(GgufMalformedTest, BadAlignment) {
   t.Str("general.alignment").U32(10).U64(64);
   EXPECT_THAT(ErrorOf(t.v),
               AllOf(HasSubstr("bad alignment"), HasSubstr("type u64"), HasSubstr(AtByte(53))));
+}
+
+// Every input a fuzzer once flagged (tests/fuzz/regressions) is refused.
+TEST(GgufMalformedTest, FuzzRegressions) {
+  const std::string dir = std::string(PI_SOURCE_DIR) + "/tests/fuzz/regressions";
+  DIR* d = opendir(dir.c_str());
+  ASSERT_NE(d, nullptr) << dir;
+  int files = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() < 5 || name.substr(name.size() - 5) != ".gguf") continue;
+    std::unique_ptr<GgufFile> f;
+    EXPECT_FALSE(GgufFile::Open(dir + "/" + name, &f).ok()) << name;
+    ++files;
+  }
+  closedir(d);
+  EXPECT_GE(files, 1);
 }
 
 TEST(GgufMalformedTest, NonDefaultAlignmentIsUsed) {
