@@ -120,15 +120,8 @@ void FfnBlock::ForwardSparse(int il, const float* in, float* h, ThreadPool* pool
     n = static_cast<int64_t>(cold_ids_[il].size());
   }
 
-  // Activations as a dense step would show them, for the observer: zero
-  // except the computed neurons that passed the gate.
-  std::memset(gate_.data(), 0, sizeof(float) * c_.n_ff);
-  const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
-  last_cold_ = n > 0 ? neurons_.Accumulate(rows, ids, n, x_.data(), h, pool, gate_.data()) : 0;
-  last_hot_ = 0;
-  last_gate_rows_ = n;
+  AccumulateCandidates(il, ids, n, x_.data(), h, pool);
   if (backend_) {
-    last_gate_rows_ += c_.n_ff - static_cast<int64_t>(cold_ids_[il].size());
     last_hot_ = backend_->Wait();
     for (int64_t i = 0; i < d; ++i) h[i] += y_hot_[i];
   }
@@ -137,7 +130,6 @@ void FfnBlock::ForwardSparse(int il, const float* in, float* h, ThreadPool* pool
 void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* y,
                            ThreadPool* pool) {
   const LlamaLayer& layer = model_->layers[il];
-  last_hot_ = 0;
   if (!layer.ffn_down_t.present() || !FfnIsReluFamily(c_.activation)) {
     DenseNormed(layer, 1, x, y, pool);  // nothing is hot: InitSplit needs a sparse model
     return;
@@ -156,12 +148,22 @@ void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* 
     ids = cold_ids_[il].data();
     n = static_cast<int64_t>(cold_ids_[il].size());
   }
+  AccumulateCandidates(il, ids, n, x, y, pool);
+}
+
+void FfnBlock::AccumulateCandidates(int il, const int32_t* ids, int64_t n, const float* x, float* y,
+                                    ThreadPool* pool) {
+  const LlamaLayer& layer = model_->layers[il];
+  // Activations as a dense step would show them, for the observer: zero
+  // except the computed neurons that passed the gate.
   std::memset(gate_.data(), 0, sizeof(float) * c_.n_ff);
   const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
   last_cold_ = n > 0 ? neurons_.Accumulate(rows, ids, n, x, y, pool, gate_.data()) : 0;
+  last_hot_ = 0;
+  // With a split, the hot side reads every hot gate row too.
   const int64_t n_hot =
       cold_ids_.empty() ? 0 : c_.n_ff - static_cast<int64_t>(cold_ids_[il].size());
-  last_gate_rows_ = n + n_hot;  // the device reads every hot gate row
+  last_gate_rows_ = n + n_hot;
 }
 
 void FfnBlock::ForwardDense(const LlamaLayer& layer, int batch, const float* in, float* h,

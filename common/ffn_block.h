@@ -95,6 +95,11 @@ class FfnBlock {
   // buffer), added into h.
   void DenseNormed(const LlamaLayer& layer, int batch, const float* x, float* h, ThreadPool* pool);
   void ForwardSparse(int il, const float* in, float* h, ThreadPool* pool);
+  // The CPU's part of a sparse step: NeuronFfn over candidates ids[0..n)
+  // for the normed x, added into y; sets the step's counters and the
+  // observer's activations.
+  void AccumulateCandidates(int il, const int32_t* ids, int64_t n, const float* x, float* y,
+                            ThreadPool* pool);
   // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
   void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);
 

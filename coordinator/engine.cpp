@@ -115,22 +115,7 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   for (int b = 0; b < batch; ++b) {
     DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[b]), h_.data() + b * d, d);
   }
-  for (int il = 0; il < c.n_layer; ++il) {
-    // Sequential residual: the FFN reads h after attention. Parallel (falcon):
-    // attention and FFN both read the layer input, kept in inp_.
-    const float* ffn_in = h_.data();
-    if (c.parallel_residual) {
-      std::copy(h_.begin(), h_.begin() + batch * d, inp_.begin());
-      ffn_in = inp_.data();
-    }
-    attention_.Forward(m.layers[il], il, n_past_, batch, h_.data(), &cache_, pool_.get());
-    if (observer_) observer_->OnFfnInput(il, batch, ffn_in);
-    ffn_.Forward(il, batch, ffn_in, h_.data(), pool_.get());
-    last_ffn_neurons_ += ffn_.last_computed_neurons();
-    last_ffn_gate_rows_ += ffn_.last_gate_rows();
-    last_ffn_hot_fired_ += ffn_.last_hot_fired();
-    if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
-  }
+  ForwardHostLayers(0, n_past_, batch);
   n_past_ += batch;
   if (!logits_out) return;  // an inner prompt batch: only the KV cache matters
 
@@ -152,19 +137,24 @@ void Engine::HostHead(int first, int rows, float* logits_out) {
   ParallelMatMul(pool_.get(), in, job, 1);
 }
 
-void Engine::ForwardHostLayers(int first, int pos) {
+void Engine::ForwardHostLayers(int first, int n_past, int batch) {
   const LlamaModel& m = *model_;
   const LlamaConfig& c = m.config;
   for (int il = first; il < c.n_layer; ++il) {
+    // Sequential residual: the FFN reads h after attention. Parallel (falcon):
+    // attention and FFN both read the layer input, kept in inp_.
     const float* ffn_in = h_.data();
     if (c.parallel_residual) {
-      std::copy(h_.begin(), h_.begin() + c.n_embd, inp_.begin());
+      std::copy(h_.begin(), h_.begin() + static_cast<int64_t>(batch) * c.n_embd, inp_.begin());
       ffn_in = inp_.data();
     }
-    attention_.Forward(m.layers[il], il, pos, 1, h_.data(), &cache_, pool_.get());
-    ffn_.Forward(il, 1, ffn_in, h_.data(), pool_.get());
+    attention_.Forward(m.layers[il], il, n_past, batch, h_.data(), &cache_, pool_.get());
+    if (observer_) observer_->OnFfnInput(il, batch, ffn_in);
+    ffn_.Forward(il, batch, ffn_in, h_.data(), pool_.get());
     last_ffn_neurons_ += ffn_.last_computed_neurons();
     last_ffn_gate_rows_ += ffn_.last_gate_rows();
+    last_ffn_hot_fired_ += ffn_.last_hot_fired();
+    if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
   }
 }
 
@@ -198,7 +188,7 @@ void Engine::ForwardDeviceToken(int32_t token, float* logits_out) {
     last_ffn_neurons_ += hot_fired;
     last_ffn_hot_fired_ += hot_fired;
   }
-  if (host_layers) ForwardHostLayers(plan.n_layers, pos);
+  if (host_layers) ForwardHostLayers(plan.n_layers, pos, 1);
   ++n_past_;
   if (!logits_out) return;
   if (plan.output && (host_layers || plan.n_layers == 0)) {

@@ -102,8 +102,9 @@ class Engine {
   // One token at position n_past_ through the device's layers, then the
   // host's; logits_out null: only the KV caches matter. Advances n_past_.
   void ForwardDeviceToken(int32_t token, float* logits_out);
-  // The host's layers [first, n_layer) for one token in h_.
-  void ForwardHostLayers(int first, int pos);
+  // The host's layers [first, n_layer) for the `batch` rows of h_ at
+  // positions n_past.., with the FFN observer told of each.
+  void ForwardHostLayers(int first, int n_past, int batch);
   // logits_out = output(norm(h_)) for `rows` rows from h_ row `first`.
   void HostHead(int first, int rows, float* logits_out);
 
