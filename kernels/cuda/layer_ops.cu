@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cuda/layer_ops.h"
+#include "kernels/cuda/q8_block.cuh"
 
 namespace pi {
 namespace cuda {
@@ -33,28 +34,6 @@ __device__ double BlockSum(double v, double* s) {
   for (int i = 0; i < static_cast<int>(blockDim.x) / kWarp; ++i) total += s[i];
   __syncthreads();
   return total;
-}
-
-// Lane 0 of each warp's 32 values (one Q8_0 block): their quants, as
-// matvec.cu's QuantizeQ8Kernel (roundf after a clamp), scale and sum.
-__device__ void QuantizeBlock(float y, int64_t i, int8_t* q8, float* q8_d, int32_t* q8_s) {
-  float amax = fabsf(y);
-  for (int off = kWarp / 2; off > 0; off >>= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  }
-  const float dd = amax / 127.0f;
-  const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
-  float t = y * id;
-  t = t >= -127.5f ? t : -127.5f;
-  t = t <= 127.5f ? t : 127.5f;
-  const int qi = static_cast<int>(roundf(t));
-  q8[i] = static_cast<int8_t>(qi);
-  int sum = qi;
-  for (int off = kWarp / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (i % kWarp == 0) {
-    q8_d[i / kWarp] = __half2float(__float2half_rn(dd));
-    q8_s[i / kWarp] = sum;
-  }
 }
 
 // One block. As ops.cpp: RMSNorm scale = 1 / sqrt(mean(x^2) + eps); LayerNorm
@@ -102,9 +81,10 @@ __global__ void __launch_bounds__(kNormThreads)
   const float scale = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
   const float m = static_cast<float>(mean);
   for (int64_t t0 = 0; t0 < n; t0 += tile) {
-    if (n > tile) load(t0);  // one tile: still in registers
-                             // A warp's 32 values of one k are one Q8_0 block (kNormThreads is a
-                             // multiple of 32, and so is n when q8 is asked for).
+    // With one tile the values are still in registers. A warp's 32 values of
+    // one k are one Q8_0 block (kNormThreads is a multiple of 32, and so is n
+    // when q8 is asked for).
+    if (n > tile) load(t0);
 #pragma unroll
     for (int k = 0; k < kNormPerThread; ++k) {
       const int64_t i = t0 + threadIdx.x + static_cast<int64_t>(k) * kNormThreads;
@@ -114,7 +94,7 @@ __global__ void __launch_bounds__(kNormThreads)
       float y = layer_norm ? (x - m) * scale * w[i] : x * scale * w[i];
       if (b) y += b[i];
       out[i] = y;
-      if (q8) QuantizeBlock(y, i, q8, q8_d, q8_s);
+      if (q8) QuantizeQ8Block(y, q8 + i, q8_d + i / kWarp, q8_s + i / kWarp);
     }
   }
 }

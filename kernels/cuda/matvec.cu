@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/matvec.h"
+#include "kernels/cuda/q8_block.cuh"
 
 namespace pi {
 namespace cuda {
@@ -37,6 +38,18 @@ struct Args {
 __device__ __forceinline__ bool SkipsRow(const Args& a, int64_t row) {
   return (a.epilogue == Epilogue::kReluGateUp || a.epilogue == Epilogue::kDReluGateUp) &&
          !(a.gate[row] > 0.0f);
+}
+
+// The row this warp computes: false when it has none, or when its gate did
+// not fire (then lane 0 has written its act = 0).
+__device__ __forceinline__ bool RowToCompute(const Args& a, int64_t* row) {
+  *row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (*row >= a.rows) return false;
+  if (SkipsRow(a, *row)) {
+    if (threadIdx.x % kWarp == 0) a.y[*row] = 0.0f;
+    return false;
+  }
+  return true;
 }
 
 // Lane 0 writes row's result.
@@ -105,13 +118,9 @@ __device__ __forceinline__ float ToFloat(__nv_bfloat16 v) {
 // 32 bytes of weights and 32 bytes of x each), four groups in flight.
 template <typename T>
 __global__ void MatVecFloat8Kernel(Args a) {
+  int64_t row;
+  if (!RowToCompute(a, &row)) return;
   const int lane = threadIdx.x % kWarp;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  if (row >= a.rows) return;
-  if (SkipsRow(a, row)) {
-    if (lane == 0) a.y[row] = 0.0f;
-    return;
-  }
   const T* wr = reinterpret_cast<const T*>(a.w + row * a.row_bytes);
   const int64_t groups = a.cols / 8;
   float acc = 0.0f;
@@ -131,13 +140,9 @@ __global__ void MatVecFloat8Kernel(Args a) {
 // single weights.
 template <typename T>
 __global__ void MatVecFloatAnyKernel(Args a) {
+  int64_t row;
+  if (!RowToCompute(a, &row)) return;
   const int lane = threadIdx.x % kWarp;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  if (row >= a.rows) return;
-  if (SkipsRow(a, row)) {
-    if (lane == 0) a.y[row] = 0.0f;
-    return;
-  }
   const T* wr = reinterpret_cast<const T*>(a.w + row * a.row_bytes);
   float acc = 0.0f;
   for (int64_t c = lane; c < a.cols; c += kWarp) acc += ToFloat(wr[c]) * __ldg(a.x + c);
@@ -153,13 +158,9 @@ __global__ void MatVecFloatAnyKernel(Args a) {
 // applied once, with x's precomputed quant sum: sum (q - 8) x = sum q x - 8
 // sum x, exact in integers, and two instructions per 8 weights fewer.
 __global__ void MatVecQ4_0Kernel(Args a) {
+  int64_t row;
+  if (!RowToCompute(a, &row)) return;
   const int lane = threadIdx.x % kWarp;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  if (row >= a.rows) return;
-  if (SkipsRow(a, row)) {
-    if (lane == 0) a.y[row] = 0.0f;
-    return;
-  }
   const int64_t nb = a.cols / 32;
   const uint4* q = reinterpret_cast<const uint4*>(a.w + row * a.row_bytes);
   const __half* s = a.scales + row * nb;
@@ -189,13 +190,9 @@ __global__ void MatVecQ4_0Kernel(Args a) {
 // load instruction of the warp reads 512 contiguous bytes of a row. (Two
 // rows per warp, sharing each x load, measured slower on an H200.)
 __global__ void MatVecQ8_0Kernel(Args a) {
+  int64_t row;
+  if (!RowToCompute(a, &row)) return;
   const int lane = threadIdx.x % kWarp;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  if (row >= a.rows) return;
-  if (SkipsRow(a, row)) {
-    if (lane == 0) a.y[row] = 0.0f;
-    return;
-  }
   const int64_t halves = a.cols / 16;
   const int4* q = reinterpret_cast<const int4*>(a.w + row * a.row_bytes);
   const __half* s = a.scales + row * (a.cols / 32);
@@ -220,31 +217,10 @@ __global__ void MatVecQ8_0Kernel(Args a) {
 // One warp per 32-value block: lane j quantizes value j.
 __global__ void QuantizeQ8Kernel(const float* __restrict__ x, int64_t n, int8_t* __restrict__ q,
                                  float* __restrict__ d, int32_t* __restrict__ sums) {
-  const int lane = threadIdx.x % kWarp;
   const int64_t b = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   if (b * 32 >= n) return;
-  const float v = x[b * 32 + lane];
-  float amax = fabsf(v);
-#pragma unroll
-  for (int off = kWarp / 2; off > 0; off >>= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  }
-  const float dd = amax / 127.0f;
-  const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
-  // roundf, halves away from zero, as the CPU's quantizer; the clamp keeps
-  // NaN (from NaN or inf input) out of the conversion, as there.
-  float t = v * id;
-  t = t >= -127.5f ? t : -127.5f;
-  t = t <= 127.5f ? t : 127.5f;
-  const int qi = static_cast<int>(roundf(t));
-  q[b * 32 + lane] = static_cast<int8_t>(qi);
-  int sum = qi;
-#pragma unroll
-  for (int off = kWarp / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane == 0) {
-    d[b] = __half2float(__float2half_rn(dd));
-    sums[b] = sum;
-  }
+  const int64_t i = b * 32 + threadIdx.x % kWarp;
+  QuantizeQ8Block(x[i], q + i, d + b, sums + b);
 }
 
 bool Check(cudaError_t e, const char* what, std::string* error) {
