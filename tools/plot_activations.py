@@ -13,42 +13,16 @@ import argparse
 import os
 import re
 import sys
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pigguf  # noqa: E402
+from atomic_write import save_png  # noqa: E402
 
 NAME = re.compile(r"^blk\.(0|[1-9][0-9]*)\.ffn_fire_count$")
 
 
-
-def save_png(fig, path, dpi):
-    """Writes the figure as the whole file or not at all: a temporary in the
-    target's folder, renamed over it; an existing non-file target is refused."""
-    if os.path.lexists(path) and not os.path.isfile(path):
-        raise SystemExit("%s exists and is not a regular file: refusing to replace it" % path)
-    real = os.path.realpath(path)  # a symlink is followed, not replaced
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".",
-                               suffix=".tmp", dir=os.path.dirname(real))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, dpi=dpi, format="png")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, real)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 def read_stats(path):
     """(metadata, [counts of layer 0, layer 1, ...]) with layers matched by the number in

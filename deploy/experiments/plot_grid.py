@@ -21,42 +21,18 @@ import collections
 import csv
 import os
 import sys
-import tempfile
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from atomic_write import save_png  # noqa: E402
+
 KEY = ["model", "budget", "gpus", "mode", "threads", "n_gen", "ffn_backend"]
 
 
-
-def save_png(fig, path, dpi):
-    """Writes the figure as the whole file or not at all: a temporary in the
-    target's folder, renamed over it; an existing non-file target is refused."""
-    if os.path.lexists(path) and not os.path.isfile(path):
-        raise SystemExit("%s exists and is not a regular file: refusing to replace it" % path)
-    real = os.path.realpath(path)  # a symlink is followed, not replaced
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".",
-                               suffix=".tmp", dir=os.path.dirname(real))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, dpi=dpi, format="png")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, real)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 def load(path):
     """The latest ok row of every grid point, per (model, machine)."""

@@ -19,9 +19,10 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tools"))
+from atomic_write import write_atomically  # noqa: E402
 
 # The key of a grid point: rows with the same key measure the same thing.
 KEY_COLUMNS = ["model", "budget", "gpus", "mode", "threads", "n_gen", "ffn_backend"]
@@ -207,13 +208,12 @@ def read_rows(path):
 
 
 def write_rows(path, header, rows):
-    """Writes the whole file through a temporary one (a crash leaves the old file)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".csv")
-    with os.fdopen(fd, "w", newline="") as f:
+    """Writes the whole file atomically (a crash leaves the old file)."""
+    def write(f):
         w = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    os.replace(tmp, path)
+    write_atomically(path, write, text=True)
 
 
 def record(path, row):
