@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "gpu_worker/hot_rows.h"
 #include "kernels/cuda/matvec.h"
 #include "kernels/cuda/packed_matrix.h"
 #include "kernels/cuda/sparse_ffn.h"

@@ -1,11 +1,11 @@
 // CudaFfnBackend: the FfnBackend that keeps every layer's hot rows in VRAM
 // and computes them with the kernels of kernels/cuda/sparse_ffn.h. Load
-// gathers the hot rows (gpu_worker/hot_rows.h) and copies them to the device
-// once; a step then moves only x in and y out:
+// gathers and packs the hot rows (kernels/cuda/packed_matrix.h) and copies
+// them to the device once; a step then moves only x in and y out:
 //
 //   Start: x -> pinned buffer; one launch of the layer's CUDA graph (x to
-//          the device, gate/up, down, reduce kernels, y and the fired
-//          count to a pinned buffer), recorded once at Load
+//          the device, its Q8_0 copy, gate/up, down, reduce kernels, y and
+//          the fired count to a pinned buffer), recorded once at Load
 //   Wait:  stream sync, y copied out of the pinned buffer
 //
 // all on the backend's own stream, so the CPU computes the cold neurons

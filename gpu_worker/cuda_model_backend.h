@@ -54,8 +54,6 @@ class CudaModelBackend : public DeviceBackend {
   int64_t device_bytes() const override { return device_bytes_; }
   // The device's name, e.g. "NVIDIA H200" (empty before Load).
   const std::string& device_name() const { return device_name_; }
-  // Graph launches per token of the last decode (segments + finish).
-  int segments() const { return static_cast<int>(segments_.size()); }
 
  private:
   struct Matrix {  // a packed matrix at an offset of the weight allocation
