@@ -12,6 +12,7 @@
 // under the plan, with the GPU's share of the fired neurons, and compares the
 // measured time with the time model's bound (common/time_model.h).
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -30,6 +31,7 @@
 #include "cli/gpu_split.h"
 #include "cli/read_file.h"
 #include "cli/sparse_note.h"
+#include "cli/tool_main.h"
 #include "common/json.h"
 #include "common/memory_bandwidth.h"
 #include "common/placement.h"
@@ -76,12 +78,18 @@ std::vector<std::string> SplitList(const std::string& s) {
   return out;
 }
 
+// Token counts and thread counts: whole numbers in [0, kMaxListValue]. The
+// cap keeps the token buffers small before the engine checks the KV cache
+// against the memory available; it is beyond any model's context.
+constexpr long kMaxListValue = 1 << 24;
+
 bool ToInts(const std::vector<std::string>& v, std::vector<int>* out) {
   out->clear();
   for (const std::string& s : v) {
     char* end = nullptr;
+    errno = 0;
     const long x = strtol(s.c_str(), &end, 10);
-    if (*end != '\0' || x < 0) return false;
+    if (end == s.c_str() || *end != '\0' || errno != 0 || x < 0 || x > kMaxListValue) return false;
     out->push_back(static_cast<int>(x));
   }
   return !out->empty();
@@ -317,7 +325,7 @@ void NoteOnce(const std::string& note, std::set<std::string>* printed) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-bench", argc, argv);
   pi::GpuSplitFlags split_flags;
   std::vector<std::string> models;
@@ -336,9 +344,11 @@ int main(int argc, char** argv) {
     if (f == "-m" || f == "--model") {
       for (const std::string& m : SplitList(args.String(f))) models.push_back(m);
     } else if (f == "-p" || f == "--n-prompt") {
-      if (!ToInts(SplitList(args.String(f)), &n_prompt)) args.Fail(f + " expects N[,N...]");
+      if (!ToInts(SplitList(args.String(f)), &n_prompt))
+        args.Fail(f + " expects N[,N...], each 0.." + std::to_string(kMaxListValue));
     } else if (f == "-n" || f == "--n-gen") {
-      if (!ToInts(SplitList(args.String(f)), &n_gen)) args.Fail(f + " expects N[,N...]");
+      if (!ToInts(SplitList(args.String(f)), &n_gen))
+        args.Fail(f + " expects N[,N...], each 0.." + std::to_string(kMaxListValue));
     } else if (f == "-t" || f == "--threads") {
       if (!ToInts(SplitList(args.String(f)), &threads)) args.Fail(f + " expects N[,N...]");
     } else if (f == "-r" || f == "--repetitions")
@@ -610,4 +620,8 @@ int main(int argc, char** argv) {
   }
   PrintResults(results, out_fmt);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-bench", Run, argc, argv);
 }

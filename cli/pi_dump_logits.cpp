@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
+#include "cli/tool_main.h"
 #include "common/atomic_file.h"
 #include "coordinator/engine.h"
 
@@ -37,7 +38,7 @@ bool ParseTokens(const std::string& s, std::vector<int32_t>* out) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-dump-logits", argc, argv);
   std::string model_path, tokens_arg, out_path, mode = "decode";
   pi::EngineOptions opt;
@@ -113,4 +114,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-dump-logits", Run, argc, argv);
 }

@@ -25,6 +25,7 @@
 #include "cli/gpu_split.h"
 #include "cli/read_file.h"
 #include "cli/sparse_note.h"
+#include "cli/tool_main.h"
 #include "common/json.h"
 #include "common/llama_model.h"
 #include "common/progress.h"
@@ -147,7 +148,7 @@ pi::Status ScoreChunks(pi::Engine* engine, const std::vector<int32_t>& tokens, i
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-perplexity", argc, argv);
   pi::GpuSplitFlags split_flags;
   std::string model_path, text_path;
@@ -316,4 +317,8 @@ int main(int argc, char** argv) {
     printf("Final estimate: PPL = %.4f (too few tokens scored for an error estimate)\n", ppl);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-perplexity", Run, argc, argv);
 }

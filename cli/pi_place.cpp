@@ -16,6 +16,7 @@
 
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
+#include "cli/tool_main.h"
 #include "common/activation_stats.h"
 #include "common/gpu_index.h"
 #include "common/llama_model.h"
@@ -78,7 +79,7 @@ std::string StaleIndexReason(const std::string& path, const pi::GpuIndex& want) 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   // "--gpuidx" may stand without a value: give it an empty one (the default).
   std::vector<char*> av;
   static char kEmpty[] = "";
@@ -219,4 +220,8 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-place", Run, argc, argv);
 }

@@ -16,6 +16,7 @@
 
 #include "cli/args.h"
 #include "cli/read_file.h"
+#include "cli/tool_main.h"
 #include "common/activation_stats.h"
 #include "common/atomic_file.h"
 #include "common/llama_model.h"
@@ -88,7 +89,7 @@ pi::Status WriteCsv(const pi::ActivationStats& st, const std::string& path) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-profile", argc, argv);
   std::string model_path, corpus, out_path, csv_path;
   int64_t max_tokens = -1;
@@ -256,4 +257,8 @@ int main(int argc, char** argv) {
           pi::FingerprintHex(stats.model_fingerprint).c_str(), csv_path.empty() ? "" : " and ",
           csv_path.c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-profile", Run, argc, argv);
 }

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/tool_main.h"
 #include "common/gguf.h"
 #include "common/synthetic_model.h"
 #include "common/transpose_tensor.h"
@@ -94,7 +95,7 @@ bool IsFfnDown(const std::string& name) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   if (argc == 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
     Usage();
     return 0;
@@ -202,4 +203,8 @@ int main(int argc, char** argv) {
   fprintf(stderr, "pi-quantize: wrote %s: %d of %d tensors converted to %s in %.1f s\n",
           out_path.c_str(), n_converted, n_tensors, pi::DTypeName(target), secs);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-quantize", Run, argc, argv);
 }

@@ -3,24 +3,26 @@
 //
 //   pi-run -p "In the beginning" -n 64
 //   pi-run -m model.gguf -f prompt.txt -n 128 -t 2 --temp 0 --json
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
+#include "cli/context_note.h"
 #include "cli/default_model.h"
 #include "cli/gpu_split.h"
 #include "cli/read_file.h"
 #include "cli/sparse_note.h"
+#include "cli/tool_main.h"
 #include "common/json.h"
 #include "common/llama_model.h"
 #include "common/progress.h"
 #include "common/sampler.h"
+#include "common/tensor_check.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
 
@@ -42,7 +44,7 @@ void Usage() {
           "  --top-p X               (default 0.95, 1 = off)\n"
           "  --min-p X               (default 0.05, 0 = off)\n"
           "  --repeat-penalty X      (default 1.0 = off)\n"
-          "  --repeat-last-n N       (default 64)\n"
+          "  --repeat-last-n N       (default 64, -1 = the context; capped at the context)\n"
           "  -s, --seed N            (default -1 = random)\n"
           "  --ignore-eos            keep generating past end of text\n"
           "  --sparse MODE           FFN neurons computed per decoded token: off = all\n"
@@ -51,41 +53,47 @@ void Usage() {
           "                          ffn_down_t; predictor: fc1/fc2, see pi-train-predictor)\n"
           "  --sparse-threshold X    predictor score threshold (default: env\n"
           "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
-          "  --json                  print one JSON object (ids, text, timings) instead of text\n",
+          "  --stop TEXT             stop when the generated text contains TEXT (repeatable)\n"
+          "  --check-tensors         check every weight is finite when loading\n"
+          "  --json                  print one JSON object (ids, text, timings, stop reason)\n"
+          "                          instead of text\n",
           std::max(1u, std::thread::hardware_concurrency()));
   fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  pi::ArgReader args("pi-run", argc, argv);
-  pi::GpuSplitFlags split_flags;
+struct RunFlags {
   std::string model_path, prompt, prompt_file;
-  bool have_prompt = false, json = false, ignore_eos = false;
+  bool json = false, ignore_eos = false, check_tensors = false;
   int n_predict = -1;
+  std::vector<std::string> stops;
   pi::EngineOptions opt;
-  opt.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   pi::SamplerParams sp;
+  pi::GpuSplitFlags split;
+};
+
+// Returns -1 to go on, else the exit status (0 after --help).
+int ParseFlags(int argc, char** argv, RunFlags* r) {
+  pi::ArgReader args("pi-run", argc, argv);
+  r->opt.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  pi::SamplerParams& sp = r->sp;
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
     if (f == "-m" || f == "--model")
-      model_path = args.String(f);
+      r->model_path = args.String(f);
     else if (f == "-p" || f == "--prompt") {
-      prompt = args.String(f);
-      have_prompt = true;
+      r->prompt = args.String(f);
     } else if (f == "-f" || f == "--file")
-      prompt_file = args.String(f);
+      r->prompt_file = args.String(f);
     else if (f == "-n" || f == "--n-predict")
-      n_predict = args.Int(f);
+      r->n_predict = args.Int(f);
     else if (f == "-t" || f == "--threads")
-      opt.n_threads = args.Int(f);
+      r->opt.n_threads = args.Int(f);
     else if (f == "-c" || f == "--ctx-size")
-      opt.n_ctx = args.Int(f);
+      r->opt.n_ctx = args.Int(f);
     else if (f == "-b" || f == "--batch-size")
-      opt.n_batch = args.Int(f);
-    else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
+      r->opt.n_batch = args.Int(f);
+    else if (pi::ParseCacheTypeFlag(f, &args, &r->opt.cache_type_k, &r->opt.cache_type_v)) {
     } else if (f == "--temp")
       sp.temp = args.Float(f);
     else if (f == "--top-k")
@@ -101,11 +109,17 @@ int main(int argc, char** argv) {
     else if (f == "-s" || f == "--seed")
       sp.seed = static_cast<uint32_t>(args.Int64(f));
     else if (f == "--ignore-eos")
-      ignore_eos = true;
+      r->ignore_eos = true;
+    else if (f == "--stop") {
+      const std::string stop = args.String(f);
+      if (!args.failed() && stop.empty()) args.Fail("--stop expects a non-empty text");
+      r->stops.push_back(stop);
+    } else if (f == "--check-tensors")
+      r->check_tensors = true;
     else if (f == "--json")
-      json = true;
-    else if (pi::ParseSparseFlag(f, &args, &opt.sparse, &opt.sparse_threshold)) {
-    } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
+      r->json = true;
+    else if (pi::ParseSparseFlag(f, &args, &r->opt.sparse, &r->opt.sparse_threshold)) {
+    } else if (pi::ParseGpuSplitFlag(f, &args, &r->split)) {
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
@@ -113,150 +127,230 @@ int main(int argc, char** argv) {
       args.Fail("unknown flag '" + f + "' (see --help)");
   }
   if (args.failed()) return 2;
-  if (opt.n_threads < 1) {
+  if (r->opt.n_threads < 1) {
     fprintf(stderr, "pi-run: -t must be >= 1\n");
     return 2;
   }
+  if (r->opt.n_ctx < 0) {
+    fprintf(stderr, "pi-run: -c must be 0 (the model's) or positive, got %d\n", r->opt.n_ctx);
+    return 2;
+  }
+  if (r->opt.n_batch < 1) {
+    fprintf(stderr, "pi-run: -b must be at least 1, got %d\n", r->opt.n_batch);
+    return 2;
+  }
   if (sp.top_k < 0 || sp.top_p <= 0.0f || sp.top_p > 1.0f || sp.min_p < 0.0f || sp.min_p > 1.0f ||
-      sp.repeat_penalty <= 0.0f || sp.repeat_last_n < 0) {
+      sp.repeat_penalty <= 0.0f || sp.repeat_last_n < -1) {
     fprintf(stderr, "pi-run: sampling parameters out of range (see --help)\n");
     return 2;
   }
-  if (!prompt_file.empty()) {
-    const pi::Status rs = pi::ReadWholeFile(prompt_file, &prompt);
+  return -1;
+}
+
+// What generation produced and why it ended.
+struct Generation {
+  std::vector<int32_t> ids;
+  std::string text;  // the generated text, cut before a matched stop string
+  int n_eval = 0;
+  double sample_s = 0.0;
+  const char* stop_reason = "length";  // length | eos | context | stop | error
+  std::string error;
+};
+
+// The position of the first stop string in `text` that ends within its last
+// `fresh` bytes, or npos.
+size_t FindStop(const std::string& text, size_t fresh, const std::vector<std::string>& stops) {
+  size_t best = std::string::npos;
+  for (const std::string& stop : stops) {
+    const size_t from = text.size() > fresh + stop.size() ? text.size() - fresh - stop.size() : 0;
+    best = std::min(best, text.find(stop, from));
+  }
+  return best;
+}
+
+// Samples and evaluates until -n tokens, end of text, a stop string, a full
+// context or an error, streaming the text to stdout unless --json.
+void Generate(const RunFlags& r, const pi::Tokenizer& tok, pi::Engine* engine, pi::Sampler* sampler,
+              Generation* g) {
+  g->ids.reserve(r.n_predict > 0 ? std::min(r.n_predict, engine->n_ctx()) : 256);
+  pi::Utf8Stream stream;
+  const int limit = r.n_predict < 0 ? engine->n_ctx() : r.n_predict;
+  while (static_cast<int>(g->ids.size()) < limit) {
+    const double ts = pi::NowSeconds();
+    const int32_t id = sampler->Sample(engine->logits());
+    g->sample_s += pi::NowSeconds() - ts;
+    if (!r.ignore_eos && tok.IsEog(id)) {
+      g->stop_reason = "eos";
+      break;
+    }
+    g->ids.push_back(id);
+    sampler->Accept(id);
+    const std::string piece = tok.TokenToPiece(id);
+    g->text += piece;
+    if (!r.json) {
+      fputs(stream.Push(piece).c_str(), stdout);
+      fflush(stdout);
+    }
+    const size_t stop_at = FindStop(g->text, piece.size(), r.stops);
+    if (stop_at != std::string::npos) {
+      g->text.resize(stop_at);
+      g->stop_reason = "stop";
+      break;
+    }
+    if (static_cast<int>(g->ids.size()) >= limit) break;
+    if (engine->n_past() >= engine->n_ctx()) {
+      g->stop_reason = "context";
+      break;
+    }
+    const pi::Status s = engine->Eval(&id, 1);
+    if (!s.ok()) {
+      g->stop_reason = "error";
+      g->error = s.message();
+      break;
+    }
+    ++g->n_eval;
+  }
+  if (!r.json) {
+    fputs(stream.Flush().c_str(), stdout);
+    fputs("\n", stdout);
+  }
+}
+
+struct Times {
+  double load_ms, prompt_ms, eval_ms;
+};
+
+double PerSecond(int n, double ms) {
+  return ms > 0 ? 1e3 * n / ms : 0.0;
+}
+
+void PrintTimings(const Times& t, int n_prompt, const Generation& g, double total_ms) {
+  fprintf(stderr, "\npi-run:        load time = %10.2f ms\n", t.load_ms);
+  fprintf(stderr,
+          "pi-run: prompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per "
+          "second)\n",
+          t.prompt_ms, n_prompt, t.prompt_ms / std::max(1, n_prompt),
+          PerSecond(n_prompt, t.prompt_ms));
+  fprintf(stderr,
+          "pi-run:        eval time = %10.2f ms / %5d runs   (%8.2f ms per token, %8.2f tokens per "
+          "second)\n",
+          t.eval_ms, g.n_eval, t.eval_ms / std::max(1, g.n_eval), PerSecond(g.n_eval, t.eval_ms));
+  fprintf(stderr, "pi-run:    sampling time = %10.2f ms / %5zu runs\n", g.sample_s * 1e3,
+          g.ids.size());
+  fprintf(stderr, "pi-run:       total time = %10.2f ms / %5zu tokens\n", total_ms,
+          n_prompt + g.ids.size());
+}
+
+void PrintJson(const RunFlags& r, const pi::Engine& engine, uint32_t seed,
+               const std::vector<int32_t>& prompt_ids, const Generation& g, const Times& t) {
+  const int n_prompt = static_cast<int>(prompt_ids.size());
+  printf(
+      "{\"model\":%s,\"seed\":%u,\"n_threads\":%d,\"n_ctx\":%d,\"sparse\":\"%s\",\"prompt\":%s,"
+      "\"prompt_tokens\":%s,\"generated_tokens\":%s,\"text\":%s,\"stop_reason\":\"%s\",",
+      pi::JsonEscape(r.model_path).c_str(), seed, engine.n_threads(), engine.n_ctx(),
+      pi::SparseModeName(r.opt.sparse), pi::JsonEscape(r.prompt).c_str(),
+      pi::JsonIntArray(prompt_ids).c_str(), pi::JsonIntArray(g.ids).c_str(),
+      pi::JsonEscape(g.text).c_str(), g.stop_reason);
+  if (!g.error.empty()) printf("\"error\":%s,", pi::JsonEscape(g.error).c_str());
+  printf(
+      "\"timings\":{\"load_ms\":%s,\"prompt_n\":%d,\"prompt_ms\":%s,"
+      "\"prompt_per_second\":%s,\"predicted_n\":%zu,\"eval_n\":%d,\"predicted_ms\":%s,"
+      "\"predicted_per_second\":%s,\"sampling_ms\":%s}}\n",
+      pi::JsonNumber(t.load_ms).c_str(), n_prompt, pi::JsonNumber(t.prompt_ms).c_str(),
+      pi::JsonNumber(PerSecond(n_prompt, t.prompt_ms)).c_str(), g.ids.size(), g.n_eval,
+      pi::JsonNumber(t.eval_ms).c_str(), pi::JsonNumber(PerSecond(g.n_eval, t.eval_ms)).c_str(),
+      pi::JsonNumber(g.sample_s * 1e3).c_str());
+}
+
+// Loads the model, its tokenizer and an engine (with the GPU split), and
+// encodes the prompt.
+pi::Status Load(RunFlags* r, pi::LlamaModel* model, std::unique_ptr<pi::Tokenizer>* tok,
+                pi::GpuSplit* split, std::unique_ptr<pi::Engine>* engine,
+                std::vector<int32_t>* prompt_ids) {
+  PI_RETURN_IF_ERROR(pi::LoadLlamaModel(r->model_path, model));
+  if (r->check_tensors) {
+    PI_RETURN_IF_ERROR(pi::CheckTensorValues(*model->file, true).WithContext(r->model_path));
+  }
+  PI_RETURN_IF_ERROR(pi::Tokenizer::FromGguf(*model->file, tok).WithContext(r->model_path));
+  pi::NoteSparseSupport("pi-run", *model, r->opt.sparse);
+  const int n_ctx = r->opt.n_ctx > 0 ? r->opt.n_ctx : std::min(model->config.n_ctx_train, 4096);
+  pi::NoteContextSize("pi-run", *model, n_ctx);
+  PI_RETURN_IF_ERROR(
+      pi::SetUpGpuSplit("pi-run", r->model_path, *model, r->split, n_ctx, split, &r->opt));
+  PI_RETURN_IF_ERROR(pi::Engine::Create(model, r->opt, engine));
+  PI_RETURN_IF_ERROR((*tok)->Encode(r->prompt, (*tok)->add_bos_token(), prompt_ids));
+  if (prompt_ids->empty()) return pi::Status::Error("the prompt encodes to no tokens");
+  if (static_cast<int>(prompt_ids->size()) > (*engine)->n_ctx()) {
+    return pi::Status::Error(
+        "the prompt is %zu tokens, longer than the context (%d); raise -c or shorten the prompt",
+        prompt_ids->size(), (*engine)->n_ctx());
+  }
+  r->sp.repeat_last_n = pi::RepeatLastNForContext(r->sp.repeat_last_n, (*engine)->n_ctx());
+  return pi::Status::Ok();
+}
+
+}  // namespace
+
+static int Run(int argc, char** argv) {
+  RunFlags r;
+  const int flags_status = ParseFlags(argc, argv, &r);
+  if (flags_status >= 0) return flags_status;
+  if (!r.prompt_file.empty()) {
+    const pi::Status rs = pi::ReadWholeFile(r.prompt_file, &r.prompt);
     if (!rs.ok()) {
       fprintf(stderr, "pi-run: prompt file: %s\n", rs.message().c_str());
       return 1;
     }
-    have_prompt = true;
   }
-  if (!have_prompt) prompt = "";
-  if (model_path.empty()) model_path = pi::DefaultModelPath();
+  if (r.model_path.empty()) r.model_path = pi::DefaultModelPath();
 
   const double t_start = pi::NowSeconds();
   pi::LlamaModel model;
-  pi::Status s = pi::LoadLlamaModel(model_path, &model);
   std::unique_ptr<pi::Tokenizer> tok;
-  if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
-  std::unique_ptr<pi::Engine> engine;
-  if (s.ok()) pi::NoteSparseSupport("pi-run", model, opt.sparse);
   pi::GpuSplit split;
-  if (s.ok()) {
-    const int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(model.config.n_ctx_train, 4096);
-    s = pi::SetUpGpuSplit("pi-run", model_path, model, split_flags, n_ctx, &split, &opt);
-  }
-  if (s.ok()) s = pi::Engine::Create(&model, opt, &engine);
+  std::unique_ptr<pi::Engine> engine;
   std::vector<int32_t> prompt_ids;
-  if (s.ok()) s = tok->Encode(prompt, tok->add_bos_token(), &prompt_ids);
-  if (s.ok() && prompt_ids.empty()) s = pi::Status::Error("the prompt encodes to no tokens");
-  if (s.ok() && static_cast<int>(prompt_ids.size()) > engine->n_ctx()) {
-    s = pi::Status::Error(
-        "the prompt is %zu tokens, longer than the context (%d); raise -c or "
-        "shorten the prompt",
-        prompt_ids.size(), engine->n_ctx());
-  }
+  pi::Status s = Load(&r, &model, &tok, &split, &engine, &prompt_ids);
   if (!s.ok()) {
     fprintf(stderr, "pi-run: %s\n", s.message().c_str());
     return 1;
   }
-  pi::Sampler sampler(sp, engine->n_vocab());
+  pi::Sampler sampler(r.sp, engine->n_vocab());
   const pi::LlamaConfig& c = model.config;
   fprintf(stderr,
           "pi-run: %s (%s, %d layers, d=%d, ff=%d, %s), %.1f M params, ctx %d, %d threads, "
           "seed %u\n",
-          model_path.c_str(), c.arch.c_str(), c.n_layer, c.n_embd, c.n_ff,
+          r.model_path.c_str(), c.arch.c_str(), c.n_layer, c.n_embd, c.n_ff,
           pi::FfnActivationName(c.activation), model.ParameterCount() / 1e6, engine->n_ctx(),
           engine->n_threads(), sampler.seed());
 
-  // Prompt.
-  if (!json) {
-    fputs(prompt.c_str(), stdout);
+  if (!r.json) {
+    fputs(r.prompt.c_str(), stdout);
     fflush(stdout);
   }
   const double t_prompt = pi::NowSeconds();
+  Generation g;
   s = engine->Eval(prompt_ids.data(), static_cast<int>(prompt_ids.size()));
-  if (!s.ok()) {
-    fprintf(stderr, "pi-run: %s\n", s.message().c_str());
-    return 1;
-  }
-  for (int32_t id : prompt_ids) sampler.Accept(id);
   const double t_gen = pi::NowSeconds();
-
-  // Generation: sample, stream, evaluate — until -n, end of text or a full context.
-  std::vector<int32_t> out_ids;
-  out_ids.reserve(n_predict > 0 ? n_predict : 256);
-  std::string out_text;  // the generated pieces, exactly as streamed
-  pi::Utf8Stream stream;
-  int n_eval = 0;
-  double t_sample = 0.0;
-  const int limit = n_predict < 0 ? engine->n_ctx() : n_predict;
-  bool stopped_by_context = false;
-  while (static_cast<int>(out_ids.size()) < limit) {
-    const double ts = pi::NowSeconds();
-    const int32_t id = sampler.Sample(engine->logits());
-    t_sample += pi::NowSeconds() - ts;
-    if (!ignore_eos && tok->IsEog(id)) break;
-    out_ids.push_back(id);
-    sampler.Accept(id);
-    const std::string piece = tok->TokenToPiece(id);
-    out_text += piece;
-    if (!json) {
-      fputs(stream.Push(piece).c_str(), stdout);
-      fflush(stdout);
-    }
-    if (static_cast<int>(out_ids.size()) >= limit) break;
-    if (engine->n_past() >= engine->n_ctx()) {
-      stopped_by_context = true;
-      break;
-    }
-    s = engine->Eval(&id, 1);
-    if (!s.ok()) {
-      fprintf(stderr, "\npi-run: %s\n", s.message().c_str());
-      return 1;
-    }
-    ++n_eval;
+  if (s.ok()) {
+    for (int32_t id : prompt_ids) sampler.Accept(id);
+    Generate(r, *tok, engine.get(), &sampler, &g);
+  } else {
+    g.stop_reason = "error";
+    g.error = s.message();
   }
   const double t_end = pi::NowSeconds();
-  if (!json) {
-    fputs(stream.Flush().c_str(), stdout);
-    fputs("\n", stdout);
-  }
-  if (stopped_by_context)
+  if (!g.error.empty()) fprintf(stderr, "pi-run: %s\n", g.error.c_str());
+  if (std::string(g.stop_reason) == "context") {
     fprintf(stderr, "pi-run: stopped: the context (%d) is full\n", engine->n_ctx());
-
-  const double load_ms = (t_prompt - t_start) * 1e3;
-  const double prompt_ms = (t_gen - t_prompt) * 1e3;
-  const double eval_ms = (t_end - t_gen - t_sample) * 1e3;
-  const int n_prompt = static_cast<int>(prompt_ids.size());
-  auto per_s = [](int n, double ms) { return ms > 0 ? 1e3 * n / ms : 0.0; };
-  fprintf(stderr, "\npi-run:        load time = %10.2f ms\n", load_ms);
-  fprintf(stderr,
-          "pi-run: prompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per "
-          "second)\n",
-          prompt_ms, n_prompt, prompt_ms / std::max(1, n_prompt), per_s(n_prompt, prompt_ms));
-  fprintf(stderr,
-          "pi-run:        eval time = %10.2f ms / %5d runs   (%8.2f ms per token, %8.2f tokens per "
-          "second)\n",
-          eval_ms, n_eval, eval_ms / std::max(1, n_eval), per_s(n_eval, eval_ms));
-  fprintf(stderr, "pi-run:    sampling time = %10.2f ms / %5zu runs\n", t_sample * 1e3,
-          out_ids.size());
-  fprintf(stderr, "pi-run:       total time = %10.2f ms / %5zu tokens\n", (t_end - t_start) * 1e3,
-          prompt_ids.size() + out_ids.size());
-
-  if (json) {
-    printf(
-        "{\"model\":%s,\"seed\":%u,\"n_threads\":%d,\"n_ctx\":%d,\"sparse\":\"%s\",\"prompt\":%s,"
-        "\"prompt_tokens\":%s,\"generated_tokens\":%s,\"text\":%s,"
-        "\"timings\":{\"load_ms\":%s,\"prompt_n\":%d,\"prompt_ms\":%s,"
-        "\"prompt_per_second\":%s,\"predicted_n\":%zu,\"eval_n\":%d,\"predicted_ms\":%s,"
-        "\"predicted_per_second\":%s,\"sampling_ms\":%s}}\n",
-        pi::JsonEscape(model_path).c_str(), sampler.seed(), engine->n_threads(), engine->n_ctx(),
-        pi::SparseModeName(opt.sparse), pi::JsonEscape(prompt).c_str(),
-        pi::JsonIntArray(prompt_ids).c_str(), pi::JsonIntArray(out_ids).c_str(),
-        pi::JsonEscape(out_text).c_str(), pi::JsonNumber(load_ms).c_str(), n_prompt,
-        pi::JsonNumber(prompt_ms).c_str(), pi::JsonNumber(per_s(n_prompt, prompt_ms)).c_str(),
-        out_ids.size(), n_eval, pi::JsonNumber(eval_ms).c_str(),
-        pi::JsonNumber(per_s(n_eval, eval_ms)).c_str(), pi::JsonNumber(t_sample * 1e3).c_str());
   }
-  return 0;
+  const Times t = {(t_prompt - t_start) * 1e3, (t_gen - t_prompt) * 1e3,
+                   (t_end - t_gen - g.sample_s) * 1e3};
+  PrintTimings(t, static_cast<int>(prompt_ids.size()), g, (t_end - t_start) * 1e3);
+  if (r.json) PrintJson(r, *engine, sampler.seed(), prompt_ids, g, t);
+  return g.error.empty() ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-run", Run, argc, argv);
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/args.h"
+#include "cli/tool_main.h"
 #include "common/synthetic_model.h"
 
 namespace {
@@ -64,7 +65,7 @@ bool ParseType(const std::string& s, pi::DType* t) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-synth", argc, argv);
   pi::SyntheticModelOptions o;
   std::string out;
@@ -154,4 +155,8 @@ int main(int argc, char** argv) {
           out.c_str(), o.arch.c_str(), o.activation.c_str(), pi::DTypeName(o.type), o.n_layer,
           o.n_embd, o.n_ff, secs);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-synth", Run, argc, argv);
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/tool_main.h"
 #include "common/gguf.h"
 #include "common/tokenizer.h"
 #include "common/unicode.h"
@@ -286,7 +287,7 @@ const char* TypeName(pi::TokenType t) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-tokenize", argc, argv);
   std::string model_path, jsonl_path, text;
   bool have_text = false, parse_special = false;
@@ -369,4 +370,8 @@ int main(int argc, char** argv) {
     default:
       return RunJsonl(*tok, mode, jsonl_path, add_bos, parse_special);
   }
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-tokenize", Run, argc, argv);
 }

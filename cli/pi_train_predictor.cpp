@@ -42,6 +42,7 @@
 
 #include "cli/args.h"
 #include "cli/read_file.h"
+#include "cli/tool_main.h"
 #include "common/gguf.h"
 #include "common/llama_model.h"
 #include "common/predictor_samples.h"
@@ -55,6 +56,12 @@
 
 namespace {
 
+// The smallest corpus worth training on: enough tokens to fit a low-rank
+// predictor, and enough held-out tokens that recall (a share of their
+// firings) is measured to about a point.
+constexpr int64_t kMinTrainTokens = 200;
+constexpr int64_t kMinHeldOutTokens = 50;
+
 void Usage() {
   fprintf(stderr,
           "usage: pi-train-predictor -m MODEL -f TEXT -o OUT.gguf [options]\n"
@@ -64,7 +71,8 @@ void Usage() {
           "  --rank N                predictor hidden size, every layer (default: per layer,\n"
           "                          half the mean number of firing neurons, in [32, n_embd/2])\n"
           "  --ranks R0,R1,...       per-layer hidden sizes (one per layer)\n"
-          "  --max-tokens N          tokens to collect (default 20000)\n"
+          "  --max-tokens N          tokens to collect (default 20000; at least 200 to train\n"
+          "                          on and 50 held out)\n"
           "  -c, --ctx-size N        chunk context while collecting (default 256)\n"
           "  --epochs N              at most N epochs (default 30)\n"
           "  --patience N            stop after N epochs without held-out improvement (default 3)\n"
@@ -110,7 +118,7 @@ bool ParseRanks(const std::string& s, std::vector<int>* out) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-train-predictor", argc, argv);
   std::string model_path, text_path, out_path;
   int rank = 0;  // 0: per layer, from the collected firing rates
@@ -258,9 +266,17 @@ int main(int argc, char** argv) {
     total += std::min<int64_t>(per_chunk, tokens.size() - i) + (bos ? 1 : 0);
   }
   total = std::min(total, max_tokens);
-  if (total < 16) {
-    fprintf(stderr, "pi-train-predictor: '%s' gives only %lld tokens (need >= 16)\n",
-            text_path.c_str(), static_cast<long long>(total));
+  const int64_t n_train_planned =
+      std::max<int64_t>(1, static_cast<int64_t>(total * (1.0 - holdout)));
+  if (n_train_planned < kMinTrainTokens || total - n_train_planned < kMinHeldOutTokens) {
+    fprintf(stderr,
+            "pi-train-predictor: '%s' gives %lld tokens (--max-tokens %lld, --holdout %.3g): %lld "
+            "to train on and %lld held out; training needs at least %lld and measuring recall at "
+            "least %lld held out (a longer text, or a larger --max-tokens or --holdout)\n",
+            text_path.c_str(), static_cast<long long>(total), static_cast<long long>(max_tokens),
+            holdout, static_cast<long long>(n_train_planned),
+            static_cast<long long>(total - n_train_planned),
+            static_cast<long long>(kMinTrainTokens), static_cast<long long>(kMinHeldOutTokens));
     return 1;
   }
   fprintf(stderr,
@@ -399,7 +415,9 @@ int main(int argc, char** argv) {
       "margin %.3g; %s):\n",
       static_cast<long long>(n_hold), threshold, target, margin,
       per_layer ? "per-layer calibration folded into fc2" : "one shared threshold");
-  printf("layer  rank  epochs  recall  precision  pred.sparsity  true sparsity\n");
+  printf(
+      "layer  rank  epochs  recall (95%% interval, firings)  precision  pred.sparsity  true "
+      "sparsity\n");
   double mean_recall = 0, mean_pred_sp = 0, mean_true_sp = 0;
   for (int l = 0; l < c.n_layer; ++l) {
     const pi::PredictorQuality q =
@@ -407,9 +425,16 @@ int main(int argc, char** argv) {
     mean_recall += q.recall / c.n_layer;
     mean_pred_sp += q.predicted_sparsity / c.n_layer;
     mean_true_sp += q.true_sparsity / c.n_layer;
-    printf("%5d  %4d  %6d  %6.4f  %9.4f  %12.2f%%  %12.2f%%\n", l, preds[l].rank,
-           preds[l].epochs_run, q.recall, q.precision, 100 * q.predicted_sparsity,
-           100 * q.true_sparsity);
+    printf("%5d  %4d  %6d  %6.4f +- %.4f %12lld  %9.4f  %12.2f%%  %12.2f%%\n", l, preds[l].rank,
+           preds[l].epochs_run, q.recall, q.RecallMargin(), static_cast<long long>(q.firing),
+           q.precision, 100 * q.predicted_sparsity, 100 * q.true_sparsity);
+    if (q.RecallMargin() > margin) {
+      fprintf(stderr,
+              "pi-train-predictor: warning: layer %d's recall rests on %lld firings of %lld "
+              "held-out tokens (+- %.3f), coarser than --margin %.3g: hold out more text\n",
+              l, static_cast<long long>(q.firing), static_cast<long long>(n_hold), q.RecallMargin(),
+              margin);
+    }
   }
   printf("mean   recall %.4f, predicted sparsity %.2f%%, true sparsity %.2f%%\n", mean_recall,
          100 * mean_pred_sp, 100 * mean_true_sp);
@@ -463,4 +488,8 @@ int main(int argc, char** argv) {
   }
   fprintf(stderr, "pi-train-predictor: wrote %s (threshold %g)\n", out_path.c_str(), threshold);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-train-predictor", Run, argc, argv);
 }

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/memory_limits.h"
+
 namespace pi {
 namespace {
 
@@ -107,6 +109,11 @@ Status AtomicFile::Open(const std::string& path) {
   buffer_.clear();
   buffer_.reserve(kBufferBytes);
   return Status::Ok();
+}
+
+Status AtomicFile::Reserve(int64_t bytes) {
+  if (fd_ < 0) return Status::Error("%s: not open for writing", path_.c_str());
+  return CheckDiskSpace("writing " + path_, temp_, bytes);
 }
 
 Status AtomicFile::Write(const void* data, size_t n) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -30,6 +31,9 @@ class AtomicFile {
 
   // Checks the target and creates the temporary. Errors name `path`.
   Status Open(const std::string& path);
+  // Checks that `bytes` more fit on the target's filesystem, so a large file
+  // fails before it is written rather than at the end of the disk.
+  Status Reserve(int64_t bytes);
   // Appends n bytes (buffered).
   Status Write(const void* data, size_t n);
   // Flushes, fsyncs, renames over the target and fsyncs its directory.

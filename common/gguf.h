@@ -144,6 +144,7 @@ class GgufFile {
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
   bool owns_mapping_ = false;
+  int mapping_slot_ = -1;  // in the MappedFiles table (SIGBUS reports)
   uint32_t version_ = 0;
   bool sparse_magic_ = false;
   uint32_t alignment_ = 32;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/gguf.h"
+#include "common/mapped_files.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the GGUF reader assumes a little-endian host");
@@ -286,6 +287,7 @@ Status GetUnsigned(const GgufFile& file, const std::string& key, uint64_t max, u
 }  // namespace
 
 GgufFile::~GgufFile() {
+  UnregisterMappedFile(mapping_slot_);
   if (owns_mapping_ && base_ != nullptr) munmap(const_cast<uint8_t*>(base_), size_);
 }
 
@@ -317,6 +319,7 @@ Status GgufFile::Open(const std::string& path, std::unique_ptr<GgufFile>* out) {
     }
     file->base_ = static_cast<const uint8_t*>(p);
     file->owns_mapping_ = true;
+    file->mapping_slot_ = RegisterMappedFile(p, file->size_, path);
   }
   close(fd);  // the mapping keeps the file alive
   PI_RETURN_IF_ERROR(file->Parse().WithContext(path));

@@ -13,6 +13,7 @@
 
 #include "common/atomic_file.h"
 #include "common/gguf.h"
+#include "common/memory_limits.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the GGUF writer assumes a little-endian host");
@@ -276,7 +277,10 @@ Status GgufWriter::WriteTo(const AppendFn& append) const {
   for (const PendingTensor& t : tensors_) {
     const uint8_t* bytes = t.data.data();
     if (t.fill) {
-      if (scratch.size() < t.nbytes) scratch.resize(t.nbytes);
+      if (scratch.size() < t.nbytes) {
+        PI_RETURN_IF_ERROR(CheckMemory("filling tensor '" + t.name + "'", t.nbytes));
+        scratch.resize(t.nbytes);
+      }
       PI_RETURN_IF_ERROR(t.fill(scratch.data()).WithContext("tensor '" + t.name + "'"));
       bytes = scratch.data();
     }
@@ -300,6 +304,14 @@ Status GgufWriter::Write(const std::string& path) const {
   // Through AtomicFile: a failed or interrupted write never leaves a
   // truncated file that looks like a model, and writers never collide.
   return WriteFileAtomically(path, [this](AtomicFile* file) {
+    uint64_t data_bytes = 0;
+    for (const PendingTensor& t : tensors_) {
+      if (__builtin_add_overflow(data_bytes, AlignUp(t.nbytes, alignment_), &data_bytes)) {
+        data_bytes = UINT64_MAX;  // Reserve reports it as too large
+        break;
+      }
+    }
+    PI_RETURN_IF_ERROR(file->Reserve(static_cast<int64_t>(data_bytes)));
     return WriteTo([file](const void* data, size_t n) { return file->Write(data, n); });
   });
 }

@@ -31,6 +31,14 @@ Status CheckKvCacheType(DType type, int head_dim) {
   return Status::Ok();
 }
 
+int64_t KvCache::BytesFor(int n_layer, int n_ctx, int n_head_kv, int head_dim, DType k_type,
+                          DType v_type) {
+  const int64_t rows = static_cast<int64_t>(n_layer) * n_head_kv * n_ctx;
+  const int64_t row_bytes = RowBytes(k_type, head_dim) + RowBytes(v_type, head_dim);
+  int64_t bytes = 0;
+  return __builtin_mul_overflow(rows, row_bytes, &bytes) ? -1 : bytes;
+}
+
 Status KvCache::Init(int n_layer, int n_ctx, int n_head_kv, int head_dim, DType k_type,
                      DType v_type) {
   PI_RETURN_IF_ERROR(CheckKvCacheType(k_type, head_dim));

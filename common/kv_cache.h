@@ -28,6 +28,10 @@ Status CheckKvCacheType(DType type, int head_dim);
 
 class KvCache {
  public:
+  // Bytes Init allocates for these sizes (-1 when it overflows int64).
+  static int64_t BytesFor(int n_layer, int n_ctx, int n_head_kv, int head_dim, DType k_type,
+                          DType v_type);
+
   // Fails when a type is not F32/F16/Q8_0 or its rows would not be whole
   // blocks (Q8_0: head_dim % 32).
   Status Init(int n_layer, int n_ctx, int n_head_kv, int head_dim, DType k_type = DType::kF32,

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/memory_limits.h"
+
 #include "kernels/cpu/fp16.h"
 
 namespace pi {
@@ -38,14 +40,18 @@ Status PredictorSamples::Init(int n_layer, int n_embd, int n_ff, int64_t capacit
   layer_bytes_ = capacity * (2 * static_cast<int64_t>(d_) + 8 * words_);
   mapped_ = static_cast<size_t>(Bytes(n_layer, n_embd, n_ff, capacity));
 
+  const std::string what = "predictor samples of " + std::to_string(capacity) + " tokens";
   void* p = MAP_FAILED;
   if (dir.empty()) {
+    PI_RETURN_IF_ERROR(CheckMemory(what, static_cast<int64_t>(mapped_)));
     p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
              -1, 0);
     if (p == MAP_FAILED) {
       return Status::Error("predictor samples: cannot map %zu bytes: %s", mapped_, strerror(errno));
     }
   } else {
+    PI_RETURN_IF_ERROR(
+        CheckDiskSpace(what + " in '" + dir + "'", dir, static_cast<int64_t>(mapped_)));
     std::string tmpl = dir + "/.pi-predictor-samples-XXXXXX";
     std::vector<char> name(tmpl.begin(), tmpl.end());
     name.push_back('\0');

@@ -275,8 +275,15 @@ PredictorQuality MeasurePredictor(const PredictorSamples& data, int layer, int64
   q.precision = tp + fp > 0 ? static_cast<double>(tp) / (tp + fp) : 1.0;
   q.predicted_sparsity = 1.0 - (tp + fp) / total;
   q.true_sparsity = 1.0 - pos / total;
+  q.firing = pos;
   (void)fn;
   return q;
+}
+
+double PredictorQuality::RecallMargin() const {
+  if (firing <= 0) return 1.0;
+  return 1.96 * std::sqrt(recall * (1.0 - recall) / static_cast<double>(firing)) +
+         1.0 / static_cast<double>(firing);
 }
 
 // The largest threshold at which at least `target` of the firing neurons

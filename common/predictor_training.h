@@ -59,6 +59,10 @@ void PredictorScores(const PredictorSamples& data, int layer, int64_t t0, int64_
 
 struct PredictorQuality {
   double recall = 0, precision = 0, predicted_sparsity = 0, true_sparsity = 0;
+  int64_t firing = 0;  // (token, neuron) firings the recall is measured over
+  // Half-width of recall's 95 % interval (normal approximation; the firings
+  // of one token are not independent, so read it as a lower bound).
+  double RecallMargin() const;
 };
 
 // Recall, precision and sparsities of `scores` >= threshold against what

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/memory_limits.h"
 #include "kernels/cpu/quant.h"
 
 namespace pi {
@@ -255,7 +256,17 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
       return Status::Error("planted alpha %g must be >= 0", o.planted_alpha);
     }
   }
-  return Status::Ok();
+  // Tensors are generated one at a time, in f32 and then in their type: the
+  // largest one (the embedding, a FFN matrix or falcon's fused QKV) bounds
+  // the memory, with the byte tokenizer's strings and the planted rates.
+  const int64_t d = o.n_embd;
+  const int64_t largest =
+      std::max({d * o.n_vocab, d * o.n_ff, d * (d + 2 * (d / o.n_head) * n_head_kv)});
+  const int64_t vocab_bytes = o.byte_tokenizer ? int64_t{64} * o.n_vocab : 0;
+  const int64_t planted_bytes = o.planted_sparsity != 0.0 ? int64_t{24} * o.n_ff : 0;
+  return CheckMemory("a synthetic model of this shape (its largest tensor has " +
+                         std::to_string(largest) + " values)",
+                     largest > INT64_MAX / 16 ? -1 : largest * 8 + vocab_bytes + planted_bytes);
 }
 
 std::vector<double> PlantedFiringRates(const SyntheticModelOptions& o, int layer) {

@@ -1,7 +1,10 @@
 #include "coordinator/engine.h"
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 
+#include "common/memory_limits.h"
 #include "common/parallel_matmul.h"
 #include "common/predictor.h"
 #include "kernels/cpu/matmul.h"
@@ -9,6 +12,21 @@
 #include "kernels/cpu/quant.h"
 
 namespace pi {
+
+int64_t Engine::WorkingBytes(const LlamaConfig& c, int n_ctx, int n_batch, int n_threads,
+                             DType cache_type_k, DType cache_type_v) {
+  const int64_t kv =
+      KvCache::BytesFor(c.n_layer, n_ctx, c.n_head_kv, c.head_dim, cache_type_k, cache_type_v);
+  if (kv < 0) return -1;
+  // Per batch row, the f32 activations of the residual stream, attention and
+  // the FFN with their Q8_0 copies (an estimate from above); per thread, one
+  // row of attention scores over the context; the logits.
+  const int64_t per_row = 4 * (24 * int64_t{c.n_embd} + 2 * int64_t{c.q_dim()} +
+                               2 * int64_t{c.kv_dim()} + 3 * int64_t{c.n_ff});
+  const int64_t scratch =
+      per_row * n_batch + 4 * int64_t{n_threads} * n_ctx + 4 * int64_t{c.n_vocab};
+  return kv > INT64_MAX - scratch ? -1 : kv + scratch;
+}
 
 Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
                       std::unique_ptr<Engine>* out) {
@@ -24,11 +42,18 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
     PI_RETURN_IF_ERROR(CheckPredictorPresent(*model));
     PI_RETURN_IF_ERROR(ResolvePredictorThreshold(c, options.sparse_threshold, &threshold));
   }
+  const int n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min(c.n_ctx_train, 4096);
+  const int n_batch = std::min(options.n_batch, n_ctx);
+  PI_RETURN_IF_ERROR(CheckMemory("the KV cache and buffers for a context of " +
+                                     std::to_string(n_ctx) + " tokens (-c) and batches of " +
+                                     std::to_string(n_batch) + " (-b)",
+                                 WorkingBytes(c, n_ctx, n_batch, options.n_threads,
+                                              options.cache_type_k, options.cache_type_v)));
   std::unique_ptr<Engine> e(new Engine());
   e->predictor_threshold_ = threshold;
   e->model_ = model;
-  e->n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min(c.n_ctx_train, 4096);
-  e->n_batch_ = std::min(options.n_batch, e->n_ctx_);
+  e->n_ctx_ = n_ctx;
+  e->n_batch_ = n_batch;
   e->pool_ = std::make_unique<ThreadPool>(options.n_threads);
   PI_RETURN_IF_ERROR(e->cache_.Init(c.n_layer, e->n_ctx_, c.n_head_kv, c.head_dim,
                                     options.cache_type_k, options.cache_type_v));
@@ -85,7 +110,11 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
     }
   }
   const size_t rows = all_logits ? static_cast<size_t>(n) : 1;
-  if (logits_.size() < rows * n_vocab) logits_.resize(rows * n_vocab);
+  if (logits_.size() < rows * n_vocab) {
+    PI_RETURN_IF_ERROR(CheckMemory("the logits of " + std::to_string(rows) + " tokens",
+                                   static_cast<int64_t>(rows * n_vocab * sizeof(float))));
+    logits_.resize(rows * n_vocab);
+  }
   last_ffn_neurons_ = 0;
   last_ffn_gate_rows_ = 0;
   last_ffn_hot_fired_ = 0;
@@ -96,7 +125,7 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
                               : (i == n - 1 ? logits_.data() : nullptr);
       ForwardDeviceToken(tokens[i], out);
     }
-    return Status::Ok();
+    return CheckLogits(logits_.data(), rows * n_vocab);
   }
   for (int i = 0; i < n; i += n_batch_) {
     const int b = std::min(n_batch_, n - i);
@@ -105,7 +134,46 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
                             : (last ? logits_.data() : nullptr);
     ForwardBatch(tokens + i, b, out, all_logits);
   }
-  return Status::Ok();
+  return CheckLogits(logits_.data(), rows * n_vocab);
+}
+
+namespace {
+
+// True when all n values are finite: a float is NaN or infinite exactly when
+// its exponent bits are all ones. Branch-free so it vectorizes; it reads a
+// few KiB per layer against the megabytes of weights a layer reads.
+bool AllFinite(const float* x, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    memcpy(&bits, x + i, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+}  // namespace
+
+void Engine::NoteNonFinite(int batch, int layer, const char* part) {
+  if (nonfinite_part_ != nullptr) return;
+  if (!AllFinite(h_.data(), static_cast<size_t>(batch) * model_->config.n_embd)) {
+    nonfinite_part_ = part;
+    nonfinite_layer_ = layer;
+  }
+}
+
+Status Engine::CheckLogits(const float* logits, size_t n) const {
+  if (AllFinite(logits, n)) return Status::Ok();
+  std::string where = "in the output head";
+  if (nonfinite_part_ != nullptr) {
+    where = nonfinite_layer_ < 0
+                ? std::string("in ") + nonfinite_part_
+                : "in layer " + std::to_string(nonfinite_layer_) + "'s " + nonfinite_part_;
+  }
+  return Status::Error(
+      "the logits hold NaN or infinite values (the model's numbers overflowed or its weights are "
+      "corrupt: --check-tensors validates them at load); they first appeared %s",
+      where.c_str());
 }
 
 void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, bool all_logits) {
@@ -115,6 +183,7 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   for (int b = 0; b < batch; ++b) {
     DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[b]), h_.data() + b * d, d);
   }
+  NoteNonFinite(batch, -1, "the token embedding rows");
   ForwardHostLayers(0, n_past_, batch);
   n_past_ += batch;
   if (!logits_out) return;  // an inner prompt batch: only the KV cache matters
@@ -149,8 +218,10 @@ void Engine::ForwardHostLayers(int first, int n_past, int batch) {
       ffn_in = inp_.data();
     }
     attention_.Forward(m.layers[il], il, n_past, batch, h_.data(), &cache_, pool_.get());
+    NoteNonFinite(batch, il, "attention");
     if (observer_) observer_->OnFfnInput(il, batch, ffn_in);
     ffn_.Forward(il, batch, ffn_in, h_.data(), pool_.get());
+    NoteNonFinite(batch, il, "FFN");
     last_ffn_neurons_ += ffn_.last_computed_neurons();
     last_ffn_gate_rows_ += ffn_.last_gate_rows();
     last_ffn_hot_fired_ += ffn_.last_hot_fired();
@@ -185,6 +256,8 @@ void Engine::ForwardDeviceToken(int32_t token, float* logits_out) {
     const bool h_back = host_layers || !plan.output;
     int64_t hot_fired = 0;
     device_->FinishToken(h_back ? h_.data() : nullptr, h_back ? nullptr : logits_out, &hot_fired);
+    // The device's layers are checked as one: h crosses to the host only here.
+    if (h_back) NoteNonFinite(1, -1, "the device's layers (checked together)");
     last_ffn_neurons_ += hot_fired;
     last_ffn_hot_fired_ += hot_fired;
   }

@@ -59,13 +59,22 @@ struct EngineOptions {
 class Engine {
  public:
   // `model` must outlive the engine.
+  // Fails, naming -c and -b, when the KV cache and buffers would not fit in
+  // the memory available (common/memory_limits.h).
   static Status Create(const LlamaModel* model, const EngineOptions& options,
                        std::unique_ptr<Engine>* out);
+  // The bytes Create allocates for these sizes (an estimate from above; -1
+  // when it overflows).
+  static int64_t WorkingBytes(const LlamaConfig& config, int n_ctx, int n_batch, int n_threads,
+                              DType cache_type_k, DType cache_type_v);
 
   // Evaluates `n` tokens at positions n_past() .. n_past() + n - 1. Fails,
   // changing nothing, when a token id is out of range or the context would
   // overflow. Afterwards logits() holds the last token's logits, or with
-  // all_logits one row per evaluated token.
+  // all_logits one row per evaluated token. Logits that are NaN or infinite
+  // are an error naming where the first non-finite value appeared (the
+  // embedding, a host layer's attention or FFN, the device's layers, the
+  // head); the context is then spoiled and the engine must be recreated.
   Status Eval(const int32_t* tokens, int n, bool all_logits = false);
 
   const float* logits() const { return logits_.data(); }
@@ -94,7 +103,10 @@ class Engine {
   void SetFfnObserver(FfnObserver* observer) { observer_ = observer; }
 
   // Forgets the context (the KV cache is overwritten as positions are reused).
-  void Reset() { n_past_ = 0; }
+  void Reset() {
+    n_past_ = 0;
+    nonfinite_part_ = nullptr;
+  }
 
  private:
   Engine() = default;
@@ -107,6 +119,12 @@ class Engine {
   void ForwardHostLayers(int first, int n_past, int batch);
   // logits_out = output(norm(h_)) for `rows` rows from h_ row `first`.
   void HostHead(int first, int rows, float* logits_out);
+  // Records (layer, part) as the first place non-finite values appeared when
+  // the first `batch` rows of h_ hold any and nothing was recorded yet.
+  // Allocates nothing: it runs on every decode step.
+  void NoteNonFinite(int batch, int layer, const char* part);
+  // The error for non-finite values among `n` logits, if any.
+  Status CheckLogits(const float* logits, size_t n) const;
 
   const LlamaModel* model_ = nullptr;
   int n_ctx_ = 0;
@@ -116,6 +134,10 @@ class Engine {
   int64_t last_ffn_hot_fired_ = 0;
   float predictor_threshold_ = 0.0f;
   int n_past_ = 0;
+  // Where NaN/inf first appeared: a part ("attention", "FFN", ...) and its
+  // layer; null when none has.
+  const char* nonfinite_part_ = nullptr;
+  int nonfinite_layer_ = -1;
   std::unique_ptr<ThreadPool> pool_;
   KvCache cache_;
   AttentionBlock attention_;

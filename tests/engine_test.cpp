@@ -6,12 +6,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "common/gguf.h"
+#include "common/kv_cache.h"
 #include "common/synthetic_model.h"
 #include "tests/temp_path.h"
 
@@ -327,6 +330,69 @@ TEST(OracleSparseFallbackTest, ModelsWithoutDownTRunDense) {
   ASSERT_TRUE(e->Eval(&t, 1).ok());
   EXPECT_EQ(e->last_ffn_neurons(), static_cast<int64_t>(o.n_layer) * o.n_ff);
   std::remove(path.c_str());
+}
+
+// NaN or infinite logits are an error naming where the first non-finite
+// value appeared: a whole tensor set to NaN makes that part the first.
+TEST(EngineNonFiniteTest, NamesTheFirstPartThatProducedThem) {
+  const struct {
+    const char* tensor;
+    const char* where;
+  } cases[] = {
+      {"token_embd.weight", "first appeared in the token embedding rows"},
+      {"blk.0.attn_output.weight", "first appeared in layer 0's attention"},
+      {"blk.1.ffn_down.weight", "first appeared in layer 1's FFN"},
+      {"output.weight", "first appeared in the output head"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.tensor);
+    GgufWriter w;
+    ASSERT_TRUE(AddSyntheticModel(Small(DType::kF32, "silu", false), &w).ok());
+    std::vector<uint8_t> bytes = w.Serialize();
+    std::unique_ptr<GgufFile> f;
+    ASSERT_TRUE(GgufFile::OpenBuffer(bytes.data(), bytes.size(), &f).ok());
+    const TensorInfo* t = f->FindTensor(c.tensor);
+    ASSERT_NE(t, nullptr);
+    float* values = reinterpret_cast<float*>(bytes.data() + (t->data - bytes.data()));
+    std::fill(values, values + t->nbytes / sizeof(float), std::nanf(""));
+    LlamaModel m;
+    ASSERT_TRUE(LoadLlamaModel(std::move(f), &m).ok());
+    EngineOptions opt;
+    opt.n_threads = 2;
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+    const std::vector<int32_t> prompt = {1, 2, 3};
+    const Status s = e->Eval(prompt.data(), 3);
+    ASSERT_FALSE(s.ok());
+    EXPECT_THAT(s.message(), HasSubstr("the logits hold NaN or infinite values"));
+    EXPECT_THAT(s.message(), HasSubstr(c.where));
+  }
+}
+
+// The KV cache and buffers are checked against the memory available before
+// they are allocated; the error names -c and -b.
+TEST(EngineMemoryTest, RefusesAContextThatCannotFit) {
+  GgufWriter w;
+  ASSERT_TRUE(AddSyntheticModel(Small(DType::kF32, "silu", false), &w).ok());
+  const std::vector<uint8_t> bytes = w.Serialize();
+  std::unique_ptr<GgufFile> f;
+  ASSERT_TRUE(GgufFile::OpenBuffer(bytes.data(), bytes.size(), &f).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(std::move(f), &m).ok());
+  EngineOptions opt;
+  opt.n_ctx = 2000000000;
+  std::unique_ptr<Engine> e;
+  const Status s = Engine::Create(&m, opt, &e);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(),
+              HasSubstr("for a context of 2000000000 tokens (-c) and batches of 64 (-b) needs"));
+  EXPECT_THAT(s.message(), HasSubstr("is available"));
+  // The estimate covers the KV cache exactly and the buffers from above.
+  const LlamaConfig& c = m.config;
+  EXPECT_GE(Engine::WorkingBytes(c, 100, 8, 2, DType::kF32, DType::kF16),
+            KvCache::BytesFor(c.n_layer, 100, c.n_head_kv, c.head_dim, DType::kF32, DType::kF16));
+  EXPECT_EQ(KvCache::BytesFor(c.n_layer, 100, c.n_head_kv, c.head_dim, DType::kF32, DType::kF16),
+            int64_t{c.n_layer} * c.n_head_kv * 100 * c.head_dim * (4 + 2));
 }
 
 }  // namespace
