@@ -1,5 +1,6 @@
 #include "cli/args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -36,6 +37,33 @@ int64_t ArgReader::Int64(const std::string& flag) {
     return 0;
   }
   return x;
+}
+
+std::vector<int64_t> ArgReader::IntList(const std::string& flag, int64_t min, int64_t max) {
+  std::vector<int64_t> out;
+  const char* v = Value(flag);
+  if (!v) return out;
+  const std::string list = v;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    char* end = nullptr;
+    errno = 0;
+    const long long x = strtoll(item.c_str(), &end, 10);
+    const std::string where = flag + " item " + std::to_string(out.size()) + " ('" + item + "')";
+    if (item.empty() || errno != 0 || *end != '\0') {
+      Fail(where + " is not an integer (expected N[,N...])");
+      return {};
+    }
+    if (x < min || x > max) {
+      Fail(where + " is out of range [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+      return {};
+    }
+    out.push_back(x);
+    if (comma == list.size()) return out;
+    at = comma + 1;
+  }
 }
 
 int ArgReader::Int(const std::string& flag) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pi {
 
@@ -22,6 +23,9 @@ class ArgReader {
   int Int(const std::string& flag);
   int64_t Int64(const std::string& flag);
   float Float(const std::string& flag);
+  // A comma list of integers in [min, max], e.g. "1,2,8": an empty item, a
+  // non-integer or a value out of range is an error naming the item.
+  std::vector<int64_t> IntList(const std::string& flag, int64_t min, int64_t max);
   // A size with optional K/M/G/T suffix (powers of 1024, "GiB" and "GB" read
   // as "G"), e.g. "11G"; negative, non-finite or above 4 EiB is an error.
   int64_t Bytes(const std::string& flag);

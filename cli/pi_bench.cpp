@@ -78,21 +78,12 @@ std::vector<std::string> SplitList(const std::string& s) {
   return out;
 }
 
-// Token counts and thread counts: whole numbers in [0, kMaxListValue]. The
-// cap keeps the token buffers small before the engine checks the KV cache
-// against the memory available; it is beyond any model's context.
-constexpr long kMaxListValue = 1 << 24;
+// The cap on -p/-n keeps the token buffers small before the engine checks the
+// KV cache against the memory available; it is beyond any model's context.
+constexpr int64_t kMaxTokens = 1 << 24;
 
-bool ToInts(const std::vector<std::string>& v, std::vector<int>* out) {
-  out->clear();
-  for (const std::string& s : v) {
-    char* end = nullptr;
-    errno = 0;
-    const long x = strtol(s.c_str(), &end, 10);
-    if (end == s.c_str() || *end != '\0' || errno != 0 || x < 0 || x > kMaxListValue) return false;
-    out->push_back(static_cast<int>(x));
-  }
-  return !out->empty();
+std::vector<int> ToInts(const std::vector<int64_t>& v) {
+  return std::vector<int>(v.begin(), v.end());
 }
 
 struct Result {
@@ -344,13 +335,11 @@ static int Run(int argc, char** argv) {
     if (f == "-m" || f == "--model") {
       for (const std::string& m : SplitList(args.String(f))) models.push_back(m);
     } else if (f == "-p" || f == "--n-prompt") {
-      if (!ToInts(SplitList(args.String(f)), &n_prompt))
-        args.Fail(f + " expects N[,N...], each 0.." + std::to_string(kMaxListValue));
+      n_prompt = ToInts(args.IntList(f, 0, kMaxTokens));
     } else if (f == "-n" || f == "--n-gen") {
-      if (!ToInts(SplitList(args.String(f)), &n_gen))
-        args.Fail(f + " expects N[,N...], each 0.." + std::to_string(kMaxListValue));
+      n_gen = ToInts(args.IntList(f, 0, kMaxTokens));
     } else if (f == "-t" || f == "--threads") {
-      if (!ToInts(SplitList(args.String(f)), &threads)) args.Fail(f + " expects N[,N...]");
+      threads = ToInts(args.IntList(f, 1, 512));
     } else if (f == "-r" || f == "--repetitions")
       reps = args.Int(f);
     else if (f == "-b" || f == "--batch-size")

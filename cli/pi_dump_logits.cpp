@@ -3,6 +3,7 @@
 // (tests/reference/check_forward.py) compare these with an independent numpy
 // forward pass. --mode decode feeds one token per Eval (the decode path),
 // --mode prompt the whole sequence in batches of -b (the prompt path).
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -21,33 +22,19 @@ void Usage() {
           "[-t N] [-b N] [-c N]\n");
 }
 
-bool ParseTokens(const std::string& s, std::vector<int32_t>* out) {
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t j = s.find(',', i);
-    if (j == std::string::npos) j = s.size();
-    const std::string tok = s.substr(i, j - i);
-    char* end = nullptr;
-    const long v = strtol(tok.c_str(), &end, 10);
-    if (tok.empty() || *end != '\0') return false;
-    out->push_back(static_cast<int32_t>(v));
-    i = j + 1;
-  }
-  return !out->empty();
-}
-
 }  // namespace
 
 static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-dump-logits", argc, argv);
-  std::string model_path, tokens_arg, out_path, mode = "decode";
+  std::string model_path, out_path, mode = "decode";
+  std::vector<int64_t> token_list;
   pi::EngineOptions opt;
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
     if (f == "-m" || f == "--model")
       model_path = args.String(f);
     else if (f == "--tokens")
-      tokens_arg = args.String(f);
+      token_list = args.IntList(f, INT32_MIN, INT32_MAX);
     else if (f == "--out")
       out_path = args.String(f);
     else if (f == "--mode")
@@ -66,12 +53,21 @@ static int Run(int argc, char** argv) {
       args.Fail("unknown flag '" + f + "'");
   }
   if (args.failed()) return 2;
-  std::vector<int32_t> tokens;
-  if (model_path.empty() || out_path.empty() || !ParseTokens(tokens_arg, &tokens) ||
-      (mode != "decode" && mode != "prompt")) {
-    Usage();
+  const std::string bad = model_path.empty()   ? "-m MODEL is required"
+                          : token_list.empty() ? "--tokens 1,2,3 is required"
+                          : out_path.empty()   ? "--out FILE is required"
+                          : mode != "decode" && mode != "prompt"
+                              ? "--mode expects decode or prompt, got '" + mode + "'"
+                          : opt.n_threads < 1 ? "-t must be at least 1"
+                          : opt.n_batch < 1   ? "-b must be at least 1"
+                          : opt.n_ctx < 0     ? "-c must be 0 (the model's) or more"
+                                              : "";
+  if (!bad.empty()) {
+    fprintf(stderr, "pi-dump-logits: %s (see --help)\n", bad.c_str());
     return 2;
   }
+  const std::vector<int32_t> tokens(token_list.begin(), token_list.end());
+  if (!pi::CheckOutputs("pi-dump-logits", {out_path})) return 1;
 
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);

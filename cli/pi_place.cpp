@@ -136,6 +136,7 @@ static int Run(int argc, char** argv) {
   if (stats_path.empty()) stats_path = pi::DefaultStatsPath(model_path);
   if (plan_path.empty()) plan_path = pi::DefaultPlanPath(model_path, budget);
   if (want_gpuidx && gpuidx_path.empty()) gpuidx_path = model_path + ".generated.gpuidx";
+  if (!pi::CheckOutputs("pi-place", {plan_path, want_gpuidx ? gpuidx_path : ""})) return 1;
 
   pi::LlamaModel model;
   pi::ActivationStats stats;

@@ -129,6 +129,7 @@ static int Run(int argc, char** argv) {
     return 2;
   }
   if (out_path.empty()) out_path = pi::DefaultStatsPath(model_path);
+  if (!pi::CheckOutputs("pi-profile", {out_path, csv_path})) return 1;
 
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);

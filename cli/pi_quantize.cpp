@@ -111,6 +111,7 @@ static int Run(int argc, char** argv) {
   }
   const std::string in_path = argv[1];
   const std::string out_path = argv[2];
+  if (!pi::CheckOutputs("pi-quantize", {out_path})) return 1;
   pi::DType target;
   if (!ParseType(argv[3], &target)) {
     fprintf(stderr, "pi-quantize: unknown type '%s' (q8_0, q4_0 or f16)\n", argv[3]);

@@ -143,6 +143,7 @@ static int Run(int argc, char** argv) {
     fprintf(stderr, "pi-synth: %s\n", s.message().c_str());
     return 2;
   }
+  if (!pi::CheckOutputs("pi-synth", {out})) return 1;
   const auto start = std::chrono::steady_clock::now();
   s = pi::WriteSyntheticModel(o, out);
   if (!s.ok()) {

@@ -11,13 +11,14 @@
 // The JSON Lines modes let a test check hundreds of strings in one process. "-" reads
 // stdin. Output strings are valid UTF-8: bytes that are not become U+FFFD.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/read_file.h"
 #include "cli/tool_main.h"
 #include "common/gguf.h"
 #include "common/tokenizer.h"
@@ -224,15 +225,18 @@ enum class Mode { kText, kIdsJsonl, kDecodeJsonl, kStreamJsonl, kInfo };
 
 int RunJsonl(const pi::Tokenizer& tok, Mode mode, const std::string& path, bool add_bos,
              bool parse_special) {
-  std::ifstream file;
+  // A file is read whole (refusing directories and FIFOs); "-" streams stdin.
+  std::string contents;
+  std::istringstream from_file;
   std::istream* in = &std::cin;
   if (path != "-") {
-    file.open(path, std::ios::binary);
-    if (!file) {
-      fprintf(stderr, "pi-tokenize: cannot open %s\n", path.c_str());
+    const pi::Status read = pi::ReadWholeFile(path, &contents);
+    if (!read.ok()) {
+      fprintf(stderr, "pi-tokenize: %s\n", read.message().c_str());
       return 1;
     }
-    in = &file;
+    from_file.str(std::move(contents));
+    in = &from_file;
   }
   std::string line, text;
   std::vector<int32_t> ids;
@@ -246,6 +250,12 @@ int RunJsonl(const pi::Tokenizer& tok, Mode mode, const std::string& path, bool 
       if (s.ok()) result = JsonIds(ids);
     } else {
       s = ParseJsonIds(line, &ids);
+      for (size_t i = 0; s.ok() && i < ids.size(); ++i) {
+        if (ids[i] < 0 || ids[i] >= tok.n_vocab()) {
+          s = pi::Status::Error("id %d at position %zu is out of range [0, %d)", ids[i], i,
+                                tok.n_vocab());
+        }
+      }
       if (s.ok() && mode == Mode::kDecodeJsonl) {
         result = JsonString(tok.Decode(ids));
       } else if (s.ok()) {
@@ -318,7 +328,7 @@ static int Run(int argc, char** argv) {
       Usage();
       return 0;
     } else if (!flag.empty() && flag[0] == '-' && flag != "-") {
-      args.Fail("unknown flag " + flag);
+      args.Fail("unknown flag '" + flag + "' (see --help)");
     } else if (!have_text) {
       text = flag;
       have_text = true;
@@ -328,7 +338,8 @@ static int Run(int argc, char** argv) {
   }
   if (args.failed()) return 2;
   if (model_path.empty() || (mode == Mode::kText && !have_text)) {
-    Usage();
+    fprintf(stderr, "pi-tokenize: %s (see --help)\n",
+            model_path.empty() ? "-m MODEL is required" : "give a TEXT to encode or a mode flag");
     return 2;
   }
 

@@ -195,6 +195,7 @@ static int Run(int argc, char** argv) {
             "0 < --target-recall <= 1\n");
     return 2;
   }
+  if (!pi::CheckOutputs("pi-train-predictor", {out_path})) return 1;
 
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);

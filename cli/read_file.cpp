@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/memory_limits.h"
+
 namespace pi {
 
 Status ReadWholeFile(const std::string& path, std::string* out) {
@@ -18,6 +20,11 @@ Status ReadWholeFile(const std::string& path, std::string* out) {
     close(fd);
     return Status::Error("cannot read '%s': %s", path.c_str(),
                          dir ? "it is a directory" : "not a regular file");
+  }
+  const Status fits = CheckMemory("reading '" + path + "'", static_cast<int64_t>(st.st_size));
+  if (!fits.ok()) {
+    close(fd);
+    return fits;
   }
   std::string data;
   data.resize(static_cast<size_t>(st.st_size));

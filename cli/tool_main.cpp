@@ -4,6 +4,7 @@
 #include <exception>
 #include <new>
 
+#include "common/atomic_file.h"
 #include "common/mapped_files.h"
 
 namespace pi {
@@ -20,6 +21,18 @@ int RunTool(const char* tool, int (*body)(int argc, char** argv), int argc, char
     fprintf(stderr, "%s: internal error: %s\n", tool, e.what());
   }
   return 1;
+}
+
+bool CheckOutputs(const char* tool, std::initializer_list<std::string> paths) {
+  for (const std::string& path : paths) {
+    if (path.empty()) continue;
+    const Status s = CheckOutputPath(path);
+    if (!s.ok()) {
+      fprintf(stderr, "%s: %s\n", tool, s.message().c_str());
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace pi

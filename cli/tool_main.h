@@ -5,9 +5,17 @@
 // is named; common/mapped_files.h).
 #pragma once
 
+#include <initializer_list>
+#include <string>
+
 namespace pi {
 
 // Runs body(argc, argv) and returns its status; 1 after an escaped error.
 int RunTool(const char* tool, int (*body)(int argc, char** argv), int argc, char** argv);
+
+// Checks, before any work, that each non-empty path could be written
+// (common/atomic_file.h's CheckOutputPath); prints "tool: why" for the first
+// that cannot and returns false.
+bool CheckOutputs(const char* tool, std::initializer_list<std::string> paths);
 
 }  // namespace pi

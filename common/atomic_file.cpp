@@ -50,7 +50,53 @@ bool WriteAll(int fd, const char* p, size_t n) {
   return true;
 }
 
+// Resolves a symlink at `path` to the file it names and refuses a target
+// that exists and is not a regular file. *mode: the permission bits the new
+// file gets (the old file's, or 0666 less the umask).
+Status ResolveTarget(const std::string& path, std::string* target, mode_t* mode) {
+  if (path.empty()) return Status::Error("cannot write a file with an empty name");
+  *target = path;
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    char resolved[PATH_MAX];
+    if (realpath(path.c_str(), resolved) == nullptr) {
+      return Status::Error("%s: a symlink that cannot be followed: %s", path.c_str(),
+                           strerror(errno));
+    }
+    *target = resolved;
+  }
+  if (stat(target->c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      return Status::Error("%s exists and is %s: refusing to replace it", path.c_str(),
+                           KindOf(st.st_mode));
+    }
+    *mode = st.st_mode & 07777;
+  } else if (errno != ENOENT) {
+    return Status::Error("%s: %s", path.c_str(), strerror(errno));
+  } else {
+    const mode_t mask = umask(0);
+    umask(mask);
+    *mode = 0666 & ~mask;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status CheckOutputPath(const std::string& path) {
+  std::string target;
+  mode_t mode;
+  PI_RETURN_IF_ERROR(ResolveTarget(path, &target, &mode));
+  const std::string dir = DirName(target);
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Status::Error("%s: its folder %s does not exist", path.c_str(), dir.c_str());
+  }
+  if (access(dir.c_str(), W_OK) != 0) {
+    return Status::Error("%s: cannot write in %s: %s", path.c_str(), dir.c_str(), strerror(errno));
+  }
+  return Status::Ok();
+}
 
 AtomicFile::~AtomicFile() {
   Abandon();
@@ -66,32 +112,8 @@ void AtomicFile::Abandon() {
 Status AtomicFile::Open(const std::string& path) {
   Abandon();
   path_ = path;
-  if (path.empty()) return Status::Error("cannot write a file with an empty name");
-  // Follow a symlink to the file it names: that file is what gets replaced.
-  target_ = path;
-  struct stat st;
-  if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    char resolved[PATH_MAX];
-    if (realpath(path.c_str(), resolved) == nullptr) {
-      return Status::Error("%s: a symlink that cannot be followed: %s", path.c_str(),
-                           strerror(errno));
-    }
-    target_ = resolved;
-  }
   mode_t mode = 0;
-  if (stat(target_.c_str(), &st) == 0) {
-    if (!S_ISREG(st.st_mode)) {
-      return Status::Error("%s exists and is %s: refusing to replace it", path.c_str(),
-                           KindOf(st.st_mode));
-    }
-    mode = st.st_mode & 07777;
-  } else if (errno != ENOENT) {
-    return Status::Error("%s: %s", path.c_str(), strerror(errno));
-  } else {
-    const mode_t mask = umask(0);
-    umask(mask);
-    mode = 0666 & ~mask;
-  }
+  PI_RETURN_IF_ERROR(ResolveTarget(path, &target_, &mode));
   std::string name = DirName(target_) + "/." + BaseName(target_) + ".tmp.XXXXXX";
   const int fd = mkstemp(name.data());
   if (fd < 0) {

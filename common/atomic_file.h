@@ -50,6 +50,11 @@ class AtomicFile {
   std::string buffer_;
 };
 
+// The checks AtomicFile::Open makes, without writing: OK when `path` could be
+// written (not a special file, its folder exists and is writable). Tools
+// call it on their outputs before long work, so a bad -o fails at once.
+Status CheckOutputPath(const std::string& path);
+
 // Writes `path` through an AtomicFile: `write` appends the contents; its
 // error (or any other) leaves the target untouched.
 Status WriteFileAtomically(const std::string& path,

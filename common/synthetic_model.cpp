@@ -264,9 +264,12 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
       std::max({d * o.n_vocab, d * o.n_ff, d * (d + 2 * (d / o.n_head) * n_head_kv)});
   const int64_t vocab_bytes = o.byte_tokenizer ? int64_t{64} * o.n_vocab : 0;
   const int64_t planted_bytes = o.planted_sparsity != 0.0 ? int64_t{24} * o.n_ff : 0;
+  const int64_t tensor_list_bytes = int64_t{o.n_layer} * 12 * 512;  // names, shapes, callbacks
   return CheckMemory("a synthetic model of this shape (its largest tensor has " +
                          std::to_string(largest) + " values)",
-                     largest > INT64_MAX / 16 ? -1 : largest * 8 + vocab_bytes + planted_bytes);
+                     largest > INT64_MAX / 16
+                         ? -1
+                         : largest * 8 + vocab_bytes + planted_bytes + tensor_list_bytes);
 }
 
 std::vector<double> PlantedFiringRates(const SyntheticModelOptions& o, int layer) {
@@ -458,7 +461,24 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
   return Status::Ok();
 }
 
+int64_t SyntheticModelWeightBytes(const SyntheticModelOptions& o) {
+  const int64_t d = o.n_embd, ff = o.n_ff;
+  const int64_t kv_dim = d / o.n_head * (o.n_head_kv == 0 ? o.n_head : o.n_head_kv);
+  const int64_t row = RowBytes(o.type, d);  // one row along n_embd
+  const int64_t down = o.down_t ? row * ff : RowBytes(o.type, ff) * d;
+  const bool falcon = o.arch == "falcon";
+  const int64_t layer = row * (2 * d + 2 * kv_dim) + row * ff * (falcon ? 1 : 2) + down;
+  const int64_t embd = row * o.n_vocab * (o.tied ? 1 : 2);
+  int64_t layers = 0;
+  if (__builtin_mul_overflow(layer, int64_t{o.n_layer}, &layers) || layers > INT64_MAX - embd) {
+    return -1;
+  }
+  return layers + embd;
+}
+
 Status WriteSyntheticModel(const SyntheticModelOptions& o, const std::string& path) {
+  PI_RETURN_IF_ERROR(ValidateSyntheticModel(o));
+  PI_RETURN_IF_ERROR(CheckDiskSpace("writing " + path, path, SyntheticModelWeightBytes(o)));
   GgufWriter w;
   PI_RETURN_IF_ERROR(AddSyntheticModel(o, &w));
   return w.Write(path);

@@ -70,7 +70,12 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o);
 Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w);
 
 // Validates, builds and writes `path`; one tensor is in memory at a time.
+// Fails before building anything when the weights would not fit on the disk.
 Status WriteSyntheticModel(const SyntheticModelOptions& o, const std::string& path);
+
+// The bytes of the weight matrices of a valid `o` (the file is a little
+// larger: norms, metadata, padding); -1 when it overflows.
+int64_t SyntheticModelWeightBytes(const SyntheticModelOptions& o);
 
 // How sparsity is planted: residual dimension 0 is a constant "bias channel".
 // Every token embedding has h[0] = 1, and no layer writes to it (row 0 of

@@ -13,17 +13,39 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   gpu_args=(-LE gpu)
 fi
 
+# ctest, failing also when a test did not run (a skip reads as "100% passed"),
+# except tests labelled gpu, which skip where no GPU is usable.
+run_ctest() {
+  local dir="$1" log rc skipped gpu_tests name
+  shift
+  log="$(mktemp)"
+  set +e
+  ctest --test-dir "$dir" --output-on-failure "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  skipped="$(sed -n '/The following tests did not run:/,/^$/p' "$log" | grep -oP '^\s*\d+ - \K\S+' || true)"
+  gpu_tests="$(ctest --test-dir "$dir" -N -L gpu | grep -oP 'Test +#\d+: \K\S+' || true)"
+  for name in $skipped; do
+    if ! grep -qxF "$name" <<<"$gpu_tests"; then
+      echo "test.sh: $name did not run (skipped outside the gpu label): a failure"
+      rc=1
+    fi
+  done
+  rm -f "$log"
+  return "$rc"
+}
+
 echo "== Release build + tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$JOBS"
-ctest --test-dir build --output-on-failure -j "$JOBS" "${gpu_args[@]}"
+run_ctest build -j "$JOBS" "${gpu_args[@]}"
 
 echo "== ASan + UBSan build + tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPI_SANITIZE=ON -DPI_CUDA=OFF \
   -DPI_BUILD_BENCHMARKS=OFF
 cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -LE "gpu|slow"
+  run_ctest build-asan -j "$JOBS" -LE "gpu|slow"
 
 echo "== fuzz the GGUF reader (${FUZZ_SECONDS:-60} s)"
 scripts/fuzz.sh

@@ -524,11 +524,6 @@ using KernelParam = std::tuple<DType, CpuIsa>;
 
 class KernelTest : public ::testing::TestWithParam<KernelParam> {
  protected:
-  void SetUp() override {
-    if (static_cast<int>(isa()) > static_cast<int>(DetectCpuIsa())) {
-      GTEST_SKIP() << CpuIsaName(isa()) << " not available on this CPU";
-    }
-  }
   DType type() const { return std::get<0>(GetParam()); }
   CpuIsa isa() const { return std::get<1>(GetParam()); }
   std::vector<int64_t> ColsList() const {
@@ -934,12 +929,23 @@ std::string ParamName(const ::testing::TestParamInfo<KernelParam>& info) {
          CpuIsaName(std::get<1>(info.param));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypesAllIsas, KernelTest,
-    ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
-                                         DType::kQ4_0),
-                       ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512)),
-    ParamName);
+// The ISA levels this CPU runs: cases exist only for those, so a level the
+// CPU lacks is absent from the test list (visible there) instead of a skip
+// that a run reports as passed.
+std::vector<CpuIsa> AvailableIsas() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (static_cast<int>(isa) <= static_cast<int>(DetectCpuIsa())) out.push_back(isa);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypesAllIsas, KernelTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF16,
+                                                              DType::kBF16, DType::kQ8_0,
+                                                              DType::kQ4_0),
+                                            ::testing::ValuesIn(AvailableIsas())),
+                         ParamName);
 
 }  // namespace
 }  // namespace pi

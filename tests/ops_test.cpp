@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/fp16.h"
@@ -35,25 +36,53 @@ TEST(OpsTest, RmsNorm) {
   EXPECT_EQ(out[n], 123.0f);  // sentinel
 }
 
+// Every frequency base models ship with: LLaMA-1/2's 10000, LLaMA-3's
+// 500000, and 1e6 (Mistral/CodeLlama long-context variants).
 TEST(OpsTest, RopeNormalRotatesAdjacentPairs) {
   const int heads = 3, head_dim = 8, rope_dims = 6, pos = 37;
-  const float theta = 10000.0f;
-  std::vector<float> v = Random(heads * head_dim, 3), orig = v;
-  std::vector<float> cs(rope_dims);
-  RopeAngles(rope_dims, pos, theta, cs.data());
-  RopeNormal(v.data(), heads, head_dim, rope_dims, cs.data());
-  for (int h = 0; h < heads; ++h) {
-    for (int i = 0; i < head_dim; i += 2) {
-      const float* o = &orig[h * head_dim + i];
-      const float* r = &v[h * head_dim + i];
-      if (i >= rope_dims) {  // beyond rope_dims: untouched
-        EXPECT_EQ(r[0], o[0]);
-        EXPECT_EQ(r[1], o[1]);
-        continue;
+  for (const float theta : {10000.0f, 500000.0f, 1000000.0f}) {
+    SCOPED_TRACE(theta);
+    std::vector<float> v = Random(heads * head_dim, 3), orig = v;
+    std::vector<float> cs(rope_dims);
+    RopeAngles(rope_dims, pos, theta, cs.data());
+    RopeNormal(v.data(), heads, head_dim, rope_dims, cs.data());
+    for (int h = 0; h < heads; ++h) {
+      for (int i = 0; i < head_dim; i += 2) {
+        const float* o = &orig[h * head_dim + i];
+        const float* r = &v[h * head_dim + i];
+        if (i >= rope_dims) {  // beyond rope_dims: untouched
+          EXPECT_EQ(r[0], o[0]);
+          EXPECT_EQ(r[1], o[1]);
+          continue;
+        }
+        const double a =
+            pos * std::pow(static_cast<double>(theta), -static_cast<double>(i) / rope_dims);
+        EXPECT_NEAR(r[0], o[0] * std::cos(a) - o[1] * std::sin(a), 1e-5);
+        EXPECT_NEAR(r[1], o[0] * std::sin(a) + o[1] * std::cos(a), 1e-5);
       }
-      const double a = pos * std::pow(10000.0, -static_cast<double>(i) / rope_dims);
-      EXPECT_NEAR(r[0], o[0] * std::cos(a) - o[1] * std::sin(a), 1e-5);
-      EXPECT_NEAR(r[1], o[0] * std::sin(a) + o[1] * std::cos(a), 1e-5);
+    }
+  }
+}
+
+// NeoX layout (falcon): element i turns with element i + rope_dims / 2, at
+// far positions too (angles computed in double: pos 30000 turns ~3e4 rad).
+TEST(OpsTest, RopeNeoxRotatesHalvesAtEveryBase) {
+  const int heads = 2, head_dim = 8, rope_dims = 8, half = rope_dims / 2;
+  for (const float theta : {10000.0f, 500000.0f, 1000000.0f}) {
+    for (const int pos : {5, 30000}) {
+      SCOPED_TRACE(std::to_string(theta) + " pos " + std::to_string(pos));
+      std::vector<float> v = Random(heads * head_dim, 11), orig = v;
+      std::vector<float> cs(rope_dims);
+      RopeAngles(rope_dims, pos, theta, cs.data());
+      RopeNeox(v.data(), heads, head_dim, rope_dims, cs.data());
+      for (int h = 0; h < heads; ++h) {
+        for (int i = 0; i < half; ++i) {
+          const double a = pos * std::pow(static_cast<double>(theta), -2.0 * i / rope_dims);
+          const double x0 = orig[h * head_dim + i], x1 = orig[h * head_dim + i + half];
+          EXPECT_NEAR(v[h * head_dim + i], x0 * std::cos(a) - x1 * std::sin(a), 1e-5);
+          EXPECT_NEAR(v[h * head_dim + i + half], x0 * std::sin(a) + x1 * std::cos(a), 1e-5);
+        }
+      }
     }
   }
 }

@@ -77,6 +77,11 @@ CASES = [
      ["-ctk", "q8_0", "-ctv", "q8_0"]),
     ("falcon-relu-f32-mqa-kv_f16k_q8_0v", "relu", "f32", 1, False, True,
      ["--arch", "falcon", "--n-head", "2"], ["-ctk", "f16", "-ctv", "q8_0"]),
+    # RoPE frequency bases beyond LLaMA-2's 10000: LLaMA-3's 500000, and 1e6.
+    ("silu-f32-gqa-theta500k", "silu", "f32", 2, False, False, ["--rope-theta", "500000"]),
+    ("relu-f16-mha-theta1m-downt", "relu", "f16", 4, False, True, ["--rope-theta", "1000000"]),
+    ("falcon-gelu-f32-mqa-theta1m", "gelu", "f32", 1, False, False,
+     ["--arch", "falcon", "--rope-theta", "1000000"]),
 ]
 
 SHAPE = dict(n_vocab=320, n_embd=64, n_layer=2, n_head=4, n_ff=160, n_ctx=64)
@@ -154,6 +159,10 @@ def main():
             first = "ffn_up" if falcon else "ffn_gate"
             if ref.layers[0][first].dtype != wtype:
                 problems.append("%s type %s" % (first, ref.layers[0][first].dtype))
+            theta = float(extra[extra.index("--rope-theta") + 1]) if "--rope-theta" in extra \
+                else 10000.0
+            if ref.freq_base != theta:
+                problems.append("rope.freq_base %g" % ref.freq_base)
             if "--no-activation-key" in extra and "pi.ffn_activation" in ref.reader.metadata:
                 problems.append("pi.ffn_activation present")
             if problems:

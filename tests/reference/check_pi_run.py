@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """pi-run end to end on the bundled demo model, checked with independent tools.
-
-- Greedy output is stable: the same tokens every run, for -t 1 and -t 2, and equal to the
-  committed golden sequence (tests/data/demo_greedy.json; regenerate it with --update after
-  retraining the demo model).
+- Greedy output equals the numpy forward pass's (tests/reference/llama_ref.py, f16 KV
+  cache like pi-run's default): the same tokens every run, for -t 1 and -t 2, and the
+  committed tests/data/demo_greedy.json, which is written from the numpy reference
+  (--update, after retraining the demo model), never from the code under test.
+- Seeded sampling with pi-run's defaults (top-k 40, top-p 0.95, min-p 0.05, temp 0.8) and
+  a repetition penalty gives the tokens of an independent sampler (sampler_ref.py: its own
+  MT19937, llama.cpp's order) over the numpy reference's logits.
 - The --json fields agree with each other and with python3-sentencepiece: prompt_tokens is
   BOS + sentencepiece's encoding of the prompt, the text decodes from the ids, the counts
-  match the timings.
-- Sampling with a fixed seed is reproducible.
-- Bad input gets a clear error and a non-zero exit: a missing model, a prompt longer than
-  the context, an unsupported architecture, a malformed flag.
-
+  match the timings, and stop_reason says why generation ended (length, context, stop
+  with --stop).
+- Bad input exits 1 (bad input) or 2 (bad flag) with a message naming the problem: a
+  missing model, a prompt longer than the context, an unsupported architecture, a
+  truncated model, a malformed flag. A crash (a signal) is a failure, not an error exit.
 Usage: check_pi_run.py BIN_DIR [--update]
 Prints "N passed, M failed" last; exit status 1 on any failure.
 """
@@ -25,9 +28,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
+sys.path.insert(0, HERE)
+import numpy as np  # noqa: E402
 import sentencepiece as spm  # noqa: E402
-
 import pigguf  # noqa: E402
+from llama_ref import LlamaRef  # noqa: E402
+from sampler_ref import Mt19937, sample  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 TOKENIZER = os.path.join(ROOT, "models", "demo-tokenizer.model")
@@ -63,6 +69,25 @@ def run_json(bin_dir, *args):
     return json.loads(out)
 
 
+def reference_tokens(ref, prompt_ids, n, eos, sampling):
+    """n tokens continuing prompt_ids with the numpy reference's logits: greedy (argmax,
+    lowest id on a tie) when sampling is None, else sampler_ref.sample with
+    (rng, params, repeat_last_n). Stops before eos when eos is not None."""
+    tokens, out = list(prompt_ids), []
+    for _ in range(n):
+        logits = ref.forward(tokens)[-1]
+        if sampling is None:
+            t = int(np.argmax(logits))
+        else:
+            rng, params, last_n = sampling
+            t = sample(logits, tokens[-last_n:], rng, **params)
+        if eos is not None and t == eos:
+            break
+        out.append(t)
+        tokens.append(t)
+    return out
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -82,20 +107,27 @@ def main():
     check(a["generated_tokens"] == b["generated_tokens"], "greedy: same tokens twice")
     check(a["generated_tokens"] == c["generated_tokens"], "greedy: same tokens for -t 1 and -t 2")
 
+    # The numpy reference's greedy continuation: the golden sequence comes from it.
+    ref = LlamaRef(MODEL, "f16", "f16")
+    expect_prompt = [sp.bos_id()] + sp.encode(PROMPT)
+    ref_greedy = reference_tokens(ref, expect_prompt, N_GEN, sp.eos_id(), None)
     if update:
         with open(GOLDEN, "w") as f:
-            json.dump({"prompt": PROMPT, "n_predict": N_GEN,
-                       "generated_tokens": a["generated_tokens"], "text": a["text"]}, f,
+            json.dump({"prompt": PROMPT, "n_predict": N_GEN, "generated_tokens": ref_greedy,
+                       "text": sp.decode(expect_prompt[1:] + ref_greedy)[len(PROMPT):],
+                       "source": "tests/reference/llama_ref.py (numpy), f16 KV cache"}, f,
                       indent=1)
             f.write("\n")
-        print(f"wrote {GOLDEN}")
+        print(f"wrote {GOLDEN} from the numpy reference")
     with open(GOLDEN) as f:
         golden = json.load(f)
-    check(golden["prompt"] == PROMPT and a["generated_tokens"] == golden["generated_tokens"],
-          f"greedy: matches the golden sequence ({golden['text']!r})")
+    check(golden["prompt"] == PROMPT and ref_greedy == golden["generated_tokens"],
+          "greedy: the numpy reference still generates the golden sequence")
+    check(a["generated_tokens"] == golden["generated_tokens"],
+          f"greedy: pi-run generates the golden sequence ({golden['text']!r})")
+    check(a["stop_reason"] == "length", "greedy: stop_reason length after -n tokens")
 
     # The JSON fields against sentencepiece and each other.
-    expect_prompt = [sp.bos_id()] + sp.encode(PROMPT)
     check(a["prompt_tokens"] == expect_prompt, "prompt_tokens == BOS + sentencepiece(prompt)")
     gen = a["generated_tokens"]
     check(len(gen) == N_GEN or (len(gen) < N_GEN and sp.eos_id() not in gen),
@@ -117,6 +149,30 @@ def main():
     check(rc == 0 and out == PROMPT + a["text"] + "\n", "text mode prints prompt + text")
     check("prompt eval time" in err and "eval time" in err and "load time" in err,
           "llama.cpp-style timings on stderr")
+
+    # Seeded sampling with pi-run's default filters and a repetition penalty, against the
+    # independent sampler over the numpy logits.
+    params = dict(temp=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.1)
+    for seed in (42, 1234):
+        got = run_json(bin_dir, "-p", PROMPT, "-n", "24", "--seed", str(seed),
+                       "--repeat-penalty", "1.1", "--repeat-last-n", "64", "--ignore-eos")
+        want = reference_tokens(ref, expect_prompt, 24, None, (Mt19937(seed), params, 64))
+        check(got is not None and got["generated_tokens"] == want,
+              f"seed {seed}: sampled tokens equal the reference sampler's "
+              f"({got['generated_tokens'][:8] if got else None}... vs {want[:8]}...)")
+
+    # Why generation stopped.
+    st = run_json(bin_dir, "-p", PROMPT, "-n", "200", "-c", "16", "--temp", "0", "--ignore-eos")
+    check(st is not None and st["stop_reason"] == "context"
+          and len(st["prompt_tokens"]) + len(st["generated_tokens"]) == 16 + 1,
+          "stop_reason context when the context fills (16 evaluated, one more sampled)")
+    words = golden["text"].split()
+    stop_word = words[1] if len(words) > 1 else "the"
+    st = run_json(bin_dir, *greedy, "--stop", stop_word)
+    check(st is not None and st["stop_reason"] == "stop" and stop_word not in st["text"]
+          and golden["text"].startswith(st["text"]),
+          f"stop_reason stop at --stop {stop_word!r}, the text cut before it "
+          f"({st['text'] if st else None!r})")
 
     # Sampling: a seed reproduces, another seed differs.
     s1 = run_json(bin_dir, "-p", PROMPT, "-n", "24", "--temp", "1.0", "--seed", "42")
@@ -168,27 +224,28 @@ def main():
 
     # Errors.
     rc, out, err = run(bin_dir, "-m", "/nonexistent/model.gguf", "-p", "x")
-    check(rc != 0 and "/nonexistent/model.gguf" in err, "missing model: error names the file")
+    check(rc == 1 and "/nonexistent/model.gguf" in err, "missing model: exit 1, error names the file")
     rc, out, err = run(bin_dir, "-p", PROMPT * 20, "-c", "16", "-n", "4")
-    check(rc != 0 and "longer than the context" in err, "prompt longer than the context")
+    check(rc == 1 and "longer than the context" in err, "prompt longer than the context: exit 1")
     rc, out, err = run(bin_dir, "-n", "abc")
-    check(rc != 0 and "-n expects an integer" in err, "malformed flag value")
+    check(rc == 2 and "-n expects an integer" in err, "malformed flag value: exit 2")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "gptneox.gguf")
         w = pigguf.GGUFWriter(path, "gptneox")
         w.add_u32("gptneox.block_count", 1)
         w.write()
         rc, out, err = run(bin_dir, "-m", path, "-p", "x")
-        check(rc != 0 and "unsupported architecture 'gptneox'" in err,
-              "unsupported architecture is named")
+        check(rc == 1 and "unsupported architecture 'gptneox'" in err,
+              "unsupported architecture is named, exit 1")
         trunc = os.path.join(tmp, "truncated.gguf")
         with open(MODEL, "rb") as f:
             data = f.read(1 << 20)
         with open(trunc, "wb") as f:
             f.write(data)
         rc, out, err = run(bin_dir, "-m", trunc, "-p", "x")
-        check(rc != 0 and "pi-run:" in err and "Traceback" not in err,
-              "truncated model: clean error, " + err.strip().splitlines()[-1][:100])
+        last = err.strip().splitlines()[-1][:160] if err.strip() else "(no message)"
+        check(rc == 1 and ("pi-run: " + trunc) in err and "out of file bounds" in err,
+              f"truncated model: exit 1 (got {rc}), the file named: {last}")
 
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
