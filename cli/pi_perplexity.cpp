@@ -29,6 +29,7 @@
 #include "common/json.h"
 #include "common/llama_model.h"
 #include "common/progress.h"
+#include "common/tensor_check.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
 
@@ -46,6 +47,7 @@ void Usage() {
           "  -t, --threads N         threads (default: %u)\n"
           "  --chunks N              score at most N chunks (default -1 = all)\n"
           "  --json                  print one JSON object instead of the running values\n"
+          "  --check-tensors         check every weight is finite when loading\n"
           "  --sparse off|oracle|predictor  FFN neurons computed (sparse modes feed one token\n"
           "                          at a time)\n"
           "  --sparse-threshold X    predictor score threshold (default: env\n"
@@ -152,7 +154,7 @@ static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-perplexity", argc, argv);
   pi::GpuSplitFlags split_flags;
   std::string model_path, text_path;
-  bool json = false;
+  bool json = false, check_tensors = false;
   int n_ctx = 0;
   int max_chunks = -1;
   EvalSettings settings;
@@ -171,6 +173,8 @@ static int Run(int argc, char** argv) {
       settings.engine.n_threads = args.Int(f);
     else if (f == "--chunks")
       max_chunks = args.Int(f);
+    else if (f == "--check-tensors")
+      check_tensors = true;
     else if (f == "--json")
       json = true;
     else if (pi::ParseSparseFlag(f, &args, &settings.engine.sparse,
@@ -217,6 +221,7 @@ static int Run(int argc, char** argv) {
   const double t_start = pi::NowSeconds();
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);
+  if (s.ok() && check_tensors) s = pi::CheckTensorValues(*model.file, true).WithContext(model_path);
   std::unique_ptr<pi::Tokenizer> tok;
   if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
   std::vector<int32_t> tokens;
