@@ -23,6 +23,7 @@
 #include "common/gguf.h"
 #include "common/tokenizer.h"
 #include "common/unicode.h"
+#include "nlohmann/json.hpp"
 
 namespace {
 
@@ -71,144 +72,46 @@ std::string JsonString(const std::string& s) {
   return out;
 }
 
-void SkipSpace(const std::string& s, size_t* pos) {
-  while (*pos < s.size() && (s[*pos] == ' ' || s[*pos] == '\t' || s[*pos] == '\r')) ++*pos;
-}
-
-bool ParseHex4(const std::string& s, size_t pos, uint32_t* v) {
-  if (pos + 4 > s.size()) return false;
-  *v = 0;
-  for (size_t k = pos; k < pos + 4; ++k) {
-    const char c = s[k];
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      d = c - 'A' + 10;
-    } else {
-      return false;
-    }
-    *v = *v * 16 + d;
+// One JSON value per line, parsed by nlohmann::json (no hand-written parser
+// of outside input); errors name what was expected.
+pi::Status ParseJsonLine(const std::string& line, nlohmann::json* out) {
+  try {
+    *out = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    return pi::Status::Error("not JSON: %s", e.what());
   }
-  return true;
-}
-
-// Parses a line holding exactly one JSON string.
-pi::Status ParseJsonString(const std::string& line, std::string* out) {
-  out->clear();
-  size_t pos = 0;
-  SkipSpace(line, &pos);
-  if (pos >= line.size() || line[pos] != '"') return pi::Status::Error("expected a JSON string");
-  ++pos;
-  while (true) {
-    if (pos >= line.size()) return pi::Status::Error("unterminated string");
-    const char c = line[pos++];
-    if (c == '"') break;
-    if (static_cast<unsigned char>(c) < 0x20) {
-      return pi::Status::Error("raw control character at column %zu", pos);
-    }
-    if (c != '\\') {
-      out->push_back(c);
-      continue;
-    }
-    if (pos >= line.size()) return pi::Status::Error("unterminated escape");
-    const char e = line[pos++];
-    switch (e) {
-      case '"':
-        out->push_back('"');
-        break;
-      case '\\':
-        out->push_back('\\');
-        break;
-      case '/':
-        out->push_back('/');
-        break;
-      case 'b':
-        out->push_back('\b');
-        break;
-      case 'f':
-        out->push_back('\f');
-        break;
-      case 'n':
-        out->push_back('\n');
-        break;
-      case 'r':
-        out->push_back('\r');
-        break;
-      case 't':
-        out->push_back('\t');
-        break;
-      case 'u': {
-        uint32_t cp;
-        if (!ParseHex4(line, pos, &cp)) return pi::Status::Error("bad \\u escape");
-        pos += 4;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {  // a surrogate pair
-          uint32_t lo;
-          if (pos + 6 > line.size() || line[pos] != '\\' || line[pos + 1] != 'u' ||
-              !ParseHex4(line, pos + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF) {
-            return pi::Status::Error("unpaired surrogate at column %zu", pos);
-          }
-          pos += 6;
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-          return pi::Status::Error("unpaired surrogate at column %zu", pos);
-        }
-        pi::AppendUtf8(cp, out);
-        break;
-      }
-      default:
-        return pi::Status::Error("bad escape \\%c", e);
-    }
-  }
-  SkipSpace(line, &pos);
-  if (pos != line.size()) return pi::Status::Error("trailing characters after the string");
   return pi::Status::Ok();
 }
 
-// Parses a line holding exactly one JSON array of integers.
-pi::Status ParseJsonIds(const std::string& line, std::vector<int32_t>* ids) {
+// A line holding exactly one JSON string.
+pi::Status ParseJsonString(const std::string& line, std::string* out) {
+  nlohmann::json j;
+  PI_RETURN_IF_ERROR(ParseJsonLine(line, &j));
+  if (!j.is_string()) return pi::Status::Error("expected a JSON string, got %s", j.type_name());
+  *out = j.get<std::string>();
+  return pi::Status::Ok();
+}
+
+// A line holding exactly one JSON array of integers, each a token id in
+// [0, n_vocab).
+pi::Status ParseJsonIds(const std::string& line, int32_t n_vocab, std::vector<int32_t>* ids) {
+  nlohmann::json j;
+  PI_RETURN_IF_ERROR(ParseJsonLine(line, &j));
+  if (!j.is_array()) return pi::Status::Error("expected a JSON array, got %s", j.type_name());
   ids->clear();
-  size_t pos = 0;
-  SkipSpace(line, &pos);
-  if (pos >= line.size() || line[pos] != '[') return pi::Status::Error("expected a JSON array");
-  ++pos;
-  SkipSpace(line, &pos);
-  if (pos < line.size() && line[pos] == ']') {
-    ++pos;
-  } else {
-    while (true) {
-      SkipSpace(line, &pos);
-      bool neg = false;
-      if (pos < line.size() && line[pos] == '-') {
-        neg = true;
-        ++pos;
-      }
-      int64_t v = 0;
-      size_t digits = 0;
-      while (pos < line.size() && line[pos] >= '0' && line[pos] <= '9' && digits < 11) {
-        v = v * 10 + (line[pos++] - '0');
-        ++digits;
-      }
-      if (digits == 0 || digits > 10 || v > 2147483647) {
-        return pi::Status::Error("bad integer at column %zu", pos);
-      }
-      ids->push_back(static_cast<int32_t>(neg ? -v : v));
-      SkipSpace(line, &pos);
-      if (pos < line.size() && line[pos] == ',') {
-        ++pos;
-        continue;
-      }
-      if (pos < line.size() && line[pos] == ']') {
-        ++pos;
-        break;
-      }
-      return pi::Status::Error("expected ',' or ']' at column %zu", pos);
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& v = j[i];
+    if (!v.is_number_integer()) {
+      return pi::Status::Error("position %zu: expected an integer token id, got %s", i,
+                               v.type_name());
     }
+    const int64_t id = v.get<int64_t>();
+    if (id < 0 || id >= n_vocab) {
+      return pi::Status::Error("id %lld at position %zu is out of range [0, %d)",
+                               static_cast<long long>(id), i, n_vocab);
+    }
+    ids->push_back(static_cast<int32_t>(id));
   }
-  SkipSpace(line, &pos);
-  if (pos != line.size()) return pi::Status::Error("trailing characters after the array");
   return pi::Status::Ok();
 }
 
@@ -249,13 +152,7 @@ int RunJsonl(const pi::Tokenizer& tok, Mode mode, const std::string& path, bool 
       if (s.ok()) s = tok.Encode(text, add_bos, &ids, parse_special);
       if (s.ok()) result = JsonIds(ids);
     } else {
-      s = ParseJsonIds(line, &ids);
-      for (size_t i = 0; s.ok() && i < ids.size(); ++i) {
-        if (ids[i] < 0 || ids[i] >= tok.n_vocab()) {
-          s = pi::Status::Error("id %d at position %zu is out of range [0, %d)", ids[i], i,
-                                tok.n_vocab());
-        }
-      }
+      s = ParseJsonIds(line, tok.n_vocab(), &ids);
       if (s.ok() && mode == Mode::kDecodeJsonl) {
         result = JsonString(tok.Decode(ids));
       } else if (s.ok()) {

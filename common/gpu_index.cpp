@@ -63,7 +63,50 @@ int32_t I32At(const TensorInfo& t, size_t i) {
 }
 
 // Checks an opened gpuidx file against PowerInfer's layout and reads it.
-Status ReadIndexFile(const GgufFile& f, GpuIndex* out) {
+}  // namespace
+
+GpuIndex GpuIndexFromPlacement(const Placement& plan) {
+  GpuIndex g;
+  g.vram_capacity = static_cast<uint64_t>(plan.vram_budget);
+  g.n_ff = plan.n_ff;
+  for (const LayerPlacement& l : plan.layers) g.gpu_neurons.push_back(l.gpu_neurons);
+  return g;
+}
+
+Status WriteGpuIndex(const GpuIndex& index, const std::string& path) {
+  const size_t n_layer = index.gpu_neurons.size();
+  if (index.n_ff < 1 || index.n_ff > kMaxNeurons || n_layer < 1 || n_layer > kMaxLayers) {
+    return Status::Error("writing gpu index %s: n_ff %d and %zu layers (must be in [1, %" PRId64
+                         "] and [1, %" PRIu64 "])",
+                         path.c_str(), index.n_ff, n_layer, kMaxNeurons, kMaxLayers);
+  }
+  for (size_t il = 0; il < n_layer; ++il) {
+    PI_RETURN_IF_ERROR(
+        CheckIds(index.gpu_neurons[il], index.n_ff, il).WithContext("writing gpu index " + path));
+  }
+  // Exactly the original's keys, in its order, and no general.alignment (the
+  // default 32 applies).
+  GgufWriter w;
+  w.SetSparseMagic(true);
+  w.Set("general.architecture", GgufValue::String(kArchitecture));
+  w.Set(kBlockCountKey, GgufValue::U32(static_cast<uint32_t>(n_layer)));
+  w.Set(kCapacityKey, GgufValue::U64(index.vram_capacity));
+  for (size_t il = 0; il < n_layer; ++il) {
+    const std::vector<int32_t>& ids = index.gpu_neurons[il];
+    std::vector<int32_t> idx(static_cast<size_t>(index.n_ff), 0);
+    for (int32_t id : ids) idx[static_cast<size_t>(id)] = 1;
+    // An all-CPU layer has an empty gpu_bucket (ne = [0], no data), as in
+    // the original.
+    Status s = w.AddTensor(IdxName(il), DType::kI32, {index.n_ff}, idx.data());
+    if (s.ok()) {
+      s = w.AddTensor(BucketName(il), DType::kI32, {static_cast<int64_t>(ids.size())}, ids.data());
+    }
+    PI_RETURN_IF_ERROR(s.WithContext("writing gpu index " + path));
+  }
+  return w.Write(path).WithContext("writing gpu index");
+}
+
+Status ReadGpuIndex(const GgufFile& f, GpuIndex* out) {
   std::string arch;
   PI_RETURN_IF_ERROR(f.GetString("general.architecture", &arch));
   if (arch != kArchitecture) {
@@ -136,54 +179,11 @@ Status ReadIndexFile(const GgufFile& f, GpuIndex* out) {
   return Status::Ok();
 }
 
-}  // namespace
-
-GpuIndex GpuIndexFromPlacement(const Placement& plan) {
-  GpuIndex g;
-  g.vram_capacity = static_cast<uint64_t>(plan.vram_budget);
-  g.n_ff = plan.n_ff;
-  for (const LayerPlacement& l : plan.layers) g.gpu_neurons.push_back(l.gpu_neurons);
-  return g;
-}
-
-Status WriteGpuIndex(const GpuIndex& index, const std::string& path) {
-  const size_t n_layer = index.gpu_neurons.size();
-  if (index.n_ff < 1 || index.n_ff > kMaxNeurons || n_layer < 1 || n_layer > kMaxLayers) {
-    return Status::Error("writing gpu index %s: n_ff %d and %zu layers (must be in [1, %" PRId64
-                         "] and [1, %" PRIu64 "])",
-                         path.c_str(), index.n_ff, n_layer, kMaxNeurons, kMaxLayers);
-  }
-  for (size_t il = 0; il < n_layer; ++il) {
-    PI_RETURN_IF_ERROR(
-        CheckIds(index.gpu_neurons[il], index.n_ff, il).WithContext("writing gpu index " + path));
-  }
-  // Exactly the original's keys, in its order, and no general.alignment (the
-  // default 32 applies).
-  GgufWriter w;
-  w.SetSparseMagic(true);
-  w.Set("general.architecture", GgufValue::String(kArchitecture));
-  w.Set(kBlockCountKey, GgufValue::U32(static_cast<uint32_t>(n_layer)));
-  w.Set(kCapacityKey, GgufValue::U64(index.vram_capacity));
-  for (size_t il = 0; il < n_layer; ++il) {
-    const std::vector<int32_t>& ids = index.gpu_neurons[il];
-    std::vector<int32_t> idx(static_cast<size_t>(index.n_ff), 0);
-    for (int32_t id : ids) idx[static_cast<size_t>(id)] = 1;
-    // An all-CPU layer has an empty gpu_bucket (ne = [0], no data), as in
-    // the original.
-    Status s = w.AddTensor(IdxName(il), DType::kI32, {index.n_ff}, idx.data());
-    if (s.ok()) {
-      s = w.AddTensor(BucketName(il), DType::kI32, {static_cast<int64_t>(ids.size())}, ids.data());
-    }
-    PI_RETURN_IF_ERROR(s.WithContext("writing gpu index " + path));
-  }
-  return w.Write(path).WithContext("writing gpu index");
-}
-
 Status ReadGpuIndex(const std::string& path, GpuIndex* index) {
   std::unique_ptr<GgufFile> f;
   // Open's errors already name the file.
   PI_RETURN_IF_ERROR(GgufFile::Open(path, &f).WithContext("gpu index"));
-  Status s = ReadIndexFile(*f, index);
+  Status s = ReadGpuIndex(*f, index);
   return s.ok() ? s : s.WithContext("gpu index " + path);
 }
 

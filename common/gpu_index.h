@@ -39,5 +39,6 @@ Status WriteGpuIndex(const GpuIndex& index, const std::string& path);
 // shapes, gpu_idx values 0/1 and gpu_bucket equal to the ids where gpu_idx is
 // 1. Errors name the file and the key or tensor.
 Status ReadGpuIndex(const std::string& path, GpuIndex* index);
+Status ReadGpuIndex(const GgufFile& file, GpuIndex* index);
 
 }  // namespace pi

@@ -120,6 +120,12 @@ Status ReadConfig(const GgufFile& f, LlamaConfig* c) {
         "n_head_kv=%d context_length=%d",
         c->n_embd, c->n_layer, c->n_ff, c->n_head, c->n_head_kv, c->n_ctx_train);
   }
+  // Every layer has several tensors in the file: a block count beyond the
+  // tensor count is corrupt, and is refused before a layer table is sized by it.
+  if (static_cast<size_t>(c->n_layer) > f.tensors().size()) {
+    return Status::Error("%sblock_count %d is more than the file's %zu tensors can hold", p.c_str(),
+                         c->n_layer, f.tensors().size());
+  }
   if (c->n_head % c->n_head_kv != 0) {
     return Status::Error("head_count %d is not a multiple of head_count_kv %d", c->n_head,
                          c->n_head_kv);

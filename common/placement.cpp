@@ -290,9 +290,7 @@ Status WritePlan(const Placement& plan, const std::string& path) {
   return w.Write(path).WithContext("writing plan " + path);
 }
 
-namespace {
-
-Status ReadPlanFile(const GgufFile& f, Placement* out) {
+Status ReadPlan(const GgufFile& f, Placement* out) {
   uint32_t version = 0, n_ctx = 0, group = 0, n_layer = 0, n_ff = 0;
   uint64_t budget = 0, n_tokens = 0, dense = 0, neurons = 0;
   std::string mfp, sfp;
@@ -397,12 +395,10 @@ Status ReadPlanFile(const GgufFile& f, Placement* out) {
   return Status::Ok();
 }
 
-}  // namespace
-
 Status ReadPlan(const std::string& path, Placement* plan) {
   std::unique_ptr<GgufFile> f;
   Status s = GgufFile::Open(path, &f);
-  if (s.ok()) s = ReadPlanFile(*f, plan);
+  if (s.ok()) s = ReadPlan(*f, plan);
   return s.ok() ? s : s.WithContext("plan " + path);
 }
 

@@ -123,6 +123,7 @@ Status WritePlan(const Placement& plan, const std::string& path);
 // Reads and validates a plan (ids sorted, unique, in range, counts match).
 // Per-layer neuron_bytes and firing_share are not stored (left 0).
 Status ReadPlan(const std::string& path, Placement* plan);
+Status ReadPlan(const GgufFile& file, Placement* plan);
 
 // Fails, naming what differs, when `plan` was not made for this model, these
 // stats, this budget, context and group: a plan is never silently reused.

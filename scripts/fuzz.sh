@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader with libFuzzer (clang, ASan + UBSan) for a bounded time.
+# Fuzzes the file readers with libFuzzer (clang, ASan + UBSan) for a bounded time:
+#   gguf_fuzz   the GGUF container (reader and writer against each other);
+#   model_fuzz  what is read out of it: the model loader (then one engine step),
+#               the tokenizer, activation statistics, placement plans, gpu index.
 #
-#   scripts/fuzz.sh                  # 60 s
+#   scripts/fuzz.sh                  # 60 s each
 #   FUZZ_SECONDS=600 scripts/fuzz.sh
 #
-# Builds build-fuzz/ (clang, PI_FUZZ=ON), writes seed files, then runs the
+# Builds build-fuzz/ (clang, PI_FUZZ=ON), writes seed files, then runs each
 # fuzzer; exits non-zero on a crash, leak or sanitizer report (the input that
-# triggered it is saved under build-fuzz/fuzz/artifacts/). The corpus in
-# build-fuzz/fuzz/corpus/ is kept between runs; tests/fuzz/regressions/ (every
-# input a fuzzer once flagged) is replayed too. Copy a new reproducer there.
+# triggered it is saved under build-fuzz/fuzz/<target>/artifacts/). Corpora in
+# build-fuzz/fuzz/<target>/corpus/ are kept between runs; tests/fuzz/regressions/
+# (every input a fuzzer once flagged) is replayed by both. Copy a new
+# reproducer there.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,22 +24,28 @@ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPI_FUZZ=ON \
   -DPI_CUDA=OFF -DPI_GRPC=OFF -DPI_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build "$build" -j"$jobs" --target gguf_fuzz gguf_fuzz_seeds
+cmake --build "$build" -j"$jobs" --target gguf_fuzz gguf_fuzz_seeds model_fuzz model_fuzz_seeds
 
-work=$build/fuzz
-mkdir -p "$work/seeds" "$work/corpus" "$work/artifacts"
-"$build/bin/gguf_fuzz_seeds" "$work/seeds"
+# run_fuzzer TARGET MAX_LEN [libFuzzer flags...]
+run_fuzzer() {
+  local target="$1" max_len="$2" work="$build/fuzz/$1"
+  shift 2
+  mkdir -p "$work/seeds" "$work/corpus" "$work/artifacts"
+  "$build/bin/${target}_seeds" "$work/seeds"
+  echo "fuzzing $target for ${seconds}s"
+  if ! "$build/bin/$target" \
+      -max_total_time="$seconds" \
+      -max_len="$max_len" \
+      -rss_limit_mb=2048 \
+      -print_final_stats=1 \
+      -artifact_prefix="$work/artifacts/" \
+      "$@" \
+      "$work/corpus" "$work/seeds" "$root/tests/fuzz/regressions"; then
+    echo "fuzz.sh: $target found a failure; reproducer(s) in $work/artifacts/" >&2
+    exit 1
+  fi
+}
 
-echo "fuzzing the GGUF reader for ${seconds}s"
-if ! "$build/bin/gguf_fuzz" \
-    -max_total_time="$seconds" \
-    -max_len=16384 \
-    -rss_limit_mb=2048 \
-    -print_final_stats=1 \
-    -dict="$root/tests/fuzz/gguf.dict" \
-    -artifact_prefix="$work/artifacts/" \
-    "$work/corpus" "$work/seeds" "$root/tests/fuzz/regressions"; then
-  echo "fuzz.sh: the fuzzer found a failure; reproducer(s) in $work/artifacts/" >&2
-  exit 1
-fi
-echo "fuzz.sh: no failures in ${seconds}s"
+run_fuzzer gguf_fuzz 16384 -dict="$root/tests/fuzz/gguf.dict"
+run_fuzzer model_fuzz 65536 -dict="$root/tests/fuzz/gguf.dict"
+echo "fuzz.sh: no failures in ${seconds}s per target"

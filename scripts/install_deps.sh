@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 PKGS=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev libboost-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev libboost-dev nlohmann-json3-dev
   python3 python3-numpy python3-sentencepiece python3-regex python3-matplotlib
 )
 case "${1:-}" in

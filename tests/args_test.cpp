@@ -10,8 +10,11 @@
 
 #include <cstdio>
 #include <memory>
+#include <new>
+#include <stdexcept>
 
 #include "cli/read_file.h"
+#include "cli/tool_main.h"
 #include "common/gguf.h"
 #include "tests/temp_path.h"
 
@@ -105,6 +108,47 @@ TEST(InputFiles, DirectoriesAndFifosAreErrorsNotHangs) {
   fclose(out);
   ASSERT_TRUE(ReadWholeFile(file, &text).ok());
   EXPECT_EQ(text, "In the beginning\n");
+}
+
+// What escapes a tool's body becomes a message and exit status 1, not an
+// abort: an allocation failure and any other exception.
+TEST(RunTool, CatchesWhatEscapesTheBody) {
+  char name[] = "pi-test";
+  char* argv[] = {name, nullptr};
+  testing::internal::CaptureStderr();
+  const int oom = RunTool(
+      "pi-test", [](int, char**) -> int { throw std::bad_alloc(); }, 1, argv);
+  const std::string oom_message = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(oom, 1);
+  EXPECT_NE(oom_message.find("pi-test: out of memory"), std::string::npos) << oom_message;
+  testing::internal::CaptureStderr();
+  const int other = RunTool(
+      "pi-test", [](int, char**) -> int { throw std::runtime_error("vector::_M_range_check"); }, 1,
+      argv);
+  const std::string other_message = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(other, 1);
+  EXPECT_NE(other_message.find("pi-test: internal error: vector::_M_range_check"),
+            std::string::npos);
+  EXPECT_EQ(RunTool(
+                "pi-test", [](int argc, char**) { return argc + 4; }, 1, argv),
+            5);
+}
+
+// Outputs are checked before the work: special files and missing folders are
+// refused, a new file in an existing folder is fine.
+TEST(RunTool, ChecksOutputsFirst) {
+  const std::string dir = TempPath("outputs");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(CheckOutputs("pi-test", {dir + "/new.gguf", ""}));
+  EXPECT_FALSE(CheckOutputs("pi-test", {dir + "/new.gguf", "/dev/null"}));
+  EXPECT_FALSE(CheckOutputs("pi-test", {dir}));
+  EXPECT_FALSE(CheckOutputs("pi-test", {dir + "/no/such/folder/x.gguf"}));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("pi-test: /dev/null exists and is a character device"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("exists and is a directory"), std::string::npos) << err;
+  EXPECT_NE(err.find("does not exist"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // tests/reference/check_forward.py.)
 #include "coordinator/engine.h"
 
+#include <dirent.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -393,6 +395,25 @@ TEST(EngineMemoryTest, RefusesAContextThatCannotFit) {
             KvCache::BytesFor(c.n_layer, 100, c.n_head_kv, c.head_dim, DType::kF32, DType::kF16));
   EXPECT_EQ(KvCache::BytesFor(c.n_layer, 100, c.n_head_kv, c.head_dim, DType::kF32, DType::kF16),
             int64_t{c.n_layer} * c.n_head_kv * 100 * c.head_dim * (4 + 2));
+}
+
+// Every input model_fuzz once flagged (tests/fuzz/regressions/model-*.gguf)
+// is refused by the loader, promptly and without a large allocation.
+TEST(ModelLoadTest, FuzzRegressions) {
+  const std::string dir = std::string(PI_SOURCE_DIR) + "/tests/fuzz/regressions";
+  DIR* d = opendir(dir.c_str());
+  ASSERT_NE(d, nullptr) << dir;
+  int files = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("model-", 0) != 0) continue;
+    LlamaModel m;
+    const Status s = LoadLlamaModel(dir + "/" + name, &m);
+    EXPECT_FALSE(s.ok()) << name;
+    ++files;
+  }
+  closedir(d);
+  EXPECT_GE(files, 1);
 }
 
 }  // namespace

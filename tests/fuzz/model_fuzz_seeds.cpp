@@ -1,0 +1,96 @@
+// Writes model_fuzz's seed corpus: a tiny llama model with a byte tokenizer
+// (and a falcon one with ffn_down_t), its activation statistics, a placement
+// plan and PowerInfer's gpu index, all made by the code that writes them for
+// users, so the fuzzer starts from files every reader accepts.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/activation_stats.h"
+#include "common/gguf.h"
+#include "common/gpu_index.h"
+#include "common/llama_model.h"
+#include "common/placement.h"
+#include "common/synthetic_model.h"
+
+namespace {
+
+bool SaveBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  FILE* f = fopen(path.c_str(), "wb");
+  if (f == nullptr || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
+    fprintf(stderr, "model_fuzz_seeds: cannot write %s\n", path.c_str());
+    if (f != nullptr) fclose(f);
+    return false;
+  }
+  return fclose(f) == 0;
+}
+
+bool Check(const pi::Status& s, const char* what) {
+  if (!s.ok()) fprintf(stderr, "model_fuzz_seeds: %s: %s\n", what, s.message().c_str());
+  return s.ok();
+}
+
+// A small model, its stats, plan and index under dir/NAME.*.gguf.
+bool WriteSet(const std::string& dir, const std::string& name, pi::SyntheticModelOptions o) {
+  pi::GgufWriter w;
+  if (!Check(pi::AddSyntheticModel(o, &w), "model")) return false;
+  const std::string model_path = dir + "/" + name + ".gguf";
+  if (!SaveBytes(model_path, w.Serialize())) return false;
+  pi::LlamaModel model;
+  if (!Check(pi::LoadLlamaModel(model_path, &model), "load")) return false;
+  pi::ActivationStats stats;
+  stats.Init(model.config.n_layer, model.config.n_ff);
+  stats.set_n_tokens(100);
+  for (int l = 0; l < model.config.n_layer; ++l) {
+    for (int i = 0; i < model.config.n_ff; ++i) stats.mutable_counts(l)[i] = (i * 37 + l) % 101;
+  }
+  stats.model_fingerprint = pi::ModelFingerprint(*model.file);
+  stats.n_ctx = 16;
+  if (!Check(pi::WriteActivationStats(stats, dir + "/" + name + ".stats.gguf"), "stats")) {
+    return false;
+  }
+  pi::PlacementOptions opt;
+  opt.vram_budget = 1 << 20;
+  opt.n_ctx = 16;
+  opt.allow_partial_dense = true;
+  pi::Placement plan;
+  if (!Check(pi::Place(model, stats, opt, &plan), "place")) return false;
+  if (!Check(pi::WritePlan(plan, dir + "/" + name + ".plan.gguf"), "plan")) return false;
+  return Check(pi::WriteGpuIndex(pi::GpuIndexFromPlacement(plan), dir + "/" + name + ".gpuidx"),
+               "gpuidx");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  pi::SyntheticModelOptions o;
+  o.n_vocab = 260;  // the byte tokenizer's 259 tokens and one more
+  o.n_embd = 32;
+  o.n_layer = 1;
+  o.n_head = 2;
+  o.n_ff = 32;
+  o.n_ctx = 16;
+  o.type = pi::DType::kQ8_0;
+  o.tied = true;
+  o.byte_tokenizer = true;
+  o.activation = "relu";
+  bool ok = WriteSet(dir, "llama", o);
+  o.arch = "falcon";
+  o.n_head_kv = 1;
+  o.down_t = true;
+  o.type = pi::DType::kF16;
+  o.byte_tokenizer = false;
+  o.n_vocab = 16;
+  ok &= WriteSet(dir, "falcon", o);
+  return ok ? 0 : 1;
+}
