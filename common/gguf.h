@@ -27,6 +27,9 @@ namespace pi {
 // 64); ggml takes any power of two, but beyond this a value only wastes
 // bytes: a 61-byte file claiming 1 GiB made pi-quantize write a 1 GiB file.
 inline constexpr uint32_t kGgufMaxAlignment = 1u << 16;
+// The GGUF specification's floor (a multiple of 8): below it f32 tensors
+// could start at addresses a float load may not use.
+inline constexpr uint32_t kGgufMinAlignment = 8;
 
 // Metadata value types, ggml's `gguf_type` ids.
 enum class GgufType : uint32_t {
@@ -164,7 +167,7 @@ class GgufWriter {
   using FillFn = std::function<Status(void* dst)>;
 
   void SetSparseMagic(bool pwri) { sparse_magic_ = pwri; }  // write "PWRI"
-  // A power of two up to kGgufMaxAlignment; also sets general.alignment
+  // A power of two from kGgufMinAlignment to kGgufMaxAlignment; also sets general.alignment
   // (removed again for the default, 32).
   Status SetAlignment(uint32_t alignment);
   // Replaces an existing key (keeping its position). Setting general.alignment

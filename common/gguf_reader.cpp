@@ -412,10 +412,11 @@ Status GgufFile::Parse() {
       return Status::Error("bad alignment: %s at byte %zu has type %s, must be u32", kAlignmentKey,
                            alignment_at, GgufTypeName(a->type));
     }
-    if (!IsPowerOfTwo(a->u) || a->u > kGgufMaxAlignment) {
+    if (!IsPowerOfTwo(a->u) || a->u < kGgufMinAlignment || a->u > kGgufMaxAlignment) {
       return Status::Error("bad alignment: %s = %" PRIu64
-                           " at byte %zu is not a power of two up to %u",
-                           kAlignmentKey, a->u, alignment_at, kGgufMaxAlignment);
+                           " at byte %zu is not a power of two from %u to %u",
+                           kAlignmentKey, a->u, alignment_at, kGgufMinAlignment,
+                           kGgufMaxAlignment);
     }
     alignment_ = static_cast<uint32_t>(a->u);
   }

@@ -119,9 +119,9 @@ Status CheckValue(const std::string& key, const GgufValue& v) {
 }  // namespace
 
 Status GgufWriter::SetAlignment(uint32_t alignment) {
-  if (!IsPowerOfTwo(alignment) || alignment > kGgufMaxAlignment) {
-    return Status::Error("alignment %u is not a power of two up to %u", alignment,
-                         kGgufMaxAlignment);
+  if (!IsPowerOfTwo(alignment) || alignment < kGgufMinAlignment || alignment > kGgufMaxAlignment) {
+    return Status::Error("alignment %u is not a power of two from %u to %u", alignment,
+                         kGgufMinAlignment, kGgufMaxAlignment);
   }
   alignment_ = alignment;
   if (alignment == kDefaultAlignment) {
@@ -139,7 +139,7 @@ Status GgufWriter::SetAlignment(uint32_t alignment) {
 
 void GgufWriter::Set(const std::string& key, GgufValue value) {
   if (key == kAlignmentKey && value.type == GgufType::kU32 && IsPowerOfTwo(value.u) &&
-      value.u <= kGgufMaxAlignment) {
+      value.u >= kGgufMinAlignment && value.u <= kGgufMaxAlignment) {
     alignment_ = static_cast<uint32_t>(value.u);
   }
   // Indexed: a file of 100,000 keys took pi-quantize 14 s with a linear scan
@@ -232,8 +232,9 @@ Status GgufWriter::Validate() const {
     PI_RETURN_IF_ERROR(CheckValue(kv.first, kv.second));
     if (kv.first == kAlignmentKey &&
         (kv.second.type != GgufType::kU32 || kv.second.u != alignment_)) {
-      return Status::Error("%s must be a u32 power of two up to %u (got %s)", kAlignmentKey,
-                           kGgufMaxAlignment, GgufTypeName(kv.second.type));
+      return Status::Error("%s must be a u32 power of two from %u to %u (got %s %" PRIu64 ")",
+                           kAlignmentKey, kGgufMinAlignment, kGgufMaxAlignment,
+                           GgufTypeName(kv.second.type), kv.second.u);
     }
   }
   return Status::Ok();

@@ -634,6 +634,7 @@ TEST(GgufWriterTest, RejectsBadInput) {
   GgufWriter w;
   EXPECT_THAT(w.SetAlignment(0).message(), HasSubstr("power of two"));
   EXPECT_THAT(w.SetAlignment(48).message(), HasSubstr("power of two"));
+  EXPECT_THAT(w.SetAlignment(4).message(), HasSubstr("power of two from 8"));
   const std::vector<uint8_t> buf(1 << 12);
   EXPECT_THAT(w.AddTensor(std::string(64, 'n'), DType::kF32, {1}, buf.data()).message(),
               HasSubstr("limit"));
@@ -1007,8 +1008,9 @@ TEST(GgufMalformedTest, TensorNameTooLong) {
 TEST(GgufMalformedTest, BadAlignment) {
   // 1 GiB and 128 KiB: powers of two, but past kGgufMaxAlignment (a fuzzer
   // found a 61-byte file claiming 1 GiB, which pi-quantize then copied into
-  // a 1 GiB file).
-  for (uint32_t a : {0u, 48u, 3u, 1u << 30, 1u << 17}) {
+  // a 1 GiB file). 1, 2 and 4: below the specification's multiple of 8, f32
+  // tensors could be misaligned (model_fuzz found one at alignment 2).
+  for (uint32_t a : {0u, 48u, 3u, 1u << 30, 1u << 17, 1u, 2u, 4u}) {
     Bytes b = Header(0, 1);
     b.Str("general.alignment").U32(4).U32(a);
     EXPECT_THAT(ErrorOf(b.v), AllOf(HasSubstr("bad alignment"), HasSubstr("= " + std::to_string(a)),
