@@ -1,0 +1,59 @@
+// The messages that open and close a worker session, as bytes for the
+// shared-memory channel: Hello (protocol version, the model's fingerprint,
+// the shard the worker must own, the largest batch) and its reply (what the
+// worker loaded, or why it refused), and Bye. Validated like step messages:
+// every count is checked against the message size before it is read.
+//
+//   hello = HelloHeader | counts [n_layer] i32 | ids [sum of counts] i32
+//   reply = HelloReply  | message, UTF-8
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/transport/step_message.h"
+
+namespace pi {
+
+inline constexpr uint32_t kHelloMagic = 0x45485049;       // bytes "IPHE"
+inline constexpr uint32_t kHelloReplyMagic = 0x52485049;  // bytes "IPHR"
+inline constexpr uint32_t kByeMagic = 0x59425049;         // bytes "IPBY"
+
+struct HelloHeader {
+  uint32_t magic;
+  uint32_t version;  // kStepProtocolVersion
+  uint64_t model_fingerprint;
+  int32_t n_layer;
+  int32_t max_batch;
+};
+static_assert(sizeof(HelloHeader) == 24, "wire layout");
+
+struct HelloReply {
+  uint32_t magic;
+  uint32_t status;  // StepStatus: kOk, or why the worker refused
+  int64_t resident_bytes;
+  char backend[16];  // NUL-terminated: "cpu"
+  uint64_t message_bytes;
+};
+static_assert(sizeof(HelloReply) == 40, "wire layout");
+
+// A hello for this shard (owned ids per layer) as bytes.
+std::vector<uint8_t> WriteHello(uint64_t model_fingerprint, int max_batch,
+                                const std::vector<std::vector<int32_t>>& owned);
+
+// Parses a hello: checks magic, version, the fingerprint against the
+// worker's model and the counts against the size; fills layout.owned,
+// n_layer and max_batch (the caller sets n_embd and n_ff and calls Finish).
+Status ParseHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
+                  ShardLayout* layout);
+
+// A reply; message: why, for a refusal (or a note).
+size_t WriteHelloReply(StepStatus status, int64_t resident_bytes, const char* backend,
+                       const std::string& message, uint8_t* out, size_t capacity);
+Status ParseHelloReply(const uint8_t* data, size_t size, int64_t* resident_bytes,
+                       std::string* backend);
+
+}  // namespace pi

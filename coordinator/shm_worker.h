@@ -1,0 +1,71 @@
+// ShmWorker: the coordinator's handle on a local cpu_worker process. Start
+// spawns pi-cpu-worker with a fresh shared-memory channel at fd 3, sends the
+// hello naming the shard, and waits for the worker's answer (what it holds,
+// or why it refused). A step is asynchronous: StartStep writes the request
+// in place and returns, so the coordinator computes meanwhile; WaitStep
+// returns the partial sum in place in the reply slot (valid until the next
+// StartStep). A worker that dies or stops answering is an error from
+// WaitStep within its timeout, naming what happened.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/llama_model.h"
+#include "common/status.h"
+#include "common/transport/shm_channel.h"
+
+namespace pi {
+
+struct ShmWorkerOptions {
+  std::string binary;  // pi-cpu-worker
+  std::string model_path;
+  int n_threads = 1;
+  int max_batch = 1;
+  int start_timeout_ms = 60000;  // spawn, model load and hello
+};
+
+class ShmWorker {
+ public:
+  ShmWorker() = default;
+  ~ShmWorker();  // a worker still running is killed
+  ShmWorker(const ShmWorker&) = delete;
+  ShmWorker& operator=(const ShmWorker&) = delete;
+
+  // `model` is the coordinator's own mapping (for its fingerprint and sizes);
+  // owned[l]: the sorted neuron ids of layer l the worker takes.
+  Status Start(const ShmWorkerOptions& options, const LlamaModel& model,
+               const std::vector<std::vector<int32_t>>& owned);
+
+  // x: [batch, n_embd]; ids[0..n_ids): sorted candidates within the
+  // worker's shard of `layer`, or n_ids < 0 for all of them. x and ids are
+  // written into the request slot (the one copy).
+  void StartStep(int layer, int batch, const float* x, const int32_t* ids, int64_t n_ids);
+  // *y: [batch, n_embd] in the reply slot; *fired: neurons that fired.
+  Status WaitStep(int timeout_ms, const float** y, int64_t* fired, int64_t* worker_ns = nullptr);
+
+  // Sends bye and reaps the process (SIGKILL after `timeout_ms`).
+  Status Stop(int timeout_ms = 5000);
+
+  pid_t pid() const { return pid_; }
+  const std::string& backend() const { return backend_; }
+  int64_t resident_bytes() const { return resident_bytes_; }
+  ShmChannel* channel() { return &channel_; }  // tests: malformed messages
+
+ private:
+  // "exited with status 3" / "killed by signal 9", reaping it; "" while alive.
+  std::string ExitReason();
+
+  ShmChannel channel_;
+  pid_t pid_ = -1;
+  int n_embd_ = 0;
+  uint64_t step_id_ = 0;
+  int batch_ = 0;
+  std::string backend_;
+  int64_t resident_bytes_ = 0;
+};
+
+}  // namespace pi

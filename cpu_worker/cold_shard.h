@@ -1,0 +1,46 @@
+// ColdShard: the neurons a cpu_worker owns, computed for the coordinator one
+// step at a time. A step names a layer, B rows of the normed FFN input and
+// the candidate neurons (or all the shard owns there); the shard returns the
+// partial FFN output of the candidates that fire,
+//
+//   y[b] = sum over candidates i with act_i(x_b) != 0 of act_i(x_b) * down_t[i],
+//
+// with the same kernels the engine runs in one process (NeuronFfn), so a
+// shard's sum equals the in-process cold part bit for bit, at any thread
+// count. The model is the worker's own mapping of the file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "common/llama_model.h"
+#include "common/neuron_ffn.h"
+#include "common/status.h"
+#include "common/thread_pool.h"
+#include "common/transport/step_message.h"
+
+namespace pi {
+
+class ColdShard {
+ public:
+  // `model` must outlive the shard and support sparse FFNs (ffn_down_t, a
+  // ReLU-family activation); `layout` lists the neurons owned per layer.
+  Status Init(const LlamaModel& model, ShardLayout layout, int n_threads);
+
+  const ShardLayout& layout() const { return layout_; }
+  // Bytes of the model this shard reads: its neurons' gate, up and down_t rows.
+  int64_t resident_bytes() const { return resident_bytes_; }
+
+  // y [step.batch, n_embd] = the step's partial sum (overwritten); returns the
+  // neurons that fired, over the batch. Allocates nothing.
+  int64_t Run(const StepRequest& step, float* y);
+
+ private:
+  const LlamaModel* model_ = nullptr;
+  ShardLayout layout_;
+  int64_t resident_bytes_ = 0;
+  NeuronFfn neurons_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+}  // namespace pi

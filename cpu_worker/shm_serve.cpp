@@ -1,0 +1,105 @@
+#include "cpu_worker/shm_serve.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/activation_stats.h"
+#include "common/transport/hello_message.h"
+#include "cpu_worker/cold_shard.h"
+#include "cpu_worker/step_handler.h"
+
+namespace pi {
+
+namespace {
+
+// Between steps the worker sleeps on the channel: spin a little first, so a
+// coordinator on another core gets its answer without a wake-up.
+constexpr int kSpinUs = 50;
+constexpr int kPollMs = 200;  // how often an idle worker checks on its parent
+
+bool ParentGone(const ShmServeOptions& o) {
+  return o.parent_pid != 0 && getppid() != o.parent_pid;
+}
+
+Status AnswerHello(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
+                   const ShmServeOptions& o, ColdShard* shard) {
+  size_t n = 0;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(o.hello_timeout_ms);
+  while (true) {
+    bool timed_out = false;
+    const Status s = ch->WaitFor(ShmChannel::kRequest, kPollMs, kSpinUs, &n, &timed_out);
+    if (s.ok()) break;
+    if (!timed_out) return s;
+    if (ParentGone(o)) return Status::Error("the coordinator is gone");
+    if (std::chrono::steady_clock::now() > deadline) return Status::Error("no hello in time");
+  }
+  ShardLayout layout;
+  Status s = loaded;
+  if (s.ok()) {
+    s = ParseHello(ch->slot(ShmChannel::kRequest), n, ModelFingerprint(*model.file), &layout);
+  }
+  if (s.ok()) {
+    layout.n_embd = model.config.n_embd;
+    layout.n_ff = model.config.n_ff;
+    if (layout.n_layer != model.config.n_layer) {
+      s = Status::Error("hello: a shard of %d layers for a model of %d", layout.n_layer,
+                        model.config.n_layer);
+    }
+  }
+  if (s.ok()) s = shard->Init(model, std::move(layout), o.n_threads);
+  if (s.ok() && StepReplyCapacity(shard->layout()) > ch->capacity(ShmChannel::kReply)) {
+    s = Status::Error("the reply slot (%zu bytes) cannot hold a full batch (%zu)",
+                      ch->capacity(ShmChannel::kReply), StepReplyCapacity(shard->layout()));
+  }
+  const size_t r =
+      WriteHelloReply(s.ok() ? StepStatus::kOk : StepStatus::kInvalidRequest,
+                      s.ok() ? shard->resident_bytes() : 0, "cpu", s.ok() ? "" : s.message(),
+                      ch->slot(ShmChannel::kReply), ch->capacity(ShmChannel::kReply));
+  ch->Publish(ShmChannel::kReply, r);
+  return s;
+}
+
+}  // namespace
+
+Status ServeShm(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
+                const ShmServeOptions& o) {
+  std::atomic<bool> done{false};
+  std::thread heart([&] {
+    while (!done.load()) {
+      ch->Beat();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  ColdShard shard;
+  Status result = AnswerHello(ch, model, loaded, o, &shard);
+  while (result.ok()) {
+    size_t n = 0;
+    bool timed_out = false;
+    const Status s = ch->WaitFor(ShmChannel::kRequest, kPollMs, kSpinUs, &n, &timed_out);
+    if (!s.ok()) {
+      if (timed_out && !ParentGone(o)) continue;
+      result = timed_out ? Status::Error("the coordinator is gone") : s;
+      break;
+    }
+    const uint8_t* request = ch->slot(ShmChannel::kRequest);
+    uint32_t magic = 0;
+    if (n >= sizeof magic) memcpy(&magic, request, sizeof magic);
+    if (magic == kByeMagic) {
+      ch->Publish(ShmChannel::kReply, 0);
+      break;
+    }
+    const size_t r = HandleStepMessage(request, n, &shard, ch->slot(ShmChannel::kReply),
+                                       ch->capacity(ShmChannel::kReply));
+    ch->Publish(ShmChannel::kReply, r);
+  }
+  done.store(true);
+  heart.join();
+  return result;
+}
+
+}  // namespace pi

@@ -1,0 +1,77 @@
+// libFuzzer target for the worker's side of the step protocol: any bytes
+// that arrive as a request go through the one step handler
+// (cpu_worker/step_handler.h) and must give a well-formed reply (a partial
+// sum of the right size, or an error status), and any bytes that arrive as
+// a hello must be refused or give a shard layout that validates. The shard
+// is a small ReLU model built in memory once.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "common/activation_stats.h"
+#include "common/synthetic_model.h"
+#include "common/transport/hello_message.h"
+#include "common/transport/step_message.h"
+#include "cpu_worker/cold_shard.h"
+#include "cpu_worker/step_handler.h"
+#include "tests/fuzz/step_fuzz_model.h"
+
+namespace {
+
+struct Fixture {
+  std::vector<uint8_t> bytes;
+  pi::LlamaModel model;
+  pi::ColdShard shard;
+  std::vector<uint8_t> reply;
+};
+
+Fixture* Make() {
+  Fixture* f = new Fixture();
+  pi::GgufWriter w;
+  if (!pi::AddSyntheticModel(pi::StepFuzzModel(), &w).ok()) abort();
+  f->bytes = w.Serialize();
+  std::unique_ptr<pi::GgufFile> file;
+  if (!pi::GgufFile::OpenBuffer(f->bytes.data(), f->bytes.size(), &file).ok()) abort();
+  if (!pi::LoadLlamaModel(std::move(file), &f->model).ok()) abort();
+  if (!f->shard.Init(f->model, pi::StepFuzzLayout(f->model.config), 1).ok()) abort();
+  f->reply.resize(pi::StepReplyCapacity(f->shard.layout()));
+  return f;
+}
+
+void Check(bool cond, const char* what) {
+  if (!cond) {
+    fprintf(stderr, "step_fuzz: %s\n", what);
+    abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Fixture* f = Make();
+  // Messages arrive in aligned slots or buffers: copy to one.
+  std::vector<uint32_t> aligned((size + 3) / 4);
+  if (size > 0) memcpy(aligned.data(), data, size);
+  const uint8_t* msg = reinterpret_cast<const uint8_t*>(aligned.data());
+  const size_t n = pi::HandleStepMessage(msg, size, &f->shard, f->reply.data(), f->reply.size());
+  Check(n >= sizeof(pi::StepReplyHeader) && n <= f->reply.size(), "reply size out of bounds");
+  pi::StepReplyHeader h;
+  memcpy(&h, f->reply.data(), sizeof h);
+  Check(h.payload_bytes == n - sizeof h, "reply header disagrees with its size");
+  if (h.status == static_cast<uint32_t>(pi::StepStatus::kOk)) {
+    pi::StepRequest r;
+    Check(pi::ParseStepRequest(msg, size, f->shard.layout(), &r).ok(), "accepted twice?");
+    Check(n == pi::StepReplyBytes(r.batch, f->shard.layout().n_embd), "ok reply of wrong size");
+  }
+  pi::ShardLayout layout;
+  if (pi::ParseHello(msg, size, pi::ModelFingerprint(*f->model.file), &layout).ok()) {
+    layout.n_embd = f->model.config.n_embd;
+    layout.n_ff = f->model.config.n_ff;
+    (void)layout.Finish();
+  }
+  return 0;
+}

@@ -1,0 +1,58 @@
+// Writes step_fuzz's seeds: valid requests (one row, two rows, all owned
+// neurons, a few ids, none) and a valid hello for its shard.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/activation_stats.h"
+#include "common/transport/hello_message.h"
+#include "tests/fuzz/step_fuzz_model.h"
+
+namespace {
+
+bool Save(const std::string& path, const std::vector<uint8_t>& bytes) {
+  FILE* f = fopen(path.c_str(), "wb");
+  if (f == nullptr || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
+    if (f != nullptr) fclose(f);
+    fprintf(stderr, "step_fuzz_seeds: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return fclose(f) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  pi::GgufWriter w;
+  if (!pi::AddSyntheticModel(pi::StepFuzzModel(), &w).ok()) return 1;
+  const std::vector<uint8_t> bytes = w.Serialize();
+  std::unique_ptr<pi::GgufFile> file;
+  pi::LlamaModel model;
+  if (!pi::GgufFile::OpenBuffer(bytes.data(), bytes.size(), &file).ok() ||
+      !pi::LoadLlamaModel(std::move(file), &model).ok()) {
+    return 1;
+  }
+  const pi::ShardLayout layout = pi::StepFuzzLayout(model.config);
+  const int d = model.config.n_embd;
+  std::vector<float> x(2 * d);
+  for (int i = 0; i < 2 * d; ++i) x[i] = static_cast<float>((i * 37) % 11) - 5.0f;
+  bool ok = true;
+  int k = 0;
+  for (int batch : {1, 2}) {
+    for (int64_t n_ids : {int64_t{-1}, int64_t{0}, int64_t{3}}) {
+      std::vector<uint8_t> m(pi::StepRequestBytes(batch, d, n_ids));
+      pi::WriteStepRequest(k, k % 2, batch, d, x.data(), layout.owned[k % 2].data(), n_ids,
+                           m.data());
+      ok &= Save(dir + "/step" + std::to_string(k++) + ".bin", m);
+    }
+  }
+  ok &=
+      Save(dir + "/hello.bin", pi::WriteHello(pi::ModelFingerprint(*model.file), 2, layout.owned));
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,374 @@
+// The worker step protocol (common/transport/), the cold shard and its step
+// handler (cpu_worker/), the shared-memory channel, and a real pi-cpu-worker
+// process driven through ShmWorker (coordinator/): same sums as in process,
+// bad messages refused with the worker staying up, a killed worker named.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "common/activation_stats.h"
+#include "common/synthetic_model.h"
+#include "common/transport/hello_message.h"
+#include "common/transport/shm_channel.h"
+#include "common/transport/step_message.h"
+#include "coordinator/shm_worker.h"
+#include "cpu_worker/cold_shard.h"
+#include "cpu_worker/step_handler.h"
+#include "kernels/cpu/quant.h"
+#include "tests/temp_path.h"
+
+namespace pi {
+namespace {
+
+using ::testing::HasSubstr;
+
+SyntheticModelOptions ReluModel(DType type) {
+  SyntheticModelOptions o;
+  o.n_vocab = 64;
+  o.n_embd = 64;
+  o.n_layer = 2;
+  o.n_head = 2;
+  o.n_ff = 96;
+  o.type = type;
+  o.activation = "relu";
+  o.down_t = true;
+  o.seed = 11;
+  return o;
+}
+
+// Odd neurons of every layer: the worker's shard in these tests.
+std::vector<std::vector<int32_t>> OddNeurons(const LlamaConfig& c) {
+  std::vector<std::vector<int32_t>> owned(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (int i = 1; i < c.n_ff; i += 2) owned[l].push_back(i);
+  }
+  return owned;
+}
+
+ShardLayout Layout(const LlamaConfig& c, int max_batch) {
+  ShardLayout s;
+  s.n_layer = c.n_layer;
+  s.n_embd = c.n_embd;
+  s.n_ff = c.n_ff;
+  s.max_batch = max_batch;
+  s.owned = OddNeurons(c);
+  EXPECT_TRUE(s.Finish().ok());
+  return s;
+}
+
+std::vector<float> RandomRows(int rows, int d, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows) * d);
+  for (float& v : x) v = n(rng);
+  return x;
+}
+
+// The reference: y = sum over ids of relu(gate_i.x) * (up_i.x) * down_t[i],
+// from dequantized rows, in double.
+std::vector<double> Reference(const LlamaModel& m, int layer, const float* x,
+                              const std::vector<int32_t>& ids) {
+  const LlamaLayer& L = m.layers[layer];
+  const int d = m.config.n_embd;
+  std::vector<float> g(d), u(d), dn(d);
+  std::vector<double> y(d, 0.0);
+  for (int32_t i : ids) {
+    DequantizeRow(L.ffn_gate.type, L.ffn_gate.row(i), g.data(), d);
+    DequantizeRow(L.ffn_up.type, L.ffn_up.row(i), u.data(), d);
+    DequantizeRow(L.ffn_down_t.type, L.ffn_down_t.row(i), dn.data(), d);
+    double gx = 0, ux = 0;
+    for (int k = 0; k < d; ++k) {
+      gx += static_cast<double>(g[k]) * x[k];
+      ux += static_cast<double>(u[k]) * x[k];
+    }
+    if (gx <= 0) continue;
+    for (int k = 0; k < d; ++k) y[k] += gx * ux * dn[k];
+  }
+  return y;
+}
+
+class StepProtocolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GgufWriter w;
+    ASSERT_TRUE(AddSyntheticModel(ReluModel(DType::kF32), &w).ok());
+    bytes_ = w.Serialize();
+    std::unique_ptr<GgufFile> f;
+    ASSERT_TRUE(GgufFile::OpenBuffer(bytes_.data(), bytes_.size(), &f).ok());
+    ASSERT_TRUE(LoadLlamaModel(std::move(f), &model_).ok());
+    layout_ = Layout(model_.config, 2);
+  }
+  std::vector<uint8_t> Request(int layer, int batch, const std::vector<int32_t>* ids,
+                               const std::vector<float>& x) {
+    const int64_t n_ids = ids ? static_cast<int64_t>(ids->size()) : -1;
+    std::vector<uint8_t> out(StepRequestBytes(batch, model_.config.n_embd, n_ids));
+    WriteStepRequest(7, layer, batch, model_.config.n_embd, x.data(), ids ? ids->data() : nullptr,
+                     n_ids, out.data());
+    return out;
+  }
+  std::vector<uint8_t> bytes_;
+  LlamaModel model_;
+  ShardLayout layout_;
+};
+
+TEST_F(StepProtocolTest, ValidRequestsParse) {
+  const std::vector<float> x = RandomRows(2, 64, 1);
+  const std::vector<int32_t> ids = {1, 5, 95};
+  StepRequest r;
+  std::vector<uint8_t> m = Request(1, 2, &ids, x);
+  ASSERT_TRUE(ParseStepRequest(m.data(), m.size(), layout_, &r).ok());
+  EXPECT_EQ(r.step_id, 7u);
+  EXPECT_EQ(r.layer, 1);
+  EXPECT_EQ(r.batch, 2);
+  EXPECT_EQ(r.n_ids, 3);
+  EXPECT_EQ(r.ids[2], 95);
+  EXPECT_EQ(r.x[64], x[64]);
+  m = Request(0, 1, nullptr, x);
+  ASSERT_TRUE(ParseStepRequest(m.data(), m.size(), layout_, &r).ok());
+  EXPECT_EQ(r.ids, nullptr);
+  EXPECT_EQ(r.n_ids, 48);  // every odd neuron
+}
+
+// Each malformed field gets its own error; nothing is read beyond the message.
+TEST_F(StepProtocolTest, MalformedRequestsNameTheField) {
+  const std::vector<float> x = RandomRows(2, 64, 2);
+  const std::vector<int32_t> ids = {1, 3, 5};
+  auto error_of = [&](std::vector<uint8_t> m, void (*edit)(StepRequestHeader*)) {
+    StepRequestHeader h;
+    memcpy(&h, m.data(), sizeof h);
+    if (edit) edit(&h);
+    memcpy(m.data(), &h, sizeof h);
+    StepRequest r;
+    return ParseStepRequest(m.data(), m.size(), layout_, &r).message();
+  };
+  const std::vector<uint8_t> good = Request(1, 1, &ids, x);
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->magic = 1; }), HasSubstr("bad magic"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->version = 9; }),
+              HasSubstr("protocol version 9"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->stage = 4; }), HasSubstr("stage 4"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->layer = 2; }),
+              HasSubstr("layer 2 is out of range [0, 2)"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->layer = -1; }), HasSubstr("layer -1"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->batch = 3; }),
+              HasSubstr("batch 3 is out of range [1, 2]"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->batch = 0; }), HasSubstr("batch 0"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->n_embd = 32; }), HasSubstr("n_embd 32"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->n_ids = 49; }), HasSubstr("49 ids"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->n_ids = 2; }), HasSubstr("bytes"));
+  std::vector<uint8_t> shorter(good.begin(), good.end() - 1);
+  EXPECT_THAT(error_of(shorter, nullptr), HasSubstr("bytes, its header says"));
+  std::vector<uint8_t> tiny(good.begin(), good.begin() + 8);
+  StepRequest r;
+  EXPECT_THAT(ParseStepRequest(tiny.data(), tiny.size(), layout_, &r).message(),
+              HasSubstr("shorter than its 40-byte header"));
+  for (const auto& bad : std::vector<std::pair<std::vector<int32_t>, std::string>>{
+           {{1, 2, 5}, "id 2 at position 1 is not in this worker's shard"},
+           {{3, 1, 5}, "id 1 at position 1 is not strictly increasing"},
+           {{3, 3, 5}, "id 3 at position 1 is not strictly increasing"},
+           {{1, 3, 97}, "id 97 at position 2 is out of range"},
+           {{-1, 3, 5}, "id -1 at position 0 is out of range"}}) {
+    const std::vector<uint8_t> m = Request(0, 1, &bad.first, x);
+    EXPECT_THAT(ParseStepRequest(m.data(), m.size(), layout_, &r).message(), HasSubstr(bad.second));
+  }
+}
+
+// The shard's sums against the reference in double, for several id sets and
+// a batch of two rows; through the handler, a bad message is an error reply.
+TEST_F(StepProtocolTest, ShardSumsMatchTheReferenceAndBadMessagesGetErrors) {
+  ColdShard shard;
+  ASSERT_TRUE(shard.Init(model_, Layout(model_.config, 2), 2).ok());
+  EXPECT_EQ(shard.resident_bytes(), 2 * 48 * 3 * 64 * 4);  // 2 layers x 48 neurons x 3 f32 rows
+  const std::vector<float> x = RandomRows(2, 64, 3);
+  std::vector<uint8_t> reply(StepReplyCapacity(shard.layout()));
+  for (const std::vector<int32_t>& ids :
+       {std::vector<int32_t>{}, std::vector<int32_t>{5}, std::vector<int32_t>{1, 7, 9, 51, 95},
+        layout_.owned[1]}) {
+    const std::vector<uint8_t> m = Request(1, 2, &ids, x);
+    const size_t n = HandleStepMessage(m.data(), m.size(), &shard, reply.data(), reply.size());
+    const float* y = nullptr;
+    int64_t fired = 0, ns = 0;
+    ASSERT_TRUE(ParseStepReply(reply.data(), n, 7, 2, 64, &y, &fired, &ns).ok());
+    for (int b = 0; b < 2; ++b) {
+      const std::vector<double> want = Reference(model_, 1, x.data() + b * 64, ids);
+      double scale = 1e-6;
+      for (double v : want) scale = std::max(scale, std::fabs(v));
+      for (int k = 0; k < 64; ++k) ASSERT_NEAR(y[b * 64 + k], want[k], 1e-5 * scale) << ids.size();
+    }
+    EXPECT_LE(fired, 2 * static_cast<int64_t>(ids.size()));
+  }
+  const std::vector<int32_t> unsorted = {5, 3};
+  const std::vector<uint8_t> m = Request(0, 1, &unsorted, x);
+  const size_t n = HandleStepMessage(m.data(), m.size(), &shard, reply.data(), reply.size());
+  const float* y = nullptr;
+  int64_t fired = 0, ns = 0;
+  EXPECT_THAT(ParseStepReply(reply.data(), n, 7, 1, 64, &y, &fired, &ns).message(),
+              AllOf(HasSubstr("worker refused step 7"), HasSubstr("not strictly increasing")));
+}
+
+TEST_F(StepProtocolTest, HelloCarriesTheShardAndRefusesAnotherModel) {
+  const uint64_t fp = ModelFingerprint(*model_.file);
+  const std::vector<uint8_t> hello = WriteHello(fp, 4, layout_.owned);
+  ShardLayout got;
+  ASSERT_TRUE(ParseHello(hello.data(), hello.size(), fp, &got).ok());
+  EXPECT_EQ(got.owned, layout_.owned);
+  EXPECT_EQ(got.max_batch, 4);
+  EXPECT_THAT(ParseHello(hello.data(), hello.size(), fp + 1, &got).message(),
+              HasSubstr("is not this worker's"));
+  // A layer with no neurons (step_fuzz found its copy read from a null pointer).
+  std::vector<std::vector<int32_t>> sparse = layout_.owned;
+  sparse[0].clear();
+  const std::vector<uint8_t> some = WriteHello(fp, 1, sparse);
+  ASSERT_TRUE(ParseHello(some.data(), some.size(), fp, &got).ok());
+  EXPECT_TRUE(got.owned[0].empty());
+  EXPECT_EQ(got.owned[1], layout_.owned[1]);
+  std::vector<uint8_t> cut(hello.begin(), hello.end() - 4);
+  EXPECT_THAT(ParseHello(cut.data(), cut.size(), fp, &got).message(), HasSubstr("add up to"));
+}
+
+// Two threads as the two processes: every message arrives once, in order,
+// whether the waiter spins or sleeps; a wait with nobody publishing times out.
+TEST(ShmChannelTest, PingPongAndTimeout) {
+  ShmChannel a;
+  ASSERT_TRUE(a.Create(64, 64).ok());
+  ShmChannel b;
+  ASSERT_TRUE(b.Attach(dup(a.fd())).ok());
+  constexpr int kRounds = 2000;
+  std::thread worker([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      size_t n = 0;
+      ASSERT_TRUE(b.WaitFor(ShmChannel::kRequest, 5000, i % 2 ? 50 : 0, &n).ok());
+      uint32_t v;
+      memcpy(&v, b.slot(ShmChannel::kRequest), 4);
+      v += 1;
+      memcpy(b.slot(ShmChannel::kReply), &v, 4);
+      b.Publish(ShmChannel::kReply, 4);
+    }
+  });
+  for (uint32_t i = 0; i < kRounds; ++i) {
+    memcpy(a.slot(ShmChannel::kRequest), &i, 4);
+    a.Publish(ShmChannel::kRequest, 4);
+    size_t n = 0;
+    ASSERT_TRUE(a.WaitFor(ShmChannel::kReply, 5000, i % 3 ? 50 : 0, &n).ok());
+    uint32_t v;
+    memcpy(&v, a.slot(ShmChannel::kReply), 4);
+    ASSERT_EQ(v, i + 1);
+    ASSERT_EQ(n, 4u);
+  }
+  worker.join();
+  bool timed_out = false;
+  size_t n = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = a.WaitFor(ShmChannel::kReply, 50, 10, &n, &timed_out);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(timed_out);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  // A region of another kind, or an unsealed one, is refused.
+  EXPECT_FALSE(ShmChannel().Attach(dup(STDIN_FILENO)).ok());
+}
+
+// A real pi-cpu-worker process over shared memory.
+class ShmWorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = TempPath("relu.gguf");
+    ASSERT_TRUE(WriteSyntheticModel(ReluModel(DType::kQ8_0), path_).ok());
+    ASSERT_TRUE(LoadLlamaModel(path_, &model_).ok());
+    opt_.binary = std::string(PI_BINARY_DIR) + "/bin/pi-cpu-worker";
+    opt_.model_path = path_;
+    opt_.n_threads = 2;
+    opt_.max_batch = 2;
+  }
+  void TearDown() override { unlink(path_.c_str()); }
+  std::string path_;
+  LlamaModel model_;
+  ShmWorkerOptions opt_;
+};
+
+TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
+  ShmWorker w;
+  ASSERT_TRUE(w.Start(opt_, model_, OddNeurons(model_.config)).ok());
+  EXPECT_EQ(w.backend(), "cpu");
+  ColdShard local;
+  ASSERT_TRUE(local.Init(model_, Layout(model_.config, 2), 1).ok());
+  EXPECT_EQ(w.resident_bytes(), local.resident_bytes());
+  std::vector<float> want(2 * 64);
+  for (int step = 0; step < 20; ++step) {
+    const int layer = step % 2, batch = 1 + step % 2;
+    const std::vector<float> x = RandomRows(batch, 64, 100 + step);
+    std::vector<int32_t> ids;
+    for (int32_t i : local.layout().owned[layer]) {
+      if ((i * 7 + step) % 3 != 0) ids.push_back(i);
+    }
+    const bool all = step % 4 == 0;
+    w.StartStep(layer, batch, x.data(), all ? nullptr : ids.data(),
+                all ? -1 : static_cast<int64_t>(ids.size()));
+    StepRequest r{0,
+                  layer,
+                  batch,
+                  x.data(),
+                  all ? nullptr : ids.data(),
+                  all ? static_cast<int64_t>(local.layout().owned[layer].size())
+                      : static_cast<int64_t>(ids.size())};
+    const int64_t want_fired = local.Run(r, want.data());
+    const float* y = nullptr;
+    int64_t fired = 0;
+    ASSERT_TRUE(w.WaitStep(5000, &y, &fired).ok());
+    EXPECT_EQ(fired, want_fired);
+    // The same kernels at any thread count: bit for bit.
+    ASSERT_EQ(memcmp(y, want.data(), sizeof(float) * batch * 64), 0) << "step " << step;
+  }
+  // A malformed message gets an error; the worker stays up for the next step.
+  const std::vector<int32_t> unsorted = {5, 3};
+  const std::vector<float> x = RandomRows(1, 64, 9);
+  w.StartStep(0, 1, x.data(), unsorted.data(), 2);
+  const float* y = nullptr;
+  int64_t fired = 0;
+  EXPECT_THAT(w.WaitStep(5000, &y, &fired).message(), HasSubstr("not strictly increasing"));
+  w.StartStep(0, 1, x.data(), nullptr, -1);
+  EXPECT_TRUE(w.WaitStep(5000, &y, &fired).ok());
+  const pid_t pid = w.pid();
+  EXPECT_TRUE(w.Stop().ok());
+  EXPECT_NE(kill(pid, 0), 0);  // reaped, gone
+}
+
+TEST_F(ShmWorkerTest, AKilledWorkerIsNamedWithinASecond) {
+  ShmWorker w;
+  ASSERT_TRUE(w.Start(opt_, model_, OddNeurons(model_.config)).ok());
+  kill(w.pid(), SIGKILL);
+  const std::vector<float> x = RandomRows(1, 64, 4);
+  const auto t0 = std::chrono::steady_clock::now();
+  w.StartStep(0, 1, x.data(), nullptr, -1);
+  const float* y = nullptr;
+  int64_t fired = 0;
+  const Status s = w.WaitStep(10000, &y, &fired);
+  EXPECT_THAT(s.message(), HasSubstr("killed by signal 9"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+}
+
+TEST_F(ShmWorkerTest, WrongModelIsRefusedAtHello) {
+  // The worker maps another model: its fingerprint differs from the coordinator's.
+  const std::string other = TempPath("other.gguf");
+  SyntheticModelOptions o = ReluModel(DType::kQ8_0);
+  o.seed = 12;
+  ASSERT_TRUE(WriteSyntheticModel(o, other).ok());
+  opt_.model_path = other;
+  ShmWorker w;
+  EXPECT_THAT(w.Start(opt_, model_, OddNeurons(model_.config)).message(),
+              HasSubstr("is not this worker's"));
+  opt_.model_path = "/nonexistent/model.gguf";
+  ShmWorker missing;
+  EXPECT_THAT(missing.Start(opt_, model_, OddNeurons(model_.config)).message(),
+              HasSubstr("/nonexistent/model.gguf"));
+  unlink(other.c_str());
+}
+
+}  // namespace
+}  // namespace pi
