@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: Release build + every test, then the same tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer, then a bounded fuzz run of
-# the GGUF reader. Tests labelled "gpu" run only where a GPU exists.
+# each fuzz target (scripts/fuzz.sh). Tests labelled "gpu" run only where a
+# GPU exists; any other test that did not run fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh --tests
@@ -47,5 +48,5 @@ cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_ctest build-asan -j "$JOBS" -LE "gpu|slow"
 
-echo "== fuzz the GGUF reader (${FUZZ_SECONDS:-60} s)"
+echo "== fuzz the file readers and the worker step handler (${FUZZ_SECONDS:-60} s each)"
 scripts/fuzz.sh
