@@ -3,8 +3,6 @@
 // tests/reference/check_forward.py.)
 #include "coordinator/engine.h"
 
-#include <dirent.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +16,7 @@
 #include "common/gguf.h"
 #include "common/kv_cache.h"
 #include "common/synthetic_model.h"
+#include "tests/fuzz/regression_files.h"
 #include "tests/temp_path.h"
 
 namespace pi {
@@ -400,20 +399,12 @@ TEST(EngineMemoryTest, RefusesAContextThatCannotFit) {
 // Every input model_fuzz once flagged (tests/fuzz/regressions/model-*.gguf)
 // is refused by the loader, promptly and without a large allocation.
 TEST(ModelLoadTest, FuzzRegressions) {
-  const std::string dir = std::string(PI_SOURCE_DIR) + "/tests/fuzz/regressions";
-  DIR* d = opendir(dir.c_str());
-  ASSERT_NE(d, nullptr) << dir;
-  int files = 0;
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.rfind("model-", 0) != 0) continue;
+  const std::vector<std::string> files = FuzzRegressionFiles(/*model=*/true);
+  EXPECT_GE(files.size(), 1u);
+  for (const std::string& path : files) {
     LlamaModel m;
-    const Status s = LoadLlamaModel(dir + "/" + name, &m);
-    EXPECT_FALSE(s.ok()) << name;
-    ++files;
+    EXPECT_FALSE(LoadLlamaModel(path, &m).ok()) << path;
   }
-  closedir(d);
-  EXPECT_GE(files, 1);
 }
 
 }  // namespace

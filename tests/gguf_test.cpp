@@ -2,7 +2,6 @@
 // files are assembled byte by byte with a small
 // builder that knows nothing of the code under test, and every malformed case
 // checks that the error names the problem and the byte offset.
-#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "common/gguf.h"
+#include "tests/fuzz/regression_files.h"
 
 namespace pi {
 namespace {
@@ -1026,20 +1026,12 @@ TEST(GgufMalformedTest, BadAlignment) {
 // (model-*.gguf are model_fuzz's: valid containers, refused by the model
 // loader; engine_test replays those.)
 TEST(GgufMalformedTest, FuzzRegressions) {
-  const std::string dir = std::string(PI_SOURCE_DIR) + "/tests/fuzz/regressions";
-  DIR* d = opendir(dir.c_str());
-  ASSERT_NE(d, nullptr) << dir;
-  int files = 0;
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.size() < 5 || name.substr(name.size() - 5) != ".gguf") continue;
-    if (name.rfind("model-", 0) == 0) continue;
+  const std::vector<std::string> files = FuzzRegressionFiles(/*model=*/false);
+  EXPECT_GE(files.size(), 2u);
+  for (const std::string& path : files) {
     std::unique_ptr<GgufFile> f;
-    EXPECT_FALSE(GgufFile::Open(dir + "/" + name, &f).ok()) << name;
-    ++files;
+    EXPECT_FALSE(GgufFile::Open(path, &f).ok()) << path;
   }
-  closedir(d);
-  EXPECT_GE(files, 1);
 }
 
 TEST(GgufMalformedTest, NonDefaultAlignmentIsUsed) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/gguf.h"
+#include "tests/fuzz/seed_file.h"
 
 namespace {
 
@@ -16,24 +17,14 @@ bool Save(const std::string& dir, const std::string& name, std::vector<uint8_t> 
     return false;
   }
   bytes[4] = static_cast<uint8_t>(version);  // the version's low byte
-  const std::string path = dir + "/" + name;
-  FILE* f = fopen(path.c_str(), "wb");
-  if (f == nullptr || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-    fprintf(stderr, "gguf_fuzz_seeds: cannot write %s\n", path.c_str());
-    if (f != nullptr) fclose(f);
-    return false;
-  }
-  return fclose(f) == 0;
+  return pi::WriteSeedFile(dir + "/" + name, bytes);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
-    return 2;
-  }
-  const std::string dir = argv[1];
+  std::string dir;
+  if (!pi::SeedDirFromArgs(argc, argv, &dir)) return 2;
   bool ok = true;
 
   ok &= Save(dir, "empty.gguf", pi::GgufWriter().Serialize());

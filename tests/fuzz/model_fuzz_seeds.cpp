@@ -17,18 +17,9 @@
 #include "common/llama_model.h"
 #include "common/placement.h"
 #include "common/synthetic_model.h"
+#include "tests/fuzz/seed_file.h"
 
 namespace {
-
-bool SaveBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  FILE* f = fopen(path.c_str(), "wb");
-  if (f == nullptr || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-    fprintf(stderr, "model_fuzz_seeds: cannot write %s\n", path.c_str());
-    if (f != nullptr) fclose(f);
-    return false;
-  }
-  return fclose(f) == 0;
-}
 
 bool Check(const pi::Status& s, const char* what) {
   if (!s.ok()) fprintf(stderr, "model_fuzz_seeds: %s: %s\n", what, s.message().c_str());
@@ -40,7 +31,7 @@ bool WriteSet(const std::string& dir, const std::string& name, pi::SyntheticMode
   pi::GgufWriter w;
   if (!Check(pi::AddSyntheticModel(o, &w), "model")) return false;
   const std::string model_path = dir + "/" + name + ".gguf";
-  if (!SaveBytes(model_path, w.Serialize())) return false;
+  if (!pi::WriteSeedFile(model_path, w.Serialize())) return false;
   pi::LlamaModel model;
   if (!Check(pi::LoadLlamaModel(model_path, &model), "load")) return false;
   pi::ActivationStats stats;
@@ -68,11 +59,8 @@ bool WriteSet(const std::string& dir, const std::string& name, pi::SyntheticMode
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
-    return 2;
-  }
-  const std::string dir = argv[1];
+  std::string dir;
+  if (!pi::SeedDirFromArgs(argc, argv, &dir)) return 2;
   pi::SyntheticModelOptions o;
   o.n_vocab = 260;  // the byte tokenizer's 259 tokens and one more
   o.n_embd = 32;

@@ -7,28 +7,12 @@
 
 #include "common/activation_stats.h"
 #include "common/transport/hello_message.h"
+#include "tests/fuzz/seed_file.h"
 #include "tests/fuzz/step_fuzz_model.h"
 
-namespace {
-
-bool Save(const std::string& path, const std::vector<uint8_t>& bytes) {
-  FILE* f = fopen(path.c_str(), "wb");
-  if (f == nullptr || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-    if (f != nullptr) fclose(f);
-    fprintf(stderr, "step_fuzz_seeds: cannot write %s\n", path.c_str());
-    return false;
-  }
-  return fclose(f) == 0;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
-    return 2;
-  }
-  const std::string dir = argv[1];
+  std::string dir;
+  if (!pi::SeedDirFromArgs(argc, argv, &dir)) return 2;
   pi::GgufWriter w;
   if (!pi::AddSyntheticModel(pi::StepFuzzModel(), &w).ok()) return 1;
   const std::vector<uint8_t> bytes = w.Serialize();
@@ -49,10 +33,10 @@ int main(int argc, char** argv) {
       std::vector<uint8_t> m(pi::StepRequestBytes(batch, d, n_ids));
       pi::WriteStepRequest(k, k % 2, batch, d, x.data(), layout.owned[k % 2].data(), n_ids,
                            m.data());
-      ok &= Save(dir + "/step" + std::to_string(k++) + ".bin", m);
+      ok &= pi::WriteSeedFile(dir + "/step" + std::to_string(k++) + ".bin", m);
     }
   }
-  ok &=
-      Save(dir + "/hello.bin", pi::WriteHello(pi::ModelFingerprint(*model.file), 2, layout.owned));
+  ok &= pi::WriteSeedFile(dir + "/hello.bin",
+                          pi::WriteHello(pi::ModelFingerprint(*model.file), 2, layout.owned));
   return ok ? 0 : 1;
 }
