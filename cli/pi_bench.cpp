@@ -39,6 +39,7 @@
 #include "common/time_model.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
+#include "coordinator/local_workers.h"
 #include "gpu_worker/gpu_bandwidth.h"
 #include "kernels/cpu/isa.h"
 
@@ -59,6 +60,9 @@ void Usage() {
           "  --link-gbs X             CPU-GPU link bandwidth in GB/s for the time bound\n"
           "                           (default unknown: transfers left out of the bound)\n"
           "  --sparse off[,oracle][,predictor]  FFN sparsity modes to compare (default off)\n"
+          "  --transport inproc[,shm] where the cold neurons run in tg tests: this process, or a\n"
+          "                          pi-cpu-worker process over shared memory with -t threads\n"
+          "                          (needs ffn_down_t); repetitions interleaved (default inproc)\n"
           "  --sparse-threshold X     predictor score threshold (default: env\n"
           "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
           "  --text FILE              take the tokens from this text (repeated as needed)\n"
@@ -327,6 +331,7 @@ static int Run(int argc, char** argv) {
   bool bw_probe = true;
   double link_gbs = 0;
   std::vector<pi::SparseMode> sparse_modes = {pi::SparseMode::kOff};
+  std::vector<std::string> transports = {"inproc"};
   std::optional<float> sparse_threshold;
   std::string text_path, text;
   pi::DType cache_type_k = pi::DType::kF16, cache_type_v = pi::DType::kF16;
@@ -352,7 +357,14 @@ static int Run(int argc, char** argv) {
       bw_probe = false;
     else if (f == "--link-gbs")
       link_gbs = args.Float(f);
-    else if (f == "--sparse") {
+    else if (f == "--transport") {
+      transports = SplitList(args.String(f));
+      for (const std::string& t : transports) {
+        if (t != "inproc" && t != "shm")
+          args.Fail("--transport expects inproc or shm, got '" + t + "'");
+      }
+      if (transports.empty()) args.Fail("--transport expects inproc[,shm]");
+    } else if (f == "--sparse") {
       sparse_modes.clear();
       for (const std::string& m : SplitList(args.String(f))) {
         pi::SparseMode mode = pi::SparseMode::kOff;
@@ -471,6 +483,17 @@ static int Run(int argc, char** argv) {
     const double gpu_bw = GpuBandwidth(split_info, bw_probe, &gpu_bw_measured);
 
     for (int nt : threads) {
+      // One worker for the shm transport, with this run's thread count.
+      std::vector<std::unique_ptr<pi::ShmWorker>> workers;
+      pi::EngineOptions shm_opt = split_opt;
+      if (std::find(transports.begin(), transports.end(), "shm") != transports.end()) {
+        s = pi::StartLocalCpuWorkers(pi::SiblingBinary("pi-cpu-worker"), path, model, 1, nt,
+                                     &shm_opt, &workers);
+        if (!s.ok()) {
+          fprintf(stderr, "pi-bench: --transport shm: %s\n", s.message().c_str());
+          return 1;
+        }
+      }
       double bw = 0;
       if (bw_probe) {
         pi::ThreadPool probe_pool(nt);
@@ -487,8 +510,17 @@ static int Run(int argc, char** argv) {
         // between modes hold even when other work on a shared machine comes
         // and goes during the run. Prompt batches always run dense: one pp
         // row is enough.
-        std::vector<pi::SparseMode> modes = sparse_modes;
-        if (np > 0) modes = {pi::SparseMode::kOff};
+        // Runs: every mode on every transport (prompt batches run here, dense).
+        std::vector<pi::SparseMode> modes;
+        std::vector<bool> on_shm;
+        for (pi::SparseMode m :
+             np > 0 ? std::vector<pi::SparseMode>{pi::SparseMode::kOff} : sparse_modes) {
+          for (const std::string& t : transports) {
+            if (np > 0 && t != transports[0]) continue;
+            modes.push_back(m);
+            on_shm.push_back(np == 0 && t == "shm");
+          }
+        }
         std::vector<int32_t> toks(std::max(np, ng));
         for (size_t i = 0; i < toks.size(); ++i) {
           toks[i] = text_tokens.empty() ? static_cast<int32_t>(rng() % n_vocab)
@@ -515,6 +547,7 @@ static int Run(int argc, char** argv) {
           opt.hot_backend = split_opt.hot_backend;
           opt.hot_neurons = split_opt.hot_neurons;
           opt.device = split_opt.device;
+          if (on_shm[m]) opt.cold_shards = shm_opt.cold_shards;
           s = pi::Engine::Create(&model, opt, &run.engine);
           if (!s.ok()) {
             fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
@@ -533,10 +566,11 @@ static int Run(int argc, char** argv) {
           r.test = np > 0 ? "pp" + std::to_string(np) : "tg" + std::to_string(ng);
           r.test_time = IsoNow();
           r.mem_bw_gbs = bw;
-          r.sparse =
-              std::string(pi::SparseModeName(opt.sparse)) + (opt.device                  ? "+gpu"
-                                                             : opt.hot_backend && ng > 0 ? "+split"
-                                                                                         : "");
+          r.sparse = std::string(pi::SparseModeName(opt.sparse)) +
+                     (opt.device                  ? "+gpu"
+                      : opt.hot_backend && ng > 0 ? "+split"
+                                                  : "") +
+                     (on_shm[m] ? "+shm" : "");
           r.backend = split_info.backend;
           r.vram_budget = split_info.vram_budget;
           r.plan_fingerprint = split_info.plan_fingerprint;

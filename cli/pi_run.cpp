@@ -25,6 +25,7 @@
 #include "common/tensor_check.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
+#include "coordinator/local_workers.h"
 
 namespace {
 
@@ -55,6 +56,9 @@ void Usage() {
           "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
           "  --stop TEXT             stop when the generated text contains TEXT (repeatable)\n"
           "  --check-tensors         check every weight is finite when loading\n"
+          "  --cpu-workers N         the cold FFN neurons in N local pi-cpu-worker processes\n"
+          "                          over shared memory (a sparse-capable model; a worker that\n"
+          "                          dies is replaced by this process, same tokens)\n"
           "  --json                  print one JSON object (ids, text, timings, stop reason)\n"
           "                          instead of text\n",
           std::max(1u, std::thread::hardware_concurrency()));
@@ -66,6 +70,7 @@ struct RunFlags {
   std::string model_path, prompt, prompt_file;
   bool json = false, ignore_eos = false, check_tensors = false;
   int n_predict = -1;
+  int cpu_workers = 0;
   std::vector<std::string> stops;
   pi::EngineOptions opt;
   pi::SamplerParams sp;
@@ -114,7 +119,9 @@ int ParseFlags(int argc, char** argv, RunFlags* r) {
       const std::string stop = args.String(f);
       if (!args.failed() && stop.empty()) args.Fail("--stop expects a non-empty text");
       r->stops.push_back(stop);
-    } else if (f == "--check-tensors")
+    } else if (f == "--cpu-workers")
+      r->cpu_workers = args.Int(f);
+    else if (f == "--check-tensors")
       r->check_tensors = true;
     else if (f == "--json")
       r->json = true;
@@ -129,6 +136,10 @@ int ParseFlags(int argc, char** argv, RunFlags* r) {
   if (args.failed()) return 2;
   if (r->opt.n_threads < 1) {
     fprintf(stderr, "pi-run: -t must be >= 1\n");
+    return 2;
+  }
+  if (r->cpu_workers < 0 || r->cpu_workers > 64) {
+    fprintf(stderr, "pi-run: --cpu-workers must be 0 to 64, got %d\n", r->cpu_workers);
     return 2;
   }
   if (r->opt.n_ctx < 0) {
@@ -265,8 +276,8 @@ void PrintJson(const RunFlags& r, const pi::Engine& engine, uint32_t seed,
 // Loads the model, its tokenizer and an engine (with the GPU split), and
 // encodes the prompt.
 pi::Status Load(RunFlags* r, pi::LlamaModel* model, std::unique_ptr<pi::Tokenizer>* tok,
-                pi::GpuSplit* split, std::unique_ptr<pi::Engine>* engine,
-                std::vector<int32_t>* prompt_ids) {
+                pi::GpuSplit* split, std::vector<std::unique_ptr<pi::ShmWorker>>* workers,
+                std::unique_ptr<pi::Engine>* engine, std::vector<int32_t>* prompt_ids) {
   PI_RETURN_IF_ERROR(pi::LoadLlamaModel(r->model_path, model));
   if (r->check_tensors) {
     PI_RETURN_IF_ERROR(pi::CheckTensorValues(*model->file, true).WithContext(r->model_path));
@@ -277,6 +288,15 @@ pi::Status Load(RunFlags* r, pi::LlamaModel* model, std::unique_ptr<pi::Tokenize
   pi::NoteContextSize("pi-run", *model, n_ctx);
   PI_RETURN_IF_ERROR(
       pi::SetUpGpuSplit("pi-run", r->model_path, *model, r->split, n_ctx, split, &r->opt));
+  if (r->cpu_workers > 0) {
+    PI_RETURN_IF_ERROR(pi::StartLocalCpuWorkers(
+        pi::SiblingBinary("pi-cpu-worker"), r->model_path, *model, r->cpu_workers,
+        std::max(1, r->opt.n_threads / r->cpu_workers), &r->opt, workers));
+    for (const auto& w : *workers) {
+      fprintf(stderr, "pi-run: %s: %s backend, %.1f MiB of cold neurons\n", w->name(),
+              w->backend().c_str(), w->resident_bytes() / 1048576.0);
+    }
+  }
   PI_RETURN_IF_ERROR(pi::Engine::Create(model, r->opt, engine));
   PI_RETURN_IF_ERROR((*tok)->Encode(r->prompt, (*tok)->add_bos_token(), prompt_ids));
   if (prompt_ids->empty()) return pi::Status::Error("the prompt encodes to no tokens");
@@ -308,9 +328,10 @@ static int Run(int argc, char** argv) {
   pi::LlamaModel model;
   std::unique_ptr<pi::Tokenizer> tok;
   pi::GpuSplit split;
+  std::vector<std::unique_ptr<pi::ShmWorker>> workers;  // outlive the engine
   std::unique_ptr<pi::Engine> engine;
   std::vector<int32_t> prompt_ids;
-  pi::Status s = Load(&r, &model, &tok, &split, &engine, &prompt_ids);
+  pi::Status s = Load(&r, &model, &tok, &split, &workers, &engine, &prompt_ids);
   if (!s.ok()) {
     fprintf(stderr, "pi-run: %s\n", s.message().c_str());
     return 1;
@@ -343,6 +364,18 @@ static int Run(int argc, char** argv) {
   if (!g.error.empty()) fprintf(stderr, "pi-run: %s\n", g.error.c_str());
   if (std::string(g.stop_reason) == "context") {
     fprintf(stderr, "pi-run: stopped: the context (%d) is full\n", engine->n_ctx());
+  }
+  if (engine->shard_failures() > 0) {
+    fprintf(stderr,
+            "pi-run: warning: %lld cpu worker(s) lost; their neurons ran here from then on "
+            "(%s)\n",
+            static_cast<long long>(engine->shard_failures()), engine->shard_error().c_str());
+  }
+  for (auto& w : workers) {
+    const pi::Status stopped = w->Stop();
+    if (!stopped.ok() && engine->shard_failures() == 0) {
+      fprintf(stderr, "pi-run: %s\n", stopped.message().c_str());
+    }
   }
   const Times t = {(t_prompt - t_start) * 1e3, (t_gen - t_prompt) * 1e3,
                    (t_end - t_gen - g.sample_s) * 1e3};

@@ -73,9 +73,41 @@ Status FfnBlock::InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, Ffn
   return Status::Ok();
 }
 
+Status FfnBlock::InitColdShards(const std::vector<FfnShard*>& shards) {
+  if (shards.empty()) return Status::Ok();
+  if (shards.size() > 1024) return Status::Error("%zu shards: at most 1024", shards.size());
+  std::string why;
+  if (!SupportsSparseFfn(*model_, &why)) {
+    return Status::Error("cold neurons on workers need a sparse-capable model: %s", why.c_str());
+  }
+  owner_.assign(c_.n_layer, std::vector<int16_t>(c_.n_ff, -1));
+  for (size_t k = 0; k < shards.size(); ++k) {
+    const std::vector<std::vector<int32_t>>& owned = shards[k]->owned();
+    if (owned.size() != static_cast<size_t>(c_.n_layer)) {
+      return Status::Error("shard %s lists %zu layers, the model has %d", shards[k]->name(),
+                           owned.size(), c_.n_layer);
+    }
+    for (int l = 0; l < c_.n_layer; ++l) {
+      for (int32_t id : owned[l]) {
+        if (id < 0 || id >= c_.n_ff || owner_[l][id] >= 0 || (!is_hot_.empty() && is_hot_[l][id])) {
+          return Status::Error("shard %s: layer %d neuron %d is out of range, hot, or owned twice",
+                               shards[k]->name(), l, id);
+        }
+        owner_[l][id] = static_cast<int16_t>(k);
+      }
+    }
+  }
+  shards_ = shards;
+  shard_down_.assign(shards.size(), 0);
+  shard_ids_.assign(shards.size(), std::vector<int32_t>(c_.n_ff));
+  shard_n_.assign(shards.size(), 0);
+  local_ids_.assign(c_.n_ff, 0);
+  return Status::Ok();
+}
+
 bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
   if (batch != 1) return false;
-  if (backend_) return true;  // InitSplit checked the model supports it
+  if (backend_ || !shards_.empty()) return true;  // InitSplit / InitColdShards checked support
   if (mode_ == SparseMode::kOff || !layer.ffn_down_t.present() || !FfnIsReluFamily(c_.activation)) {
     return false;
   }
@@ -120,7 +152,7 @@ void FfnBlock::ForwardSparse(int il, const float* in, float* h, ThreadPool* pool
     n = static_cast<int64_t>(cold_ids_[il].size());
   }
 
-  AccumulateCandidates(il, ids, n, x_.data(), h, pool);
+  ComputeCandidates(il, ids, n, x_.data(), h, pool);
   if (backend_) {
     last_hot_ = backend_->Wait();
     for (int64_t i = 0; i < d; ++i) h[i] += y_hot_[i];
@@ -148,7 +180,59 @@ void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* 
     ids = cold_ids_[il].data();
     n = static_cast<int64_t>(cold_ids_[il].size());
   }
-  AccumulateCandidates(il, ids, n, x, y, pool);
+  ComputeCandidates(il, ids, n, x, y, pool);
+}
+
+void FfnBlock::ComputeCandidates(int il, const int32_t* ids, int64_t n, const float* x, float* y,
+                                 ThreadPool* pool) {
+  if (shards_.empty()) {
+    AccumulateCandidates(il, ids, n, x, y, pool);
+  } else {
+    RouteToShards(il, ids, n, x, y, pool);
+  }
+}
+
+void FfnBlock::RouteToShards(int il, const int32_t* ids, int64_t n, const float* x, float* y,
+                             ThreadPool* pool) {
+  const int16_t* owner = owner_[il].data();
+  const size_t n_shards = shards_.size();
+  for (size_t k = 0; k < n_shards; ++k) shard_n_[k] = 0;
+  int64_t local = 0;
+  for (int64_t j = 0; j < n; ++j) {  // ids are sorted: so is every share
+    const int32_t id = ids[j];
+    const int16_t o = owner[id];
+    if (o >= 0 && !shard_down_[o]) {
+      shard_ids_[o][shard_n_[o]++] = id;
+    } else {
+      local_ids_[local++] = id;
+    }
+  }
+  for (size_t k = 0; k < n_shards; ++k) {
+    if (!shard_down_[k]) shards_[k]->Start({il, 1, x, shard_ids_[k].data(), shard_n_[k]});
+  }
+  AccumulateCandidates(il, local_ids_.data(), local, x, y, pool);
+  last_gate_rows_ += n - local;
+  const LlamaLayer& layer = model_->layers[il];
+  const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  const int64_t d = c_.n_embd;
+  for (size_t k = 0; k < n_shards; ++k) {  // in shard order: sums do not depend on timing
+    if (shard_down_[k]) continue;
+    const float* ys = nullptr;
+    int64_t fired = 0;
+    const Status s = shards_[k]->Wait(&ys, &fired);
+    if (s.ok()) {
+      for (int64_t i = 0; i < d; ++i) y[i] += ys[i];
+      last_cold_ += fired;
+      continue;
+    }
+    // The shard is gone or late: its neurons run here, now and from now on.
+    shard_down_[k] = 1;
+    ++shard_failures_;
+    shard_error_ = std::string(shards_[k]->name()) + ": " + s.message();
+    if (shard_n_[k] > 0) {
+      last_cold_ += neurons_.Accumulate(rows, shard_ids_[k].data(), shard_n_[k], x, y, pool);
+    }
+  }
 }
 
 void FfnBlock::AccumulateCandidates(int il, const int32_t* ids, int64_t n, const float* x, float* y,

@@ -24,9 +24,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/ffn_backend.h"
+#include "common/ffn_shard.h"
 #include "common/llama_model.h"
 #include "common/neuron_ffn.h"
 #include "common/predictor.h"
@@ -55,6 +57,18 @@ class FfnBlock {
   Status InitColdPart(const std::vector<std::vector<int32_t>>& hot_ids) {
     return InitSplit(hot_ids, nullptr);
   }
+
+  // Cold neurons on shards (worker processes): each sparse step's candidates
+  // are split by owner, every shard's share starts at once, the neurons no
+  // live shard owns run here meanwhile, and the shards' sums are added in
+  // shard order. The shards must own disjoint neuron sets, none of them hot
+  // (call after InitSplit / InitColdPart), and outlive the block; the model
+  // must support sparse FFNs. Single-token steps then always run sparse.
+  // A shard whose Wait fails is dropped: its neurons run here from then on
+  // (shard_failures(), shard_error()).
+  Status InitColdShards(const std::vector<FfnShard*>& shards);
+  int64_t shard_failures() const { return shard_failures_; }
+  const std::string& shard_error() const { return shard_error_; }
 
   // The host's part of a layer whose attention and hot neurons run on a
   // device: y[n_embd] += the FFN over the layer's cold neurons for the
@@ -100,6 +114,12 @@ class FfnBlock {
   // observer's activations.
   void AccumulateCandidates(int il, const int32_t* ids, int64_t n, const float* x, float* y,
                             ThreadPool* pool);
+  // AccumulateCandidates, or with shards: each live shard's share of
+  // ids[0..n) sent to it, the rest computed here, the shards' sums added.
+  void ComputeCandidates(int il, const int32_t* ids, int64_t n, const float* x, float* y,
+                         ThreadPool* pool);
+  void RouteToShards(int il, const int32_t* ids, int64_t n, const float* x, float* y,
+                     ThreadPool* pool);
   // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
   void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);
 
@@ -117,6 +137,15 @@ class FfnBlock {
   std::vector<std::vector<int32_t>> cold_ids_;
   std::vector<std::vector<uint8_t>> is_hot_;
   std::vector<float> y_hot_;  // [n_embd]
+  // Shards (InitColdShards): owner_[l][i] = the shard owning neuron i, -1 here.
+  std::vector<FfnShard*> shards_;
+  std::vector<std::vector<int16_t>> owner_;
+  std::vector<uint8_t> shard_down_;              // [shards] failed: its neurons run here
+  std::vector<std::vector<int32_t>> shard_ids_;  // [shards][n_ff] a step's share
+  std::vector<int64_t> shard_n_;                 // [shards]
+  std::vector<int32_t> local_ids_;               // [n_ff] the candidates computed here
+  int64_t shard_failures_ = 0;
+  std::string shard_error_;
 
   std::vector<float> x_;     // [max_batch, n_embd]
   std::vector<float> gate_;  // [max_batch, n_ff]   gate, then act(gate, up) (ungated: act(up))

@@ -85,6 +85,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
     if (any_hot) PI_RETURN_IF_ERROR(e->ffn_.InitColdPart(p.hot));
     e->device_ = options.device;
   }
+  PI_RETURN_IF_ERROR(e->ffn_.InitColdShards(options.cold_shards));
   e->h_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->x_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   if (c.parallel_residual) e->inp_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/attention_block.h"
@@ -22,6 +23,7 @@
 #include "common/ffn_backend.h"
 #include "common/ffn_block.h"
 #include "common/ffn_observer.h"
+#include "common/ffn_shard.h"
 #include "common/kv_cache.h"
 #include "common/llama_model.h"
 #include "common/status.h"
@@ -54,6 +56,11 @@ struct EngineOptions {
   // engine. Tokens then run one at a time: the device's layers there (their
   // cold neurons here, meanwhile), the rest here. Exclusive with hot_backend.
   DeviceBackend* device = nullptr;
+  // Cold neurons on worker processes (common/ffn_shard.h; e.g. ShmWorker):
+  // disjoint sets, none hot; not owned; must outlive the engine. Sparse
+  // single-token steps send each shard its share; a shard that fails is
+  // replaced by this process's own computation (shard_failures()).
+  std::vector<FfnShard*> cold_shards;
 };
 
 class Engine {
@@ -93,6 +100,10 @@ class Engine {
   int n_threads() const { return pool_->size(); }
   const LlamaModel& model() const { return *model_; }
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
+  // Cold shards that failed and whose neurons now run here, and the last
+  // failure's message ("cpu worker 1234: killed by signal 9 ...").
+  int64_t shard_failures() const { return ffn_.shard_failures(); }
+  const std::string& shard_error() const { return ffn_.shard_error(); }
 
   // The predictor threshold in use (SparseMode::kPredictor; else 0).
   float predictor_threshold() const { return predictor_threshold_; }

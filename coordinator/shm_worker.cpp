@@ -49,6 +49,8 @@ Status ShmWorker::Start(const ShmWorkerOptions& o, const LlamaModel& model,
                         const std::vector<std::vector<int32_t>>& owned) {
   const LlamaConfig& c = model.config;
   n_embd_ = c.n_embd;
+  owned_ = owned;
+  step_timeout_ms_ = o.step_timeout_ms;
   const std::vector<uint8_t> hello = WriteHello(ModelFingerprint(*model.file), o.max_batch, owned);
   const size_t request_capacity =
       std::max(hello.size(), StepRequestBytes(o.max_batch, c.n_embd, c.n_ff));
@@ -86,6 +88,7 @@ Status ShmWorker::Start(const ShmWorkerOptions& o, const LlamaModel& model,
     pid_ = -1;
     return Status::Error("cannot start %s: %s", o.binary.c_str(), strerror(rc));
   }
+  name_ = "cpu worker " + std::to_string(pid_);
 
   memcpy(channel_.slot(ShmChannel::kRequest), hello.data(), hello.size());
   channel_.Publish(ShmChannel::kRequest, hello.size());

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ffn_shard.h"
 #include "common/llama_model.h"
 #include "common/status.h"
 #include "common/transport/shm_channel.h"
@@ -26,12 +27,16 @@ struct ShmWorkerOptions {
   int n_threads = 1;
   int max_batch = 1;
   int start_timeout_ms = 60000;  // spawn, model load and hello
+  // A step not answered within this is a lost worker (FfnShard::Wait fails):
+  // a stopped (SIGSTOP) or wedged worker is noticed here; a dead one within
+  // the 100 ms the waits are cut into.
+  int step_timeout_ms = 1000;
 };
 
-class ShmWorker {
+class ShmWorker : public FfnShard {
  public:
   ShmWorker() = default;
-  ~ShmWorker();  // a worker still running is killed
+  ~ShmWorker() override;  // a worker still running is killed
   ShmWorker(const ShmWorker&) = delete;
   ShmWorker& operator=(const ShmWorker&) = delete;
 
@@ -47,10 +52,21 @@ class ShmWorker {
   // *y: [batch, n_embd] in the reply slot; *fired: neurons that fired.
   Status WaitStep(int timeout_ms, const float** y, int64_t* fired, int64_t* worker_ns = nullptr);
 
+  // FfnShard: a step of batch rows with the step timeout of the options.
+  const char* name() const override { return name_.c_str(); }
+  const std::vector<std::vector<int32_t>>& owned() const override { return owned_; }
+  void Start(const ShardStep& step) override {
+    StartStep(step.layer, step.batch, step.x, step.ids, step.n_ids);
+  }
+  Status Wait(const float** y, int64_t* fired) override {
+    return WaitStep(step_timeout_ms_, y, fired);
+  }
+
   // Sends bye and reaps the process (SIGKILL after `timeout_ms`).
   Status Stop(int timeout_ms = 5000);
 
   pid_t pid() const { return pid_; }
+  void set_step_timeout_ms(int ms) { step_timeout_ms_ = ms; }
   const std::string& backend() const { return backend_; }
   int64_t resident_bytes() const { return resident_bytes_; }
   ShmChannel* channel() { return &channel_; }  // tests: malformed messages
@@ -66,6 +82,9 @@ class ShmWorker {
   int batch_ = 0;
   std::string backend_;
   int64_t resident_bytes_ = 0;
+  std::vector<std::vector<int32_t>> owned_;
+  std::string name_ = "cpu worker";
+  int step_timeout_ms_ = 1000;
 };
 
 }  // namespace pi

@@ -16,9 +16,11 @@ namespace pi {
 
 namespace {
 
-// Between steps the worker sleeps on the channel: spin a little first, so a
-// coordinator on another core gets its answer without a wake-up.
-constexpr int kSpinUs = 50;
+// Between two FFN steps the coordinator runs a layer's attention (tens of
+// microseconds on small models): spinning through that saves a futex
+// wake-up per layer (tens of microseconds on a VM), and sleeping after it
+// keeps an idle worker off a core the coordinator may need.
+constexpr int kSpinUs = 200;
 constexpr int kPollMs = 200;  // how often an idle worker checks on its parent
 
 bool ParentGone(const ShmServeOptions& o) {

@@ -198,6 +198,11 @@ def pi_run_cases():
         usage(t, m + ["-ctv", ""], "-ctv"),
         usage(t, m + ["--ffn-backend", "tpu"], "tpu"),
         usage(t, m + ["--stop", ""], "--stop expects a non-empty text"),
+        usage(t, m + ["--cpu-workers", "-1"], "--cpu-workers must be 0 to 64"),
+        usage(t, m + ["--cpu-workers", "65"], "--cpu-workers must be 0 to 64"),
+        usage(t, m + ["--cpu-workers", "two"], "--cpu-workers expects an integer"),
+        # The demo file has no ffn_down_t: its neurons cannot be split off.
+        bad_input(t, m + ["--cpu-workers", "1", "-p", "hi"], "sparse-capable model"),
         bad_input(t, m + ["-f", "dir"], "it is a directory"),
         bad_input(t, m + ["-f", "fifo"], "not a regular file"),
         bad_input(t, m + ["-f", "/dev/zero"], "not a regular file"),

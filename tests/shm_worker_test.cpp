@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -19,6 +20,8 @@
 #include "common/transport/hello_message.h"
 #include "common/transport/shm_channel.h"
 #include "common/transport/step_message.h"
+#include "coordinator/engine.h"
+#include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
 #include "cpu_worker/cold_shard.h"
 #include "cpu_worker/step_handler.h"
@@ -368,6 +371,45 @@ TEST_F(ShmWorkerTest, WrongModelIsRefusedAtHello) {
   EXPECT_THAT(missing.Start(opt_, model_, OddNeurons(model_.config)).message(),
               HasSubstr("/nonexistent/model.gguf"));
   unlink(other.c_str());
+}
+
+// An engine whose cold neurons are in two worker processes gives the tokens
+// of the one-process engine; a worker killed (SIGKILL) and one stopped
+// (SIGSTOP) mid-generation are replaced by the engine's own computation, and
+// the tokens do not change.
+TEST_F(ShmWorkerTest, EngineWithWorkersSurvivesKilledAndStoppedWorkers) {
+  EngineOptions plain;
+  plain.n_threads = 1;
+  plain.sparse = SparseMode::kOracle;
+  std::unique_ptr<Engine> ref;
+  ASSERT_TRUE(Engine::Create(&model_, plain, &ref).ok());
+  EngineOptions with = plain;
+  std::vector<std::unique_ptr<ShmWorker>> workers;
+  ASSERT_TRUE(StartLocalCpuWorkers(opt_.binary, path_, model_, 2, 1, &with, &workers).ok());
+  for (auto& w : workers) w->set_step_timeout_ms(300);
+  std::unique_ptr<Engine> split;
+  ASSERT_TRUE(Engine::Create(&model_, with, &split).ok());
+  int32_t a = 1, b = 1;
+  const int n_vocab = model_.config.n_vocab;
+  for (int step = 0; step < 16; ++step) {
+    if (step == 5) kill(workers[0]->pid(), SIGKILL);
+    if (step == 9) kill(workers[1]->pid(), SIGSTOP);
+    ASSERT_TRUE(ref->Eval(&a, 1).ok());
+    ASSERT_TRUE(split->Eval(&b, 1).ok());
+    // The shards' sums are added in another order than one process adds its
+    // neurons: the logits agree to rounding, the tokens exactly.
+    const float* la = ref->logits();
+    const float* lb = split->logits();
+    float scale = 1e-6f;
+    for (int i = 0; i < n_vocab; ++i) scale = std::max(scale, std::fabs(la[i]));
+    for (int i = 0; i < n_vocab; ++i) ASSERT_NEAR(la[i], lb[i], 1e-4f * scale) << step;
+    a = static_cast<int32_t>(std::max_element(la, la + n_vocab) - la);
+    b = static_cast<int32_t>(std::max_element(lb, lb + n_vocab) - lb);
+    ASSERT_EQ(a, b) << "step " << step;
+  }
+  EXPECT_EQ(split->shard_failures(), 2);
+  EXPECT_THAT(split->shard_error(), HasSubstr("did not answer"));  // the stopped one, last
+  kill(workers[1]->pid(), SIGKILL);
 }
 
 }  // namespace

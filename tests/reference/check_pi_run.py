@@ -196,6 +196,14 @@ def main():
               and o["sparse"] == "oracle", "greedy: --sparse oracle == dense (ffn_down_t copy)")
         check(d is not None and d["generated_tokens"] == golden["generated_tokens"],
               "greedy: the ffn_down_t copy generates the golden sequence")
+        # The cold neurons in pi-cpu-worker processes over shared memory.
+        for n in (1, 2):
+            rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--json", "--sparse", "oracle",
+                               "--cpu-workers", str(n))
+            w = json.loads(out) if rc == 0 else None
+            check(w is not None and w["generated_tokens"] == golden["generated_tokens"]
+                  and err.count("cpu backend") == n and "lost" not in err,
+                  f"greedy: --cpu-workers {n} (shared memory) generates the golden sequence")
 
         # The hot/cold split from a placement: profile, then --vram-budget.
         p = subprocess.run([os.path.join(bin_dir, "pi-profile"), "-m", demo_t, "-f",
@@ -208,6 +216,12 @@ def main():
               and sp_["generated_tokens"] == d["generated_tokens"]
               and "FFN split" in err and ("'host' backend" in err or "'cuda' backend" in err) and "plan" in err,
               "--vram-budget 8M: hot/cold split on the host backend, same greedy tokens")
+        rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--json", "--vram-budget", "8M",
+                           "--cpu-workers", "2")
+        w = json.loads(out) if rc == 0 else None
+        check(w is not None and w["generated_tokens"] == golden["generated_tokens"]
+              and err.count("cpu backend") == 2,
+              "greedy: hot neurons on the host backend, cold ones in 2 cpu workers")
         rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--vram-budget", "8M")
         check(rc == 0 and "reused" in err, "the cached plan is reused for the same budget")
         rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--vram-budget", "8M",

@@ -1,0 +1,41 @@
+// FfnShard: a share of the FFN's neurons that lives elsewhere — today a
+// cpu_worker process reached over shared memory (coordinator/shm_worker.h),
+// later a remote one over gRPC. The layer sequencer hands each shard the
+// step's candidates it owns and sums what comes back, in a fixed shard
+// order, so results never depend on timing.
+//
+// A step is asynchronous: Start() returns at once (the coordinator computes
+// its own part meanwhile); Wait() returns the shard's partial sum, or an
+// error when the shard is gone or late — then the sequencer computes those
+// neurons itself from its own mapping of the model: time is lost, never the
+// answer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pi {
+
+struct ShardStep {
+  int layer = 0;
+  int batch = 1;                 // rows of x and y
+  const float* x = nullptr;      // [batch, n_embd] the normed FFN input
+  const int32_t* ids = nullptr;  // sorted candidates, all owned by the shard
+  int64_t n_ids = 0;             // -1: every neuron the shard owns in the layer
+};
+
+class FfnShard {
+ public:
+  virtual ~FfnShard() = default;
+  virtual const char* name() const = 0;
+  // The neurons the shard owns, per layer (sorted, unique).
+  virtual const std::vector<std::vector<int32_t>>& owned() const = 0;
+  // x and ids are consumed before Start returns (written to the transport).
+  virtual void Start(const ShardStep& step) = 0;
+  // *y: [batch, n_embd], valid until the next Start; *fired: neurons that fired.
+  virtual Status Wait(const float** y, int64_t* fired) = 0;
+};
+
+}  // namespace pi
