@@ -25,6 +25,7 @@
 #include "common/tensor_check.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
+#include "coordinator/generation.h"
 #include "coordinator/local_workers.h"
 
 namespace {
@@ -158,75 +159,6 @@ int ParseFlags(int argc, char** argv, RunFlags* r) {
   return -1;
 }
 
-// What generation produced and why it ended.
-struct Generation {
-  std::vector<int32_t> ids;
-  std::string text;  // the generated text, cut before a matched stop string
-  int n_eval = 0;
-  double sample_s = 0.0;
-  const char* stop_reason = "length";  // length | eos | context | stop | error
-  std::string error;
-};
-
-// The position of the first stop string in `text` that ends within its last
-// `fresh` bytes, or npos.
-size_t FindStop(const std::string& text, size_t fresh, const std::vector<std::string>& stops) {
-  size_t best = std::string::npos;
-  for (const std::string& stop : stops) {
-    const size_t from = text.size() > fresh + stop.size() ? text.size() - fresh - stop.size() : 0;
-    best = std::min(best, text.find(stop, from));
-  }
-  return best;
-}
-
-// Samples and evaluates until -n tokens, end of text, a stop string, a full
-// context or an error, streaming the text to stdout unless --json.
-void Generate(const RunFlags& r, const pi::Tokenizer& tok, pi::Engine* engine, pi::Sampler* sampler,
-              Generation* g) {
-  g->ids.reserve(r.n_predict > 0 ? std::min(r.n_predict, engine->n_ctx()) : 256);
-  pi::Utf8Stream stream;
-  const int limit = r.n_predict < 0 ? engine->n_ctx() : r.n_predict;
-  while (static_cast<int>(g->ids.size()) < limit) {
-    const double ts = pi::NowSeconds();
-    const int32_t id = sampler->Sample(engine->logits());
-    g->sample_s += pi::NowSeconds() - ts;
-    if (!r.ignore_eos && tok.IsEog(id)) {
-      g->stop_reason = "eos";
-      break;
-    }
-    g->ids.push_back(id);
-    sampler->Accept(id);
-    const std::string piece = tok.TokenToPiece(id);
-    g->text += piece;
-    if (!r.json) {
-      fputs(stream.Push(piece).c_str(), stdout);
-      fflush(stdout);
-    }
-    const size_t stop_at = FindStop(g->text, piece.size(), r.stops);
-    if (stop_at != std::string::npos) {
-      g->text.resize(stop_at);
-      g->stop_reason = "stop";
-      break;
-    }
-    if (static_cast<int>(g->ids.size()) >= limit) break;
-    if (engine->n_past() >= engine->n_ctx()) {
-      g->stop_reason = "context";
-      break;
-    }
-    const pi::Status s = engine->Eval(&id, 1);
-    if (!s.ok()) {
-      g->stop_reason = "error";
-      g->error = s.message();
-      break;
-    }
-    ++g->n_eval;
-  }
-  if (!r.json) {
-    fputs(stream.Flush().c_str(), stdout);
-    fputs("\n", stdout);
-  }
-}
-
 struct Times {
   double load_ms, prompt_ms, eval_ms;
 };
@@ -235,7 +167,7 @@ double PerSecond(int n, double ms) {
   return ms > 0 ? 1e3 * n / ms : 0.0;
 }
 
-void PrintTimings(const Times& t, int n_prompt, const Generation& g, double total_ms) {
+void PrintTimings(const Times& t, int n_prompt, const pi::GenerationResult& g, double total_ms) {
   fprintf(stderr, "\npi-run:        load time = %10.2f ms\n", t.load_ms);
   fprintf(stderr,
           "pi-run: prompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per "
@@ -253,7 +185,8 @@ void PrintTimings(const Times& t, int n_prompt, const Generation& g, double tota
 }
 
 void PrintJson(const RunFlags& r, const pi::Engine& engine, uint32_t seed,
-               const std::vector<int32_t>& prompt_ids, const Generation& g, const Times& t) {
+               const std::vector<int32_t>& prompt_ids, const pi::GenerationResult& g,
+               const Times& t) {
   const int n_prompt = static_cast<int>(prompt_ids.size());
   printf(
       "{\"model\":%s,\"seed\":%u,\"n_threads\":%d,\"n_ctx\":%d,\"sparse\":\"%s\",\"prompt\":%s,"
@@ -350,16 +283,23 @@ static int Run(int argc, char** argv) {
     fflush(stdout);
   }
   const double t_prompt = pi::NowSeconds();
-  Generation g;
-  s = engine->Eval(prompt_ids.data(), static_cast<int>(prompt_ids.size()));
-  const double t_gen = pi::NowSeconds();
-  if (s.ok()) {
-    for (int32_t id : prompt_ids) sampler.Accept(id);
-    Generate(r, *tok, engine.get(), &sampler, &g);
-  } else {
-    g.stop_reason = "error";
-    g.error = s.message();
-  }
+  pi::GenerationRequest request;
+  request.prompt = prompt_ids;
+  request.n_predict = r.n_predict;
+  request.ignore_eos = r.ignore_eos;
+  request.stops = r.stops;
+  pi::GenerationResult g;
+  pi::Generate(
+      engine.get(), *tok, &sampler, request,
+      [&r](const std::string& text) {
+        if (!r.json) {
+          fputs(text.c_str(), stdout);
+          fflush(stdout);
+        }
+        return true;
+      },
+      &g);
+  if (!r.json) fputs("\n", stdout);
   const double t_end = pi::NowSeconds();
   if (!g.error.empty()) fprintf(stderr, "pi-run: %s\n", g.error.c_str());
   if (std::string(g.stop_reason) == "context") {
@@ -377,8 +317,7 @@ static int Run(int argc, char** argv) {
       fprintf(stderr, "pi-run: %s\n", stopped.message().c_str());
     }
   }
-  const Times t = {(t_prompt - t_start) * 1e3, (t_gen - t_prompt) * 1e3,
-                   (t_end - t_gen - g.sample_s) * 1e3};
+  const Times t = {(t_prompt - t_start) * 1e3, g.prompt_s * 1e3, g.eval_s * 1e3};
   PrintTimings(t, static_cast<int>(prompt_ids.size()), g, (t_end - t_start) * 1e3);
   if (r.json) PrintJson(r, *engine, sampler.seed(), prompt_ids, g, t);
   return g.error.empty() ? 0 : 1;

@@ -1,0 +1,76 @@
+#include "coordinator/generation.h"
+
+#include <algorithm>
+
+#include "common/progress.h"
+
+namespace pi {
+
+size_t FindStopString(const std::string& text, size_t fresh,
+                      const std::vector<std::string>& stops) {
+  size_t best = std::string::npos;
+  for (const std::string& stop : stops) {
+    const size_t from = text.size() > fresh + stop.size() ? text.size() - fresh - stop.size() : 0;
+    best = std::min(best, text.find(stop, from));
+  }
+  return best;
+}
+
+void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
+              const GenerationRequest& request, const TextCallback& on_text, GenerationResult* g) {
+  *g = GenerationResult();
+  const double t_prompt = NowSeconds();
+  Status s = engine->Eval(request.prompt.data(), static_cast<int>(request.prompt.size()));
+  const double t_gen = NowSeconds();
+  g->prompt_s = t_gen - t_prompt;
+  if (!s.ok()) {
+    g->stop_reason = "error";
+    g->error = s.message();
+    return;
+  }
+  for (int32_t id : request.prompt) sampler->Accept(id);
+  const int limit = request.n_predict < 0 ? engine->n_ctx() : request.n_predict;
+  g->ids.reserve(std::min(limit, engine->n_ctx()));
+  Utf8Stream stream;
+  bool cancelled = false;
+  while (static_cast<int>(g->ids.size()) < limit) {
+    const double ts = NowSeconds();
+    const int32_t id = sampler->Sample(engine->logits());
+    g->sample_s += NowSeconds() - ts;
+    if (!request.ignore_eos && tok.IsEog(id)) {
+      g->stop_reason = "eos";
+      break;
+    }
+    g->ids.push_back(id);
+    sampler->Accept(id);
+    const std::string piece = tok.TokenToPiece(id);
+    g->text += piece;
+    if (on_text && !on_text(stream.Push(piece))) {
+      g->stop_reason = "cancelled";
+      cancelled = true;
+      break;
+    }
+    const size_t stop_at = FindStopString(g->text, piece.size(), request.stops);
+    if (stop_at != std::string::npos) {
+      g->text.resize(stop_at);
+      g->stop_reason = "stop";
+      break;
+    }
+    if (static_cast<int>(g->ids.size()) >= limit) break;
+    if (engine->n_past() >= engine->n_ctx()) {
+      g->stop_reason = "context";
+      break;
+    }
+    s = engine->Eval(&id, 1);
+    if (!s.ok()) {
+      g->stop_reason = "error";
+      g->error = s.message();
+      break;
+    }
+    ++g->n_eval;
+  }
+  g->eval_s = NowSeconds() - t_gen - g->sample_s;
+  if (on_text && !cancelled) on_text(stream.Flush());
+}
+
+}  // namespace pi

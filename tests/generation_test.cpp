@@ -1,0 +1,130 @@
+// Generate (coordinator/generation.h): each stop reason on a small model
+// with a byte tokenizer, the streamed text against the result, and the
+// stop-string search.
+#include "coordinator/generation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/synthetic_model.h"
+
+namespace pi {
+namespace {
+
+using ::testing::HasSubstr;
+
+class GenerationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SyntheticModelOptions o;
+    o.n_vocab = 300;
+    o.n_embd = 64;
+    o.n_layer = 2;
+    o.n_head = 2;
+    o.n_ff = 128;
+    o.n_ctx = 64;
+    o.byte_tokenizer = true;
+    GgufWriter w;
+    ASSERT_TRUE(AddSyntheticModel(o, &w).ok());
+    bytes_ = w.Serialize();
+    std::unique_ptr<GgufFile> f;
+    ASSERT_TRUE(GgufFile::OpenBuffer(bytes_.data(), bytes_.size(), &f).ok());
+    ASSERT_TRUE(LoadLlamaModel(std::move(f), &model_).ok());
+    ASSERT_TRUE(Tokenizer::FromGguf(*model_.file, &tok_).ok());
+  }
+  // Greedy generation (ignoring end of text) on a fresh engine of n_ctx.
+  GenerationResult Run(GenerationRequest req, int n_ctx, const TextCallback& cb = nullptr) {
+    EngineOptions opt;
+    opt.n_threads = 1;
+    opt.n_ctx = n_ctx;
+    std::unique_ptr<Engine> e;
+    EXPECT_TRUE(Engine::Create(&model_, opt, &e).ok());
+    SamplerParams sp;
+    sp.temp = 0;
+    Sampler sampler(sp, e->n_vocab());
+    GenerationResult g;
+    Generate(e.get(), *tok_, &sampler, req, cb, &g);
+    return g;
+  }
+  GenerationRequest Prompt() {
+    GenerationRequest r;
+    EXPECT_TRUE(tok_->Encode("In the", true, &r.prompt).ok());
+    r.ignore_eos = true;
+    return r;
+  }
+  std::vector<uint8_t> bytes_;
+  LlamaModel model_;
+  std::unique_ptr<Tokenizer> tok_;
+};
+
+TEST_F(GenerationTest, LengthContextAndStreamedText) {
+  GenerationRequest req = Prompt();
+  req.n_predict = 6;
+  std::string streamed;
+  const GenerationResult g = Run(req, 64, [&](const std::string& t) {
+    streamed += t;
+    return true;
+  });
+  EXPECT_STREQ(g.stop_reason, "length");
+  EXPECT_EQ(g.ids.size(), 6u);
+  EXPECT_EQ(g.n_eval, 5);  // the last token is sampled, not evaluated
+  // Streamed as whole UTF-8: what a stream of the result's bytes gives
+  // (random byte tokens make invalid sequences, streamed as U+FFFD).
+  Utf8Stream whole;
+  std::string expected = whole.Push(g.text);
+  expected += whole.Flush();
+  EXPECT_EQ(streamed, expected);
+  std::string decoded;
+  for (int32_t id : g.ids) decoded += tok_->TokenToPiece(id);
+  EXPECT_EQ(decoded, g.text);
+
+  req.n_predict = -1;
+  const int n_ctx = static_cast<int>(req.prompt.size()) + 8;
+  const GenerationResult full = Run(req, n_ctx);
+  EXPECT_STREQ(full.stop_reason, "context");
+  ASSERT_EQ(req.prompt.size() + full.ids.size(), n_ctx + 1u);  // one more sampled than evaluated
+  // The same greedy prefix either way.
+  EXPECT_EQ(std::vector<int32_t>(full.ids.begin(), full.ids.begin() + 6), g.ids);
+}
+
+TEST_F(GenerationTest, StopStringCancelAndError) {
+  GenerationRequest req = Prompt();
+  req.n_predict = 12;
+  const GenerationResult all = Run(req, 64);
+  ASSERT_GE(all.text.size(), 4u);
+  // Stop at the text of tokens 3..4: the result ends just before it.
+  const std::string stop = all.text.substr(all.text.size() / 2, 2);
+  req.stops = {"never-there", stop};
+  const GenerationResult cut = Run(req, 64);
+  EXPECT_STREQ(cut.stop_reason, "stop");
+  EXPECT_EQ(cut.text, all.text.substr(0, all.text.find(stop)));
+
+  req.stops.clear();
+  int calls = 0;
+  const GenerationResult c = Run(req, 64, [&](const std::string&) { return ++calls < 3; });
+  EXPECT_STREQ(c.stop_reason, "cancelled");
+  EXPECT_EQ(c.ids.size(), 3u);
+
+  GenerationRequest bad = Prompt();
+  bad.prompt.push_back(100000);
+  const GenerationResult e = Run(bad, 64);
+  EXPECT_STREQ(e.stop_reason, "error");
+  EXPECT_THAT(e.error, HasSubstr("token id 100000"));
+  EXPECT_TRUE(e.ids.empty());
+}
+
+TEST(FindStopStringTest, OnlyMatchesReachingTheFreshBytes) {
+  EXPECT_EQ(FindStopString("abc def", 3, {"def"}), 4u);
+  EXPECT_EQ(FindStopString("abc def", 1, {"c d"}),
+            std::string::npos);  // ended before the fresh byte
+  EXPECT_EQ(FindStopString("abc def", 2, {"c de"}), 2u);
+  EXPECT_EQ(FindStopString("abc def", 7, {"zz", "b"}), 1u);
+  EXPECT_EQ(FindStopString("", 0, {"a"}), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pi
