@@ -307,9 +307,10 @@ static int Run(int argc, char** argv) {
   }
   if (engine->shard_failures() > 0) {
     fprintf(stderr,
-            "pi-run: warning: %lld cpu worker(s) lost; their neurons ran here from then on "
-            "(%s)\n",
-            static_cast<long long>(engine->shard_failures()), engine->shard_error().c_str());
+            "pi-run: warning: cpu workers failed %lld time(s) and were restarted %lld time(s); "
+            "their neurons ran here meanwhile, the tokens are the same (last: %s)\n",
+            static_cast<long long>(engine->shard_failures()),
+            static_cast<long long>(engine->shard_recoveries()), engine->shard_error().c_str());
   }
   for (auto& w : workers) {
     const pi::Status stopped = w->Stop();

@@ -99,6 +99,9 @@ Status FfnBlock::InitColdShards(const std::vector<FfnShard*>& shards) {
   }
   shards_ = shards;
   shard_down_.assign(shards.size(), 0);
+  shard_retry_at_.assign(shards.size(), std::chrono::steady_clock::time_point());
+  shard_up_since_.assign(shards.size(), std::chrono::steady_clock::now());
+  shard_backoff_ms_.assign(shards.size(), 0);
   shard_ids_.assign(shards.size(), std::vector<int32_t>(c_.n_ff));
   shard_n_.assign(shards.size(), 0);
   local_ids_.assign(c_.n_ff, 0);
@@ -192,8 +195,35 @@ void FfnBlock::ComputeCandidates(int il, const int32_t* ids, int64_t n, const fl
   }
 }
 
+void FfnBlock::RecoverShards() {
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < shards_.size(); ++k) {
+    if (!shard_down_[k] || now < shard_retry_at_[k]) continue;
+    if (shards_[k]->Recover().ok()) {
+      shard_down_[k] = 0;
+      shard_up_since_[k] = std::chrono::steady_clock::now();
+      ++shard_recoveries_;
+    } else {
+      shard_backoff_ms_[k] = std::min(5000, std::max(250, 2 * shard_backoff_ms_[k]));
+      shard_retry_at_[k] = now + std::chrono::milliseconds(shard_backoff_ms_[k]);
+    }
+  }
+}
+
+void FfnBlock::ShardFailed(size_t k, const Status& s) {
+  const auto now = std::chrono::steady_clock::now();
+  shard_down_[k] = 1;
+  ++shard_failures_;
+  shard_error_ = std::string(shards_[k]->name()) + ": " + s.message();
+  // The first recovery is tried at the next step; a shard that fails again
+  // soon after one waits longer each time.
+  if (now - shard_up_since_[k] > std::chrono::minutes(1)) shard_backoff_ms_[k] = 0;
+  shard_retry_at_[k] = now + std::chrono::milliseconds(shard_backoff_ms_[k]);
+}
+
 void FfnBlock::RouteToShards(int il, const int32_t* ids, int64_t n, const float* x, float* y,
                              ThreadPool* pool) {
+  if (shard_failures_ > shard_recoveries_) RecoverShards();
   const int16_t* owner = owner_[il].data();
   const size_t n_shards = shards_.size();
   for (size_t k = 0; k < n_shards; ++k) shard_n_[k] = 0;
@@ -225,10 +255,8 @@ void FfnBlock::RouteToShards(int il, const int32_t* ids, int64_t n, const float*
       last_cold_ += fired;
       continue;
     }
-    // The shard is gone or late: its neurons run here, now and from now on.
-    shard_down_[k] = 1;
-    ++shard_failures_;
-    shard_error_ = std::string(shards_[k]->name()) + ": " + s.message();
+    // The shard is gone or late: its neurons run here until it recovers.
+    ShardFailed(k, s);
     if (shard_n_[k] > 0) {
       last_cold_ += neurons_.Accumulate(rows, shard_ids_[k].data(), shard_n_[k], x, y, pool);
     }

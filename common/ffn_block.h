@@ -23,6 +23,7 @@
 // (demo: pp64 ~8500 t/s against ~7300 t/s for sparse decode).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -64,10 +65,13 @@ class FfnBlock {
   // shard order. The shards must own disjoint neuron sets, none of them hot
   // (call after InitSplit / InitColdPart), and outlive the block; the model
   // must support sparse FFNs. Single-token steps then always run sparse.
-  // A shard whose Wait fails is dropped: its neurons run here from then on
-  // (shard_failures(), shard_error()).
+  // A shard whose Wait fails is dropped: its neurons run here until its
+  // Recover() succeeds, tried at the next step, then with backoff (250 ms
+  // doubling to 5 s; reset after a minute healthy) (shard_failures(),
+  // shard_recoveries(), shard_error()).
   Status InitColdShards(const std::vector<FfnShard*>& shards);
   int64_t shard_failures() const { return shard_failures_; }
+  int64_t shard_recoveries() const { return shard_recoveries_; }
   const std::string& shard_error() const { return shard_error_; }
 
   // The host's part of a layer whose attention and hot neurons run on a
@@ -120,6 +124,9 @@ class FfnBlock {
                          ThreadPool* pool);
   void RouteToShards(int il, const int32_t* ids, int64_t n, const float* x, float* y,
                      ThreadPool* pool);
+  // Tries Recover() on failed shards whose retry time has come.
+  void RecoverShards();
+  void ShardFailed(size_t k, const Status& s);
   // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
   void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);
 
@@ -144,7 +151,11 @@ class FfnBlock {
   std::vector<std::vector<int32_t>> shard_ids_;  // [shards][n_ff] a step's share
   std::vector<int64_t> shard_n_;                 // [shards]
   std::vector<int32_t> local_ids_;               // [n_ff] the candidates computed here
-  int64_t shard_failures_ = 0;
+  // Recovery of failed shards: when to try next, the current backoff, and
+  // since when a shard has been up (a minute healthy resets the backoff).
+  std::vector<std::chrono::steady_clock::time_point> shard_retry_at_, shard_up_since_;
+  std::vector<int> shard_backoff_ms_;
+  int64_t shard_failures_ = 0, shard_recoveries_ = 0;
   std::string shard_error_;
 
   std::vector<float> x_;     // [max_batch, n_embd]

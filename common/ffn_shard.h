@@ -7,8 +7,8 @@
 // A step is asynchronous: Start() returns at once (the coordinator computes
 // its own part meanwhile); Wait() returns the shard's partial sum, or an
 // error when the shard is gone or late — then the sequencer computes those
-// neurons itself from its own mapping of the model: time is lost, never the
-// answer.
+// neurons itself from its own mapping of the model until Recover() brings
+// the shard back (tried with backoff): time is lost, never the answer.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,9 @@ class FfnShard {
   virtual void Start(const ShardStep& step) = 0;
   // *y: [batch, n_embd], valid until the next Start; *fired: neurons that fired.
   virtual Status Wait(const float** y, int64_t* fired) = 0;
+  // After a failed Wait: tries to bring the shard back (a restarted worker
+  // process); OK when it is ready for steps again. Blocks while it tries.
+  virtual Status Recover() { return Status::Error("%s cannot be recovered", name()); }
 };
 
 }  // namespace pi

@@ -100,9 +100,11 @@ class Engine {
   int n_threads() const { return pool_->size(); }
   const LlamaModel& model() const { return *model_; }
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
-  // Cold shards that failed and whose neurons now run here, and the last
-  // failure's message ("cpu worker 1234: killed by signal 9 ...").
+  // Cold shard failures (their neurons ran here until they recovered), the
+  // recoveries, and the last failure's message ("cpu worker 1234: killed by
+  // signal 9 ...").
   int64_t shard_failures() const { return ffn_.shard_failures(); }
+  int64_t shard_recoveries() const { return ffn_.shard_recoveries(); }
   const std::string& shard_error() const { return ffn_.shard_error(); }
 
   // The predictor threshold in use (SparseMode::kPredictor; else 0).

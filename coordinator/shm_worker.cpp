@@ -47,10 +47,30 @@ std::string ShmWorker::ExitReason() {
 
 Status ShmWorker::Start(const ShmWorkerOptions& o, const LlamaModel& model,
                         const std::vector<std::vector<int32_t>>& owned) {
-  const LlamaConfig& c = model.config;
-  n_embd_ = c.n_embd;
+  options_ = o;
+  model_ = &model;
   owned_ = owned;
   step_timeout_ms_ = o.step_timeout_ms;
+  return Spawn();
+}
+
+Status ShmWorker::Recover() {
+  if (pid_ > 0) {  // stopped or wedged: it will not come back by itself
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  ++restarts_;
+  return Spawn();
+}
+
+Status ShmWorker::Spawn() {
+  const ShmWorkerOptions& o = options_;
+  const LlamaModel& model = *model_;
+  const std::vector<std::vector<int32_t>>& owned = owned_;
+  const LlamaConfig& c = model.config;
+  n_embd_ = c.n_embd;
+  step_id_ = 0;
   const std::vector<uint8_t> hello = WriteHello(ModelFingerprint(*model.file), o.max_batch, owned);
   const size_t request_capacity =
       std::max(hello.size(), StepRequestBytes(o.max_batch, c.n_embd, c.n_ff));

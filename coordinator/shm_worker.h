@@ -61,6 +61,10 @@ class ShmWorker : public FfnShard {
   Status Wait(const float** y, int64_t* fired) override {
     return WaitStep(step_timeout_ms_, y, fired);
   }
+  // A lost worker (dead, or stopped and past its deadline) is killed and a
+  // new process started with a fresh channel and the same shard.
+  Status Recover() override;
+  int restarts() const { return restarts_; }
 
   // Sends bye and reaps the process (SIGKILL after `timeout_ms`).
   Status Stop(int timeout_ms = 5000);
@@ -74,6 +78,8 @@ class ShmWorker : public FfnShard {
  private:
   // "exited with status 3" / "killed by signal 9", reaping it; "" while alive.
   std::string ExitReason();
+  // Creates the channel, spawns the worker and waits for its hello reply.
+  Status Spawn();
 
   ShmChannel channel_;
   pid_t pid_ = -1;
@@ -83,6 +89,9 @@ class ShmWorker : public FfnShard {
   std::string backend_;
   int64_t resident_bytes_ = 0;
   std::vector<std::vector<int32_t>> owned_;
+  ShmWorkerOptions options_;
+  const LlamaModel* model_ = nullptr;
+  int restarts_ = 0;
   std::string name_ = "cpu worker";
   int step_timeout_ms_ = 1000;
 };

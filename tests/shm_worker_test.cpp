@@ -375,8 +375,8 @@ TEST_F(ShmWorkerTest, WrongModelIsRefusedAtHello) {
 
 // An engine whose cold neurons are in two worker processes gives the tokens
 // of the one-process engine; a worker killed (SIGKILL) and one stopped
-// (SIGSTOP) mid-generation are replaced by the engine's own computation, and
-// the tokens do not change.
+// (SIGSTOP) mid-generation are covered by the engine's own computation for
+// that step, restarted at the next, and the tokens do not change.
 TEST_F(ShmWorkerTest, EngineWithWorkersSurvivesKilledAndStoppedWorkers) {
   EngineOptions plain;
   plain.n_threads = 1;
@@ -407,9 +407,44 @@ TEST_F(ShmWorkerTest, EngineWithWorkersSurvivesKilledAndStoppedWorkers) {
     b = static_cast<int32_t>(std::max_element(lb, lb + n_vocab) - lb);
     ASSERT_EQ(a, b) << "step " << step;
   }
+  // Each lost worker was restarted at the next step and served the rest.
   EXPECT_EQ(split->shard_failures(), 2);
+  EXPECT_EQ(split->shard_recoveries(), 2);
+  EXPECT_EQ(workers[0]->restarts(), 1);
+  EXPECT_EQ(workers[1]->restarts(), 1);
   EXPECT_THAT(split->shard_error(), HasSubstr("did not answer"));  // the stopped one, last
-  kill(workers[1]->pid(), SIGKILL);
+  for (auto& w : workers) EXPECT_EQ(kill(w->pid(), 0), 0);         // the new processes run
+}
+
+// A worker that cannot come back (its model file is gone: the coordinator
+// still has its own mapping) leaves its neurons here; tokens unchanged.
+TEST_F(ShmWorkerTest, AWorkerThatCannotComeBackLeavesItsNeuronsHere) {
+  EngineOptions plain;
+  plain.n_threads = 1;
+  plain.sparse = SparseMode::kOracle;
+  std::unique_ptr<Engine> ref;
+  ASSERT_TRUE(Engine::Create(&model_, plain, &ref).ok());
+  EngineOptions with = plain;
+  std::vector<std::unique_ptr<ShmWorker>> workers;
+  ASSERT_TRUE(StartLocalCpuWorkers(opt_.binary, path_, model_, 1, 1, &with, &workers).ok());
+  std::unique_ptr<Engine> split;
+  ASSERT_TRUE(Engine::Create(&model_, with, &split).ok());
+  ASSERT_EQ(unlink(path_.c_str()), 0);
+  kill(workers[0]->pid(), SIGKILL);
+  int32_t a = 2, b = 2;
+  const int n_vocab = model_.config.n_vocab;
+  for (int step = 0; step < 8; ++step) {
+    ASSERT_TRUE(ref->Eval(&a, 1).ok());
+    ASSERT_TRUE(split->Eval(&b, 1).ok());
+    a = static_cast<int32_t>(std::max_element(ref->logits(), ref->logits() + n_vocab) -
+                             ref->logits());
+    b = static_cast<int32_t>(std::max_element(split->logits(), split->logits() + n_vocab) -
+                             split->logits());
+    ASSERT_EQ(a, b) << "step " << step;
+  }
+  EXPECT_EQ(split->shard_failures(), 1);
+  EXPECT_EQ(split->shard_recoveries(), 0);
+  EXPECT_GE(workers[0]->restarts(), 1);  // tried, and refused: the file is gone
 }
 
 }  // namespace

@@ -61,8 +61,16 @@ struct ShmChannel::Header {
 };
 
 ShmChannel::~ShmChannel() {
+  Close();
+}
+
+void ShmChannel::Close() {
   if (base_) munmap(base_, size_);
   if (fd_ >= 0) close(fd_);
+  base_ = nullptr;
+  fd_ = -1;
+  size_ = 0;
+  seen_[0] = seen_[1] = 0;
 }
 
 Status ShmChannel::Map(int fd, size_t size) {
@@ -75,6 +83,7 @@ Status ShmChannel::Map(int fd, size_t size) {
 }
 
 Status ShmChannel::Create(size_t request_capacity, size_t reply_capacity) {
+  Close();
   const size_t request_at = AlignUp(sizeof(Header));
   const size_t reply_at = request_at + AlignUp(request_capacity);
   const size_t size = reply_at + AlignUp(reply_capacity);

@@ -32,8 +32,11 @@ class ShmChannel {
   ShmChannel(const ShmChannel&) = delete;
   ShmChannel& operator=(const ShmChannel&) = delete;
 
-  // The coordinator's side: a new region with slots of these sizes.
+  // The coordinator's side: a new region with slots of these sizes (a
+  // region already held is closed first).
   Status Create(size_t request_capacity, size_t reply_capacity);
+  // Unmaps and closes the region (a restarted worker gets a fresh one).
+  void Close();
   // The worker's side: maps the region behind `fd` (checks magic, version,
   // sizes and seals). Takes ownership of fd.
   Status Attach(int fd);
