@@ -107,6 +107,10 @@ struct Result {
   double gpu_fired_share = 0;    // of the fired FFN neurons, those on the hot side
   pi::DeviceBytes device_bytes;  // per token
   double gpu_bw_gbs = 0, link_gbs = 0;
+  // The worker step round trip of a shm run (p50, p99 over its timed steps),
+  // and the p50 of its transport part (the round trip less the worker's
+  // compute), µs.
+  double step_p50_us = 0, step_p99_us = 0, step_overhead_p50_us = 0;
   double bound_ms_per_token = 0;  // 0: not computable
 
   double avg(const std::vector<double>& v) const {
@@ -192,6 +196,9 @@ std::string ToJson(const Result& r) {
   s += ",\"link_gbs\":" + pi::JsonNumber(r.link_gbs);
   s += ",\"bound_ms_per_token\":" + pi::JsonNumber(r.bound_ms_per_token);
   s += ",\"bound_fraction\":" + pi::JsonNumber(r.bound_fraction());
+  s += ",\"step_p50_us\":" + pi::JsonNumber(r.step_p50_us);
+  s += ",\"step_p99_us\":" + pi::JsonNumber(r.step_p99_us);
+  s += ",\"step_overhead_p50_us\":" + pi::JsonNumber(r.step_overhead_p50_us);
   return s + "}";
 }
 
@@ -228,12 +235,13 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
         "n_prompt,n_gen,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts,weight_bytes_per_token,"
         "avg_gbs,mem_bw_gbs,bw_fraction,sparse,ffn_active,backend,vram_budget,plan_fingerprint,"
         "gpu_fired_share,gpu_bytes_per_token,cpu_bytes_per_token,xfer_bytes_per_token,gpu_bw_gbs,"
-        "link_gbs,bound_ms_per_token,bound_fraction\n");
+        "link_gbs,bound_ms_per_token,bound_fraction,step_p50_us,step_p99_us,step_overhead_p50_"
+        "us\n");
     for (const Result& r : rs) {
       const std::vector<double> ts = r.samples_ts();
       printf(
           "\"%s\",\"%s\",%lld,%lld,%s,%d,%d,%d,%d,%s,%.0f,%.0f,%.6f,%.6f,%.0f,%.3f,%.3f,%.4f,%s,"
-          "%.4f,%s,%lld,%s,%.4f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%.4f\n",
+          "%.4f,%s,%lld,%s,%.4f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%.4f,%.2f,%.2f,%.2f\n",
           r.model_filename.c_str(), r.model_type.c_str(), static_cast<long long>(r.model_size),
           static_cast<long long>(r.model_n_params), r.isa.c_str(), r.n_batch, r.n_threads,
           r.n_prompt, r.n_gen, r.test_time.c_str(), r.avg(r.samples_ns), r.stddev(r.samples_ns),
@@ -241,19 +249,21 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
           r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0.0, r.sparse.c_str(), r.ffn_active,
           r.backend.c_str(), static_cast<long long>(r.vram_budget), r.plan_fingerprint.c_str(),
           r.gpu_fired_share, r.device_bytes.gpu, r.device_bytes.cpu, r.device_bytes.xfer,
-          r.gpu_bw_gbs, r.link_gbs, r.bound_ms_per_token, r.bound_fraction());
+          r.gpu_bw_gbs, r.link_gbs, r.bound_ms_per_token, r.bound_fraction(), r.step_p50_us,
+          r.step_p99_us, r.step_overhead_p50_us);
     }
   } else {
     printf(
         "| model | size | params | isa | threads | sparse | FFN active | test | t/s | GB/s | "
-        "mem BW GB/s | of BW | split | GPU fired | MB/tok GPU/CPU/xfer | of bound |\n");
+        "mem BW GB/s | of BW | split | GPU fired | MB/tok GPU/CPU/xfer | of bound | step µs "
+        "p50/p99 (transport) |\n");
     printf(
         "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | "
-        "---: | ---: | ---: |\n");
+        "---: | ---: | ---: | ---: |\n");
     for (const Result& r : rs) {
       const std::vector<double> ts = r.samples_ts();
       const bool tg = r.n_gen > 0;
-      printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s ± %s | %s | %s | %s | %s |\n",
+      printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s ± %s | %s | %s | %s | %s | %s |\n",
              r.model_type.c_str(), (Fmt("%.2f", r.model_size / 1048576.0) + " MiB").c_str(),
              (Fmt("%.2f", r.model_n_params / 1e6) + " M").c_str(), r.isa.c_str(), r.n_threads,
              r.sparse.c_str(), tg ? (Fmt("%.1f", 100 * r.ffn_active) + "%").c_str() : "",
@@ -262,7 +272,11 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
              r.mem_bw_gbs > 0 ? Fmt("%.2f", r.mem_bw_gbs).c_str() : "",
              tg && r.mem_bw_gbs > 0 ? (Fmt("%.0f", 100 * r.avg_gbs() / r.mem_bw_gbs) + "%").c_str()
                                     : "",
-             SplitColumns(r).c_str());
+             SplitColumns(r).c_str(),
+             r.step_p50_us > 0 ? (Fmt("%.1f", r.step_p50_us) + "/" + Fmt("%.1f", r.step_p99_us) +
+                                  " (" + Fmt("%.1f", r.step_overhead_p50_us) + ")")
+                                     .c_str()
+                               : "");
     }
   }
 }
@@ -531,11 +545,15 @@ static int Run(int argc, char** argv) {
           std::unique_ptr<pi::Engine> engine;
           Result r;
           double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;  // over the timed tg runs
+          bool shm = false;                                      // cold neurons on the shm worker
+          std::vector<float> step_us;      // its step round trips over the timed runs
+          std::vector<float> overhead_us;  // and their transport parts
         };
         std::vector<Run> runs(modes.size());
         for (size_t m = 0; m < modes.size(); ++m) {
           Run& run = runs[m];
           run.mode = modes[m];
+          run.shm = on_shm[m];
           pi::EngineOptions opt;
           opt.n_threads = nt;
           opt.n_batch = n_batch;
@@ -584,6 +602,7 @@ static int Run(int argc, char** argv) {
           for (Run& run : runs) {
             pi::Engine* engine = run.engine.get();
             engine->Reset();
+            if (run.shm) workers[0]->ClearLatencies();
             const double t0 = pi::NowSeconds();
             if (np > 0) {
               s = engine->Eval(toks.data(), np);
@@ -603,12 +622,25 @@ static int Run(int argc, char** argv) {
               return 1;
             }
             if (rep >= 0) run.r.samples_ns.push_back(dt * 1e9);
+            if (rep >= 0 && run.shm) {
+              const std::vector<float>& l = workers[0]->latencies_us();
+              run.step_us.insert(run.step_us.end(), l.begin(), l.end());
+              const std::vector<float>& o = workers[0]->overheads_us();
+              run.overhead_us.insert(run.overhead_us.end(), o.begin(), o.end());
+            }
             bar.Update(++done);
           }
         }
         bar.Finish();
         for (Run& run : runs) {
           Result& r = run.r;
+          if (!run.step_us.empty()) {
+            std::sort(run.step_us.begin(), run.step_us.end());
+            r.step_p50_us = run.step_us[run.step_us.size() / 2];
+            r.step_p99_us = run.step_us[run.step_us.size() * 99 / 100];
+            std::sort(run.overhead_us.begin(), run.overhead_us.end());
+            r.step_overhead_p50_us = run.overhead_us[run.overhead_us.size() / 2];
+          }
           if (ng > 0) {
             pi::DecodeCounters k;
             k.mode = run.mode;

@@ -24,6 +24,7 @@ namespace {
 constexpr int kChannelFd = 3;           // where the worker finds the channel
 constexpr int kSpinUs = 50;             // a worker on another core answers a step well within this
 constexpr size_t kMessageSlack = 1024;  // error messages, hello replies
+constexpr size_t kMaxLatencies = 1 << 16;
 
 }  // namespace
 
@@ -49,6 +50,8 @@ Status ShmWorker::Start(const ShmWorkerOptions& o, const LlamaModel& model,
                         const std::vector<std::vector<int32_t>>& owned) {
   options_ = o;
   model_ = &model;
+  latencies_us_.reserve(kMaxLatencies);
+  overheads_us_.reserve(kMaxLatencies);
   owned_ = owned;
   step_timeout_ms_ = o.step_timeout_ms;
   return Spawn();
@@ -131,6 +134,7 @@ Status ShmWorker::Spawn() {
 
 void ShmWorker::StartStep(int layer, int batch, const float* x, const int32_t* ids, int64_t n_ids) {
   batch_ = batch;
+  step_start_ = std::chrono::steady_clock::now();
   WriteStepRequest(++step_id_, layer, batch, n_embd_, x, ids, n_ids,
                    channel_.slot(ShmChannel::kRequest));
   channel_.Publish(ShmChannel::kRequest, StepRequestBytes(batch, n_embd_, n_ids));
@@ -158,9 +162,16 @@ Status ShmWorker::WaitStep(int timeout_ms, const float** y, int64_t* fired, int6
                            static_cast<unsigned long>(step_id_), timeout_ms);
     }
   }
+  const float round_trip_us =
+      std::chrono::duration<float, std::micro>(std::chrono::steady_clock::now() - step_start_)
+          .count();
   int64_t ns = 0;
   PI_RETURN_IF_ERROR(ParseStepReply(channel_.slot(ShmChannel::kReply), n, step_id_, batch_, n_embd_,
                                     y, fired, &ns));
+  if (latencies_us_.size() < kMaxLatencies) {
+    latencies_us_.push_back(round_trip_us);
+    overheads_us_.push_back(round_trip_us - static_cast<float>(ns) * 1e-3f);
+  }
   if (worker_ns) *worker_ns = ns;
   return Status::Ok();
 }

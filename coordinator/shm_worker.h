@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -69,6 +70,17 @@ class ShmWorker : public FfnShard {
   // Sends bye and reaps the process (SIGKILL after `timeout_ms`).
   Status Stop(int timeout_ms = 5000);
 
+  // Round trips (StartStep to WaitStep's return) of the steps since the last
+  // ClearLatencies, in microseconds, and of each the part the worker did not
+  // spend computing (the transport's cost); the first 65536 are kept (no
+  // allocation on the step path).
+  const std::vector<float>& latencies_us() const { return latencies_us_; }
+  const std::vector<float>& overheads_us() const { return overheads_us_; }
+  void ClearLatencies() {
+    latencies_us_.clear();
+    overheads_us_.clear();
+  }
+
   pid_t pid() const { return pid_; }
   void set_step_timeout_ms(int ms) { step_timeout_ms_ = ms; }
   const std::string& backend() const { return backend_; }
@@ -92,6 +104,8 @@ class ShmWorker : public FfnShard {
   ShmWorkerOptions options_;
   const LlamaModel* model_ = nullptr;
   int restarts_ = 0;
+  std::chrono::steady_clock::time_point step_start_;
+  std::vector<float> latencies_us_, overheads_us_;
   std::string name_ = "cpu worker";
   int step_timeout_ms_ = 1000;
 };
