@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/activation_stats.h"
+#include "common/memory_limits.h"
 #include "common/placement.h"
 #include "common/predictor.h"
 #include "gpu_worker/ffn_backend_factory.h"

@@ -124,19 +124,17 @@ MemoryAvailable AvailableMemory() {
   return m;
 }
 
-std::string FormatBytes(int64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(bytes);
+std::string HumanBytes(int64_t bytes) {
+  static const char* const kUnit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes) / 1024;
   int u = 0;
-  while (v >= 1024.0 && u < 6) {
-    v /= 1024.0;
+  while (u < 5 && (v >= 1024 || v <= -1024)) {
+    v /= 1024;
     ++u;
   }
-  char buf[48];
-  if (u == 0)
-    snprintf(buf, sizeof buf, "%" PRId64 " B", bytes);
-  else
-    snprintf(buf, sizeof buf, "%.*f %s", v < 10 ? 2 : 1, v, kUnits[u]);
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%.2f %s", v, kUnit[u]);
   return buf;
 }
 
@@ -145,7 +143,7 @@ Status CheckMemory(const std::string& what, int64_t bytes) {
   const MemoryAvailable m = AvailableMemory();
   if (bytes <= m.bytes) return Status::Ok();
   return Status::Error("%s needs %s of memory, but only %s is available (%s)", what.c_str(),
-                       FormatBytes(bytes).c_str(), FormatBytes(m.bytes).c_str(), m.source.c_str());
+                       HumanBytes(bytes).c_str(), HumanBytes(m.bytes).c_str(), m.source.c_str());
 }
 
 int64_t FreeDiskBytes(const std::string& path) {
@@ -168,7 +166,7 @@ Status CheckDiskSpace(const std::string& what, const std::string& path, int64_t 
   const int64_t free_bytes = FreeDiskBytes(path);
   if (bytes <= free_bytes) return Status::Ok();
   return Status::Error("%s needs %s of disk, but only %s is free on its filesystem", what.c_str(),
-                       FormatBytes(bytes).c_str(), FormatBytes(free_bytes).c_str());
+                       HumanBytes(bytes).c_str(), HumanBytes(free_bytes).c_str());
 }
 
 }  // namespace pi

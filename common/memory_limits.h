@@ -40,8 +40,8 @@ int64_t FreeDiskBytes(const std::string& path);
 // `what` (e.g. "writing out.gguf"), the bytes it needs and the bytes free.
 Status CheckDiskSpace(const std::string& what, const std::string& path, int64_t bytes);
 
-// "1.5 GiB", "640 KiB", "12 B": for messages.
-std::string FormatBytes(int64_t bytes);
+// "1.50 GiB", "640.00 KiB", "12 B": sizes in messages and reports.
+std::string HumanBytes(int64_t bytes);
 
 // Parsers behind AvailableMemory, exposed for tests. Each returns -1 when the
 // text does not hold the value.

@@ -9,6 +9,7 @@
 
 #include "common/gguf.h"
 #include "common/kv_cache.h"
+#include "common/memory_limits.h"
 
 namespace pi {
 namespace {
@@ -447,20 +448,6 @@ std::string BudgetString(int64_t bytes) {
     if (bytes > 0 && bytes % unit == 0) return std::to_string(bytes / unit) + kSuffix[i];
   }
   return std::to_string(bytes);
-}
-
-std::string HumanBytes(int64_t bytes) {
-  static const char* kUnit[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes) / 1024;
-  int u = 0;
-  while (u < 3 && (v >= 1024 || v <= -1024)) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  snprintf(buf, sizeof(buf), "%.2f %s", v, kUnit[u]);
-  return buf;
 }
 
 std::string DefaultPlanPath(const std::string& model_path, int64_t budget) {

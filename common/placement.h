@@ -137,7 +137,5 @@ std::string BudgetString(int64_t bytes);
 // ".gguf", plus ".plan-<BudgetString(budget)>.gguf" (pi-place and
 // --vram-budget share it).
 std::string DefaultPlanPath(const std::string& model_path, int64_t budget);
-// "8.00 MiB", "11.00 GiB", "512 B": for messages.
-std::string HumanBytes(int64_t bytes);
 
 }  // namespace pi

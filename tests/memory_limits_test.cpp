@@ -50,10 +50,12 @@ TEST(MemoryLimits, ParsesCgroupLimits) {
 }
 
 TEST(MemoryLimits, FormatsBytes) {
-  EXPECT_EQ(FormatBytes(12), "12 B");
-  EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
-  EXPECT_EQ(FormatBytes(int64_t{3} << 30), "3.00 GiB");
-  EXPECT_EQ(FormatBytes(int64_t{200} << 40), "200.0 TiB");
+  EXPECT_EQ(HumanBytes(12), "12 B");
+  EXPECT_EQ(HumanBytes(1536), "1.50 KiB");
+  EXPECT_EQ(HumanBytes(int64_t{3} << 30), "3.00 GiB");
+  EXPECT_EQ(HumanBytes(int64_t{200} << 40), "200.00 TiB");
+  EXPECT_EQ(HumanBytes(int64_t{1} << 60), "1.00 EiB");
+  EXPECT_EQ(HumanBytes(-2048), "-2.00 KiB");
 }
 
 TEST(MemoryLimits, RefusesWhatCannotFit) {
