@@ -116,18 +116,7 @@ Status ShmWorker::Spawn() {
   memcpy(channel_.slot(ShmChannel::kRequest), hello.data(), hello.size());
   channel_.Publish(ShmChannel::kRequest, hello.size());
   size_t n = 0;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(o.start_timeout_ms);
-  while (true) {
-    bool timed_out = false;
-    const Status s = channel_.WaitFor(ShmChannel::kReply, 100, 0, &n, &timed_out);
-    if (s.ok()) break;
-    const std::string gone = ExitReason();
-    if (!gone.empty()) return Status::Error("cpu worker %s before its hello", gone.c_str());
-    if (!timed_out || std::chrono::steady_clock::now() > deadline) {
-      return Status::Error("cpu worker: no hello reply within %d ms", o.start_timeout_ms);
-    }
-  }
+  PI_RETURN_IF_ERROR(AwaitReply(o.start_timeout_ms, 0, &n));
   return ParseHelloReply(channel_.slot(ShmChannel::kReply), n, &resident_bytes_, &backend_)
       .WithContext("cpu worker " + std::to_string(pid_));
 }
@@ -140,8 +129,11 @@ void ShmWorker::StartStep(int layer, int batch, const float* x, const int32_t* i
   channel_.Publish(ShmChannel::kRequest, StepRequestBytes(batch, n_embd_, n_ids));
 }
 
-Status ShmWorker::WaitStep(int timeout_ms, const float** y, int64_t* fired, int64_t* worker_ns) {
-  size_t n = 0;
+Status ShmWorker::AwaitReply(int timeout_ms, int spin_us, size_t* n) {
+  // What is awaited, for the errors only: the hello before the first step.
+  auto awaited = [this] {
+    return step_id_ == 0 ? std::string("its hello") : "step " + std::to_string(step_id_);
+  };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
     // Short waits, so a dead worker is noticed between them, well before the deadline.
@@ -150,18 +142,22 @@ Status ShmWorker::WaitStep(int timeout_ms, const float** y, int64_t* fired, int6
         100, std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
                                       deadline - std::chrono::steady_clock::now())
                                       .count())));
-    const Status s = channel_.WaitFor(ShmChannel::kReply, chunk, kSpinUs, &n, &timed_out);
-    if (s.ok()) break;
-    if (!timed_out) return s;
+    const Status s = channel_.WaitFor(ShmChannel::kReply, chunk, spin_us, n, &timed_out);
+    if (s.ok() || !timed_out) return s;
     const std::string gone = ExitReason();
-    if (!gone.empty())
-      return Status::Error("cpu worker %s during step %lu", gone.c_str(),
-                           static_cast<unsigned long>(step_id_));
+    if (!gone.empty()) {
+      return Status::Error("cpu worker %s before answering %s", gone.c_str(), awaited().c_str());
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::Error("cpu worker %d did not answer step %lu within %d ms", pid_,
-                           static_cast<unsigned long>(step_id_), timeout_ms);
+      return Status::Error("cpu worker %d did not answer %s within %d ms", pid_, awaited().c_str(),
+                           timeout_ms);
     }
   }
+}
+
+Status ShmWorker::WaitStep(int timeout_ms, const float** y, int64_t* fired, int64_t* worker_ns) {
+  size_t n = 0;
+  PI_RETURN_IF_ERROR(AwaitReply(timeout_ms, kSpinUs, &n));
   const float round_trip_us =
       std::chrono::duration<float, std::micro>(std::chrono::steady_clock::now() - step_start_)
           .count();

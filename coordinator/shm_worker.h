@@ -92,6 +92,10 @@ class ShmWorker : public FfnShard {
   std::string ExitReason();
   // Creates the channel, spawns the worker and waits for its hello reply.
   Status Spawn();
+  // Waits for the reply to the hello (before any step) or to the current
+  // step, in slices of at most 100 ms so a worker that died is named at once,
+  // at most `timeout_ms`; *n = the reply's size.
+  Status AwaitReply(int timeout_ms, int spin_us, size_t* n);
 
   ShmChannel channel_;
   pid_t pid_ = -1;
