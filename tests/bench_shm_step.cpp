@@ -13,16 +13,10 @@
 #include <vector>
 
 #include "common/synthetic_model.h"
+#include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
 
 namespace {
-
-std::string WorkerBinary() {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = n > 0 ? std::string(self, n) : std::string("./bench-shm-step");
-  return dir.substr(0, dir.rfind('/')) + "/pi-cpu-worker";
-}
 
 void BM_ShmStepRoundTrip(benchmark::State& state) {
   const int n_embd = static_cast<int>(state.range(0));
@@ -39,7 +33,7 @@ void BM_ShmStepRoundTrip(benchmark::State& state) {
   pi::LlamaModel model;
   pi::ShmWorker worker;
   pi::ShmWorkerOptions opt;
-  opt.binary = WorkerBinary();
+  opt.binary = pi::SiblingBinary("pi-cpu-worker");
   opt.model_path = path;
   pi::Status s = pi::WriteSyntheticModel(o, path);
   if (s.ok()) s = pi::LoadLlamaModel(path, &model);

@@ -290,9 +290,33 @@ class ShmWorkerTest : public ::testing::Test {
     opt_.max_batch = 2;
   }
   void TearDown() override { unlink(path_.c_str()); }
+  // A one-process engine (ref_) and one whose cold neurons are in
+  // `n_workers` worker processes (split_), both oracle-sparse, one thread.
+  void StartEngines(int n_workers) {
+    EngineOptions plain;
+    plain.n_threads = 1;
+    plain.sparse = SparseMode::kOracle;
+    ASSERT_TRUE(Engine::Create(&model_, plain, &ref_).ok());
+    EngineOptions with = plain;
+    ASSERT_TRUE(
+        StartLocalCpuWorkers(opt_.binary, path_, model_, n_workers, 1, &with, &workers_).ok());
+    ASSERT_TRUE(Engine::Create(&model_, with, &split_).ok());
+  }
+  // One greedy step of both engines from their last tokens *a and *b.
+  void GreedyStep(int32_t* a, int32_t* b) {
+    ASSERT_TRUE(ref_->Eval(a, 1).ok());
+    ASSERT_TRUE(split_->Eval(b, 1).ok());
+    const int n_vocab = model_.config.n_vocab;
+    const float* la = ref_->logits();
+    const float* lb = split_->logits();
+    *a = static_cast<int32_t>(std::max_element(la, la + n_vocab) - la);
+    *b = static_cast<int32_t>(std::max_element(lb, lb + n_vocab) - lb);
+  }
   std::string path_;
   LlamaModel model_;
   ShmWorkerOptions opt_;
+  std::vector<std::unique_ptr<ShmWorker>> workers_;  // outlive the engines
+  std::unique_ptr<Engine> ref_, split_;
 };
 
 TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
@@ -378,73 +402,46 @@ TEST_F(ShmWorkerTest, WrongModelIsRefusedAtHello) {
 // (SIGSTOP) mid-generation are covered by the engine's own computation for
 // that step, restarted at the next, and the tokens do not change.
 TEST_F(ShmWorkerTest, EngineWithWorkersSurvivesKilledAndStoppedWorkers) {
-  EngineOptions plain;
-  plain.n_threads = 1;
-  plain.sparse = SparseMode::kOracle;
-  std::unique_ptr<Engine> ref;
-  ASSERT_TRUE(Engine::Create(&model_, plain, &ref).ok());
-  EngineOptions with = plain;
-  std::vector<std::unique_ptr<ShmWorker>> workers;
-  ASSERT_TRUE(StartLocalCpuWorkers(opt_.binary, path_, model_, 2, 1, &with, &workers).ok());
-  for (auto& w : workers) w->set_step_timeout_ms(300);
-  std::unique_ptr<Engine> split;
-  ASSERT_TRUE(Engine::Create(&model_, with, &split).ok());
+  ASSERT_NO_FATAL_FAILURE(StartEngines(2));
+  for (auto& w : workers_) w->set_step_timeout_ms(300);
   int32_t a = 1, b = 1;
   const int n_vocab = model_.config.n_vocab;
   for (int step = 0; step < 16; ++step) {
-    if (step == 5) kill(workers[0]->pid(), SIGKILL);
-    if (step == 9) kill(workers[1]->pid(), SIGSTOP);
-    ASSERT_TRUE(ref->Eval(&a, 1).ok());
-    ASSERT_TRUE(split->Eval(&b, 1).ok());
+    if (step == 5) kill(workers_[0]->pid(), SIGKILL);
+    if (step == 9) kill(workers_[1]->pid(), SIGSTOP);
+    ASSERT_NO_FATAL_FAILURE(GreedyStep(&a, &b));
     // The shards' sums are added in another order than one process adds its
     // neurons: the logits agree to rounding, the tokens exactly.
-    const float* la = ref->logits();
-    const float* lb = split->logits();
+    const float* la = ref_->logits();
+    const float* lb = split_->logits();
     float scale = 1e-6f;
     for (int i = 0; i < n_vocab; ++i) scale = std::max(scale, std::fabs(la[i]));
     for (int i = 0; i < n_vocab; ++i) ASSERT_NEAR(la[i], lb[i], 1e-4f * scale) << step;
-    a = static_cast<int32_t>(std::max_element(la, la + n_vocab) - la);
-    b = static_cast<int32_t>(std::max_element(lb, lb + n_vocab) - lb);
     ASSERT_EQ(a, b) << "step " << step;
   }
   // Each lost worker was restarted at the next step and served the rest.
-  EXPECT_EQ(split->shard_failures(), 2);
-  EXPECT_EQ(split->shard_recoveries(), 2);
-  EXPECT_EQ(workers[0]->restarts(), 1);
-  EXPECT_EQ(workers[1]->restarts(), 1);
-  EXPECT_THAT(split->shard_error(), HasSubstr("did not answer"));  // the stopped one, last
-  for (auto& w : workers) EXPECT_EQ(kill(w->pid(), 0), 0);         // the new processes run
+  EXPECT_EQ(split_->shard_failures(), 2);
+  EXPECT_EQ(split_->shard_recoveries(), 2);
+  EXPECT_EQ(workers_[0]->restarts(), 1);
+  EXPECT_EQ(workers_[1]->restarts(), 1);
+  EXPECT_THAT(split_->shard_error(), HasSubstr("did not answer"));  // the stopped one, last
+  for (auto& w : workers_) EXPECT_EQ(kill(w->pid(), 0), 0);         // the new processes run
 }
 
 // A worker that cannot come back (its model file is gone: the coordinator
 // still has its own mapping) leaves its neurons here; tokens unchanged.
 TEST_F(ShmWorkerTest, AWorkerThatCannotComeBackLeavesItsNeuronsHere) {
-  EngineOptions plain;
-  plain.n_threads = 1;
-  plain.sparse = SparseMode::kOracle;
-  std::unique_ptr<Engine> ref;
-  ASSERT_TRUE(Engine::Create(&model_, plain, &ref).ok());
-  EngineOptions with = plain;
-  std::vector<std::unique_ptr<ShmWorker>> workers;
-  ASSERT_TRUE(StartLocalCpuWorkers(opt_.binary, path_, model_, 1, 1, &with, &workers).ok());
-  std::unique_ptr<Engine> split;
-  ASSERT_TRUE(Engine::Create(&model_, with, &split).ok());
+  ASSERT_NO_FATAL_FAILURE(StartEngines(1));
   ASSERT_EQ(unlink(path_.c_str()), 0);
-  kill(workers[0]->pid(), SIGKILL);
+  kill(workers_[0]->pid(), SIGKILL);
   int32_t a = 2, b = 2;
-  const int n_vocab = model_.config.n_vocab;
   for (int step = 0; step < 8; ++step) {
-    ASSERT_TRUE(ref->Eval(&a, 1).ok());
-    ASSERT_TRUE(split->Eval(&b, 1).ok());
-    a = static_cast<int32_t>(std::max_element(ref->logits(), ref->logits() + n_vocab) -
-                             ref->logits());
-    b = static_cast<int32_t>(std::max_element(split->logits(), split->logits() + n_vocab) -
-                             split->logits());
+    ASSERT_NO_FATAL_FAILURE(GreedyStep(&a, &b));
     ASSERT_EQ(a, b) << "step " << step;
   }
-  EXPECT_EQ(split->shard_failures(), 1);
-  EXPECT_EQ(split->shard_recoveries(), 0);
-  EXPECT_GE(workers[0]->restarts(), 1);  // tried, and refused: the file is gone
+  EXPECT_EQ(split_->shard_failures(), 1);
+  EXPECT_EQ(split_->shard_recoveries(), 0);
+  EXPECT_GE(workers_[0]->restarts(), 1);  // tried, and refused: the file is gone
 }
 
 }  // namespace
