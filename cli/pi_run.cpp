@@ -217,7 +217,7 @@ pi::Status Load(RunFlags* r, pi::LlamaModel* model, std::unique_ptr<pi::Tokenize
   }
   PI_RETURN_IF_ERROR(pi::Tokenizer::FromGguf(*model->file, tok).WithContext(r->model_path));
   pi::NoteSparseSupport("pi-run", *model, r->opt.sparse);
-  const int n_ctx = r->opt.n_ctx > 0 ? r->opt.n_ctx : std::min(model->config.n_ctx_train, 4096);
+  const int n_ctx = pi::Engine::ContextSize(model->config, r->opt.n_ctx);
   pi::NoteContextSize("pi-run", *model, n_ctx);
   PI_RETURN_IF_ERROR(
       pi::SetUpGpuSplit("pi-run", r->model_path, *model, r->split, n_ctx, split, &r->opt));

@@ -42,7 +42,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
     PI_RETURN_IF_ERROR(CheckPredictorPresent(*model));
     PI_RETURN_IF_ERROR(ResolvePredictorThreshold(c, options.sparse_threshold, &threshold));
   }
-  const int n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min(c.n_ctx_train, 4096);
+  const int n_ctx = ContextSize(c, options.n_ctx);
   const int n_batch = std::min(options.n_batch, n_ctx);
   PI_RETURN_IF_ERROR(CheckMemory("the KV cache and buffers for a context of " +
                                      std::to_string(n_ctx) + " tokens (-c) and batches of " +

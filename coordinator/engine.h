@@ -12,6 +12,7 @@
 // more rows than any earlier call.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -70,6 +71,11 @@ class Engine {
   // the memory available (common/memory_limits.h).
   static Status Create(const LlamaModel* model, const EngineOptions& options,
                        std::unique_ptr<Engine>* out);
+  // The context an engine gets for a requested -c: the request, or with 0 the
+  // model's trained context capped at 4096.
+  static int ContextSize(const LlamaConfig& config, int requested) {
+    return requested > 0 ? requested : std::min(config.n_ctx_train, 4096);
+  }
   // The bytes Create allocates for these sizes (an estimate from above; -1
   // when it overflows).
   static int64_t WorkingBytes(const LlamaConfig& config, int n_ctx, int n_batch, int n_threads,
