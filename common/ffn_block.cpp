@@ -100,7 +100,7 @@ Status FfnBlock::InitColdShards(const std::vector<FfnShard*>& shards) {
   shards_ = shards;
   shard_down_.assign(shards.size(), 0);
   shard_retry_at_.assign(shards.size(), std::chrono::steady_clock::time_point());
-  shard_up_since_.assign(shards.size(), std::chrono::steady_clock::now());
+  shard_recovered_at_.assign(shards.size(), std::chrono::steady_clock::time_point());
   shard_backoff_ms_.assign(shards.size(), 0);
   shard_ids_.assign(shards.size(), std::vector<int32_t>(c_.n_ff));
   shard_n_.assign(shards.size(), 0);
@@ -201,7 +201,7 @@ void FfnBlock::RecoverShards() {
     if (!shard_down_[k] || now < shard_retry_at_[k]) continue;
     if (shards_[k]->Recover().ok()) {
       shard_down_[k] = 0;
-      shard_up_since_[k] = std::chrono::steady_clock::now();
+      shard_recovered_at_[k] = std::chrono::steady_clock::now();
       ++shard_recoveries_;
     } else {
       shard_backoff_ms_[k] = std::min(5000, std::max(250, 2 * shard_backoff_ms_[k]));
@@ -215,9 +215,13 @@ void FfnBlock::ShardFailed(size_t k, const Status& s) {
   shard_down_[k] = 1;
   ++shard_failures_;
   shard_error_ = std::string(shards_[k]->name()) + ": " + s.message();
-  // The first recovery is tried at the next step; a shard that fails again
-  // soon after one waits longer each time.
-  if (now - shard_up_since_[k] > std::chrono::minutes(1)) shard_backoff_ms_[k] = 0;
+  // Recovery is tried at the next step, unless the shard fails again within
+  // a minute of coming back: then it waits longer each time (a crash loop
+  // must not cost a restart per step).
+  const auto recovered = shard_recovered_at_[k];
+  const bool relapse = recovered != std::chrono::steady_clock::time_point() &&
+                       now - recovered < std::chrono::minutes(1);
+  shard_backoff_ms_[k] = relapse ? std::min(5000, std::max(250, 2 * shard_backoff_ms_[k])) : 0;
   shard_retry_at_[k] = now + std::chrono::milliseconds(shard_backoff_ms_[k]);
 }
 

@@ -66,9 +66,10 @@ class FfnBlock {
   // (call after InitSplit / InitColdPart), and outlive the block; the model
   // must support sparse FFNs. Single-token steps then always run sparse.
   // A shard whose Wait fails is dropped: its neurons run here until its
-  // Recover() succeeds, tried at the next step, then with backoff (250 ms
-  // doubling to 5 s; reset after a minute healthy) (shard_failures(),
-  // shard_recoveries(), shard_error()).
+  // Recover() succeeds, tried at the next step — or, for a shard lost again
+  // within a minute of coming back, and after a failed Recover(), after a
+  // backoff of 250 ms doubling to 5 s (shard_failures(), shard_recoveries(),
+  // shard_error()).
   Status InitColdShards(const std::vector<FfnShard*>& shards);
   int64_t shard_failures() const { return shard_failures_; }
   int64_t shard_recoveries() const { return shard_recoveries_; }
@@ -152,8 +153,9 @@ class FfnBlock {
   std::vector<int64_t> shard_n_;                 // [shards]
   std::vector<int32_t> local_ids_;               // [n_ff] the candidates computed here
   // Recovery of failed shards: when to try next, the current backoff, and
-  // since when a shard has been up (a minute healthy resets the backoff).
-  std::vector<std::chrono::steady_clock::time_point> shard_retry_at_, shard_up_since_;
+  // when a shard last came back (zero: never; failing again within a minute
+  // of that grows the backoff, a minute healthy resets it).
+  std::vector<std::chrono::steady_clock::time_point> shard_retry_at_, shard_recovered_at_;
   std::vector<int> shard_backoff_ms_;
   int64_t shard_failures_ = 0, shard_recoveries_ = 0;
   std::string shard_error_;

@@ -400,7 +400,8 @@ TEST_F(ShmWorkerTest, WrongModelIsRefusedAtHello) {
 // An engine whose cold neurons are in two worker processes gives the tokens
 // of the one-process engine; a worker killed (SIGKILL) and one stopped
 // (SIGSTOP) mid-generation are covered by the engine's own computation for
-// that step, restarted at the next, and the tokens do not change.
+// that step, restarted at the next, and the tokens do not change; a worker
+// lost again soon after its restart is restarted only after a backoff.
 TEST_F(ShmWorkerTest, EngineWithWorkersSurvivesKilledAndStoppedWorkers) {
   ASSERT_NO_FATAL_FAILURE(StartEngines(2));
   for (auto& w : workers_) w->set_step_timeout_ms(300);
@@ -408,6 +409,7 @@ TEST_F(ShmWorkerTest, EngineWithWorkersSurvivesKilledAndStoppedWorkers) {
   const int n_vocab = model_.config.n_vocab;
   for (int step = 0; step < 16; ++step) {
     if (step == 5) kill(workers_[0]->pid(), SIGKILL);
+    if (step == 7) kill(workers_[0]->pid(), SIGKILL);  // again, soon after its restart
     if (step == 9) kill(workers_[1]->pid(), SIGSTOP);
     ASSERT_NO_FATAL_FAILURE(GreedyStep(&a, &b));
     // The shards' sums are added in another order than one process adds its
@@ -418,11 +420,15 @@ TEST_F(ShmWorkerTest, EngineWithWorkersSurvivesKilledAndStoppedWorkers) {
     for (int i = 0; i < n_vocab; ++i) scale = std::max(scale, std::fabs(la[i]));
     for (int i = 0; i < n_vocab; ++i) ASSERT_NEAR(la[i], lb[i], 1e-4f * scale) << step;
     ASSERT_EQ(a, b) << "step " << step;
+    // Lost again within a minute of its restart, worker 0 is not restarted
+    // at the next step but after a backoff (250 ms: the stopped worker's
+    // 300 ms deadline at step 9 outlasts it).
+    if (step == 6 || step == 8) EXPECT_EQ(workers_[0]->restarts(), 1) << "step " << step;
   }
-  // Each lost worker was restarted at the next step and served the rest.
-  EXPECT_EQ(split_->shard_failures(), 2);
-  EXPECT_EQ(split_->shard_recoveries(), 2);
-  EXPECT_EQ(workers_[0]->restarts(), 1);
+  // Each lost worker was restarted and served on.
+  EXPECT_EQ(split_->shard_failures(), 3);
+  EXPECT_EQ(split_->shard_recoveries(), 3);
+  EXPECT_EQ(workers_[0]->restarts(), 2);
   EXPECT_EQ(workers_[1]->restarts(), 1);
   EXPECT_THAT(split_->shard_error(), HasSubstr("did not answer"));  // the stopped one, last
   for (auto& w : workers_) EXPECT_EQ(kill(w->pid(), 0), 0);         // the new processes run
