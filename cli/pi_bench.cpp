@@ -32,6 +32,7 @@
 #include "cli/read_file.h"
 #include "cli/sparse_note.h"
 #include "cli/tool_main.h"
+#include "common/executable_path.h"
 #include "common/json.h"
 #include "common/memory_bandwidth.h"
 #include "common/placement.h"
@@ -501,7 +502,7 @@ static int Run(int argc, char** argv) {
       std::vector<std::unique_ptr<pi::ShmWorker>> workers;
       pi::EngineOptions shm_opt = split_opt;
       if (std::find(transports.begin(), transports.end(), "shm") != transports.end()) {
-        s = pi::StartLocalCpuWorkers(pi::SiblingBinary("pi-cpu-worker"), path, model, 1, nt,
+        s = pi::StartLocalCpuWorkers(pi::PathNextToExecutable("pi-cpu-worker"), path, model, 1, nt,
                                      &shm_opt, &workers);
         if (!s.ok()) {
           fprintf(stderr, "pi-bench: --transport shm: %s\n", s.message().c_str());

@@ -18,6 +18,7 @@
 #include "cli/read_file.h"
 #include "cli/sparse_note.h"
 #include "cli/tool_main.h"
+#include "common/executable_path.h"
 #include "common/json.h"
 #include "common/llama_model.h"
 #include "common/progress.h"
@@ -223,7 +224,7 @@ pi::Status Load(RunFlags* r, pi::LlamaModel* model, std::unique_ptr<pi::Tokenize
       pi::SetUpGpuSplit("pi-run", r->model_path, *model, r->split, n_ctx, split, &r->opt));
   if (r->cpu_workers > 0) {
     PI_RETURN_IF_ERROR(pi::StartLocalCpuWorkers(
-        pi::SiblingBinary("pi-cpu-worker"), r->model_path, *model, r->cpu_workers,
+        pi::PathNextToExecutable("pi-cpu-worker"), r->model_path, *model, r->cpu_workers,
         std::max(1, r->opt.n_threads / r->cpu_workers), &r->opt, workers));
     for (const auto& w : *workers) {
       fprintf(stderr, "pi-run: %s: %s backend, %.1f MiB of cold neurons\n", w->name(),

@@ -1,7 +1,5 @@
 #include "coordinator/local_workers.h"
 
-#include <unistd.h>
-
 namespace pi {
 
 std::vector<std::vector<int32_t>> HotNeuronSets(const LlamaModel& model,
@@ -47,14 +45,6 @@ Status StartLocalCpuWorkers(const std::string& binary, const std::string& model_
     options->cold_shards.push_back(workers->back().get());
   }
   return Status::Ok();
-}
-
-std::string SiblingBinary(const char* name) {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) return name;
-  const std::string path(self, static_cast<size_t>(len));
-  return path.substr(0, path.rfind('/') + 1) + name;
 }
 
 }  // namespace pi

@@ -29,7 +29,4 @@ Status StartLocalCpuWorkers(const std::string& binary, const std::string& model_
                             const LlamaModel& model, int n, int threads, EngineOptions* options,
                             std::vector<std::unique_ptr<ShmWorker>>* workers);
 
-// The pi-cpu-worker next to the running executable.
-std::string SiblingBinary(const char* name);
-
 }  // namespace pi

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/executable_path.h"
 #include "common/synthetic_model.h"
-#include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
 
 namespace {
@@ -33,7 +33,7 @@ void BM_ShmStepRoundTrip(benchmark::State& state) {
   pi::LlamaModel model;
   pi::ShmWorker worker;
   pi::ShmWorkerOptions opt;
-  opt.binary = pi::SiblingBinary("pi-cpu-worker");
+  opt.binary = pi::PathNextToExecutable("pi-cpu-worker");
   opt.model_path = path;
   pi::Status s = pi::WriteSyntheticModel(o, path);
   if (s.ok()) s = pi::LoadLlamaModel(path, &model);
