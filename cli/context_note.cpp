@@ -15,9 +15,4 @@ void NoteContextSize(const char* tool, const LlamaModel& model, int n_ctx) {
   }
 }
 
-int RepeatLastNForContext(int repeat_last_n, int n_ctx) {
-  if (repeat_last_n < 0) return n_ctx;
-  return std::min(repeat_last_n, n_ctx);
-}
-
 }  // namespace pi

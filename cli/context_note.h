@@ -10,8 +10,4 @@ namespace pi {
 // when n_ctx is beyond what the model was trained on, as llama.cpp does.
 void NoteContextSize(const char* tool, const LlamaModel& model, int n_ctx);
 
-// --repeat-last-n as llama.cpp reads it: -1 is the whole context, and no
-// value may exceed the context (the sampler's history is sized by it).
-int RepeatLastNForContext(int repeat_last_n, int n_ctx);
-
 }  // namespace pi

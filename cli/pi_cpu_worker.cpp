@@ -58,7 +58,10 @@ static int Run(int argc, char** argv) {
   }
   // Die with the parent; the check closes the race with a parent that died
   // before the prctl.
+  // Ctrl-C in a terminal reaches the whole process group: the parent stops
+  // its workers itself, after the request in hand.
   if (opt.parent_pid != 0) {
+    signal(SIGINT, SIG_IGN);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != opt.parent_pid) return 1;
   }

@@ -18,9 +18,9 @@
 #include "cli/cache_type_flags.h"
 #include "cli/tool_main.h"
 #include "common/activation_stats.h"
-#include "common/memory_limits.h"
 #include "common/gpu_index.h"
 #include "common/llama_model.h"
+#include "common/memory_limits.h"
 #include "common/placement.h"
 
 namespace {

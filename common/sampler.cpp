@@ -6,6 +6,30 @@
 
 namespace pi {
 
+Status CheckSamplerParams(const SamplerParams& sp) {
+  if (sp.top_k < 0) return Status::Error("top-k out of range: must be >= 0, got %d", sp.top_k);
+  if (!(sp.top_p > 0.0f && sp.top_p <= 1.0f)) {
+    return Status::Error("top-p out of range: must be in (0, 1], got %g", sp.top_p);
+  }
+  if (!(sp.min_p >= 0.0f && sp.min_p <= 1.0f)) {
+    return Status::Error("min-p out of range: must be in [0, 1], got %g", sp.min_p);
+  }
+  if (!(sp.repeat_penalty > 0.0f)) {
+    return Status::Error("repeat-penalty out of range: must be > 0, got %g", sp.repeat_penalty);
+  }
+  if (sp.repeat_last_n < -1) {
+    return Status::Error("repeat-last-n out of range: must be -1 or more, got %d",
+                         sp.repeat_last_n);
+  }
+  if (sp.temp != sp.temp) return Status::Error("temp out of range: not a number");
+  return Status::Ok();
+}
+
+int RepeatLastNForContext(int repeat_last_n, int n_ctx) {
+  if (repeat_last_n < 0) return n_ctx;
+  return std::min(repeat_last_n, n_ctx);
+}
+
 Sampler::Sampler(const SamplerParams& params, int n_vocab)
     : params_(params), n_vocab_(n_vocab), seed_(params.seed) {
   if (seed_ == 0xFFFFFFFFu) {

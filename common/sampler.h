@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "common/status.h"
+
 namespace pi {
 
 struct SamplerParams {
@@ -22,6 +24,14 @@ struct SamplerParams {
   int repeat_last_n = 64;
   uint32_t seed = 0xFFFFFFFFu;  // 0xFFFFFFFF (-1) = random
 };
+
+// An error naming the first parameter out of range (by llama.cpp's flag
+// name: "top-k out of range: ..."); temp may be anything but NaN.
+Status CheckSamplerParams(const SamplerParams& params);
+
+// repeat_last_n for a context of n_ctx: -1 means the whole context, and
+// more than the context is capped at it.
+int RepeatLastNForContext(int repeat_last_n, int n_ctx);
 
 class Sampler {
  public:

@@ -17,7 +17,8 @@ size_t FindStopString(const std::string& text, size_t fresh,
 }
 
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
-              const GenerationRequest& request, const TextCallback& on_text, GenerationResult* g) {
+              const GenerationRequest& request, const TokenCallback& on_token,
+              GenerationResult* g) {
   *g = GenerationResult();
   const double t_prompt = NowSeconds();
   Status s = engine->Eval(request.prompt.data(), static_cast<int>(request.prompt.size()));
@@ -45,7 +46,7 @@ void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
     sampler->Accept(id);
     const std::string piece = tok.TokenToPiece(id);
     g->text += piece;
-    if (on_text && !on_text(stream.Push(piece))) {
+    if (on_token && !on_token(id, stream.Push(piece))) {
       g->stop_reason = "cancelled";
       cancelled = true;
       break;
@@ -70,7 +71,7 @@ void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
     ++g->n_eval;
   }
   g->eval_s = NowSeconds() - t_gen - g->sample_s;
-  if (on_text && !cancelled) on_text(stream.Flush());
+  if (on_token && !cancelled) on_token(-1, stream.Flush());
 }
 
 }  // namespace pi

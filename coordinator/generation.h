@@ -33,14 +33,15 @@ struct GenerationResult {
   std::string error;  // for "error"
 };
 
-// Receives the text as it becomes whole UTF-8 (possibly empty); returning
-// false cancels the request. Called once more at the end with what is left.
-using TextCallback = std::function<bool(const std::string& text)>;
+// Told of each generated token and the text that became whole UTF-8 with it
+// (possibly empty); returning false cancels the request. Called once more at
+// the end, with id -1, with what is left.
+using TokenCallback = std::function<bool(int32_t id, const std::string& text)>;
 
 // The engine must be fresh or Reset(); the sampler's history gets the
 // prompt. Allocates only the result's growth.
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
-              const GenerationRequest& request, const TextCallback& on_text,
+              const GenerationRequest& request, const TokenCallback& on_token,
               GenerationResult* result);
 
 // The position of the first stop string in `text` that ends within its last

@@ -37,13 +37,13 @@ run_ctest() {
 }
 
 echo "== Release build + tests"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPI_GRPC=ON
 cmake --build build -j "$JOBS"
 run_ctest build -j "$JOBS" "${gpu_args[@]}"
 
 echo "== ASan + UBSan build + tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPI_SANITIZE=ON -DPI_CUDA=OFF \
-  -DPI_BUILD_BENCHMARKS=OFF
+  -DPI_GRPC=ON -DPI_BUILD_BENCHMARKS=OFF
 cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_ctest build-asan -j "$JOBS" -LE "gpu|slow"

@@ -177,7 +177,7 @@ def pi_run_cases():
     ok = ["-n", "2", "--temp", "0"]
     cases = common_cases(t, m) + model_cases(t, "-m", ["-p", "hi", "-n", "1"])
     cases += [usage(t, m + ["-p"], "-p expects a value"), usage(t, m + ["-n"], "-n expects")]
-    cases += int_cases(t, "-n", m, [])
+    cases += int_cases(t, "-n", m, ["-3"], message="-n must be -2 or more")
     cases += int_cases(t, "-t", m, ["0", "-1"], message="-t")
     cases += int_cases(t, "-c", m, ["-1"], message="-c")
     cases += int_cases(t, "-b", m, ["0", "-3"], message="-b")
@@ -527,6 +527,44 @@ def run_case(bin_dir, tmp, case, sanitized, before):
     return None
 
 
+def served_cases(bin_dir):
+    """pi-launch and pi-client (built with gRPC): bad flags and unusable input. A valid
+    pi-launch serves until stopped, so only its failures are here (tests/launch_test.py
+    runs it)."""
+    if not os.path.exists(os.path.join(bin_dir, "pi-launch")):
+        return []
+    t, m = "pi-launch", ["-m", "demo.gguf"]
+    cases = common_cases(t, m) + model_cases(t, "-m", ["--listen", "127.0.0.1:0"])
+    cases += int_cases(t, "--max-queue", m, ["-1", "100001"], message="--max-queue")
+    cases += int_cases(t, "-t", m, ["0"], message="-t")
+    cases += [
+        bad_input(t, m + ["--listen", "nonsense"], "--listen expects HOST:PORT"),
+        bad_input(t, m + ["--listen", "127.0.0.1:"], "--listen expects HOST:PORT"),
+        bad_input(t, m + ["--listen", "256.1.1.1:5"], "cannot listen on"),
+        bad_input(t, m + ["--cpu-workers", "1", "--listen", "127.0.0.1:0"],
+                  "sparse-capable model"),
+        bad_input(t, m + ["-c", "2000000000", "--listen", "127.0.0.1:0"], "(-c)"),
+    ]
+    t = "pi-client"
+    # A port nothing listens on (port 1 on loopback: refused at once).
+    none = ["--server", "127.0.0.1:1", "--timeout", "1"]
+    cases += common_cases(t, none)
+    cases += int_cases(t, "--timeout", [], ["0", "-1", "86401"], message="--timeout")
+    cases += int_cases(t, "--top-k", none, ["-1"], message="out of range")
+    cases += [
+        usage(t, ["-p"], "-p expects a value"),
+        usage(t, ["--stop", ""], "--stop expects a non-empty text"),
+        usage(t, ["-n", "-3"], "-n must be -2 or more"),
+        bad_input(t, none + ["-p", "hi"], "no server answers"),
+        bad_input(t, none + ["--health"], "no server answers"),
+        bad_input(t, ["--server", "nonsense:address:x", "--timeout", "1", "--models"],
+                  "no server answers"),
+        bad_input(t, none + ["-f", "missing.txt"], "missing.txt"),
+        bad_input(t, none + ["-f", "dir"], "it is a directory"),
+    ]
+    return cases
+
+
 def main():
     bin_dir = os.path.abspath(sys.argv[1])
     sanitized = "--sanitized" in sys.argv[2:]
@@ -542,7 +580,7 @@ def main():
         cases = (pi_run_cases() + pi_bench_cases() + pi_perplexity_cases() +
                  pi_dump_logits_cases() + pi_tokenize_cases() + pi_synth_cases() +
                  pi_quantize_cases() + pi_place_cases() + pi_profile_cases() +
-                 pi_train_predictor_cases() + relu_cases())
+                 pi_train_predictor_cases() + relu_cases() + served_cases(bin_dir))
         if only:
             cases = [c for c in cases if any(o in c.name() for o in only)]
         failures = 0

@@ -37,7 +37,7 @@ class GenerationTest : public ::testing::Test {
     ASSERT_TRUE(Tokenizer::FromGguf(*model_.file, &tok_).ok());
   }
   // Greedy generation (ignoring end of text) on a fresh engine of n_ctx.
-  GenerationResult Run(GenerationRequest req, int n_ctx, const TextCallback& cb = nullptr) {
+  GenerationResult Run(GenerationRequest req, int n_ctx, const TokenCallback& cb = nullptr) {
     EngineOptions opt;
     opt.n_threads = 1;
     opt.n_ctx = n_ctx;
@@ -65,10 +65,13 @@ TEST_F(GenerationTest, LengthContextAndStreamedText) {
   GenerationRequest req = Prompt();
   req.n_predict = 6;
   std::string streamed;
-  const GenerationResult g = Run(req, 64, [&](const std::string& t) {
+  std::vector<int32_t> ids;
+  const GenerationResult g = Run(req, 64, [&](int32_t id, const std::string& t) {
+    if (id >= 0) ids.push_back(id);
     streamed += t;
     return true;
   });
+  EXPECT_EQ(ids, g.ids);  // each token told once, in order
   EXPECT_STREQ(g.stop_reason, "length");
   EXPECT_EQ(g.ids.size(), 6u);
   EXPECT_EQ(g.n_eval, 5);  // the last token is sampled, not evaluated
@@ -105,7 +108,7 @@ TEST_F(GenerationTest, StopStringCancelAndError) {
 
   req.stops.clear();
   int calls = 0;
-  const GenerationResult c = Run(req, 64, [&](const std::string&) { return ++calls < 3; });
+  const GenerationResult c = Run(req, 64, [&](int32_t, const std::string&) { return ++calls < 3; });
   EXPECT_STREQ(c.stop_reason, "cancelled");
   EXPECT_EQ(c.ids.size(), 3u);
 

@@ -1,0 +1,62 @@
+// The flags that build an engine, shared by pi-run and pi-launch, and the
+// load they drive: the model (checked with --check-tensors), its tokenizer,
+// the placement (--vram-budget ...), local cpu_workers and the engine.
+//   -m, --model FILE   -t N   -c N   -b N   -ctk/-ctv TYPE   --sparse MODE
+//   --sparse-threshold X   --check-tensors   --cpu-workers N   (gpu_split.h's)
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/gpu_split.h"
+#include "common/llama_model.h"
+#include "common/status.h"
+#include "common/tokenizer.h"
+#include "coordinator/engine.h"
+#include "coordinator/shm_worker.h"
+
+namespace pi {
+
+struct EngineFlags {
+  std::string model_path;  // empty: the bundled demo model
+  EngineOptions opt;       // n_threads defaults to the cores
+  GpuSplitFlags split;
+  int cpu_workers = 0;
+  // pi-launch without --cpu-workers: one worker when the model's FFN can be
+  // split (SupportsSparseFfn), else none, with a note saying why.
+  bool cpu_workers_auto = false;
+  bool check_tensors = false;
+  EngineFlags();
+};
+
+// Help lines for the flags (without the split's: kGpuSplitUsage).
+extern const char kEngineUsage[];
+
+// Consumes `flag` (already read by args->Next()) when it is one of the
+// flags; returns false for any other flag.
+bool ParseEngineFlag(const std::string& flag, ArgReader* args, EngineFlags* flags);
+
+// An error naming the first flag out of range.
+Status CheckEngineFlags(const EngineFlags& flags);
+
+// Everything a loaded engine needs kept alive, in destruction order (the
+// engine before its workers and split).
+struct LoadedEngine {
+  LlamaModel model;
+  std::unique_ptr<Tokenizer> tok;
+  GpuSplit split;
+  std::vector<std::unique_ptr<ShmWorker>> workers;
+  std::unique_ptr<Engine> engine;
+};
+
+// Loads the model, its tokenizer, the split and the local workers (a line
+// per worker on stderr, prefixed with `tool`), then the engine.
+Status LoadEngine(const char* tool, EngineFlags* flags, LoadedEngine* out);
+
+// Stops the workers (after the engine is done with them); reports a worker
+// that did not stop cleanly unless failures were already reported.
+void StopWorkers(const char* tool, LoadedEngine* loaded);
+
+}  // namespace pi

@@ -1,0 +1,120 @@
+// pi-launch: loads a model, places it (--vram-budget), starts the local
+// cpu_worker processes and serves clients over gRPC (pi-client, or any
+// client of proto/pi.proto) until SIGINT/SIGTERM, then stops its workers.
+//
+//   pi-launch --vram-budget 11G -m model.gguf
+//   pi-launch --listen 127.0.0.1:0 --cpu-workers 2 --sparse oracle -m model.gguf
+#include <cstdio>
+#include <string>
+
+#include "cli/args.h"
+#include "cli/cache_type_flags.h"
+#include "cli/engine_flags.h"
+#include "cli/gpu_split.h"
+#include "cli/tool_main.h"
+#include "common/sparse_mode.h"
+#include "coordinator/grpc_server.h"
+
+namespace {
+
+void Usage() {
+  fputs(
+      "usage: pi-launch [options]\n"
+      "  --listen HOST:PORT      where clients connect (default 127.0.0.1:50051; port 0\n"
+      "                          picks a free one, printed at start)\n"
+      "  --max-queue N           requests that may wait behind the running one; more are\n"
+      "                          refused at once with RESOURCE_EXHAUSTED (default 8)\n"
+      "  (--cpu-workers defaults to 1 when the model's FFN can be split, else 0)\n",
+      stderr);
+  fputs(pi::kEngineUsage, stderr);
+  fputs(pi::kCacheTypeUsage, stderr);
+  fputs(pi::kGpuSplitUsage, stderr);
+}
+
+struct LaunchFlags {
+  pi::EngineFlags engine;
+  pi::CoordinatorServerOptions server;
+  bool cpu_workers_given = false;
+};
+
+// Returns -1 to go on, else the exit status (0 after --help).
+int ParseFlags(int argc, char** argv, LaunchFlags* l) {
+  pi::ArgReader args("pi-launch", argc, argv);
+  while (!args.Done() && !args.failed()) {
+    const std::string f = args.Next();
+    if (f == "--listen")
+      l->server.listen = args.String(f);
+    else if (f == "--max-queue")
+      l->server.max_queue = args.Int(f);
+    else if (pi::ParseEngineFlag(f, &args, &l->engine)) {
+      if (f == "--cpu-workers") l->cpu_workers_given = true;
+    } else if (f == "-h" || f == "--help") {
+      Usage();
+      return 0;
+    } else
+      args.Fail("unknown flag '" + f + "' (see --help)");
+  }
+  if (args.failed()) return 2;
+  pi::Status s = pi::CheckEngineFlags(l->engine);
+  if (s.ok() && (l->server.max_queue < 0 || l->server.max_queue > 100000)) {
+    s = pi::Status::Error("--max-queue must be 0 to 100000, got %d", l->server.max_queue);
+  }
+  if (!s.ok()) {
+    fprintf(stderr, "pi-launch: %s\n", s.message().c_str());
+    return 2;
+  }
+  return -1;
+}
+
+pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
+  pi::ServedModel served;
+  served.model_path = l.engine.model_path;
+  served.engine = loaded.engine.get();
+  served.tok = loaded.tok.get();
+  served.sparse = pi::SparseModeName(l.engine.opt.sparse);
+  served.vram_budget = l.engine.split.vram_budget;
+  served.hot_backend = loaded.split.device ? "cuda" : loaded.split.backend ? "host" : "none";
+  for (const auto& w : loaded.workers) {
+    int64_t neurons = 0;
+    for (const auto& layer : w->owned()) neurons += static_cast<int64_t>(layer.size());
+    served.workers.push_back({w->name(), "shm", w->backend(), w->resident_bytes(), neurons});
+  }
+  return served;
+}
+
+}  // namespace
+
+static int Run(int argc, char** argv) {
+  // Before any thread exists: only the server's waiter takes SIGINT/SIGTERM.
+  pi::BlockTerminationSignals();
+  LaunchFlags l;
+  const int flags_status = ParseFlags(argc, argv, &l);
+  if (flags_status >= 0) return flags_status;
+  if (!pi::IsLoopbackHost(l.server.listen)) {
+    fprintf(stderr,
+            "pi-launch: warning: --listen %s is beyond loopback: anyone who can reach it may "
+            "submit requests (there is no client authentication or TLS yet)\n",
+            l.server.listen.c_str());
+  }
+  pi::LoadedEngine loaded;
+  l.engine.cpu_workers_auto = !l.cpu_workers_given;
+  pi::Status s = pi::LoadEngine("pi-launch", &l.engine, &loaded);
+  if (s.ok()) {
+    s = pi::ServeCoordinator(l.server, Describe(l, loaded), [&](const std::string& address) {
+      fprintf(stderr, "pi-launch: serving %s on %s (%d cpu worker(s), max queue %d)\n",
+              l.engine.model_path.c_str(), address.c_str(), static_cast<int>(loaded.workers.size()),
+              l.server.max_queue);
+    });
+  }
+  pi::StopWorkers("pi-launch", &loaded);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-launch: %s\n", s.message().c_str());
+    return 1;
+  }
+  fprintf(stderr, "pi-launch: stopped\n");
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  return pi::RunTool("pi-launch", Run, argc, argv);
+}

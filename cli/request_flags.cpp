@@ -1,0 +1,67 @@
+#include "cli/request_flags.h"
+
+#include "cli/read_file.h"
+
+namespace pi {
+
+const char kRequestUsage[] =
+    "  -p, --prompt TEXT       prompt\n"
+    "  -f, --file FILE         read the prompt from a file\n"
+    "  -n, --n-predict N       tokens to generate (-1 = until end of text or context, -2 =\n"
+    "                          until the context is full; default -1)\n"
+    "  --ignore-eos            keep generating past end of text\n"
+    "  --stop TEXT             stop when the generated text contains TEXT (repeatable)\n"
+    "  --temp X                temperature, <= 0 is greedy (default 0.8)\n"
+    "  --top-k N               (default 40, 0 = off)\n"
+    "  --top-p X               (default 0.95, 1 = off)\n"
+    "  --min-p X               (default 0.05, 0 = off)\n"
+    "  --repeat-penalty X      (default 1.0 = off)\n"
+    "  --repeat-last-n N       (default 64, -1 = the context; capped at the context)\n"
+    "  -s, --seed N            (default -1 = random)\n";
+
+bool ParseRequestFlag(const std::string& f, ArgReader* args, RequestFlags* r) {
+  SamplerParams* sp = &r->sampling;
+  if (f == "-p" || f == "--prompt")
+    r->prompt = args->String(f);
+  else if (f == "-f" || f == "--file")
+    r->prompt_file = args->String(f);
+  else if (f == "-n" || f == "--n-predict")
+    r->n_predict = args->Int(f);
+  else if (f == "--ignore-eos")
+    r->ignore_eos = true;
+  else if (f == "--stop") {
+    const std::string stop = args->String(f);
+    if (!args->failed() && stop.empty()) args->Fail("--stop expects a non-empty text");
+    r->stops.push_back(stop);
+  } else if (f == "--temp")
+    sp->temp = args->Float(f);
+  else if (f == "--top-k")
+    sp->top_k = args->Int(f);
+  else if (f == "--top-p")
+    sp->top_p = args->Float(f);
+  else if (f == "--min-p")
+    sp->min_p = args->Float(f);
+  else if (f == "--repeat-penalty")
+    sp->repeat_penalty = args->Float(f);
+  else if (f == "--repeat-last-n")
+    sp->repeat_last_n = args->Int(f);
+  else if (f == "-s" || f == "--seed")
+    sp->seed = static_cast<uint32_t>(args->Int64(f));
+  else
+    return false;
+  return true;
+}
+
+Status CheckRequestFlags(const RequestFlags& r) {
+  // llama.cpp's -1 (until end of text) and -2 (until the context is full)
+  // both end at the context here.
+  if (r.n_predict < -2) return Status::Error("-n must be -2 or more, got %d", r.n_predict);
+  return CheckSamplerParams(r.sampling);
+}
+
+Status ReadPromptFile(RequestFlags* r) {
+  if (r->prompt_file.empty()) return Status::Ok();
+  return ReadWholeFile(r->prompt_file, &r->prompt).WithContext("prompt file");
+}
+
+}  // namespace pi

@@ -1,0 +1,38 @@
+// The flags of a generation request, shared by pi-run and pi-client:
+//   -p, --prompt TEXT   -f, --file FILE   -n, --n-predict N   --ignore-eos
+//   --stop TEXT (repeatable)   and llama.cpp's sampling flags: --temp X
+//   --top-k N  --top-p X  --min-p X  --repeat-penalty X  --repeat-last-n N
+//   -s, --seed N
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "common/sampler.h"
+#include "common/status.h"
+
+namespace pi {
+
+struct RequestFlags {
+  std::string prompt, prompt_file;
+  int n_predict = -1;
+  bool ignore_eos = false;
+  std::vector<std::string> stops;
+  SamplerParams sampling;
+};
+
+// Help lines for the flags, with llama.cpp's defaults.
+extern const char kRequestUsage[];
+
+// Consumes `flag` (already read by args->Next()) when it is one of the
+// flags; returns false for any other flag.
+bool ParseRequestFlag(const std::string& flag, ArgReader* args, RequestFlags* flags);
+
+// An error naming the first value out of range.
+Status CheckRequestFlags(const RequestFlags& flags);
+
+// With -f, reads the prompt file into flags->prompt (the error names it).
+Status ReadPromptFile(RequestFlags* flags);
+
+}  // namespace pi
