@@ -11,6 +11,11 @@
 #include "common/executable_path.h"
 #include "common/tensor_check.h"
 #include "coordinator/local_workers.h"
+#include "coordinator/shm_worker.h"
+#ifdef PI_HAVE_GRPC
+#include "common/transport/listen_address.h"
+#include "coordinator/grpc_worker.h"
+#endif
 
 namespace pi {
 
@@ -32,7 +37,14 @@ const char kEngineUsage[] =
     "  --check-tensors         check every weight is finite when loading\n"
     "  --cpu-workers N         the cold FFN neurons in N local pi-cpu-worker processes\n"
     "                          over shared memory (a sparse-capable model; a worker that\n"
-    "                          dies is replaced by this process, same tokens)\n";
+    "                          dies is replaced by this process, same tokens)\n"
+    "  --cpu-worker HOST:PORT  also a remote pi-cpu-worker --listen, over gRPC (repeatable;\n"
+    "                          the cold neurons are split across all workers)\n"
+    "  --auth-token-file F     the token the remote workers share (required with them)\n"
+    "  --tls-ca F              reach remote workers over TLS, checking their certificate\n"
+    "  --tls-cert F --tls-key F  the client certificate, for workers that require one\n"
+    "  --worker-timeout MS     a worker that has not answered a step by then is lost: its\n"
+    "                          neurons run here until it is back (default 1000)\n";
 
 bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
   if (f == "-m" || f == "--model")
@@ -47,6 +59,18 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
     e->cpu_workers = args->Int(f);
   else if (f == "--check-tensors")
     e->check_tensors = true;
+  else if (f == "--cpu-worker")
+    e->remote_workers.push_back(args->String(f));
+  else if (f == "--auth-token-file")
+    e->secrets.token = args->String(f);
+  else if (f == "--tls-ca")
+    e->secrets.tls_ca = args->String(f);
+  else if (f == "--tls-cert")
+    e->secrets.tls_cert = args->String(f);
+  else if (f == "--tls-key")
+    e->secrets.tls_key = args->String(f);
+  else if (f == "--worker-timeout")
+    e->worker_timeout_ms = args->Int(f);
   else if (ParseCacheTypeFlag(f, args, &e->opt.cache_type_k, &e->opt.cache_type_v) ||
            ParseSparseFlag(f, args, &e->opt.sparse, &e->opt.sparse_threshold) ||
            ParseGpuSplitFlag(f, args, &e->split)) {
@@ -64,8 +88,78 @@ Status CheckEngineFlags(const EngineFlags& e) {
     return Status::Error("-c must be 0 (the model's) or positive, got %d", e.opt.n_ctx);
   }
   if (e.opt.n_batch < 1) return Status::Error("-b must be at least 1, got %d", e.opt.n_batch);
+  if (e.worker_timeout_ms < 10 || e.worker_timeout_ms > 600000) {
+    return Status::Error("--worker-timeout must be 10 to 600000 ms, got %d", e.worker_timeout_ms);
+  }
+  const WorkerSecretFiles& f = e.secrets;
+  if (e.remote_workers.empty()) {
+    if (!f.token.empty() || !f.tls_ca.empty() || !f.tls_cert.empty() || !f.tls_key.empty()) {
+      return Status::Error(
+          "--auth-token-file and --tls-* secure remote workers: give them with --cpu-worker");
+    }
+    return Status::Ok();
+  }
+#ifdef PI_HAVE_GRPC
+  if (e.cpu_workers + e.remote_workers.size() > 64) {
+    return Status::Error("at most 64 cpu workers in all (--cpu-workers and --cpu-worker)");
+  }
+  for (const std::string& address : e.remote_workers) {
+    std::string host;
+    int port = 0;
+    PI_RETURN_IF_ERROR(SplitHostPort(address, "--cpu-worker", &host, &port));
+    if (port == 0) return Status::Error("--cpu-worker %s: port 0 names no worker", address.c_str());
+  }
+  return CheckWorkerSecretFiles(e.secrets, true);
+#else
+  return Status::Error("--cpu-worker needs a build with gRPC (PI_GRPC)");
+#endif
+}
+
+namespace {
+
+// Starts the local workers and connects the remote ones, the non-hot
+// neurons split across all of them.
+Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
+                    std::vector<std::unique_ptr<CpuWorker>>* workers) {
+  const int n_local = e.cpu_workers, n_remote = static_cast<int>(e.remote_workers.size());
+  if (n_local + n_remote == 0) return Status::Ok();
+  std::string why;
+  if (!SupportsSparseFfn(model, &why)) {
+    return Status::Error("cpu workers compute cold neurons, which needs a sparse-capable model: %s",
+                         why.c_str());
+  }
+  const auto slices = SplitColdNeurons(model, e.opt, n_local + n_remote);
+  ShmWorkerOptions local;
+  local.binary = PathNextToExecutable("pi-cpu-worker");
+  local.model_path = e.model_path;
+  local.n_threads = std::max(1, e.opt.n_threads / std::max(1, n_local));
+  local.step_timeout_ms = e.worker_timeout_ms;
+  for (int k = 0; k < n_local; ++k) {
+    auto w = std::make_unique<ShmWorker>();
+    PI_RETURN_IF_ERROR(w->Start(local, model, slices[k]));
+    workers->push_back(std::move(w));
+  }
+#ifdef PI_HAVE_GRPC
+  if (n_remote == 0) return Status::Ok();
+  WorkerSecrets secrets;
+  PI_RETURN_IF_ERROR(ReadWorkerSecrets(e.secrets, &secrets));
+  GrpcWorkerOptions remote;
+  remote.auth_token = secrets.token;
+  remote.tls_ca = secrets.tls_ca;
+  remote.tls_cert = secrets.tls_cert;
+  remote.tls_key = secrets.tls_key;
+  remote.step_timeout_ms = e.worker_timeout_ms;
+  for (int j = 0; j < n_remote; ++j) {
+    remote.address = e.remote_workers[j];
+    auto w = std::make_unique<GrpcWorker>();
+    PI_RETURN_IF_ERROR(w->Connect(remote, model, slices[n_local + j]));
+    workers->push_back(std::move(w));
+  }
+#endif
   return Status::Ok();
 }
+
+}  // namespace
 
 Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   if (e->model_path.empty()) e->model_path = DefaultModelPath();
@@ -81,20 +175,19 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   PI_RETURN_IF_ERROR(
       SetUpGpuSplit(tool, e->model_path, model, e->split, n_ctx, &out->split, &e->opt));
   if (e->cpu_workers_auto) {
+    // Remote workers given: the cold neurons go there; else one local worker.
     std::string why;
-    e->cpu_workers = SupportsSparseFfn(model, &why) ? 1 : 0;
-    if (e->cpu_workers == 0) {
+    e->cpu_workers = e->remote_workers.empty() && SupportsSparseFfn(model, &why) ? 1 : 0;
+    if (e->cpu_workers == 0 && e->remote_workers.empty()) {
       fprintf(stderr, "%s: no cpu worker: the FFN runs in this process (%s)\n", tool, why.c_str());
     }
   }
-  if (e->cpu_workers > 0) {
-    PI_RETURN_IF_ERROR(StartLocalCpuWorkers(
-        PathNextToExecutable("pi-cpu-worker"), e->model_path, model, e->cpu_workers,
-        std::max(1, e->opt.n_threads / e->cpu_workers), &e->opt, &out->workers));
-    for (const auto& w : out->workers) {
-      fprintf(stderr, "%s: %s: %s backend, %.1f MiB of cold neurons\n", tool, w->name(),
-              w->backend().c_str(), w->resident_bytes() / 1048576.0);
-    }
+  PI_RETURN_IF_ERROR(StartWorkers(*e, model, &out->workers));
+  for (const auto& w : out->workers) {
+    e->opt.cold_shards.push_back(w.get());
+    fprintf(stderr, "%s: %s (%s): %s backend, %.1f MiB of cold neurons, %lld neurons\n", tool,
+            w->name(), w->transport(), w->backend().c_str(), w->resident_bytes() / 1048576.0,
+            static_cast<long long>(w->neurons()));
   }
   return Engine::Create(&out->model, e->opt, &out->engine);
 }

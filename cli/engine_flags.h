@@ -3,6 +3,8 @@
 // the placement (--vram-budget ...), local cpu_workers and the engine.
 //   -m, --model FILE   -t N   -c N   -b N   -ctk/-ctv TYPE   --sparse MODE
 //   --sparse-threshold X   --check-tensors   --cpu-workers N   (gpu_split.h's)
+//   --cpu-worker HOST:PORT (repeatable)   --auth-token-file F   --tls-ca F
+//   --tls-cert F   --tls-key F   --worker-timeout MS
 #pragma once
 
 #include <memory>
@@ -11,11 +13,12 @@
 
 #include "cli/args.h"
 #include "cli/gpu_split.h"
+#include "cli/worker_secrets.h"
 #include "common/llama_model.h"
 #include "common/status.h"
 #include "common/tokenizer.h"
+#include "coordinator/cpu_worker.h"
 #include "coordinator/engine.h"
-#include "coordinator/shm_worker.h"
 
 namespace pi {
 
@@ -27,6 +30,9 @@ struct EngineFlags {
   // pi-launch without --cpu-workers: one worker when the model's FFN can be
   // split (SupportsSparseFfn), else none, with a note saying why.
   bool cpu_workers_auto = false;
+  std::vector<std::string> remote_workers;  // --cpu-worker HOST:PORT (gRPC builds)
+  WorkerSecretFiles secrets;
+  int worker_timeout_ms = 1000;  // a step a worker has not answered by then: the worker is lost
   bool check_tensors = false;
   EngineFlags();
 };
@@ -47,12 +53,13 @@ struct LoadedEngine {
   LlamaModel model;
   std::unique_ptr<Tokenizer> tok;
   GpuSplit split;
-  std::vector<std::unique_ptr<ShmWorker>> workers;
+  std::vector<std::unique_ptr<CpuWorker>> workers;  // local ones first, then remote
   std::unique_ptr<Engine> engine;
 };
 
-// Loads the model, its tokenizer, the split and the local workers (a line
-// per worker on stderr, prefixed with `tool`), then the engine.
+// Loads the model, its tokenizer, the split, the local workers and connects
+// the remote ones (a line per worker on stderr, prefixed with `tool`), then
+// the engine. The neurons that are not hot are split across all workers.
 Status LoadEngine(const char* tool, EngineFlags* flags, LoadedEngine* out);
 
 // Stops the workers (after the engine is done with them); reports a worker

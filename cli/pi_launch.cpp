@@ -13,6 +13,7 @@
 #include "cli/gpu_split.h"
 #include "cli/tool_main.h"
 #include "common/sparse_mode.h"
+#include "common/transport/listen_address.h"
 #include "coordinator/grpc_server.h"
 
 namespace {
@@ -75,9 +76,8 @@ pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
   served.vram_budget = l.engine.split.vram_budget;
   served.hot_backend = loaded.split.device ? "cuda" : loaded.split.backend ? "host" : "none";
   for (const auto& w : loaded.workers) {
-    int64_t neurons = 0;
-    for (const auto& layer : w->owned()) neurons += static_cast<int64_t>(layer.size());
-    served.workers.push_back({w->name(), "shm", w->backend(), w->resident_bytes(), neurons});
+    served.workers.push_back(
+        {w->name(), w->transport(), w->backend(), w->resident_bytes(), w->neurons()});
   }
   return served;
 }

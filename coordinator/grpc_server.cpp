@@ -8,6 +8,8 @@
 #include <memory>
 #include <thread>
 
+#include "common/transport/listen_address.h"
+
 namespace pi {
 
 void BlockTerminationSignals() {
@@ -18,18 +20,11 @@ void BlockTerminationSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-bool IsLoopbackHost(const std::string& address) {
-  std::string host = address.substr(0, address.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
 Status ServeCoordinator(const CoordinatorServerOptions& options, ServedModel served,
                         const std::function<void(const std::string&)>& on_listening) {
-  const size_t colon = options.listen.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == options.listen.size()) {
-    return Status::Error("--listen expects HOST:PORT, got '%s'", options.listen.c_str());
-  }
+  std::string host;
+  int requested_port = 0;
+  PI_RETURN_IF_ERROR(SplitHostPort(options.listen, "--listen", &host, &requested_port));
   CoordinatorService service(std::move(served), options.max_queue, options.log_prefix);
   grpc::ServerBuilder builder;
   int port = 0;
@@ -47,7 +42,7 @@ Status ServeCoordinator(const CoordinatorServerOptions& options, ServedModel ser
     return Status::Error("cannot listen on %s (in use, or not an address of this host)",
                          options.listen.c_str());
   }
-  if (on_listening) on_listening(options.listen.substr(0, colon) + ":" + std::to_string(port));
+  if (on_listening) on_listening(host + ":" + std::to_string(port));
 
   // The waiter: the first SIGINT/SIGTERM shuts the server down; requests
   // still running after the grace period are cancelled.

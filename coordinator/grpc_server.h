@@ -29,7 +29,4 @@ void BlockTerminationSignals();
 Status ServeCoordinator(const CoordinatorServerOptions& options, ServedModel served,
                         const std::function<void(const std::string& address)>& on_listening);
 
-// True when `host` (of host:port) is a loopback address or "localhost".
-bool IsLoopbackHost(const std::string& address);
-
 }  // namespace pi

@@ -13,17 +13,11 @@ std::vector<std::vector<int32_t>> HotNeuronSets(const LlamaModel& model,
   return hot;
 }
 
-Status StartLocalCpuWorkers(const std::string& binary, const std::string& model_path,
-                            const LlamaModel& model, int n, int threads, EngineOptions* options,
-                            std::vector<std::unique_ptr<ShmWorker>>* workers) {
-  if (n < 1 || n > 64) return Status::Error("%d cpu workers: expected 1 to 64", n);
-  std::string why;
-  if (!SupportsSparseFfn(model, &why)) {
-    return Status::Error("cpu workers compute cold neurons, which needs a sparse-capable model: %s",
-                         why.c_str());
-  }
+std::vector<std::vector<std::vector<int32_t>>> SplitColdNeurons(const LlamaModel& model,
+                                                                const EngineOptions& options,
+                                                                int n) {
   const LlamaConfig& c = model.config;
-  const std::vector<std::vector<int32_t>> hot = HotNeuronSets(model, *options);
+  const std::vector<std::vector<int32_t>> hot = HotNeuronSets(model, options);
   std::vector<std::vector<std::vector<int32_t>>> owned(
       n, std::vector<std::vector<int32_t>>(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
@@ -34,6 +28,19 @@ Status StartLocalCpuWorkers(const std::string& binary, const std::string& model_
       if (!is_hot[i]) owned[k++ % n][l].push_back(i);
     }
   }
+  return owned;
+}
+
+Status StartLocalCpuWorkers(const std::string& binary, const std::string& model_path,
+                            const LlamaModel& model, int n, int threads, EngineOptions* options,
+                            std::vector<std::unique_ptr<ShmWorker>>* workers) {
+  if (n < 1 || n > 64) return Status::Error("%d cpu workers: expected 1 to 64", n);
+  std::string why;
+  if (!SupportsSparseFfn(model, &why)) {
+    return Status::Error("cpu workers compute cold neurons, which needs a sparse-capable model: %s",
+                         why.c_str());
+  }
+  const std::vector<std::vector<std::vector<int32_t>>> owned = SplitColdNeurons(model, *options, n);
   ShmWorkerOptions o;
   o.binary = binary;
   o.model_path = model_path;

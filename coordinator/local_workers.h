@@ -22,6 +22,12 @@ namespace pi {
 std::vector<std::vector<int32_t>> HotNeuronSets(const LlamaModel& model,
                                                 const EngineOptions& options);
 
+// The neurons that are not hot, in each layer, split across n workers by
+// index (neuron i of the non-hot ones to worker i mod n): [n][n_layer] ids.
+std::vector<std::vector<std::vector<int32_t>>> SplitColdNeurons(const LlamaModel& model,
+                                                                const EngineOptions& options,
+                                                                int n);
+
 // Starts `n` workers (binary: pi-cpu-worker) for the model at model_path,
 // each with `threads` threads, owning every n-th non-hot neuron; adds them
 // to options->cold_shards. The model must support sparse FFNs.

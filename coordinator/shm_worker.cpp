@@ -24,7 +24,6 @@ namespace {
 constexpr int kChannelFd = 3;           // where the worker finds the channel
 constexpr int kSpinUs = 50;             // a worker on another core answers a step well within this
 constexpr size_t kMessageSlack = 1024;  // error messages, hello replies
-constexpr size_t kMaxLatencies = 1 << 16;
 
 }  // namespace
 
@@ -50,8 +49,6 @@ Status ShmWorker::Start(const ShmWorkerOptions& o, const LlamaModel& model,
                         const std::vector<std::vector<int32_t>>& owned) {
   options_ = o;
   model_ = &model;
-  latencies_us_.reserve(kMaxLatencies);
-  overheads_us_.reserve(kMaxLatencies);
   owned_ = owned;
   step_timeout_ms_ = o.step_timeout_ms;
   return Spawn();
@@ -164,10 +161,7 @@ Status ShmWorker::WaitStep(int timeout_ms, const float** y, int64_t* fired, int6
   int64_t ns = 0;
   PI_RETURN_IF_ERROR(ParseStepReply(channel_.slot(ShmChannel::kReply), n, step_id_, batch_, n_embd_,
                                     y, fired, &ns));
-  if (latencies_us_.size() < kMaxLatencies) {
-    latencies_us_.push_back(round_trip_us);
-    overheads_us_.push_back(round_trip_us - static_cast<float>(ns) * 1e-3f);
-  }
+  RecordStep(round_trip_us, ns);
   if (worker_ns) *worker_ns = ns;
   return Status::Ok();
 }

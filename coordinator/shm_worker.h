@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "common/ffn_shard.h"
 #include "common/llama_model.h"
 #include "common/status.h"
 #include "common/transport/shm_channel.h"
+#include "coordinator/cpu_worker.h"
 
 namespace pi {
 
@@ -34,7 +34,7 @@ struct ShmWorkerOptions {
   int step_timeout_ms = 1000;
 };
 
-class ShmWorker : public FfnShard {
+class ShmWorker : public CpuWorker {
  public:
   ShmWorker() = default;
   ~ShmWorker() override;  // a worker still running is killed
@@ -68,23 +68,14 @@ class ShmWorker : public FfnShard {
   int restarts() const { return restarts_; }
 
   // Sends bye and reaps the process (SIGKILL after `timeout_ms`).
-  Status Stop(int timeout_ms = 5000);
+  Status Stop(int timeout_ms = 5000) override;
 
-  // Round trips (StartStep to WaitStep's return) of the steps since the last
-  // ClearLatencies, in microseconds, and of each the part the worker did not
-  // spend computing (the transport's cost); the first 65536 are kept (no
-  // allocation on the step path).
-  const std::vector<float>& latencies_us() const { return latencies_us_; }
-  const std::vector<float>& overheads_us() const { return overheads_us_; }
-  void ClearLatencies() {
-    latencies_us_.clear();
-    overheads_us_.clear();
-  }
 
   pid_t pid() const { return pid_; }
   void set_step_timeout_ms(int ms) { step_timeout_ms_ = ms; }
-  const std::string& backend() const { return backend_; }
-  int64_t resident_bytes() const { return resident_bytes_; }
+  const char* transport() const override { return "shm"; }
+  const std::string& backend() const override { return backend_; }
+  int64_t resident_bytes() const override { return resident_bytes_; }
   ShmChannel* channel() { return &channel_; }  // tests: malformed messages
 
  private:
@@ -109,7 +100,6 @@ class ShmWorker : public FfnShard {
   const LlamaModel* model_ = nullptr;
   int restarts_ = 0;
   std::chrono::steady_clock::time_point step_start_;
-  std::vector<float> latencies_us_, overheads_us_;
   std::string name_ = "cpu worker";
   int step_timeout_ms_ = 1000;
 };

@@ -3,7 +3,23 @@
 #include <cstring>
 #include <string>
 
+#include "common/activation_stats.h"
+#include "common/transport/hello_message.h"
+
 namespace pi {
+
+Status ColdShard::InitFromHello(const uint8_t* hello, size_t size, const LlamaModel& model,
+                                int n_threads) {
+  ShardLayout layout;
+  PI_RETURN_IF_ERROR(ParseHello(hello, size, ModelFingerprint(*model.file), &layout));
+  layout.n_embd = model.config.n_embd;
+  layout.n_ff = model.config.n_ff;
+  if (layout.n_layer != model.config.n_layer) {
+    return Status::Error("hello: a shard of %d layers for a model of %d", layout.n_layer,
+                         model.config.n_layer);
+  }
+  return Init(model, std::move(layout), n_threads);
+}
 
 Status ColdShard::Init(const LlamaModel& model, ShardLayout layout, int n_threads) {
   std::string why;

@@ -26,6 +26,10 @@ class ColdShard {
   // `model` must outlive the shard and support sparse FFNs (ffn_down_t, a
   // ReLU-family activation); `layout` lists the neurons owned per layer.
   Status Init(const LlamaModel& model, ShardLayout layout, int n_threads);
+  // Init from a coordinator's hello message (hello_message.h), refusing
+  // another protocol version, another model or a shard that does not fit,
+  // with an error saying which. Every transport's session opens with it.
+  Status InitFromHello(const uint8_t* hello, size_t size, const LlamaModel& model, int n_threads);
 
   const ShardLayout& layout() const { return layout_; }
   // Bytes of the model this shard reads: its neurons' gate, up and down_t rows.

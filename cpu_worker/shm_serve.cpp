@@ -7,7 +7,6 @@
 #include <cstring>
 #include <thread>
 
-#include "common/activation_stats.h"
 #include "common/transport/hello_message.h"
 #include "cpu_worker/cold_shard.h"
 #include "cpu_worker/step_handler.h"
@@ -40,20 +39,8 @@ Status AnswerHello(ShmChannel* ch, const LlamaModel& model, const Status& loaded
     if (ParentGone(o)) return Status::Error("the coordinator is gone");
     if (std::chrono::steady_clock::now() > deadline) return Status::Error("no hello in time");
   }
-  ShardLayout layout;
   Status s = loaded;
-  if (s.ok()) {
-    s = ParseHello(ch->slot(ShmChannel::kRequest), n, ModelFingerprint(*model.file), &layout);
-  }
-  if (s.ok()) {
-    layout.n_embd = model.config.n_embd;
-    layout.n_ff = model.config.n_ff;
-    if (layout.n_layer != model.config.n_layer) {
-      s = Status::Error("hello: a shard of %d layers for a model of %d", layout.n_layer,
-                        model.config.n_layer);
-    }
-  }
-  if (s.ok()) s = shard->Init(model, std::move(layout), o.n_threads);
+  if (s.ok()) s = shard->InitFromHello(ch->slot(ShmChannel::kRequest), n, model, o.n_threads);
   if (s.ok() && StepReplyCapacity(shard->layout()) > ch->capacity(ShmChannel::kReply)) {
     s = Status::Error("the reply slot (%zu bytes) cannot hold a full batch (%zu)",
                       ch->capacity(ShmChannel::kReply), StepReplyCapacity(shard->layout()));

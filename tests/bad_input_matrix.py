@@ -77,6 +77,10 @@ def make_scratch(bin_dir, tmp):
         f.write(b"In the \xff\xfe beginning \xc3\x28 \xe2\x82 God\x00created")
     with open(p("huge_prompt.txt"), "w") as f:
         f.write("And God said, Let there be light: and there was light. " * 4000)
+    with open(p("token.txt"), "w") as f:
+        f.write("a-token-of-enough-length\n")
+    with open(p("short_token.txt"), "w") as f:
+        f.write("short\n")
     with open(p("short.txt"), "w") as f:
         f.write("In the beginning God created the heaven and the earth.\n")
     with open(p("bad_lines.jsonl"), "w") as f:
@@ -544,6 +548,47 @@ def served_cases(bin_dir):
         bad_input(t, m + ["--cpu-workers", "1", "--listen", "127.0.0.1:0"],
                   "sparse-capable model"),
         bad_input(t, m + ["-c", "2000000000", "--listen", "127.0.0.1:0"], "(-c)"),
+    ]
+    # Remote workers: flags, token files, a worker nobody runs.
+    tok = ["--auth-token-file", "token.txt"]
+    cases += [
+        usage(t, m + ["--cpu-worker", "127.0.0.1:1"], "--auth-token-file"),
+        usage(t, m + ["--cpu-worker", "nonsense"] + tok, "--cpu-worker expects HOST:PORT"),
+        usage(t, m + ["--cpu-worker", "127.0.0.1:99999"] + tok, "--cpu-worker expects HOST:PORT"),
+        usage(t, m + ["--cpu-worker", "127.0.0.1:0"] + tok, "port 0 names no worker"),
+        usage(t, m + ["--worker-timeout", "5"], "--worker-timeout must be"),
+        usage(t, m + ["--tls-cert", "token.txt"], "give them with --cpu-worker"),
+        usage(t, m + ["--cpu-worker", "127.0.0.1:1", "--tls-cert", "token.txt"] + tok,
+              "--tls-cert and --tls-key go together"),
+        bad_input(t, ["-m", "relu.gguf", "--cpu-worker", "127.0.0.1:1", "--auth-token-file",
+                      "short_token.txt"], "16 to 4096 characters"),
+        bad_input(t, ["-m", "relu.gguf", "--cpu-worker", "127.0.0.1:1", "--auth-token-file",
+                      "missing.txt"], "missing.txt"),
+        bad_input(t, ["-m", "relu.gguf", "--cpu-worker", "127.0.0.1:1", "--tls-ca", "token.txt"]
+                  + tok, "not a PEM file"),
+    ]
+    t = "pi-cpu-worker"
+    cases += common_cases(t, m + ["--listen", "127.0.0.1:0"] + tok)
+    cases += int_cases(t, "-t", m + ["--shm-fd", "3"], ["0", "513"], message="-t must be")
+    cases += [
+        usage(t, ["--listen", "127.0.0.1:0"] + tok, "-m MODEL is required"),
+        usage(t, m, "give one of --shm-fd N and --listen HOST:PORT"),
+        usage(t, m + ["--shm-fd", "3", "--listen", "127.0.0.1:0"], "give one of"),
+        usage(t, m + ["--listen", "127.0.0.1:0"], "--auth-token-file"),
+        usage(t, m + ["--listen", "127.0.0.1:0", "--tls-key", "token.txt"] + tok,
+              "--tls-cert and --tls-key go together"),
+        usage(t, m + ["--listen", "127.0.0.1:0", "--tls-ca", "token.txt"] + tok,
+              "--tls-ca needs"),
+        bad_input(t, m + ["--listen", "nonsense"] + tok, "--listen expects HOST:PORT"),
+        bad_input(t, m + ["--listen", "127.0.0.1:0", "--auth-token-file", "short_token.txt"],
+                  "16 to 4096 characters"),
+        bad_input(t, m + ["--listen", "127.0.0.1:0", "--auth-token-file", "fifo"],
+                  "not a regular file"),
+        bad_input(t, m + ["--listen", "127.0.0.1:0", "--tls-cert", "token.txt", "--tls-key",
+                          "token.txt"] + tok, "not a PEM file"),
+        bad_input(t, ["-m", "missing.gguf", "--listen", "127.0.0.1:0"] + tok, "missing.gguf"),
+        # Not a channel: the fd is not open / not a shared-memory channel.
+        bad_input(t, m + ["--shm-fd", "57"], "fd 57"),
     ]
     t = "pi-client"
     # A port nothing listens on (port 1 on loopback: refused at once).

@@ -25,7 +25,6 @@ Usage: launch_test.py BIN_DIR PROTOC GRPC_PYTHON_PLUGIN
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -34,6 +33,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from served_process import ServerProcess, import_stubs  # noqa: E402
 ROOT = os.path.dirname(HERE)
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 TOKENIZER = os.path.join(ROOT, "models", "demo-tokenizer.model")
@@ -54,47 +55,10 @@ def check(cond, what):
         print(f"FAIL {what}", flush=True)
 
 
-def generate_stubs(protoc, plugin, out):
-    subprocess.run([protoc, "-I", ROOT, f"--python_out={out}", f"--grpc_out={out}",
-                    f"--plugin=protoc-gen-grpc={plugin}", os.path.join(ROOT, "proto", "pi.proto")],
-                   check=True, timeout=60)
-    sys.path.insert(0, out)
-
-
-class Launch:
-    """A pi-launch on 127.0.0.1 with a free port; stderr collected in a file."""
-
-    def __init__(self, bin_dir, tmp, *args):
-        self.log_path = os.path.join(tmp, f"launch-{time.monotonic_ns()}.log")
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([os.path.join(bin_dir, "pi-launch"), "--listen",
-                                      "127.0.0.1:0", *args], stdout=subprocess.DEVNULL,
-                                     stderr=self.log)
-        self.address = None
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            m = re.search(r" on (127\.0\.0\.1:\d+) ", self.stderr())
-            if m:
-                self.address = m.group(1)
-                break
-            time.sleep(0.05)
-        if self.address is None:
-            print(self.stderr())
-
-    def stderr(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
-        self.log.close()
-        return rc
+def launch_server(bin_dir, tmp, *args):
+    """pi-launch on 127.0.0.1 with a free port."""
+    return ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", *args],
+                         os.path.join(tmp, f"launch-{time.monotonic_ns()}.log"))
 
 
 def client(bin_dir, address, *args, timeout=300):
@@ -109,9 +73,8 @@ def main():
         golden = json.load(f)
     greedy = ["-p", PROMPT, "-n", str(len(golden["generated_tokens"])), "--temp", "0"]
     with tempfile.TemporaryDirectory() as tmp:
-        generate_stubs(protoc, plugin, tmp)
+        pi_pb2, pi_pb2_grpc = import_stubs(protoc, plugin, tmp)
         import grpc  # noqa: E402
-        from proto import pi_pb2, pi_pb2_grpc  # noqa: E402
 
         demo_t = os.path.join(tmp, "demo-down-t.gguf")
         p = subprocess.run([os.path.join(bin_dir, "pi-quantize"), MODEL, demo_t, "f16",
@@ -120,7 +83,7 @@ def main():
         shm_before = set(os.listdir("/dev/shm"))
 
         served = ["-m", demo_t, "--sparse", "oracle", "-t", "2", "-c", "4096"]
-        launch = Launch(bin_dir, tmp, *served)
+        launch = launch_server(bin_dir, tmp, *served)
         check(launch.address is not None and "1 cpu worker(s)" in launch.stderr()
               and "cpu backend" in launch.stderr(),
               "pi-launch serves on 127.0.0.1 with one cpu worker (default --cpu-workers)")
@@ -245,7 +208,7 @@ def main():
         launch.stop()
 
         # Queue limits: one running, one waiting, the next refused at once.
-        launch = Launch(bin_dir, tmp, *served, "--max-queue", "1")
+        launch = launch_server(bin_dir, tmp, *served, "--max-queue", "1")
         check(launch.address is not None, "pi-launch --max-queue 1")
         stub = pi_pb2_grpc.CoordinatorStub(grpc.insecure_channel(launch.address))
         endless = pi_pb2.GenerateRequest(prompt=PROMPT, n_predict=-1, ignore_eos=True)
@@ -285,7 +248,7 @@ def main():
         check(set(os.listdir("/dev/shm")) <= shm_before, "nothing left in /dev/shm")
 
         # A port already taken: a clear error.
-        launch = Launch(bin_dir, tmp, *served)
+        launch = launch_server(bin_dir, tmp, *served)
         p = subprocess.run([os.path.join(bin_dir, "pi-launch"), "--listen", launch.address,
                             *served], capture_output=True, text=True, timeout=120)
         check(p.returncode == 1 and "cannot listen on" in p.stderr,

@@ -423,7 +423,9 @@ TEST_F(ShmWorkerTest, EngineWithWorkersSurvivesKilledAndStoppedWorkers) {
     // Lost again within a minute of its restart, worker 0 is not restarted
     // at the next step but after a backoff (250 ms: the stopped worker's
     // 300 ms deadline at step 9 outlasts it).
-    if (step == 6 || step == 8) EXPECT_EQ(workers_[0]->restarts(), 1) << "step " << step;
+    if (step == 6 || step == 8) {
+      EXPECT_EQ(workers_[0]->restarts(), 1) << "step " << step;
+    }
   }
   // Each lost worker was restarted and served on.
   EXPECT_EQ(split_->shard_failures(), 3);

@@ -1,0 +1,58 @@
+// CpuWorker: the coordinator's handle on a cpu_worker process — a cold
+// shard (FfnShard) that also says how it is reached and what it holds, and
+// can be stopped. ShmWorker (local, shared memory) and GrpcWorker (remote,
+// gRPC) implement it; the engine sees only the FfnShard.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/ffn_shard.h"
+#include "common/status.h"
+
+namespace pi {
+
+class CpuWorker : public FfnShard {
+ public:
+  virtual const char* transport() const = 0;       // "shm" | "grpc"
+  virtual const std::string& backend() const = 0;  // what it computes with: "cpu"
+  virtual int64_t resident_bytes() const = 0;      // the shard's bytes in its memory
+  // Ends the session (a local worker process exits; a remote one stays up
+  // for the next coordinator).
+  virtual Status Stop(int timeout_ms = 5000) = 0;
+
+  int64_t neurons() const {
+    int64_t n = 0;
+    for (const auto& layer : owned()) n += static_cast<int64_t>(layer.size());
+    return n;
+  }
+
+  // Round trips (Start to Wait's return) of the steps since the last
+  // ClearLatencies, in microseconds, and of each the part the worker did not
+  // spend computing (the transport's cost); the first kMaxLatencies are kept
+  // (no allocation on the step path).
+  const std::vector<float>& latencies_us() const { return latencies_us_; }
+  const std::vector<float>& overheads_us() const { return overheads_us_; }
+  void ClearLatencies() {
+    latencies_us_.clear();
+    overheads_us_.clear();
+  }
+
+ protected:
+  static constexpr size_t kMaxLatencies = 1 << 16;
+  CpuWorker() {
+    latencies_us_.reserve(kMaxLatencies);
+    overheads_us_.reserve(kMaxLatencies);
+  }
+  void RecordStep(float round_trip_us, int64_t worker_ns) {
+    if (latencies_us_.size() == kMaxLatencies) return;
+    latencies_us_.push_back(round_trip_us);
+    overheads_us_.push_back(round_trip_us - static_cast<float>(worker_ns) * 1e-3f);
+  }
+
+ private:
+  std::vector<float> latencies_us_, overheads_us_;
+};
+
+}  // namespace pi

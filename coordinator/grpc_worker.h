@@ -1,0 +1,98 @@
+// GrpcWorker: the coordinator's handle on a remote cpu_worker (pi-cpu-worker
+// --listen), reached over gRPC (proto/pi.proto's Worker service). Connect
+// sends the Hello naming the shard, then opens the one long-lived Steps
+// stream; each step is one frame each way carrying the same bytes as the
+// shared-memory channel. A reader thread takes replies off the stream so
+// Wait can bound its wait: a step not answered within the step timeout, a
+// stream that ends (the worker killed, the host gone: keepalive pings every
+// second notice a silent peer) or an error reply fails the step, and the
+// engine computes the shard's neurons itself. Recover() reconnects in the
+// background — a worker that comes back is used again at a later step,
+// without the decode loop ever waiting on a connection attempt.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/llama_model.h"
+#include "common/status.h"
+#include "coordinator/cpu_worker.h"
+
+namespace pi {
+
+struct GrpcWorkerOptions {
+  std::string address;  // host:port
+  std::string auth_token;
+  // TLS (PEM contents): a CA makes the connection TLS, checking the
+  // worker's certificate; a certificate and key are presented to a worker
+  // that requires them.
+  std::string tls_ca, tls_cert, tls_key;
+  int max_batch = 1;
+  int connect_timeout_ms = 10000;   // the first hello (Connect)
+  int reconnect_timeout_ms = 2000;  // a hello while recovering (in the background)
+  int step_timeout_ms = 1000;       // a step's reply (FfnShard::Wait)
+};
+
+class GrpcWorker : public CpuWorker {
+ public:
+  GrpcWorker();
+  ~GrpcWorker() override;
+  GrpcWorker(const GrpcWorker&) = delete;
+  GrpcWorker& operator=(const GrpcWorker&) = delete;
+
+  // `model` is the coordinator's own mapping (its fingerprint and sizes);
+  // owned[l]: the sorted neuron ids of layer l the worker takes. Fails with
+  // the worker's reason (no such host, wrong token, another model, ...).
+  Status Connect(const GrpcWorkerOptions& options, const LlamaModel& model,
+                 const std::vector<std::vector<int32_t>>& owned);
+
+  const char* name() const override { return name_.c_str(); }
+  const std::vector<std::vector<int32_t>>& owned() const override { return owned_; }
+  void Start(const ShardStep& step) override;
+  Status Wait(const float** y, int64_t* fired) override;
+  Status Recover() override;
+  const char* transport() const override { return "grpc"; }
+  const std::string& backend() const override { return backend_; }
+  int64_t resident_bytes() const override { return resident_bytes_; }
+  Status Stop(int timeout_ms = 5000) override;
+
+  int reconnects() const { return reconnects_; }
+
+ private:
+  struct Session;  // a channel, its Hello and its Steps stream
+  // Opens a session: Hello (within timeout_ms), then the Steps stream.
+  Status Open(int timeout_ms, std::unique_ptr<Session>* out);
+  // Ends the current session's stream; the status gRPC gave, as text.
+  std::string Close(std::unique_ptr<Session>* session);
+
+  GrpcWorkerOptions options_;
+  const LlamaModel* model_ = nullptr;
+  std::vector<std::vector<int32_t>> owned_;
+  std::string name_, backend_;
+  int64_t resident_bytes_ = 0;
+  int n_embd_ = 0;
+
+  std::unique_ptr<Session> session_;  // null while lost
+  std::string request_;               // the step being sent (reused: no allocation per step)
+  std::string reply_;                 // the step's reply, swapped out of the reader's slot
+  uint64_t step_id_ = 0;
+  int batch_ = 0;
+  bool write_failed_ = false;
+  int64_t step_start_ns_ = 0;
+
+  // Background reconnection (Recover).
+  std::thread reconnect_;
+  std::mutex reconnect_mu_;
+  bool reconnect_done_ = false;
+  Status reconnect_status_;
+  std::unique_ptr<Session> reconnected_;
+  int reconnects_ = 0;
+
+};
+
+}  // namespace pi

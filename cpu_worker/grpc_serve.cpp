@@ -1,0 +1,211 @@
+#include "cpu_worker/grpc_serve.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "common/transport/auth_token.h"
+#include "common/transport/hello_message.h"
+#include "common/transport/listen_address.h"
+#include "common/transport/step_message.h"
+#include "cpu_worker/cold_shard.h"
+#include "cpu_worker/step_handler.h"
+#include "proto/pi.grpc.pb.h"
+
+namespace pi {
+namespace {
+
+constexpr char kSessionKey[] = "pi-session";
+
+struct Session {
+  uint64_t id = 0;
+  ColdShard shard;
+  std::atomic<int64_t> steps{0};
+};
+
+std::string Metadata(const grpc::ServerContext& context, const char* key) {
+  const auto it = context.client_metadata().find(key);
+  return it == context.client_metadata().end() ? ""
+                                               : std::string(it->second.data(), it->second.size());
+}
+
+class WorkerService final : public v1::Worker::Service {
+ public:
+  WorkerService(const LlamaModel& model, const GrpcServeOptions& options)
+      : model_(model), options_(options) {}
+
+  bool shutdown_requested() const { return shutdown_; }
+
+  grpc::Status Hello(grpc::ServerContext* context, const v1::HelloRequest* in,
+                     v1::HelloReply* reply) override {
+    grpc::Status auth = Authenticate(*context, "Hello");
+    if (!auth.ok()) return auth;
+    if (in->protocol_version() != kStepProtocolVersion) {
+      return Refuse(*context, "hello: protocol version " + std::to_string(in->protocol_version()) +
+                                  ", this worker speaks " + std::to_string(kStepProtocolVersion));
+    }
+    // The same checks as the shared-memory hello, on the same bytes.
+    std::vector<std::vector<int32_t>> owned;
+    for (const v1::TokenIds& layer : in->owned())
+      owned.emplace_back(layer.ids().begin(), layer.ids().end());
+    const std::vector<uint8_t> hello = WriteHello(in->model_fingerprint(), in->max_batch(), owned);
+    auto session = std::make_shared<Session>();
+    const Status s =
+        session->shard.InitFromHello(hello.data(), hello.size(), model_, options_.n_threads);
+    if (!s.ok()) return Refuse(*context, s.message());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      session->id = ++last_session_;
+      session_ = session;
+    }
+    fprintf(stderr, "%s: session %llu from %s: %.1f MiB of cold neurons\n",
+            options_.log_prefix.c_str(), static_cast<unsigned long long>(session->id),
+            context->peer().c_str(), session->shard.resident_bytes() / 1048576.0);
+    reply->set_session(session->id);
+    reply->set_backend("cpu");
+    reply->set_resident_bytes(session->shard.resident_bytes());
+    reply->set_n_threads(options_.n_threads);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Steps(grpc::ServerContext* context,
+                     grpc::ServerReaderWriter<v1::StepFrame, v1::StepFrame>* stream) override {
+    grpc::Status auth = Authenticate(*context, "Steps");
+    if (!auth.ok()) return auth;
+    const std::string named = Metadata(*context, kSessionKey);
+    std::shared_ptr<Session> session = Current();
+    if (!session || named != std::to_string(session->id)) {
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          "no session " + named + " here (the worker restarted?): send Hello first");
+    }
+    const size_t capacity = StepReplyCapacity(session->shard.layout());
+    v1::StepFrame in, out;
+    while (stream->Read(&in)) {
+      if (Current() != session) {
+        return grpc::Status(grpc::StatusCode::ABORTED, "replaced by a newer session");
+      }
+      const std::string& request = in.message();
+      std::string* reply = out.mutable_message();
+      reply->resize(capacity);
+      const size_t n =
+          HandleStepMessage(reinterpret_cast<const uint8_t*>(request.data()), request.size(),
+                            &session->shard, reinterpret_cast<uint8_t*>(reply->data()), capacity);
+      reply->resize(n);
+      ++session->steps;
+      if (!stream->Write(out)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Health(grpc::ServerContext* context, const v1::HealthRequest*,
+                      v1::WorkerHealthReply* reply) override {
+    grpc::Status auth = Authenticate(*context, "Health");
+    if (!auth.ok()) return auth;
+    std::shared_ptr<Session> session = Current();
+    reply->set_status(session ? "serving" : "idle");
+    reply->set_session(session ? session->id : 0);
+    reply->set_steps(session ? session->steps.load() : 0);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Shutdown(grpc::ServerContext* context, const v1::ShutdownRequest*,
+                        v1::ShutdownReply*) override {
+    grpc::Status auth = Authenticate(*context, "Shutdown");
+    if (!auth.ok()) return auth;
+    fprintf(stderr, "%s: shutdown asked by %s\n", options_.log_prefix.c_str(),
+            context->peer().c_str());
+    shutdown_ = true;
+    return grpc::Status::OK;
+  }
+
+ private:
+  grpc::Status Authenticate(const grpc::ServerContext& context, const char* call) {
+    const std::string presented = Metadata(context, kAuthMetadataKey);
+    if (BearerMatches(presented, options_.auth_token)) return grpc::Status::OK;
+    fprintf(stderr, "%s: refused %s from %s: %s token\n", options_.log_prefix.c_str(), call,
+            context.peer().c_str(), presented.empty() ? "no" : "a wrong");
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        presented.empty() ? "no token (authorization: Bearer ...)" : "wrong token");
+  }
+
+  grpc::Status Refuse(const grpc::ServerContext& context, const std::string& why) {
+    fprintf(stderr, "%s: refused a hello from %s: %s\n", options_.log_prefix.c_str(),
+            context.peer().c_str(), why.c_str());
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, why);
+  }
+
+  std::shared_ptr<Session> Current() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return session_;
+  }
+
+  const LlamaModel& model_;
+  const GrpcServeOptions& options_;
+  std::mutex mu_;
+  std::shared_ptr<Session> session_;
+  uint64_t last_session_ = 0;
+  std::atomic<bool> shutdown_{false};
+};
+
+std::shared_ptr<grpc::ServerCredentials> Credentials(const GrpcServeOptions& o) {
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(
+      o.tls_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                       : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = o.tls_ca;
+  ssl.pem_key_cert_pairs.push_back({o.tls_key, o.tls_cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+Status ServeGrpc(const GrpcServeOptions& options, const LlamaModel& model,
+                 const std::function<void(const std::string&)>& on_listening) {
+  std::string host;
+  int requested_port = 0;
+  PI_RETURN_IF_ERROR(SplitHostPort(options.listen, "--listen", &host, &requested_port));
+  if (options.auth_token.empty())
+    return Status::Error("a worker needs a token (--auth-token-file)");
+  WorkerService service(model, options);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, Credentials(options), &port);
+  builder.RegisterService(&service);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // The coordinator pings every second to notice a dead host: allow it.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    return Status::Error("cannot listen on %s (in use, or not an address of this host)",
+                         options.listen.c_str());
+  }
+  if (on_listening) on_listening(host + ":" + std::to_string(port));
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  const timespec poll = {0, 100 * 1000 * 1000};
+  while (!service.shutdown_requested()) {
+    const int sig = sigtimedwait(&set, nullptr, &poll);
+    if (sig > 0) {
+      fprintf(stderr, "%s: %s: shutting down\n", options.log_prefix.c_str(),
+              sig == SIGINT ? "SIGINT" : "SIGTERM");
+      break;
+    }
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
+  server->Wait();
+  return Status::Ok();
+}
+
+}  // namespace pi

@@ -1,0 +1,35 @@
+// ServeGrpc: a cpu_worker reached over the network (proto/pi.proto's Worker
+// service). The coordinator's Hello names the shard (checked like the
+// shared-memory hello: protocol version, model fingerprint, fit); its steps
+// then flow on one long-lived bidirectional stream, each frame the same step
+// bytes as over shared memory, answered by the same HandleStepMessage. Every
+// call must carry the shared token (auth_token.h): without it, or with
+// another, the call is UNAUTHENTICATED and logged. One session at a time: a
+// new Hello replaces the old one (a restarted coordinator reconnects), whose
+// stream then ends with ABORTED.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "common/llama_model.h"
+#include "common/status.h"
+
+namespace pi {
+
+struct GrpcServeOptions {
+  std::string listen = "127.0.0.1:50061";  // host:port; port 0 picks a free one
+  std::string auth_token;                  // required
+  int n_threads = 1;
+  // TLS (PEM file contents): a certificate and key make the server TLS-only;
+  // a CA also requires and checks the coordinator's client certificate.
+  std::string tls_cert, tls_key, tls_ca;
+  std::string log_prefix = "pi-cpu-worker";
+};
+
+// Serves until SIGINT/SIGTERM (blocked by the caller before any thread
+// started) or a Shutdown call. `on_listening` gets the bound address.
+Status ServeGrpc(const GrpcServeOptions& options, const LlamaModel& model,
+                 const std::function<void(const std::string& address)>& on_listening);
+
+}  // namespace pi

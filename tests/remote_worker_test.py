@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Remote cpu workers over gRPC (pi-cpu-worker --listen), end to end on 127.0.0.1.
+
+On the demo model stored with ffn_down_t (--sparse oracle unless said):
+- pi-run with the cold neurons on a remote worker, on one local and one remote worker,
+  and with --sparse off, generates the golden greedy sequence (tests/data/demo_greedy.json,
+  from the numpy reference); pi-launch with a local and a remote worker serves it to
+  pi-client, and Models lists both with their transports.
+- Security: a wrong token and a missing one are refused (UNAUTHENTICATED, logged by the
+  worker); a coordinator with another model, a hello of another protocol version, and a
+  shard that does not fit are refused with messages saying which; malformed step frames
+  (sizes, layer, ids outside the shard, unsorted, duplicates) each get an error reply and
+  the worker serves on. The Python side here is a client of its own, generated from
+  proto/pi.proto, packing step frames by hand from the documented layout.
+- Faults: the remote worker SIGKILLed mid-generation leaves the answer unchanged, and a
+  worker started again on the same port is reconnected; a SIGSTOPped worker is lost at its
+  step deadline (--worker-timeout), the answer unchanged; a worker that never returns costs
+  nothing but time: the coordinator serves the next request too.
+- Shutdown: the Shutdown call and SIGTERM each end a worker with exit status 0.
+
+Usage: remote_worker_test.py BIN_DIR PROTOC GRPC_PYTHON_PLUGIN
+"""
+
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from served_process import ServerProcess, import_stubs  # noqa: E402
+ROOT = os.path.dirname(HERE)
+MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
+GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
+PROMPT = "In the beginning God created"
+TOKEN = "test-token-0123456789abcdef"
+
+passed = 0
+failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok   {what}", flush=True)
+    else:
+        failed += 1
+        print(f"FAIL {what}", flush=True)
+
+
+def step_request(step_id, layer, batch, n_embd, x, ids):
+    """The step request bytes (common/transport/step_message.h): header, x, ids."""
+    n_ids = -1 if ids is None else len(ids)
+    head = struct.pack("<IIQiiiiiI", 0x54535049, 1, step_id, layer, 0, batch, n_embd, n_ids, 0)
+    body = struct.pack(f"<{len(x)}f", *x)
+    if ids:
+        body += struct.pack(f"<{len(ids)}i", *ids)
+    return head + body
+
+
+def step_reply(data):
+    """(status, step_id, fired, payload) of a step reply."""
+    magic, status, step_id, fired, _, payload_bytes = struct.unpack_from("<IIQqqQ", data)
+    return status, step_id, fired, data[40:40 + payload_bytes]
+
+
+def main():
+    bin_dir, protoc, plugin = sys.argv[1], sys.argv[2], sys.argv[3]
+    with open(GOLDEN) as f:
+        golden = json.load(f)
+    greedy = ["-p", PROMPT, "-n", str(len(golden["generated_tokens"])), "--temp", "0"]
+    with tempfile.TemporaryDirectory() as tmp:
+        pi_pb2, pi_pb2_grpc = import_stubs(protoc, plugin, tmp)
+        import grpc  # noqa: E402
+
+        demo_t = os.path.join(tmp, "demo-down-t.gguf")
+        subprocess.run([os.path.join(bin_dir, "pi-quantize"), MODEL, demo_t, "f16", "--down-t"],
+                       capture_output=True, check=True, timeout=300)
+        other = os.path.join(tmp, "other.gguf")
+        subprocess.run([os.path.join(bin_dir, "pi-synth"), "-o", other, "--activation", "relu",
+                        "--down-t", "--tokenizer", "bytes", "--n-layer", "6", "--n-embd", "256", "--n-head", "4",
+                        "--n-ff", "768"], capture_output=True, check=True, timeout=300)
+        token = os.path.join(tmp, "token")
+        with open(token, "w") as f:
+            f.write(TOKEN + "\n")
+        wrong = os.path.join(tmp, "wrong")
+        with open(wrong, "w") as f:
+            f.write("not-the-token-0123456789\n")
+        n_log = [0]
+
+        def worker(*extra, listen="127.0.0.1:0"):
+            n_log[0] += 1
+            return ServerProcess([os.path.join(bin_dir, "pi-cpu-worker"), "-m", demo_t, "--listen", listen,
+                         "--auth-token-file", token, *extra],
+                        os.path.join(tmp, f"worker{n_log[0]}.log"))
+
+        def pi_run(*args):
+            p = subprocess.run([os.path.join(bin_dir, "pi-run"), "-m", demo_t, *greedy, "--json",
+                                *args], capture_output=True, text=True, timeout=300)
+            return (json.loads(p.stdout) if p.returncode == 0 else None), p.stderr
+
+        w = worker()
+        check(w.address is not None, "pi-cpu-worker --listen 127.0.0.1:0 serves")
+        remote = ["--cpu-worker", w.address, "--auth-token-file", token]
+
+        # Same greedy tokens as the golden sequence.
+        for extra, what in ((["--sparse", "oracle"], "remote worker only"),
+                            (["--sparse", "oracle", "--cpu-workers", "1"],
+                             "one local (shm) + one remote (gRPC) worker"),
+                            (["--sparse", "off"], "remote worker, --sparse off")):
+            j, err = pi_run(*remote, *extra)
+            check(j is not None and j["generated_tokens"] == golden["generated_tokens"]
+                  and "(grpc): cpu backend" in err and "lost" not in err,
+                  f"pi-run greedy, {what}: the golden sequence")
+
+        # Security.
+        j, err = pi_run("--sparse", "oracle", "--cpu-worker", w.address, "--auth-token-file",
+                        wrong)
+        check(j is None and "refused our token" in err and "wrong token" in err,
+              "a wrong token is refused, naming the token file")
+        check("refused Hello" in w.stderr() and "a wrong token" in w.stderr(),
+              "the worker logs the refused call")
+        p = subprocess.run([os.path.join(bin_dir, "pi-run"), "-m", demo_t, "-p", "x",
+                            "--cpu-worker", w.address], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 2 and "--auth-token-file" in p.stderr,
+              "--cpu-worker without --auth-token-file: a usage error")
+        p = subprocess.run([os.path.join(bin_dir, "pi-run"), "-m", other, "-p", "x", "-n", "2",
+                            "--sparse", "oracle", *remote], capture_output=True, text=True,
+                           timeout=120)
+        check(p.returncode == 1 and "is not this worker's" in p.stderr,
+              "a coordinator with another model is refused (fingerprints differ)")
+
+        channel = grpc.insecure_channel(w.address)
+        stub = pi_pb2_grpc.WorkerStub(channel)
+        auth = (("authorization", "Bearer " + TOKEN),)
+        try:
+            stub.Health(pi_pb2.HealthRequest(), timeout=10)
+            check(False, "a call without a token is refused")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.UNAUTHENTICATED and "no token" in e.details(),
+                  f"a call without a token: UNAUTHENTICATED ({e.details()!r})")
+        n_layer, n_embd, n_ff = 6, 256, 768
+        owned = [pi_pb2.TokenIds(ids=list(range(0, n_ff, 2))) for _ in range(n_layer)]
+
+        def hello(**kw):
+            req = pi_pb2.HelloRequest(protocol_version=kw.get("version", 1),
+                                      model_fingerprint=kw.get("fingerprint", 0),
+                                      max_batch=1, owned=kw.get("owned", owned))
+            return stub.Hello(req, metadata=auth, timeout=30)
+
+        for kw, words in (({"version": 99}, "protocol version 99"),
+                          ({}, "is not this worker's")):
+            try:
+                hello(**kw)
+                check(False, f"hello refused: {words}")
+            except grpc.RpcError as e:
+                check(e.code() == grpc.StatusCode.FAILED_PRECONDITION and words in e.details(),
+                      f"hello refused with FAILED_PRECONDITION: {e.details()!r}")
+        # The worker's fingerprint, from its refusal: "(fingerprint X) is not this worker's (Y)".
+        try:
+            hello()
+        except grpc.RpcError as e:
+            fingerprint = int(re.search(r"worker's \(([0-9a-f]{16})\)", e.details()).group(1), 16)
+        for bad_owned, words in (([pi_pb2.TokenIds(ids=[n_ff])] * n_layer, "n_ff"),
+                                 ([pi_pb2.TokenIds(ids=[3, 1])] * n_layer, "sorted"),
+                                 (owned[:2], "2 layers")):
+            try:
+                hello(fingerprint=fingerprint, owned=bad_owned)
+                check(False, f"a shard that does not fit is refused ({words})")
+            except grpc.RpcError as e:
+                check(e.code() == grpc.StatusCode.FAILED_PRECONDITION,
+                      f"a shard that does not fit is refused: {e.details()!r}")
+        session = hello(fingerprint=fingerprint).session
+        check(session > 0, "a hello with the right model, version and shard opens a session")
+
+        # Malformed step frames: an error reply each, then a good step is answered.
+        x = [0.01 * ((i * 7) % 13 - 6) for i in range(n_embd)]
+        good = step_request(1, 0, 1, n_embd, x, [0, 2, 4])
+        bad_frames = [
+            (b"\x00" * 7, "header"),
+            (good[:-4], "bytes"),
+            (step_request(2, 99, 1, n_embd, x, [0]), "layer"),
+            (step_request(3, 0, 1, n_embd, x, [1]), "shard"),
+            (step_request(4, 0, 1, n_embd, x, [4, 2]), "sorted"),
+            (step_request(5, 0, 1, n_embd, x, [2, 2]), "unique"),
+            (step_request(6, 0, 2, n_embd, x * 2, [0]), "batch"),
+            (step_request(7, 0, 1, 128, x[:128], [0]), "n_embd"),
+        ]
+        frames = [pi_pb2.StepFrame(message=b) for b, _ in bad_frames]
+        frames.append(pi_pb2.StepFrame(message=good))
+        replies = list(stub.Steps(iter(frames), metadata=auth + (("pi-session", str(session)),),
+                                  timeout=60))
+        check(len(replies) == len(frames), f"every frame answered ({len(replies)})")
+        for (frame, words), reply in zip(bad_frames, replies):
+            status, _, _, payload = step_reply(reply.message)
+            check(status != 0 and len(payload) > 0,
+                  f"malformed step ({words}): error reply {payload.decode(errors='replace')!r}")
+        status, step_id, fired, payload = step_reply(replies[-1].message)
+        check(status == 0 and step_id == 1 and len(payload) == 4 * n_embd,
+              "then a good step is answered (the worker served on)")
+        try:
+            list(stub.Steps(iter([pi_pb2.StepFrame(message=good)]),
+                            metadata=auth + (("pi-session", "12345"),), timeout=30))
+            check(False, "a stream naming another session is refused")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.FAILED_PRECONDITION,
+                  f"a stream naming another session is refused ({e.details()!r})")
+        h = stub.Health(pi_pb2.HealthRequest(), metadata=auth, timeout=10)
+        check(h.status == "serving" and h.steps >= len(frames), "Health: serving, steps counted")
+
+        # pi-launch with a local and a remote worker, and faults.
+        launch = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", "-m",
+                       demo_t, "--sparse", "oracle", "-t", "2", "-c", "4096", "--cpu-workers", "1",
+                       "--worker-timeout", "300", *remote], os.path.join(tmp, "launch.log"))
+        check(launch.address is not None, "pi-launch with one local and one remote worker")
+        cstub = pi_pb2_grpc.CoordinatorStub(grpc.insecure_channel(launch.address))
+        p = subprocess.run([os.path.join(bin_dir, "pi-client"), "--server", launch.address,
+                            *greedy, "--json"], capture_output=True, text=True, timeout=120)
+        j = json.loads(p.stdout) if p.returncode == 0 else None
+        check(j is not None and j["generated_tokens"] == golden["generated_tokens"],
+              "pi-client through pi-launch (shm + gRPC workers): the golden sequence")
+        models = cstub.Models(pi_pb2.ModelsRequest(), timeout=10)
+        check(sorted(x.transport for x in models.workers) == ["grpc", "shm"]
+              and sum(x.neurons for x in models.workers) == n_layer * n_ff,
+              "Models: an shm and a grpc worker owning every neuron between them")
+
+        long_req = pi_pb2.GenerateRequest(prompt=PROMPT, n_predict=200, ignore_eos=True,
+                                          sampling=pi_pb2.SamplingParams(temperature=0))
+        base = [r.done for r in cstub.Generate(long_req, timeout=300) if r.HasField("done")][0]
+
+        def generate_with(action, at=20):
+            ids, acted = [], False
+            for reply in cstub.Generate(long_req, timeout=300):
+                if reply.HasField("token"):
+                    if not acted and len(ids) == at:
+                        action()
+                        acted = True
+                    if reply.token.id >= 0:
+                        ids.append(reply.token.id)
+            return ids
+
+        # SIGSTOP: lost at the step deadline, the answer unchanged.
+        ids = generate_with(lambda: w.proc.send_signal(signal.SIGSTOP))
+        check(ids == list(base.generated_ids),
+              "remote worker SIGSTOPped mid-generation: the same 200 tokens")
+        w.proc.send_signal(signal.SIGCONT)
+        # SIGKILL: the same; then a worker on the same port is reconnected.
+        ids = generate_with(lambda: w.proc.send_signal(signal.SIGKILL))
+        check(ids == list(base.generated_ids),
+              "remote worker SIGKILLed mid-generation: the same 200 tokens")
+        w.stop()
+        ids = [r.done for r in cstub.Generate(long_req, timeout=300) if r.HasField("done")][0]
+        check(list(ids.generated_ids) == list(base.generated_ids),
+              "with the remote worker gone, the next request is served (same tokens)")
+        before = cstub.Models(pi_pb2.ModelsRequest(), timeout=10).shard_recoveries
+        w = worker(listen=w.address)
+        check(w.address is not None, "a worker started again on the same port")
+        deadline = time.monotonic() + 30
+        recovered = False
+        while time.monotonic() < deadline and not recovered:
+            done = [r.done for r in cstub.Generate(long_req, timeout=300) if r.HasField("done")][0]
+            check_same = list(done.generated_ids) == list(base.generated_ids)
+            recovered = check_same and (cstub.Models(pi_pb2.ModelsRequest(), timeout=10)
+                                        .shard_recoveries > before) and "session" in w.stderr()
+        check(recovered, "the coordinator reconnects to the returned worker (same tokens)")
+        check(launch.stop() == 0, "pi-launch stops cleanly")
+
+        # Shutdown and SIGTERM end a worker with status 0.
+        stub = pi_pb2_grpc.WorkerStub(grpc.insecure_channel(w.address))
+        stub.Shutdown(pi_pb2.ShutdownRequest(), metadata=auth, timeout=10)
+        try:
+            rc = w.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0 and "shutdown asked" in w.stderr(), "Shutdown: the worker exits 0")
+        w.stop()
+        w = worker()
+        check(w.stop() == 0 and "stopped" in w.stderr(), "SIGTERM: the worker exits 0")
+
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
