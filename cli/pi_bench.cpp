@@ -41,6 +41,11 @@
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
 #include "coordinator/local_workers.h"
+#include "coordinator/shm_worker.h"
+#ifdef PI_HAVE_GRPC
+#include "coordinator/grpc_worker.h"
+#include "coordinator/loopback_worker.h"
+#endif
 #include "gpu_worker/gpu_bandwidth.h"
 #include "kernels/cpu/isa.h"
 
@@ -61,9 +66,10 @@ void Usage() {
           "  --link-gbs X             CPU-GPU link bandwidth in GB/s for the time bound\n"
           "                           (default unknown: transfers left out of the bound)\n"
           "  --sparse off[,oracle][,predictor]  FFN sparsity modes to compare (default off)\n"
-          "  --transport inproc[,shm] where the cold neurons run in tg tests: this process, or a\n"
-          "                          pi-cpu-worker process over shared memory with -t threads\n"
-          "                          (needs ffn_down_t); repetitions interleaved (default inproc)\n"
+          "  --transport inproc[,shm][,grpc]  where the cold neurons run in tg tests: this\n"
+          "                          process, or a pi-cpu-worker process with -t threads over\n"
+          "                          shared memory or over gRPC on 127.0.0.1 (needs ffn_down_t);\n"
+          "                          repetitions interleaved (default inproc)\n"
           "  --sparse-threshold X     predictor score threshold (default: env\n"
           "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
           "  --text FILE              take the tokens from this text (repeated as needed)\n"
@@ -335,6 +341,64 @@ void NoteOnce(const std::string& note, std::set<std::string>* printed) {
 
 }  // namespace
 
+namespace {
+
+// The worker processes of --transport shm and grpc (one each), and the
+// loopback gRPC worker's process.
+struct BenchWorkers {
+  std::unique_ptr<pi::CpuWorker> shm, grpc;
+#ifdef PI_HAVE_GRPC
+  std::unique_ptr<pi::LoopbackWorker> grpc_process;
+#endif
+  pi::CpuWorker* Get(const std::string& transport) {
+    return transport == "shm" ? shm.get() : transport == "grpc" ? grpc.get() : nullptr;
+  }
+};
+
+pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const std::string& path,
+                             const pi::LlamaModel& model, int n_threads,
+                             const pi::EngineOptions& split_opt, BenchWorkers* w) {
+  auto wanted = [&](const char* t) {
+    return std::find(transports.begin(), transports.end(), t) != transports.end();
+  };
+  if (!wanted("shm") && !wanted("grpc")) return pi::Status::Ok();
+  std::string why;
+  if (!pi::SupportsSparseFfn(model, &why)) {
+    return pi::Status::Error(
+        "a worker process computes cold neurons, which needs a "
+        "sparse-capable model: %s",
+        why.c_str());
+  }
+  const auto slice = pi::SplitColdNeurons(model, split_opt, 1)[0];
+  const std::string binary = pi::PathNextToExecutable("pi-cpu-worker");
+  if (wanted("shm")) {
+    pi::ShmWorkerOptions o;
+    o.binary = binary;
+    o.model_path = path;
+    o.n_threads = n_threads;
+    auto shm = std::make_unique<pi::ShmWorker>();
+    PI_RETURN_IF_ERROR(shm->Start(o, model, slice));
+    w->shm = std::move(shm);
+  }
+  if (wanted("grpc")) {
+#ifdef PI_HAVE_GRPC
+    w->grpc_process = std::make_unique<pi::LoopbackWorker>();
+    PI_RETURN_IF_ERROR(w->grpc_process->Start(binary, path, n_threads));
+    pi::GrpcWorkerOptions o;
+    o.address = w->grpc_process->address();
+    o.auth_token = w->grpc_process->token();
+    auto grpc = std::make_unique<pi::GrpcWorker>();
+    PI_RETURN_IF_ERROR(grpc->Connect(o, model, slice));
+    w->grpc = std::move(grpc);
+#else
+    return pi::Status::Error("grpc needs a build with gRPC (PI_GRPC)");
+#endif
+  }
+  return pi::Status::Ok();
+}
+
+}  // namespace
+
 static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-bench", argc, argv);
   pi::GpuSplitFlags split_flags;
@@ -375,10 +439,10 @@ static int Run(int argc, char** argv) {
     else if (f == "--transport") {
       transports = SplitList(args.String(f));
       for (const std::string& t : transports) {
-        if (t != "inproc" && t != "shm")
-          args.Fail("--transport expects inproc or shm, got '" + t + "'");
+        if (t != "inproc" && t != "shm" && t != "grpc")
+          args.Fail("--transport expects inproc, shm or grpc, got '" + t + "'");
       }
-      if (transports.empty()) args.Fail("--transport expects inproc[,shm]");
+      if (transports.empty()) args.Fail("--transport expects inproc[,shm][,grpc]");
     } else if (f == "--sparse") {
       sparse_modes.clear();
       for (const std::string& m : SplitList(args.String(f))) {
@@ -498,16 +562,12 @@ static int Run(int argc, char** argv) {
     const double gpu_bw = GpuBandwidth(split_info, bw_probe, &gpu_bw_measured);
 
     for (int nt : threads) {
-      // One worker for the shm transport, with this run's thread count.
-      std::vector<std::unique_ptr<pi::ShmWorker>> workers;
-      pi::EngineOptions shm_opt = split_opt;
-      if (std::find(transports.begin(), transports.end(), "shm") != transports.end()) {
-        s = pi::StartLocalCpuWorkers(pi::PathNextToExecutable("pi-cpu-worker"), path, model, 1, nt,
-                                     &shm_opt, &workers);
-        if (!s.ok()) {
-          fprintf(stderr, "pi-bench: --transport shm: %s\n", s.message().c_str());
-          return 1;
-        }
+      // One worker per process transport, with this run's thread count.
+      BenchWorkers workers;
+      s = StartBenchWorkers(transports, path, model, nt, split_opt, &workers);
+      if (!s.ok()) {
+        fprintf(stderr, "pi-bench: --transport: %s\n", s.message().c_str());
+        return 1;
       }
       double bw = 0;
       if (bw_probe) {
@@ -527,13 +587,13 @@ static int Run(int argc, char** argv) {
         // row is enough.
         // Runs: every mode on every transport (prompt batches run here, dense).
         std::vector<pi::SparseMode> modes;
-        std::vector<bool> on_shm;
+        std::vector<std::string> on;  // the transport of each run
         for (pi::SparseMode m :
              np > 0 ? std::vector<pi::SparseMode>{pi::SparseMode::kOff} : sparse_modes) {
           for (const std::string& t : transports) {
             if (np > 0 && t != transports[0]) continue;
             modes.push_back(m);
-            on_shm.push_back(np == 0 && t == "shm");
+            on.push_back(np > 0 ? "inproc" : t);
           }
         }
         std::vector<int32_t> toks(std::max(np, ng));
@@ -546,15 +606,15 @@ static int Run(int argc, char** argv) {
           std::unique_ptr<pi::Engine> engine;
           Result r;
           double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;  // over the timed tg runs
-          bool shm = false;                                      // cold neurons on the shm worker
-          std::vector<float> step_us;      // its step round trips over the timed runs
-          std::vector<float> overhead_us;  // and their transport parts
+          pi::CpuWorker* worker = nullptr;  // the process its cold neurons run in, if any
+          std::vector<float> step_us;       // its step round trips over the timed runs
+          std::vector<float> overhead_us;   // and their transport parts
         };
         std::vector<Run> runs(modes.size());
         for (size_t m = 0; m < modes.size(); ++m) {
           Run& run = runs[m];
           run.mode = modes[m];
-          run.shm = on_shm[m];
+          run.worker = workers.Get(on[m]);
           pi::EngineOptions opt;
           opt.n_threads = nt;
           opt.n_batch = n_batch;
@@ -566,7 +626,7 @@ static int Run(int argc, char** argv) {
           opt.hot_backend = split_opt.hot_backend;
           opt.hot_neurons = split_opt.hot_neurons;
           opt.device = split_opt.device;
-          if (on_shm[m]) opt.cold_shards = shm_opt.cold_shards;
+          if (run.worker) opt.cold_shards = {run.worker};
           s = pi::Engine::Create(&model, opt, &run.engine);
           if (!s.ok()) {
             fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
@@ -589,7 +649,7 @@ static int Run(int argc, char** argv) {
                      (opt.device                  ? "+gpu"
                       : opt.hot_backend && ng > 0 ? "+split"
                                                   : "") +
-                     (on_shm[m] ? "+shm" : "");
+                     (run.worker ? "+" + on[m] : "");
           r.backend = split_info.backend;
           r.vram_budget = split_info.vram_budget;
           r.plan_fingerprint = split_info.plan_fingerprint;
@@ -603,7 +663,7 @@ static int Run(int argc, char** argv) {
           for (Run& run : runs) {
             pi::Engine* engine = run.engine.get();
             engine->Reset();
-            if (run.shm) workers[0]->ClearLatencies();
+            if (run.worker) run.worker->ClearLatencies();
             const double t0 = pi::NowSeconds();
             if (np > 0) {
               s = engine->Eval(toks.data(), np);
@@ -623,10 +683,10 @@ static int Run(int argc, char** argv) {
               return 1;
             }
             if (rep >= 0) run.r.samples_ns.push_back(dt * 1e9);
-            if (rep >= 0 && run.shm) {
-              const std::vector<float>& l = workers[0]->latencies_us();
+            if (rep >= 0 && run.worker) {
+              const std::vector<float>& l = run.worker->latencies_us();
               run.step_us.insert(run.step_us.end(), l.begin(), l.end());
-              const std::vector<float>& o = workers[0]->overheads_us();
+              const std::vector<float>& o = run.worker->overheads_us();
               run.overhead_us.insert(run.overhead_us.end(), o.begin(), o.end());
             }
             bar.Update(++done);
