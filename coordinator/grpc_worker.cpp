@@ -19,10 +19,6 @@ int64_t NowNs() {
       .count();
 }
 
-std::chrono::system_clock::time_point After(int ms) {
-  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
-}
-
 // What a failed Hello means, for the error.
 std::string HelloFailure(const grpc::Status& s, int timeout_ms) {
   switch (s.error_code()) {
@@ -110,12 +106,25 @@ Status GrpcWorker::Open(int timeout_ms, std::unique_ptr<Session>* out) {
   for (const std::vector<int32_t>& ids : owned_) {
     hello.add_owned()->mutable_ids()->Add(ids.begin(), ids.end());
   }
-  grpc::ClientContext context;
-  context.AddMetadata(kAuthMetadataKey, BearerValue(options_.auth_token));
-  context.set_deadline(After(timeout_ms));
-  context.set_wait_for_ready(true);  // a worker still starting is waited for
+  // Tried until the deadline while the worker is unreachable (it may still
+  // be starting), so the error is the last real reason (refused, a TLS
+  // handshake that failed), not just a deadline.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   v1::HelloReply reply;
-  const grpc::Status st = s->stub->Hello(&context, hello, &reply);
+  grpc::Status st;
+  while (true) {
+    grpc::ClientContext context;
+    context.AddMetadata(kAuthMetadataKey, BearerValue(options_.auth_token));
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                             deadline - std::chrono::steady_clock::now()));
+    st = s->stub->Hello(&context, hello, &reply);
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   if (!st.ok()) return Status::Error("%s %s", name_.c_str(), HelloFailure(st, timeout_ms).c_str());
   s->backend = reply.backend();
   s->resident_bytes = reply.resident_bytes();

@@ -14,8 +14,13 @@ On the demo model stored with ffn_down_t (--sparse oracle unless said):
   proto/pi.proto, packing step frames by hand from the documented layout.
 - Faults: the remote worker SIGKILLed mid-generation leaves the answer unchanged, and a
   worker started again on the same port is reconnected; a SIGSTOPped worker is lost at its
-  step deadline (--worker-timeout), the answer unchanged; a worker that never returns costs
-  nothing but time: the coordinator serves the next request too.
+  step deadline (--worker-timeout), the answer unchanged; through the TCP fault proxy
+  (pi-fault-proxy), a blackholed path mid-generation leaves the answer unchanged, a worker
+  that does not come back costs nothing but time (the next request is served, Health says
+  degraded), and once the path is back the worker is used again.
+- TLS (certificates made here with openssl): the worker's certificate checked against the
+  CA gives the golden sequence, plain text to a TLS worker fails; with a client certificate
+  required, the coordinator that presents one is served and one without is refused.
 - Shutdown: the Shutdown call and SIGTERM each end a worker with exit status 0.
 
 Usage: remote_worker_test.py BIN_DIR PROTOC GRPC_PYTHON_PLUGIN
@@ -270,6 +275,89 @@ def main():
                                         .shard_recoveries > before) and "session" in w.stderr()
         check(recovered, "the coordinator reconnects to the returned worker (same tokens)")
         check(launch.stop() == 0, "pi-launch stops cleanly")
+
+        # Through the fault proxy: a blackhole (a host gone silent, its connection left
+        # open) mid-generation, then the path back.
+        proxy_log = os.path.join(tmp, "proxy.log")
+        with open(proxy_log, "w") as log:
+            proxy = subprocess.Popen([os.path.join(bin_dir, "pi-fault-proxy"), "--listen",
+                                      "127.0.0.1:0", "--to", w.address], stdin=subprocess.PIPE,
+                                     stderr=log, text=True)
+        deadline = time.monotonic() + 30
+        proxied = None
+        while time.monotonic() < deadline and proxied is None:
+            m = re.search(r" on (127\.0\.0\.1:\d+)", open(proxy_log).read())
+            proxied = m.group(1) if m else None
+            time.sleep(0.05)
+
+        def tell_proxy(command):
+            proxy.stdin.write(command + "\n")
+            proxy.stdin.flush()
+
+        launch = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0",
+                                "-m", demo_t, "--sparse", "oracle", "-t", "2", "-c", "4096",
+                                "--worker-timeout", "300", "--cpu-worker", proxied,
+                                "--auth-token-file", token], os.path.join(tmp, "launch2.log"))
+        cstub = pi_pb2_grpc.CoordinatorStub(grpc.insecure_channel(launch.address))
+        t0 = time.monotonic()
+        ids = generate_with(lambda: tell_proxy("blackhole"))
+        check(ids == list(base.generated_ids),
+              "the worker's path blackholed mid-generation: the same 200 tokens")
+        h = cstub.Health(pi_pb2.HealthRequest(), timeout=10)
+        check(h.status == "degraded", f"Health says degraded while the worker is cut off ({h.status})")
+        done = [r.done for r in cstub.Generate(long_req, timeout=300) if r.HasField("done")][0]
+        check(list(done.generated_ids) == list(base.generated_ids) and time.monotonic() - t0 < 60,
+              "a worker that does not come back costs time only: the next request is served")
+        tell_proxy("pass")
+        deadline = time.monotonic() + 30
+        recovered = False
+        while time.monotonic() < deadline and not recovered:
+            done = [r.done for r in cstub.Generate(long_req, timeout=300) if r.HasField("done")][0]
+            recovered = (list(done.generated_ids) == list(base.generated_ids) and
+                         cstub.Models(pi_pb2.ModelsRequest(), timeout=10).shard_recoveries >= 1)
+        check(recovered, "the path restored: the worker is used again (same tokens)")
+        h = cstub.Health(pi_pb2.HealthRequest(), timeout=10)
+        check(h.status == "ok", f"Health says ok again ({h.status})")
+        check(launch.stop() == 0, "pi-launch stops cleanly")
+        tell_proxy("quit")
+        proxy.wait(timeout=10)
+
+        # TLS: a worker with a certificate (and one that requires a client certificate)
+        # serves a coordinator that checks it against the CA; a plain-text coordinator fails.
+        def openssl(*args):
+            subprocess.run(["openssl", *args], cwd=tmp, capture_output=True, check=True,
+                           timeout=60)
+
+        with open(os.path.join(tmp, "san.ext"), "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\n")
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+                "ca.crt", "-days", "1", "-subj", "/CN=pi-test-ca")
+        for name in ("worker", "client"):
+            openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+                    f"{name}.csr", "-subj", f"/CN={name}")
+            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                    "-CAcreateserial", "-out", f"{name}.crt", "-days", "1", "-extfile", "san.ext")
+        pem = lambda name: os.path.join(tmp, name)  # noqa: E731
+        tls = worker("--tls-cert", pem("worker.crt"), "--tls-key", pem("worker.key"))
+        check(tls.address is not None and "(TLS)" in tls.stderr(), "a TLS worker serves")
+        tls_remote = ["--cpu-worker", tls.address, "--auth-token-file", token]
+        j, err = pi_run(*tls_remote, "--tls-ca", pem("ca.crt"), "--sparse", "oracle")
+        check(j is not None and j["generated_tokens"] == golden["generated_tokens"],
+              "over TLS (the worker's certificate checked): the golden sequence")
+        j, err = pi_run(*tls_remote, "--sparse", "oracle", "--worker-timeout", "2000")
+        check(j is None and "cpu worker" in err, "plain text to a TLS worker fails, naming it")
+        tls.stop()
+        mtls = worker("--tls-cert", pem("worker.crt"), "--tls-key", pem("worker.key"),
+                      "--tls-ca", pem("ca.crt"))
+        mtls_remote = ["--cpu-worker", mtls.address, "--auth-token-file", token, "--tls-ca",
+                       pem("ca.crt")]
+        j, err = pi_run(*mtls_remote, "--tls-cert", pem("client.crt"), "--tls-key",
+                        pem("client.key"), "--sparse", "oracle")
+        check(j is not None and j["generated_tokens"] == golden["generated_tokens"],
+              "mutual TLS (a client certificate required and given): the golden sequence")
+        j, err = pi_run(*mtls_remote, "--sparse", "oracle")
+        check(j is None and "cpu worker" in err, "mutual TLS without a client certificate fails")
+        mtls.stop()
 
         # Shutdown and SIGTERM end a worker with status 0.
         stub = pi_pb2_grpc.WorkerStub(grpc.insecure_channel(w.address))
