@@ -3,11 +3,26 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/unicode.h"
+
 namespace pi {
 
 std::string JsonEscape(const std::string& s) {
   std::string out = "\"";
-  for (unsigned char ch : s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char ch = static_cast<unsigned char>(s[i]);
+    if (ch >= 0x80) {
+      uint32_t cp = 0;
+      size_t len = 1;
+      if (DecodeUtf8(s.data(), s.size(), i, &cp, &len) == Utf8Status::kValid) {
+        out.append(s, i, len);
+      } else {
+        AppendUtf8(0xFFFD, &out);
+      }
+      i += len;
+      continue;
+    }
+    ++i;
     switch (ch) {
       case '"':
         out += "\\\"";

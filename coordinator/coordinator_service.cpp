@@ -71,7 +71,10 @@ void FillDone(const GenerationRequest& request, const GenerationResult& g, uint3
               double queue_s, v1::Done* done) {
   done->set_stop_reason(g.stop_reason);
   done->set_error(g.error);
-  done->set_text(g.text);
+  // proto3 strings are UTF-8: the text as it was streamed (bytes that
+  // never became a character, from byte tokens, as U+FFFD).
+  Utf8Stream whole;
+  done->set_text(whole.Push(g.text) + whole.Flush());
   done->mutable_prompt_ids()->Add(request.prompt.begin(), request.prompt.end());
   done->mutable_generated_ids()->Add(g.ids.begin(), g.ids.end());
   done->set_seed(seed);
