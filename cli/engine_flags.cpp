@@ -44,7 +44,10 @@ const char kEngineUsage[] =
     "  --tls-ca F              reach remote workers over TLS, checking their certificate\n"
     "  --tls-cert F --tls-key F  the client certificate, for workers that require one\n"
     "  --worker-timeout MS     a worker that has not answered a step by then is lost: its\n"
-    "                          neurons run here until it is back (default 1000)\n";
+    "                          neurons run here until it is back (default 1000)\n"
+    "  --gpu-worker, --no-gpu-worker  the hot neurons of a --vram-budget split in a\n"
+    "                          pi-gpu-worker process, or in this one (pi-run: in this one;\n"
+    "                          pi-launch: in the worker; a GPU running whole layers stays here)\n";
 
 bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
   if (f == "-m" || f == "--model")
@@ -71,6 +74,10 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
     e->secrets.tls_key = args->String(f);
   else if (f == "--worker-timeout")
     e->worker_timeout_ms = args->Int(f);
+  else if (f == "--gpu-worker")
+    e->gpu_worker = true;
+  else if (f == "--no-gpu-worker")
+    e->gpu_worker = false;
   else if (ParseCacheTypeFlag(f, args, &e->opt.cache_type_k, &e->opt.cache_type_v) ||
            ParseSparseFlag(f, args, &e->opt.sparse, &e->opt.sparse_threshold) ||
            ParseGpuSplitFlag(f, args, &e->split)) {
@@ -116,6 +123,22 @@ Status CheckEngineFlags(const EngineFlags& e) {
 }
 
 namespace {
+
+// Starts pi-gpu-worker owning the hot neurons, on --ffn-backend.
+Status StartGpuWorker(const EngineFlags& e, const LlamaModel& model,
+                      const std::vector<std::vector<int32_t>>& hot,
+                      std::unique_ptr<CpuWorker>* out) {
+  ShmWorkerOptions o;
+  o.binary = PathNextToExecutable("pi-gpu-worker");
+  o.role = "gpu worker";
+  o.model_path = e.model_path;
+  o.extra_args = {"--ffn-backend", e.split.ffn_backend};
+  o.step_timeout_ms = e.worker_timeout_ms;
+  auto w = std::make_unique<ShmWorker>();
+  PI_RETURN_IF_ERROR(w->Start(o, model, hot));
+  *out = std::move(w);
+  return Status::Ok();
+}
 
 // Starts the local workers and connects the remote ones, the non-hot
 // neurons split across all of them.
@@ -172,8 +195,17 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   NoteSparseSupport(tool, model, e->opt.sparse);
   const int n_ctx = Engine::ContextSize(model.config, e->opt.n_ctx);
   NoteContextSize(tool, model, n_ctx);
+  e->split.hot_in_worker = e->gpu_worker;
   PI_RETURN_IF_ERROR(
       SetUpGpuSplit(tool, e->model_path, model, e->split, n_ctx, &out->split, &e->opt));
+  if (e->gpu_worker && e->opt.hot_neurons) {
+    PI_RETURN_IF_ERROR(StartGpuWorker(*e, model, *e->opt.hot_neurons, &out->gpu_worker));
+    e->opt.hot_shard = out->gpu_worker.get();
+    const CpuWorker& g = *out->gpu_worker;
+    fprintf(stderr, "%s: %s (shm): %s backend, %.1f MiB of hot neurons, %lld neurons\n", tool,
+            g.name(), g.backend().c_str(), g.resident_bytes() / 1048576.0,
+            static_cast<long long>(g.neurons()));
+  }
   if (e->cpu_workers_auto) {
     // Remote workers given: the cold neurons go there; else one local worker.
     std::string why;
@@ -194,6 +226,7 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
 
 void StopWorkers(const char* tool, LoadedEngine* loaded) {
   const bool failed_before = loaded->engine && loaded->engine->shard_failures() > 0;
+  if (loaded->gpu_worker) loaded->workers.push_back(std::move(loaded->gpu_worker));
   for (auto& w : loaded->workers) {
     const Status stopped = w->Stop();
     if (!stopped.ok() && !failed_before)

@@ -33,6 +33,9 @@ struct EngineFlags {
   std::vector<std::string> remote_workers;  // --cpu-worker HOST:PORT (gRPC builds)
   WorkerSecretFiles secrets;
   int worker_timeout_ms = 1000;  // a step a worker has not answered by then: the worker is lost
+  // The hot neurons of a --vram-budget split in a pi-gpu-worker process
+  // (pi-launch's default; pi-run --gpu-worker) instead of this one.
+  bool gpu_worker = false;
   bool check_tensors = false;
   EngineFlags();
 };
@@ -53,6 +56,7 @@ struct LoadedEngine {
   LlamaModel model;
   std::unique_ptr<Tokenizer> tok;
   GpuSplit split;
+  std::unique_ptr<CpuWorker> gpu_worker;            // the hot neurons' process, if any
   std::vector<std::unique_ptr<CpuWorker>> workers;  // local ones first, then remote
   std::unique_ptr<Engine> engine;
 };

@@ -171,6 +171,19 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
     split->hot.push_back(l.gpu_neurons);
     n_hot += static_cast<int64_t>(l.gpu_neurons.size());
   }
+  if (flags.hot_in_worker) {
+    fprintf(stderr,
+            "%s: FFN split: %lld of %lld neurons hot (%s of rows) for the gpu worker process, "
+            "the rest on the CPU; plan %s %s\n",
+            tool, static_cast<long long>(n_hot),
+            static_cast<long long>(model.config.n_layer) * model.config.n_ff,
+            HumanBytes(HotRowBytes(model, split->hot)).c_str(), plan_path.c_str(),
+            reused ? "reused" : "written");
+    split->plan = std::move(plan);
+    split->plan_path = plan_path;
+    options->hot_neurons = &split->hot;
+    return Status::Ok();
+  }
   std::unique_ptr<FfnBackend> backend;
   PI_RETURN_IF_ERROR(CreateFfnBackend(flags.ffn_backend, 1, &backend));
   PI_RETURN_IF_ERROR(backend->Load(model, split->hot));

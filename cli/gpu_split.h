@@ -30,6 +30,11 @@ struct GpuSplitFlags {
   bool reset = false;
   bool disable = false;
   std::string ffn_backend = "auto";  // auto | cuda | host
+  // The hot neurons go to a gpu_worker process (pi-launch; pi-run
+  // --gpu-worker): no backend is loaded here, only the plan and the hot
+  // sets (options->hot_neurons); the caller starts the worker. A GPU taking
+  // whole layers (the device path) still runs in this process.
+  bool hot_in_worker = false;
 };
 
 // Consumes `flag` (already read by args.Next()) when it is one of the above.

@@ -5,22 +5,19 @@
 //
 //   pi-cpu-worker -m model.gguf --shm-fd 3 -t 2 --parent-pid 1234      (local)
 //   pi-cpu-worker -m model.gguf --listen 0.0.0.0:50061 --auth-token-file /etc/pi/token
-#include <sys/prctl.h>
-#include <unistd.h>
-
 #include <csignal>
 #include <cstdio>
 #include <string>
 
 #include "cli/args.h"
+#include "cli/child_worker.h"
 #include "cli/tool_main.h"
 #include "cli/worker_secrets.h"
 #include "common/llama_model.h"
-#include "common/transport/shm_channel.h"
-#include "cpu_worker/shm_serve.h"
+#include "cpu_worker/cold_shard.h"
 #ifdef PI_HAVE_GRPC
+#include "common/transport/grpc_serve.h"
 #include "common/transport/listen_address.h"
-#include "cpu_worker/grpc_serve.h"
 #endif
 
 namespace {
@@ -98,27 +95,6 @@ int ParseFlags(int argc, char** argv, WorkerFlags* w) {
   return -1;
 }
 
-int ServeShared(const WorkerFlags& w) {
-  // Ctrl-C in a terminal reaches the whole process group: the parent stops
-  // its workers itself, after the request in hand.
-  if (w.shm.parent_pid != 0) {
-    signal(SIGINT, SIG_IGN);
-    // Die with the parent; the check closes the race with a parent that died
-    // before the prctl.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != w.shm.parent_pid) return 1;
-  }
-  pi::ShmChannel channel;
-  pi::Status s = channel.Attach(w.shm_fd);
-  pi::LlamaModel model;
-  if (s.ok()) s = pi::ServeShm(&channel, model, pi::LoadLlamaModel(w.model_path, &model), w.shm);
-  if (!s.ok()) {
-    fprintf(stderr, "pi-cpu-worker: %s\n", s.message().c_str());
-    return 1;
-  }
-  return 0;
-}
-
 #ifdef PI_HAVE_GRPC
 int ServeRemote(const WorkerFlags& w) {
   pi::GrpcServeOptions o;
@@ -139,10 +115,12 @@ int ServeRemote(const WorkerFlags& w) {
             w.listen.c_str());
   }
   if (s.ok()) {
-    s = pi::ServeGrpc(o, model, [&](const std::string& address) {
-      fprintf(stderr, "pi-cpu-worker: %s on %s%s, %d threads\n", w.model_path.c_str(),
-              address.c_str(), o.tls_cert.empty() ? "" : " (TLS)", o.n_threads);
-    });
+    s = pi::ServeGrpc(
+        o, model, [] { return std::make_unique<pi::ColdShard>(); },
+        [&](const std::string& address) {
+          fprintf(stderr, "pi-cpu-worker: %s on %s%s, %d threads\n", w.model_path.c_str(),
+                  address.c_str(), o.tls_cert.empty() ? "" : " (TLS)", o.n_threads);
+        });
   }
   if (!s.ok()) {
     fprintf(stderr, "pi-cpu-worker: %s\n", s.message().c_str());
@@ -164,7 +142,10 @@ static int Run(int argc, char** argv) {
   WorkerFlags w;
   const int flags_status = ParseFlags(argc, argv, &w);
   if (flags_status >= 0) return flags_status;
-  if (w.shm_fd >= 0) return ServeShared(w);
+  if (w.shm_fd >= 0) {
+    pi::ColdShard shard;
+    return pi::ServeParentOverShm("pi-cpu-worker", w.model_path, w.shm_fd, w.shm, &shard);
+  }
   // Before any thread exists: the server's loop alone takes SIGINT/SIGTERM.
   sigset_t set;
   sigemptyset(&set);

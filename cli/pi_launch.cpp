@@ -25,7 +25,9 @@ void Usage() {
       "                          picks a free one, printed at start)\n"
       "  --max-queue N           requests that may wait behind the running one; more are\n"
       "                          refused at once with RESOURCE_EXHAUSTED (default 8)\n"
-      "  (--cpu-workers defaults to 1 when the model's FFN can be split, else 0)\n",
+      "  (--cpu-workers defaults to 1 when the model's FFN can be split, else 0; the hot\n"
+      "  neurons of a --vram-budget split run in a pi-gpu-worker process unless\n"
+      "  --no-gpu-worker)\n",
       stderr);
   fputs(pi::kEngineUsage, stderr);
   fputs(pi::kCacheTypeUsage, stderr);
@@ -41,6 +43,7 @@ struct LaunchFlags {
 // Returns -1 to go on, else the exit status (0 after --help).
 int ParseFlags(int argc, char** argv, LaunchFlags* l) {
   pi::ArgReader args("pi-launch", argc, argv);
+  l->engine.gpu_worker = true;  // the hot neurons in a pi-gpu-worker process
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
     if (f == "--listen")
@@ -74,7 +77,15 @@ pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
   served.tok = loaded.tok.get();
   served.sparse = pi::SparseModeName(l.engine.opt.sparse);
   served.vram_budget = l.engine.split.vram_budget;
-  served.hot_backend = loaded.split.device ? "cuda" : loaded.split.backend ? "host" : "none";
+  served.hot_backend = loaded.split.device    ? "cuda"
+                       : loaded.split.backend ? "host"
+                       : loaded.gpu_worker    ? loaded.gpu_worker->backend()
+                                              : "none";
+  if (loaded.gpu_worker) {
+    const pi::CpuWorker& g = *loaded.gpu_worker;
+    served.workers.push_back(
+        {g.name(), g.transport(), g.backend(), g.resident_bytes(), g.neurons()});
+  }
   for (const auto& w : loaded.workers) {
     served.workers.push_back(
         {w->name(), w->transport(), w->backend(), w->resident_bytes(), w->neurons()});

@@ -39,6 +39,8 @@ class FfnBackend {
   virtual void Start(int layer, const float* x, float* y) = 0;
   // Returns the number of hot neurons that fired in the step.
   virtual int64_t Wait() = 0;
+  // The bytes the loaded neurons take where the backend keeps them.
+  virtual int64_t resident_bytes() const = 0;
 };
 
 }  // namespace pi

@@ -98,19 +98,28 @@ Status FfnBlock::InitColdShards(const std::vector<FfnShard*>& shards) {
     }
   }
   shards_ = shards;
-  shard_down_.assign(shards.size(), 0);
-  shard_retry_at_.assign(shards.size(), std::chrono::steady_clock::time_point());
-  shard_recovered_at_.assign(shards.size(), std::chrono::steady_clock::time_point());
-  shard_backoff_ms_.assign(shards.size(), 0);
+  health_.assign(shards.size(), ShardHealth());
   shard_ids_.assign(shards.size(), std::vector<int32_t>(c_.n_ff));
   shard_n_.assign(shards.size(), 0);
   local_ids_.assign(c_.n_ff, 0);
   return Status::Ok();
 }
 
+Status FfnBlock::InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, FfnShard* shard) {
+  PI_RETURN_IF_ERROR(InitSplit(hot_ids, nullptr));
+  if (shard->owned() != hot_ids) {
+    return Status::Error("the hot shard %s does not own exactly the hot neurons", shard->name());
+  }
+  hot_shard_ = shard;
+  hot_ids_ = hot_ids;
+  hot_health_ = ShardHealth();
+  return Status::Ok();
+}
+
 bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
   if (batch != 1) return false;
-  if (backend_ || !shards_.empty()) return true;  // InitSplit / InitColdShards checked support
+  // InitSplit / InitHotShard / InitColdShards checked support.
+  if (backend_ || hot_shard_ || !shards_.empty()) return true;
   if (mode_ == SparseMode::kOff || !layer.ffn_down_t.present() || !FfnIsReluFamily(c_.activation)) {
     return false;
   }
@@ -131,6 +140,15 @@ void FfnBlock::ForwardSparse(int il, const float* in, float* h, ThreadPool* pool
   const int64_t d = c_.n_embd;
   NormalizeRow(c_, layer.ffn_norm, layer.ffn_norm_b, in, x_.data());
   if (backend_) backend_->Start(il, x_.data(), y_hot_.data());
+  const bool split = backend_ || hot_shard_;
+  bool hot_started = false;
+  if (hot_shard_) {
+    if (hot_health_.down) TryRecover(hot_shard_, &hot_health_);
+    if (!hot_health_.down) {
+      hot_shard_->Start({il, 1, x_.data(), nullptr, -1});
+      hot_started = true;
+    }
+  }
 
   // The CPU's candidates: the predictor's ids (read from `in` before h
   // changes: PowerInfer's input is the un-normed residual), else all
@@ -142,7 +160,7 @@ void FfnBlock::ForwardSparse(int il, const float* in, float* h, ThreadPool* pool
   if (predicted) {
     n = predictor_.Predict(layer, in, threshold_, ids_.data(), pool);
     ids = ids_.data();
-    if (backend_) {
+    if (split) {
       const uint8_t* hot = is_hot_[il].data();
       int64_t m = 0;
       for (int64_t k = 0; k < n; ++k) {
@@ -150,7 +168,7 @@ void FfnBlock::ForwardSparse(int il, const float* in, float* h, ThreadPool* pool
       }
       n = m;
     }
-  } else if (backend_) {
+  } else if (split) {
     ids = cold_ids_[il].data();
     n = static_cast<int64_t>(cold_ids_[il].size());
   }
@@ -159,7 +177,34 @@ void FfnBlock::ForwardSparse(int il, const float* in, float* h, ThreadPool* pool
   if (backend_) {
     last_hot_ = backend_->Wait();
     for (int64_t i = 0; i < d; ++i) h[i] += y_hot_[i];
+  } else if (hot_shard_) {
+    FinishHotShard(il, hot_started, h, pool);
   }
+}
+
+void FfnBlock::FinishHotShard(int il, bool started, float* h, ThreadPool* pool) {
+  const int64_t d = c_.n_embd;
+  if (started) {
+    const float* ys = nullptr;
+    int64_t fired = 0;
+    const Status s = hot_shard_->Wait(&ys, &fired);
+    if (s.ok()) {
+      for (int64_t i = 0; i < d; ++i) h[i] += ys[i];
+      last_hot_ = fired;
+      return;
+    }
+    ShardFailed(hot_shard_, &hot_health_, s);
+  }
+  // Lost: the hot neurons run here, summed apart and added as the shard's
+  // sum would be.
+  const LlamaLayer& layer = model_->layers[il];
+  const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  std::memset(y_hot_.data(), 0, sizeof(float) * d);
+  const std::vector<int32_t>& hot = hot_ids_[il];
+  last_hot_ = hot.empty() ? 0
+                          : neurons_.Accumulate(rows, hot.data(), static_cast<int64_t>(hot.size()),
+                                                x_.data(), y_hot_.data(), pool);
+  for (int64_t i = 0; i < d; ++i) h[i] += y_hot_[i];
 }
 
 void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* y,
@@ -196,38 +241,42 @@ void FfnBlock::ComputeCandidates(int il, const int32_t* ids, int64_t n, const fl
 }
 
 void FfnBlock::RecoverShards() {
-  const auto now = std::chrono::steady_clock::now();
   for (size_t k = 0; k < shards_.size(); ++k) {
-    if (!shard_down_[k] || now < shard_retry_at_[k]) continue;
-    if (shards_[k]->Recover().ok()) {
-      shard_down_[k] = 0;
-      shard_recovered_at_[k] = std::chrono::steady_clock::now();
-      ++shard_recoveries_;
-    } else {
-      shard_backoff_ms_[k] = std::min(5000, std::max(250, 2 * shard_backoff_ms_[k]));
-      shard_retry_at_[k] = now + std::chrono::milliseconds(shard_backoff_ms_[k]);
-    }
+    if (health_[k].down) TryRecover(shards_[k], &health_[k]);
   }
 }
 
-void FfnBlock::ShardFailed(size_t k, const Status& s) {
+void FfnBlock::TryRecover(FfnShard* shard, ShardHealth* health) {
   const auto now = std::chrono::steady_clock::now();
-  shard_down_[k] = 1;
+  if (now < health->retry_at) return;
+  if (shard->Recover().ok()) {
+    health->down = false;
+    health->recovered_at = std::chrono::steady_clock::now();
+    ++shard_recoveries_;
+  } else {
+    health->backoff_ms = std::min(5000, std::max(250, 2 * health->backoff_ms));
+    health->retry_at = now + std::chrono::milliseconds(health->backoff_ms);
+  }
+}
+
+void FfnBlock::ShardFailed(FfnShard* shard, ShardHealth* health, const Status& s) {
+  const auto now = std::chrono::steady_clock::now();
+  health->down = true;
   ++shard_failures_;
-  shard_error_ = std::string(shards_[k]->name()) + ": " + s.message();
+  shard_error_ = std::string(shard->name()) + ": " + s.message();
   // Recovery is tried at the next step, unless the shard fails again within
   // a minute of coming back: then it waits longer each time (a crash loop
   // must not cost a restart per step).
-  const auto recovered = shard_recovered_at_[k];
+  const auto recovered = health->recovered_at;
   const bool relapse = recovered != std::chrono::steady_clock::time_point() &&
                        now - recovered < std::chrono::minutes(1);
-  shard_backoff_ms_[k] = relapse ? std::min(5000, std::max(250, 2 * shard_backoff_ms_[k])) : 0;
-  shard_retry_at_[k] = now + std::chrono::milliseconds(shard_backoff_ms_[k]);
+  health->backoff_ms = relapse ? std::min(5000, std::max(250, 2 * health->backoff_ms)) : 0;
+  health->retry_at = now + std::chrono::milliseconds(health->backoff_ms);
 }
 
 void FfnBlock::RouteToShards(int il, const int32_t* ids, int64_t n, const float* x, float* y,
                              ThreadPool* pool) {
-  if (shard_failures_ > shard_recoveries_) RecoverShards();
+  RecoverShards();
   const int16_t* owner = owner_[il].data();
   const size_t n_shards = shards_.size();
   for (size_t k = 0; k < n_shards; ++k) shard_n_[k] = 0;
@@ -235,14 +284,14 @@ void FfnBlock::RouteToShards(int il, const int32_t* ids, int64_t n, const float*
   for (int64_t j = 0; j < n; ++j) {  // ids are sorted: so is every share
     const int32_t id = ids[j];
     const int16_t o = owner[id];
-    if (o >= 0 && !shard_down_[o]) {
+    if (o >= 0 && !health_[o].down) {
       shard_ids_[o][shard_n_[o]++] = id;
     } else {
       local_ids_[local++] = id;
     }
   }
   for (size_t k = 0; k < n_shards; ++k) {
-    if (!shard_down_[k]) shards_[k]->Start({il, 1, x, shard_ids_[k].data(), shard_n_[k]});
+    if (!health_[k].down) shards_[k]->Start({il, 1, x, shard_ids_[k].data(), shard_n_[k]});
   }
   AccumulateCandidates(il, local_ids_.data(), local, x, y, pool);
   last_gate_rows_ += n - local;
@@ -250,7 +299,7 @@ void FfnBlock::RouteToShards(int il, const int32_t* ids, int64_t n, const float*
   const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
   const int64_t d = c_.n_embd;
   for (size_t k = 0; k < n_shards; ++k) {  // in shard order: sums do not depend on timing
-    if (shard_down_[k]) continue;
+    if (health_[k].down) continue;
     const float* ys = nullptr;
     int64_t fired = 0;
     const Status s = shards_[k]->Wait(&ys, &fired);
@@ -260,7 +309,7 @@ void FfnBlock::RouteToShards(int il, const int32_t* ids, int64_t n, const float*
       continue;
     }
     // The shard is gone or late: its neurons run here until it recovers.
-    ShardFailed(k, s);
+    ShardFailed(shards_[k], &health_[k], s);
     if (shard_n_[k] > 0) {
       last_cold_ += neurons_.Accumulate(rows, shard_ids_[k].data(), shard_n_[k], x, y, pool);
     }

@@ -71,6 +71,12 @@ class FfnBlock {
   // backoff of 250 ms doubling to 5 s (shard_failures(), shard_recoveries(),
   // shard_error()).
   Status InitColdShards(const std::vector<FfnShard*>& shards);
+  // The split with the hot neurons on a shard (a gpu_worker process): every
+  // single-token step sends it the whole layer (n_ids -1: the gate decides,
+  // as on an in-process backend) while the CPU computes the cold part; if
+  // it fails, the hot neurons run here until it recovers, as a cold shard's
+  // do. `shard` must own exactly hot_ids and outlive the block.
+  Status InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, FfnShard* shard);
   int64_t shard_failures() const { return shard_failures_; }
   int64_t shard_recoveries() const { return shard_recoveries_; }
   const std::string& shard_error() const { return shard_error_; }
@@ -125,9 +131,21 @@ class FfnBlock {
                          ThreadPool* pool);
   void RouteToShards(int il, const int32_t* ids, int64_t n, const float* x, float* y,
                      ThreadPool* pool);
+  // A shard's health: lost (its neurons run here) and when to try Recover()
+  // next; the current backoff, and when it last came back (zero: never;
+  // failing again within a minute of that grows the backoff).
+  struct ShardHealth {
+    bool down = false;
+    std::chrono::steady_clock::time_point retry_at, recovered_at;
+    int backoff_ms = 0;
+  };
   // Tries Recover() on failed shards whose retry time has come.
   void RecoverShards();
-  void ShardFailed(size_t k, const Status& s);
+  void TryRecover(FfnShard* shard, ShardHealth* health);
+  void ShardFailed(FfnShard* shard, ShardHealth* health, const Status& s);
+  // The hot part of a split step on the hot shard, started (`started`) or,
+  // with the shard lost, here; added into h.
+  void FinishHotShard(int il, bool started, float* h, ThreadPool* pool);
   // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
   void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);
 
@@ -148,15 +166,14 @@ class FfnBlock {
   // Shards (InitColdShards): owner_[l][i] = the shard owning neuron i, -1 here.
   std::vector<FfnShard*> shards_;
   std::vector<std::vector<int16_t>> owner_;
-  std::vector<uint8_t> shard_down_;              // [shards] failed: its neurons run here
+  std::vector<ShardHealth> health_;              // [shards]
   std::vector<std::vector<int32_t>> shard_ids_;  // [shards][n_ff] a step's share
   std::vector<int64_t> shard_n_;                 // [shards]
   std::vector<int32_t> local_ids_;               // [n_ff] the candidates computed here
-  // Recovery of failed shards: when to try next, the current backoff, and
-  // when a shard last came back (zero: never; failing again within a minute
-  // of that grows the backoff, a minute healthy resets it).
-  std::vector<std::chrono::steady_clock::time_point> shard_retry_at_, shard_recovered_at_;
-  std::vector<int> shard_backoff_ms_;
+  // The hot shard (InitHotShard) and the hot ids, for when it is lost.
+  FfnShard* hot_shard_ = nullptr;
+  ShardHealth hot_health_;
+  std::vector<std::vector<int32_t>> hot_ids_;
   int64_t shard_failures_ = 0, shard_recoveries_ = 0;
   std::string shard_error_;
 

@@ -65,6 +65,13 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
     if (options.device) return Status::Error("a hot backend and a device backend at once");
     PI_RETURN_IF_ERROR(e->ffn_.InitSplit(*options.hot_neurons, options.hot_backend));
   }
+  if (options.hot_shard) {
+    if (!options.hot_neurons) return Status::Error("a hot shard needs its hot neuron sets");
+    if (options.hot_backend || options.device) {
+      return Status::Error("a hot shard with a hot backend or a device backend");
+    }
+    PI_RETURN_IF_ERROR(e->ffn_.InitHotShard(*options.hot_neurons, options.hot_shard));
+  }
   if (options.device) {
     const DevicePlan& p = options.device->plan();
     if (p.n_ctx < e->n_ctx_ || p.cache_type_k != options.cache_type_k ||

@@ -51,6 +51,11 @@ struct EngineOptions {
   // --sparse predictor the predicted part). Both must outlive the engine.
   FfnBackend* hot_backend = nullptr;
   const std::vector<std::vector<int32_t>>* hot_neurons = nullptr;
+  // Or the hot neurons on a shard (a gpu_worker process, owning exactly
+  // *hot_neurons): the same split, a whole layer per step, with the hot
+  // neurons computed here while the shard is lost. Exclusive with
+  // hot_backend and device; not owned; must outlive the engine.
+  FfnShard* hot_shard = nullptr;
   // A GPU holding a prefix of the layers (attention, KV cache, predictor,
   // hot neurons) and maybe the head (common/device_backend.h), already
   // Load()ed for this model, cache types and at least this context; must outlive the

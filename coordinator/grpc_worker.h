@@ -92,7 +92,6 @@ class GrpcWorker : public CpuWorker {
   Status reconnect_status_;
   std::unique_ptr<Session> reconnected_;
   int reconnects_ = 0;
-
 };
 
 }  // namespace pi

@@ -96,9 +96,11 @@ Status ShmWorker::Spawn() {
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   const std::string fd_arg = std::to_string(kChannelFd), threads = std::to_string(o.n_threads),
                     parent = std::to_string(getpid());
-  std::vector<const char*> argv = {o.binary.c_str(), "-m",   o.model_path.c_str(), "--shm-fd",
-                                   fd_arg.c_str(),   "-t",   threads.c_str(),      "--parent-pid",
-                                   parent.c_str(),   nullptr};
+  std::vector<const char*> argv = {o.binary.c_str(), "-m",           o.model_path.c_str(),
+                                   "--shm-fd",       fd_arg.c_str(), "-t",
+                                   threads.c_str(),  "--parent-pid", parent.c_str()};
+  for (const std::string& a : o.extra_args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
   const int rc = posix_spawn(&pid_, o.binary.c_str(), &fa, &attr,
                              const_cast<char* const*>(argv.data()), environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -108,14 +110,14 @@ Status ShmWorker::Spawn() {
     pid_ = -1;
     return Status::Error("cannot start %s: %s", o.binary.c_str(), strerror(rc));
   }
-  name_ = "cpu worker " + std::to_string(pid_);
+  name_ = options_.role + " " + std::to_string(pid_);
 
   memcpy(channel_.slot(ShmChannel::kRequest), hello.data(), hello.size());
   channel_.Publish(ShmChannel::kRequest, hello.size());
   size_t n = 0;
   PI_RETURN_IF_ERROR(AwaitReply(o.start_timeout_ms, 0, &n));
   return ParseHelloReply(channel_.slot(ShmChannel::kReply), n, &resident_bytes_, &backend_)
-      .WithContext("cpu worker " + std::to_string(pid_));
+      .WithContext(name_);
 }
 
 void ShmWorker::StartStep(int layer, int batch, const float* x, const int32_t* ids, int64_t n_ids) {
@@ -143,10 +145,11 @@ Status ShmWorker::AwaitReply(int timeout_ms, int spin_us, size_t* n) {
     if (s.ok() || !timed_out) return s;
     const std::string gone = ExitReason();
     if (!gone.empty()) {
-      return Status::Error("cpu worker %s before answering %s", gone.c_str(), awaited().c_str());
+      return Status::Error("%s %s before answering %s", options_.role.c_str(), gone.c_str(),
+                           awaited().c_str());
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::Error("cpu worker %d did not answer %s within %d ms", pid_, awaited().c_str(),
+      return Status::Error("%s did not answer %s within %d ms", name_.c_str(), awaited().c_str(),
                            timeout_ms);
     }
   }
@@ -175,15 +178,16 @@ Status ShmWorker::Stop(int timeout_ms) {
   while (std::chrono::steady_clock::now() < deadline) {
     const std::string gone = ExitReason();
     if (!gone.empty()) {
-      return gone == "exited with status 0" ? Status::Ok()
-                                            : Status::Error("cpu worker %s", gone.c_str());
+      return gone == "exited with status 0"
+                 ? Status::Ok()
+                 : Status::Error("%s %s", options_.role.c_str(), gone.c_str());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
   pid_ = -1;
-  return Status::Error("cpu worker did not stop within %d ms; killed", timeout_ms);
+  return Status::Error("%s did not stop within %d ms; killed", name_.c_str(), timeout_ms);
 }
 
 }  // namespace pi

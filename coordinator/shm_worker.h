@@ -23,7 +23,9 @@
 namespace pi {
 
 struct ShmWorkerOptions {
-  std::string binary;  // pi-cpu-worker
+  std::string binary;                   // pi-cpu-worker, pi-gpu-worker
+  std::string role = "cpu worker";      // names it: "cpu worker 1234"
+  std::vector<std::string> extra_args;  // after the common ones (e.g. --ffn-backend host)
   std::string model_path;
   int n_threads = 1;
   int max_batch = 1;
@@ -69,7 +71,6 @@ class ShmWorker : public CpuWorker {
 
   // Sends bye and reaps the process (SIGKILL after `timeout_ms`).
   Status Stop(int timeout_ms = 5000) override;
-
 
   pid_t pid() const { return pid_; }
   void set_step_timeout_ms(int ms) { step_timeout_ms_ = ms; }

@@ -18,10 +18,11 @@
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "common/transport/step_message.h"
+#include "common/transport/step_shard.h"
 
 namespace pi {
 
-class ColdShard {
+class ColdShard : public StepShard {
  public:
   // `model` must outlive the shard and support sparse FFNs (ffn_down_t, a
   // ReLU-family activation); `layout` lists the neurons owned per layer.
@@ -29,15 +30,17 @@ class ColdShard {
   // Init from a coordinator's hello message (hello_message.h), refusing
   // another protocol version, another model or a shard that does not fit,
   // with an error saying which. Every transport's session opens with it.
-  Status InitFromHello(const uint8_t* hello, size_t size, const LlamaModel& model, int n_threads);
+  Status InitFromHello(const uint8_t* hello, size_t size, const LlamaModel& model,
+                       int n_threads) override;
 
-  const ShardLayout& layout() const { return layout_; }
+  const ShardLayout& layout() const override { return layout_; }
+  const char* backend() const override { return "cpu"; }
   // Bytes of the model this shard reads: its neurons' gate, up and down_t rows.
-  int64_t resident_bytes() const { return resident_bytes_; }
+  int64_t resident_bytes() const override { return resident_bytes_; }
 
   // y [step.batch, n_embd] = the step's partial sum (overwritten); returns the
   // neurons that fired, over the batch. Allocates nothing.
-  int64_t Run(const StepRequest& step, float* y);
+  int64_t Run(const StepRequest& step, float* y) override;
 
  private:
   const LlamaModel* model_ = nullptr;

@@ -40,7 +40,7 @@ class CudaFfnBackend : public FfnBackend {
   int64_t Wait() override;
 
   // Bytes of gathered rows held in VRAM (scratch and x/y buffers excluded).
-  int64_t resident_bytes() const { return resident_bytes_; }
+  int64_t resident_bytes() const override { return resident_bytes_; }
   // Every device allocation: the rows plus scratch and x/y buffers.
   int64_t device_bytes() const { return device_bytes_; }
   // The device's name, e.g. "NVIDIA H200" (empty before Load).

@@ -32,7 +32,7 @@ class HostFfnBackend : public FfnBackend {
   int64_t Wait() override;
 
   // Bytes of gathered rows held (what a GPU backend would put in VRAM).
-  int64_t resident_bytes() const { return resident_bytes_; }
+  int64_t resident_bytes() const override { return resident_bytes_; }
 
  private:
   struct LayerRows {

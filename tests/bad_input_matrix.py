@@ -531,6 +531,20 @@ def run_case(bin_dir, tmp, case, sanitized, before):
     return None
 
 
+def gpu_worker_cases():
+    """pi-gpu-worker, which pi-launch starts: bad flags, a channel that is not one."""
+    t, m = "pi-gpu-worker", ["-m", "demo.gguf"]
+    cases = common_cases(t, m + ["--shm-fd", "3"])
+    cases += int_cases(t, "-t", m + ["--shm-fd", "3"], ["0", "513"], message="-t 1..512")
+    cases += [
+        usage(t, ["--shm-fd", "3"], "-m MODEL and --shm-fd N are required"),
+        usage(t, m, "-m MODEL and --shm-fd N are required"),
+        usage(t, m + ["--shm-fd", "3", "--ffn-backend", "tpu"], "--ffn-backend auto|cuda|host"),
+        bad_input(t, m + ["--shm-fd", "57"], "fd 57"),
+    ]
+    return cases
+
+
 def served_cases(bin_dir):
     """pi-launch and pi-client (built with gRPC): bad flags and unusable input. A valid
     pi-launch serves until stopped, so only its failures are here (tests/launch_test.py
@@ -625,7 +639,7 @@ def main():
         cases = (pi_run_cases() + pi_bench_cases() + pi_perplexity_cases() +
                  pi_dump_logits_cases() + pi_tokenize_cases() + pi_synth_cases() +
                  pi_quantize_cases() + pi_place_cases() + pi_profile_cases() +
-                 pi_train_predictor_cases() + relu_cases() + served_cases(bin_dir))
+                 pi_train_predictor_cases() + relu_cases() + gpu_worker_cases() + served_cases(bin_dir))
         if only:
             cases = [c for c in cases if any(o in c.name() for o in only)]
         failures = 0

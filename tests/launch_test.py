@@ -34,7 +34,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from served_process import ServerProcess, import_stubs  # noqa: E402
+from served_process import ServerProcess, child_pids, import_stubs  # noqa: E402
 ROOT = os.path.dirname(HERE)
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 TOKENIZER = os.path.join(ROOT, "models", "demo-tokenizer.model")
@@ -206,6 +206,51 @@ def main():
             time.sleep(0.05)
         check("cancelled" in launch.stderr(), "the server logs the request as cancelled")
         launch.stop()
+
+        # Three processes: --vram-budget puts the hot neurons in a pi-gpu-worker (host
+        # backend here), the cold ones in a pi-cpu-worker. Killing or stopping the gpu
+        # worker mid-generation leaves the answer unchanged; it is restarted.
+        p = subprocess.run([os.path.join(bin_dir, "pi-profile"), "-m", demo_t, "-f",
+                            os.path.join(ROOT, "models", "kjv-valid.txt"), "--max-tokens", "1024"],
+                           capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, "pi-profile of the ffn_down_t copy")
+        launch = launch_server(bin_dir, tmp, *served, "--vram-budget", "20M", "--ffn-backend",
+                               "host", "--worker-timeout", "300")
+        log = launch.stderr()
+        check(launch.address is not None and "gpu worker" in log and "host backend" in log
+              and "cpu worker" in log, "pi-launch --vram-budget: a gpu worker and a cpu worker")
+        stub = pi_pb2_grpc.CoordinatorStub(grpc.insecure_channel(launch.address))
+        m = stub.Models(pi_pb2.ModelsRequest(), timeout=30)
+        gpu = [w for w in m.workers if w.name.startswith("gpu worker")]
+        cpu = [w for w in m.workers if w.name.startswith("cpu worker")]
+        check(len(gpu) == 1 and len(cpu) == 1 and m.hot_backend == "host"
+              and gpu[0].neurons + cpu[0].neurons == m.n_layer * m.n_ff and gpu[0].neurons > 0,
+              "Models: the gpu worker (host backend) and the cpu worker split every neuron")
+        rc, out, err = client(bin_dir, launch.address, *greedy, "--json")
+        check(rc == 0 and json.loads(out)["generated_tokens"] == golden["generated_tokens"],
+              "three processes: the golden greedy sequence")
+        for sig, what in ((signal.SIGKILL, "SIGKILLed"), (signal.SIGSTOP, "SIGSTOPped")):
+            # The current gpu worker (a restarted one has a new pid): pi-launch's child.
+            pid = child_pids(launch.proc.pid, "pi-gpu-worker")[0]
+            ids, acted = [], False
+            for reply in stub.Generate(long_req, timeout=300):
+                if reply.HasField("token"):
+                    if not acted and len(ids) == 20:
+                        os.kill(pid, sig)
+                        acted = True
+                    if reply.token.id >= 0:
+                        ids.append(reply.token.id)
+            check(acted and ids == list(base.generated_ids),
+                  f"gpu worker {what} mid-generation: the same 200 tokens")
+        after = stub.Models(pi_pb2.ModelsRequest(), timeout=30)
+        check(after.shard_failures >= 2, f"Models counts the failures ({after.shard_failures})")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (
+                stub.Health(pi_pb2.HealthRequest(), timeout=10).status != "ok"):
+            list(stub.Generate(req, timeout=120))
+        check(stub.Health(pi_pb2.HealthRequest(), timeout=10).status == "ok",
+              "the gpu worker is restarted (Health ok again)")
+        check(launch.stop() == 0, "pi-launch with three processes stops cleanly")
 
         # Queue limits: one running, one waiting, the next refused at once.
         launch = launch_server(bin_dir, tmp, *served, "--max-queue", "1")

@@ -7,8 +7,10 @@ the cold neurons in worker processes equal the single-process run's, for
   127.0.0.1), and one of each;
 - --sparse oracle and --sparse off;
 - --vram-budget holding only the dense blocks (no hot neuron), some hot neurons, and the
-  whole model (no cold neuron left for the workers), hot neurons on the host backend;
-- pi-launch serving pi-client with the split and both kinds of worker.
+  whole model (no cold neuron left for the workers), hot neurons on the host backend in
+  this process or in a pi-gpu-worker process;
+- pi-launch serving pi-client with the split (hot neurons in its gpu worker) and both kinds
+  of cpu worker.
 
 The reference is pi-run in one process with no split; with --sparse oracle it equals the
 dense result (tests/reference/check_pi_run.py checks that against numpy).
@@ -111,6 +113,9 @@ def run_model(bin_dir, tmp, name, path, token):
         got = ids(*split, "--cpu-workers", "1", *remote)
         check(got == ref,
               f"{name} --vram-budget {budget} ({what}), shm + grpc workers: same tokens")
+        got = ids(*split, "--gpu-worker", "--cpu-workers", "1", *remote)
+        check(got == ref, f"{name} --vram-budget {budget} ({what}), hot neurons in a gpu worker, "
+              "cold in shm + grpc workers: same tokens")
 
     # Served: pi-launch with the split and both kinds of worker, asked by pi-client.
     launch = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0",

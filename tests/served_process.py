@@ -48,6 +48,24 @@ class ServerProcess:
         return rc
 
 
+def child_pids(parent, name):
+    """The pids of `parent`'s children whose command line mentions `name` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if ppid == parent and name in cmdline:
+            found.append(int(entry))
+    return found
+
+
 def import_stubs(protoc, plugin, out):
     """Generates pi_pb2 / pi_pb2_grpc from proto/pi.proto into `out`; returns them."""
     subprocess.run([protoc, "-I", ROOT, f"--python_out={out}", f"--grpc_out={out}",

@@ -24,7 +24,7 @@
 #include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
 #include "cpu_worker/cold_shard.h"
-#include "cpu_worker/step_handler.h"
+#include "common/transport/step_handler.h"
 #include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"
 

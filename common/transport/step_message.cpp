@@ -83,6 +83,11 @@ Status ParseStepRequest(const uint8_t* data, size_t size, const ShardLayout& sha
                          h.n_embd, shard.n_embd);
   }
   const std::vector<int32_t>& owned = shard.owned[h.layer];
+  if (shard.whole_layers && h.n_ids != -1) {
+    return Status::Error("step request %" PRIu64
+                         ": this worker computes whole layers (n_ids -1), got %d ids",
+                         h.step_id, h.n_ids);
+  }
   if (h.n_ids < -1 || h.n_ids > static_cast<int64_t>(owned.size())) {
     return Status::Error("step request %" PRIu64 ": %d ids, the shard owns %zu in layer %d",
                          h.step_id, h.n_ids, owned.size(), h.layer);

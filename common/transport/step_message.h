@@ -64,6 +64,9 @@ struct ShardLayout {
   int n_embd = 0;
   int n_ff = 0;
   int max_batch = 0;                           // the largest batch a request may carry
+  // Steps compute every owned neuron of the layer (n_ids must be -1; the
+  // gate decides): a gpu_worker's hot neurons, as the in-process split.
+  bool whole_layers = false;
   std::vector<std::vector<int32_t>> owned;     // [n_layer] sorted ids
   std::vector<std::vector<uint8_t>> is_owned;  // [n_layer][n_ff], filled by Finish()
 

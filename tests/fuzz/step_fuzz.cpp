@@ -1,6 +1,6 @@
 // libFuzzer target for the worker's side of the step protocol: any bytes
 // that arrive as a request go through the one step handler
-// (cpu_worker/step_handler.h) and must give a well-formed reply (a partial
+// (common/transport/step_handler.h) and must give a well-formed reply (a partial
 // sum of the right size, or an error status), and any bytes that arrive as
 // a hello must be refused or give a shard layout that validates. The shard
 // is a small ReLU model built in memory once.
@@ -17,7 +17,7 @@
 #include "common/transport/hello_message.h"
 #include "common/transport/step_message.h"
 #include "cpu_worker/cold_shard.h"
-#include "cpu_worker/step_handler.h"
+#include "common/transport/step_handler.h"
 #include "tests/fuzz/step_fuzz_model.h"
 
 namespace {

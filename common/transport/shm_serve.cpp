@@ -1,4 +1,4 @@
-#include "cpu_worker/shm_serve.h"
+#include "common/transport/shm_serve.h"
 
 #include <unistd.h>
 
@@ -8,8 +8,7 @@
 #include <thread>
 
 #include "common/transport/hello_message.h"
-#include "cpu_worker/cold_shard.h"
-#include "cpu_worker/step_handler.h"
+#include "common/transport/step_handler.h"
 
 namespace pi {
 
@@ -27,7 +26,7 @@ bool ParentGone(const ShmServeOptions& o) {
 }
 
 Status AnswerHello(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
-                   const ShmServeOptions& o, ColdShard* shard) {
+                   const ShmServeOptions& o, StepShard* shard) {
   size_t n = 0;
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(o.hello_timeout_ms);
@@ -45,10 +44,10 @@ Status AnswerHello(ShmChannel* ch, const LlamaModel& model, const Status& loaded
     s = Status::Error("the reply slot (%zu bytes) cannot hold a full batch (%zu)",
                       ch->capacity(ShmChannel::kReply), StepReplyCapacity(shard->layout()));
   }
-  const size_t r =
-      WriteHelloReply(s.ok() ? StepStatus::kOk : StepStatus::kInvalidRequest,
-                      s.ok() ? shard->resident_bytes() : 0, "cpu", s.ok() ? "" : s.message(),
-                      ch->slot(ShmChannel::kReply), ch->capacity(ShmChannel::kReply));
+  const size_t r = WriteHelloReply(s.ok() ? StepStatus::kOk : StepStatus::kInvalidRequest,
+                                   s.ok() ? shard->resident_bytes() : 0, shard->backend(),
+                                   s.ok() ? "" : s.message(), ch->slot(ShmChannel::kReply),
+                                   ch->capacity(ShmChannel::kReply));
   ch->Publish(ShmChannel::kReply, r);
   return s;
 }
@@ -56,7 +55,7 @@ Status AnswerHello(ShmChannel* ch, const LlamaModel& model, const Status& loaded
 }  // namespace
 
 Status ServeShm(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
-                const ShmServeOptions& o) {
+                const ShmServeOptions& o, StepShard* shard) {
   std::atomic<bool> done{false};
   std::thread heart([&] {
     while (!done.load()) {
@@ -64,8 +63,7 @@ Status ServeShm(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  ColdShard shard;
-  Status result = AnswerHello(ch, model, loaded, o, &shard);
+  Status result = AnswerHello(ch, model, loaded, o, shard);
   while (result.ok()) {
     size_t n = 0;
     bool timed_out = false;
@@ -82,7 +80,7 @@ Status ServeShm(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
       ch->Publish(ShmChannel::kReply, 0);
       break;
     }
-    const size_t r = HandleStepMessage(request, n, &shard, ch->slot(ShmChannel::kReply),
+    const size_t r = HandleStepMessage(request, n, shard, ch->slot(ShmChannel::kReply),
                                        ch->capacity(ShmChannel::kReply));
     ch->Publish(ShmChannel::kReply, r);
   }

@@ -1,4 +1,4 @@
-// ServeGrpc: a cpu_worker reached over the network (proto/pi.proto's Worker
+// ServeGrpc: a worker reached over the network (proto/pi.proto's Worker
 // service). The coordinator's Hello names the shard (checked like the
 // shared-memory hello: protocol version, model fingerprint, fit); its steps
 // then flow on one long-lived bidirectional stream, each frame the same step
@@ -10,10 +10,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "common/llama_model.h"
 #include "common/status.h"
+#include "common/transport/step_shard.h"
 
 namespace pi {
 
@@ -27,9 +29,13 @@ struct GrpcServeOptions {
   std::string log_prefix = "pi-cpu-worker";
 };
 
+// A fresh shard for each session (a ColdShard, a HotShard).
+using StepShardFactory = std::function<std::unique_ptr<StepShard>()>;
+
 // Serves until SIGINT/SIGTERM (blocked by the caller before any thread
 // started) or a Shutdown call. `on_listening` gets the bound address.
 Status ServeGrpc(const GrpcServeOptions& options, const LlamaModel& model,
+                 const StepShardFactory& make_shard,
                  const std::function<void(const std::string& address)>& on_listening);
 
 }  // namespace pi

@@ -1,4 +1,4 @@
-// ServeShm: a cpu_worker's session over a shared-memory channel. It waits for
+// ServeShm: a worker's session over a shared-memory channel. It waits for
 // the coordinator's hello, loads the shard it names (refusing another model,
 // another protocol version or a shard that does not fit, with a reply saying
 // which), then answers step after step through HandleStepMessage until a bye,
@@ -11,6 +11,7 @@
 #include "common/llama_model.h"
 #include "common/status.h"
 #include "common/transport/shm_channel.h"
+#include "common/transport/step_shard.h"
 
 namespace pi {
 
@@ -23,7 +24,8 @@ struct ShmServeOptions {
 // Returns OK after a bye; an error when the hello is refused or the parent
 // died. `loaded` is how loading the model went: an error is the answer to
 // the hello (so the coordinator learns why at once), and `model` is unused.
+// `shard` (a ColdShard, a HotShard) takes the hello and computes the steps.
 Status ServeShm(ShmChannel* channel, const LlamaModel& model, const Status& loaded,
-                const ShmServeOptions& options);
+                const ShmServeOptions& options, StepShard* shard);
 
 }  // namespace pi

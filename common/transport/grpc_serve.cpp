@@ -1,4 +1,4 @@
-#include "cpu_worker/grpc_serve.h"
+#include "common/transport/grpc_serve.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -13,9 +13,8 @@
 #include "common/transport/auth_token.h"
 #include "common/transport/hello_message.h"
 #include "common/transport/listen_address.h"
+#include "common/transport/step_handler.h"
 #include "common/transport/step_message.h"
-#include "cpu_worker/cold_shard.h"
-#include "cpu_worker/step_handler.h"
 #include "proto/pi.grpc.pb.h"
 
 namespace pi {
@@ -25,7 +24,7 @@ constexpr char kSessionKey[] = "pi-session";
 
 struct Session {
   uint64_t id = 0;
-  ColdShard shard;
+  std::unique_ptr<StepShard> shard;
   std::atomic<int64_t> steps{0};
 };
 
@@ -37,8 +36,9 @@ std::string Metadata(const grpc::ServerContext& context, const char* key) {
 
 class WorkerService final : public v1::Worker::Service {
  public:
-  WorkerService(const LlamaModel& model, const GrpcServeOptions& options)
-      : model_(model), options_(options) {}
+  WorkerService(const LlamaModel& model, const GrpcServeOptions& options,
+                const StepShardFactory& make_shard)
+      : model_(model), options_(options), make_shard_(make_shard) {}
 
   bool shutdown_requested() const { return shutdown_; }
 
@@ -56,8 +56,9 @@ class WorkerService final : public v1::Worker::Service {
       owned.emplace_back(layer.ids().begin(), layer.ids().end());
     const std::vector<uint8_t> hello = WriteHello(in->model_fingerprint(), in->max_batch(), owned);
     auto session = std::make_shared<Session>();
+    session->shard = make_shard_();
     const Status s =
-        session->shard.InitFromHello(hello.data(), hello.size(), model_, options_.n_threads);
+        session->shard->InitFromHello(hello.data(), hello.size(), model_, options_.n_threads);
     if (!s.ok()) return Refuse(*context, s.message());
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -66,10 +67,10 @@ class WorkerService final : public v1::Worker::Service {
     }
     fprintf(stderr, "%s: session %llu from %s: %.1f MiB of cold neurons\n",
             options_.log_prefix.c_str(), static_cast<unsigned long long>(session->id),
-            context->peer().c_str(), session->shard.resident_bytes() / 1048576.0);
+            context->peer().c_str(), session->shard->resident_bytes() / 1048576.0);
     reply->set_session(session->id);
-    reply->set_backend("cpu");
-    reply->set_resident_bytes(session->shard.resident_bytes());
+    reply->set_backend(session->shard->backend());
+    reply->set_resident_bytes(session->shard->resident_bytes());
     reply->set_n_threads(options_.n_threads);
     return grpc::Status::OK;
   }
@@ -85,7 +86,7 @@ class WorkerService final : public v1::Worker::Service {
           grpc::StatusCode::FAILED_PRECONDITION,
           "no session " + named + " here (the worker restarted?): send Hello first");
     }
-    const size_t capacity = StepReplyCapacity(session->shard.layout());
+    const size_t capacity = StepReplyCapacity(session->shard->layout());
     v1::StepFrame in, out;
     while (stream->Read(&in)) {
       if (Current() != session) {
@@ -94,9 +95,9 @@ class WorkerService final : public v1::Worker::Service {
       const std::string& request = in.message();
       std::string* reply = out.mutable_message();
       reply->resize(capacity);
-      const size_t n =
-          HandleStepMessage(reinterpret_cast<const uint8_t*>(request.data()), request.size(),
-                            &session->shard, reinterpret_cast<uint8_t*>(reply->data()), capacity);
+      const size_t n = HandleStepMessage(reinterpret_cast<const uint8_t*>(request.data()),
+                                         request.size(), session->shard.get(),
+                                         reinterpret_cast<uint8_t*>(reply->data()), capacity);
       reply->resize(n);
       ++session->steps;
       if (!stream->Write(out)) break;
@@ -148,6 +149,7 @@ class WorkerService final : public v1::Worker::Service {
 
   const LlamaModel& model_;
   const GrpcServeOptions& options_;
+  const StepShardFactory& make_shard_;
   std::mutex mu_;
   std::shared_ptr<Session> session_;
   uint64_t last_session_ = 0;
@@ -167,13 +169,14 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const GrpcServeOptions& o) 
 }  // namespace
 
 Status ServeGrpc(const GrpcServeOptions& options, const LlamaModel& model,
+                 const StepShardFactory& make_shard,
                  const std::function<void(const std::string&)>& on_listening) {
   std::string host;
   int requested_port = 0;
   PI_RETURN_IF_ERROR(SplitHostPort(options.listen, "--listen", &host, &requested_port));
   if (options.auth_token.empty())
     return Status::Error("a worker needs a token (--auth-token-file)");
-  WorkerService service(model, options);
+  WorkerService service(model, options, make_shard);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, Credentials(options), &port);

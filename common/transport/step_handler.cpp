@@ -1,4 +1,4 @@
-#include "cpu_worker/step_handler.h"
+#include "common/transport/step_handler.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,7 @@ size_t StepReplyCapacity(const ShardLayout& shard) {
                   sizeof(StepReplyHeader) + kMaxErrorBytes);
 }
 
-size_t HandleStepMessage(const uint8_t* request, size_t size, ColdShard* shard, uint8_t* reply,
+size_t HandleStepMessage(const uint8_t* request, size_t size, StepShard* shard, uint8_t* reply,
                          size_t capacity) {
   const auto start = std::chrono::steady_clock::now();
   StepRequest step;

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cpu_worker/cold_shard.h"
+#include "common/transport/step_shard.h"
 
 namespace pi {
 
@@ -20,7 +20,7 @@ inline constexpr size_t kMaxErrorBytes = 512;
 
 // Handles one request (`request`, 4-byte aligned) into `reply` (`capacity`
 // bytes, at least StepReplyCapacity); returns the reply's size.
-size_t HandleStepMessage(const uint8_t* request, size_t size, ColdShard* shard, uint8_t* reply,
+size_t HandleStepMessage(const uint8_t* request, size_t size, StepShard* shard, uint8_t* reply,
                          size_t capacity);
 
 }  // namespace pi
