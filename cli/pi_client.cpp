@@ -151,6 +151,7 @@ void PrintJson(const ClientFlags& c, const pi::v1::Done& d) {
       pi::JsonIntArray(prompt).c_str(), pi::JsonIntArray(ids).c_str(),
       pi::JsonEscape(d.text()).c_str(), pi::JsonEscape(d.stop_reason()).c_str());
   if (!d.error().empty()) printf("\"error\":%s,", pi::JsonEscape(d.error()).c_str());
+  if (!d.warning().empty()) printf("\"warning\":%s,", pi::JsonEscape(d.warning()).c_str());
   printf(
       "\"timings\":{\"queue_ms\":%s,\"prompt_n\":%d,\"prompt_ms\":%s,\"prompt_per_second\":%s,"
       "\"predicted_n\":%d,\"eval_n\":%d,\"predicted_ms\":%s,\"predicted_per_second\":%s,"
@@ -204,6 +205,9 @@ int Generate(const ClientFlags& c, pi::v1::Coordinator::Stub* stub) {
           t.predicted_ms() > 0 ? 1e3 * t.eval_n() / t.predicted_ms() : 0.0, t.queue_ms(),
           last.stop_reason().c_str());
   if (!last.error().empty()) fprintf(stderr, "pi-client: %s\n", last.error().c_str());
+  if (!last.warning().empty()) {
+    fprintf(stderr, "pi-client: warning: %s\n", last.warning().c_str());
+  }
   if (c.json) PrintJson(c, last);
   return last.error().empty() ? 0 : 1;
 }

@@ -263,7 +263,9 @@ void FfnBlock::ShardFailed(FfnShard* shard, ShardHealth* health, const Status& s
   const auto now = std::chrono::steady_clock::now();
   health->down = true;
   ++shard_failures_;
-  shard_error_ = std::string(shard->name()) + ": " + s.message();
+  // The message names the shard, once.
+  const std::string name = shard->name();
+  shard_error_ = s.message().rfind(name, 0) == 0 ? s.message() : name + ": " + s.message();
   // Recovery is tried at the next step, unless the shard fails again within
   // a minute of coming back: then it waits longer each time (a crash loop
   // must not cost a restart per step).

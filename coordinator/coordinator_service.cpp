@@ -118,6 +118,7 @@ grpc::Status CoordinatorService::Generate(grpc::ServerContext* context,
   engine->Reset();
   sampling.repeat_last_n = RepeatLastNForContext(sampling.repeat_last_n, engine->n_ctx());
   Sampler sampler(sampling, engine->n_vocab());
+  const int64_t failures_before = engine->shard_failures();
   GenerationResult g;
   v1::GenerateReply reply;
   pi::Generate(
@@ -133,17 +134,25 @@ grpc::Status CoordinatorService::Generate(grpc::ServerContext* context,
       &g);
   shard_failures_ = engine->shard_failures();
   shard_recoveries_ = engine->shard_recoveries();
+  // A worker lost during the request, or still down from before.
+  const bool lost = engine->shard_failures() > failures_before ||
+                    engine->shard_failures() > engine->shard_recoveries();
+  const std::string warning =
+      lost ? engine->shard_error() + " (its neurons ran in the coordinator: same tokens, slower)"
+           : "";
   admission_.Leave(ticket);
   fprintf(stderr,
-          "%s: request %llu: %zu prompt + %zu tokens, %.1f tokens/s, queued %.0f ms, %s%s%s\n",
+          "%s: request %llu: %zu prompt + %zu tokens, %.1f tokens/s, queued %.0f ms, %s%s%s%s%s\n",
           log_prefix_.c_str(), static_cast<unsigned long long>(id), request.prompt.size(),
           g.ids.size(), g.eval_s > 0 ? g.n_eval / g.eval_s : 0.0, queue_s * 1e3, g.stop_reason,
-          g.error.empty() ? "" : ": ", g.error.c_str());
+          g.error.empty() ? "" : ": ", g.error.c_str(),
+          warning.empty() ? "" : "; worker lost: ", warning.c_str());
   if (std::string(g.stop_reason) == "cancelled") {
     return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
   }
   reply.Clear();
   FillDone(request, g, sampler.seed(), queue_s, reply.mutable_done());
+  reply.mutable_done()->set_warning(warning);
   writer->Write(reply);
   return grpc::Status::OK;
 }

@@ -145,7 +145,7 @@ Status ShmWorker::AwaitReply(int timeout_ms, int spin_us, size_t* n) {
     if (s.ok() || !timed_out) return s;
     const std::string gone = ExitReason();
     if (!gone.empty()) {
-      return Status::Error("%s %s before answering %s", options_.role.c_str(), gone.c_str(),
+      return Status::Error("%s %s before answering %s", name_.c_str(), gone.c_str(),
                            awaited().c_str());
     }
     if (std::chrono::steady_clock::now() >= deadline) {

@@ -240,8 +240,11 @@ def main():
                         acted = True
                     if reply.token.id >= 0:
                         ids.append(reply.token.id)
-            check(acted and ids == list(base.generated_ids),
-                  f"gpu worker {what} mid-generation: the same 200 tokens")
+                else:
+                    done = reply.done
+            check(acted and ids == list(base.generated_ids) and "gpu worker" in done.warning,
+                  f"gpu worker {what} mid-generation: the same 200 tokens, and a warning naming "
+                  f"it ({done.warning!r})")
         after = stub.Models(pi_pb2.ModelsRequest(), timeout=30)
         check(after.shard_failures >= 2, f"Models counts the failures ({after.shard_failures})")
         deadline = time.monotonic() + 30

@@ -306,8 +306,10 @@ def main():
         h = cstub.Health(pi_pb2.HealthRequest(), timeout=10)
         check(h.status == "degraded", f"Health says degraded while the worker is cut off ({h.status})")
         done = [r.done for r in cstub.Generate(long_req, timeout=300) if r.HasField("done")][0]
-        check(list(done.generated_ids) == list(base.generated_ids) and time.monotonic() - t0 < 60,
-              "a worker that does not come back costs time only: the next request is served")
+        check(list(done.generated_ids) == list(base.generated_ids) and time.monotonic() - t0 < 60
+              and proxied in done.warning,
+              "a worker that does not come back costs time only: the next request is served, "
+              f"with a warning naming it ({done.warning!r})")
         tell_proxy("pass")
         deadline = time.monotonic() + 30
         recovered = False
