@@ -5,6 +5,7 @@
 
 #include "common/progress.h"
 #include "common/sampler.h"
+#include "coordinator/generate_request.h"
 #include "coordinator/generation.h"
 
 namespace pi {
@@ -12,59 +13,6 @@ namespace {
 
 grpc::Status InvalidArgument(const std::string& message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
-}
-
-// The request's sampling parameters over llama.cpp's defaults.
-SamplerParams SamplingFrom(const v1::SamplingParams& s) {
-  SamplerParams p;
-  if (s.has_temperature()) p.temp = s.temperature();
-  if (s.has_top_k()) p.top_k = s.top_k();
-  if (s.has_top_p()) p.top_p = s.top_p();
-  if (s.has_min_p()) p.min_p = s.min_p();
-  if (s.has_repeat_penalty()) p.repeat_penalty = s.repeat_penalty();
-  if (s.has_repeat_last_n()) p.repeat_last_n = s.repeat_last_n();
-  if (s.has_seed()) p.seed = static_cast<uint32_t>(s.seed());
-  return p;
-}
-
-// Checks a request and turns it into the engine's terms; the error is what
-// the client is told (INVALID_ARGUMENT).
-grpc::Status ParseGenerateRequest(const v1::GenerateRequest& in, const Engine& engine,
-                                  const Tokenizer& tok, GenerationRequest* out,
-                                  SamplerParams* sampling) {
-  if (in.input_case() == v1::GenerateRequest::INPUT_NOT_SET) {
-    return InvalidArgument("no prompt: set prompt (text) or prompt_ids");
-  }
-  if (in.has_prompt_ids()) {
-    out->prompt.assign(in.prompt_ids().ids().begin(), in.prompt_ids().ids().end());
-    for (int32_t id : out->prompt) {
-      if (id < 0 || id >= engine.n_vocab()) {
-        return InvalidArgument("prompt_ids: token " + std::to_string(id) +
-                               " is outside the vocabulary (0.." +
-                               std::to_string(engine.n_vocab() - 1) + ")");
-      }
-    }
-  } else {
-    const Status s = tok.Encode(in.prompt(), tok.add_bos_token(), &out->prompt);
-    if (!s.ok()) return InvalidArgument("prompt: " + s.message());
-  }
-  if (out->prompt.empty()) return InvalidArgument("the prompt is empty (no tokens)");
-  if (static_cast<int>(out->prompt.size()) > engine.n_ctx()) {
-    return InvalidArgument("the prompt is " + std::to_string(out->prompt.size()) +
-                           " tokens, longer than the context (" + std::to_string(engine.n_ctx()) +
-                           ")");
-  }
-  out->n_predict = in.has_n_predict() ? in.n_predict() : -1;
-  if (out->n_predict < -2) return InvalidArgument("n_predict must be -2 or more");
-  out->ignore_eos = in.ignore_eos();
-  for (const std::string& stop : in.stop()) {
-    if (stop.empty()) return InvalidArgument("stop: an empty string never matches");
-    out->stops.push_back(stop);
-  }
-  *sampling = SamplingFrom(in.sampling());
-  const Status s = CheckSamplerParams(*sampling);
-  if (!s.ok()) return InvalidArgument(s.message());
-  return grpc::Status::OK;
 }
 
 void FillDone(const GenerationRequest& request, const GenerationResult& g, uint32_t seed,
@@ -99,8 +47,9 @@ grpc::Status CoordinatorService::Generate(grpc::ServerContext* context,
   Engine* engine = served_.engine;
   GenerationRequest request;
   SamplerParams sampling;
-  grpc::Status parsed = ParseGenerateRequest(*in, *engine, *served_.tok, &request, &sampling);
-  if (!parsed.ok()) return parsed;
+  const Status parsed = ParseGenerateRequest(*in, engine->n_vocab(), engine->n_ctx(), *served_.tok,
+                                             &request, &sampling);
+  if (!parsed.ok()) return InvalidArgument(parsed.message());
   const uint64_t id = next_request_++;
   uint64_t ticket = 0;
   if (!admission_.Enter(&ticket)) {

@@ -3,7 +3,9 @@
 #   gguf_fuzz   the GGUF container (reader and writer against each other);
 #   model_fuzz  what is read out of it: the model loader (then one engine step),
 #               the tokenizer, activation statistics, placement plans, gpu index;
-#   step_fuzz   a worker's step handler and hello parser (cpu_worker/).
+#   step_fuzz   a worker's step handler and hello parser (common/transport/);
+#   request_fuzz  what a client sends the coordinator (GenerateRequest and
+#               TokenizeRequest bytes: protobuf, the validator, the tokenizer).
 #
 #   scripts/fuzz.sh                  # 60 s each
 #   FUZZ_SECONDS=600 scripts/fuzz.sh
@@ -24,9 +26,9 @@ jobs=${FUZZ_BUILD_JOBS:-2}
 cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPI_FUZZ=ON \
-  -DPI_CUDA=OFF -DPI_GRPC=OFF -DPI_BUILD_BENCHMARKS=OFF >/dev/null
+  -DPI_CUDA=OFF -DPI_GRPC=ON -DPI_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build "$build" -j"$jobs" --target gguf_fuzz gguf_fuzz_seeds model_fuzz model_fuzz_seeds \
-  step_fuzz step_fuzz_seeds
+  step_fuzz step_fuzz_seeds request_fuzz request_fuzz_seeds
 
 # run_fuzzer TARGET MAX_LEN [libFuzzer flags...]
 run_fuzzer() {
@@ -51,4 +53,5 @@ run_fuzzer() {
 run_fuzzer gguf_fuzz 16384 -dict="$root/tests/fuzz/gguf.dict"
 run_fuzzer model_fuzz 65536 -dict="$root/tests/fuzz/gguf.dict"
 run_fuzzer step_fuzz 4096
+run_fuzzer request_fuzz 4096
 echo "fuzz.sh: no failures in ${seconds}s per target"

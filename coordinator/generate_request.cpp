@@ -1,0 +1,56 @@
+#include "coordinator/generate_request.h"
+
+#include <string>
+
+namespace pi {
+namespace {
+
+// The request's sampling parameters over llama.cpp's defaults.
+SamplerParams SamplingFrom(const v1::SamplingParams& s) {
+  SamplerParams p;
+  if (s.has_temperature()) p.temp = s.temperature();
+  if (s.has_top_k()) p.top_k = s.top_k();
+  if (s.has_top_p()) p.top_p = s.top_p();
+  if (s.has_min_p()) p.min_p = s.min_p();
+  if (s.has_repeat_penalty()) p.repeat_penalty = s.repeat_penalty();
+  if (s.has_repeat_last_n()) p.repeat_last_n = s.repeat_last_n();
+  if (s.has_seed()) p.seed = static_cast<uint32_t>(s.seed());
+  return p;
+}
+
+}  // namespace
+
+Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ctx,
+                            const Tokenizer& tok, GenerationRequest* out, SamplerParams* sampling) {
+  if (in.input_case() == v1::GenerateRequest::INPUT_NOT_SET) {
+    return Status::Error("no prompt: set prompt (text) or prompt_ids");
+  }
+  if (in.has_prompt_ids()) {
+    out->prompt.assign(in.prompt_ids().ids().begin(), in.prompt_ids().ids().end());
+    for (int32_t id : out->prompt) {
+      if (id < 0 || id >= n_vocab) {
+        return Status::Error("prompt_ids: token %d is outside the vocabulary (0..%d)", id,
+                             n_vocab - 1);
+      }
+    }
+  } else {
+    PI_RETURN_IF_ERROR(
+        tok.Encode(in.prompt(), tok.add_bos_token(), &out->prompt).WithContext("prompt"));
+  }
+  if (out->prompt.empty()) return Status::Error("the prompt is empty (no tokens)");
+  if (static_cast<int64_t>(out->prompt.size()) > n_ctx) {
+    return Status::Error("the prompt is %zu tokens, longer than the context (%d)",
+                         out->prompt.size(), n_ctx);
+  }
+  out->n_predict = in.has_n_predict() ? in.n_predict() : -1;
+  if (out->n_predict < -2) return Status::Error("n_predict must be -2 or more");
+  out->ignore_eos = in.ignore_eos();
+  for (const std::string& stop : in.stop()) {
+    if (stop.empty()) return Status::Error("stop: an empty string never matches");
+    out->stops.push_back(stop);
+  }
+  *sampling = SamplingFrom(in.sampling());
+  return CheckSamplerParams(*sampling);
+}
+
+}  // namespace pi
