@@ -14,10 +14,13 @@ namespace pi {
 
 namespace {
 
-// Between two FFN steps the coordinator runs a layer's attention (tens of
-// microseconds on small models): spinning through that saves a futex
-// wake-up per layer (tens of microseconds on a VM), and sleeping after it
-// keeps an idle worker off a core the coordinator may need.
+// Between two FFN steps the coordinator runs a layer's attention: tens of
+// microseconds on small models, where spinning through it saves a futex
+// wake-up per layer (tens of microseconds on a VM), milliseconds on large
+// ones, where a spin only takes a core from the coordinator's attention. So
+// the worker spins only while the gaps between a reply and the next request
+// have been short (their moving average below the spin), and otherwise
+// sleeps at once; sleeping after the spin keeps an idle worker off a core.
 constexpr int kSpinUs = 200;
 constexpr int kPollMs = 200;  // how often an idle worker checks on its parent
 
@@ -64,15 +67,23 @@ Status ServeShm(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
     }
   });
   Status result = AnswerHello(ch, model, loaded, o, shard);
+  double gap_us = 0;  // moving average of reply-to-next-request gaps
+  auto replied = std::chrono::steady_clock::now();
   while (result.ok()) {
     size_t n = 0;
     bool timed_out = false;
-    const Status s = ch->WaitFor(ShmChannel::kRequest, kPollMs, kSpinUs, &n, &timed_out);
+    const int spin_us = gap_us < kSpinUs ? kSpinUs : 0;
+    const Status s = ch->WaitFor(ShmChannel::kRequest, kPollMs, spin_us, &n, &timed_out);
     if (!s.ok()) {
       if (timed_out && !ParentGone(o)) continue;
       result = timed_out ? Status::Error("the coordinator is gone") : s;
       break;
     }
+    const double gap =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - replied)
+            .count();
+    // Idle between requests (a new prompt) does not count as a step's gap.
+    if (gap < 100000) gap_us = 0.9 * gap_us + 0.1 * gap;
     const uint8_t* request = ch->slot(ShmChannel::kRequest);
     uint32_t magic = 0;
     if (n >= sizeof magic) memcpy(&magic, request, sizeof magic);
@@ -83,6 +94,7 @@ Status ServeShm(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
     const size_t r = HandleStepMessage(request, n, shard, ch->slot(ShmChannel::kReply),
                                        ch->capacity(ShmChannel::kReply));
     ch->Publish(ShmChannel::kReply, r);
+    replied = std::chrono::steady_clock::now();
   }
   done.store(true);
   heart.join();
