@@ -34,9 +34,13 @@ void Usage() {
   fputs(pi::kGpuSplitUsage, stderr);
 }
 
+// How long running requests get to end at shutdown before they are cancelled.
+constexpr int kShutdownGraceMs = 2000;
+
 struct LaunchFlags {
   pi::EngineFlags engine;
-  pi::CoordinatorServerOptions server;
+  std::string listen = "127.0.0.1:50051";
+  int max_queue = 8;
   bool cpu_workers_given = false;
 };
 
@@ -47,9 +51,9 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
     if (f == "--listen")
-      l->server.listen = args.String(f);
+      l->listen = args.String(f);
     else if (f == "--max-queue")
-      l->server.max_queue = args.Int(f);
+      l->max_queue = args.Int(f);
     else if (pi::ParseEngineFlag(f, &args, &l->engine)) {
       if (f == "--cpu-workers") l->cpu_workers_given = true;
     } else if (f == "-h" || f == "--help") {
@@ -60,8 +64,8 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
   }
   if (args.failed()) return 2;
   pi::Status s = pi::CheckEngineFlags(l->engine);
-  if (s.ok() && (l->server.max_queue < 0 || l->server.max_queue > 100000)) {
-    s = pi::Status::Error("--max-queue must be 0 to 100000, got %d", l->server.max_queue);
+  if (s.ok() && (l->max_queue < 0 || l->max_queue > 100000)) {
+    s = pi::Status::Error("--max-queue must be 0 to 100000, got %d", l->max_queue);
   }
   if (!s.ok()) {
     fprintf(stderr, "pi-launch: %s\n", s.message().c_str());
@@ -73,8 +77,6 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
 pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
   pi::ServedModel served;
   served.model_path = l.engine.model_path;
-  served.engine = loaded.engine.get();
-  served.tok = loaded.tok.get();
   served.sparse = pi::SparseModeName(l.engine.opt.sparse);
   served.vram_budget = l.engine.split.vram_budget;
   served.hot_backend = loaded.split.device    ? "cuda"
@@ -101,21 +103,27 @@ static int Run(int argc, char** argv) {
   LaunchFlags l;
   const int flags_status = ParseFlags(argc, argv, &l);
   if (flags_status >= 0) return flags_status;
-  if (!pi::IsLoopbackHost(l.server.listen)) {
+  if (!pi::IsLoopbackHost(l.listen)) {
     fprintf(stderr,
             "pi-launch: warning: --listen %s is beyond loopback: anyone who can reach it may "
             "submit requests (there is no client authentication or TLS yet)\n",
-            l.server.listen.c_str());
+            l.listen.c_str());
   }
   pi::LoadedEngine loaded;
   l.engine.cpu_workers_auto = !l.cpu_workers_given;
   pi::Status s = pi::LoadEngine("pi-launch", &l.engine, &loaded);
   if (s.ok()) {
-    s = pi::ServeCoordinator(l.server, Describe(l, loaded), [&](const std::string& address) {
+    pi::RequestRunner runner(loaded.engine.get(), loaded.tok.get(), l.max_queue, "pi-launch");
+    pi::CoordinatorServer rpc_server;
+    std::string address;
+    s = rpc_server.Start(l.listen, Describe(l, loaded), &runner, &address);
+    if (s.ok()) {
       fprintf(stderr, "pi-launch: serving %s on %s (%d cpu worker(s), max queue %d)\n",
               l.engine.model_path.c_str(), address.c_str(), static_cast<int>(loaded.workers.size()),
-              l.server.max_queue);
-    });
+              l.max_queue);
+      fprintf(stderr, "pi-launch: %s: shutting down\n", pi::WaitForTerminationSignal());
+      rpc_server.Shutdown(kShutdownGraceMs);
+    }
   }
   pi::StopWorkers("pi-launch", &loaded);
   if (!s.ok()) {

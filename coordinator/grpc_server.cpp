@@ -4,9 +4,6 @@
 
 #include <chrono>
 #include <csignal>
-#include <cstdio>
-#include <memory>
-#include <thread>
 
 #include "common/transport/listen_address.h"
 
@@ -20,16 +17,31 @@ void BlockTerminationSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-Status ServeCoordinator(const CoordinatorServerOptions& options, ServedModel served,
-                        const std::function<void(const std::string&)>& on_listening) {
+const char* WaitForTerminationSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig == SIGINT ? "SIGINT" : "SIGTERM";
+}
+
+CoordinatorServer::CoordinatorServer() = default;
+CoordinatorServer::~CoordinatorServer() {
+  Shutdown(0);
+}
+
+Status CoordinatorServer::Start(const std::string& listen, ServedModel served,
+                                RequestRunner* runner, std::string* address) {
   std::string host;
   int requested_port = 0;
-  PI_RETURN_IF_ERROR(SplitHostPort(options.listen, "--listen", &host, &requested_port));
-  CoordinatorService service(std::move(served), options.max_queue, options.log_prefix);
+  PI_RETURN_IF_ERROR(SplitHostPort(listen, "--listen", &host, &requested_port));
+  service_ = std::make_unique<CoordinatorService>(std::move(served), runner);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service_.get());
   // gRPC sets SO_REUSEPORT by default: a second server on a taken port would
   // then share it silently instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -37,30 +49,21 @@ Status ServeCoordinator(const CoordinatorServerOptions& options, ServedModel ser
   // other clients may).
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
+  server_ = builder.BuildAndStart();
+  if (!server_ || port == 0) {
+    server_.reset();
     return Status::Error("cannot listen on %s (in use, or not an address of this host)",
-                         options.listen.c_str());
+                         listen.c_str());
   }
-  if (on_listening) on_listening(host + ":" + std::to_string(port));
-
-  // The waiter: the first SIGINT/SIGTERM shuts the server down; requests
-  // still running after the grace period are cancelled.
-  std::thread waiter([&server, &options] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = 0;
-    sigwait(&set, &sig);
-    fprintf(stderr, "%s: %s: shutting down\n", options.log_prefix.c_str(),
-            sig == SIGINT ? "SIGINT" : "SIGTERM");
-    server->Shutdown(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(options.shutdown_grace_ms));
-  });
-  server->Wait();
-  waiter.join();
+  *address = host + ":" + std::to_string(port);
   return Status::Ok();
+}
+
+void CoordinatorServer::Shutdown(int grace_ms) {
+  if (!server_) return;
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+  server_->Wait();
+  server_.reset();
 }
 
 }  // namespace pi

@@ -1,0 +1,63 @@
+// RequestRunner: the requests every server front end takes (gRPC for
+// pi-client, HTTP for OpenAI-style clients) run on the one engine, one at a
+// time in arrival order (Admission: at most max_queue wait behind the one
+// running; more are refused at once). A run streams each token to the front
+// end, stops when the client goes away, logs one line, and says whether a
+// worker was lost meanwhile (the tokens are the same; only slower).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/sampler.h"
+#include "common/tokenizer.h"
+#include "coordinator/admission.h"
+#include "coordinator/engine.h"
+#include "coordinator/generation.h"
+
+namespace pi {
+
+struct RunOutcome {
+  enum Kind { kDone, kQueueFull, kCancelledWaiting };
+  Kind kind = kDone;
+  GenerationResult result;  // kDone (stop_reason "cancelled" when the client went away)
+  uint32_t seed = 0;        // the sampler's seed (a random one resolved)
+  double queue_s = 0;       // waiting for the engine
+  std::string warning;      // a worker lost during the run, or still down
+  uint64_t id = 0;          // the request's number in this server's log
+};
+
+class RequestRunner {
+ public:
+  // engine and tok must outlive the runner; log lines start with log_prefix.
+  RequestRunner(Engine* engine, const Tokenizer* tok, int max_queue, std::string log_prefix);
+
+  // Runs one request (checked already: generate_request.h): waits its turn
+  // while cancelled() is false (polled), then generates, telling on_token
+  // of each token (returning false, or cancelled(), stops it).
+  void Run(const GenerationRequest& request, SamplerParams sampling,
+           const std::function<bool()>& cancelled, const TokenCallback& on_token, RunOutcome* out);
+
+  const Engine& engine() const { return *engine_; }
+  const Tokenizer& tokenizer() const { return *tok_; }
+  int running() const { return admission_.running(); }
+  int queued() const { return admission_.queued(); }
+  int max_queue() const { return admission_.max_queue(); }
+  // The engine's worker failure counts as of the last run's end, and
+  // whether a worker is down (its neurons running in the coordinator).
+  int64_t shard_failures() const { return shard_failures_; }
+  int64_t shard_recoveries() const { return shard_recoveries_; }
+  bool degraded() const { return shard_failures_ > shard_recoveries_; }
+
+ private:
+  Engine* engine_;
+  const Tokenizer* tok_;
+  Admission admission_;
+  const std::string log_prefix_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<int64_t> shard_failures_{0}, shard_recoveries_{0};
+};
+
+}  // namespace pi
