@@ -11,10 +11,13 @@
 #include "cli/cache_type_flags.h"
 #include "cli/engine_flags.h"
 #include "cli/gpu_split.h"
+#include "cli/read_file.h"
 #include "cli/tool_main.h"
 #include "common/sparse_mode.h"
+#include "common/transport/auth_token.h"
 #include "common/transport/listen_address.h"
 #include "coordinator/grpc_server.h"
+#include "coordinator/http_server.h"
 
 namespace {
 
@@ -25,6 +28,10 @@ void Usage() {
       "                          picks a free one, printed at start)\n"
       "  --max-queue N           requests that may wait behind the running one; more are\n"
       "                          refused at once with RESOURCE_EXHAUSTED (default 8)\n"
+      "  --http HOST:PORT        also serve the OpenAI-style HTTP API there (e.g.\n"
+      "                          127.0.0.1:8080): /v1/completions, /v1/models, /health,\n"
+      "                          /tokenize, /detokenize\n"
+      "  --api-key KEY, --api-key-file F  HTTP clients must send Authorization: Bearer KEY\n"
       "  (--cpu-workers defaults to 1 when the model's FFN can be split, else 0; the hot\n"
       "  neurons of a --vram-budget split run in a pi-gpu-worker process unless\n"
       "  --no-gpu-worker)\n",
@@ -42,6 +49,9 @@ struct LaunchFlags {
   std::string listen = "127.0.0.1:50051";
   int max_queue = 8;
   bool cpu_workers_given = false;
+  pi::HttpServerOptions http;
+  bool http_enabled = false;
+  std::string api_key_file;
 };
 
 // Returns -1 to go on, else the exit status (0 after --help).
@@ -54,6 +64,13 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
       l->listen = args.String(f);
     else if (f == "--max-queue")
       l->max_queue = args.Int(f);
+    else if (f == "--http") {
+      l->http.listen = args.String(f);
+      l->http_enabled = true;
+    } else if (f == "--api-key")
+      l->http.api_key = args.String(f);
+    else if (f == "--api-key-file")
+      l->api_key_file = args.String(f);
     else if (pi::ParseEngineFlag(f, &args, &l->engine)) {
       if (f == "--cpu-workers") l->cpu_workers_given = true;
     } else if (f == "-h" || f == "--help") {
@@ -72,6 +89,22 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
     return 2;
   }
   return -1;
+}
+
+// The id clients name the model by: the file's name without .gguf.
+std::string ModelId(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0)
+    name.resize(name.size() - 5);
+  return name;
+}
+
+// --api-key-file: the key on its first line (the worker token's rules).
+pi::Status ReadApiKey(LaunchFlags* l) {
+  if (l->api_key_file.empty()) return pi::Status::Ok();
+  std::string contents;
+  PI_RETURN_IF_ERROR(pi::ReadWholeFile(l->api_key_file, &contents).WithContext("--api-key-file"));
+  return pi::ParseAuthToken(contents, &l->http.api_key).WithContext("--api-key-file");
 }
 
 pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
@@ -111,7 +144,8 @@ static int Run(int argc, char** argv) {
   }
   pi::LoadedEngine loaded;
   l.engine.cpu_workers_auto = !l.cpu_workers_given;
-  pi::Status s = pi::LoadEngine("pi-launch", &l.engine, &loaded);
+  pi::Status s = ReadApiKey(&l);
+  if (s.ok()) s = pi::LoadEngine("pi-launch", &l.engine, &loaded);
   if (s.ok()) {
     pi::RequestRunner runner(loaded.engine.get(), loaded.tok.get(), l.max_queue, "pi-launch");
     pi::CoordinatorServer rpc_server;
@@ -121,9 +155,22 @@ static int Run(int argc, char** argv) {
       fprintf(stderr, "pi-launch: serving %s on %s (%d cpu worker(s), max queue %d)\n",
               l.engine.model_path.c_str(), address.c_str(), static_cast<int>(loaded.workers.size()),
               l.max_queue);
-      fprintf(stderr, "pi-launch: %s: shutting down\n", pi::WaitForTerminationSignal());
-      rpc_server.Shutdown(kShutdownGraceMs);
     }
+    pi::HttpServer http_server;
+    if (s.ok() && l.http_enabled) {
+      l.http.model_id = ModelId(l.engine.model_path);
+      s = http_server.Start(l.http, &runner, &address);
+      if (s.ok()) {
+        fprintf(stderr, "pi-launch: HTTP API (model '%s') on http://%s%s\n",
+                l.http.model_id.c_str(), address.c_str(),
+                l.http.api_key.empty() ? "" : " (API key required)");
+      }
+    }
+    if (s.ok()) {
+      fprintf(stderr, "pi-launch: %s: shutting down\n", pi::WaitForTerminationSignal());
+    }
+    http_server.Shutdown();
+    rpc_server.Shutdown(kShutdownGraceMs);
   }
   pi::StopWorkers("pi-launch", &loaded);
   if (!s.ok()) {

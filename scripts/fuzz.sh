@@ -5,7 +5,8 @@
 #               the tokenizer, activation statistics, placement plans, gpu index;
 #   step_fuzz   a worker's step handler and hello parser (common/transport/);
 #   request_fuzz  what a client sends the coordinator (GenerateRequest and
-#               TokenizeRequest bytes: protobuf, the validator, the tokenizer).
+#               TokenizeRequest bytes: protobuf, the validator, the tokenizer);
+#   http_body_fuzz  the HTTP API's /v1/completions bodies (JSON).
 #
 #   scripts/fuzz.sh                  # 60 s each
 #   FUZZ_SECONDS=600 scripts/fuzz.sh
@@ -28,7 +29,7 @@ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPI_FUZZ=ON \
   -DPI_CUDA=OFF -DPI_GRPC=ON -DPI_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build "$build" -j"$jobs" --target gguf_fuzz gguf_fuzz_seeds model_fuzz model_fuzz_seeds \
-  step_fuzz step_fuzz_seeds request_fuzz request_fuzz_seeds
+  step_fuzz step_fuzz_seeds request_fuzz request_fuzz_seeds http_body_fuzz
 
 # run_fuzzer TARGET MAX_LEN [libFuzzer flags...]
 run_fuzzer() {
@@ -50,8 +51,26 @@ run_fuzzer() {
   fi
 }
 
+# http_body_fuzz's seeds are JSON bodies written here (a few valid and invalid ones).
+run_http_fuzzer() {
+  local work="$build/fuzz/http_body_fuzz"
+  mkdir -p "$work/seeds" "$work/corpus" "$work/artifacts"
+  printf '%s' '{"prompt":"In the beginning","max_tokens":16,"temperature":0}' >"$work/seeds/basic"
+  printf '%s' '{"prompt":[1,1039,261],"stream":true,"stop":["\n","LORD"],"seed":42}' >"$work/seeds/ids"
+  printf '%s' '{"prompt":["x"],"n":1,"model":"demo","top_k":5,"min_p":0.1}' >"$work/seeds/array"
+  printf '%s' '{"prompt":"x","max_tokens":"ten"}' >"$work/seeds/bad_type"
+  echo "fuzzing http_body_fuzz for ${seconds}s"
+  if ! "$build/bin/http_body_fuzz" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$work/artifacts/" \
+      "$work/corpus" "$work/seeds" "$root/tests/fuzz/regressions"; then
+    echo "fuzz.sh: http_body_fuzz found a failure; reproducer(s) in $work/artifacts/" >&2
+    exit 1
+  fi
+}
+
 run_fuzzer gguf_fuzz 16384 -dict="$root/tests/fuzz/gguf.dict"
 run_fuzzer model_fuzz 65536 -dict="$root/tests/fuzz/gguf.dict"
 run_fuzzer step_fuzz 4096
 run_fuzzer request_fuzz 4096
+run_http_fuzzer
 echo "fuzz.sh: no failures in ${seconds}s per target"

@@ -562,6 +562,15 @@ def served_cases(bin_dir):
         bad_input(t, m + ["--cpu-workers", "1", "--listen", "127.0.0.1:0"],
                   "sparse-capable model"),
         bad_input(t, m + ["-c", "2000000000", "--listen", "127.0.0.1:0"], "(-c)"),
+        bad_input(t, m + ["--listen", "127.0.0.1:0", "--http", "nonsense"],
+                  "--http expects HOST:PORT"),
+        bad_input(t, m + ["--listen", "127.0.0.1:0", "--http", "256.1.1.1:5"],
+                  "is not an IP address"),
+        bad_input(t, m + ["--listen", "127.0.0.1:0", "--api-key-file", "missing.txt"],
+                  "missing.txt"),
+        bad_input(t, m + ["--listen", "127.0.0.1:0", "--api-key-file", "short_token.txt"],
+                  "16 to 4096 characters"),
+        usage(t, m + ["--http"], "--http expects a value"),
     ]
     # Remote workers: flags, token files, a worker nobody runs.
     tok = ["--auth-token-file", "token.txt"]

@@ -1,0 +1,189 @@
+#include "coordinator/openai_api.h"
+
+#include <nlohmann/json.hpp>
+
+namespace pi {
+namespace {
+
+using json = nlohmann::json;
+
+// Reads an optional number field into *out (set when present).
+Status Number(const json& j, const char* key, double lo, double hi, double* out, bool* present) {
+  *present = false;
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number()) return Status::Error("%s must be a number", key);
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi)) return Status::Error("%s is out of range [%g, %g]", key, lo, hi);
+  *out = v;
+  *present = true;
+  return Status::Ok();
+}
+
+Status Integer(const json& j, const char* key, int64_t lo, int64_t hi, int64_t* out,
+               bool* present) {
+  *present = false;
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_integer()) return Status::Error("%s must be an integer", key);
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) {
+    return Status::Error("%s is out of range [%lld, %lld]", key, static_cast<long long>(lo),
+                         static_cast<long long>(hi));
+  }
+  *out = v;
+  *present = true;
+  return Status::Ok();
+}
+
+Status Prompt(const json& j, v1::GenerateRequest* req) {
+  const auto it = j.find("prompt");
+  if (it == j.end()) return Status::Error("prompt is required");
+  if (it->is_string()) {
+    req->set_prompt(it->get<std::string>());
+    return Status::Ok();
+  }
+  if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+    req->set_prompt((*it)[0].get<std::string>());
+    return Status::Ok();
+  }
+  if (it->is_array()) {
+    v1::TokenIds* ids = req->mutable_prompt_ids();
+    for (const json& t : *it) {
+      if (!t.is_number_integer()) {
+        return Status::Error("prompt must be a string, token ids, or one string in an array");
+      }
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id > INT32_MAX)
+        return Status::Error("prompt: token %lld is not an id", static_cast<long long>(id));
+      ids->add_ids(static_cast<int32_t>(id));
+    }
+    return Status::Ok();
+  }
+  return Status::Error("prompt must be a string, token ids, or one string in an array");
+}
+
+Status Stops(const json& j, v1::GenerateRequest* req) {
+  const auto it = j.find("stop");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (it->is_string()) {
+    req->add_stop(it->get<std::string>());
+    return Status::Ok();
+  }
+  if (!it->is_array()) return Status::Error("stop must be a string or an array of strings");
+  for (const json& s : *it) {
+    if (!s.is_string()) return Status::Error("stop must be a string or an array of strings");
+    req->add_stop(s.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+Status Sampling(const json& j, v1::SamplingParams* s) {
+  double v = 0;
+  int64_t i = 0;
+  bool present = false;
+  PI_RETURN_IF_ERROR(Number(j, "temperature", -1e9, 1e9, &v, &present));
+  if (present) s->set_temperature(static_cast<float>(v));
+  PI_RETURN_IF_ERROR(Number(j, "top_p", -1e9, 1e9, &v, &present));
+  if (present) s->set_top_p(static_cast<float>(v));
+  PI_RETURN_IF_ERROR(Number(j, "min_p", -1e9, 1e9, &v, &present));
+  if (present) s->set_min_p(static_cast<float>(v));
+  PI_RETURN_IF_ERROR(Number(j, "repeat_penalty", -1e9, 1e9, &v, &present));
+  if (present) s->set_repeat_penalty(static_cast<float>(v));
+  PI_RETURN_IF_ERROR(Integer(j, "top_k", INT32_MIN, INT32_MAX, &i, &present));
+  if (present) s->set_top_k(static_cast<int32_t>(i));
+  PI_RETURN_IF_ERROR(Integer(j, "repeat_last_n", INT32_MIN, INT32_MAX, &i, &present));
+  if (present) s->set_repeat_last_n(static_cast<int32_t>(i));
+  PI_RETURN_IF_ERROR(Integer(j, "seed", INT64_MIN, INT64_MAX, &i, &present));
+  if (present) s->set_seed(i);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
+                              CompletionRequest* out, int* http_status) {
+  *http_status = 400;
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::Error("the body is not JSON");
+  if (!j.is_object()) return Status::Error("the body must be a JSON object");
+  const auto model = j.find("model");
+  if (model != j.end() && !model->is_null()) {
+    if (!model->is_string()) return Status::Error("model must be a string");
+    if (model->get<std::string>() != model_id) {
+      *http_status = 404;
+      return Status::Error("model '%s' is not served here (this server has '%s')",
+                           model->get<std::string>().c_str(), model_id.c_str());
+    }
+  }
+  v1::GenerateRequest& req = out->request;
+  PI_RETURN_IF_ERROR(Prompt(j, &req));
+  int64_t i = 0;
+  bool present = false;
+  PI_RETURN_IF_ERROR(Integer(j, "max_tokens", -2, INT32_MAX, &i, &present));
+  if (!present) PI_RETURN_IF_ERROR(Integer(j, "n_predict", -2, INT32_MAX, &i, &present));
+  req.set_n_predict(present ? static_cast<int32_t>(i) : -1);
+  PI_RETURN_IF_ERROR(Integer(j, "n", 1, 1, &i, &present));  // one choice per request
+  PI_RETURN_IF_ERROR(Stops(j, &req));
+  PI_RETURN_IF_ERROR(Sampling(j, req.mutable_sampling()));
+  const auto stream = j.find("stream");
+  if (stream != j.end() && !stream->is_null()) {
+    if (!stream->is_boolean()) return Status::Error("stream must be true or false");
+    out->stream = stream->get<bool>();
+  }
+  const auto ignore_eos = j.find("ignore_eos");
+  if (ignore_eos != j.end() && ignore_eos->is_boolean())
+    req.set_ignore_eos(ignore_eos->get<bool>());
+  *http_status = 200;
+  return Status::Ok();
+}
+
+const char* FinishReason(const std::string& stop_reason) {
+  return stop_reason == "length" || stop_reason == "context" ? "length" : "stop";
+}
+
+namespace {
+
+json Usage(int prompt_tokens, int completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+}  // namespace
+
+std::string CompletionJson(const CompletionInfo& info, const std::string& text,
+                           const char* finish_reason, int prompt_tokens, int completion_tokens) {
+  json choice = {
+      {"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  json j = {{"id", info.id},           {"object", "text_completion"},
+            {"created", info.created}, {"model", info.model},
+            {"choices", {choice}},     {"usage", Usage(prompt_tokens, completion_tokens)}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string CompletionChunkJson(const CompletionInfo& info, const std::string& text,
+                                const char* finish_reason, int prompt_tokens,
+                                int completion_tokens) {
+  json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}};
+  choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
+  json j = {{"id", info.id},
+            {"object", "text_completion"},
+            {"created", info.created},
+            {"model", info.model},
+            {"choices", {choice}}};
+  if (finish_reason) j["usage"] = Usage(prompt_tokens, completion_tokens);
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ErrorJson(int http_status, const std::string& message) {
+  const char* type = http_status == 401   ? "authentication_error"
+                     : http_status == 404 ? "not_found_error"
+                     : http_status == 503 ? "unavailable_error"
+                     : http_status >= 500 ? "server_error"
+                                          : "invalid_request_error";
+  json j = {{"error", {{"code", http_status}, {"message", message}, {"type", type}}}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace pi

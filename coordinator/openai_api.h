@@ -1,0 +1,53 @@
+// The OpenAI-style completion API's bodies (POST /v1/completions, as
+// llama-server serves it): the request JSON checked and turned into the
+// Coordinator's GenerateRequest (so one validator, generate_request.h,
+// checks both front ends), and the response, stream chunk and error JSON.
+// Parsing uses nlohmann::json; every error names the field. Fuzzed by
+// http_body_fuzz.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "proto/pi.pb.h"
+
+namespace pi {
+
+struct CompletionRequest {
+  v1::GenerateRequest request;  // prompt or ids, n_predict, stops, sampling
+  bool stream = false;
+};
+
+// Reads a /v1/completions body: prompt (a string, token ids, or one string
+// in an array), max_tokens (or llama.cpp's n_predict; default -1: until end
+// of text), temperature, top_p, top_k, min_p, repeat_penalty,
+// repeat_last_n, seed, stop (a string or strings), stream, n (must be 1),
+// model (must be `model_id` when given: else *http_status 404). Unknown
+// fields are ignored, as OpenAI's clients send more than a server uses.
+// On an error, *http_status is 400 (or 404) and the message names the field.
+Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
+                              CompletionRequest* out, int* http_status);
+
+// OpenAI's finish_reason for a generation's stop reason: "length" (the
+// limit or the context) or "stop" (end of text, a stop string).
+const char* FinishReason(const std::string& stop_reason);
+
+struct CompletionInfo {
+  std::string id;  // "cmpl-<n>"
+  int64_t created = 0;
+  std::string model;
+};
+
+// The whole response of a non-streamed completion.
+std::string CompletionJson(const CompletionInfo& info, const std::string& text,
+                           const char* finish_reason, int prompt_tokens, int completion_tokens);
+// One server-sent event's JSON: a text delta (finish_reason null), or the
+// last one with finish_reason and usage.
+std::string CompletionChunkJson(const CompletionInfo& info, const std::string& text,
+                                const char* finish_reason, int prompt_tokens,
+                                int completion_tokens);
+// OpenAI's error shape: {"error": {"code", "message", "type"}}.
+std::string ErrorJson(int http_status, const std::string& message);
+
+}  // namespace pi

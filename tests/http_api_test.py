@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""pi-launch --http: the OpenAI-style HTTP API, checked with Python's standard library (an
+HTTP client independent of ours) on 127.0.0.1.
+
+On the demo model stored with ffn_down_t (--sparse oracle, one cpu worker):
+- /v1/completions, greedy: the golden text (tests/data/demo_greedy.json, from the numpy
+  reference), usage counts, finish_reason "length"; streamed (server-sent events), the
+  deltas concatenate to the same text, the last chunk carries finish_reason and usage, then
+  "data: [DONE]"; a stop string ends the text before it with finish_reason "stop"; the same
+  seed gives the same sampled text.
+- /v1/models, /health, /tokenize (python3-sentencepiece's ids), /detokenize.
+- Errors in OpenAI's shape and status: malformed JSON, a field of the wrong type, n=2, a
+  prompt longer than the context (400, naming the field), an unknown model or path (404),
+  a body over the limit (413), the queue full (503 with Retry-After), no or a wrong API key
+  (401; /health stays open).
+- A client that disconnects mid-stream frees the engine: the next request is served.
+
+Usage: http_api_test.py BIN_DIR
+"""
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from served_process import ServerProcess  # noqa: E402
+
+MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
+TOKENIZER = os.path.join(ROOT, "models", "demo-tokenizer.model")
+GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
+PROMPT = "In the beginning God created"
+KEY = "an-api-key-0123456789abcdef"
+
+passed = 0
+failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok   {what}", flush=True)
+    else:
+        failed += 1
+        print(f"FAIL {what}", flush=True)
+
+
+def launch(bin_dir, tmp, *args):
+    """pi-launch with --http on free ports; the HTTP address from its log."""
+    p = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", "--http",
+                       "127.0.0.1:0", *args], os.path.join(tmp, f"launch-{time.monotonic_ns()}.log"))
+    deadline = time.monotonic() + 60
+    p.http = None
+    while time.monotonic() < deadline and p.http is None and p.proc.poll() is None:
+        for line in p.stderr().splitlines():
+            if "HTTP API" in line:
+                p.http = line.rsplit("http://", 1)[1].split()[0]
+        time.sleep(0.05)
+    return p
+
+
+def call(address, method, path, body=None, headers=None, raw=None):
+    """(status, headers, parsed JSON or text) of one request."""
+    host, port = address.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    conn.request(method, path, body=data, headers=headers or {})
+    r = conn.getresponse()
+    text = r.read().decode()
+    conn.close()
+    try:
+        return r.status, dict(r.getheaders()), json.loads(text)
+    except ValueError:
+        return r.status, dict(r.getheaders()), text
+
+
+def stream(address, body, headers=None):
+    """The server-sent events of a streamed completion: the list of data payloads."""
+    host, port = address.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    conn.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)),
+                 headers=headers or {})
+    r = conn.getresponse()
+    events = []
+    for line in r.read().decode().split("\n"):
+        if line.startswith("data: "):
+            events.append(line[6:])
+    conn.close()
+    return r.status, r.getheader("Content-Type"), events
+
+
+def main():
+    bin_dir = sys.argv[1]
+    with open(GOLDEN) as f:
+        golden = json.load(f)
+    n = len(golden["generated_tokens"])
+    with tempfile.TemporaryDirectory() as tmp:
+        demo_t = os.path.join(tmp, "demo-down-t.gguf")
+        subprocess.run([os.path.join(bin_dir, "pi-quantize"), MODEL, demo_t, "f16", "--down-t"],
+                       capture_output=True, check=True, timeout=300)
+        served = ["-m", demo_t, "--sparse", "oracle", "-t", "2", "-c", "4096"]
+        s = launch(bin_dir, tmp, *served)
+        check(s.http is not None, "pi-launch --http 127.0.0.1:0 serves")
+        a = s.http
+        greedy = {"prompt": PROMPT, "max_tokens": n, "temperature": 0}
+
+        st, _, r = call(a, "POST", "/v1/completions", greedy)
+        check(st == 200 and r["choices"][0]["text"] == golden["text"]
+              and r["choices"][0]["finish_reason"] == "length" and r["object"] == "text_completion"
+              and r["model"] == "demo-down-t"
+              and r["usage"] == {"prompt_tokens": 6, "completion_tokens": n, "total_tokens": 6 + n},
+              "/v1/completions greedy: the golden text, usage, finish_reason length")
+        st, ctype, events = stream(a, greedy)
+        chunks = [json.loads(e) for e in events[:-1]]
+        text = "".join(c["choices"][0]["text"] for c in chunks)
+        check(st == 200 and ctype == "text/event-stream" and events[-1] == "[DONE]"
+              and text == golden["text"] and chunks[-1]["choices"][0]["finish_reason"] == "length"
+              and chunks[-1]["usage"]["completion_tokens"] == n
+              and all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1]),
+              "streamed: deltas concatenate to the same text, finish and usage last, [DONE]")
+        st, _, r = call(a, "POST", "/v1/completions", dict(greedy, stop=["LORD"]))
+        t = r["choices"][0]["text"]
+        check(st == 200 and r["choices"][0]["finish_reason"] == "stop" and "LORD" not in t
+              and golden["text"].startswith(t) and len(t) < len(golden["text"]),
+              f"a stop string ends the text before it ({t!r})")
+        sampled = {"prompt": PROMPT, "max_tokens": 24, "temperature": 0.9, "seed": 42}
+        r1 = call(a, "POST", "/v1/completions", sampled)[2]["choices"][0]["text"]
+        r2 = call(a, "POST", "/v1/completions", sampled)[2]["choices"][0]["text"]
+        check(r1 == r2, "the same seed gives the same sampled text")
+
+        st, _, r = call(a, "GET", "/v1/models")
+        check(st == 200 and r["data"][0]["id"] == "demo-down-t" and r["data"][0]["meta"]["n_ctx"] == 4096,
+              "/v1/models lists the model")
+        st, _, r = call(a, "GET", "/health")
+        check(st == 200 and r["status"] == "ok" and r["running"] == 0, "/health: ok, idle")
+        import sentencepiece as spm  # noqa: E402
+        sp = spm.SentencePieceProcessor(model_file=TOKENIZER)
+        st, _, r = call(a, "POST", "/tokenize", {"content": PROMPT})
+        check(st == 200 and r["tokens"] == sp.encode(PROMPT), "/tokenize == sentencepiece")
+        st, _, r = call(a, "POST", "/detokenize", {"tokens": sp.encode(PROMPT)})
+        check(st == 200 and r["content"] == PROMPT, "/detokenize round trip")
+
+        for body, raw, status, words in (
+                (None, "{not json", 400, "not JSON"),
+                ({"prompt": PROMPT, "max_tokens": "ten"}, None, 400, "max_tokens"),
+                ({"prompt": PROMPT, "temperature": "hot"}, None, 400, "temperature"),
+                ({"prompt": PROMPT, "n": 2}, None, 400, "n is out of range"),
+                ({"prompt": PROMPT, "stop": [""]}, None, 400, "stop"),
+                ({}, None, 400, "prompt is required"),
+                ({"prompt": "And God said " * 2000}, None, 400, "longer than the context"),
+                ({"prompt": PROMPT, "model": "gpt-4"}, None, 404, "gpt-4")):
+            st, _, r = call(a, "POST", "/v1/completions", body, raw=raw)
+            check(st == status and r["error"]["code"] == status and words in r["error"]["message"],
+                  f"{status}: {r['error']['message'] if isinstance(r, dict) else r!r}")
+        st, _, r = call(a, "GET", "/v2/nothing")
+        check(st == 404 and "error" in r, "an unknown path: 404")
+        # A body over the limit: the answer comes before the body is all sent.
+        sock = socket.create_connection((a.split(":")[0], int(a.split(":")[1])))
+        sock.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {2 << 20}"
+                     "\r\n\r\n".encode())
+        try:
+            sock.sendall(b"x" * (2 << 20))
+        except OSError:
+            pass  # the server stopped reading: its answer is already there
+        answer = sock.recv(4096).decode(errors="replace")
+        sock.close()
+        check(answer.startswith("HTTP/1.1 413"), f"a body over the limit: 413 ({answer[:20]!r})")
+
+        # A client that disconnects mid-stream frees the engine.
+        host, port = a.split(":")
+        sock = socket.create_connection((host, int(port)))
+        body = json.dumps({"prompt": PROMPT, "max_tokens": -1, "ignore_eos": True, "stream": True})
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                      f"\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+        sock.recv(4096)  # the headers and the first events
+        sock.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and call(a, "GET", "/health")[2]["running"] != 0:
+            time.sleep(0.05)
+        check(call(a, "GET", "/health")[2]["running"] == 0, "a client gone mid-stream frees the engine")
+        st, _, r = call(a, "POST", "/v1/completions", greedy)
+        check(st == 200 and r["choices"][0]["text"] == golden["text"], "the next request is served")
+        check("cancelled" in s.stderr(), "the server logs the request as cancelled")
+        check(s.stop() == 0, "pi-launch stops cleanly")
+
+        # The queue full: 503 with Retry-After.
+        s = launch(bin_dir, tmp, *served, "--max-queue", "0")
+        sock = socket.create_connection(tuple(s.http.split(":")))
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}"
+                      f"\r\n\r\n{body}").encode())
+        sock.recv(4096)  # running
+        st, headers, r = call(s.http, "POST", "/v1/completions", greedy)
+        check(st == 503 and headers.get("Retry-After") == "1" and "--max-queue" in r["error"]["message"],
+              "the queue full: 503 with Retry-After")
+        sock.close()
+        check(s.stop() == 0, "pi-launch stops cleanly")
+
+        # An API key.
+        key_file = os.path.join(tmp, "key")
+        with open(key_file, "w") as f:
+            f.write(KEY + "\n")
+        s = launch(bin_dir, tmp, *served, "--api-key-file", key_file)
+        for headers, status in (({}, 401), ({"Authorization": "Bearer wrong-key-0123456789"}, 401),
+                                ({"Authorization": "Bearer " + KEY}, 200)):
+            st, _, r = call(s.http, "POST", "/v1/completions", greedy, headers=headers)
+            check(st == status, f"API key {headers.get('Authorization', 'missing')!r}: {status}")
+        check(call(s.http, "GET", "/health")[0] == 200, "/health needs no key")
+        check(s.stop() == 0, "pi-launch stops cleanly")
+
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
