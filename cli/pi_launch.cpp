@@ -13,6 +13,7 @@
 #include "cli/gpu_split.h"
 #include "cli/read_file.h"
 #include "cli/tool_main.h"
+#include "common/chat_template.h"
 #include "common/sparse_mode.h"
 #include "common/transport/auth_token.h"
 #include "common/transport/listen_address.h"
@@ -32,6 +33,9 @@ void Usage() {
       "                          127.0.0.1:8080): /v1/completions, /v1/models, /health,\n"
       "                          /tokenize, /detokenize\n"
       "  --api-key KEY, --api-key-file F  HTTP clients must send Authorization: Bearer KEY\n"
+      "  --chat-template NAME    how /v1/chat/completions renders messages: chatml, llama2,\n"
+      "                          llama3, mistral, zephyr, gemma, vicuna, phi3 (default: the\n"
+      "                          model's tokenizer.chat_template, when it is one of these)\n"
       "  (--cpu-workers defaults to 1 when the model's FFN can be split, else 0; the hot\n"
       "  neurons of a --vram-budget split run in a pi-gpu-worker process unless\n"
       "  --no-gpu-worker)\n",
@@ -71,7 +75,13 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
       l->http.api_key = args.String(f);
     else if (f == "--api-key-file")
       l->api_key_file = args.String(f);
-    else if (pi::ParseEngineFlag(f, &args, &l->engine)) {
+    else if (f == "--chat-template") {
+      const std::string name = args.String(f);
+      pi::ChatTemplate t;
+      const pi::Status known = pi::ParseChatTemplateName(name, &t);
+      if (!args.failed() && !known.ok()) args.Fail("--chat-template: " + known.message());
+      l->http.chat_template = t;
+    } else if (pi::ParseEngineFlag(f, &args, &l->engine)) {
       if (f == "--cpu-workers") l->cpu_workers_given = true;
     } else if (f == "-h" || f == "--help") {
       Usage();
@@ -105,6 +115,27 @@ pi::Status ReadApiKey(LaunchFlags* l) {
   std::string contents;
   PI_RETURN_IF_ERROR(pi::ReadWholeFile(l->api_key_file, &contents).WithContext("--api-key-file"));
   return pi::ParseAuthToken(contents, &l->http.api_key).WithContext("--api-key-file");
+}
+
+// The chat template: --chat-template, else the model's when it is a known
+// family (a note says what happens otherwise).
+void ResolveChatTemplate(const pi::LlamaModel& model, pi::HttpServerOptions* http) {
+  if (http->chat_template) return;
+  std::string jinja;
+  if (!model.file->GetStringOpt("tokenizer.chat_template", &jinja).ok() || jinja.empty()) {
+    fprintf(stderr,
+            "pi-launch: the model has no chat template: /v1/chat/completions needs "
+            "--chat-template NAME\n");
+    return;
+  }
+  pi::ChatTemplate t;
+  const pi::Status s = pi::DetectChatTemplate(jinja, &t);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-launch: note: %s\n", s.message().c_str());
+    return;
+  }
+  http->chat_template = t;
+  fprintf(stderr, "pi-launch: chat template: %s (from the model)\n", pi::ChatTemplateName(t));
 }
 
 pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
@@ -159,6 +190,7 @@ static int Run(int argc, char** argv) {
     pi::HttpServer http_server;
     if (s.ok() && l.http_enabled) {
       l.http.model_id = ModelId(l.engine.model_path);
+      ResolveChatTemplate(loaded.model, &l.http);
       s = http_server.Start(l.http, &runner, &address);
       if (s.ok()) {
         fprintf(stderr, "pi-launch: HTTP API (model '%s') on http://%s%s\n",

@@ -35,7 +35,8 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
     }
   } else {
     PI_RETURN_IF_ERROR(
-        tok.Encode(in.prompt(), tok.add_bos_token(), &out->prompt).WithContext("prompt"));
+        tok.Encode(in.prompt(), tok.add_bos_token(), &out->prompt, in.parse_special())
+            .WithContext("prompt"));
   }
   if (out->prompt.empty()) return Status::Error("the prompt is empty (no tokens)");
   if (static_cast<int64_t>(out->prompt.size()) > n_ctx) {

@@ -92,7 +92,7 @@ struct HttpServer::Impl {
   void Serve(Connection* c);
   // Handles one request; false: close the connection.
   bool Handle(const Request& req, Connection* c);
-  void Completion(const Request& req, Connection* c);
+  void Completion(const Request& req, Connection* c, bool chat);
   void Tokenize(const Request& req, Connection* c, bool detokenize);
 };
 
@@ -192,8 +192,9 @@ bool HttpServer::Impl::Handle(const Request& req, Connection* c) {
     json j = {{"object", "list"}, {"data", {model}}};
     return Reply(&c->socket, req, 200, j.dump(-1, ' ', false, json::error_handler_t::replace));
   }
-  if (path == "/v1/completions" && req.method() == http::verb::post) {
-    Completion(req, c);
+  if ((path == "/v1/completions" || path == "/v1/chat/completions") &&
+      req.method() == http::verb::post) {
+    Completion(req, c, path == "/v1/chat/completions");
     return true;
   }
   if ((path == "/tokenize" || path == "/detokenize") && req.method() == http::verb::post) {
@@ -204,10 +205,13 @@ bool HttpServer::Impl::Handle(const Request& req, Connection* c) {
                     "no " + std::string(req.method_string()) + " " + path + " here");
 }
 
-void HttpServer::Impl::Completion(const Request& req, Connection* c) {
+void HttpServer::Impl::Completion(const Request& req, Connection* c, bool chat) {
   CompletionRequest cr;
   int status = 400;
-  Status s = ParseCompletionRequest(req.body(), options.model_id, &cr, &status);
+  Status s = chat ? ParseChatRequest(req.body(), options.model_id,
+                                     options.chat_template ? &*options.chat_template : nullptr, &cr,
+                                     &status)
+                  : ParseCompletionRequest(req.body(), options.model_id, &cr, &status);
   const Engine& engine = runner->engine();
   GenerationRequest job;
   SamplerParams sampling;
@@ -221,7 +225,7 @@ void HttpServer::Impl::Completion(const Request& req, Connection* c) {
     return;
   }
   CompletionInfo info;
-  info.id = "cmpl-" + std::to_string(next_id++);
+  info.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
   info.created = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();
@@ -253,6 +257,10 @@ void HttpServer::Impl::Completion(const Request& req, Connection* c) {
       job, sampling, [&] { return stopping || ClientGone(fd); },
       [&](int32_t, const std::string& piece) {
         if (!cr.stream || piece.empty()) return true;
+        if (chat) {
+          const bool first = !head_sent;
+          return send_event(ChatChunkJson(info, first, piece, nullptr, 0, 0));
+        }
         return send_event(CompletionChunkJson(info, piece, nullptr, 0, 0));
       },
       &run);
@@ -278,11 +286,15 @@ void HttpServer::Impl::Completion(const Request& req, Connection* c) {
     // The text as it would stream (bytes that are not UTF-8 as U+FFFD), cut
     // before a stop string.
     Utf8Stream whole;
+    const std::string text = whole.Push(g.text) + whole.Flush();
     Reply(&c->socket, req, 200,
-          CompletionJson(info, whole.Push(g.text) + whole.Flush(), finish, n_prompt, n_gen));
+          chat ? ChatCompletionJson(info, text, finish, n_prompt, n_gen)
+               : CompletionJson(info, text, finish, n_prompt, n_gen));
     return;
   }
-  if (send_event(CompletionChunkJson(info, "", finish, n_prompt, n_gen)) && send_event("[DONE]")) {
+  const std::string last = chat ? ChatChunkJson(info, !head_sent, "", finish, n_prompt, n_gen)
+                                : CompletionChunkJson(info, "", finish, n_prompt, n_gen);
+  if (send_event(last) && send_event("[DONE]")) {
     beast::error_code ec;
     net::write(c->socket, http::make_chunk_last(), ec);
   }

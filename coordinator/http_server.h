@@ -1,5 +1,6 @@
 // HttpServer: the OpenAI-style HTTP API on the coordinator (pi-launch
-// --http HOST:PORT), with Boost.Beast: POST /v1/completions (whole, or
+// --http HOST:PORT), with Boost.Beast: POST /v1/completions and
+// /v1/chat/completions (whole, or
 // streamed as server-sent events exactly as OpenAI does: text deltas, a last
 // chunk with finish_reason and usage, then "data: [DONE]"), GET /v1/models,
 // GET /health, POST /tokenize and /detokenize (llama-server's shapes).
@@ -14,10 +15,12 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/chat_template.h"
 #include "common/status.h"
 #include "coordinator/request_runner.h"
 
@@ -27,6 +30,9 @@ struct HttpServerOptions {
   std::string listen = "127.0.0.1:8080";  // port 0 picks a free one
   std::string api_key;                    // empty: no key required
   std::string model_id = "pi";            // what /v1/models lists and "model" must name
+  // The chat template /v1/chat/completions renders messages with; unset:
+  // the model has none (chat requests get a 400 saying how to choose one).
+  std::optional<ChatTemplate> chat_template;
   size_t max_body_bytes = 1 << 20;
   int idle_timeout_s = 30;  // a connection silent this long is closed
   int max_connections = 64;

@@ -101,12 +101,12 @@ Status Sampling(const json& j, v1::SamplingParams* s) {
 
 }  // namespace
 
-Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
-                              CompletionRequest* out, int* http_status) {
-  *http_status = 400;
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Error("the body is not JSON");
-  if (!j.is_object()) return Status::Error("the body must be a JSON object");
+namespace {
+
+// The fields completions and chat completions share: model, max_tokens (or
+// n_predict), n, stop, sampling, stream, ignore_eos.
+Status CommonFields(const json& j, const std::string& model_id, CompletionRequest* out,
+                    int* http_status) {
   const auto model = j.find("model");
   if (model != j.end() && !model->is_null()) {
     if (!model->is_string()) return Status::Error("model must be a string");
@@ -117,7 +117,6 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
     }
   }
   v1::GenerateRequest& req = out->request;
-  PI_RETURN_IF_ERROR(Prompt(j, &req));
   int64_t i = 0;
   bool present = false;
   PI_RETURN_IF_ERROR(Integer(j, "max_tokens", -2, INT32_MAX, &i, &present));
@@ -134,6 +133,58 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
   const auto ignore_eos = j.find("ignore_eos");
   if (ignore_eos != j.end() && ignore_eos->is_boolean())
     req.set_ignore_eos(ignore_eos->get<bool>());
+  return Status::Ok();
+}
+
+Status ParseObject(const std::string& body, json* j) {
+  *j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j->is_discarded()) return Status::Error("the body is not JSON");
+  if (!j->is_object()) return Status::Error("the body must be a JSON object");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
+                              CompletionRequest* out, int* http_status) {
+  *http_status = 400;
+  json j;
+  PI_RETURN_IF_ERROR(ParseObject(body, &j));
+  PI_RETURN_IF_ERROR(CommonFields(j, model_id, out, http_status));
+  PI_RETURN_IF_ERROR(Prompt(j, &out->request));
+  *http_status = 200;
+  return Status::Ok();
+}
+
+Status ParseChatRequest(const std::string& body, const std::string& model_id,
+                        const ChatTemplate* chat_template, CompletionRequest* out,
+                        int* http_status) {
+  *http_status = 400;
+  json j;
+  PI_RETURN_IF_ERROR(ParseObject(body, &j));
+  PI_RETURN_IF_ERROR(CommonFields(j, model_id, out, http_status));
+  const auto messages = j.find("messages");
+  if (messages == j.end() || !messages->is_array() || messages->empty()) {
+    return Status::Error("messages must be a non-empty array of {role, content}");
+  }
+  std::vector<ChatMessage> chat;
+  for (size_t k = 0; k < messages->size(); ++k) {
+    const json& m = (*messages)[k];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string()) {
+      return Status::Error("messages[%zu] must be {\"role\": string, \"content\": string}", k);
+    }
+    chat.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  }
+  if (!chat_template) {
+    return Status::Error(
+        "this model has no chat template: start pi-launch with --chat-template NAME (%s)",
+        ChatTemplateNames());
+  }
+  std::string prompt;
+  PI_RETURN_IF_ERROR(RenderChat(*chat_template, chat, true, &prompt));
+  out->request.set_prompt(prompt);
+  out->request.set_parse_special(true);
   *http_status = 200;
   return Status::Ok();
 }
@@ -169,6 +220,34 @@ std::string CompletionChunkJson(const CompletionInfo& info, const std::string& t
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
   json j = {{"id", info.id},
             {"object", "text_completion"},
+            {"created", info.created},
+            {"model", info.model},
+            {"choices", {choice}}};
+  if (finish_reason) j["usage"] = Usage(prompt_tokens, completion_tokens);
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ChatCompletionJson(const CompletionInfo& info, const std::string& text,
+                               const char* finish_reason, int prompt_tokens,
+                               int completion_tokens) {
+  json choice = {{"index", 0},
+                 {"message", {{"role", "assistant"}, {"content", text}}},
+                 {"finish_reason", finish_reason}};
+  json j = {{"id", info.id},           {"object", "chat.completion"},
+            {"created", info.created}, {"model", info.model},
+            {"choices", {choice}},     {"usage", Usage(prompt_tokens, completion_tokens)}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::string& text,
+                          const char* finish_reason, int prompt_tokens, int completion_tokens) {
+  json delta = json::object();
+  if (first) delta["role"] = "assistant";
+  if (!finish_reason) delta["content"] = text;
+  json choice = {{"index", 0}, {"delta", delta}};
+  choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
+  json j = {{"id", info.id},
+            {"object", "chat.completion.chunk"},
             {"created", info.created},
             {"model", info.model},
             {"choices", {choice}}};

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/chat_template.h"
 #include "common/status.h"
 #include "proto/pi.pb.h"
 
@@ -29,6 +30,14 @@ struct CompletionRequest {
 Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
                               CompletionRequest* out, int* http_status);
 
+// Reads a /v1/chat/completions body: messages (an array of {role, content}:
+// system, user, assistant), rendered with `chat_template` into the prompt
+// (special tokens parsed), and the completion's other fields. A null
+// template: this model has none (400 saying to choose one).
+Status ParseChatRequest(const std::string& body, const std::string& model_id,
+                        const ChatTemplate* chat_template, CompletionRequest* out,
+                        int* http_status);
+
 // OpenAI's finish_reason for a generation's stop reason: "length" (the
 // limit or the context) or "stop" (end of text, a stop string).
 const char* FinishReason(const std::string& stop_reason);
@@ -38,6 +47,14 @@ struct CompletionInfo {
   int64_t created = 0;
   std::string model;
 };
+
+// The whole response of a non-streamed chat completion, and a stream chunk:
+// the first carries the role, the others content deltas, the last
+// finish_reason and usage.
+std::string ChatCompletionJson(const CompletionInfo& info, const std::string& text,
+                               const char* finish_reason, int prompt_tokens, int completion_tokens);
+std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::string& text,
+                          const char* finish_reason, int prompt_tokens, int completion_tokens);
 
 // The whole response of a non-streamed completion.
 std::string CompletionJson(const CompletionInfo& info, const std::string& text,

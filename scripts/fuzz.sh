@@ -59,6 +59,7 @@ run_http_fuzzer() {
   printf '%s' '{"prompt":[1,1039,261],"stream":true,"stop":["\n","LORD"],"seed":42}' >"$work/seeds/ids"
   printf '%s' '{"prompt":["x"],"n":1,"model":"demo","top_k":5,"min_p":0.1}' >"$work/seeds/array"
   printf '%s' '{"prompt":"x","max_tokens":"ten"}' >"$work/seeds/bad_type"
+  printf '%s' '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"stream":true}' >"$work/seeds/chat"
   echo "fuzzing http_body_fuzz for ${seconds}s"
   if ! "$build/bin/http_body_fuzz" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$work/artifacts/" \

@@ -571,6 +571,7 @@ def served_cases(bin_dir):
         bad_input(t, m + ["--listen", "127.0.0.1:0", "--api-key-file", "short_token.txt"],
                   "16 to 4096 characters"),
         usage(t, m + ["--http"], "--http expects a value"),
+        usage(t, m + ["--chat-template", "alpaca"], "unknown chat template 'alpaca'"),
     ]
     # Remote workers: flags, token files, a worker nobody runs.
     tok = ["--auth-token-file", "token.txt"]

@@ -8,6 +8,9 @@ On the demo model stored with ffn_down_t (--sparse oracle, one cpu worker):
   deltas concatenate to the same text, the last chunk carries finish_reason and usage, then
   "data: [DONE]"; a stop string ends the text before it with finish_reason "stop"; the same
   seed gives the same sampled text.
+- /v1/chat/completions: without a template a 400 naming --chat-template; with
+  --chat-template chatml the reply equals the plain completion of the same conversation
+  written out in ChatML by hand, streamed as chat.completion.chunk deltas (role first).
 - /v1/models, /health, /tokenize (python3-sentencepiece's ids), /detokenize.
 - Errors in OpenAI's shape and status: malformed JSON, a field of the wrong type, n=2, a
   prompt longer than the context (400, naming the field), an unknown model or path (404),
@@ -81,11 +84,11 @@ def call(address, method, path, body=None, headers=None, raw=None):
         return r.status, dict(r.getheaders()), text
 
 
-def stream(address, body, headers=None):
+def stream(address, body, headers=None, path="/v1/completions"):
     """The server-sent events of a streamed completion: the list of data payloads."""
     host, port = address.split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    conn.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)),
+    conn.request("POST", path, body=json.dumps(dict(body, stream=True)),
                  headers=headers or {})
     r = conn.getresponse()
     events = []
@@ -200,6 +203,42 @@ def main():
         check(st == 503 and headers.get("Retry-After") == "1" and "--max-queue" in r["error"]["message"],
               "the queue full: 503 with Retry-After")
         sock.close()
+        check(s.stop() == 0, "pi-launch stops cleanly")
+
+        # Chat completions: the demo model has no template, so they need --chat-template.
+        chat = {"messages": [{"role": "system", "content": "Answer as the King James Bible."},
+                             {"role": "user", "content": "In the beginning"}],
+                "max_tokens": 16, "temperature": 0}
+        s = launch(bin_dir, tmp, *served)
+        st, _, r = call(s.http, "POST", "/v1/chat/completions", chat)
+        check(st == 400 and "--chat-template" in r["error"]["message"],
+              "chat without a template: 400 naming --chat-template")
+        check(s.stop() == 0, "pi-launch stops cleanly")
+        s = launch(bin_dir, tmp, *served, "--chat-template", "chatml")
+        st, _, r = call(s.http, "POST", "/v1/chat/completions", chat)
+        reply = r["choices"][0]["message"] if st == 200 else {}
+        # The same conversation written out in ChatML by hand, as a plain completion.
+        chatml = ("<|im_start|>system\nAnswer as the King James Bible.<|im_end|>\n"
+                  "<|im_start|>user\nIn the beginning<|im_end|>\n<|im_start|>assistant\n")
+        st2, _, r2 = call(s.http, "POST", "/v1/completions",
+                          {"prompt": chatml, "max_tokens": 16, "temperature": 0})
+        check(st == 200 and r["object"] == "chat.completion" and reply["role"] == "assistant"
+              and st2 == 200 and reply["content"] == r2["choices"][0]["text"]
+              and r["usage"] == r2["usage"],
+              "chat completion == the completion of the conversation in ChatML written by hand")
+        st, ctype, events = stream(s.http, chat, path="/v1/chat/completions")
+        chunks = [json.loads(e) for e in events[:-1]]
+        deltas = [c["choices"][0]["delta"] for c in chunks]
+        check(st == 200 and events[-1] == "[DONE]" and deltas[0].get("role") == "assistant"
+              and "".join(d.get("content", "") for d in deltas) == reply.get("content")
+              and chunks[-1]["choices"][0]["finish_reason"] == "length"
+              and chunks[-1]["object"] == "chat.completion.chunk",
+              "streamed chat: the role first, deltas == the whole reply, finish last, [DONE]")
+        st, _, r = call(s.http, "POST", "/v1/chat/completions",
+                        {"messages": [{"role": "robot", "content": "x"}]})
+        check(st == 400 and "role 'robot'" in r["error"]["message"], "an unknown role: 400")
+        st, _, r = call(s.http, "POST", "/v1/chat/completions", {"messages": "hi"})
+        check(st == 400 and "messages" in r["error"]["message"], "messages not an array: 400")
         check(s.stop() == 0, "pi-launch stops cleanly")
 
         # An API key.

@@ -1,5 +1,6 @@
 // libFuzzer target for the HTTP API's request bodies: any bytes that arrive
-// as a /v1/completions body (nlohmann's JSON parser, ParseCompletionRequest,
+// as a /v1/chat/completions body (messages rendered by each chat template)
+// or a /v1/completions body (nlohmann's JSON parser, ParseCompletionRequest,
 // then the validator every front end shares, with the demo model's
 // tokenizer) are refused with a 400/404 and a message, or give a job the
 // engine can take.
@@ -44,6 +45,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
   pi::CompletionRequest cr;
   int status = 0;
+  // A body as /v1/chat/completions reads it (messages rendered with each
+  // template in turn), and as /v1/completions reads it.
+  const pi::ChatTemplate t = static_cast<pi::ChatTemplate>(size % 8);
+  pi::CompletionRequest chat;
+  int chat_status = 0;
+  const pi::Status cs = pi::ParseChatRequest(body, "demo", &t, &chat, &chat_status);
+  if (cs.ok() != (chat_status == 200) || (cs.ok() && !chat.request.parse_special())) abort();
   const pi::Status s = pi::ParseCompletionRequest(body, "demo", &cr, &status);
   if (!s.ok()) {
     if ((status != 400 && status != 404) || s.message().empty()) abort();

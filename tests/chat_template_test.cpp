@@ -1,0 +1,105 @@
+// Chat templates: each family renders a fixed conversation to the exact text
+// of its published template (written out here by hand from each family's
+// model card / tokenizer_config.json, not produced by the code under test),
+// and is detected from a snippet of its Jinja template.
+#include "common/chat_template.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace pi {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<ChatMessage> kConversation = {{"system", "You are terse."},
+                                                {"user", "Hi"},
+                                                {"assistant", "Hello."},
+                                                {"user", "Who are you?"}};
+
+std::string Render(ChatTemplate t) {
+  std::string out;
+  EXPECT_TRUE(RenderChat(t, kConversation, true, &out).ok());
+  return out;
+}
+
+TEST(ChatTemplateTest, EachFamilyRendersItsPublishedFormat) {
+  EXPECT_EQ(Render(ChatTemplate::kChatml),
+            "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nWho are you?<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(Render(ChatTemplate::kLlama3),
+            "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nWho are you?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(Render(ChatTemplate::kZephyr),
+            "<|system|>\nYou are terse.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello.</s>\n"
+            "<|user|>\nWho are you?</s>\n<|assistant|>\n");
+  EXPECT_EQ(Render(ChatTemplate::kPhi3),
+            "<|system|>\nYou are terse.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello.<|end|>\n"
+            "<|user|>\nWho are you?<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(Render(ChatTemplate::kLlama2),
+            "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST] Hello. </s><s>[INST] Who are "
+            "you? [/INST]");
+  EXPECT_EQ(Render(ChatTemplate::kMistral),
+            "[INST] You are terse.\n\nHi [/INST] Hello.</s>[INST] Who are you? [/INST]");
+  EXPECT_EQ(Render(ChatTemplate::kGemma),
+            "<start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
+            "Hello.<end_of_turn>\n<start_of_turn>user\nWho are you?<end_of_turn>\n"
+            "<start_of_turn>model\n");
+  EXPECT_EQ(Render(ChatTemplate::kVicuna),
+            "You are terse.\n\nUSER: Hi\nASSISTANT: Hello.</s>\nUSER: Who are you?\nASSISTANT:");
+}
+
+TEST(ChatTemplateTest, DetectedFromTheirJinjaTemplates) {
+  const struct {
+    const char* jinja;
+    ChatTemplate t;
+  } cases[] = {
+      {"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+       "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}",
+       ChatTemplate::kChatml},
+      {"{{ bos_token + '[INST] ' + '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
+       "content.strip() + ' [/INST]' }}",
+       ChatTemplate::kLlama2},
+      {"{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ "
+       "'[INST] ' + message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + "
+       "eos_token}}{% endif %}{% endfor %}",
+       ChatTemplate::kMistral},
+      {"{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
+       "message['content'] | trim + '<|eot_id|>' %}",
+       ChatTemplate::kLlama3},
+      {"{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>' + "
+       "'\\n'}}",
+       ChatTemplate::kPhi3},
+      {"{{ '<|user|>\\n' + message['content'] + eos_token }}", ChatTemplate::kZephyr},
+      {"{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}",
+       ChatTemplate::kGemma},
+      {"{{ 'USER: ' + message['content'] + '\\n' }}{{ 'ASSISTANT: ' }}", ChatTemplate::kVicuna},
+      {"gemma", ChatTemplate::kGemma},
+  };
+  for (const auto& c : cases) {
+    ChatTemplate t = ChatTemplate::kChatml;
+    ASSERT_TRUE(DetectChatTemplate(c.jinja, &t).ok()) << c.jinja;
+    EXPECT_EQ(t, c.t) << c.jinja;
+  }
+}
+
+TEST(ChatTemplateTest, UnknownTemplatesAndBadConversationsAreErrors) {
+  ChatTemplate t;
+  const Status unknown = DetectChatTemplate("{{ messages | tojson }}", &t);
+  EXPECT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.message(), HasSubstr("--chat-template"));
+  EXPECT_THAT(ParseChatTemplateName("alpaca", &t).message(), HasSubstr("unknown chat template"));
+  std::string out;
+  EXPECT_THAT(
+      RenderChat(ChatTemplate::kChatml, {{"user", "a"}, {"system", "b"}}, true, &out).message(),
+      HasSubstr("must come first"));
+  EXPECT_THAT(RenderChat(ChatTemplate::kChatml, {{"tool", "a"}}, true, &out).message(),
+              HasSubstr("role 'tool'"));
+}
+
+}  // namespace
+}  // namespace pi
