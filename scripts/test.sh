@@ -48,5 +48,5 @@ cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_ctest build-asan -j "$JOBS" -LE "gpu|slow"
 
-echo "== fuzz the file readers and the worker step handler (${FUZZ_SECONDS:-60} s each)"
+echo "== fuzz the file readers, the worker messages and the client requests (${FUZZ_SECONDS:-60} s each)"
 scripts/fuzz.sh
