@@ -51,7 +51,11 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
     out->stops.push_back(stop);
   }
   *sampling = SamplingFrom(in.sampling());
-  return CheckSamplerParams(*sampling);
+  PI_RETURN_IF_ERROR(CheckSamplerParams(*sampling));
+  // The sampler's history is sized by it: never beyond the context (a
+  // request's 2000000000 must not allocate gigabytes).
+  sampling->repeat_last_n = RepeatLastNForContext(sampling->repeat_last_n, n_ctx);
+  return Status::Ok();
 }
 
 }  // namespace pi

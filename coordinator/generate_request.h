@@ -1,7 +1,9 @@
 // ParseGenerateRequest: a client's GenerateRequest (proto/pi.proto) checked
 // and turned into the engine's terms — the prompt tokenized (or its ids
 // checked against the vocabulary) and fitted to the context, n_predict,
-// the stop strings, and the sampling parameters over llama.cpp's defaults.
+// the stop strings, and the sampling parameters over llama.cpp's defaults
+// (repeat_last_n resolved against the context, so the sampler is sized by
+// n_ctx at most).
 // The error names the field; the server answers it as INVALID_ARGUMENT.
 // Fuzzed by request_fuzz.
 #pragma once

@@ -133,6 +133,10 @@ def main():
         check(st == 200 and r["choices"][0]["finish_reason"] == "stop" and "LORD" not in t
               and golden["text"].startswith(t) and len(t) < len(golden["text"]),
               f"a stop string ends the text before it ({t!r})")
+        st, _, r = call(a, "POST", "/v1/completions",
+                        dict(greedy, repeat_last_n=2000000000, repeat_penalty=1.1))
+        check(st == 200 and r["usage"]["completion_tokens"] == n,
+              "repeat_last_n 2000000000 (the whole context) is served, not allocated")
         sampled = {"prompt": PROMPT, "max_tokens": 24, "temperature": 0.9, "seed": 42}
         r1 = call(a, "POST", "/v1/completions", sampled)[2]["choices"][0]["text"]
         r2 = call(a, "POST", "/v1/completions", sampled)[2]["choices"][0]["text"]

@@ -69,6 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (stop.empty()) abort();
   }
   if (!pi::CheckSamplerParams(sampling).ok()) abort();
+  if (sampling.repeat_last_n < 0 || sampling.repeat_last_n > kContext) abort();
   // The responses the server would build from it are valid JSON text.
   (void)pi::CompletionJson({"cmpl-1", 0, "demo"}, body, "stop", 1, 1);
   (void)pi::ErrorJson(400, body);

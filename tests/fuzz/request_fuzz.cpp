@@ -77,6 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (stop.empty()) abort();
   }
   if (!pi::CheckSamplerParams(sampling).ok()) abort();
+  if (sampling.repeat_last_n < 0 || sampling.repeat_last_n > kContext) abort();
   // The sampler takes what was accepted.
   pi::Sampler sampler(sampling, tok.n_vocab());
   (void)sampler;
