@@ -70,6 +70,7 @@ void Usage() {
           "                          process, or a pi-cpu-worker process with -t threads over\n"
           "                          shared memory or over gRPC on 127.0.0.1 (needs ffn_down_t);\n"
           "                          repetitions interleaved (default inproc)\n"
+          "  --worker-threads N       the worker process's threads (default: the run's -t)\n"
           "  --sparse-threshold X     predictor score threshold (default: env\n"
           "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
           "  --text FILE              take the tokens from this text (repeated as needed)\n"
@@ -411,6 +412,7 @@ static int Run(int argc, char** argv) {
   double link_gbs = 0;
   std::vector<pi::SparseMode> sparse_modes = {pi::SparseMode::kOff};
   std::vector<std::string> transports = {"inproc"};
+  int worker_threads = 0;  // 0: each run's -t
   std::optional<float> sparse_threshold;
   std::string text_path, text;
   pi::DType cache_type_k = pi::DType::kF16, cache_type_v = pi::DType::kF16;
@@ -436,6 +438,8 @@ static int Run(int argc, char** argv) {
       bw_probe = false;
     else if (f == "--link-gbs")
       link_gbs = args.Float(f);
+    else if (f == "--worker-threads")
+      worker_threads = args.Int(f);
     else if (f == "--transport") {
       transports = SplitList(args.String(f));
       for (const std::string& t : transports) {
@@ -464,9 +468,10 @@ static int Run(int argc, char** argv) {
   }
   if (args.failed()) return 2;
   const char* bad =
-      reps < 1       ? "-r must be at least 1"
-      : n_batch < 1  ? "-b must be at least 1"
-      : link_gbs < 0 ? "--link-gbs must not be negative"
+      reps < 1                                     ? "-r must be at least 1"
+      : n_batch < 1                                ? "-b must be at least 1"
+      : link_gbs < 0                               ? "--link-gbs must not be negative"
+      : worker_threads < 0 || worker_threads > 512 ? "--worker-threads must be 0 to 512"
       : (out_fmt != "md" && out_fmt != "csv" && out_fmt != "json" && out_fmt != "jsonl")
           ? "-o expects md, csv, json or jsonl"
           : nullptr;
@@ -564,7 +569,8 @@ static int Run(int argc, char** argv) {
     for (int nt : threads) {
       // One worker per process transport, with this run's thread count.
       BenchWorkers workers;
-      s = StartBenchWorkers(transports, path, model, nt, split_opt, &workers);
+      s = StartBenchWorkers(transports, path, model, worker_threads > 0 ? worker_threads : nt,
+                            split_opt, &workers);
       if (!s.ok()) {
         fprintf(stderr, "pi-bench: --transport: %s\n", s.message().c_str());
         return 1;

@@ -265,6 +265,8 @@ def pi_bench_cases():
         usage(t, m + ["--link-gbs", "-1"], "--link-gbs"),
         usage(t, m + ["--link-gbs", "nan"], "--link-gbs"),
         usage(t, m + ["--sparse", "off,maybe"], "maybe"),
+        usage(t, m + ["--worker-threads", "-1"], "--worker-threads must be 0 to 512"),
+        usage(t, m + ["--transport", "inproc,carrier-pigeon"], "carrier-pigeon"),
         bad_input(t, m + ["--text", "dir"], "it is a directory"),
         bad_input(t, m + ["--text", "fifo"], "not a regular file"),
         bad_input(t, m + ["--text", "empty.txt"], "is empty"),
