@@ -34,8 +34,10 @@ struct GenerationResult {
 };
 
 // Told of each generated token and the text that became whole UTF-8 with it
-// (possibly empty); returning false cancels the request. Called once more at
-// the end, with id -1, with what is left.
+// (possibly empty; text that may begin a stop string is held back, and a
+// stop string is never sent, so the pieces add up to the result's text);
+// returning false cancels the request. Called once more at the end, with
+// id -1, with what is left.
 using TokenCallback = std::function<bool(int32_t id, const std::string& text)>;
 
 // The engine must be fresh or Reset(); the sampler's history gets the
@@ -47,5 +49,8 @@ void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
 // The position of the first stop string in `text` that ends within its last
 // `fresh` bytes, or npos (exposed for tests).
 size_t FindStopString(const std::string& text, size_t fresh, const std::vector<std::string>& stops);
+// The length of the longest end of `text` that is the start (not the whole)
+// of a stop string: what a stream holds back until the next tokens tell.
+size_t StopPrefixAtEnd(const std::string& text, const std::vector<std::string>& stops);
 
 }  // namespace pi

@@ -102,9 +102,17 @@ TEST_F(GenerationTest, StopStringCancelAndError) {
   // Stop at the text of tokens 3..4: the result ends just before it.
   const std::string stop = all.text.substr(all.text.size() / 2, 2);
   req.stops = {"never-there", stop};
-  const GenerationResult cut = Run(req, 64);
+  std::string streamed;
+  const GenerationResult cut = Run(req, 64, [&](int32_t, const std::string& t) {
+    streamed += t;
+    return true;
+  });
   EXPECT_STREQ(cut.stop_reason, "stop");
   EXPECT_EQ(cut.text, all.text.substr(0, all.text.find(stop)));
+  // The stream never shows the stop string: its pieces add up to the text
+  // (as whole UTF-8, as the stream gives it).
+  Utf8Stream whole;
+  EXPECT_EQ(streamed, whole.Push(cut.text) + whole.Flush());
 
   req.stops.clear();
   int calls = 0;
@@ -118,6 +126,15 @@ TEST_F(GenerationTest, StopStringCancelAndError) {
   EXPECT_STREQ(e.stop_reason, "error");
   EXPECT_THAT(e.error, HasSubstr("token id 100000"));
   EXPECT_TRUE(e.ids.empty());
+}
+
+TEST(StopPrefixAtEndTest, TheLongestEndThatCouldStartAStop) {
+  EXPECT_EQ(StopPrefixAtEnd("and the LO", {"LORD"}), 2u);
+  EXPECT_EQ(StopPrefixAtEnd("and the L", {"LORD", "the Lamb"}), 5u);
+  EXPECT_EQ(StopPrefixAtEnd("and the", {"LORD"}), 0u);
+  EXPECT_EQ(StopPrefixAtEnd("LORD", {"LORD"}), 0u);  // a whole stop is a match, not a prefix
+  EXPECT_EQ(StopPrefixAtEnd("", {"a"}), 0u);
+  EXPECT_EQ(StopPrefixAtEnd("xa", {"ab", "a"}), 1u);
 }
 
 TEST(FindStopStringTest, OnlyMatchesReachingTheFreshBytes) {

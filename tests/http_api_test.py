@@ -133,6 +133,10 @@ def main():
         check(st == 200 and r["choices"][0]["finish_reason"] == "stop" and "LORD" not in t
               and golden["text"].startswith(t) and len(t) < len(golden["text"]),
               f"a stop string ends the text before it ({t!r})")
+        st, _, events = stream(a, dict(greedy, stop=["LORD"]))
+        deltas = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
+        check(st == 200 and deltas == t, "streamed with the stop string: the same text (held "
+              "back, never sent)")
         st, _, r = call(a, "POST", "/v1/completions",
                         dict(greedy, repeat_last_n=2000000000, repeat_penalty=1.1))
         check(st == 200 and r["usage"]["completion_tokens"] == n,
