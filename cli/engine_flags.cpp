@@ -146,11 +146,7 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
                     std::vector<std::unique_ptr<CpuWorker>>* workers) {
   const int n_local = e.cpu_workers, n_remote = static_cast<int>(e.remote_workers.size());
   if (n_local + n_remote == 0) return Status::Ok();
-  std::string why;
-  if (!SupportsSparseFfn(model, &why)) {
-    return Status::Error("cpu workers compute cold neurons, which needs a sparse-capable model: %s",
-                         why.c_str());
-  }
+  PI_RETURN_IF_ERROR(CheckCpuWorkersPossible(model));
   const auto slices = SplitColdNeurons(model, e.opt, n_local + n_remote);
   ShmWorkerOptions local;
   local.binary = PathNextToExecutable("pi-cpu-worker");

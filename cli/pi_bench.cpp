@@ -363,13 +363,7 @@ pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const s
     return std::find(transports.begin(), transports.end(), t) != transports.end();
   };
   if (!wanted("shm") && !wanted("grpc")) return pi::Status::Ok();
-  std::string why;
-  if (!pi::SupportsSparseFfn(model, &why)) {
-    return pi::Status::Error(
-        "a worker process computes cold neurons, which needs a "
-        "sparse-capable model: %s",
-        why.c_str());
-  }
+  PI_RETURN_IF_ERROR(pi::CheckCpuWorkersPossible(model));
   const auto slice = pi::SplitColdNeurons(model, split_opt, 1)[0];
   const std::string binary = pi::PathNextToExecutable("pi-cpu-worker");
   if (wanted("shm")) {

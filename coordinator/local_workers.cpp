@@ -31,15 +31,20 @@ std::vector<std::vector<std::vector<int32_t>>> SplitColdNeurons(const LlamaModel
   return owned;
 }
 
-Status StartLocalCpuWorkers(const std::string& binary, const std::string& model_path,
-                            const LlamaModel& model, int n, int threads, EngineOptions* options,
-                            std::vector<std::unique_ptr<ShmWorker>>* workers) {
-  if (n < 1 || n > 64) return Status::Error("%d cpu workers: expected 1 to 64", n);
+Status CheckCpuWorkersPossible(const LlamaModel& model) {
   std::string why;
   if (!SupportsSparseFfn(model, &why)) {
     return Status::Error("cpu workers compute cold neurons, which needs a sparse-capable model: %s",
                          why.c_str());
   }
+  return Status::Ok();
+}
+
+Status StartLocalCpuWorkers(const std::string& binary, const std::string& model_path,
+                            const LlamaModel& model, int n, int threads, EngineOptions* options,
+                            std::vector<std::unique_ptr<ShmWorker>>* workers) {
+  if (n < 1 || n > 64) return Status::Error("%d cpu workers: expected 1 to 64", n);
+  PI_RETURN_IF_ERROR(CheckCpuWorkersPossible(model));
   const std::vector<std::vector<std::vector<int32_t>>> owned = SplitColdNeurons(model, *options, n);
   ShmWorkerOptions o;
   o.binary = binary;

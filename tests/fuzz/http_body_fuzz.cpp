@@ -4,44 +4,19 @@
 // then the validator every front end shares, with the demo model's
 // tokenizer) are refused with a 400/404 and a message, or give a job the
 // engine can take.
-#include <google/protobuf/stubs/logging.h>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <string>
 
-#include "common/gguf.h"
 #include "common/sampler.h"
 #include "common/tokenizer.h"
 #include "coordinator/generate_request.h"
 #include "coordinator/openai_api.h"
-
-namespace {
-
-constexpr int kContext = 64;
-
-const pi::Tokenizer& DemoTokenizer() {
-  static std::unique_ptr<pi::GgufFile> file;  // kept: the tokenizer is read from it
-  static std::unique_ptr<pi::Tokenizer> tok = [] {
-    std::unique_ptr<pi::Tokenizer> t;
-    pi::Status s = pi::GgufFile::Open(PI_DEMO_MODEL, &file);
-    if (s.ok()) s = pi::Tokenizer::FromGguf(*file, &t);
-    if (!s.ok()) {
-      fprintf(stderr, "http_body_fuzz: %s\n", s.message().c_str());
-      abort();
-    }
-    google::protobuf::SetLogHandler(nullptr);
-    return t;
-  }();
-  return *tok;
-}
-
-}  // namespace
+#include "tests/fuzz/demo_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const pi::Tokenizer& tok = DemoTokenizer();
+  const pi::Tokenizer& tok = pi::FuzzDemoTokenizer();
   const std::string body(reinterpret_cast<const char*>(data), size);
   pi::CompletionRequest cr;
   int status = 0;
@@ -60,16 +35,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (status != 200) abort();
   pi::GenerationRequest job;
   pi::SamplerParams sampling;
-  if (!pi::ParseGenerateRequest(cr.request, tok.n_vocab(), kContext, tok, &job, &sampling).ok()) {
+  if (!pi::ParseGenerateRequest(cr.request, tok.n_vocab(), pi::kFuzzContext, tok, &job, &sampling)
+           .ok()) {
     return 0;
   }
-  if (job.prompt.empty() || job.prompt.size() > static_cast<size_t>(kContext)) abort();
+  if (job.prompt.empty() || job.prompt.size() > static_cast<size_t>(pi::kFuzzContext)) abort();
   if (job.n_predict < -2) abort();
   for (const std::string& stop : job.stops) {
     if (stop.empty()) abort();
   }
   if (!pi::CheckSamplerParams(sampling).ok()) abort();
-  if (sampling.repeat_last_n < 0 || sampling.repeat_last_n > kContext) abort();
+  if (sampling.repeat_last_n < 0 || sampling.repeat_last_n > pi::kFuzzContext) abort();
   // The responses the server would build from it are valid JSON text.
   (void)pi::CompletionJson({"cmpl-1", 0, "demo"}, body, "stop", 1, 1);
   (void)pi::ErrorJson(400, body);

@@ -7,46 +7,16 @@
 // parameters in range.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <memory>
 
-#include <google/protobuf/stubs/logging.h>
-#include "common/gguf.h"
 #include "common/sampler.h"
 #include "common/tokenizer.h"
 #include "coordinator/generate_request.h"
 #include "proto/pi.pb.h"
-
-namespace {
-
-constexpr int kContext = 64;  // small, so long prompts are refused often
-
-const pi::Tokenizer& DemoTokenizer() {
-  static std::unique_ptr<pi::GgufFile> file;  // kept: the tokenizer is read from it
-  static std::unique_ptr<pi::Tokenizer> tok = [] {
-    std::unique_ptr<pi::Tokenizer> t;
-    pi::Status s = pi::GgufFile::Open(PI_DEMO_MODEL, &file);
-    if (s.ok()) s = pi::Tokenizer::FromGguf(*file, &t);
-    if (!s.ok()) {
-      fprintf(stderr, "request_fuzz: %s\n", s.message().c_str());
-      abort();
-    }
-    return t;
-  }();
-  return *tok;
-}
-
-}  // namespace
+#include "tests/fuzz/demo_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // protobuf logs every string that is not UTF-8; refusing it is the point.
-  static const bool quiet = [] {
-    google::protobuf::SetLogHandler(nullptr);
-    return true;
-  }();
-  (void)quiet;
-  const pi::Tokenizer& tok = DemoTokenizer();
+  const pi::Tokenizer& tok = pi::FuzzDemoTokenizer();
   if (size < 1) return 0;
   if (data[0] & 1) {  // a TokenizeRequest: the text as the server encodes it
     pi::v1::TokenizeRequest req;
@@ -65,10 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!req.ParseFromArray(data + 1, static_cast<int>(size - 1))) return 0;
   pi::GenerationRequest job;
   pi::SamplerParams sampling;
-  if (!pi::ParseGenerateRequest(req, tok.n_vocab(), kContext, tok, &job, &sampling).ok()) {
+  if (!pi::ParseGenerateRequest(req, tok.n_vocab(), pi::kFuzzContext, tok, &job, &sampling).ok()) {
     return 0;
   }
-  if (job.prompt.empty() || job.prompt.size() > static_cast<size_t>(kContext)) abort();
+  if (job.prompt.empty() || job.prompt.size() > static_cast<size_t>(pi::kFuzzContext)) abort();
   for (int32_t id : job.prompt) {
     if (id < 0 || id >= tok.n_vocab()) abort();
   }
@@ -77,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (stop.empty()) abort();
   }
   if (!pi::CheckSamplerParams(sampling).ok()) abort();
-  if (sampling.repeat_last_n < 0 || sampling.repeat_last_n > kContext) abort();
+  if (sampling.repeat_last_n < 0 || sampling.repeat_last_n > pi::kFuzzContext) abort();
   // The sampler takes what was accepted.
   pi::Sampler sampler(sampling, tok.n_vocab());
   (void)sampler;
