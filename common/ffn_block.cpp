@@ -111,7 +111,6 @@ Status FfnBlock::InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, 
     return Status::Error("the hot shard %s does not own exactly the hot neurons", shard->name());
   }
   hot_shard_ = shard;
-  hot_ids_ = hot_ids;
   hot_health_ = ShardHealth();
   return Status::Ok();
 }
@@ -200,7 +199,7 @@ void FfnBlock::FinishHotShard(int il, bool started, float* h, ThreadPool* pool) 
   const LlamaLayer& layer = model_->layers[il];
   const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
   std::memset(y_hot_.data(), 0, sizeof(float) * d);
-  const std::vector<int32_t>& hot = hot_ids_[il];
+  const std::vector<int32_t>& hot = hot_shard_->owned()[il];
   last_hot_ = hot.empty() ? 0
                           : neurons_.Accumulate(rows, hot.data(), static_cast<int64_t>(hot.size()),
                                                 x_.data(), y_hot_.data(), pool);
@@ -240,6 +239,15 @@ void FfnBlock::ComputeCandidates(int il, const int32_t* ids, int64_t n, const fl
   }
 }
 
+namespace {
+
+// The wait before the next Recover() after a failure: 250 ms, doubling to 5 s.
+int NextBackoffMs(int backoff_ms) {
+  return std::min(5000, std::max(250, 2 * backoff_ms));
+}
+
+}  // namespace
+
 void FfnBlock::RecoverShards() {
   for (size_t k = 0; k < shards_.size(); ++k) {
     if (health_[k].down) TryRecover(shards_[k], &health_[k]);
@@ -254,7 +262,7 @@ void FfnBlock::TryRecover(FfnShard* shard, ShardHealth* health) {
     health->recovered_at = std::chrono::steady_clock::now();
     ++shard_recoveries_;
   } else {
-    health->backoff_ms = std::min(5000, std::max(250, 2 * health->backoff_ms));
+    health->backoff_ms = NextBackoffMs(health->backoff_ms);
     health->retry_at = now + std::chrono::milliseconds(health->backoff_ms);
   }
 }
@@ -272,7 +280,7 @@ void FfnBlock::ShardFailed(FfnShard* shard, ShardHealth* health, const Status& s
   const auto recovered = health->recovered_at;
   const bool relapse = recovered != std::chrono::steady_clock::time_point() &&
                        now - recovered < std::chrono::minutes(1);
-  health->backoff_ms = relapse ? std::min(5000, std::max(250, 2 * health->backoff_ms)) : 0;
+  health->backoff_ms = relapse ? NextBackoffMs(health->backoff_ms) : 0;
   health->retry_at = now + std::chrono::milliseconds(health->backoff_ms);
 }
 

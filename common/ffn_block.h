@@ -170,10 +170,10 @@ class FfnBlock {
   std::vector<std::vector<int32_t>> shard_ids_;  // [shards][n_ff] a step's share
   std::vector<int64_t> shard_n_;                 // [shards]
   std::vector<int32_t> local_ids_;               // [n_ff] the candidates computed here
-  // The hot shard (InitHotShard) and the hot ids, for when it is lost.
+  // The hot shard (InitHotShard): its owned() are the hot ids, computed here
+  // while it is lost.
   FfnShard* hot_shard_ = nullptr;
   ShardHealth hot_health_;
-  std::vector<std::vector<int32_t>> hot_ids_;
   int64_t shard_failures_ = 0, shard_recoveries_ = 0;
   std::string shard_error_;
 
