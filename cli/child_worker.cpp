@@ -12,7 +12,7 @@
 namespace pi {
 
 int ServeParentOverShm(const char* tool, const std::string& model_path, int shm_fd,
-                       const ShmServeOptions& options, StepShard* shard) {
+                       const ShmServeOptions& options, WorkerShard* shard) {
   // Ctrl-C in a terminal reaches the whole process group: the parent stops
   // its workers itself, after the request in hand.
   if (options.parent_pid != 0) {

@@ -7,13 +7,13 @@
 #include <string>
 
 #include "common/transport/shm_serve.h"
-#include "common/transport/step_shard.h"
+#include "common/transport/worker_shard.h"
 
 namespace pi {
 
 // Returns the exit status (0 after the parent's bye); errors are printed as
 // "tool: message".
 int ServeParentOverShm(const char* tool, const std::string& model_path, int shm_fd,
-                       const ShmServeOptions& options, StepShard* shard);
+                       const ShmServeOptions& options, WorkerShard* shard);
 
 }  // namespace pi

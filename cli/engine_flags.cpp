@@ -45,9 +45,11 @@ const char kEngineUsage[] =
     "  --tls-cert F --tls-key F  the client certificate, for workers that require one\n"
     "  --worker-timeout MS     a worker that has not answered a step by then is lost: its\n"
     "                          neurons run here until it is back (default 1000)\n"
-    "  --gpu-worker, --no-gpu-worker  the hot neurons of a --vram-budget split in a\n"
+    "  --gpu-worker, --no-gpu-worker  what a --vram-budget plan gives the GPU (whole\n"
+    "                          layers with their KV cache, or the hot neurons alone) in a\n"
     "                          pi-gpu-worker process, or in this one (pi-run: in this one;\n"
-    "                          pi-launch: in the worker; a GPU running whole layers stays here)\n";
+    "                          pi-launch: in the worker; a worker lost mid-generation is\n"
+    "                          restarted, its KV cache refilled from the tokens)\n";
 
 bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
   if (f == "-m" || f == "--model")
@@ -140,6 +142,22 @@ Status StartGpuWorker(const EngineFlags& e, const LlamaModel& model,
   return Status::Ok();
 }
 
+// Starts pi-gpu-worker running the device's plan (whole layers).
+Status StartDeviceWorker(const EngineFlags& e, const LlamaModel& model, const GpuSplit& split,
+                         std::unique_ptr<DeviceWorker>* out) {
+  DeviceWorkerOptions o;
+  o.process.binary = PathNextToExecutable("pi-gpu-worker");
+  o.process.role = "gpu worker";
+  o.process.model_path = e.model_path;
+  o.process.n_threads = e.opt.n_threads;  // the host backend's; a GPU needs one
+  o.process.extra_args = {"--ffn-backend", split.device_kind};
+  o.step_timeout_ms = e.worker_timeout_ms;
+  auto w = std::make_unique<DeviceWorker>(o);
+  PI_RETURN_IF_ERROR(w->Load(model, split.device_plan));
+  *out = std::move(w);
+  return Status::Ok();
+}
+
 // Starts the local workers and connects the remote ones, the non-hot
 // neurons split across all of them.
 Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
@@ -194,6 +212,13 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   e->split.hot_in_worker = e->gpu_worker;
   PI_RETURN_IF_ERROR(
       SetUpGpuSplit(tool, e->model_path, model, e->split, n_ctx, &out->split, &e->opt));
+  if (out->split.device_in_worker) {
+    PI_RETURN_IF_ERROR(StartDeviceWorker(*e, model, out->split, &out->device_worker));
+    e->opt.device = out->device_worker.get();
+    const DeviceWorker& g = *out->device_worker;
+    fprintf(stderr, "%s: %s (shm): %s backend, %.1f MiB of layers, KV cache and hot neurons\n",
+            tool, g.name(), g.backend().c_str(), g.resident_bytes() / 1048576.0);
+  }
   if (e->gpu_worker && e->opt.hot_neurons) {
     PI_RETURN_IF_ERROR(StartGpuWorker(*e, model, *e->opt.hot_neurons, &out->gpu_worker));
     e->opt.hot_shard = out->gpu_worker.get();
@@ -227,6 +252,12 @@ void StopWorkers(const char* tool, LoadedEngine* loaded) {
     const Status stopped = w->Stop();
     if (!stopped.ok() && !failed_before)
       fprintf(stderr, "%s: %s\n", tool, stopped.message().c_str());
+  }
+  if (loaded->device_worker) {
+    const Status stopped = loaded->device_worker->Stop();
+    if (!stopped.ok() && loaded->engine && loaded->engine->device_failures() == 0) {
+      fprintf(stderr, "%s: %s\n", tool, stopped.message().c_str());
+    }
   }
 }
 

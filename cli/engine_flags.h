@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "common/tokenizer.h"
 #include "coordinator/cpu_worker.h"
+#include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
 
 namespace pi {
@@ -33,8 +34,9 @@ struct EngineFlags {
   std::vector<std::string> remote_workers;  // --cpu-worker HOST:PORT (gRPC builds)
   WorkerSecretFiles secrets;
   int worker_timeout_ms = 1000;  // a step a worker has not answered by then: the worker is lost
-  // The hot neurons of a --vram-budget split in a pi-gpu-worker process
-  // (pi-launch's default; pi-run --gpu-worker) instead of this one.
+  // What a --vram-budget plan gives the GPU — the hot neurons, or on the
+  // device path (a GPU, --host-device) whole layers — in a pi-gpu-worker
+  // process (pi-launch's default; pi-run --gpu-worker) instead of this one.
   bool gpu_worker = false;
   bool check_tensors = false;
   EngineFlags();
@@ -57,6 +59,7 @@ struct LoadedEngine {
   std::unique_ptr<Tokenizer> tok;
   GpuSplit split;
   std::unique_ptr<CpuWorker> gpu_worker;            // the hot neurons' process, if any
+  std::unique_ptr<DeviceWorker> device_worker;      // or the device's (whole layers)
   std::vector<std::unique_ptr<CpuWorker>> workers;  // local ones first, then remote
   std::unique_ptr<Engine> engine;
 };

@@ -9,6 +9,7 @@
 #include "common/placement.h"
 #include "common/predictor.h"
 #include "gpu_worker/ffn_backend_factory.h"
+#include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/hot_rows.h"
 
 namespace pi {
@@ -20,6 +21,9 @@ const char kGpuSplitUsage[] =
     "  --ffn-backend KIND      where the hot neurons run: auto (default: cuda when built\n"
     "                          with CUDA and a GPU is present, else host), cuda, host\n"
     "                          (host memory, on CPU threads)\n"
+    "  --host-device           no GPU: run the GPU's share of the plan (whole layers with\n"
+    "                          attention and KV cache, their hot neurons, the head) on\n"
+    "                          CPU threads as the GPU would: the GPU path's reference\n"
     "  --stats FILE            activation statistics (default: MODEL.stats.gguf)\n"
     "  --reset-gpu-index       recompute the placement plan even if one is cached\n"
     "  --disable-gpu-index     no FFN split: every FFN neuron on the CPU\n";
@@ -31,6 +35,8 @@ bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* 
     flags->stats_path = args->String(flag);
   } else if (flag == "--reset-gpu-index") {
     flags->reset = true;
+  } else if (flag == "--host-device") {
+    flags->host_device = true;
   } else if (flag == "--disable-gpu-index") {
     flags->disable = true;
   } else if (flag == "--ffn-backend") {
@@ -56,7 +62,7 @@ bool Exists(const std::string& path) {
 // cache it holds (placement.h places them in layer order), with their hot
 // neurons; loads the device and points options->device at it.
 Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& plan, int n_ctx,
-                   GpuSplit* split, EngineOptions* options) {
+                   const GpuSplitFlags& flags, GpuSplit* split, EngineOptions* options) {
   const LlamaConfig& c = model.config;
   DevicePlan dp;
   while (dp.n_layers < c.n_layer && plan.layers[dp.n_layers].attn_on_gpu &&
@@ -84,17 +90,30 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
             tool);
     return Status::Ok();
   }
+  const char* kind = flags.host_device ? "host" : "cuda";
+  const std::string what =
+      std::to_string(dp.n_layers) + " of " + std::to_string(c.n_layer) + " layers (attention, " +
+      "KV cache" + (dp.mode == SparseMode::kPredictor ? ", predictor" : "") + ") with " +
+      std::to_string(n_hot) + " of " + std::to_string(int64_t{dp.n_layers} * c.n_ff) +
+      " FFN neurons, " + (dp.output ? "the output head" : "not the output head");
+  if (flags.hot_in_worker) {
+    fprintf(stderr, "%s: GPU ('%s' backend) in the gpu worker process: %s; the rest here\n", tool,
+            kind, what.c_str());
+    split->device_in_worker = true;
+    split->device_plan = std::move(dp);
+    split->device_kind = kind;
+    return Status::Ok();
+  }
   std::unique_ptr<DeviceBackend> device;
-  PI_RETURN_IF_ERROR(CreateDeviceBackend(&device));
+  if (flags.host_device) {
+    device = std::make_unique<HostDeviceBackend>(options->n_threads);
+  } else {
+    PI_RETURN_IF_ERROR(CreateDeviceBackend(&device));
+  }
   PI_RETURN_IF_ERROR(device->Load(model, dp));
-  fprintf(stderr,
-          "%s: GPU ('%s' backend): %d of %d layers (attention, KV cache%s) with %lld of %lld FFN "
-          "neurons, %s; %s in VRAM; the rest on the CPU\n",
-          tool, device->name(), dp.n_layers, c.n_layer,
-          dp.mode == SparseMode::kPredictor ? ", predictor" : "", static_cast<long long>(n_hot),
-          static_cast<long long>(dp.n_layers) * c.n_ff,
-          dp.output ? "the output head" : "not the output head",
-          HumanBytes(device->resident_bytes()).c_str());
+  fprintf(stderr, "%s: GPU ('%s' backend): %s; %s in %s; the rest on the CPU\n", tool,
+          device->name(), what.c_str(), HumanBytes(device->resident_bytes()).c_str(),
+          flags.host_device ? "host memory" : "VRAM");
   split->device = std::move(device);
   options->device = split->device.get();
   return Status::Ok();
@@ -131,12 +150,19 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   // A GPU takes a prefix of the layers when not all of them fit; the host
   // backend only hot neurons.
   std::string why;
-  const bool cuda = flags.ffn_backend != "host" && CudaFfnBackendAvailable(&why);
+  if (flags.host_device && flags.ffn_backend == "cuda") {
+    return Status::Error(
+        "--host-device runs the GPU's share on the CPU: not with --ffn-backend cuda");
+  }
+  const bool cuda =
+      !flags.host_device && flags.ffn_backend != "host" && CudaFfnBackendAvailable(&why);
   if (flags.ffn_backend == "cuda" && !cuda) {
     return Status::Error("--ffn-backend cuda is not available: %s", why.c_str());
   }
+  // The device path: a GPU (or the host standing in for one) takes whole layers.
+  const bool device_path = cuda || flags.host_device;
   PlacementOptions opt;
-  opt.allow_partial_dense = cuda;
+  opt.allow_partial_dense = device_path;
   opt.vram_budget = flags.vram_budget;
   opt.n_ctx = n_ctx;
   opt.cache_type_k = options->cache_type_k;
@@ -158,8 +184,8 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
     PI_RETURN_IF_ERROR(WritePlan(plan, plan_path));
   }
 
-  if (cuda) {
-    PI_RETURN_IF_ERROR(SetUpDevice(tool, model, plan, n_ctx, split, options));
+  if (device_path) {
+    PI_RETURN_IF_ERROR(SetUpDevice(tool, model, plan, n_ctx, flags, split, options));
     fprintf(stderr, "%s: plan %s %s\n", tool, plan_path.c_str(), reused ? "reused" : "written");
     split->plan = std::move(plan);
     split->plan_path = plan_path;

@@ -6,6 +6,8 @@
 //   --disable-gpu-index  no FFN split: every neuron on the CPU
 //   --ffn-backend KIND   where the hot neurons run: auto (CUDA when built
 //                        with it and a GPU is present, else host), cuda, host
+//   --host-device        no GPU: the GPU's share (whole layers) on the host
+//                        device backend, as a GPU would run it
 // As in PowerInfer, the plan is cached next to the model
 // (<model>.plan-<budget>.gguf) and reused only when it matches the model,
 // the statistics, the budget and the context (pi-place writes the same file).
@@ -30,10 +32,14 @@ struct GpuSplitFlags {
   bool reset = false;
   bool disable = false;
   std::string ffn_backend = "auto";  // auto | cuda | host
-  // The hot neurons go to a gpu_worker process (pi-launch; pi-run
-  // --gpu-worker): no backend is loaded here, only the plan and the hot
-  // sets (options->hot_neurons); the caller starts the worker. A GPU taking
-  // whole layers (the device path) still runs in this process.
+  // The device path without a GPU: whole layers (attention, KV cache,
+  // predictor, hot neurons, head) on HostDeviceBackend, the CPU standing in
+  // for the GPU — the reference for the GPU path and its test here.
+  bool host_device = false;
+  // What the plan gives the GPU goes to a gpu_worker process (pi-launch;
+  // pi-run --gpu-worker): nothing is loaded here, only the plan — the hot
+  // sets (options->hot_neurons), or on the device path the DevicePlan
+  // (GpuSplit::device_plan); the caller starts the worker.
   bool hot_in_worker = false;
 };
 
@@ -47,6 +53,11 @@ struct GpuSplit {
   std::unique_ptr<FfnBackend> backend;    // the host backend: hot neurons only
   std::unique_ptr<DeviceBackend> device;  // a GPU: a prefix of the layers and the head
   std::vector<std::vector<int32_t>> hot;
+  // The device path for a gpu_worker process (hot_in_worker): the plan the
+  // worker loads on the backend named by device_kind (cuda | host).
+  bool device_in_worker = false;
+  DevicePlan device_plan;
+  std::string device_kind;
   Placement plan;         // the plan in use (read or made)
   std::string plan_path;  // where it is cached
 };

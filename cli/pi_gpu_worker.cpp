@@ -1,8 +1,10 @@
-// pi-gpu-worker: owns the hot FFN neurons of every layer — what the
-// placement put in VRAM — and computes them for the coordinator on its
-// FfnBackend: CUDA, or host memory where there is no GPU (reported in its
-// hello reply, never swapped silently). pi-launch starts it with a
-// shared-memory channel at a known fd; the neurons arrive in the hello.
+// pi-gpu-worker: holds what the placement put in VRAM and computes it for
+// the coordinator: whole layers (attention, KV cache, predictor, hot
+// neurons, maybe the head) on its DeviceBackend, or only the hot FFN
+// neurons of every layer on its FfnBackend, as the coordinator's hello asks
+// (gpu_worker/gpu_worker_shard.h). CUDA, or host memory where there is no
+// GPU (reported in its hello reply, never swapped silently). pi-launch
+// starts it with a shared-memory channel at a known fd.
 //
 //   pi-gpu-worker -m model.gguf --shm-fd 3 --ffn-backend auto -t 1 --parent-pid 1234
 #include <cstdio>
@@ -11,7 +13,7 @@
 #include "cli/args.h"
 #include "cli/child_worker.h"
 #include "cli/tool_main.h"
-#include "gpu_worker/hot_shard.h"
+#include "gpu_worker/gpu_worker_shard.h"
 
 namespace {
 
@@ -58,7 +60,7 @@ static int Run(int argc, char** argv) {
             "auto|cuda|host (see --help)\n");
     return 2;
   }
-  pi::HotShard shard(backend);
+  pi::GpuWorkerShard shard(backend);
   return pi::ServeParentOverShm("pi-gpu-worker", model_path, shm_fd, opt, &shard);
 }
 

@@ -143,10 +143,17 @@ pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
   served.model_path = l.engine.model_path;
   served.sparse = pi::SparseModeName(l.engine.opt.sparse);
   served.vram_budget = l.engine.split.vram_budget;
-  served.hot_backend = loaded.split.device    ? "cuda"
+  served.hot_backend = loaded.split.device    ? loaded.split.device->name()
                        : loaded.split.backend ? "host"
                        : loaded.gpu_worker    ? loaded.gpu_worker->backend()
+                       : loaded.device_worker ? loaded.device_worker->backend()
                                               : "none";
+  if (loaded.device_worker) {
+    const pi::DeviceWorker& g = *loaded.device_worker;
+    int64_t hot = 0;
+    for (const auto& layer : g.plan().hot) hot += static_cast<int64_t>(layer.size());
+    served.workers.push_back({g.name(), "shm", g.backend(), g.resident_bytes(), hot});
+  }
   if (loaded.gpu_worker) {
     const pi::CpuWorker& g = *loaded.gpu_worker;
     served.workers.push_back(

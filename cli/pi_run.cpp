@@ -193,6 +193,13 @@ static int Run(int argc, char** argv) {
             static_cast<long long>(engine->shard_failures()),
             static_cast<long long>(engine->shard_recoveries()), engine->shard_error().c_str());
   }
+  if (engine->device_failures() > 0) {
+    fprintf(stderr,
+            "pi-run: warning: the gpu worker failed %lld time(s) and was restarted %lld time(s), "
+            "its KV cache rebuilt from the tokens; the tokens are the same (last: %s)\n",
+            static_cast<long long>(engine->device_failures()),
+            static_cast<long long>(engine->device_recoveries()), engine->device_error().c_str());
+  }
   pi::StopWorkers("pi-run", &loaded);
   const Times t = {(t_prompt - t_start) * 1e3, g.prompt_s * 1e3, g.eval_s * 1e3};
   PrintTimings(t, static_cast<int>(prompt_ids.size()), g, (t_end - t_start) * 1e3);

@@ -74,15 +74,24 @@ class DeviceBackend {
   virtual void BeginToken(const float* h, int pos) = 0;
   // Runs layer il (the next one, in order, < n_layers). When the layer has a
   // cold part, returns with *cold filled in; otherwise cold->x is null.
-  virtual void RunLayer(int il, ColdStep* cold) = 0;
+  virtual Status RunLayer(int il, ColdStep* cold) = 0;
   // Ends the token after layer n_layers - 1: with `h_out` the residual
   // stream comes back to the host (more layers follow there); with `logits`
-  // (holds_output only) the head's output. *hot_fired: the device's fired
-  // neurons over the token's layers. Blocks until done.
-  virtual void FinishToken(float* h_out, float* logits, int64_t* hot_fired) = 0;
+  // (holds_output only) the head's output; with neither, only the KV cache
+  // matters. *hot_fired: the device's fired neurons over the token's
+  // layers. Blocks until done.
+  virtual Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) = 0;
   // The head alone for a residual computed on the host (holds_output, when
   // n_layers < n_layer): logits = output(norm(h)). Blocks until done.
-  virtual void Head(const float* h, float* logits) = 0;
+  virtual Status Head(const float* h, float* logits) = 0;
+
+  // Errors: a device in this process fails only by aborting (a CUDA fault);
+  // one in another process (coordinator/device_worker.h) returns the
+  // worker's loss — killed, stopped past its deadline — as an error from
+  // RunLayer, FinishToken or Head. Its KV cache is then gone: Recover()
+  // brings up a fresh device with the same plan (and an empty cache), which
+  // the engine refills by replaying the sequence's tokens.
+  virtual Status Recover() { return Status::Error("the %s device cannot be recovered", name()); }
 
   // Bytes of weights and KV cache in device memory, and every allocation.
   virtual int64_t resident_bytes() const = 0;

@@ -98,6 +98,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   if (c.parallel_residual) e->inp_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
   e->q8_.assign(e->n_batch_ * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
   e->logits_.assign(c.n_vocab, 0.0f);
+  e->tokens_.assign(e->n_ctx_, 0);
   *out = std::move(e);
   return Status::Ok();
 }
@@ -127,11 +128,25 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
   last_ffn_gate_rows_ = 0;
   last_ffn_hot_fired_ = 0;
   if (device_) {
+    // A device lost earlier (its restart failed then): try again now.
+    if (device_lost_) PI_RETURN_IF_ERROR(RecoverDevice());
     // Token by token: the device's graphs take one position at a time.
     for (int i = 0; i < n; ++i) {
       float* out = all_logits ? logits_.data() + static_cast<size_t>(i) * n_vocab
                               : (i == n - 1 ? logits_.data() : nullptr);
-      ForwardDeviceToken(tokens[i], out);
+      Status s = ForwardDeviceToken(tokens[i], out);
+      if (!s.ok()) {
+        // A device in another process took its KV cache with it: a fresh
+        // one, refilled from the sequence's tokens, then this token again.
+        NoteDeviceFailure(s);
+        PI_RETURN_IF_ERROR(RecoverDevice());
+        s = ForwardDeviceToken(tokens[i], out);
+        if (!s.ok()) {
+          NoteDeviceFailure(s);
+          device_lost_ = true;
+          return s;
+        }
+      }
     }
     return CheckLogits(logits_.data(), rows * n_vocab);
   }
@@ -190,6 +205,7 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   const int64_t d = c.n_embd;
   for (int b = 0; b < batch; ++b) {
     DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[b]), h_.data() + b * d, d);
+    tokens_[n_past_ + b] = tokens[b];
   }
   NoteNonFinite(batch, -1, "the token embedding rows");
   ForwardHostLayers(0, n_past_, batch);
@@ -237,7 +253,31 @@ void Engine::ForwardHostLayers(int first, int n_past, int batch) {
   }
 }
 
-void Engine::ForwardDeviceToken(int32_t token, float* logits_out) {
+Status Engine::RunDeviceLayers(int pos, float* h_out, float* logits_out) {
+  const DevicePlan& plan = device_->plan();
+  device_->BeginToken(h_.data(), pos);
+  for (int il = 0; il < plan.n_layers; ++il) {
+    ColdStep cold;
+    PI_RETURN_IF_ERROR(device_->RunLayer(il, &cold));
+    if (!cold.x) {  // every neuron on the device: it read every gate row
+      last_ffn_gate_rows_ += static_cast<int64_t>(plan.hot[il].size());
+      continue;
+    }
+    // The predictor's picks only in predictor mode (the device may
+    // compute them for another engine sharing it).
+    const uint32_t* mask = ffn_.mode() == SparseMode::kPredictor ? cold.mask : nullptr;
+    ffn_.ForwardCold(il, cold.x, mask, cold.y, pool_.get());
+    last_ffn_neurons_ += ffn_.last_cold_fired();
+    last_ffn_gate_rows_ += ffn_.last_gate_rows();
+  }
+  int64_t hot_fired = 0;
+  PI_RETURN_IF_ERROR(device_->FinishToken(h_out, logits_out, &hot_fired));
+  last_ffn_neurons_ += hot_fired;
+  last_ffn_hot_fired_ += hot_fired;
+  return Status::Ok();
+}
+
+Status Engine::ForwardDeviceToken(int32_t token, float* logits_out) {
   const LlamaModel& m = *model_;
   const LlamaConfig& c = m.config;
   const DevicePlan& plan = device_->plan();
@@ -245,38 +285,62 @@ void Engine::ForwardDeviceToken(int32_t token, float* logits_out) {
   DequantizeRow(m.token_embd.type, m.token_embd.row(token), h_.data(), c.n_embd);
   const bool host_layers = plan.n_layers < c.n_layer;
   if (plan.n_layers > 0) {
-    device_->BeginToken(h_.data(), pos);
-    for (int il = 0; il < plan.n_layers; ++il) {
-      ColdStep cold;
-      device_->RunLayer(il, &cold);
-      if (!cold.x) {  // every neuron on the device: it read every gate row
-        last_ffn_gate_rows_ += static_cast<int64_t>(plan.hot[il].size());
-        continue;
-      }
-      // The predictor's picks only in predictor mode (the device may
-      // compute them for another engine sharing it).
-      const uint32_t* mask = ffn_.mode() == SparseMode::kPredictor ? cold.mask : nullptr;
-      ffn_.ForwardCold(il, cold.x, mask, cold.y, pool_.get());
-      last_ffn_neurons_ += ffn_.last_cold_fired();
-      last_ffn_gate_rows_ += ffn_.last_gate_rows();
-    }
     // h comes back when the host has layers or the head left to run.
     const bool h_back = host_layers || !plan.output;
-    int64_t hot_fired = 0;
-    device_->FinishToken(h_back ? h_.data() : nullptr, h_back ? nullptr : logits_out, &hot_fired);
+    PI_RETURN_IF_ERROR(
+        RunDeviceLayers(pos, h_back ? h_.data() : nullptr, h_back ? nullptr : logits_out));
     // The device's layers are checked as one: h crosses to the host only here.
     if (h_back) NoteNonFinite(1, -1, "the device's layers (checked together)");
-    last_ffn_neurons_ += hot_fired;
-    last_ffn_hot_fired_ += hot_fired;
   }
   if (host_layers) ForwardHostLayers(plan.n_layers, pos, 1);
-  ++n_past_;
-  if (!logits_out) return;
-  if (plan.output && (host_layers || plan.n_layers == 0)) {
-    device_->Head(h_.data(), logits_out);
-  } else if (!plan.output) {
-    HostHead(0, 1, logits_out);
+  if (logits_out) {
+    if (plan.output && (host_layers || plan.n_layers == 0)) {
+      PI_RETURN_IF_ERROR(device_->Head(h_.data(), logits_out));
+    } else if (!plan.output) {
+      HostHead(0, 1, logits_out);
+    }
   }
+  // Only a finished token counts: a failed one runs again whole.
+  tokens_[pos] = token;
+  ++n_past_;
+  return Status::Ok();
+}
+
+void Engine::NoteDeviceFailure(const Status& s) {
+  ++device_failures_;
+  device_error_ = s.message();
+}
+
+Status Engine::RecoverDevice() {
+  const Status s = device_->Recover();
+  if (!s.ok()) {
+    device_lost_ = true;
+    return Status::Error("%s; bringing it back failed: %s", device_error_.c_str(),
+                         s.message().c_str());
+  }
+  device_lost_ = false;
+  ++device_recoveries_;
+  // The replay is not this Eval's work: its counts are put back.
+  const int64_t neurons = last_ffn_neurons_, gate_rows = last_ffn_gate_rows_,
+                hot_fired = last_ffn_hot_fired_;
+  const LlamaModel& m = *model_;
+  Status replayed = Status::Ok();
+  if (device_->plan().n_layers > 0) {
+    for (int pos = 0; pos < n_past_ && replayed.ok(); ++pos) {
+      DequantizeRow(m.token_embd.type, m.token_embd.row(tokens_[pos]), h_.data(), m.config.n_embd);
+      replayed = RunDeviceLayers(pos, nullptr, nullptr);
+    }
+  }
+  last_ffn_neurons_ = neurons;
+  last_ffn_gate_rows_ = gate_rows;
+  last_ffn_hot_fired_ = hot_fired;
+  if (!replayed.ok()) {
+    NoteDeviceFailure(replayed);
+    device_lost_ = true;
+    return Status::Error("replaying %d tokens into the restarted device: %s", n_past_,
+                         replayed.message().c_str());
+  }
+  return Status::Ok();
 }
 
 }  // namespace pi

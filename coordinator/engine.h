@@ -61,6 +61,8 @@ struct EngineOptions {
   // Load()ed for this model, cache types and at least this context; must outlive the
   // engine. Tokens then run one at a time: the device's layers there (their
   // cold neurons here, meanwhile), the rest here. Exclusive with hot_backend.
+  // A device that fails (a gpu_worker process lost) is recovered and its KV
+  // cache refilled by replaying the sequence's tokens: the same answer.
   DeviceBackend* device = nullptr;
   // Cold neurons on worker processes (common/ffn_shard.h; e.g. ShmWorker):
   // disjoint sets, none hot; not owned; must outlive the engine. Sparse
@@ -121,6 +123,13 @@ class Engine {
   // The predictor threshold in use (SparseMode::kPredictor; else 0).
   float predictor_threshold() const { return predictor_threshold_; }
 
+  // Device failures (a gpu_worker lost mid-token), the recoveries (a fresh
+  // device refilled by replaying the context's tokens, the token run again),
+  // and the last failure's message.
+  int64_t device_failures() const { return device_failures_; }
+  int64_t device_recoveries() const { return device_recoveries_; }
+  const std::string& device_error() const { return device_error_; }
+
   // Sets (or with nullptr clears) the observer told of every layer's FFN
   // input and activations during Eval. Not owned; must outlive its use. Unset costs a
   // pointer test per layer.
@@ -136,8 +145,15 @@ class Engine {
   Engine() = default;
   void ForwardBatch(const int32_t* tokens, int n, float* logits_out, bool all_logits);
   // One token at position n_past_ through the device's layers, then the
-  // host's; logits_out null: only the KV caches matter. Advances n_past_.
-  void ForwardDeviceToken(int32_t token, float* logits_out);
+  // host's; logits_out null: only the KV caches matter. Advances n_past_
+  // (and records the token) only when it succeeds.
+  Status ForwardDeviceToken(int32_t token, float* logits_out);
+  // The device's layers for the embedding row in h_ at `pos`, their cold
+  // parts computed here; then h (h_out) or the logits come back, or nothing.
+  Status RunDeviceLayers(int pos, float* h_out, float* logits_out);
+  void NoteDeviceFailure(const Status& s);
+  // Device_->Recover(), then the context's tokens replayed through it.
+  Status RecoverDevice();
   // The host's layers [first, n_layer) for the `batch` rows of h_ at
   // positions n_past.., with the FFN observer told of each.
   void ForwardHostLayers(int first, int n_past, int batch);
@@ -168,11 +184,15 @@ class Engine {
   FfnBlock ffn_;
   FfnObserver* observer_ = nullptr;
   DeviceBackend* device_ = nullptr;
-  std::vector<float> h_;       // [n_batch, n_embd] residual stream
-  std::vector<float> x_;       // [n_batch, n_embd] final-normed
-  std::vector<float> inp_;     // [n_batch, n_embd] layer input (parallel residual only)
-  std::vector<uint8_t> q8_;    // prepared output-layer input
-  std::vector<float> logits_;  // [rows, n_vocab]
+  bool device_lost_ = false;  // failed and not yet brought back
+  int64_t device_failures_ = 0, device_recoveries_ = 0;
+  std::string device_error_;
+  std::vector<int32_t> tokens_;  // [n_ctx] the context's tokens (a device's replay)
+  std::vector<float> h_;         // [n_batch, n_embd] residual stream
+  std::vector<float> x_;         // [n_batch, n_embd] final-normed
+  std::vector<float> inp_;       // [n_batch, n_embd] layer input (parallel residual only)
+  std::vector<uint8_t> q8_;      // prepared output-layer input
+  std::vector<float> logits_;    // [rows, n_vocab]
 };
 
 }  // namespace pi

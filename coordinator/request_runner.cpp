@@ -35,6 +35,7 @@ void RequestRunner::Run(const GenerationRequest& request, SamplerParams sampling
   Sampler sampler(sampling, engine->n_vocab());
   out->seed = sampler.seed();
   const int64_t failures_before = engine->shard_failures();
+  const int64_t device_failures_before = engine->device_failures();
   GenerationResult& g = out->result;
   Generate(
       engine, *tok_, &sampler, request,
@@ -42,13 +43,20 @@ void RequestRunner::Run(const GenerationRequest& request, SamplerParams sampling
         return !(cancelled && cancelled()) && on_token(token, text);
       },
       &g);
-  shard_failures_ = engine->shard_failures();
-  shard_recoveries_ = engine->shard_recoveries();
+  // A lost gpu_worker counts as a worker failure too.
+  shard_failures_ = engine->shard_failures() + engine->device_failures();
+  shard_recoveries_ = engine->shard_recoveries() + engine->device_recoveries();
   // A worker lost during the request, or still down from before.
   if (engine->shard_failures() > failures_before ||
       engine->shard_failures() > engine->shard_recoveries()) {
     out->warning =
         engine->shard_error() + " (its neurons ran in the coordinator: same tokens, slower)";
+  }
+  if (engine->device_failures() > device_failures_before && g.error.empty()) {
+    if (!out->warning.empty()) out->warning += "; ";
+    out->warning += engine->device_error() +
+                    " (restarted, its KV cache rebuilt from the sequence's tokens: same tokens, "
+                    "slower)";
   }
   admission_.Leave(ticket);
   fprintf(stderr,

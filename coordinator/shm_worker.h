@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "common/transport/shm_channel.h"
 #include "coordinator/cpu_worker.h"
+#include "coordinator/worker_process.h"
 
 namespace pi {
 
@@ -39,7 +40,7 @@ struct ShmWorkerOptions {
 class ShmWorker : public CpuWorker {
  public:
   ShmWorker() = default;
-  ~ShmWorker() override;  // a worker still running is killed
+  ~ShmWorker() override = default;  // a worker still running is killed
   ShmWorker(const ShmWorker&) = delete;
   ShmWorker& operator=(const ShmWorker&) = delete;
 
@@ -56,7 +57,7 @@ class ShmWorker : public CpuWorker {
   Status WaitStep(int timeout_ms, const float** y, int64_t* fired, int64_t* worker_ns = nullptr);
 
   // FfnShard: a step of batch rows with the step timeout of the options.
-  const char* name() const override { return name_.c_str(); }
+  const char* name() const override { return process_.name().c_str(); }
   const std::vector<std::vector<int32_t>>& owned() const override { return owned_; }
   void Start(const ShardStep& step) override {
     StartStep(step.layer, step.batch, step.x, step.ids, step.n_ids);
@@ -72,25 +73,18 @@ class ShmWorker : public CpuWorker {
   // Sends bye and reaps the process (SIGKILL after `timeout_ms`).
   Status Stop(int timeout_ms = 5000) override;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
   void set_step_timeout_ms(int ms) { step_timeout_ms_ = ms; }
   const char* transport() const override { return "shm"; }
   const std::string& backend() const override { return backend_; }
   int64_t resident_bytes() const override { return resident_bytes_; }
-  ShmChannel* channel() { return &channel_; }  // tests: malformed messages
+  ShmChannel* channel() { return process_.channel(); }  // tests: malformed messages
 
  private:
-  // "exited with status 3" / "killed by signal 9", reaping it; "" while alive.
-  std::string ExitReason();
-  // Creates the channel, spawns the worker and waits for its hello reply.
+  // Spawns the worker with a fresh channel and waits for its hello reply.
   Status Spawn();
-  // Waits for the reply to the hello (before any step) or to the current
-  // step, in slices of at most 100 ms so a worker that died is named at once,
-  // at most `timeout_ms`; *n = the reply's size.
-  Status AwaitReply(int timeout_ms, int spin_us, size_t* n);
 
-  ShmChannel channel_;
-  pid_t pid_ = -1;
+  WorkerProcess process_;
   int n_embd_ = 0;
   uint64_t step_id_ = 0;
   int batch_ = 0;
@@ -101,7 +95,6 @@ class ShmWorker : public CpuWorker {
   const LlamaModel* model_ = nullptr;
   int restarts_ = 0;
   std::chrono::steady_clock::time_point step_start_;
-  std::string name_ = "cpu worker";
   int step_timeout_ms_ = 1000;
 };
 

@@ -35,6 +35,7 @@ class ColdShard : public StepShard {
 
   const ShardLayout& layout() const override { return layout_; }
   const char* backend() const override { return "cpu"; }
+  const char* what() const override { return "cold neurons"; }
   // Bytes of the model this shard reads: its neurons' gate, up and down_t rows.
   int64_t resident_bytes() const override { return resident_bytes_; }
 

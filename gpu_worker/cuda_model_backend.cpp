@@ -713,7 +713,7 @@ void CudaModelBackend::BeginToken(const float* h, int pos) {
   next_segment_ = 0;
 }
 
-void CudaModelBackend::RunLayer(int il, ColdStep* cold) {
+Status CudaModelBackend::RunLayer(int il, ColdStep* cold) {
   current_layer_ = il;
   if (il != next_layer_ || il >= plan_.n_layers) Die("RunLayer", "layers out of order");
   ++next_layer_;
@@ -725,7 +725,7 @@ void CudaModelBackend::RunLayer(int il, ColdStep* cold) {
     ++next_segment_;
   }
   const Layer& l = layers_[il];
-  if (!l.cold) return;
+  if (!l.cold) return Status::Ok();
   // Spin: the host's part is on the critical path, and an event query
   // costs well under the microseconds a sleeping wait would.
   cudaEvent_t e = static_cast<cudaEvent_t>(events_[il]);
@@ -739,9 +739,10 @@ void CudaModelBackend::RunLayer(int il, ColdStep* cold) {
   cold->mask = l.predictor ? reinterpret_cast<const uint32_t*>(h_cold_ + c_.n_embd) : nullptr;
   std::memset(h_y_, 0, sizeof(float) * c_.n_embd);
   cold->y = h_y_;
+  return Status::Ok();
 }
 
-void CudaModelBackend::FinishToken(float* h_out, float* logits, int64_t* hot_fired) {
+Status CudaModelBackend::FinishToken(float* h_out, float* logits, int64_t* hot_fired) {
   current_layer_ = -1;
   if (next_layer_ != plan_.n_layers) Die("FinishToken", "not every device layer ran");
   if (logits && !plan_.output) Die("FinishToken", "the head is not on the device");
@@ -752,15 +753,17 @@ void CudaModelBackend::FinishToken(float* h_out, float* logits, int64_t* hot_fir
   int64_t fired = 0;
   for (int il = 0; il < plan_.n_layers; ++il) fired += h_fired_[il];
   if (hot_fired) *hot_fired = fired;
+  return Status::Ok();
 }
 
-void CudaModelBackend::Head(const float* h, float* logits) {
+Status CudaModelBackend::Head(const float* h, float* logits) {
   current_layer_ = -1;
   if (!head_only_) Die("Head", "the head is not on the device");
   std::memcpy(h_io_, h, sizeof(float) * c_.n_embd);
   Launch(head_only_, "launching the head");
   Sync("running the head");
   std::memcpy(logits, h_logits_, sizeof(float) * c_.n_vocab);
+  return Status::Ok();
 }
 
 }  // namespace pi

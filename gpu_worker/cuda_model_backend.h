@@ -46,9 +46,9 @@ class CudaModelBackend : public DeviceBackend {
   const DevicePlan& plan() const override { return plan_; }
 
   void BeginToken(const float* h, int pos) override;
-  void RunLayer(int il, ColdStep* cold) override;
-  void FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
-  void Head(const float* h, float* logits) override;
+  Status RunLayer(int il, ColdStep* cold) override;
+  Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
+  Status Head(const float* h, float* logits) override;
 
   int64_t resident_bytes() const override { return resident_bytes_; }
   int64_t device_bytes() const override { return device_bytes_; }

@@ -80,7 +80,7 @@ void HostDeviceBackend::Merge() {
   pending_ = false;
 }
 
-void HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
+Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
   if (il != next_layer_ || il >= plan_.n_layers) Die("RunLayer: layers out of order");
   ++next_layer_;
   Merge();
@@ -115,23 +115,24 @@ void HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
   if (!has_cold) {
     std::fill(y_cold_.begin(), y_cold_.end(), 0.0f);
     Merge();
-    return;
+    return Status::Ok();
   }
   std::fill(y_cold_.begin(), y_cold_.end(), 0.0f);
   cold->x = x_.data();
   cold->mask = predict ? mask_.data() : nullptr;
   cold->y = y_cold_.data();
+  return Status::Ok();
 }
 
-void HostDeviceBackend::FinishToken(float* h_out, float* logits, int64_t* hot_fired) {
+Status HostDeviceBackend::FinishToken(float* h_out, float* logits, int64_t* hot_fired) {
   if (next_layer_ != plan_.n_layers) Die("FinishToken: not every device layer ran");
   Merge();
   if (h_out) std::memcpy(h_out, h_.data(), sizeof(float) * h_.size());
-  if (logits) Head(h_.data(), logits);
   if (hot_fired) *hot_fired = fired_;
+  return logits ? Head(h_.data(), logits) : Status::Ok();
 }
 
-void HostDeviceBackend::Head(const float* h, float* logits) {
+Status HostDeviceBackend::Head(const float* h, float* logits) {
   if (!plan_.output) Die("Head: the head is not on the device");
   const LlamaModel& m = *model_;
   const LlamaConfig& c = m.config;
@@ -140,6 +141,7 @@ void HostDeviceBackend::Head(const float* h, float* logits) {
       PrepareInput(x_.data(), c.n_embd, 1, head_q8_.data(), pool_.get(), ReadsQ8(m.output.type));
   const MatMulJob job[1] = {{&m.output, logits, c.n_vocab}};
   ParallelMatMul(pool_.get(), in, job, 1);
+  return Status::Ok();
 }
 
 }  // namespace pi

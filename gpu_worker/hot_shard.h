@@ -25,6 +25,7 @@ class HotShard : public StepShard {
   const ShardLayout& layout() const override { return layout_; }
   int64_t resident_bytes() const override { return backend_ ? backend_->resident_bytes() : 0; }
   const char* backend() const override { return backend_ ? backend_->name() : "none"; }
+  const char* what() const override { return "hot neurons"; }
   int64_t Run(const StepRequest& step, float* y) override;
 
  private:

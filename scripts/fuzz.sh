@@ -4,6 +4,7 @@
 #   model_fuzz  what is read out of it: the model loader (then one engine step),
 #               the tokenizer, activation statistics, placement plans, gpu index;
 #   step_fuzz   a worker's step handler and hello parser (common/transport/);
+#   device_fuzz a gpu_worker's device sessions (any sequence of device messages);
 #   request_fuzz  what a client sends the coordinator (GenerateRequest and
 #               TokenizeRequest bytes: protobuf, the validator, the tokenizer);
 #   http_body_fuzz  the HTTP API's /v1/completions bodies (JSON).
@@ -29,7 +30,7 @@ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPI_FUZZ=ON \
   -DPI_CUDA=OFF -DPI_GRPC=ON -DPI_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build "$build" -j"$jobs" --target gguf_fuzz gguf_fuzz_seeds model_fuzz model_fuzz_seeds \
-  step_fuzz step_fuzz_seeds request_fuzz request_fuzz_seeds http_body_fuzz
+  step_fuzz step_fuzz_seeds device_fuzz device_fuzz_seeds request_fuzz request_fuzz_seeds http_body_fuzz
 
 # run_fuzzer TARGET MAX_LEN [libFuzzer flags...]
 run_fuzzer() {
@@ -72,6 +73,7 @@ run_http_fuzzer() {
 run_fuzzer gguf_fuzz 16384 -dict="$root/tests/fuzz/gguf.dict"
 run_fuzzer model_fuzz 65536 -dict="$root/tests/fuzz/gguf.dict"
 run_fuzzer step_fuzz 4096
+run_fuzzer device_fuzz 8192
 run_fuzzer request_fuzz 4096
 run_http_fuzzer
 echo "fuzz.sh: no failures in ${seconds}s per target"

@@ -67,6 +67,24 @@ def client(bin_dir, address, *args, timeout=300):
     return p.returncode, p.stdout, p.stderr
 
 
+def generate_hitting_gpu_worker(stub, launch, request, sig):
+    """Streams `request`, sending `sig` to pi-launch's gpu worker after 20 tokens;
+    returns (whether it was sent, the ids, the Done)."""
+    # The current gpu worker (a restarted one has a new pid): pi-launch's child.
+    pid = child_pids(launch.proc.pid, "pi-gpu-worker")[0]
+    ids, acted, done = [], False, None
+    for reply in stub.Generate(request, timeout=300):
+        if reply.HasField("token"):
+            if not acted and len(ids) == 20:
+                os.kill(pid, sig)
+                acted = True
+            if reply.token.id >= 0:
+                ids.append(reply.token.id)
+        else:
+            done = reply.done
+    return acted, ids, done
+
+
 def main():
     bin_dir, protoc, plugin = sys.argv[1], sys.argv[2], sys.argv[3]
     with open(GOLDEN) as f:
@@ -230,18 +248,7 @@ def main():
         check(rc == 0 and json.loads(out)["generated_tokens"] == golden["generated_tokens"],
               "three processes: the golden greedy sequence")
         for sig, what in ((signal.SIGKILL, "SIGKILLed"), (signal.SIGSTOP, "SIGSTOPped")):
-            # The current gpu worker (a restarted one has a new pid): pi-launch's child.
-            pid = child_pids(launch.proc.pid, "pi-gpu-worker")[0]
-            ids, acted = [], False
-            for reply in stub.Generate(long_req, timeout=300):
-                if reply.HasField("token"):
-                    if not acted and len(ids) == 20:
-                        os.kill(pid, sig)
-                        acted = True
-                    if reply.token.id >= 0:
-                        ids.append(reply.token.id)
-                else:
-                    done = reply.done
+            acted, ids, done = generate_hitting_gpu_worker(stub, launch, long_req, sig)
             check(acted and ids == list(base.generated_ids) and "gpu worker" in done.warning,
                   f"gpu worker {what} mid-generation: the same 200 tokens, and a warning naming "
                   f"it ({done.warning!r})")
@@ -254,6 +261,34 @@ def main():
         check(stub.Health(pi_pb2.HealthRequest(), timeout=10).status == "ok",
               "the gpu worker is restarted (Health ok again)")
         check(launch.stop() == 0, "pi-launch with three processes stops cleanly")
+
+        # The device path (--host-device: the host backend standing in for a GPU): the
+        # gpu worker runs whole layers with their KV cache. Killed or stopped
+        # mid-generation it is restarted, its KV cache rebuilt from the tokens, and the
+        # answer is unchanged.
+        launch = launch_server(bin_dir, tmp, *served, "--vram-budget", "20M", "--host-device",
+                               "--worker-timeout", "300")
+        log = launch.stderr()
+        check(launch.address is not None and "in the gpu worker process" in log
+              and "of layers, KV cache and hot neurons" in log,
+              "pi-launch --host-device: whole layers in the gpu worker")
+        stub = pi_pb2_grpc.CoordinatorStub(grpc.insecure_channel(launch.address))
+        m = stub.Models(pi_pb2.ModelsRequest(), timeout=30)
+        gpu = [w for w in m.workers if w.name.startswith("gpu worker")]
+        check(len(gpu) == 1 and gpu[0].backend == "host" and m.hot_backend == "host",
+              "Models: the gpu worker holding the layers (host backend)")
+        rc, out, err = client(bin_dir, launch.address, *greedy, "--json")
+        check(rc == 0 and json.loads(out)["generated_tokens"] == golden["generated_tokens"],
+              "the device path in a gpu worker: the golden greedy sequence")
+        for sig, what in ((signal.SIGKILL, "SIGKILLed"), (signal.SIGSTOP, "SIGSTOPped")):
+            acted, ids, done = generate_hitting_gpu_worker(stub, launch, long_req, sig)
+            check(acted and ids == list(base.generated_ids) and "gpu worker" in done.warning
+                  and "KV cache rebuilt" in done.warning,
+                  f"device gpu worker {what} mid-generation: the same 200 tokens, and a warning "
+                  f"naming it ({done.warning!r})")
+        check(stub.Health(pi_pb2.HealthRequest(), timeout=10).status == "ok",
+              "the device gpu worker is back (Health ok)")
+        check(launch.stop() == 0, "pi-launch with the device path stops cleanly")
 
         # Queue limits: one running, one waiting, the next refused at once.
         launch = launch_server(bin_dir, tmp, *served, "--max-queue", "1")

@@ -65,9 +65,9 @@ class WorkerService final : public v1::Worker::Service {
       session->id = ++last_session_;
       session_ = session;
     }
-    fprintf(stderr, "%s: session %llu from %s: %.1f MiB of cold neurons\n",
-            options_.log_prefix.c_str(), static_cast<unsigned long long>(session->id),
-            context->peer().c_str(), session->shard->resident_bytes() / 1048576.0);
+    fprintf(stderr, "%s: session %llu from %s: %.1f MiB of %s\n", options_.log_prefix.c_str(),
+            static_cast<unsigned long long>(session->id), context->peer().c_str(),
+            session->shard->resident_bytes() / 1048576.0, session->shard->what());
     reply->set_session(session->id);
     reply->set_backend(session->shard->backend());
     reply->set_resident_bytes(session->shard->resident_bytes());

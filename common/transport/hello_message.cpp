@@ -2,34 +2,52 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstring>
 
 namespace pi {
 
-std::vector<uint8_t> WriteHello(uint64_t model_fingerprint, int max_batch,
-                                const std::vector<std::vector<int32_t>>& owned) {
-  HelloHeader h{kHelloMagic, kStepProtocolVersion, model_fingerprint,
-                static_cast<int32_t>(owned.size()), max_batch};
-  std::vector<uint8_t> out(sizeof h);
-  memcpy(out.data(), &h, sizeof h);
-  auto put = [&out](int32_t v) {
-    const size_t at = out.size();
-    out.resize(at + sizeof v);
-    memcpy(out.data() + at, &v, sizeof v);
-  };
-  for (const std::vector<int32_t>& ids : owned) put(static_cast<int32_t>(ids.size()));
+namespace {
+
+void Put(std::vector<uint8_t>* out, const void* data, size_t n) {
+  if (n == 0) return;  // (data may be null: memcpy from null is undefined)
+  const size_t at = out->size();
+  out->resize(at + n);
+  memcpy(out->data() + at, data, n);
+}
+
+std::vector<uint8_t> WriteHelloOfKind(uint32_t magic, uint64_t model_fingerprint, int max_batch,
+                                      const void* prefix, size_t prefix_bytes,
+                                      const std::vector<std::vector<int32_t>>& owned) {
+  const HelloHeader h{magic, kStepProtocolVersion, model_fingerprint,
+                      static_cast<int32_t>(owned.size()), max_batch};
+  std::vector<uint8_t> out;
+  Put(&out, &h, sizeof h);
+  Put(&out, prefix, prefix_bytes);
   for (const std::vector<int32_t>& ids : owned) {
-    for (int32_t id : ids) put(id);
+    const int32_t n = static_cast<int32_t>(ids.size());
+    Put(&out, &n, sizeof n);
   }
+  for (const std::vector<int32_t>& ids : owned) Put(&out, ids.data(), sizeof(int32_t) * ids.size());
   return out;
 }
 
-Status ParseHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
-                  ShardLayout* layout) {
+// Checks the header (magic, version, fingerprint), copies the `prefix_bytes`
+// after it into `prefix`, and reads the id lists behind them.
+Status ParseHelloOfKind(const uint8_t* data, size_t size, uint32_t magic,
+                        uint64_t model_fingerprint, void* prefix, size_t prefix_bytes,
+                        HelloHeader* header, std::vector<std::vector<int32_t>>* owned) {
   HelloHeader h;
-  if (size < sizeof h) return Status::Error("hello: %zu bytes, shorter than its header", size);
+  if (size < sizeof h + prefix_bytes) {
+    return Status::Error("hello: %zu bytes, shorter than its header", size);
+  }
   memcpy(&h, data, sizeof h);
-  if (h.magic != kHelloMagic) return Status::Error("hello: bad magic 0x%08x", h.magic);
+  if (h.magic != magic) {
+    return Status::Error("hello: magic 0x%08x, expected 0x%08x%s", h.magic, magic,
+                         h.magic == kHelloMagic         ? " (an FFN shard's hello)"
+                         : h.magic == kDeviceHelloMagic ? " (a device's hello)"
+                                                        : "");
+  }
   if (h.version != kStepProtocolVersion) {
     return Status::Error("hello: protocol version %u, this worker speaks %u", h.version,
                          kStepProtocolVersion);
@@ -39,13 +57,15 @@ Status ParseHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
                          ") is not this worker's (%016" PRIx64 ")",
                          h.model_fingerprint, model_fingerprint);
   }
-  const size_t words = (size - sizeof h) / sizeof(int32_t);
-  if ((size - sizeof h) % sizeof(int32_t) != 0 || h.n_layer < 1 ||
-      static_cast<size_t>(h.n_layer) > words || h.max_batch < 1 || h.max_batch > 4096) {
+  if (prefix_bytes > 0) memcpy(prefix, data + sizeof h, prefix_bytes);
+  const size_t body = size - sizeof h - prefix_bytes;
+  const size_t words = body / sizeof(int32_t);
+  if (body % sizeof(int32_t) != 0 || h.n_layer < 1 || static_cast<size_t>(h.n_layer) > words ||
+      h.max_batch < 1 || h.max_batch > 4096) {
     return Status::Error("hello: %d layers, max batch %d in %zu bytes", h.n_layer, h.max_batch,
                          size);
   }
-  const uint8_t* p = data + sizeof h;
+  const uint8_t* p = data + sizeof h + prefix_bytes;
   std::vector<int32_t> counts(h.n_layer);
   memcpy(counts.data(), p, sizeof(int32_t) * counts.size());
   size_t total = 0;
@@ -58,15 +78,85 @@ Status ParseHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
                          words - counts.size());
   }
   p += sizeof(int32_t) * counts.size();
-  layout->n_layer = h.n_layer;
-  layout->max_batch = h.max_batch;
-  layout->owned.assign(h.n_layer, {});
+  owned->assign(h.n_layer, {});
   for (int l = 0; l < h.n_layer; ++l) {
     if (counts[l] == 0) continue;  // (memcpy into an empty vector's null data is undefined)
-    layout->owned[l].resize(counts[l]);
-    memcpy(layout->owned[l].data(), p, sizeof(int32_t) * counts[l]);
+    (*owned)[l].resize(counts[l]);
+    memcpy((*owned)[l].data(), p, sizeof(int32_t) * counts[l]);
     p += sizeof(int32_t) * counts[l];
   }
+  *header = h;
+  return Status::Ok();
+}
+
+}  // namespace
+
+uint32_t HelloMagic(const uint8_t* data, size_t size) {
+  uint32_t magic = 0;
+  if (size >= sizeof magic) memcpy(&magic, data, sizeof magic);
+  return magic;
+}
+
+std::vector<uint8_t> WriteHello(uint64_t model_fingerprint, int max_batch,
+                                const std::vector<std::vector<int32_t>>& owned) {
+  return WriteHelloOfKind(kHelloMagic, model_fingerprint, max_batch, nullptr, 0, owned);
+}
+
+Status ParseHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
+                  ShardLayout* layout) {
+  HelloHeader h;
+  PI_RETURN_IF_ERROR(
+      ParseHelloOfKind(data, size, kHelloMagic, model_fingerprint, nullptr, 0, &h, &layout->owned));
+  layout->n_layer = h.n_layer;
+  layout->max_batch = h.max_batch;
+  return Status::Ok();
+}
+
+std::vector<uint8_t> WriteDeviceHello(uint64_t model_fingerprint, const DevicePlan& plan) {
+  const DeviceHelloPlan p{plan.n_layers,
+                          plan.output ? 1 : 0,
+                          plan.n_ctx,
+                          static_cast<int32_t>(plan.cache_type_k),
+                          static_cast<int32_t>(plan.cache_type_v),
+                          static_cast<int32_t>(plan.mode),
+                          plan.threshold,
+                          0};
+  return WriteHelloOfKind(kDeviceHelloMagic, model_fingerprint, 1, &p, sizeof p, plan.hot);
+}
+
+Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
+                        DevicePlan* plan) {
+  HelloHeader h;
+  DeviceHelloPlan p;
+  std::vector<std::vector<int32_t>> hot;
+  PI_RETURN_IF_ERROR(
+      ParseHelloOfKind(data, size, kDeviceHelloMagic, model_fingerprint, &p, sizeof p, &h, &hot));
+  auto cache_type_ok = [](int32_t t) {
+    return t == static_cast<int32_t>(DType::kF32) || t == static_cast<int32_t>(DType::kF16) ||
+           t == static_cast<int32_t>(DType::kQ8_0);
+  };
+  if (h.max_batch != 1) {
+    return Status::Error("device hello: max batch %d (the device takes one token at a time)",
+                         h.max_batch);
+  }
+  if (p.n_layers < 0 || p.n_layers > h.n_layer || (p.output != 0 && p.output != 1) || p.n_ctx < 1 ||
+      p.n_ctx > (1 << 24) || !cache_type_ok(p.cache_type_k) || !cache_type_ok(p.cache_type_v) ||
+      p.mode < 0 || p.mode > static_cast<int32_t>(SparseMode::kPredictor) ||
+      !std::isfinite(p.threshold)) {
+    return Status::Error(
+        "device hello: a plan of %d of %d layers, output %d, context %d, cache types %d/%d, "
+        "mode %d, threshold %g is not one a coordinator sends",
+        p.n_layers, h.n_layer, p.output, p.n_ctx, p.cache_type_k, p.cache_type_v, p.mode,
+        p.threshold);
+  }
+  plan->n_layers = p.n_layers;
+  plan->output = p.output == 1;
+  plan->n_ctx = p.n_ctx;
+  plan->cache_type_k = static_cast<DType>(p.cache_type_k);
+  plan->cache_type_v = static_cast<DType>(p.cache_type_v);
+  plan->mode = static_cast<SparseMode>(p.mode);
+  plan->threshold = p.threshold;
+  plan->hot = std::move(hot);
   return Status::Ok();
 }
 

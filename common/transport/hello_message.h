@@ -13,14 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "common/device_backend.h"
 #include "common/status.h"
 #include "common/transport/step_message.h"
 
 namespace pi {
 
-inline constexpr uint32_t kHelloMagic = 0x45485049;       // bytes "IPHE"
-inline constexpr uint32_t kHelloReplyMagic = 0x52485049;  // bytes "IPHR"
-inline constexpr uint32_t kByeMagic = 0x59425049;         // bytes "IPBY"
+inline constexpr uint32_t kHelloMagic = 0x45485049;        // bytes "IPHE"
+inline constexpr uint32_t kHelloReplyMagic = 0x52485049;   // bytes "IPHR"
+inline constexpr uint32_t kByeMagic = 0x59425049;          // bytes "IPBY"
+inline constexpr uint32_t kDeviceHelloMagic = 0x44485049;  // bytes "IPHD"
 
 struct HelloHeader {
   uint32_t magic;
@@ -40,6 +42,25 @@ struct HelloReply {
 };
 static_assert(sizeof(HelloReply) == 40, "wire layout");
 
+// The device's hello (a gpu_worker running whole layers,
+// gpu_worker/device_shard.h): the same header (magic kDeviceHelloMagic, max
+// batch 1), the plan's scalars, then its hot ids per layer as a shard's:
+//
+//   device hello = HelloHeader | DeviceHelloPlan | counts [n_layer] i32 | ids
+struct DeviceHelloPlan {
+  int32_t n_layers;  // layers [0, n_layers) on the device
+  int32_t output;    // 1: the head too
+  int32_t n_ctx;
+  int32_t cache_type_k, cache_type_v;  // DType
+  int32_t mode;                        // SparseMode
+  float threshold;
+  uint32_t reserved;
+};
+static_assert(sizeof(DeviceHelloPlan) == 32, "wire layout");
+
+// The magic a hello starts with (kHelloMagic, kDeviceHelloMagic), or 0.
+uint32_t HelloMagic(const uint8_t* data, size_t size);
+
 // A hello for this shard (owned ids per layer) as bytes.
 std::vector<uint8_t> WriteHello(uint64_t model_fingerprint, int max_batch,
                                 const std::vector<std::vector<int32_t>>& owned);
@@ -49,6 +70,12 @@ std::vector<uint8_t> WriteHello(uint64_t model_fingerprint, int max_batch,
 // n_layer and max_batch (the caller sets n_embd and n_ff and calls Finish).
 Status ParseHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
                   ShardLayout* layout);
+
+std::vector<uint8_t> WriteDeviceHello(uint64_t model_fingerprint, const DevicePlan& plan);
+// Parses a device hello like ParseHello; checks the plan's scalars are
+// values a plan can hold (the backend's Load checks it fits the model).
+Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
+                        DevicePlan* plan);
 
 // A reply; message: why, for a refusal (or a note).
 size_t WriteHelloReply(StepStatus status, int64_t resident_bytes, const char* backend,

@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "common/transport/hello_message.h"
-#include "common/transport/step_handler.h"
 
 namespace pi {
 
@@ -29,7 +28,7 @@ bool ParentGone(const ShmServeOptions& o) {
 }
 
 Status AnswerHello(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
-                   const ShmServeOptions& o, StepShard* shard) {
+                   const ShmServeOptions& o, WorkerShard* shard) {
   size_t n = 0;
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(o.hello_timeout_ms);
@@ -43,9 +42,9 @@ Status AnswerHello(ShmChannel* ch, const LlamaModel& model, const Status& loaded
   }
   Status s = loaded;
   if (s.ok()) s = shard->InitFromHello(ch->slot(ShmChannel::kRequest), n, model, o.n_threads);
-  if (s.ok() && StepReplyCapacity(shard->layout()) > ch->capacity(ShmChannel::kReply)) {
-    s = Status::Error("the reply slot (%zu bytes) cannot hold a full batch (%zu)",
-                      ch->capacity(ShmChannel::kReply), StepReplyCapacity(shard->layout()));
+  if (s.ok() && shard->reply_capacity() > ch->capacity(ShmChannel::kReply)) {
+    s = Status::Error("the reply slot (%zu bytes) cannot hold the largest reply (%zu)",
+                      ch->capacity(ShmChannel::kReply), shard->reply_capacity());
   }
   const size_t r = WriteHelloReply(s.ok() ? StepStatus::kOk : StepStatus::kInvalidRequest,
                                    s.ok() ? shard->resident_bytes() : 0, shard->backend(),
@@ -58,7 +57,7 @@ Status AnswerHello(ShmChannel* ch, const LlamaModel& model, const Status& loaded
 }  // namespace
 
 Status ServeShm(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
-                const ShmServeOptions& o, StepShard* shard) {
+                const ShmServeOptions& o, WorkerShard* shard) {
   std::atomic<bool> done{false};
   std::thread heart([&] {
     while (!done.load()) {
@@ -91,8 +90,8 @@ Status ServeShm(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
       ch->Publish(ShmChannel::kReply, 0);
       break;
     }
-    const size_t r = HandleStepMessage(request, n, shard, ch->slot(ShmChannel::kReply),
-                                       ch->capacity(ShmChannel::kReply));
+    const size_t r =
+        shard->Handle(request, n, ch->slot(ShmChannel::kReply), ch->capacity(ShmChannel::kReply));
     ch->Publish(ShmChannel::kReply, r);
     replied = std::chrono::steady_clock::now();
   }

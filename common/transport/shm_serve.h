@@ -1,7 +1,7 @@
 // ServeShm: a worker's session over a shared-memory channel. It waits for
 // the coordinator's hello, loads the shard it names (refusing another model,
 // another protocol version or a shard that does not fit, with a reply saying
-// which), then answers step after step through HandleStepMessage until a bye,
+// which), then answers request after request through the shard until a bye,
 // or until its parent is gone. A thread of its own bumps the channel's
 // heartbeat so the coordinator can tell a stopped worker from a busy one.
 #pragma once
@@ -11,7 +11,7 @@
 #include "common/llama_model.h"
 #include "common/status.h"
 #include "common/transport/shm_channel.h"
-#include "common/transport/step_shard.h"
+#include "common/transport/worker_shard.h"
 
 namespace pi {
 
@@ -24,8 +24,8 @@ struct ShmServeOptions {
 // Returns OK after a bye; an error when the hello is refused or the parent
 // died. `loaded` is how loading the model went: an error is the answer to
 // the hello (so the coordinator learns why at once), and `model` is unused.
-// `shard` (a ColdShard, a HotShard) takes the hello and computes the steps.
+// `shard` (a ColdShard, a HotShard, a DeviceShard) takes the hello and answers the requests.
 Status ServeShm(ShmChannel* channel, const LlamaModel& model, const Status& loaded,
-                const ShmServeOptions& options, StepShard* shard);
+                const ShmServeOptions& options, WorkerShard* shard);
 
 }  // namespace pi

@@ -37,4 +37,12 @@ size_t HandleStepMessage(const uint8_t* request, size_t size, StepShard* shard, 
   return sizeof r + y_bytes;
 }
 
+size_t StepShard::reply_capacity() const {
+  return StepReplyCapacity(layout());
+}
+
+size_t StepShard::Handle(const uint8_t* request, size_t size, uint8_t* reply, size_t capacity) {
+  return HandleStepMessage(request, size, this, reply, capacity);
+}
+
 }  // namespace pi

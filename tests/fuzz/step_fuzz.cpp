@@ -15,9 +15,9 @@
 #include "common/activation_stats.h"
 #include "common/synthetic_model.h"
 #include "common/transport/hello_message.h"
+#include "common/transport/step_handler.h"
 #include "common/transport/step_message.h"
 #include "cpu_worker/cold_shard.h"
-#include "common/transport/step_handler.h"
 #include "tests/fuzz/step_fuzz_model.h"
 
 namespace {
@@ -31,12 +31,7 @@ struct Fixture {
 
 Fixture* Make() {
   Fixture* f = new Fixture();
-  pi::GgufWriter w;
-  if (!pi::AddSyntheticModel(pi::StepFuzzModel(), &w).ok()) abort();
-  f->bytes = w.Serialize();
-  std::unique_ptr<pi::GgufFile> file;
-  if (!pi::GgufFile::OpenBuffer(f->bytes.data(), f->bytes.size(), &file).ok()) abort();
-  if (!pi::LoadLlamaModel(std::move(file), &f->model).ok()) abort();
+  if (!pi::MakeStepFuzzModel(&f->bytes, &f->model)) abort();
   if (!f->shard.Init(f->model, pi::StepFuzzLayout(f->model.config), 1).ok()) abort();
   f->reply.resize(pi::StepReplyCapacity(f->shard.layout()));
   return f;

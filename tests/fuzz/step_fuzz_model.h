@@ -1,6 +1,10 @@
 // The model and shard step_fuzz and its seed writer share.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <vector>
+
 #include "common/synthetic_model.h"
 #include "common/transport/step_message.h"
 
@@ -16,6 +20,16 @@ inline SyntheticModelOptions StepFuzzModel() {
   o.activation = "relu";
   o.down_t = true;
   return o;
+}
+
+// Builds the model in memory: *bytes holds the GGUF and must outlive *model.
+inline bool MakeStepFuzzModel(std::vector<uint8_t>* bytes, LlamaModel* model) {
+  GgufWriter w;
+  if (!AddSyntheticModel(StepFuzzModel(), &w).ok()) return false;
+  *bytes = w.Serialize();
+  std::unique_ptr<GgufFile> file;
+  return GgufFile::OpenBuffer(bytes->data(), bytes->size(), &file).ok() &&
+         LoadLlamaModel(std::move(file), model).ok();
 }
 
 // Every third neuron of each layer, batches up to 2.

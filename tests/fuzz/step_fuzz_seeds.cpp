@@ -13,15 +13,9 @@
 int main(int argc, char** argv) {
   std::string dir;
   if (!pi::SeedDirFromArgs(argc, argv, &dir)) return 2;
-  pi::GgufWriter w;
-  if (!pi::AddSyntheticModel(pi::StepFuzzModel(), &w).ok()) return 1;
-  const std::vector<uint8_t> bytes = w.Serialize();
-  std::unique_ptr<pi::GgufFile> file;
+  std::vector<uint8_t> bytes;
   pi::LlamaModel model;
-  if (!pi::GgufFile::OpenBuffer(bytes.data(), bytes.size(), &file).ok() ||
-      !pi::LoadLlamaModel(std::move(file), &model).ok()) {
-    return 1;
-  }
+  if (!pi::MakeStepFuzzModel(&bytes, &model)) return 1;
   const pi::ShardLayout layout = pi::StepFuzzLayout(model.config);
   const int d = model.config.n_embd;
   std::vector<float> x(2 * d);

@@ -1,0 +1,115 @@
+#include "coordinator/device_worker.h"
+
+#include <cstddef>
+#include <cstring>
+
+#include "common/activation_stats.h"
+#include "common/transport/hello_message.h"
+
+namespace pi {
+
+namespace {
+
+constexpr int kSpinUs = 50;             // a layer's hand-off on another core answers within this
+constexpr size_t kMessageSlack = 1024;  // hello replies
+
+}  // namespace
+
+Status DeviceWorker::Load(const LlamaModel& model, const DevicePlan& plan) {
+  const LlamaConfig& c = model.config;
+  if (plan.n_layers < 0 || plan.n_layers > c.n_layer ||
+      plan.hot.size() != static_cast<size_t>(c.n_layer)) {
+    return Status::Error("device plan: %d layers and %zu hot lists for a model of %d layers",
+                         plan.n_layers, plan.hot.size(), c.n_layer);
+  }
+  model_ = &model;
+  plan_ = plan;
+  layout_ = DeviceLayoutFor(c, plan);
+  return Spawn();
+}
+
+Status DeviceWorker::Spawn() {
+  step_id_ = 0;
+  pending_ = false;
+  return process_.Spawn(options_.process, WriteDeviceHello(ModelFingerprint(*model_->file), plan_),
+                        DeviceRequestBytes(layout_.n_embd),
+                        DeviceReplyCapacity(layout_) + kMessageSlack, &resident_bytes_, &backend_);
+}
+
+Status DeviceWorker::Recover() {
+  process_.Kill();  // stopped or wedged: it will not come back by itself
+  ++restarts_;
+  return Spawn();
+}
+
+void DeviceWorker::BeginToken(const float* h, int pos) {
+  uint8_t* slot = process_.channel()->slot(ShmChannel::kRequest);
+  WriteDeviceRequest(++step_id_, DeviceOp::kBegin, pos, 0, layout_.n_embd, DeviceOut::kNothing,
+                     slot);
+  memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
+  pending_ = true;
+}
+
+Status DeviceWorker::Exchange(DeviceOut out, DeviceReply* reply) {
+  ShmChannel* ch = process_.channel();
+  const int32_t o = static_cast<int32_t>(out);
+  memcpy(ch->slot(ShmChannel::kRequest) + offsetof(DeviceRequestHeader, out), &o, sizeof o);
+  ch->Publish(ShmChannel::kRequest, DeviceRequestBytes(layout_.n_embd));
+  pending_ = false;
+  size_t n = 0;
+  PI_RETURN_IF_ERROR(process_.AwaitReply(options_.step_timeout_ms, kSpinUs,
+                                         "device step " + std::to_string(step_id_), &n));
+  return ParseDeviceReply(ch->slot(ShmChannel::kReply), n, step_id_, out, layout_, reply)
+      .WithContext(process_.name());
+}
+
+Status DeviceWorker::RunLayer(int il, ColdStep* cold) {
+  *cold = ColdStep{};
+  if (il < 0 || il >= layout_.n_layers || !layout_.cold[il]) return Status::Ok();
+  if (!pending_) return Status::Error("%s: layer %d outside a token", name(), il);
+  DeviceReply reply;
+  PI_RETURN_IF_ERROR(Exchange(DeviceOut::kNothing, &reply));
+  if (reply.kind != DeviceReplyKind::kCold || reply.layer != il) {
+    return Status::Error("%s answered with %s of layer %d, expected layer %d's cold part", name(),
+                         reply.kind == DeviceReplyKind::kCold ? "the cold part" : "the end",
+                         reply.layer, il);
+  }
+  // y goes straight into the next request's payload: the sum is written once.
+  uint8_t* slot = process_.channel()->slot(ShmChannel::kRequest);
+  WriteDeviceRequest(++step_id_, DeviceOp::kResume, 0, il, layout_.n_embd, DeviceOut::kNothing,
+                     slot);
+  float* y = DeviceRequestPayload(slot);
+  memset(y, 0, sizeof(float) * layout_.n_embd);
+  pending_ = true;
+  cold->x = reply.x;
+  cold->mask = reply.mask;
+  cold->y = y;
+  return Status::Ok();
+}
+
+Status DeviceWorker::FinishToken(float* h_out, float* logits, int64_t* hot_fired) {
+  if (!pending_) return Status::Error("%s: a token's end without its start", name());
+  const DeviceOut out = h_out ? DeviceOut::kH : logits ? DeviceOut::kLogits : DeviceOut::kNothing;
+  DeviceReply reply;
+  PI_RETURN_IF_ERROR(Exchange(out, &reply));
+  if (reply.kind != DeviceReplyKind::kDone) {
+    return Status::Error("%s answered with layer %d's cold part, expected the token's end", name(),
+                         reply.layer);
+  }
+  if (h_out) memcpy(h_out, reply.out, sizeof(float) * layout_.n_embd);
+  if (logits && !h_out) memcpy(logits, reply.out, sizeof(float) * layout_.n_vocab);
+  if (hot_fired) *hot_fired = reply.hot_fired;
+  return Status::Ok();
+}
+
+Status DeviceWorker::Head(const float* h, float* logits) {
+  uint8_t* slot = process_.channel()->slot(ShmChannel::kRequest);
+  WriteDeviceRequest(++step_id_, DeviceOp::kHead, 0, 0, layout_.n_embd, DeviceOut::kLogits, slot);
+  memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
+  DeviceReply reply;
+  PI_RETURN_IF_ERROR(Exchange(DeviceOut::kLogits, &reply));
+  memcpy(logits, reply.out, sizeof(float) * layout_.n_vocab);
+  return Status::Ok();
+}
+
+}  // namespace pi

@@ -1,0 +1,140 @@
+#include "coordinator/worker_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/transport/hello_message.h"
+
+extern char** environ;
+
+namespace pi {
+
+namespace {
+
+constexpr int kChannelFd = 3;  // where the worker finds the channel
+
+}  // namespace
+
+WorkerProcess::~WorkerProcess() {
+  Kill();
+}
+
+void WorkerProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+std::string WorkerProcess::ExitReason() {
+  if (pid_ <= 0) return "not running";
+  int status = 0;
+  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == 0) return "";
+  pid_ = -1;
+  if (r < 0) return "gone";
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+Status WorkerProcess::Spawn(const WorkerProcessOptions& o, const std::vector<uint8_t>& hello,
+                            size_t request_capacity, size_t reply_capacity, int64_t* resident_bytes,
+                            std::string* backend) {
+  Kill();
+  role_ = o.role;
+  PI_RETURN_IF_ERROR(channel_.Create(std::max(request_capacity, hello.size()), reply_capacity));
+
+  // posix_spawn (no fork of a process holding a model and threads); the
+  // channel lands on fd 3 with close-on-exec cleared by the dup2.
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  int source = channel_.fd();
+  int temp = -1;
+  if (source == kChannelFd) {  // dup2(3, 3) would keep close-on-exec
+    temp = fcntl(source, F_DUPFD_CLOEXEC, 10);
+    source = temp;
+  }
+  posix_spawn_file_actions_adddup2(&fa, source, kChannelFd);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  const std::string fd_arg = std::to_string(kChannelFd), threads = std::to_string(o.n_threads),
+                    parent = std::to_string(getpid());
+  std::vector<const char*> argv = {o.binary.c_str(), "-m",           o.model_path.c_str(),
+                                   "--shm-fd",       fd_arg.c_str(), "-t",
+                                   threads.c_str(),  "--parent-pid", parent.c_str()};
+  for (const std::string& a : o.extra_args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  const int rc = posix_spawn(&pid_, o.binary.c_str(), &fa, &attr,
+                             const_cast<char* const*>(argv.data()), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (temp >= 0) close(temp);
+  if (rc != 0) {
+    pid_ = -1;
+    return Status::Error("cannot start %s: %s", o.binary.c_str(), strerror(rc));
+  }
+  name_ = o.role + " " + std::to_string(pid_);
+
+  memcpy(channel_.slot(ShmChannel::kRequest), hello.data(), hello.size());
+  channel_.Publish(ShmChannel::kRequest, hello.size());
+  size_t n = 0;
+  PI_RETURN_IF_ERROR(AwaitReply(o.start_timeout_ms, 0, "its hello", &n));
+  return ParseHelloReply(channel_.slot(ShmChannel::kReply), n, resident_bytes, backend)
+      .WithContext(name_);
+}
+
+Status WorkerProcess::AwaitReply(int timeout_ms, int spin_us, const std::string& awaited,
+                                 size_t* n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    // Short waits, so a dead worker is noticed between them, well before the deadline.
+    bool timed_out = false;
+    const int chunk = static_cast<int>(std::min<int64_t>(
+        100, std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      deadline - std::chrono::steady_clock::now())
+                                      .count())));
+    const Status s = channel_.WaitFor(ShmChannel::kReply, chunk, spin_us, n, &timed_out);
+    if (s.ok() || !timed_out) return s;
+    const std::string gone = ExitReason();
+    if (!gone.empty()) {
+      return Status::Error("%s %s before answering %s", name_.c_str(), gone.c_str(),
+                           awaited.c_str());
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::Error("%s did not answer %s within %d ms", name_.c_str(), awaited.c_str(),
+                           timeout_ms);
+    }
+  }
+}
+
+Status WorkerProcess::Stop(int timeout_ms) {
+  if (pid_ <= 0) return Status::Ok();
+  const uint32_t bye = kByeMagic;
+  memcpy(channel_.slot(ShmChannel::kRequest), &bye, sizeof bye);
+  channel_.Publish(ShmChannel::kRequest, sizeof bye);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string gone = ExitReason();
+    if (!gone.empty()) {
+      return gone == "exited with status 0" ? Status::Ok()
+                                            : Status::Error("%s %s", role_.c_str(), gone.c_str());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  Kill();
+  return Status::Error("%s did not stop within %d ms; killed", name_.c_str(), timeout_ms);
+}
+
+}  // namespace pi

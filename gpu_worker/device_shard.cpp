@@ -1,0 +1,135 @@
+#include "gpu_worker/device_shard.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+
+#include "common/activation_stats.h"
+#include "common/ffn_backend.h"
+#include "common/kv_cache.h"
+#include "common/memory_limits.h"
+#include "common/predictor.h"
+#include "common/transport/hello_message.h"
+#include "gpu_worker/ffn_backend_factory.h"
+#include "gpu_worker/host_device_backend.h"
+
+namespace pi {
+
+Status DeviceShard::InitFromHello(const uint8_t* hello, size_t size, const LlamaModel& model,
+                                  int n_threads) {
+  const LlamaConfig& c = model.config;
+  DevicePlan plan;
+  PI_RETURN_IF_ERROR(ParseDeviceHello(hello, size, ModelFingerprint(*model.file), &plan));
+  if (plan.hot.size() != static_cast<size_t>(c.n_layer)) {
+    return Status::Error("device hello: a plan of %zu layers for a model of %d", plan.hot.size(),
+                         c.n_layer);
+  }
+  bool any_hot = false;
+  for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
+  if (any_hot) PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot));
+  if (plan.mode == SparseMode::kPredictor) PI_RETURN_IF_ERROR(CheckPredictorPresent(model));
+  PI_RETURN_IF_ERROR(
+      CheckMemory("the device's KV cache for a context of " + std::to_string(plan.n_ctx),
+                  KvCache::BytesFor(std::max(plan.n_layers, 1), plan.n_ctx, c.n_head_kv, c.head_dim,
+                                    plan.cache_type_k, plan.cache_type_v)));
+  std::string why;
+  const bool cuda = kind_ != "host" && CudaFfnBackendAvailable(&why);
+  if (kind_ == "cuda" && !cuda) {
+    return Status::Error("--ffn-backend cuda is not available: %s", why.c_str());
+  }
+  std::unique_ptr<DeviceBackend> device;
+  if (cuda) {
+    PI_RETURN_IF_ERROR(CreateDeviceBackend(&device));
+  } else {
+    device = std::make_unique<HostDeviceBackend>(n_threads);
+  }
+  PI_RETURN_IF_ERROR(device->Load(model, plan));
+  device_ = std::move(device);
+  layout_ = DeviceLayoutFor(c, plan);
+  in_token_ = false;
+  waiting_layer_ = -1;
+  return Status::Ok();
+}
+
+Status DeviceShard::RunLayers(uint64_t step_id, DeviceOut out, uint8_t* reply, size_t* reply_size) {
+  uint8_t* payload = reply + sizeof(DeviceReplyHeader);
+  const size_t embd_bytes = sizeof(float) * static_cast<size_t>(layout_.n_embd);
+  while (next_layer_ < layout_.n_layers) {
+    const int il = next_layer_++;
+    PI_RETURN_IF_ERROR(device_->RunLayer(il, &cold_));
+    if (!cold_.x) continue;
+    if (!layout_.cold[il]) return Status::Error("layer %d handed out a cold part it lacks", il);
+    memcpy(payload, cold_.x, embd_bytes);
+    const uint32_t words = cold_.mask ? static_cast<uint32_t>(layout_.mask_words()) : 0;
+    if (words) memcpy(payload + embd_bytes, cold_.mask, sizeof(uint32_t) * words);
+    waiting_layer_ = il;
+    *reply_size =
+        WriteDeviceReply(step_id, DeviceReplyKind::kCold, il, 0, 0, words, DeviceOut::kNothing,
+                         embd_bytes + sizeof(uint32_t) * words, reply);
+    return Status::Ok();
+  }
+  in_token_ = false;
+  float* h = out == DeviceOut::kH ? reinterpret_cast<float*>(payload) : nullptr;
+  float* logits = out == DeviceOut::kLogits ? reinterpret_cast<float*>(payload) : nullptr;
+  int64_t fired = 0;
+  PI_RETURN_IF_ERROR(device_->FinishToken(h, logits, &fired));
+  const size_t bytes = h        ? embd_bytes
+                       : logits ? sizeof(float) * static_cast<size_t>(layout_.n_vocab)
+                                : 0;
+  *reply_size =
+      WriteDeviceReply(step_id, DeviceReplyKind::kDone, 0, fired, 0, 0, out, bytes, reply);
+  return Status::Ok();
+}
+
+Status DeviceShard::Answer(const DeviceRequest& r, uint8_t* reply, size_t* reply_size) {
+  switch (r.op) {
+    case DeviceOp::kBegin:
+      // A token left unfinished (its coordinator gave up on it) is dropped.
+      device_->BeginToken(r.payload, r.pos);
+      in_token_ = true;
+      next_layer_ = 0;
+      waiting_layer_ = -1;
+      return RunLayers(r.step_id, r.out, reply, reply_size);
+    case DeviceOp::kResume:
+      if (!in_token_ || r.layer != waiting_layer_) {
+        return waiting_layer_ < 0
+                   ? Status::Error("a cold sum for layer %d, and none is due", r.layer)
+                   : Status::Error("a cold sum for layer %d, while layer %d's is due", r.layer,
+                                   waiting_layer_);
+      }
+      memcpy(cold_.y, r.payload, sizeof(float) * static_cast<size_t>(layout_.n_embd));
+      waiting_layer_ = -1;
+      return RunLayers(r.step_id, r.out, reply, reply_size);
+    case DeviceOp::kHead: {
+      if (in_token_) return Status::Error("the head alone while a token's layers are under way");
+      PI_RETURN_IF_ERROR(
+          device_->Head(r.payload, reinterpret_cast<float*>(reply + sizeof(DeviceReplyHeader))));
+      const size_t bytes = sizeof(float) * static_cast<size_t>(layout_.n_vocab);
+      *reply_size = WriteDeviceReply(r.step_id, DeviceReplyKind::kDone, 0, 0, 0, 0,
+                                     DeviceOut::kLogits, bytes, reply);
+      return Status::Ok();
+    }
+  }
+  return Status::Error("unknown op");
+}
+
+size_t DeviceShard::Handle(const uint8_t* request, size_t size, uint8_t* reply, size_t capacity) {
+  const auto start = std::chrono::steady_clock::now();
+  DeviceRequest r;
+  Status s = ParseDeviceRequest(request, size, layout_, &r);
+  size_t n = 0;
+  if (s.ok()) s = Answer(r, reply, &n);
+  if (!s.ok()) {
+    uint64_t step_id = 0;
+    if (size >= sizeof(DeviceRequestHeader)) memcpy(&step_id, request + 8, sizeof step_id);
+    return WriteDeviceError(step_id, StepStatus::kInvalidRequest, s.message(), reply, capacity);
+  }
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  memcpy(reply + offsetof(DeviceReplyHeader, worker_ns), &ns, sizeof ns);
+  return n;
+}
+
+}  // namespace pi

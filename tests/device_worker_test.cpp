@@ -1,0 +1,303 @@
+// A gpu_worker holding whole layers (coordinator/device_worker.h driving
+// gpu_worker/device_shard.h over shared memory, the host backend standing
+// in for the GPU): killed or stopped mid-generation it is restarted, its KV
+// cache rebuilt from the tokens, and the greedy tokens equal those of the
+// same plan in one process; gone for good, it is a clear error naming it.
+// Malformed or out-of-order device messages get error replies and the
+// worker stays up; hellos that do not fit are refused with their reason.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/activation_stats.h"
+#include "common/synthetic_model.h"
+#include "common/transport/device_message.h"
+#include "common/transport/hello_message.h"
+#include "coordinator/device_worker.h"
+#include "coordinator/engine.h"
+#include "gpu_worker/host_device_backend.h"
+#include "tests/temp_path.h"
+
+namespace pi {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kCtx = 64;
+
+class DeviceWorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SyntheticModelOptions o;
+    o.n_vocab = 300;
+    o.n_embd = 128;
+    o.n_ff = 384;
+    o.n_layer = 3;
+    o.n_head = 4;
+    o.n_head_kv = 2;
+    o.type = DType::kF16;
+    o.activation = "relu";
+    o.down_t = true;
+    o.planted_sparsity = 0.8;
+    path_ = TempPath("device-worker.gguf");
+    ASSERT_TRUE(WriteSyntheticModel(o, path_).ok());
+    ASSERT_TRUE(LoadLlamaModel(path_, &model_).ok());
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  // Every layer and the head on the device, 30 % of each layer's neurons
+  // hot: every layer has a cold part, so every layer crosses.
+  DevicePlan Plan() const {
+    const LlamaConfig& c = model_.config;
+    DevicePlan p;
+    p.n_layers = c.n_layer;
+    p.output = true;
+    p.n_ctx = kCtx;
+    p.hot.assign(c.n_layer, {});
+    for (int il = 0; il < c.n_layer; ++il) {
+      for (int i = 0; i < c.n_ff; ++i) {
+        if (i % 10 < 3) p.hot[il].push_back(i);
+      }
+    }
+    return p;
+  }
+
+  DeviceWorkerOptions Options(const std::string& binary = "pi-gpu-worker") const {
+    DeviceWorkerOptions o;
+    o.process.binary = std::string(PI_BINARY_DIR) + "/bin/" + binary;
+    o.process.role = "gpu worker";
+    o.process.model_path = path_;
+    o.process.n_threads = 2;
+    o.process.extra_args = {"--ffn-backend", "host"};
+    o.step_timeout_ms = 500;
+    return o;
+  }
+
+  // Greedy tokens after a short prompt; before_step(i) runs before step i.
+  std::vector<int32_t> Greedy(DeviceBackend* device, int n,
+                              const std::function<void(int)>& before_step,
+                              Engine** kept = nullptr) {
+    EngineOptions opt;
+    opt.n_threads = 2;
+    opt.n_ctx = kCtx;
+    opt.sparse = SparseMode::kOracle;
+    opt.device = device;
+    const Status created = Engine::Create(&model_, opt, &engine_);
+    EXPECT_TRUE(created.ok()) << created.message();
+    if (!created.ok()) return {};
+    const int32_t prompt[5] = {1, 17, 42, 99, 5};
+    std::vector<int32_t> out;
+    Status s = engine_->Eval(prompt, 5);
+    for (int i = 0; i < n && s.ok(); ++i) {
+      const float* l = engine_->logits();
+      const int32_t t = static_cast<int32_t>(std::max_element(l, l + engine_->n_vocab()) - l);
+      out.push_back(t);
+      before_step(i);
+      s = engine_->Eval(&t, 1);
+    }
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (kept) *kept = engine_.get();
+    return out;
+  }
+
+  std::string path_;
+  LlamaModel model_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(DeviceWorkerTest, KilledOrStoppedWorkerLeavesTheTokensUnchanged) {
+  HostDeviceBackend local(2);
+  ASSERT_TRUE(local.Load(model_, Plan()).ok());
+  const std::vector<int32_t> want = Greedy(&local, 24, [](int) {});
+  ASSERT_EQ(want.size(), 24u);
+
+  DeviceWorker worker(Options());
+  const Status loaded = worker.Load(model_, Plan());
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(worker.backend(), "host");
+  std::vector<pid_t> pids = {worker.pid()};
+  pid_t stopped = -1;
+  Engine* engine = nullptr;
+  const std::vector<int32_t> got = Greedy(
+      &worker, 24,
+      [&](int step) {
+        if (step == 4 || step == 18) kill(worker.pid(), SIGKILL);
+        if (step == 11) {
+          stopped = worker.pid();
+          kill(stopped, SIGSTOP);  // past its deadline it is lost, then killed
+        }
+        if (worker.pid() != pids.back()) pids.push_back(worker.pid());
+      },
+      &engine);
+  EXPECT_EQ(got, want);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->device_failures(), 3);
+  EXPECT_EQ(engine->device_recoveries(), 3);
+  EXPECT_EQ(worker.restarts(), 3);
+  EXPECT_THAT(engine->device_error(), HasSubstr("killed by signal 9"));
+  EXPECT_THAT(engine->device_error(), HasSubstr("gpu worker"));
+  EXPECT_NE(kill(stopped, 0), 0) << "the stopped worker was killed and reaped";
+  EXPECT_EQ(kill(worker.pid(), 0), 0) << "a fresh worker runs";
+  EXPECT_TRUE(worker.Stop().ok());
+}
+
+TEST_F(DeviceWorkerTest, WorkerGoneForGoodIsAClearErrorNamingIt) {
+  // The model the worker restarts from is gone: it cannot come back.
+  const std::string copy = TempPath("copy.gguf");
+  ASSERT_EQ(std::system(("cp " + path_ + " " + copy).c_str()), 0);
+  DeviceWorkerOptions o = Options();
+  o.process.model_path = copy;
+  DeviceWorker worker(o);
+  ASSERT_TRUE(worker.Load(model_, Plan()).ok());
+  std::remove(copy.c_str());
+  EngineOptions opt;
+  opt.n_threads = 2;
+  opt.n_ctx = kCtx;
+  opt.device = &worker;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::Create(&model_, opt, &e).ok());
+  const int32_t prompt[3] = {1, 2, 3};
+  ASSERT_TRUE(e->Eval(prompt, 3).ok());
+  kill(worker.pid(), SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  Status s = e->Eval(prompt, 1);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("gpu worker"));
+  EXPECT_THAT(s.message(), HasSubstr("killed by signal 9"));
+  EXPECT_THAT(s.message(), HasSubstr("bringing it back failed"));
+  EXPECT_LT(seconds, 5.0);
+  // The next request tries again and fails the same clear way.
+  e->Reset();
+  s = e->Eval(prompt, 3);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("bringing it back failed"));
+}
+
+// Sends `message` on the worker's channel and returns the reply's status.
+Status Exchange(DeviceWorker* w, const std::vector<uint8_t>& message, uint64_t step_id,
+                const DeviceLayout& layout, DeviceReply* reply = nullptr) {
+  ShmChannel* ch = w->channel();
+  memcpy(ch->slot(ShmChannel::kRequest), message.data(), message.size());
+  ch->Publish(ShmChannel::kRequest, message.size());
+  size_t n = 0;
+  PI_RETURN_IF_ERROR(ch->WaitFor(ShmChannel::kReply, 5000, 0, &n));
+  DeviceReply r;
+  return ParseDeviceReply(ch->slot(ShmChannel::kReply), n, step_id, DeviceOut::kNothing, layout,
+                          reply ? reply : &r);
+}
+
+TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {
+  DeviceWorker worker(Options());
+  ASSERT_TRUE(worker.Load(model_, Plan()).ok());
+  const LlamaConfig& c = model_.config;
+  DeviceLayout layout;
+  layout.n_layer = layout.n_layers = c.n_layer;
+  layout.output = true;
+  layout.n_embd = c.n_embd;
+  layout.n_ff = c.n_ff;
+  layout.n_vocab = c.n_vocab;
+  layout.n_ctx = kCtx;
+  layout.cold.assign(c.n_layer, 1);
+  auto request = [&](DeviceOp op, int pos, int layer,
+                     const std::function<void(DeviceRequestHeader*)>& edit = nullptr) {
+    std::vector<uint8_t> m(DeviceRequestBytes(c.n_embd), 0);
+    WriteDeviceRequest(77, op, pos, layer, c.n_embd, DeviceOut::kNothing, m.data());
+    for (int i = 0; i < c.n_embd; ++i) DeviceRequestPayload(m.data())[i] = 0.01f * (i % 7);
+    if (edit) {
+      DeviceRequestHeader h;
+      memcpy(&h, m.data(), sizeof h);
+      edit(&h);
+      memcpy(m.data(), &h, sizeof h);
+    }
+    return m;
+  };
+  auto error_of = [&](const std::vector<uint8_t>& m) {
+    const Status s = Exchange(&worker, m, m.size() >= sizeof(DeviceRequestHeader) ? 77 : 0, layout);
+    EXPECT_FALSE(s.ok());
+    return s.message();
+  };
+  const std::vector<uint8_t> good = request(DeviceOp::kBegin, 0, 0);
+  EXPECT_THAT(error_of({1, 2, 3}), HasSubstr("shorter than its"));
+  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->magic = 5; })),
+              HasSubstr("bad magic"));
+  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->version = 99; })),
+              HasSubstr("protocol version 99"));
+  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->op = 7; })),
+              HasSubstr("unknown op 7"));
+  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->batch = 2; })),
+              HasSubstr("batch 2"));
+  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->n_embd = 64; })),
+              HasSubstr("n_embd 64"));
+  std::vector<uint8_t> longer = good;
+  longer.resize(longer.size() + 4);
+  EXPECT_THAT(error_of(longer), HasSubstr("bytes, expected"));
+  EXPECT_THAT(error_of(request(DeviceOp::kBegin, kCtx, 0)), HasSubstr("outside the context"));
+  EXPECT_THAT(error_of(request(DeviceOp::kBegin, -1, 0)), HasSubstr("outside the context"));
+  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->out = 5; })),
+              HasSubstr("unknown output 5"));
+  EXPECT_THAT(error_of(request(DeviceOp::kResume, 0, 0)), HasSubstr("none is due"));
+  EXPECT_THAT(error_of(request(DeviceOp::kResume, 0, 9)), HasSubstr("out of the device's"));
+  // A token under way: layer 0's cold part comes back; then out-of-order messages.
+  DeviceReply reply;
+  const Status begun = Exchange(&worker, good, 77, layout, &reply);
+  ASSERT_TRUE(begun.ok()) << begun.message();
+  EXPECT_EQ(reply.kind, DeviceReplyKind::kCold);
+  EXPECT_EQ(reply.layer, 0);
+  EXPECT_THAT(error_of(request(DeviceOp::kResume, 0, 1)), HasSubstr("while layer 0's is due"));
+  EXPECT_THAT(error_of(request(DeviceOp::kHead, 0, 0)), HasSubstr("under way"));
+  // Still up: a whole generation through the same worker matches one
+  // through a fresh one (the abandoned token is dropped at the next begin).
+  Engine* engine = nullptr;
+  const std::vector<int32_t> got = Greedy(
+      &worker, 8, [](int) {}, &engine);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->device_failures(), 0);
+  DeviceWorker fresh(Options());
+  ASSERT_TRUE(fresh.Load(model_, Plan()).ok());
+  EXPECT_EQ(Greedy(&fresh, 8, [](int) {}), got);
+}
+
+TEST_F(DeviceWorkerTest, HellosThatDoNotFitAreRefusedWithTheirReason) {
+  auto refusal = [&](const DeviceWorkerOptions& o, const DevicePlan& plan) {
+    DeviceWorker w(o);
+    const Status s = w.Load(model_, plan);
+    EXPECT_FALSE(s.ok());
+    return s.message();
+  };
+  // A cpu_worker takes FFN shards, not whole layers.
+  DeviceWorkerOptions cpu = Options("pi-cpu-worker");
+  cpu.process.extra_args.clear();
+  EXPECT_THAT(refusal(cpu, Plan()), HasSubstr("a device's hello"));
+  DevicePlan p = Plan();
+  p.hot[1].push_back(model_.config.n_ff + 5);
+  EXPECT_THAT(refusal(Options(), p), HasSubstr("layer 1"));
+  p = Plan();
+  p.n_layers = 1;  // hot neurons in layer 1, whose attention is not on the device
+  EXPECT_THAT(refusal(Options(), p), HasSubstr("layer 1 has hot neurons"));
+  p = Plan();
+  p.n_ctx = 0;
+  EXPECT_THAT(refusal(Options(), p), HasSubstr("not one a coordinator sends"));
+  p = Plan();
+  p.mode = SparseMode::kPredictor;  // the synthetic model has no predictor
+  EXPECT_THAT(refusal(Options(), p), HasSubstr("predictor"));
+  // Another model: the fingerprint differs.
+  const std::vector<uint8_t> hello = WriteDeviceHello(ModelFingerprint(*model_.file) ^ 1, Plan());
+  DevicePlan parsed;
+  EXPECT_THAT(ParseDeviceHello(hello.data(), hello.size(), ModelFingerprint(*model_.file), &parsed)
+                  .message(),
+              HasSubstr("is not this worker's"));
+}
+
+}  // namespace
+}  // namespace pi

@@ -1,0 +1,57 @@
+// Writes device_fuzz's seeds: well-formed sessions (a token's layers with
+// their cold sums, ending with h, logits or nothing; the head alone; two
+// tokens in a row) and the device hello.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/activation_stats.h"
+#include "common/transport/device_message.h"
+#include "common/transport/hello_message.h"
+#include "tests/fuzz/device_fuzz_session.h"
+#include "tests/fuzz/seed_file.h"
+
+namespace {
+
+std::vector<uint8_t> Request(uint64_t id, pi::DeviceOp op, int pos, int layer, int n_embd,
+                             pi::DeviceOut out) {
+  std::vector<uint8_t> m(pi::DeviceRequestBytes(n_embd));
+  pi::WriteDeviceRequest(id, op, pos, layer, n_embd, out, m.data());
+  float* x = pi::DeviceRequestPayload(m.data());
+  for (int i = 0; i < n_embd; ++i) x[i] = static_cast<float>((i * 37) % 11) * 0.1f - 0.5f;
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir;
+  if (!pi::SeedDirFromArgs(argc, argv, &dir)) return 2;
+  std::vector<uint8_t> bytes;
+  pi::LlamaModel model;
+  if (!pi::MakeStepFuzzModel(&bytes, &model)) return 1;
+  const pi::LlamaConfig& c = model.config;
+  const int d = c.n_embd;
+  bool ok = true;
+  int k = 0;
+  for (pi::DeviceOut out : {pi::DeviceOut::kNothing, pi::DeviceOut::kH, pi::DeviceOut::kLogits}) {
+    std::vector<uint8_t> session;
+    for (int pos = 0; pos < 2; ++pos) {
+      uint64_t id = 1;
+      pi::AppendSessionMessage(Request(id++, pi::DeviceOp::kBegin, pos, 0, d, out), &session);
+      for (int il = 0; il < c.n_layer; ++il) {
+        pi::AppendSessionMessage(Request(id++, pi::DeviceOp::kResume, 0, il, d, out), &session);
+      }
+    }
+    ok &= pi::WriteSeedFile(dir + "/session" + std::to_string(k++) + ".bin", session);
+  }
+  std::vector<uint8_t> head;
+  pi::AppendSessionMessage(Request(9, pi::DeviceOp::kHead, 0, 0, d, pi::DeviceOut::kLogits), &head);
+  ok &= pi::WriteSeedFile(dir + "/head.bin", head);
+  std::vector<uint8_t> hello;
+  pi::AppendSessionMessage(
+      pi::WriteDeviceHello(pi::ModelFingerprint(*model.file), pi::DeviceFuzzPlan(c)), &hello);
+  ok &= pi::WriteSeedFile(dir + "/hello.bin", hello);
+  return ok ? 0 : 1;
+}
