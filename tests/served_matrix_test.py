@@ -9,6 +9,9 @@ the cold neurons in worker processes equal the single-process run's, for
 - --vram-budget holding only the dense blocks (no hot neuron), some hot neurons, and the
   whole model (no cold neuron left for the workers), hot neurons on the host backend in
   this process or in a pi-gpu-worker process;
+- the device path (--host-device), whole layers with their KV cache in this process or in
+  a pi-gpu-worker, for those budgets and one holding half the dense blocks (a prefix of
+  the layers on the device);
 - pi-launch serving pi-client with the split (hot neurons in its gpu worker) and both kinds
   of cpu worker.
 
@@ -116,6 +119,18 @@ def run_model(bin_dir, tmp, name, path, token):
         got = ids(*split, "--gpu-worker", "--cpu-workers", "1", *remote)
         check(got == ref, f"{name} --vram-budget {budget} ({what}), hot neurons in a gpu worker, "
               "cold in shm + grpc workers: same tokens")
+    # The device path (--host-device: the host backend standing in for a GPU), whole
+    # layers with their KV cache in this process or in a gpu worker; below the dense
+    # blocks, a prefix of the layers (the rest, and maybe the head, here).
+    for budget, what in ((dense // 2, "half the dense blocks"), (dense, "the dense blocks only"),
+                         (dense + (size - dense) // 4, "some"), (4 * size, "all")):
+        device = ["--sparse", "oracle", "--vram-budget", str(budget), "--host-device"]
+        got = ids(*device)
+        check(got == ref, f"{name} --vram-budget {budget} ({what}) --host-device, in process: "
+              "same tokens")
+        got = ids(*device, "--gpu-worker", "--cpu-workers", "1", *remote)
+        check(got == ref, f"{name} --vram-budget {budget} ({what}) --host-device, layers in a gpu "
+              "worker, cold neurons in shm + grpc workers: same tokens")
 
     # Served: pi-launch with the split and both kinds of worker, asked by pi-client.
     launch = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0",
