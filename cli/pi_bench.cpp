@@ -39,6 +39,7 @@
 #include "common/progress.h"
 #include "common/time_model.h"
 #include "common/tokenizer.h"
+#include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
 #include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
@@ -69,7 +70,9 @@ void Usage() {
           "  --transport inproc[,shm][,grpc]  where the cold neurons run in tg tests: this\n"
           "                          process, or a pi-cpu-worker process with -t threads over\n"
           "                          shared memory or over gRPC on 127.0.0.1 (needs ffn_down_t);\n"
-          "                          repetitions interleaved (default inproc)\n"
+          "                          repetitions interleaved (default inproc); gpu-shm: on\n"
+          "                          the device path (a GPU, --host-device), the device's\n"
+          "                          layers in a pi-gpu-worker process over shared memory\n"
           "  --worker-threads N       the worker process's threads (default: the run's -t)\n"
           "  --sparse-threshold X     predictor score threshold (default: env\n"
           "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
@@ -344,10 +347,11 @@ void NoteOnce(const std::string& note, std::set<std::string>* printed) {
 
 namespace {
 
-// The worker processes of --transport shm and grpc (one each), and the
-// loopback gRPC worker's process.
+// The worker processes of --transport shm and grpc (one each), the
+// loopback gRPC worker's process, and gpu-shm's gpu worker (the device).
 struct BenchWorkers {
   std::unique_ptr<pi::CpuWorker> shm, grpc;
+  std::unique_ptr<pi::DeviceWorker> device;
 #ifdef PI_HAVE_GRPC
   std::unique_ptr<pi::LoopbackWorker> grpc_process;
 #endif
@@ -362,6 +366,24 @@ pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const s
   auto wanted = [&](const char* t) {
     return std::find(transports.begin(), transports.end(), t) != transports.end();
   };
+  if (wanted("gpu-shm")) {
+    // The same plan as the device in this process, on the same kind of backend.
+    const pi::DeviceBackend* local = split_opt.device;
+    if (!local || local->plan().n_layers == 0) {
+      return pi::Status::Error(
+          "gpu-shm needs the device path with layers on the device (--vram-budget with a GPU or "
+          "--host-device)");
+    }
+    pi::DeviceWorkerOptions o;
+    o.process.binary = pi::PathNextToExecutable("pi-gpu-worker");
+    o.process.role = "gpu worker";
+    o.process.model_path = path;
+    o.process.n_threads = split_opt.n_threads;  // as the host device in this process
+    o.process.extra_args = {"--ffn-backend", local->name()};
+    o.step_timeout_ms = 60000;
+    w->device = std::make_unique<pi::DeviceWorker>(o);
+    PI_RETURN_IF_ERROR(w->device->Load(model, local->plan()));
+  }
   if (!wanted("shm") && !wanted("grpc")) return pi::Status::Ok();
   PI_RETURN_IF_ERROR(pi::CheckCpuWorkersPossible(model));
   const auto slice = pi::SplitColdNeurons(model, split_opt, 1)[0];
@@ -437,10 +459,10 @@ static int Run(int argc, char** argv) {
     else if (f == "--transport") {
       transports = SplitList(args.String(f));
       for (const std::string& t : transports) {
-        if (t != "inproc" && t != "shm" && t != "grpc")
-          args.Fail("--transport expects inproc, shm or grpc, got '" + t + "'");
+        if (t != "inproc" && t != "shm" && t != "grpc" && t != "gpu-shm")
+          args.Fail("--transport expects inproc, shm, grpc or gpu-shm, got '" + t + "'");
       }
-      if (transports.empty()) args.Fail("--transport expects inproc[,shm][,grpc]");
+      if (transports.empty()) args.Fail("--transport expects inproc[,shm][,grpc][,gpu-shm]");
     } else if (f == "--sparse") {
       sparse_modes.clear();
       for (const std::string& m : SplitList(args.String(f))) {
@@ -552,6 +574,9 @@ static int Run(int argc, char** argv) {
       if (m == pi::SparseMode::kPredictor) split_opt.sparse = m;
     }
     split_opt.sparse_threshold = sparse_threshold;
+    // --host-device's threads (in this process and in gpu-shm's worker alike).
+    split_opt.n_threads =
+        worker_threads > 0 ? worker_threads : *std::max_element(threads.begin(), threads.end());
     s = pi::SetUpGpuSplit("pi-bench", path, model, split_flags, max_ctx, &split, &split_opt);
     if (!s.ok()) {
       fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
@@ -625,7 +650,7 @@ static int Run(int argc, char** argv) {
           opt.cache_type_v = cache_type_v;
           opt.hot_backend = split_opt.hot_backend;
           opt.hot_neurons = split_opt.hot_neurons;
-          opt.device = split_opt.device;
+          opt.device = on[m] == "gpu-shm" ? workers.device.get() : split_opt.device;
           if (run.worker) opt.cold_shards = {run.worker};
           s = pi::Engine::Create(&model, opt, &run.engine);
           if (!s.ok()) {
@@ -649,7 +674,7 @@ static int Run(int argc, char** argv) {
                      (opt.device                  ? "+gpu"
                       : opt.hot_backend && ng > 0 ? "+split"
                                                   : "") +
-                     (run.worker ? "+" + on[m] : "");
+                     (run.worker || on[m] == "gpu-shm" ? "+" + on[m] : "");
           r.backend = split_info.backend;
           r.vram_budget = split_info.vram_budget;
           r.plan_fingerprint = split_info.plan_fingerprint;
