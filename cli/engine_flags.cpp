@@ -43,6 +43,9 @@ const char kEngineUsage[] =
     "  --auth-token-file F     the token the remote workers share (required with them)\n"
     "  --tls-ca F              reach remote workers over TLS, checking their certificate\n"
     "  --tls-cert F --tls-key F  the client certificate, for workers that require one\n"
+    "  --coordinator-share F   with cpu workers, compute this fraction (0 to 0.9) of the\n"
+    "                          cold neurons here, at the same time as the workers theirs\n"
+    "                          (default 0: the workers take them all)\n"
     "  --worker-timeout MS     a worker that has not answered a step by then is lost: its\n"
     "                          neurons run here until it is back (default 1000)\n"
     "  --gpu-worker, --no-gpu-worker  what a --vram-budget plan gives the GPU (whole\n"
@@ -76,6 +79,8 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
     e->secrets.tls_key = args->String(f);
   else if (f == "--worker-timeout")
     e->worker_timeout_ms = args->Int(f);
+  else if (f == "--coordinator-share")
+    e->coordinator_share = args->Float(f);
   else if (f == "--gpu-worker")
     e->gpu_worker = true;
   else if (f == "--no-gpu-worker")
@@ -97,6 +102,15 @@ Status CheckEngineFlags(const EngineFlags& e) {
     return Status::Error("-c must be 0 (the model's) or positive, got %d", e.opt.n_ctx);
   }
   if (e.opt.n_batch < 1) return Status::Error("-b must be at least 1, got %d", e.opt.n_batch);
+  if (!(e.coordinator_share >= 0.0 && e.coordinator_share <= 0.9)) {
+    return Status::Error("--coordinator-share must be 0 to 0.9, got %g", e.coordinator_share);
+  }
+  if (e.coordinator_share > 0 && e.cpu_workers == 0 && e.remote_workers.empty() &&
+      !e.cpu_workers_auto) {
+    return Status::Error(
+        "--coordinator-share splits the cold neurons with cpu workers: give "
+        "--cpu-workers N or --cpu-worker HOST:PORT");
+  }
   if (e.worker_timeout_ms < 10 || e.worker_timeout_ms > 600000) {
     return Status::Error("--worker-timeout must be 10 to 600000 ms, got %d", e.worker_timeout_ms);
   }
@@ -165,7 +179,7 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
   const int n_local = e.cpu_workers, n_remote = static_cast<int>(e.remote_workers.size());
   if (n_local + n_remote == 0) return Status::Ok();
   PI_RETURN_IF_ERROR(CheckCpuWorkersPossible(model));
-  const auto slices = SplitColdNeurons(model, e.opt, n_local + n_remote);
+  const auto slices = SplitColdNeurons(model, e.opt, n_local + n_remote, e.coordinator_share);
   ShmWorkerOptions local;
   local.binary = PathNextToExecutable("pi-cpu-worker");
   local.model_path = e.model_path;

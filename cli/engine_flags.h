@@ -4,7 +4,7 @@
 //   -m, --model FILE   -t N   -c N   -b N   -ctk/-ctv TYPE   --sparse MODE
 //   --sparse-threshold X   --check-tensors   --cpu-workers N   (gpu_split.h's)
 //   --cpu-worker HOST:PORT (repeatable)   --auth-token-file F   --tls-ca F
-//   --tls-cert F   --tls-key F   --worker-timeout MS
+//   --tls-cert F   --tls-key F   --worker-timeout MS   --coordinator-share F
 #pragma once
 
 #include <memory>
@@ -34,6 +34,9 @@ struct EngineFlags {
   std::vector<std::string> remote_workers;  // --cpu-worker HOST:PORT (gRPC builds)
   WorkerSecretFiles secrets;
   int worker_timeout_ms = 1000;  // a step a worker has not answered by then: the worker is lost
+  // The fraction of the cold neurons this process computes itself while the
+  // cpu workers compute theirs (local_workers.h's SplitColdNeurons).
+  double coordinator_share = 0.0;
   // What a --vram-budget plan gives the GPU — the hot neurons, or on the
   // device path (a GPU, --host-device) whole layers — in a pi-gpu-worker
   // process (pi-launch's default; pi-run --gpu-worker) instead of this one.

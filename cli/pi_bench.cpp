@@ -74,6 +74,9 @@ void Usage() {
           "                          the device path (a GPU, --host-device), the device's\n"
           "                          layers in a pi-gpu-worker process over shared memory\n"
           "  --worker-threads N       the worker process's threads (default: the run's -t)\n"
+          "  --coordinator-share F    shm/grpc runs: this process computes this fraction of\n"
+          "                           the cold neurons while the worker computes the rest\n"
+          "                           (default 0)\n"
           "  --sparse-threshold X     predictor score threshold (default: env\n"
           "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
           "  --text FILE              take the tokens from this text (repeated as needed)\n"
@@ -361,7 +364,7 @@ struct BenchWorkers {
 };
 
 pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const std::string& path,
-                             const pi::LlamaModel& model, int n_threads,
+                             const pi::LlamaModel& model, int n_threads, double coordinator_share,
                              const pi::EngineOptions& split_opt, BenchWorkers* w) {
   auto wanted = [&](const char* t) {
     return std::find(transports.begin(), transports.end(), t) != transports.end();
@@ -386,7 +389,7 @@ pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const s
   }
   if (!wanted("shm") && !wanted("grpc")) return pi::Status::Ok();
   PI_RETURN_IF_ERROR(pi::CheckCpuWorkersPossible(model));
-  const auto slice = pi::SplitColdNeurons(model, split_opt, 1)[0];
+  const auto slice = pi::SplitColdNeurons(model, split_opt, 1, coordinator_share)[0];
   const std::string binary = pi::PathNextToExecutable("pi-cpu-worker");
   if (wanted("shm")) {
     pi::ShmWorkerOptions o;
@@ -428,7 +431,8 @@ static int Run(int argc, char** argv) {
   double link_gbs = 0;
   std::vector<pi::SparseMode> sparse_modes = {pi::SparseMode::kOff};
   std::vector<std::string> transports = {"inproc"};
-  int worker_threads = 0;  // 0: each run's -t
+  int worker_threads = 0;          // 0: each run's -t
+  double coordinator_share = 0.0;  // of the cold neurons, in shm/grpc runs
   std::optional<float> sparse_threshold;
   std::string text_path, text;
   pi::DType cache_type_k = pi::DType::kF16, cache_type_v = pi::DType::kF16;
@@ -456,6 +460,8 @@ static int Run(int argc, char** argv) {
       link_gbs = args.Float(f);
     else if (f == "--worker-threads")
       worker_threads = args.Int(f);
+    else if (f == "--coordinator-share")
+      coordinator_share = args.Float(f);
     else if (f == "--transport") {
       transports = SplitList(args.String(f));
       for (const std::string& t : transports) {
@@ -488,6 +494,8 @@ static int Run(int argc, char** argv) {
       : n_batch < 1                                ? "-b must be at least 1"
       : link_gbs < 0                               ? "--link-gbs must not be negative"
       : worker_threads < 0 || worker_threads > 512 ? "--worker-threads must be 0 to 512"
+      : !(coordinator_share >= 0 && coordinator_share <= 0.9)
+          ? "--coordinator-share must be 0 to 0.9"
       : (out_fmt != "md" && out_fmt != "csv" && out_fmt != "json" && out_fmt != "jsonl")
           ? "-o expects md, csv, json or jsonl"
           : nullptr;
@@ -589,7 +597,7 @@ static int Run(int argc, char** argv) {
       // One worker per process transport, with this run's thread count.
       BenchWorkers workers;
       s = StartBenchWorkers(transports, path, model, worker_threads > 0 ? worker_threads : nt,
-                            split_opt, &workers);
+                            coordinator_share, split_opt, &workers);
       if (!s.ok()) {
         fprintf(stderr, "pi-bench: --transport: %s\n", s.message().c_str());
         return 1;

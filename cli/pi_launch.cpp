@@ -90,6 +90,7 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
       args.Fail("unknown flag '" + f + "' (see --help)");
   }
   if (args.failed()) return 2;
+  l->engine.cpu_workers_auto = !l->cpu_workers_given;
   pi::Status s = pi::CheckEngineFlags(l->engine);
   if (s.ok() && (l->max_queue < 0 || l->max_queue > 100000)) {
     s = pi::Status::Error("--max-queue must be 0 to 100000, got %d", l->max_queue);
@@ -181,7 +182,6 @@ static int Run(int argc, char** argv) {
             l.listen.c_str());
   }
   pi::LoadedEngine loaded;
-  l.engine.cpu_workers_auto = !l.cpu_workers_given;
   pi::Status s = ReadApiKey(&l);
   if (s.ok()) s = pi::LoadEngine("pi-launch", &l.engine, &loaded);
   if (s.ok()) {

@@ -1,9 +1,8 @@
-// Local cpu_workers for an engine: the neurons that are not hot (on the GPU,
-// or the host backend standing in for it) split across N pi-cpu-worker
-// processes over shared memory, interleaved by neuron index so each gets a
-// like share of the firing. The workers become the engine's cold shards
-// (EngineOptions::cold_shards). pi-run's --cpu-workers uses it; pi-launch
-// will too.
+// How cold neurons are shared among cpu_workers: the neurons that are not
+// hot (on the GPU, or the host backend standing in for it) split across N
+// workers, interleaved by neuron index so each gets a like share of the
+// firing (pi-run, pi-launch and pi-bench start the workers with these
+// shards; they become the engine's EngineOptions::cold_shards).
 #pragma once
 
 #include <memory>
@@ -28,15 +27,12 @@ Status CheckCpuWorkersPossible(const LlamaModel& model);
 
 // The neurons that are not hot, in each layer, split across n workers by
 // index (neuron i of the non-hot ones to worker i mod n): [n][n_layer] ids.
+// With coordinator_share F in [0, 1), an evenly spread fraction F of them
+// is left to no worker: the coordinator computes those itself, while the
+// workers compute theirs (FfnBlock's neurons no shard owns), so its threads
+// work instead of waiting.
 std::vector<std::vector<std::vector<int32_t>>> SplitColdNeurons(const LlamaModel& model,
-                                                                const EngineOptions& options,
-                                                                int n);
-
-// Starts `n` workers (binary: pi-cpu-worker) for the model at model_path,
-// each with `threads` threads, owning every n-th non-hot neuron; adds them
-// to options->cold_shards. The model must support sparse FFNs.
-Status StartLocalCpuWorkers(const std::string& binary, const std::string& model_path,
-                            const LlamaModel& model, int n, int threads, EngineOptions* options,
-                            std::vector<std::unique_ptr<ShmWorker>>* workers);
+                                                                const EngineOptions& options, int n,
+                                                                double coordinator_share = 0.0);
 
 }  // namespace pi

@@ -205,6 +205,10 @@ def pi_run_cases():
         usage(t, m + ["--cpu-workers", "-1"], "--cpu-workers must be 0 to 64"),
         usage(t, m + ["--cpu-workers", "65"], "--cpu-workers must be 0 to 64"),
         usage(t, m + ["--cpu-workers", "two"], "--cpu-workers expects an integer"),
+        usage(t, m + ["--cpu-workers", "1", "--coordinator-share", "0.95"],
+              "--coordinator-share must be 0 to 0.9"),
+        usage(t, m + ["--cpu-workers", "1", "--coordinator-share", "nan"],
+              "--coordinator-share"),
         # The demo file has no ffn_down_t: its neurons cannot be split off.
         bad_input(t, m + ["--cpu-workers", "1", "-p", "hi"], "sparse-capable model"),
         bad_input(t, m + ["-f", "dir"], "it is a directory"),

@@ -99,7 +99,9 @@ def run_model(bin_dir, tmp, name, path, token):
         ref = ids("--sparse", sparse)
         check(ref is not None and len(ref) == 24, f"{name} --sparse {sparse}: in-process")
         for extra, what in ((["--cpu-workers", "1"], "shm"), (remote, "grpc"),
-                            (["--cpu-workers", "1", *remote], "shm + grpc")):
+                            (["--cpu-workers", "1", *remote], "shm + grpc"),
+                            (["--cpu-workers", "1", "--coordinator-share", "0.5"],
+                             "shm, half of them kept in the coordinator")):
             got = ids("--sparse", sparse, *extra)
             check(got == ref, f"{name} --sparse {sparse}, cold neurons on {what}: same tokens")
 

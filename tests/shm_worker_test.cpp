@@ -291,15 +291,22 @@ class ShmWorkerTest : public ::testing::Test {
   }
   void TearDown() override { unlink(path_.c_str()); }
   // A one-process engine (ref_) and one whose cold neurons are in
-  // `n_workers` worker processes (split_), both oracle-sparse, one thread.
-  void StartEngines(int n_workers) {
+  // `n_workers` worker processes (split_), both oracle-sparse, one thread;
+  // with `share`, split_ computes that fraction of them itself.
+  void StartEngines(int n_workers, double share = 0.0) {
     EngineOptions plain;
     plain.n_threads = 1;
     plain.sparse = SparseMode::kOracle;
     ASSERT_TRUE(Engine::Create(&model_, plain, &ref_).ok());
     EngineOptions with = plain;
-    ASSERT_TRUE(
-        StartLocalCpuWorkers(opt_.binary, path_, model_, n_workers, 1, &with, &workers_).ok());
+    ShmWorkerOptions o = opt_;
+    o.n_threads = 1;
+    o.max_batch = 1;
+    for (const auto& owned : SplitColdNeurons(model_, with, n_workers, share)) {
+      workers_.push_back(std::make_unique<ShmWorker>());
+      ASSERT_TRUE(workers_.back()->Start(o, model_, owned).ok());
+      with.cold_shards.push_back(workers_.back().get());
+    }
     ASSERT_TRUE(Engine::Create(&model_, with, &split_).ok());
   }
   // One greedy step of both engines from their last tokens *a and *b.
@@ -434,6 +441,35 @@ TEST_F(ShmWorkerTest, EngineWithWorkersSurvivesKilledAndStoppedWorkers) {
   EXPECT_EQ(workers_[1]->restarts(), 1);
   EXPECT_THAT(split_->shard_error(), HasSubstr("did not answer"));  // the stopped one, last
   for (auto& w : workers_) EXPECT_EQ(kill(w->pid(), 0), 0);         // the new processes run
+}
+
+// --coordinator-share: the coordinator keeps an evenly spread fraction of
+// the cold neurons (owned by no worker) and computes them while the workers
+// compute theirs; the tokens do not change.
+TEST_F(ShmWorkerTest, CoordinatorShareKeepsPartOfTheColdNeuronsHere) {
+  const LlamaConfig& c = model_.config;
+  const auto shards = SplitColdNeurons(model_, EngineOptions(), 2, 0.5);
+  ASSERT_EQ(shards.size(), 2u);
+  for (int l = 0; l < c.n_layer; ++l) {
+    std::vector<int> owner(c.n_ff, -1);
+    for (int k = 0; k < 2; ++k) {
+      for (int32_t id : shards[k][l]) {
+        ASSERT_EQ(owner[id], -1) << "owned twice";
+        owner[id] = k;
+      }
+    }
+    // Every other neuron stays here; the rest alternate between the workers.
+    for (int i = 0; i < c.n_ff; ++i) EXPECT_EQ(owner[i] == -1, i % 2 == 1) << "neuron " << i;
+    EXPECT_EQ(shards[0][l].size(), shards[1][l].size());
+  }
+  ASSERT_NO_FATAL_FAILURE(StartEngines(1, 0.5));
+  int32_t a = 3, b = 3;
+  for (int step = 0; step < 12; ++step) {
+    ASSERT_NO_FATAL_FAILURE(GreedyStep(&a, &b));
+    ASSERT_EQ(a, b) << "step " << step;
+    EXPECT_EQ(split_->last_ffn_neurons(), ref_->last_ffn_neurons()) << "step " << step;
+  }
+  EXPECT_EQ(split_->shard_failures(), 0);
 }
 
 // A worker that cannot come back (its model file is gone: the coordinator
