@@ -44,8 +44,9 @@ if [ -n "${BUILD:-}" ]; then
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPI_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DPI_GRPC=OFF -DPI_BUILD_BENCHMARKS=OFF >/dev/null &&
     cmake --build build-cuda --target cuda_kernels_test cuda_ffn_backend_test \
-      cuda_device_backend_test ffn_backend_factory_test bench-cuda-handoff bench-cuda-matvec \
-      bench-cuda-ffn pi-bench pi-synth pi-quantize pi-profile pi-run pi-train-predictor || exit 1
+      cuda_device_backend_test cuda_shm_device_backend_test ffn_backend_factory_test \
+      bench-cuda-handoff bench-cuda-matvec bench-cuda-ffn pi-bench pi-synth pi-quantize \
+      pi-profile pi-run pi-train-predictor pi-gpu-worker || exit 1
 fi
 
 step "device"
@@ -53,7 +54,9 @@ step "device"
   echo "host cores: $(nproc)"; grep -m1 "model name" /proc/cpuinfo; } 2>&1 | tee "$OUT/device.txt"
 
 step "gpu tests"
-for t in cuda_kernels_test cuda_ffn_backend_test cuda_device_backend_test ffn_backend_factory_test; do
+# cuda_shm_device_backend_test: the same cases with the GPU in a pi-gpu-worker process.
+for t in cuda_kernels_test cuda_ffn_backend_test cuda_device_backend_test \
+    cuda_shm_device_backend_test ffn_backend_factory_test; do
   timeout 300 "$BIN/$t" 2>&1 | tee "$OUT/$t.txt" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran"
   check "$t"
 done
@@ -96,8 +99,9 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   "$BIN/pi-bench" -m "$DEMO" -p 0 -n 128 -t 4 -r 3 --no-bw --sparse off,oracle 2>/dev/null |
     tee "$OUT/demo.md"
   for budget in 64M 6M; do
+    # gpu-shm: the same plan with the GPU in a pi-gpu-worker process (pi-launch's way).
     "$BIN/pi-bench" -m "$DEMO" -p 64 -n 128 -t 4 -r 3 --no-bw --sparse oracle --vram-budget $budget \
-      --ffn-backend cuda 2>"$TMP/err" | tail -n +3 | tee -a "$OUT/demo.md"
+      --ffn-backend cuda --transport inproc,gpu-shm 2>"$TMP/err" | tail -n +3 | tee -a "$OUT/demo.md"
     check "demo pi-bench --vram-budget $budget"
     grep -E "GPU|error|pi-bench:" "$TMP/err" | tee -a "$OUT/demo.md"
   done

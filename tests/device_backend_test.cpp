@@ -9,7 +9,8 @@
 // label "gpu": skipped, with the reason, without a device), and for the
 // host backend in a pi-gpu-worker process over shared memory
 // (shm_device_backend_test: coordinator/device_worker.h, every call a
-// message); PI_TEST_DEVICE names the backend.
+// message), and the CUDA backend in one (cuda_shm_device_backend_test,
+// label "gpu"); PI_TEST_DEVICE names the backend.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -63,7 +64,7 @@ const char* PlanName(Plan p) {
 }
 
 struct Case {
-  const char* backend;  // host | cuda | shm
+  const char* backend;  // host | cuda | shm | cuda-shm
   DType type;
   const char* act;
   const char* arch;
@@ -82,13 +83,21 @@ struct RemoveAtExit {
 std::unique_ptr<DeviceBackend> MakeBackend(const std::string& kind, std::string* skip,
                                            const std::string& model_path = "") {
   if (kind == "host") return std::make_unique<HostDeviceBackend>(2);
-  if (kind == "shm") {
+  if (kind == "shm" || kind == "cuda-shm") {
+#ifdef PI_HAVE_CUDA
+    if (kind == "cuda-shm" && !cuda::DeviceAvailable(skip)) return nullptr;
+#else
+    if (kind == "cuda-shm") {
+      *skip = "this build has no CUDA support";
+      return nullptr;
+    }
+#endif
     DeviceWorkerOptions o;
     o.process.binary = std::string(PI_BINARY_DIR) + "/bin/pi-gpu-worker";
     o.process.role = "gpu worker";
     o.process.model_path = model_path;
     o.process.n_threads = 2;
-    o.process.extra_args = {"--ffn-backend", "host"};
+    o.process.extra_args = {"--ffn-backend", kind == "shm" ? "host" : "cuda"};
     o.step_timeout_ms = 10000;
     return std::make_unique<DeviceWorker>(o);
   }
@@ -187,7 +196,8 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
   // last-bit difference upstream can flip for one element: a step of
   // max|x| / 254 there moves the logits by up to ~1e-3 of their scale.
   const bool quantized = tc.type == DType::kQ8_0 || tc.type == DType::kQ4_0;
-  const double tol = quantized ? 1e-2 : std::string(tc.backend) == "cuda" ? 1e-3 : 1e-4;
+  const bool gpu = std::string(tc.backend).rfind("cuda", 0) == 0;
+  const double tol = quantized ? 1e-2 : gpu ? 1e-3 : 1e-4;
   const int n_vocab = m.config.n_vocab;
   const std::vector<int32_t> prompt = {1, 17, 42, 99, 5, 250};
   ASSERT_TRUE(ref->Eval(prompt.data(), static_cast<int>(prompt.size()), true).ok());
@@ -252,8 +262,11 @@ std::vector<Case> AllCases() {
 INSTANTIATE_TEST_SUITE_P(Cases, DeviceBackendTest, ::testing::ValuesIn(AllCases()),
                          [](const auto& p) {
                            const Case& c = p.param;
-                           return std::string(c.backend) + "_" + c.arch + "_" + DTypeName(c.type) +
-                                  "_" + c.act + "_" + PlanName(c.plan) + "_kv" + DTypeName(c.kv);
+                           std::string name = std::string(c.backend) + "_" + c.arch + "_" +
+                                              DTypeName(c.type) + "_" + c.act + "_" +
+                                              PlanName(c.plan) + "_kv" + DTypeName(c.kv);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
                          });
 
 // The demo model, stored with ffn_down_t (pi-quantize --down-t): the same 32
