@@ -11,7 +11,6 @@
 // without the decode loop ever waiting on a connection attempt.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -22,16 +21,11 @@
 #include "common/llama_model.h"
 #include "common/status.h"
 #include "coordinator/cpu_worker.h"
+#include "coordinator/grpc_session.h"
 
 namespace pi {
 
-struct GrpcWorkerOptions {
-  std::string address;  // host:port
-  std::string auth_token;
-  // TLS (PEM contents): a CA makes the connection TLS, checking the
-  // worker's certificate; a certificate and key are presented to a worker
-  // that requires them.
-  std::string tls_ca, tls_cert, tls_key;
+struct GrpcWorkerOptions : GrpcEndpoint {
   int max_batch = 1;
   int connect_timeout_ms = 10000;   // the first hello (Connect)
   int reconnect_timeout_ms = 2000;  // a hello while recovering (in the background)
@@ -64,11 +58,8 @@ class GrpcWorker : public CpuWorker {
   int reconnects() const { return reconnects_; }
 
  private:
-  struct Session;  // a channel, its Hello and its Steps stream
   // Opens a session: Hello (within timeout_ms), then the Steps stream.
-  Status Open(int timeout_ms, std::unique_ptr<Session>* out);
-  // Ends the current session's stream; the status gRPC gave, as text.
-  std::string Close(std::unique_ptr<Session>* session);
+  Status Open(int timeout_ms, std::unique_ptr<GrpcSession>* out);
 
   GrpcWorkerOptions options_;
   const LlamaModel* model_ = nullptr;
@@ -77,9 +68,8 @@ class GrpcWorker : public CpuWorker {
   int64_t resident_bytes_ = 0;
   int n_embd_ = 0;
 
-  std::unique_ptr<Session> session_;  // null while lost
-  std::string request_;               // the step being sent (reused: no allocation per step)
-  std::string reply_;                 // the step's reply, swapped out of the reader's slot
+  std::unique_ptr<GrpcSession> session_;  // null while lost
+  std::string reply_;                     // the step's reply, swapped out of the reader's slot
   uint64_t step_id_ = 0;
   int batch_ = 0;
   bool write_failed_ = false;
@@ -90,7 +80,7 @@ class GrpcWorker : public CpuWorker {
   std::mutex reconnect_mu_;
   bool reconnect_done_ = false;
   Status reconnect_status_;
-  std::unique_ptr<Session> reconnected_;
+  std::unique_ptr<GrpcSession> reconnected_;
   int reconnects_ = 0;
 };
 

@@ -24,7 +24,7 @@ constexpr char kSessionKey[] = "pi-session";
 
 struct Session {
   uint64_t id = 0;
-  std::unique_ptr<StepShard> shard;
+  std::unique_ptr<WorkerShard> shard;
   std::atomic<int64_t> steps{0};
 };
 
@@ -37,7 +37,7 @@ std::string Metadata(const grpc::ServerContext& context, const char* key) {
 class WorkerService final : public v1::Worker::Service {
  public:
   WorkerService(const LlamaModel& model, const GrpcServeOptions& options,
-                const StepShardFactory& make_shard)
+                const WorkerShardFactory& make_shard)
       : model_(model), options_(options), make_shard_(make_shard) {}
 
   bool shutdown_requested() const { return shutdown_; }
@@ -54,7 +54,22 @@ class WorkerService final : public v1::Worker::Service {
     std::vector<std::vector<int32_t>> owned;
     for (const v1::TokenIds& layer : in->owned())
       owned.emplace_back(layer.ids().begin(), layer.ids().end());
-    const std::vector<uint8_t> hello = WriteHello(in->model_fingerprint(), in->max_batch(), owned);
+    std::vector<uint8_t> hello;
+    if (in->has_device()) {
+      const v1::DevicePlan& d = in->device();
+      DevicePlan plan;
+      plan.n_layers = d.n_layers();
+      plan.output = d.output();
+      plan.n_ctx = d.n_ctx();
+      plan.cache_type_k = static_cast<DType>(d.cache_type_k());
+      plan.cache_type_v = static_cast<DType>(d.cache_type_v());
+      plan.mode = static_cast<SparseMode>(d.mode());
+      plan.threshold = d.threshold();
+      plan.hot = std::move(owned);
+      hello = WriteDeviceHello(in->model_fingerprint(), plan);  // its scalars checked there
+    } else {
+      hello = WriteHello(in->model_fingerprint(), in->max_batch(), owned);
+    }
     auto session = std::make_shared<Session>();
     session->shard = make_shard_();
     const Status s =
@@ -86,7 +101,7 @@ class WorkerService final : public v1::Worker::Service {
           grpc::StatusCode::FAILED_PRECONDITION,
           "no session " + named + " here (the worker restarted?): send Hello first");
     }
-    const size_t capacity = StepReplyCapacity(session->shard->layout());
+    const size_t capacity = session->shard->reply_capacity();
     v1::StepFrame in, out;
     while (stream->Read(&in)) {
       if (Current() != session) {
@@ -95,9 +110,9 @@ class WorkerService final : public v1::Worker::Service {
       const std::string& request = in.message();
       std::string* reply = out.mutable_message();
       reply->resize(capacity);
-      const size_t n = HandleStepMessage(reinterpret_cast<const uint8_t*>(request.data()),
-                                         request.size(), session->shard.get(),
-                                         reinterpret_cast<uint8_t*>(reply->data()), capacity);
+      const size_t n =
+          session->shard->Handle(reinterpret_cast<const uint8_t*>(request.data()), request.size(),
+                                 reinterpret_cast<uint8_t*>(reply->data()), capacity);
       reply->resize(n);
       ++session->steps;
       if (!stream->Write(out)) break;
@@ -149,7 +164,7 @@ class WorkerService final : public v1::Worker::Service {
 
   const LlamaModel& model_;
   const GrpcServeOptions& options_;
-  const StepShardFactory& make_shard_;
+  const WorkerShardFactory& make_shard_;
   std::mutex mu_;
   std::shared_ptr<Session> session_;
   uint64_t last_session_ = 0;
@@ -169,7 +184,7 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const GrpcServeOptions& o) 
 }  // namespace
 
 Status ServeGrpc(const GrpcServeOptions& options, const LlamaModel& model,
-                 const StepShardFactory& make_shard,
+                 const WorkerShardFactory& make_shard,
                  const std::function<void(const std::string&)>& on_listening) {
   std::string host;
   int requested_port = 0;

@@ -2,7 +2,7 @@
 // service). The coordinator's Hello names the shard (checked like the
 // shared-memory hello: protocol version, model fingerprint, fit); its steps
 // then flow on one long-lived bidirectional stream, each frame the same step
-// bytes as over shared memory, answered by the same HandleStepMessage. Every
+// bytes as over shared memory, answered by the same shard code. Every
 // call must carry the shared token (auth_token.h): without it, or with
 // another, the call is UNAUTHENTICATED and logged. One session at a time: a
 // new Hello replaces the old one (a restarted coordinator reconnects), whose
@@ -15,7 +15,7 @@
 
 #include "common/llama_model.h"
 #include "common/status.h"
-#include "common/transport/step_shard.h"
+#include "common/transport/worker_shard.h"
 
 namespace pi {
 
@@ -26,16 +26,13 @@ struct GrpcServeOptions {
   // TLS (PEM file contents): a certificate and key make the server TLS-only;
   // a CA also requires and checks the coordinator's client certificate.
   std::string tls_cert, tls_key, tls_ca;
-  std::string log_prefix = "pi-cpu-worker";
+  std::string log_prefix = "pi-cpu-worker";  // the tool's name, in its log lines
 };
-
-// A fresh shard for each session (a ColdShard, a HotShard).
-using StepShardFactory = std::function<std::unique_ptr<StepShard>()>;
 
 // Serves until SIGINT/SIGTERM (blocked by the caller before any thread
 // started) or a Shutdown call. `on_listening` gets the bound address.
 Status ServeGrpc(const GrpcServeOptions& options, const LlamaModel& model,
-                 const StepShardFactory& make_shard,
+                 const WorkerShardFactory& make_shard,
                  const std::function<void(const std::string& address)>& on_listening);
 
 }  // namespace pi

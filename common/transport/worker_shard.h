@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 
 #include "common/llama_model.h"
 #include "common/status.h"
@@ -37,5 +39,9 @@ class WorkerShard {
   // an error reply, never a crash or a read outside it.
   virtual size_t Handle(const uint8_t* request, size_t size, uint8_t* reply, size_t capacity) = 0;
 };
+
+// A fresh shard for each session (a ColdShard; a GpuWorkerShard: hot
+// neurons, or whole layers for a device hello).
+using WorkerShardFactory = std::function<std::unique_ptr<WorkerShard>()>;
 
 }  // namespace pi
