@@ -14,6 +14,7 @@
 #include "coordinator/shm_worker.h"
 #ifdef PI_HAVE_GRPC
 #include "common/transport/listen_address.h"
+#include "coordinator/grpc_device_link.h"
 #include "coordinator/grpc_worker.h"
 #endif
 
@@ -40,6 +41,10 @@ const char kEngineUsage[] =
     "                          dies is replaced by this process, same tokens)\n"
     "  --cpu-worker HOST:PORT  also a remote pi-cpu-worker --listen, over gRPC (repeatable;\n"
     "                          the cold neurons are split across all workers)\n"
+    "  --remote-gpu-worker HOST:PORT  the GPU's share of a --vram-budget plan (whole layers\n"
+    "                          with their KV cache) on a pi-gpu-worker --listen there, over\n"
+    "                          gRPC (restarted there, it is reconnected and its KV cache\n"
+    "                          rebuilt from the tokens)\n"
     "  --auth-token-file F     the token the remote workers share (required with them)\n"
     "  --tls-ca F              reach remote workers over TLS, checking their certificate\n"
     "  --tls-cert F --tls-key F  the client certificate, for workers that require one\n"
@@ -69,6 +74,8 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
     e->check_tensors = true;
   else if (f == "--cpu-worker")
     e->remote_workers.push_back(args->String(f));
+  else if (f == "--remote-gpu-worker")
+    e->remote_gpu_worker = args->String(f);
   else if (f == "--auth-token-file")
     e->secrets.token = args->String(f);
   else if (f == "--tls-ca")
@@ -115,10 +122,14 @@ Status CheckEngineFlags(const EngineFlags& e) {
     return Status::Error("--worker-timeout must be 10 to 600000 ms, got %d", e.worker_timeout_ms);
   }
   const WorkerSecretFiles& f = e.secrets;
-  if (e.remote_workers.empty()) {
+  if (!e.remote_gpu_worker.empty() && e.split.vram_budget < 0) {
+    return Status::Error("--remote-gpu-worker runs the GPU's share of a plan: give --vram-budget");
+  }
+  if (e.remote_workers.empty() && e.remote_gpu_worker.empty()) {
     if (!f.token.empty() || !f.tls_ca.empty() || !f.tls_cert.empty() || !f.tls_key.empty()) {
       return Status::Error(
-          "--auth-token-file and --tls-* secure remote workers: give them with --cpu-worker");
+          "--auth-token-file and --tls-* secure remote workers: give them with --cpu-worker or "
+          "--remote-gpu-worker");
     }
     return Status::Ok();
   }
@@ -126,15 +137,19 @@ Status CheckEngineFlags(const EngineFlags& e) {
   if (e.cpu_workers + e.remote_workers.size() > 64) {
     return Status::Error("at most 64 cpu workers in all (--cpu-workers and --cpu-worker)");
   }
-  for (const std::string& address : e.remote_workers) {
+  std::vector<std::pair<std::string, const char*>> addresses;
+  for (const std::string& a : e.remote_workers) addresses.emplace_back(a, "--cpu-worker");
+  if (!e.remote_gpu_worker.empty())
+    addresses.emplace_back(e.remote_gpu_worker, "--remote-gpu-worker");
+  for (const auto& [address, flag] : addresses) {
     std::string host;
     int port = 0;
-    PI_RETURN_IF_ERROR(SplitHostPort(address, "--cpu-worker", &host, &port));
-    if (port == 0) return Status::Error("--cpu-worker %s: port 0 names no worker", address.c_str());
+    PI_RETURN_IF_ERROR(SplitHostPort(address, flag, &host, &port));
+    if (port == 0) return Status::Error("%s %s: port 0 names no worker", flag, address.c_str());
   }
   return CheckWorkerSecretFiles(e.secrets, true);
 #else
-  return Status::Error("--cpu-worker needs a build with gRPC (PI_GRPC)");
+  return Status::Error("--cpu-worker and --remote-gpu-worker need a build with gRPC (PI_GRPC)");
 #endif
 }
 
@@ -156,9 +171,36 @@ Status StartGpuWorker(const EngineFlags& e, const LlamaModel& model,
   return Status::Ok();
 }
 
-// Starts pi-gpu-worker running the device's plan (whole layers).
+#ifdef PI_HAVE_GRPC
+// A remote worker at `address`, reached with the token and TLS files' contents.
+Status RemoteEndpoint(const EngineFlags& e, const std::string& address, GrpcEndpoint* out) {
+  WorkerSecrets secrets;
+  PI_RETURN_IF_ERROR(ReadWorkerSecrets(e.secrets, &secrets));
+  out->address = address;
+  out->auth_token = secrets.token;
+  out->tls_ca = secrets.tls_ca;
+  out->tls_cert = secrets.tls_cert;
+  out->tls_key = secrets.tls_key;
+  return Status::Ok();
+}
+#endif
+
+// Starts pi-gpu-worker running the device's plan (whole layers), or
+// connects the remote one.
 Status StartDeviceWorker(const EngineFlags& e, const LlamaModel& model, const GpuSplit& split,
                          std::unique_ptr<DeviceWorker>* out) {
+  if (!e.remote_gpu_worker.empty()) {
+#ifdef PI_HAVE_GRPC
+    GrpcDeviceLinkOptions o;
+    PI_RETURN_IF_ERROR(RemoteEndpoint(e, e.remote_gpu_worker, &o));
+    auto w = std::make_unique<DeviceWorker>(NewGrpcDeviceLink(o), e.worker_timeout_ms);
+    PI_RETURN_IF_ERROR(w->Load(model, split.device_plan));
+    *out = std::move(w);
+    return Status::Ok();
+#else
+    return Status::Error("--remote-gpu-worker needs a build with gRPC (PI_GRPC)");
+#endif
+  }
   DeviceWorkerOptions o;
   o.process.binary = PathNextToExecutable("pi-gpu-worker");
   o.process.role = "gpu worker";
@@ -192,16 +234,10 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
   }
 #ifdef PI_HAVE_GRPC
   if (n_remote == 0) return Status::Ok();
-  WorkerSecrets secrets;
-  PI_RETURN_IF_ERROR(ReadWorkerSecrets(e.secrets, &secrets));
   GrpcWorkerOptions remote;
-  remote.auth_token = secrets.token;
-  remote.tls_ca = secrets.tls_ca;
-  remote.tls_cert = secrets.tls_cert;
-  remote.tls_key = secrets.tls_key;
   remote.step_timeout_ms = e.worker_timeout_ms;
   for (int j = 0; j < n_remote; ++j) {
-    remote.address = e.remote_workers[j];
+    PI_RETURN_IF_ERROR(RemoteEndpoint(e, e.remote_workers[j], &remote));
     auto w = std::make_unique<GrpcWorker>();
     PI_RETURN_IF_ERROR(w->Connect(remote, model, slices[n_local + j]));
     workers->push_back(std::move(w));
@@ -224,14 +260,15 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   const int n_ctx = Engine::ContextSize(model.config, e->opt.n_ctx);
   NoteContextSize(tool, model, n_ctx);
   e->split.hot_in_worker = e->gpu_worker;
+  e->split.remote_device = !e->remote_gpu_worker.empty();
   PI_RETURN_IF_ERROR(
       SetUpGpuSplit(tool, e->model_path, model, e->split, n_ctx, &out->split, &e->opt));
   if (out->split.device_in_worker) {
     PI_RETURN_IF_ERROR(StartDeviceWorker(*e, model, out->split, &out->device_worker));
     e->opt.device = out->device_worker.get();
     const DeviceWorker& g = *out->device_worker;
-    fprintf(stderr, "%s: %s (shm): %s backend, %.1f MiB of layers, KV cache and hot neurons\n",
-            tool, g.name(), g.backend().c_str(), g.resident_bytes() / 1048576.0);
+    fprintf(stderr, "%s: %s (%s): %s backend, %.1f MiB of layers, KV cache and hot neurons\n", tool,
+            g.name(), g.transport(), g.backend().c_str(), g.resident_bytes() / 1048576.0);
   }
   if (e->gpu_worker && e->opt.hot_neurons) {
     PI_RETURN_IF_ERROR(StartGpuWorker(*e, model, *e->opt.hot_neurons, &out->gpu_worker));

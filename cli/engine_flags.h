@@ -3,7 +3,8 @@
 // the placement (--vram-budget ...), local cpu_workers and the engine.
 //   -m, --model FILE   -t N   -c N   -b N   -ctk/-ctv TYPE   --sparse MODE
 //   --sparse-threshold X   --check-tensors   --cpu-workers N   (gpu_split.h's)
-//   --cpu-worker HOST:PORT (repeatable)   --auth-token-file F   --tls-ca F
+//   --cpu-worker HOST:PORT (repeatable)   --remote-gpu-worker HOST:PORT
+//   --auth-token-file F   --tls-ca F
 //   --tls-cert F   --tls-key F   --worker-timeout MS   --coordinator-share F
 #pragma once
 
@@ -32,6 +33,9 @@ struct EngineFlags {
   // split (SupportsSparseFfn), else none, with a note saying why.
   bool cpu_workers_auto = false;
   std::vector<std::string> remote_workers;  // --cpu-worker HOST:PORT (gRPC builds)
+  // --remote-gpu-worker HOST:PORT: the device's layers on a pi-gpu-worker
+  // --listen there (gRPC builds; needs --vram-budget).
+  std::string remote_gpu_worker;
   WorkerSecretFiles secrets;
   int worker_timeout_ms = 1000;  // a step a worker has not answered by then: the worker is lost
   // The fraction of the cold neurons this process computes itself while the

@@ -90,15 +90,19 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
             tool);
     return Status::Ok();
   }
-  const char* kind = flags.host_device ? "host" : "cuda";
+  const char* kind = flags.remote_device ? "auto" : flags.host_device ? "host" : "cuda";
   const std::string what =
       std::to_string(dp.n_layers) + " of " + std::to_string(c.n_layer) + " layers (attention, " +
       "KV cache" + (dp.mode == SparseMode::kPredictor ? ", predictor" : "") + ") with " +
       std::to_string(n_hot) + " of " + std::to_string(int64_t{dp.n_layers} * c.n_ff) +
       " FFN neurons, " + (dp.output ? "the output head" : "not the output head");
-  if (flags.hot_in_worker) {
-    fprintf(stderr, "%s: GPU ('%s' backend) in the gpu worker process: %s; the rest here\n", tool,
-            kind, what.c_str());
+  if (flags.hot_in_worker || flags.remote_device) {
+    if (flags.remote_device) {
+      fprintf(stderr, "%s: GPU in the remote gpu worker: %s; the rest here\n", tool, what.c_str());
+    } else {
+      fprintf(stderr, "%s: GPU ('%s' backend) in the gpu worker process: %s; the rest here\n", tool,
+              kind, what.c_str());
+    }
     split->device_in_worker = true;
     split->device_plan = std::move(dp);
     split->device_kind = kind;
@@ -154,13 +158,14 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
     return Status::Error(
         "--host-device runs the GPU's share on the CPU: not with --ffn-backend cuda");
   }
-  const bool cuda =
-      !flags.host_device && flags.ffn_backend != "host" && CudaFfnBackendAvailable(&why);
-  if (flags.ffn_backend == "cuda" && !cuda) {
+  const bool cuda = !flags.host_device && !flags.remote_device && flags.ffn_backend != "host" &&
+                    CudaFfnBackendAvailable(&why);
+  if (flags.ffn_backend == "cuda" && !cuda && !flags.remote_device) {
     return Status::Error("--ffn-backend cuda is not available: %s", why.c_str());
   }
-  // The device path: a GPU (or the host standing in for one) takes whole layers.
-  const bool device_path = cuda || flags.host_device;
+  // The device path: a GPU (or the host standing in for one, or a remote
+  // gpu worker) takes whole layers.
+  const bool device_path = cuda || flags.host_device || flags.remote_device;
   PlacementOptions opt;
   opt.allow_partial_dense = device_path;
   opt.vram_budget = flags.vram_budget;

@@ -41,6 +41,9 @@ struct GpuSplitFlags {
   // sets (options->hot_neurons), or on the device path the DevicePlan
   // (GpuSplit::device_plan); the caller starts the worker.
   bool hot_in_worker = false;
+  // The gpu_worker is remote (--remote-gpu-worker): the device path whatever
+  // this machine has (the worker reports its backend); implies hot_in_worker.
+  bool remote_device = false;
 };
 
 // Consumes `flag` (already read by args.Next()) when it is one of the above.

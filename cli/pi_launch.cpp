@@ -153,7 +153,7 @@ pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
     const pi::DeviceWorker& g = *loaded.device_worker;
     int64_t hot = 0;
     for (const auto& layer : g.plan().hot) hot += static_cast<int64_t>(layer.size());
-    served.workers.push_back({g.name(), "shm", g.backend(), g.resident_bytes(), hot});
+    served.workers.push_back({g.name(), g.transport(), g.backend(), g.resident_bytes(), hot});
   }
   if (loaded.gpu_worker) {
     const pi::CpuWorker& g = *loaded.gpu_worker;

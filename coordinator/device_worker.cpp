@@ -4,13 +4,11 @@
 #include <cstring>
 
 #include "common/activation_stats.h"
-#include "common/transport/hello_message.h"
 
 namespace pi {
 
 namespace {
 
-constexpr int kSpinUs = 50;             // a layer's hand-off on another core answers within this
 constexpr size_t kMessageSlack = 1024;  // hello replies
 
 }  // namespace
@@ -25,25 +23,24 @@ Status DeviceWorker::Load(const LlamaModel& model, const DevicePlan& plan) {
   model_ = &model;
   plan_ = plan;
   layout_ = DeviceLayoutFor(c, plan);
-  return Spawn();
+  return Open();
 }
 
-Status DeviceWorker::Spawn() {
+Status DeviceWorker::Open() {
   step_id_ = 0;
   pending_ = false;
-  return process_.Spawn(options_.process, WriteDeviceHello(ModelFingerprint(*model_->file), plan_),
-                        DeviceRequestBytes(layout_.n_embd),
-                        DeviceReplyCapacity(layout_) + kMessageSlack, &resident_bytes_, &backend_);
+  return link_->Open(ModelFingerprint(*model_->file), plan_, DeviceRequestBytes(layout_.n_embd),
+                     DeviceReplyCapacity(layout_) + kMessageSlack, &resident_bytes_, &backend_);
 }
 
 Status DeviceWorker::Recover() {
-  process_.Kill();  // stopped or wedged: it will not come back by itself
+  link_->Drop();  // stopped or wedged: it would not come back by itself
   ++restarts_;
-  return Spawn();
+  return Open();
 }
 
 void DeviceWorker::BeginToken(const float* h, int pos) {
-  uint8_t* slot = process_.channel()->slot(ShmChannel::kRequest);
+  uint8_t* slot = link_->request();
   WriteDeviceRequest(++step_id_, DeviceOp::kBegin, pos, 0, layout_.n_embd, DeviceOut::kNothing,
                      slot);
   memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
@@ -51,16 +48,14 @@ void DeviceWorker::BeginToken(const float* h, int pos) {
 }
 
 Status DeviceWorker::Exchange(DeviceOut out, DeviceReply* reply) {
-  ShmChannel* ch = process_.channel();
   const int32_t o = static_cast<int32_t>(out);
-  memcpy(ch->slot(ShmChannel::kRequest) + offsetof(DeviceRequestHeader, out), &o, sizeof o);
-  ch->Publish(ShmChannel::kRequest, DeviceRequestBytes(layout_.n_embd));
+  memcpy(link_->request() + offsetof(DeviceRequestHeader, out), &o, sizeof o);
   pending_ = false;
+  const uint8_t* bytes = nullptr;
   size_t n = 0;
-  PI_RETURN_IF_ERROR(process_.AwaitReply(options_.step_timeout_ms, kSpinUs,
-                                         "device step " + std::to_string(step_id_), &n));
-  return ParseDeviceReply(ch->slot(ShmChannel::kReply), n, step_id_, out, layout_, reply)
-      .WithContext(process_.name());
+  PI_RETURN_IF_ERROR(link_->Exchange(DeviceRequestBytes(layout_.n_embd), step_timeout_ms_,
+                                     "device step " + std::to_string(step_id_), &bytes, &n));
+  return ParseDeviceReply(bytes, n, step_id_, out, layout_, reply).WithContext(link_->name());
 }
 
 Status DeviceWorker::RunLayer(int il, ColdStep* cold) {
@@ -75,7 +70,7 @@ Status DeviceWorker::RunLayer(int il, ColdStep* cold) {
                          reply.layer, il);
   }
   // y goes straight into the next request's payload: the sum is written once.
-  uint8_t* slot = process_.channel()->slot(ShmChannel::kRequest);
+  uint8_t* slot = link_->request();
   WriteDeviceRequest(++step_id_, DeviceOp::kResume, 0, il, layout_.n_embd, DeviceOut::kNothing,
                      slot);
   float* y = DeviceRequestPayload(slot);
@@ -103,7 +98,7 @@ Status DeviceWorker::FinishToken(float* h_out, float* logits, int64_t* hot_fired
 }
 
 Status DeviceWorker::Head(const float* h, float* logits) {
-  uint8_t* slot = process_.channel()->slot(ShmChannel::kRequest);
+  uint8_t* slot = link_->request();
   WriteDeviceRequest(++step_id_, DeviceOp::kHead, 0, 0, layout_.n_embd, DeviceOut::kLogits, slot);
   memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
   DeviceReply reply;

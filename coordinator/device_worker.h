@@ -1,21 +1,23 @@
 // DeviceWorker: the coordinator's handle on a gpu_worker process that holds
 // whole layers — a DeviceBackend (common/device_backend.h) whose calls are
-// messages over shared memory (common/transport/device_message.h), answered
+// messages (common/transport/device_message.h) over a DeviceLink (shared
+// memory to a local process, gRPC to a remote one: device_link.h), answered
 // by the worker's DeviceShard (gpu_worker/device_shard.h). The engine drives
 // it as it drives a GPU in its own process:
 //
 //   BeginToken         writes kBegin (pos, h) into the request slot
 //   RunLayer(il)       a layer without a cold part: nothing (the worker runs
 //                      on); with one: sends what is pending, returns x (and
-//                      the mask) in place in the reply slot, and y in place
-//                      in the next request's payload (kResume)
+//                      the mask) in place in the reply, and y in place in
+//                      the next request's payload (kResume)
 //   FinishToken        sends what is pending with the output asked for
 //   Head               kHead (h) -> logits
 //
 // So a token costs one round trip per layer with a cold part, plus one. A
 // worker that dies or misses its deadline (--worker-timeout) is an error
 // from the call waiting on it, naming it; Recover() starts a fresh process
-// with the same plan (an empty KV cache: the engine replays the context).
+// (or a new session with a remote one) with the same plan (an empty KV
+// cache: the engine replays the context).
 #pragma once
 
 #include <sys/types.h>
@@ -27,6 +29,7 @@
 #include "common/llama_model.h"
 #include "common/status.h"
 #include "common/transport/device_message.h"
+#include "coordinator/device_link.h"
 #include "coordinator/worker_process.h"
 
 namespace pi {
@@ -38,10 +41,16 @@ struct DeviceWorkerOptions {
 
 class DeviceWorker : public DeviceBackend {
  public:
-  explicit DeviceWorker(DeviceWorkerOptions options) : options_(std::move(options)) {}
+  // A local pi-gpu-worker (over shared memory).
+  explicit DeviceWorker(const DeviceWorkerOptions& options)
+      : DeviceWorker(NewShmDeviceLink(options.process), options.step_timeout_ms) {}
+  // Any link (grpc_device_link.h: a remote one); a message not answered
+  // within step_timeout_ms: the worker is lost.
+  DeviceWorker(std::unique_ptr<DeviceLink> link, int step_timeout_ms)
+      : link_(std::move(link)), step_timeout_ms_(step_timeout_ms) {}
 
-  // "gpu worker 1234".
-  const char* name() const override { return process_.name().c_str(); }
+  // "gpu worker 1234", "gpu worker host:port".
+  const char* name() const override { return link_->name().c_str(); }
   // Starts the worker and sends it the plan; the model is the coordinator's
   // own mapping (for its fingerprint and sizes) and must outlive this.
   Status Load(const LlamaModel& model, const DevicePlan& plan) override;
@@ -57,21 +66,22 @@ class DeviceWorker : public DeviceBackend {
   int64_t resident_bytes() const override { return resident_bytes_; }
   int64_t device_bytes() const override { return resident_bytes_; }
 
-  // The worker's backend ("cuda", "host"), its process and restarts.
+  // The worker's backend ("cuda", "host"), transport, process (local) and restarts.
   const std::string& backend() const { return backend_; }
-  pid_t pid() const { return process_.pid(); }
+  const char* transport() const { return link_->transport(); }
+  pid_t pid() const { return link_->pid(); }
   int restarts() const { return restarts_; }
-  // Sends bye and reaps the process.
-  Status Stop(int timeout_ms = 5000) { return process_.Stop(timeout_ms); }
-  ShmChannel* channel() { return process_.channel(); }  // tests: malformed messages
+  // Ends the session (a local process exits).
+  Status Stop(int timeout_ms = 5000) { return link_->Stop(timeout_ms); }
+  DeviceLink* link() { return link_.get(); }  // tests: malformed messages
 
  private:
-  Status Spawn();
-  // Sends the request in the slot (its output set to `out`) and checks the reply.
+  Status Open();
+  // Sends the request (its output set to `out`) and checks the reply.
   Status Exchange(DeviceOut out, DeviceReply* reply);
 
-  DeviceWorkerOptions options_;
-  WorkerProcess process_;
+  std::unique_ptr<DeviceLink> link_;
+  int step_timeout_ms_ = 1000;
   const LlamaModel* model_ = nullptr;
   DevicePlan plan_;
   DeviceLayout layout_;

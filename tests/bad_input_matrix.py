@@ -537,17 +537,26 @@ def run_case(bin_dir, tmp, case, sanitized, before):
     return None
 
 
-def gpu_worker_cases():
-    """pi-gpu-worker, which pi-launch starts: bad flags, a channel that is not one."""
+def gpu_worker_cases(bin_dir):
+    """pi-gpu-worker, which pi-launch starts (or a remote one): bad flags, a channel that is
+    not one, secrets missing."""
     t, m = "pi-gpu-worker", ["-m", "demo.gguf"]
     cases = common_cases(t, m + ["--shm-fd", "3"])
-    cases += int_cases(t, "-t", m + ["--shm-fd", "3"], ["0", "513"], message="-t 1..512")
+    cases += int_cases(t, "-t", m + ["--shm-fd", "3"], ["0", "513"], message="-t must be 1 to 512")
     cases += [
-        usage(t, ["--shm-fd", "3"], "-m MODEL and --shm-fd N are required"),
-        usage(t, m, "-m MODEL and --shm-fd N are required"),
-        usage(t, m + ["--shm-fd", "3", "--ffn-backend", "tpu"], "--ffn-backend auto|cuda|host"),
+        usage(t, ["--shm-fd", "3"], "-m MODEL is required"),
+        usage(t, m, "give one of --shm-fd N and --listen HOST:PORT"),
+        usage(t, m + ["--shm-fd", "3", "--listen", "127.0.0.1:0"],
+              "give one of --shm-fd N and --listen HOST:PORT"),
+        usage(t, m + ["--shm-fd", "3", "--ffn-backend", "tpu"],
+              "--ffn-backend expects auto, cuda or host, got 'tpu'"),
         bad_input(t, m + ["--shm-fd", "57"], "fd 57"),
     ]
+    # Remote: a gRPC build (it has pi-launch) says the token is missing; one without gRPC,
+    # that --listen needs it.
+    grpc_build = os.path.exists(os.path.join(bin_dir, "pi-launch"))
+    cases.append(usage(t, m + ["--listen", "127.0.0.1:0"],
+                       "need --auth-token-file" if grpc_build else "--listen needs a build with gRPC"))
     return cases
 
 
@@ -655,7 +664,7 @@ def main():
         cases = (pi_run_cases() + pi_bench_cases() + pi_perplexity_cases() +
                  pi_dump_logits_cases() + pi_tokenize_cases() + pi_synth_cases() +
                  pi_quantize_cases() + pi_place_cases() + pi_profile_cases() +
-                 pi_train_predictor_cases() + relu_cases() + gpu_worker_cases() + served_cases(bin_dir))
+                 pi_train_predictor_cases() + relu_cases() + gpu_worker_cases(bin_dir) + served_cases(bin_dir))
         if only:
             cases = [c for c in cases if any(o in c.name() for o in only)]
         failures = 0

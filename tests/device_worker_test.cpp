@@ -184,17 +184,15 @@ TEST_F(DeviceWorkerTest, WorkerGoneForGoodIsAClearErrorNamingIt) {
   EXPECT_THAT(s.message(), HasSubstr("bringing it back failed"));
 }
 
-// Sends `message` on the worker's channel and returns the reply's status.
+// Sends `message` over the worker's link and returns the reply's status.
 Status Exchange(DeviceWorker* w, const std::vector<uint8_t>& message, uint64_t step_id,
                 const DeviceLayout& layout, DeviceReply* reply = nullptr) {
-  ShmChannel* ch = w->channel();
-  memcpy(ch->slot(ShmChannel::kRequest), message.data(), message.size());
-  ch->Publish(ShmChannel::kRequest, message.size());
+  memcpy(w->link()->request(), message.data(), message.size());
+  const uint8_t* bytes = nullptr;
   size_t n = 0;
-  PI_RETURN_IF_ERROR(ch->WaitFor(ShmChannel::kReply, 5000, 0, &n));
+  PI_RETURN_IF_ERROR(w->link()->Exchange(message.size(), 5000, "a test message", &bytes, &n));
   DeviceReply r;
-  return ParseDeviceReply(ch->slot(ShmChannel::kReply), n, step_id, DeviceOut::kNothing, layout,
-                          reply ? reply : &r);
+  return ParseDeviceReply(bytes, n, step_id, DeviceOut::kNothing, layout, reply ? reply : &r);
 }
 
 TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {

@@ -324,6 +324,85 @@ def main():
         tell_proxy("quit")
         proxy.wait(timeout=10)
 
+        # A remote gpu worker (pi-gpu-worker --listen; the host backend standing in for a
+        # GPU): the device's layers, with their KV cache, over gRPC.
+        p = subprocess.run([os.path.join(bin_dir, "pi-profile"), "-m", demo_t, "-f",
+                            os.path.join(ROOT, "models", "kjv-valid.txt"), "--max-tokens", "1024"],
+                           capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, "pi-profile of the ffn_down_t copy (for --vram-budget)")
+
+        def gpu_worker(listen="127.0.0.1:0"):
+            n_log[0] += 1
+            return ServerProcess([os.path.join(bin_dir, "pi-gpu-worker"), "-m", demo_t, "--listen",
+                                  listen, "--auth-token-file", token, "--ffn-backend", "host",
+                                  "-t", "2"], os.path.join(tmp, f"worker{n_log[0]}.log"))
+
+        g = gpu_worker()
+        check(g.address is not None, "pi-gpu-worker --listen 127.0.0.1:0 serves")
+        device = ["--sparse", "oracle", "--vram-budget", "20M", "--remote-gpu-worker", g.address,
+                  "--auth-token-file", token]
+        j, err = pi_run(*device)
+        check(j is not None and j["generated_tokens"] == golden["generated_tokens"]
+              and f"gpu worker {g.address} (grpc): host backend" in err,
+              "the device's layers on a remote gpu worker: the golden sequence")
+        j, err = pi_run(*device, "--cpu-worker", w.address)
+        check(j is not None and j["generated_tokens"] == golden["generated_tokens"],
+              "a remote gpu worker and a remote cpu worker: the golden sequence")
+        j, err = pi_run("--sparse", "oracle", "--vram-budget", "20M", "--remote-gpu-worker",
+                        g.address, "--auth-token-file", wrong)
+        check(j is None and "refused our token" in err, "a remote gpu worker refuses a wrong token")
+        launch = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0",
+                                "-m", demo_t, "-t", "2", "-c", "4096", "--worker-timeout", "300",
+                                *device], os.path.join(tmp, "launch3.log"))
+        check(launch.address is not None, "pi-launch with a remote gpu worker")
+        cstub = pi_pb2_grpc.CoordinatorStub(grpc.insecure_channel(launch.address))
+        models = cstub.Models(pi_pb2.ModelsRequest(), timeout=10)
+        check(any(x.name == f"gpu worker {g.address}" and x.transport == "grpc"
+                  and x.backend == "host" for x in models.workers),
+              "Models lists the remote gpu worker (grpc, host backend)")
+
+        def restart_gpu_worker():
+            g.proc.send_signal(signal.SIGKILL)
+            g.proc.wait(timeout=10)
+            restarted.append(gpu_worker(listen=g.address))
+
+        restarted = []
+        done = None
+        ids = []
+        for reply in cstub.Generate(long_req, timeout=300):
+            if reply.HasField("token"):
+                if len(ids) == 20 and not restarted:
+                    restart_gpu_worker()
+                if reply.token.id >= 0:
+                    ids.append(reply.token.id)
+            else:
+                done = reply.done
+        check(ids == list(base.generated_ids) and "KV cache rebuilt" in done.warning
+              and g.address in done.warning,
+              "the remote gpu worker killed and started again mid-generation: the same 200 "
+              f"tokens, a warning naming it ({done.warning!r})")
+        g = restarted[0]
+        # Stopped and never back within the deadline: the request fails, naming the
+        # worker, within 5 s; once it is back the coordinator serves again.
+        t0 = None
+        done = None
+        for reply in cstub.Generate(long_req, timeout=300):
+            if reply.HasField("token") and t0 is None:  # stopped after the first token
+                g.proc.send_signal(signal.SIGSTOP)
+                t0 = time.monotonic()
+            elif reply.HasField("done"):
+                done = reply.done
+        elapsed = time.monotonic() - t0
+        check(done.stop_reason == "error" and g.address in done.error and elapsed < 5,
+              f"a remote gpu worker that does not come back: an error naming it within 5 s "
+              f"({elapsed:.1f} s: {done.error!r})")
+        g.proc.send_signal(signal.SIGCONT)
+        done = [r.done for r in cstub.Generate(long_req, timeout=300) if r.HasField("done")][0]
+        check(list(done.generated_ids) == list(base.generated_ids),
+              "the gpu worker back: the next request is served (the same tokens)")
+        check(launch.stop() == 0, "pi-launch with a remote gpu worker stops cleanly")
+        check(g.stop() == 0, "the remote gpu worker stops cleanly")
+
         # TLS: a worker with a certificate (and one that requires a client certificate)
         # serves a coordinator that checks it against the CA; a plain-text coordinator fails.
         def openssl(*args):

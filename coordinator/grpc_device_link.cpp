@@ -1,0 +1,92 @@
+#include "coordinator/grpc_device_link.h"
+
+#include <string>
+#include <vector>
+
+#include "common/transport/step_message.h"
+
+namespace pi {
+namespace {
+
+class GrpcDeviceLink : public DeviceLink {
+ public:
+  explicit GrpcDeviceLink(const GrpcDeviceLinkOptions& o)
+      : options_(o), name_("gpu worker " + o.address) {}
+
+  const std::string& name() const override { return name_; }
+  const char* transport() const override { return "grpc"; }
+
+  Status Open(uint64_t model_fingerprint, const DevicePlan& plan, size_t request_bytes, size_t,
+              int64_t* resident_bytes, std::string* backend) override {
+    v1::HelloRequest hello;
+    hello.set_protocol_version(kStepProtocolVersion);
+    hello.set_model_fingerprint(model_fingerprint);
+    hello.set_max_batch(1);
+    for (const std::vector<int32_t>& ids : plan.hot) {
+      hello.add_owned()->mutable_ids()->Add(ids.begin(), ids.end());
+    }
+    v1::DevicePlan* d = hello.mutable_device();
+    d->set_n_layers(plan.n_layers);
+    d->set_output(plan.output);
+    d->set_n_ctx(plan.n_ctx);
+    d->set_cache_type_k(static_cast<int32_t>(plan.cache_type_k));
+    d->set_cache_type_v(static_cast<int32_t>(plan.cache_type_v));
+    d->set_mode(static_cast<int32_t>(plan.mode));
+    d->set_threshold(plan.threshold);
+    scratch_.resize(request_bytes);
+    const int timeout = opened_ ? options_.reconnect_timeout_ms : options_.connect_timeout_ms;
+    PI_RETURN_IF_ERROR(GrpcSession::Open(options_, hello, name_, timeout, &session_));
+    opened_ = true;
+    session_->message()->resize(request_bytes);
+    *resident_bytes = session_->resident_bytes();
+    *backend = session_->backend();
+    return Status::Ok();
+  }
+  void Drop() override { session_.reset(); }
+  uint8_t* request() override {
+    return session_ ? reinterpret_cast<uint8_t*>(session_->message()->data()) : scratch_.data();
+  }
+  Status Exchange(size_t n, int timeout_ms, const std::string& awaited, const uint8_t** reply,
+                  size_t* reply_size) override {
+    if (!session_) return Status::Error("%s is not connected", name_.c_str());
+    session_->message()->resize(n);
+    GrpcSession::Reply r =
+        session_->Write() ? session_->Await(timeout_ms, &reply_) : GrpcSession::Reply::kEnded;
+    if (r != GrpcSession::Reply::kReceived) {
+      const std::string why = session_->Close();
+      session_.reset();
+      if (r == GrpcSession::Reply::kEnded) {
+        return Status::Error("%s: lost at %s: %s", name_.c_str(), awaited.c_str(), why.c_str());
+      }
+      return Status::Error("%s did not answer %s within %d ms", name_.c_str(), awaited.c_str(),
+                           timeout_ms);
+    }
+    *reply = reinterpret_cast<const uint8_t*>(reply_.data());
+    *reply_size = reply_.size();
+    return Status::Ok();
+  }
+  Status Stop(int timeout_ms) override {
+    if (!session_) return Status::Ok();
+    const std::string why = session_->Finish(timeout_ms);
+    session_.reset();
+    return why == "the stream ended" ? Status::Ok()
+                                     : Status::Error("%s: %s", name_.c_str(), why.c_str());
+  }
+
+ private:
+  GrpcDeviceLinkOptions options_;
+  std::string name_;
+  std::unique_ptr<GrpcSession> session_;  // null while lost
+  bool opened_ = false;
+  std::string reply_;  // the last reply (swapped out of the reader's slot)
+  // Where a request is written while no session is open (its Exchange fails).
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceLink> NewGrpcDeviceLink(const GrpcDeviceLinkOptions& options) {
+  return std::make_unique<GrpcDeviceLink>(options);
+}
+
+}  // namespace pi
