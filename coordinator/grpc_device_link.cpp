@@ -35,7 +35,8 @@ class GrpcDeviceLink : public DeviceLink {
     d->set_threshold(plan.threshold);
     scratch_.resize(request_bytes);
     const int timeout = opened_ ? options_.reconnect_timeout_ms : options_.connect_timeout_ms;
-    PI_RETURN_IF_ERROR(GrpcSession::Open(options_, hello, name_, timeout, &session_));
+    PI_RETURN_IF_ERROR(
+        GrpcSession::Open(options_, hello, name_, timeout, options_.hello_timeout_ms, &session_));
     opened_ = true;
     session_->message()->resize(request_bytes);
     *resident_bytes = session_->resident_bytes();

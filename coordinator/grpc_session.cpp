@@ -17,8 +17,7 @@ std::string HelloFailure(const grpc::Status& s, int timeout_ms) {
     case grpc::StatusCode::FAILED_PRECONDITION:
       return "refused the hello: " + s.error_message();
     case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "no answer within " + std::to_string(timeout_ms) +
-             " ms (is the worker's --listen running there?)";
+      return "did not answer its hello within " + std::to_string(timeout_ms) + " ms";
     default:
       return "unreachable: " + s.error_message() + " (status " +
              std::to_string(static_cast<int>(s.error_code())) + ")";
@@ -28,7 +27,7 @@ std::string HelloFailure(const grpc::Status& s, int timeout_ms) {
 }  // namespace
 
 Status GrpcSession::Open(const GrpcEndpoint& e, const v1::HelloRequest& hello,
-                         const std::string& name, int timeout_ms,
+                         const std::string& name, int connect_timeout_ms, int hello_timeout_ms,
                          std::unique_ptr<GrpcSession>* out) {
   std::unique_ptr<GrpcSession> s(new GrpcSession());
   grpc::ChannelArguments args;
@@ -53,26 +52,27 @@ Status GrpcSession::Open(const GrpcEndpoint& e, const v1::HelloRequest& hello,
   }
   s->channel_ = grpc::CreateCustomChannel(e.address, credentials, args);
   s->stub_ = v1::Worker::NewStub(s->channel_);
-  // Tried until the deadline while the worker is unreachable, so the error
-  // is the last real reason (refused, a TLS handshake that failed), not
-  // just a deadline.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto system_deadline = [](int ms) {
+    return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+  };
   v1::HelloReply reply;
   grpc::Status st;
-  while (true) {
+  if (!s->channel_->WaitForConnected(system_deadline(connect_timeout_ms))) {
+    // Why it could not connect (refused, a TLS handshake that failed): a
+    // Hello that fails at once says what the channel last saw.
     grpc::ClientContext context;
-    context.AddMetadata(kAuthMetadataKey, BearerValue(e.auth_token));
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                             deadline - std::chrono::steady_clock::now()));
+    context.set_deadline(system_deadline(100));
     st = s->stub_->Hello(&context, hello, &reply);
-    if (st.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(100) >= deadline) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return Status::Error("%s unreachable within %d ms (is the worker's --listen running there?): %s",
+                         name.c_str(), connect_timeout_ms, st.error_message().c_str());
   }
-  if (!st.ok()) return Status::Error("%s %s", name.c_str(), HelloFailure(st, timeout_ms).c_str());
+  grpc::ClientContext context;
+  context.AddMetadata(kAuthMetadataKey, BearerValue(e.auth_token));
+  context.set_deadline(system_deadline(hello_timeout_ms));
+  st = s->stub_->Hello(&context, hello, &reply);
+  if (!st.ok()) {
+    return Status::Error("%s %s", name.c_str(), HelloFailure(st, hello_timeout_ms).c_str());
+  }
   s->backend_ = reply.backend();
   s->resident_bytes_ = reply.resident_bytes();
   s->context_.AddMetadata(kAuthMetadataKey, BearerValue(e.auth_token));

@@ -30,11 +30,15 @@ struct GrpcEndpoint {
 
 class GrpcSession {
  public:
-  // Says hello (tried until `timeout_ms` while the worker is unreachable: it
-  // may still be starting), then opens the Steps stream. The error names
-  // `name` and says why (unreachable, wrong token, hello refused).
+  // Connects (tried until `connect_timeout_ms` while the worker is
+  // unreachable: it may still be starting; a stopped one never answers),
+  // then says hello — given `hello_timeout_ms`, since the worker loads its
+  // shard before it answers (a GPU worker's weights take seconds) — then
+  // opens the Steps stream. The error names `name` and says why
+  // (unreachable, wrong token, hello refused).
   static Status Open(const GrpcEndpoint& endpoint, const v1::HelloRequest& hello,
-                     const std::string& name, int timeout_ms, std::unique_ptr<GrpcSession>* out);
+                     const std::string& name, int connect_timeout_ms, int hello_timeout_ms,
+                     std::unique_ptr<GrpcSession>* out);
   ~GrpcSession();  // Close()
   GrpcSession(const GrpcSession&) = delete;
   GrpcSession& operator=(const GrpcSession&) = delete;

@@ -35,7 +35,7 @@ Status GrpcWorker::Open(int timeout_ms, std::unique_ptr<GrpcSession>* out) {
   for (const std::vector<int32_t>& ids : owned_) {
     hello.add_owned()->mutable_ids()->Add(ids.begin(), ids.end());
   }
-  return GrpcSession::Open(options_, hello, name_, timeout_ms, out);
+  return GrpcSession::Open(options_, hello, name_, timeout_ms, options_.hello_timeout_ms, out);
 }
 
 Status GrpcWorker::Connect(const GrpcWorkerOptions& options, const LlamaModel& model,

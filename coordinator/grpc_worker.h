@@ -27,8 +27,9 @@ namespace pi {
 
 struct GrpcWorkerOptions : GrpcEndpoint {
   int max_batch = 1;
-  int connect_timeout_ms = 10000;   // the first hello (Connect)
-  int reconnect_timeout_ms = 2000;  // a hello while recovering (in the background)
+  int connect_timeout_ms = 10000;   // reaching the worker the first time (Connect)
+  int reconnect_timeout_ms = 2000;  // reaching it while recovering (in the background)
+  int hello_timeout_ms = 120000;    // its hello, once reached (it loads its shard first)
   int step_timeout_ms = 1000;       // a step's reply (FfnShard::Wait)
 };
 
