@@ -19,6 +19,7 @@
 #include "common/transport/listen_address.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/http_server.h"
+#include "coordinator/worker_metrics.h"
 
 namespace {
 
@@ -197,6 +198,11 @@ static int Run(int argc, char** argv) {
     pi::HttpServer http_server;
     if (s.ok() && l.http_enabled) {
       l.http.model_id = ModelId(l.engine.model_path);
+      l.http.more_metrics = [&loaded](std::string* out) {
+        std::vector<const pi::CpuWorker*> cpu;
+        for (const auto& w : loaded.workers) cpu.push_back(w.get());
+        pi::AppendWorkerMetrics(cpu, loaded.gpu_worker.get(), loaded.device_worker.get(), out);
+      };
       ResolveChatTemplate(loaded.model, &l.http);
       s = http_server.Start(l.http, &runner, &address);
       if (s.ok()) {

@@ -10,6 +10,7 @@
 
 #include "common/ffn_shard.h"
 #include "common/status.h"
+#include "coordinator/metrics.h"
 
 namespace pi {
 
@@ -38,6 +39,8 @@ class CpuWorker : public FfnShard {
     latencies_us_.clear();
     overheads_us_.clear();
   }
+  // Every step's round trip, for /metrics (read from any thread).
+  const Histogram& step_seconds() const { return step_seconds_; }
 
  protected:
   static constexpr size_t kMaxLatencies = 1 << 16;
@@ -46,6 +49,7 @@ class CpuWorker : public FfnShard {
     overheads_us_.reserve(kMaxLatencies);
   }
   void RecordStep(float round_trip_us, int64_t worker_ns) {
+    step_seconds_.Observe(round_trip_us * 1e-6);
     if (latencies_us_.size() == kMaxLatencies) return;
     latencies_us_.push_back(round_trip_us);
     overheads_us_.push_back(round_trip_us - static_cast<float>(worker_ns) * 1e-3f);
@@ -53,6 +57,7 @@ class CpuWorker : public FfnShard {
 
  private:
   std::vector<float> latencies_us_, overheads_us_;
+  Histogram step_seconds_{Histogram::StepSeconds()};
 };
 
 }  // namespace pi

@@ -35,9 +35,10 @@ class DeviceLink {
   // The request being written (request_bytes), valid until Exchange.
   virtual uint8_t* request() = 0;
   // Sends the first `n` bytes of request() and waits at most timeout_ms for
-  // the reply (*reply valid until the next Exchange); `awaited` names the
-  // message in the errors. A worker gone or late is an error naming it.
-  virtual Status Exchange(size_t n, int timeout_ms, const std::string& awaited,
+  // the reply (*reply valid until the next Exchange); `what` and `id` name
+  // the message in the errors ("device step 12"). A worker gone or late is
+  // an error naming it.
+  virtual Status Exchange(size_t n, int timeout_ms, const char* what, uint64_t id,
                           const uint8_t** reply, size_t* reply_size) = 0;
   // Ends the session (a local process exits; a remote one waits for the next
   // coordinator).

@@ -1,5 +1,6 @@
 #include "coordinator/device_worker.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 
@@ -53,9 +54,13 @@ Status DeviceWorker::Exchange(DeviceOut out, DeviceReply* reply) {
   pending_ = false;
   const uint8_t* bytes = nullptr;
   size_t n = 0;
+  const auto start = std::chrono::steady_clock::now();
   PI_RETURN_IF_ERROR(link_->Exchange(DeviceRequestBytes(layout_.n_embd), step_timeout_ms_,
-                                     "device step " + std::to_string(step_id_), &bytes, &n));
-  return ParseDeviceReply(bytes, n, step_id_, out, layout_, reply).WithContext(link_->name());
+                                     "device step", step_id_, &bytes, &n));
+  step_seconds_.Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  const Status parsed = ParseDeviceReply(bytes, n, step_id_, out, layout_, reply);
+  return parsed.ok() ? parsed : parsed.WithContext(link_->name());
 }
 
 Status DeviceWorker::RunLayer(int il, ColdStep* cold) {

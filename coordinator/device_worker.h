@@ -30,6 +30,7 @@
 #include "common/status.h"
 #include "common/transport/device_message.h"
 #include "coordinator/device_link.h"
+#include "coordinator/metrics.h"
 #include "coordinator/worker_process.h"
 
 namespace pi {
@@ -71,6 +72,8 @@ class DeviceWorker : public DeviceBackend {
   const char* transport() const { return link_->transport(); }
   pid_t pid() const { return link_->pid(); }
   int restarts() const { return restarts_; }
+  // Every message's round trip, for /metrics (read from any thread).
+  const Histogram& step_seconds() const { return step_seconds_; }
   // Ends the session (a local process exits).
   Status Stop(int timeout_ms = 5000) { return link_->Stop(timeout_ms); }
   DeviceLink* link() { return link_.get(); }  // tests: malformed messages
@@ -90,6 +93,7 @@ class DeviceWorker : public DeviceBackend {
   std::string backend_;
   int64_t resident_bytes_ = 0;
   int restarts_ = 0;
+  Histogram step_seconds_{Histogram::StepSeconds()};
 };
 
 }  // namespace pi

@@ -99,6 +99,8 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->q8_.assign(e->n_batch_ * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
   e->logits_.assign(c.n_vocab, 0.0f);
   e->tokens_.assign(e->n_ctx_, 0);
+  e->computed_.reset(new std::atomic<int64_t>[2 * (c.n_layer + 1)]);
+  for (int i = 0; i < 2 * (c.n_layer + 1); ++i) e->computed_[i].store(0);
   *out = std::move(e);
   return Status::Ok();
 }
@@ -249,6 +251,8 @@ void Engine::ForwardHostLayers(int first, int n_past, int batch) {
     last_ffn_neurons_ += ffn_.last_computed_neurons();
     last_ffn_gate_rows_ += ffn_.last_gate_rows();
     last_ffn_hot_fired_ += ffn_.last_hot_fired();
+    CountComputed(il, true, ffn_.last_hot_fired());
+    CountComputed(il, false, ffn_.last_computed_neurons() - ffn_.last_hot_fired());
     if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
   }
 }
@@ -269,11 +273,13 @@ Status Engine::RunDeviceLayers(int pos, float* h_out, float* logits_out) {
     ffn_.ForwardCold(il, cold.x, mask, cold.y, pool_.get());
     last_ffn_neurons_ += ffn_.last_cold_fired();
     last_ffn_gate_rows_ += ffn_.last_gate_rows();
+    CountComputed(il, false, ffn_.last_cold_fired());
   }
   int64_t hot_fired = 0;
   PI_RETURN_IF_ERROR(device_->FinishToken(h_out, logits_out, &hot_fired));
   last_ffn_neurons_ += hot_fired;
   last_ffn_hot_fired_ += hot_fired;
+  CountComputed(-1, true, hot_fired);
   return Status::Ok();
 }
 

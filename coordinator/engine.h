@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -123,6 +124,15 @@ class Engine {
   // The predictor threshold in use (SparseMode::kPredictor; else 0).
   float predictor_threshold() const { return predictor_threshold_; }
 
+  // FFN neurons computed in `layer` since the engine was created, on the hot
+  // side (where the placement put them in VRAM: a gpu worker, the hot
+  // backend) or the cold one (the CPU's: this process and cpu workers); a
+  // device's hot neurons are counted over its layers together (layer -1).
+  // Safe to read while another thread runs Eval.
+  int64_t ffn_computed(int layer, bool hot) const {
+    return computed_[2 * (layer + 1) + (hot ? 1 : 0)].load(std::memory_order_relaxed);
+  }
+
   // Device failures (a gpu_worker lost mid-token), the recoveries (a fresh
   // device refilled by replaying the context's tokens, the token run again),
   // and the last failure's message.
@@ -152,6 +162,9 @@ class Engine {
   // parts computed here; then h (h_out) or the logits come back, or nothing.
   Status RunDeviceLayers(int pos, float* h_out, float* logits_out);
   void NoteDeviceFailure(const Status& s);
+  void CountComputed(int layer, bool hot, int64_t n) {
+    computed_[2 * (layer + 1) + (hot ? 1 : 0)].fetch_add(n, std::memory_order_relaxed);
+  }
   // Device_->Recover(), then the context's tokens replayed through it.
   Status RecoverDevice();
   // The host's layers [first, n_layer) for the `batch` rows of h_ at
@@ -188,11 +201,13 @@ class Engine {
   int64_t device_failures_ = 0, device_recoveries_ = 0;
   std::string device_error_;
   std::vector<int32_t> tokens_;  // [n_ctx] the context's tokens (a device's replay)
-  std::vector<float> h_;         // [n_batch, n_embd] residual stream
-  std::vector<float> x_;         // [n_batch, n_embd] final-normed
-  std::vector<float> inp_;       // [n_batch, n_embd] layer input (parallel residual only)
-  std::vector<uint8_t> q8_;      // prepared output-layer input
-  std::vector<float> logits_;    // [rows, n_vocab]
+  // [n_layer + 1][cold, hot]: ffn_computed()'s counts, layer -1 first.
+  std::unique_ptr<std::atomic<int64_t>[]> computed_;
+  std::vector<float> h_;       // [n_batch, n_embd] residual stream
+  std::vector<float> x_;       // [n_batch, n_embd] final-normed
+  std::vector<float> inp_;     // [n_batch, n_embd] layer input (parallel residual only)
+  std::vector<uint8_t> q8_;    // prepared output-layer input
+  std::vector<float> logits_;  // [rows, n_vocab]
 };
 
 }  // namespace pi

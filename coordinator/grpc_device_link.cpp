@@ -47,7 +47,7 @@ class GrpcDeviceLink : public DeviceLink {
   uint8_t* request() override {
     return session_ ? reinterpret_cast<uint8_t*>(session_->message()->data()) : scratch_.data();
   }
-  Status Exchange(size_t n, int timeout_ms, const std::string& awaited, const uint8_t** reply,
+  Status Exchange(size_t n, int timeout_ms, const char* what, uint64_t id, const uint8_t** reply,
                   size_t* reply_size) override {
     if (!session_) return Status::Error("%s is not connected", name_.c_str());
     session_->message()->resize(n);
@@ -57,10 +57,11 @@ class GrpcDeviceLink : public DeviceLink {
       const std::string why = session_->Close();
       session_.reset();
       if (r == GrpcSession::Reply::kEnded) {
-        return Status::Error("%s: lost at %s: %s", name_.c_str(), awaited.c_str(), why.c_str());
+        return Status::Error("%s: lost at %s %llu: %s", name_.c_str(), what,
+                             static_cast<unsigned long long>(id), why.c_str());
       }
-      return Status::Error("%s did not answer %s within %d ms", name_.c_str(), awaited.c_str(),
-                           timeout_ms);
+      return Status::Error("%s did not answer %s %llu within %d ms", name_.c_str(), what,
+                           static_cast<unsigned long long>(id), timeout_ms);
     }
     *reply = reinterpret_cast<const uint8_t*>(reply_.data());
     *reply_size = reply_.size();

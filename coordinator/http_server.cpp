@@ -179,6 +179,12 @@ bool HttpServer::Impl::Handle(const Request& req, Connection* c) {
       !BearerMatches(std::string(req[http::field::authorization]), options.api_key)) {
     return ReplyError(&c->socket, req, 401, "a valid API key is required (Authorization: Bearer)");
   }
+  if (path == "/metrics" && req.method() == http::verb::get) {
+    std::string body;
+    runner->RenderMetrics(&body);
+    if (options.more_metrics) options.more_metrics(&body);
+    return Reply(&c->socket, req, 200, body, "text/plain; version=0.0.4; charset=utf-8");
+  }
   if (path == "/v1/models" && req.method() == http::verb::get) {
     const Engine& e = runner->engine();
     json model = {{"id", options.model_id},

@@ -3,7 +3,8 @@
 // /v1/chat/completions (whole, or
 // streamed as server-sent events exactly as OpenAI does: text deltas, a last
 // chunk with finish_reason and usage, then "data: [DONE]"), GET /v1/models,
-// GET /health, POST /tokenize and /detokenize (llama-server's shapes).
+// GET /health, POST /tokenize and /detokenize (llama-server's shapes), and
+// GET /metrics (Prometheus's text format: RequestRunner::RenderMetrics).
 // Requests run through the RequestRunner the gRPC service shares. Errors
 // are OpenAI's JSON with the right status (400 naming the field, 401, 404,
 // 413, 503 with Retry-After when the queue is full). A client that goes
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +38,8 @@ struct HttpServerOptions {
   size_t max_body_bytes = 1 << 20;
   int idle_timeout_s = 30;  // a connection silent this long is closed
   int max_connections = 64;
+  // Appends more of /metrics (the workers'); may be empty.
+  std::function<void(std::string*)> more_metrics;
 };
 
 class HttpServer {

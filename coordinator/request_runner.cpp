@@ -21,11 +21,13 @@ void RequestRunner::Run(const GenerationRequest& request, SamplerParams sampling
     fprintf(stderr, "%s: request %llu refused: %d already waiting (--max-queue)\n",
             log_prefix_.c_str(), static_cast<unsigned long long>(out->id), admission_.max_queue());
     out->kind = RunOutcome::kQueueFull;
+    ++rejected_;
     return;
   }
   const double t_enter = NowSeconds();
   if (!admission_.WaitTurn(ticket, cancelled)) {
     out->kind = RunOutcome::kCancelledWaiting;
+    ++cancelled_;
     return;
   }
   out->queue_s = NowSeconds() - t_enter;
@@ -37,12 +39,27 @@ void RequestRunner::Run(const GenerationRequest& request, SamplerParams sampling
   const int64_t failures_before = engine->shard_failures();
   const int64_t device_failures_before = engine->device_failures();
   GenerationResult& g = out->result;
+  double last_token_at = 0;
   Generate(
       engine, *tok_, &sampler, request,
       [&](int32_t token, const std::string& text) {
+        if (token >= 0) {  // (-1: the text held back for a stop string, flushed at the end)
+          const double now = NowSeconds();
+          if (last_token_at == 0) {
+            first_token_s_.Observe(now - t_enter);
+          } else {
+            token_s_.Observe(now - last_token_at);
+          }
+          last_token_at = now;
+        }
         return !(cancelled && cancelled()) && on_token(token, text);
       },
       &g);
+  const std::string stop = g.stop_reason;
+  ++(stop == "cancelled" ? cancelled_ : stop == "error" ? errors_ : completed_);
+  prompt_tokens_ += static_cast<int64_t>(request.prompt.size());
+  generated_tokens_ += static_cast<int64_t>(g.ids.size());
+  if (g.eval_s > 0) last_tokens_per_s_milli_ = static_cast<int64_t>(1000.0 * g.n_eval / g.eval_s);
   // A lost gpu_worker counts as a worker failure too.
   shard_failures_ = engine->shard_failures() + engine->device_failures();
   shard_recoveries_ = engine->shard_recoveries() + engine->device_recoveries();
@@ -65,6 +82,62 @@ void RequestRunner::Run(const GenerationRequest& request, SamplerParams sampling
           g.ids.size(), g.eval_s > 0 ? g.n_eval / g.eval_s : 0.0, out->queue_s * 1e3, g.stop_reason,
           g.error.empty() ? "" : ": ", g.error.c_str(),
           out->warning.empty() ? "" : "; worker lost: ", out->warning.c_str());
+}
+
+void RequestRunner::RenderMetrics(std::string* out) const {
+  AppendMetricHeader("pi_requests_total", "counter", "Requests by outcome.", out);
+  const std::pair<const char*, int64_t> outcomes[] = {{"completed", completed_},
+                                                      {"cancelled", cancelled_},
+                                                      {"error", errors_},
+                                                      {"rejected", rejected_}};
+  for (const auto& [outcome, n] : outcomes) {
+    std::string l;
+    AppendLabel("outcome", outcome, &l);
+    AppendSample("pi_requests_total", l, static_cast<double>(n), out);
+  }
+  AppendMetricHeader("pi_requests_running", "gauge", "Requests generating now.", out);
+  AppendSample("pi_requests_running", "", admission_.running(), out);
+  AppendMetricHeader("pi_requests_queued", "gauge", "Requests waiting for the engine.", out);
+  AppendSample("pi_requests_queued", "", admission_.queued(), out);
+  AppendMetricHeader("pi_queue_limit", "gauge", "Requests that may wait (--max-queue).", out);
+  AppendSample("pi_queue_limit", "", admission_.max_queue(), out);
+  AppendMetricHeader("pi_prompt_tokens_total", "counter", "Prompt tokens evaluated.", out);
+  AppendSample("pi_prompt_tokens_total", "", static_cast<double>(prompt_tokens_), out);
+  AppendMetricHeader("pi_generated_tokens_total", "counter", "Tokens generated.", out);
+  AppendSample("pi_generated_tokens_total", "", static_cast<double>(generated_tokens_), out);
+  AppendMetricHeader("pi_last_request_tokens_per_second", "gauge",
+                     "Decode speed of the last request that finished.", out);
+  AppendSample("pi_last_request_tokens_per_second", "", last_tokens_per_s_milli_ * 1e-3, out);
+  AppendMetricHeader("pi_time_to_first_token_seconds", "histogram",
+                     "From a request's arrival (queueing included) to its first token.", out);
+  first_token_s_.Render("pi_time_to_first_token_seconds", "", out);
+  AppendMetricHeader("pi_token_seconds", "histogram", "Between a request's streamed tokens.", out);
+  token_s_.Render("pi_token_seconds", "", out);
+  AppendMetricHeader("pi_worker_failures_total", "counter",
+                     "Workers lost (their work ran here or was replayed).", out);
+  AppendSample("pi_worker_failures_total", "", static_cast<double>(shard_failures_), out);
+  AppendMetricHeader("pi_worker_recoveries_total", "counter", "Lost workers brought back.", out);
+  AppendSample("pi_worker_recoveries_total", "", static_cast<double>(shard_recoveries_), out);
+  const Engine& e = *engine_;
+  AppendMetricHeader("pi_predictor_threshold", "gauge",
+                     "The predictor's score threshold in use (0 without --sparse predictor).", out);
+  AppendSample("pi_predictor_threshold", "", e.predictor_threshold(), out);
+  AppendMetricHeader("pi_ffn_neurons_computed_total", "counter",
+                     "FFN neurons computed per layer: side hot (where the plan put them in VRAM) "
+                     "or cold (the CPU's); layer \"device\": a device's hot neurons, its layers "
+                     "together.",
+                     out);
+  for (int il = -1; il < e.model().config.n_layer; ++il) {
+    for (bool hot : {false, true}) {
+      const int64_t n = e.ffn_computed(il, hot);
+      if (il < 0 && !hot) continue;
+      if (il < 0 && n == 0) continue;
+      std::string l;
+      AppendLabel("layer", il < 0 ? "device" : std::to_string(il), &l);
+      AppendLabel("side", hot ? "hot" : "cold", &l);
+      AppendSample("pi_ffn_neurons_computed_total", l, static_cast<double>(n), out);
+    }
+  }
 }
 
 }  // namespace pi

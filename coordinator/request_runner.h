@@ -16,6 +16,7 @@
 #include "coordinator/admission.h"
 #include "coordinator/engine.h"
 #include "coordinator/generation.h"
+#include "coordinator/metrics.h"
 
 namespace pi {
 
@@ -51,6 +52,14 @@ class RequestRunner {
   int64_t shard_recoveries() const { return shard_recoveries_; }
   bool degraded() const { return shard_failures_ > shard_recoveries_; }
 
+  // Appends the requests' and the engine's metrics in Prometheus's text
+  // format (/metrics): requests by outcome, queue depth and running ones,
+  // prompt and generated tokens, the last request's tokens/s, time to first
+  // token and per-token latency histograms, worker failures and
+  // recoveries, the FFN neurons computed per layer on each side, the
+  // predictor threshold. Safe while a request runs.
+  void RenderMetrics(std::string* out) const;
+
  private:
   Engine* engine_;
   const Tokenizer* tok_;
@@ -58,6 +67,13 @@ class RequestRunner {
   const std::string log_prefix_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<int64_t> shard_failures_{0}, shard_recoveries_{0};
+  // Requests by outcome: completed (eos, length, stop, context), cancelled
+  // (the client went away, running or waiting), error, rejected (queue full).
+  std::atomic<int64_t> completed_{0}, cancelled_{0}, errors_{0}, rejected_{0};
+  std::atomic<int64_t> prompt_tokens_{0}, generated_tokens_{0};
+  std::atomic<int64_t> last_tokens_per_s_milli_{0};
+  Histogram first_token_s_{Histogram::FirstTokenSeconds()};  // from arrival, queue included
+  Histogram token_s_{Histogram::TokenSeconds()};             // between streamed tokens
 };
 
 }  // namespace pi

@@ -24,11 +24,11 @@ class ShmDeviceLink : public DeviceLink {
   }
   void Drop() override { process_.Kill(); }
   uint8_t* request() override { return process_.channel()->slot(ShmChannel::kRequest); }
-  Status Exchange(size_t n, int timeout_ms, const std::string& awaited, const uint8_t** reply,
+  Status Exchange(size_t n, int timeout_ms, const char* what, uint64_t id, const uint8_t** reply,
                   size_t* reply_size) override {
     ShmChannel* ch = process_.channel();
     ch->Publish(ShmChannel::kRequest, n);
-    PI_RETURN_IF_ERROR(process_.AwaitReply(timeout_ms, kSpinUs, awaited, reply_size));
+    PI_RETURN_IF_ERROR(process_.AwaitReply(timeout_ms, kSpinUs, what, id, reply_size));
     *reply = ch->slot(ShmChannel::kReply);
     return Status::Ok();
   }

@@ -60,8 +60,7 @@ void ShmWorker::StartStep(int layer, int batch, const float* x, const int32_t* i
 
 Status ShmWorker::WaitStep(int timeout_ms, const float** y, int64_t* fired, int64_t* worker_ns) {
   size_t n = 0;
-  PI_RETURN_IF_ERROR(
-      process_.AwaitReply(timeout_ms, kSpinUs, "step " + std::to_string(step_id_), &n));
+  PI_RETURN_IF_ERROR(process_.AwaitReply(timeout_ms, kSpinUs, "step", step_id_, &n));
   const float round_trip_us =
       std::chrono::duration<float, std::micro>(std::chrono::steady_clock::now() - step_start_)
           .count();

@@ -90,13 +90,14 @@ Status WorkerProcess::Spawn(const WorkerProcessOptions& o, const std::vector<uin
   memcpy(channel_.slot(ShmChannel::kRequest), hello.data(), hello.size());
   channel_.Publish(ShmChannel::kRequest, hello.size());
   size_t n = 0;
-  PI_RETURN_IF_ERROR(AwaitReply(o.start_timeout_ms, 0, "its hello", &n));
+  PI_RETURN_IF_ERROR(AwaitReply(o.start_timeout_ms, 0, "its hello", 0, &n));
   return ParseHelloReply(channel_.slot(ShmChannel::kReply), n, resident_bytes, backend)
       .WithContext(name_);
 }
 
-Status WorkerProcess::AwaitReply(int timeout_ms, int spin_us, const std::string& awaited,
+Status WorkerProcess::AwaitReply(int timeout_ms, int spin_us, const char* what, uint64_t id,
                                  size_t* n) {
+  auto awaited = [&] { return id == 0 ? std::string(what) : what + (" " + std::to_string(id)); };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
     // Short waits, so a dead worker is noticed between them, well before the deadline.
@@ -110,10 +111,10 @@ Status WorkerProcess::AwaitReply(int timeout_ms, int spin_us, const std::string&
     const std::string gone = ExitReason();
     if (!gone.empty()) {
       return Status::Error("%s %s before answering %s", name_.c_str(), gone.c_str(),
-                           awaited.c_str());
+                           awaited().c_str());
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::Error("%s did not answer %s within %d ms", name_.c_str(), awaited.c_str(),
+      return Status::Error("%s did not answer %s within %d ms", name_.c_str(), awaited().c_str(),
                            timeout_ms);
     }
   }

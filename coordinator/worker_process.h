@@ -42,9 +42,10 @@ class WorkerProcess {
                std::string* backend);
 
   // Waits for the reply to the request just published, at most
-  // `timeout_ms`, spinning `spin_us` first; *n = its size. `awaited` names
-  // it in the errors ("step 12").
-  Status AwaitReply(int timeout_ms, int spin_us, const std::string& awaited, size_t* n);
+  // `timeout_ms`, spinning `spin_us` first; *n = its size. The errors name
+  // what was awaited: `what` and, when not 0, `id` ("step 12"); nothing is
+  // formatted (or allocated) unless it fails.
+  Status AwaitReply(int timeout_ms, int spin_us, const char* what, uint64_t id, size_t* n);
 
   // Kills and reaps the process (a stopped or wedged worker does not come back by itself).
   void Kill();

@@ -190,7 +190,7 @@ Status Exchange(DeviceWorker* w, const std::vector<uint8_t>& message, uint64_t s
   memcpy(w->link()->request(), message.data(), message.size());
   const uint8_t* bytes = nullptr;
   size_t n = 0;
-  PI_RETURN_IF_ERROR(w->link()->Exchange(message.size(), 5000, "a test message", &bytes, &n));
+  PI_RETURN_IF_ERROR(w->link()->Exchange(message.size(), 5000, "test message", 1, &bytes, &n));
   DeviceReply r;
   return ParseDeviceReply(bytes, n, step_id, DeviceOut::kNothing, layout, reply ? reply : &r);
 }
