@@ -95,6 +95,8 @@ void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
       break;
     }
     ++g->n_eval;
+    g->ffn_neurons += engine->last_ffn_neurons();
+    g->ffn_hot += engine->last_ffn_hot_fired();
   }
   g->eval_s = NowSeconds() - t_gen - g->sample_s;
   if (on_token && !cancelled && std::string(g->stop_reason) != "stop") {

@@ -28,6 +28,9 @@ struct GenerationResult {
   std::string text;          // the generated text, cut before a matched stop string
   int n_eval = 0;            // decode steps run (the last token sampled is not evaluated)
   double prompt_s = 0, eval_s = 0, sample_s = 0;
+  // FFN neurons the decode steps computed, and of them the hot side's
+  // (Engine::last_ffn_neurons, last_ffn_hot_fired).
+  int64_t ffn_neurons = 0, ffn_hot = 0;
   // length | eos | context | stop | cancelled | error
   const char* stop_reason = "length";
   std::string error;  // for "error"

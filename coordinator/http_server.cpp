@@ -13,6 +13,7 @@
 #include "common/transport/listen_address.h"
 #include "coordinator/generate_request.h"
 #include "coordinator/openai_api.h"
+#include "coordinator/web_page.h"
 
 namespace pi {
 namespace {
@@ -169,6 +170,9 @@ void HttpServer::Impl::Serve(Connection* c) {
 bool HttpServer::Impl::Handle(const Request& req, Connection* c) {
   const std::string target(req.target());
   const std::string path = target.substr(0, target.find('?'));
+  if (path == "/" && req.method() == http::verb::get) {  // the page asks for the key itself
+    return Reply(&c->socket, req, 200, kWebPage, "text/html; charset=utf-8");
+  }
   if (path == "/health" && req.method() == http::verb::get) {
     json j = {{"status", runner->degraded() ? "degraded" : "ok"},
               {"running", runner->running()},
@@ -192,7 +196,10 @@ bool HttpServer::Impl::Handle(const Request& req, Connection* c) {
                   {"created", started_at},
                   {"owned_by", "pi"},
                   {"meta",
-                   {{"n_ctx", e.n_ctx()},
+                   {{"chat_template", options.chat_template
+                                          ? json(ChatTemplateName(*options.chat_template))
+                                          : json(nullptr)},
+                    {"n_ctx", e.n_ctx()},
                     {"n_vocab", e.n_vocab()},
                     {"n_params", e.model().ParameterCount()}}}};
     json j = {{"object", "list"}, {"data", {model}}};
@@ -288,6 +295,14 @@ void HttpServer::Impl::Completion(const Request& req, Connection* c, bool chat) 
   const int n_prompt = static_cast<int>(job.prompt.size());
   const int n_gen = static_cast<int>(g.ids.size());
   const char* finish = FinishReason(g.stop_reason);
+  ReplyTimings timings;
+  timings.prompt_n = n_prompt;
+  timings.prompt_ms = g.prompt_s * 1e3;
+  timings.predicted_n = g.n_eval;
+  timings.predicted_ms = g.eval_s * 1e3;
+  timings.ffn_neurons = g.ffn_neurons;
+  timings.ffn_hot = g.ffn_hot;
+  info.timings = &timings;
   if (!cr.stream) {
     // The text as it would stream (bytes that are not UTF-8 as U+FFFD), cut
     // before a stop string.

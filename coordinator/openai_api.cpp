@@ -201,15 +201,33 @@ json Usage(int prompt_tokens, int completion_tokens) {
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
+// Adds usage, and the timings when known, to a finished reply.
+void AddUsage(const CompletionInfo& info, int prompt_tokens, int completion_tokens, json* j) {
+  (*j)["usage"] = Usage(prompt_tokens, completion_tokens);
+  const ReplyTimings* t = info.timings;
+  if (!t) return;
+  (*j)["timings"] = {
+      {"prompt_n", t->prompt_n},
+      {"prompt_ms", t->prompt_ms},
+      {"predicted_n", t->predicted_n},
+      {"predicted_ms", t->predicted_ms},
+      {"predicted_per_second", t->predicted_ms > 0 ? 1e3 * t->predicted_n / t->predicted_ms : 0.0},
+      {"ffn_neurons", t->ffn_neurons},
+      {"ffn_hot_neurons", t->ffn_hot}};
+}
+
 }  // namespace
 
 std::string CompletionJson(const CompletionInfo& info, const std::string& text,
                            const char* finish_reason, int prompt_tokens, int completion_tokens) {
   json choice = {
       {"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
-  json j = {{"id", info.id},           {"object", "text_completion"},
-            {"created", info.created}, {"model", info.model},
-            {"choices", {choice}},     {"usage", Usage(prompt_tokens, completion_tokens)}};
+  json j = {{"id", info.id},
+            {"object", "text_completion"},
+            {"created", info.created},
+            {"model", info.model},
+            {"choices", {choice}}};
+  AddUsage(info, prompt_tokens, completion_tokens, &j);
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -223,7 +241,7 @@ std::string CompletionChunkJson(const CompletionInfo& info, const std::string& t
             {"created", info.created},
             {"model", info.model},
             {"choices", {choice}}};
-  if (finish_reason) j["usage"] = Usage(prompt_tokens, completion_tokens);
+  if (finish_reason) AddUsage(info, prompt_tokens, completion_tokens, &j);
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -233,9 +251,12 @@ std::string ChatCompletionJson(const CompletionInfo& info, const std::string& te
   json choice = {{"index", 0},
                  {"message", {{"role", "assistant"}, {"content", text}}},
                  {"finish_reason", finish_reason}};
-  json j = {{"id", info.id},           {"object", "chat.completion"},
-            {"created", info.created}, {"model", info.model},
-            {"choices", {choice}},     {"usage", Usage(prompt_tokens, completion_tokens)}};
+  json j = {{"id", info.id},
+            {"object", "chat.completion"},
+            {"created", info.created},
+            {"model", info.model},
+            {"choices", {choice}}};
+  AddUsage(info, prompt_tokens, completion_tokens, &j);
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -251,7 +272,7 @@ std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::str
             {"created", info.created},
             {"model", info.model},
             {"choices", {choice}}};
-  if (finish_reason) j["usage"] = Usage(prompt_tokens, completion_tokens);
+  if (finish_reason) AddUsage(info, prompt_tokens, completion_tokens, &j);
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

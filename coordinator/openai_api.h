@@ -42,10 +42,24 @@ Status ParseChatRequest(const std::string& body, const std::string& model_id,
 // limit or the context) or "stop" (end of text, a stop string).
 const char* FinishReason(const std::string& stop_reason);
 
+// What a finished reply took, as llama-server's "timings" (prompt_n,
+// prompt_ms, predicted_n, predicted_ms, predicted_per_second) plus the FFN
+// neurons its decode steps computed and how many of them on the hot side
+// (where the plan put them in VRAM: the gpu worker).
+struct ReplyTimings {
+  int prompt_n = 0;
+  double prompt_ms = 0;
+  int predicted_n = 0;  // decode steps evaluated
+  double predicted_ms = 0;
+  int64_t ffn_neurons = 0, ffn_hot = 0;
+};
+
 struct CompletionInfo {
   std::string id;  // "cmpl-<n>"
   int64_t created = 0;
   std::string model;
+  // Set: the whole response and the last chunk carry "timings".
+  const ReplyTimings* timings = nullptr;
 };
 
 // The whole response of a non-streamed chat completion, and a stream chunk:
