@@ -123,17 +123,10 @@ pi::Status ReadApiKey(LaunchFlags* l) {
 // family (a note says what happens otherwise).
 void ResolveChatTemplate(const pi::LlamaModel& model, pi::HttpServerOptions* http) {
   if (http->chat_template) return;
-  std::string jinja;
-  if (!model.file->GetStringOpt("tokenizer.chat_template", &jinja).ok() || jinja.empty()) {
-    fprintf(stderr,
-            "pi-launch: the model has no chat template: /v1/chat/completions needs "
-            "--chat-template NAME\n");
-    return;
-  }
   pi::ChatTemplate t;
-  const pi::Status s = pi::DetectChatTemplate(jinja, &t);
+  const pi::Status s = pi::ChatTemplateOfModel(*model.file, &t);
   if (!s.ok()) {
-    fprintf(stderr, "pi-launch: note: %s\n", s.message().c_str());
+    fprintf(stderr, "pi-launch: note: /v1/chat/completions: %s\n", s.message().c_str());
     return;
   }
   http->chat_template = t;

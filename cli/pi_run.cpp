@@ -3,18 +3,23 @@
 //
 //   pi-run -p "In the beginning" -n 64
 //   pi-run -m model.gguf -f prompt.txt -n 128 -t 2 --temp 0 --json
+//   pi-run -m chat-model.gguf -cnv            (a conversation in the terminal)
 #include <cstdio>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
 #include "cli/context_note.h"
+#include "cli/conversation.h"
 #include "cli/engine_flags.h"
 #include "cli/gpu_split.h"
 #include "cli/request_flags.h"
 #include "cli/tool_main.h"
+#include "common/chat_template.h"
 #include "common/json.h"
 #include "common/progress.h"
 #include "common/sampler.h"
@@ -27,7 +32,12 @@ void Usage() {
   fputs(
       "usage: pi-run [options]\n"
       "  --json                  print one JSON object (ids, text, timings, stop reason)\n"
-      "                          instead of text\n",
+      "                          instead of text\n"
+      "  -cnv, --conversation    chat in the terminal: each line read is your turn, the\n"
+      "                          reply follows (-n per reply); end with EOF or /exit\n"
+      "  -sys, --system-prompt TEXT  the conversation's system message (-cnv; -p too)\n"
+      "  --chat-template NAME    the template -cnv renders with (default: the model's):\n"
+      "                          chatml, llama2, llama3, mistral, zephyr, gemma, vicuna, phi3\n",
       stderr);
   fputs(pi::kRequestUsage, stderr);
   fputs(pi::kEngineUsage, stderr);
@@ -39,6 +49,9 @@ struct RunFlags {
   pi::RequestFlags request;
   pi::EngineFlags engine;
   bool json = false;
+  bool conversation = false;
+  std::string system_prompt;
+  std::optional<pi::ChatTemplate> chat_template;
 };
 
 // Returns -1 to go on, else the exit status (0 after --help).
@@ -46,10 +59,19 @@ int ParseFlags(int argc, char** argv, RunFlags* r) {
   pi::ArgReader args("pi-run", argc, argv);
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
-    if (f == "--json")
+    if (f == "--json") {
       r->json = true;
-    else if (pi::ParseRequestFlag(f, &args, &r->request) ||
-             pi::ParseEngineFlag(f, &args, &r->engine)) {
+    } else if (f == "-cnv" || f == "--conversation") {
+      r->conversation = true;
+    } else if (f == "-sys" || f == "--system-prompt") {
+      r->system_prompt = args.String(f);
+    } else if (f == "--chat-template") {
+      pi::ChatTemplate t;
+      const pi::Status s = pi::ParseChatTemplateName(args.String(f), &t);
+      if (!s.ok() && !args.failed()) args.Fail(s.message());
+      r->chat_template = t;
+    } else if (pi::ParseRequestFlag(f, &args, &r->request) ||
+               pi::ParseEngineFlag(f, &args, &r->engine)) {
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
@@ -59,6 +81,7 @@ int ParseFlags(int argc, char** argv, RunFlags* r) {
   if (args.failed()) return 2;
   pi::Status s = pi::CheckEngineFlags(r->engine);
   if (s.ok()) s = pi::CheckRequestFlags(r->request);
+  if (s.ok() && r->conversation && r->json) s = pi::Status::Error("-cnv prints text, not --json");
   if (!s.ok()) {
     fprintf(stderr, "pi-run: %s\n", s.message().c_str());
     return 2;
@@ -126,6 +149,39 @@ pi::Status EncodePrompt(const RunFlags& r, const pi::LoadedEngine& e,
   return pi::Status::Ok();
 }
 
+// -cnv: the conversation loop (cli/conversation.h) on the loaded engine.
+int Converse(RunFlags* r) {
+  pi::LoadedEngine loaded;
+  pi::Status s = pi::LoadEngine("pi-run", &r->engine, &loaded);
+  pi::ConversationOptions o;
+  if (s.ok()) {
+    if (r->chat_template) {
+      o.chat_template = *r->chat_template;
+    } else {
+      s = pi::ChatTemplateOfModel(*loaded.model.file, &o.chat_template);
+    }
+  }
+  if (s.ok()) {
+    fprintf(stderr,
+            "pi-run: conversation (chat template %s): type a message, end with EOF or /exit\n",
+            pi::ChatTemplateName(o.chat_template));
+    o.system_prompt = r->system_prompt.empty() ? r->request.prompt : r->system_prompt;
+    o.n_predict = r->request.n_predict;
+    o.stops = r->request.stops;
+    o.ignore_eos = r->request.ignore_eos;
+    r->request.sampling.repeat_last_n =
+        pi::RepeatLastNForContext(r->request.sampling.repeat_last_n, loaded.engine->n_ctx());
+    pi::Sampler sampler(r->request.sampling, loaded.engine->n_vocab());
+    s = pi::RunConversation(o, &loaded, &sampler, std::cin, stdout, stderr);
+  }
+  pi::StopWorkers("pi-run", &loaded);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-run: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 static int Run(int argc, char** argv) {
@@ -138,6 +194,7 @@ static int Run(int argc, char** argv) {
     return 1;
   }
 
+  if (r.conversation) return Converse(&r);
   const double t_start = pi::NowSeconds();
   pi::LoadedEngine loaded;
   std::vector<int32_t> prompt_ids;

@@ -177,4 +177,14 @@ Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
   return Status::Error("unknown chat template");
 }
 
+Status ChatTemplateOfModel(const GgufFile& file, ChatTemplate* out) {
+  std::string jinja;
+  if (!file.GetStringOpt("tokenizer.chat_template", &jinja).ok() || jinja.empty()) {
+    return Status::Error(
+        "the model has no chat template: choose one with --chat-template NAME (%s)",
+        ChatTemplateNames());
+  }
+  return DetectChatTemplate(jinja, out);
+}
+
 }  // namespace pi

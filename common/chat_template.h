@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gguf.h"
 #include "common/status.h"
 
 namespace pi {
@@ -32,6 +33,11 @@ Status ParseChatTemplateName(const std::string& name, ChatTemplate* out);
 // with the family's markers; an error saying the template is not one of
 // the known families (and how to choose one) otherwise.
 Status DetectChatTemplate(const std::string& text, ChatTemplate* out);
+
+// The model's own template (its GGUF's tokenizer.chat_template), detected;
+// an error saying the model has none, or an unknown one, and how to choose
+// one (--chat-template NAME) otherwise.
+Status ChatTemplateOfModel(const GgufFile& file, ChatTemplate* out);
 
 // Renders `messages` (roles system, user, assistant; a system message only
 // first) and, with add_generation_prompt, opens the assistant's turn.
