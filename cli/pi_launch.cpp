@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
+#include "cli/default_model.h"
 #include "cli/engine_flags.h"
 #include "cli/gpu_split.h"
 #include "cli/read_file.h"
@@ -176,33 +177,41 @@ static int Run(int argc, char** argv) {
             l.listen.c_str());
   }
   pi::LoadedEngine loaded;
+  pi::HttpServer http_server;
+  std::unique_ptr<pi::RequestRunner> runner;  // shut down http_server before it goes
   pi::Status s = ReadApiKey(&l);
+  std::string address, http_address;
+  if (s.ok() && l.http_enabled) {
+    // Up while the model loads: /health says 503 "loading" until it is ready.
+    if (l.engine.model_path.empty()) l.engine.model_path = pi::DefaultModelPath();
+    l.http.model_id = ModelId(l.engine.model_path);
+    l.http.more_metrics = [&loaded](std::string* out) {
+      std::vector<const pi::CpuWorker*> cpu;
+      for (const auto& w : loaded.workers) cpu.push_back(w.get());
+      pi::AppendWorkerMetrics(cpu, loaded.gpu_worker.get(), loaded.device_worker.get(), out);
+    };
+    s = http_server.Start(l.http, nullptr, &http_address);
+    if (s.ok()) {
+      fprintf(stderr, "pi-launch: listening on http://%s while the model loads (/health: 503)\n",
+              http_address.c_str());
+    }
+  }
   if (s.ok()) s = pi::LoadEngine("pi-launch", &l.engine, &loaded);
   if (s.ok()) {
-    pi::RequestRunner runner(loaded.engine.get(), loaded.tok.get(), l.max_queue, "pi-launch");
+    runner = std::make_unique<pi::RequestRunner>(loaded.engine.get(), loaded.tok.get(), l.max_queue,
+                                                 "pi-launch");
     pi::CoordinatorServer rpc_server;
-    std::string address;
-    s = rpc_server.Start(l.listen, Describe(l, loaded), &runner, &address);
+    s = rpc_server.Start(l.listen, Describe(l, loaded), runner.get(), &address);
     if (s.ok()) {
       fprintf(stderr, "pi-launch: serving %s on %s (%d cpu worker(s), max queue %d)\n",
               l.engine.model_path.c_str(), address.c_str(), static_cast<int>(loaded.workers.size()),
               l.max_queue);
     }
-    pi::HttpServer http_server;
     if (s.ok() && l.http_enabled) {
-      l.http.model_id = ModelId(l.engine.model_path);
-      l.http.more_metrics = [&loaded](std::string* out) {
-        std::vector<const pi::CpuWorker*> cpu;
-        for (const auto& w : loaded.workers) cpu.push_back(w.get());
-        pi::AppendWorkerMetrics(cpu, loaded.gpu_worker.get(), loaded.device_worker.get(), out);
-      };
       ResolveChatTemplate(loaded.model, &l.http);
-      s = http_server.Start(l.http, &runner, &address);
-      if (s.ok()) {
-        fprintf(stderr, "pi-launch: HTTP API (model '%s') on http://%s%s\n",
-                l.http.model_id.c_str(), address.c_str(),
-                l.http.api_key.empty() ? "" : " (API key required)");
-      }
+      http_server.Ready(runner.get(), l.http.chat_template);
+      fprintf(stderr, "pi-launch: HTTP API (model '%s') on http://%s%s\n", l.http.model_id.c_str(),
+              http_address.c_str(), l.http.api_key.empty() ? "" : " (API key required)");
     }
     if (s.ok()) {
       fprintf(stderr, "pi-launch: %s: shutting down\n", pi::WaitForTerminationSignal());
@@ -210,6 +219,7 @@ static int Run(int argc, char** argv) {
     http_server.Shutdown();
     rpc_server.Shutdown(kShutdownGraceMs);
   }
+  http_server.Shutdown();
   pi::StopWorkers("pi-launch", &loaded);
   if (!s.ok()) {
     fprintf(stderr, "pi-launch: %s\n", s.message().c_str());

@@ -79,7 +79,7 @@ bool ReplyError(tcp::socket* socket, const Request& req, int status, const std::
 
 struct HttpServer::Impl {
   HttpServerOptions options;
-  RequestRunner* runner = nullptr;
+  std::atomic<RequestRunner*> ready_runner{nullptr};  // null while the model loads
   net::io_context ioc;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::thread accept_thread;
@@ -173,6 +173,13 @@ bool HttpServer::Impl::Handle(const Request& req, Connection* c) {
   if (path == "/" && req.method() == http::verb::get) {  // the page asks for the key itself
     return Reply(&c->socket, req, 200, kWebPage, "text/html; charset=utf-8");
   }
+  RequestRunner* runner = ready_runner.load(std::memory_order_acquire);
+  if (!runner) {
+    if (path == "/health" && req.method() == http::verb::get) {
+      return Reply(&c->socket, req, 503, json{{"status", "loading"}}.dump(), "application/json", 1);
+    }
+    return ReplyError(&c->socket, req, 503, "the model is still loading; retry shortly", 1);
+  }
   if (path == "/health" && req.method() == http::verb::get) {
     json j = {{"status", runner->degraded() ? "degraded" : "ok"},
               {"running", runner->running()},
@@ -191,17 +198,17 @@ bool HttpServer::Impl::Handle(const Request& req, Connection* c) {
   }
   if (path == "/v1/models" && req.method() == http::verb::get) {
     const Engine& e = runner->engine();
-    json model = {{"id", options.model_id},
-                  {"object", "model"},
-                  {"created", started_at},
-                  {"owned_by", "pi"},
-                  {"meta",
-                   {{"chat_template", options.chat_template
-                                          ? json(ChatTemplateName(*options.chat_template))
-                                          : json(nullptr)},
-                    {"n_ctx", e.n_ctx()},
-                    {"n_vocab", e.n_vocab()},
-                    {"n_params", e.model().ParameterCount()}}}};
+    json model = {
+        {"id", options.model_id},
+        {"object", "model"},
+        {"created", started_at},
+        {"owned_by", "pi"},
+        {"meta",
+         {{"chat_template",
+           options.chat_template ? json(ChatTemplateName(*options.chat_template)) : json(nullptr)},
+          {"n_ctx", e.n_ctx()},
+          {"n_vocab", e.n_vocab()},
+          {"n_params", e.model().ParameterCount()}}}};
     json j = {{"object", "list"}, {"data", {model}}};
     return Reply(&c->socket, req, 200, j.dump(-1, ' ', false, json::error_handler_t::replace));
   }
@@ -225,6 +232,7 @@ void HttpServer::Impl::Completion(const Request& req, Connection* c, bool chat) 
                                      options.chat_template ? &*options.chat_template : nullptr, &cr,
                                      &status)
                   : ParseCompletionRequest(req.body(), options.model_id, &cr, &status);
+  RequestRunner* runner = ready_runner.load(std::memory_order_acquire);
   const Engine& engine = runner->engine();
   GenerationRequest job;
   SamplerParams sampling;
@@ -322,7 +330,7 @@ void HttpServer::Impl::Completion(const Request& req, Connection* c, bool chat) 
 }
 
 void HttpServer::Impl::Tokenize(const Request& req, Connection* c, bool detokenize) {
-  const Tokenizer& tok = runner->tokenizer();
+  const Tokenizer& tok = ready_runner.load(std::memory_order_acquire)->tokenizer();
   const json j = json::parse(req.body(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     ReplyError(&c->socket, req, 400, "the body must be a JSON object");
@@ -375,7 +383,7 @@ Status HttpServer::Start(const HttpServerOptions& options, RequestRunner* runner
   PI_RETURN_IF_ERROR(SplitHostPort(options.listen, "--http", &host, &port));
   Impl& m = *impl_;
   m.options = options;
-  m.runner = runner;
+  m.ready_runner.store(runner, std::memory_order_release);
   m.started_at = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();
@@ -396,6 +404,13 @@ Status HttpServer::Start(const HttpServerOptions& options, RequestRunner* runner
   *address = host + ":" + std::to_string(m.acceptor->local_endpoint().port());
   m.accept_thread = std::thread([&m] { m.AcceptLoop(); });
   return Status::Ok();
+}
+
+void HttpServer::Ready(RequestRunner* runner, std::optional<ChatTemplate> chat_template) {
+  // Written before the runner is published: no request reads the options
+  // until it sees the runner.
+  if (chat_template) impl_->options.chat_template = chat_template;
+  impl_->ready_runner.store(runner, std::memory_order_release);
 }
 
 void HttpServer::Shutdown() {

@@ -46,8 +46,14 @@ class HttpServer {
  public:
   HttpServer();
   ~HttpServer();
-  // `runner` must outlive the server. *address: what was bound.
+  // `runner` must outlive the server. *address: what was bound. With a null
+  // runner the server answers while the model loads: GET / (the page),
+  // GET /health 503 {"status": "loading"}, anything else 503 saying so,
+  // until Ready().
   Status Start(const HttpServerOptions& options, RequestRunner* runner, std::string* address);
+  // The engine is loaded: requests run on `runner` (which must outlive the
+  // server) from now on, chats with `chat_template` when set.
+  void Ready(RequestRunner* runner, std::optional<ChatTemplate> chat_template);
   // Stops accepting, closes every connection (running requests are
   // cancelled at their next token) and joins the threads.
   void Shutdown();

@@ -261,6 +261,42 @@ def main():
         check(call(s.http, "GET", "/health")[0] == 200, "/health needs no key")
         check(s.stop() == 0, "pi-launch stops cleanly")
 
+        # While the model loads (here: a remote worker nobody runs, tried for 10 s), the
+        # HTTP server answers: /health 503 "loading", the API 503 saying so, the page.
+        token = os.path.join(tmp, "token")
+        with open(token, "w") as f:
+            f.write("a-worker-token-0123456789\n")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            nobody = f"127.0.0.1:{sock.getsockname()[1]}"
+        log = os.path.join(tmp, "loading.log")
+        with open(log, "w") as err:
+            proc = subprocess.Popen([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0",
+                                     "--http", "127.0.0.1:0", *served, "--cpu-worker", nobody,
+                                     "--auth-token-file", token], stdout=subprocess.DEVNULL,
+                                    stderr=err)
+        address = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and address is None and proc.poll() is None:
+            for line in open(log).read().splitlines():
+                if "while the model loads" in line:
+                    address = line.split("http://", 1)[1].split()[0]
+            time.sleep(0.05)
+        check(address is not None, "the HTTP server is up before the model is loaded")
+        if address:
+            st, headers, r = call(address, "GET", "/health")
+            check(st == 503 and r == {"status": "loading"} and headers.get("Retry-After") == "1",
+                  f"/health while loading: 503 {r}")
+            st, _, r = call(address, "POST", "/v1/completions", greedy)
+            check(st == 503 and "loading" in r["error"]["message"],
+                  f"a completion while loading: 503 ({r['error']['message']!r})")
+            st, headers, _ = call(address, "GET", "/")
+            check(st == 200 and headers.get("Content-Type", "").startswith("text/html"),
+                  "the page while loading")
+        rc = proc.wait(timeout=60)
+        check(rc == 1 and nobody in open(log).read(),
+              "the load fails (the worker is unreachable): exit 1, naming it")
+
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
