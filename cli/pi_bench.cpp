@@ -30,6 +30,7 @@
 #include "cli/default_model.h"
 #include "cli/gpu_split.h"
 #include "cli/read_file.h"
+#include "cli/server_bench.h"
 #include "cli/sparse_note.h"
 #include "cli/tool_main.h"
 #include "common/executable_path.h"
@@ -79,6 +80,8 @@ void Usage() {
           "                           (default 0)\n"
           "  --sparse-threshold X     predictor score threshold (default: env\n"
           "                           LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
+          "  --server HOST:PORT       drive a running server's HTTP API instead (pi-bench\n"
+          "                           --server --help)\n"
           "  --text FILE              take the tokens from this text (repeated as needed)\n"
           "                           instead of random ids: a sparse model's activations\n"
           "                           on real text, not on noise (tg then decodes the text)\n");
@@ -420,6 +423,9 @@ pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const s
 }  // namespace
 
 static int Run(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--server") return pi::RunServerBench(argc, argv);
+  }
   pi::ArgReader args("pi-bench", argc, argv);
   pi::GpuSplitFlags split_flags;
   std::vector<std::string> models;

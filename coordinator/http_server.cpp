@@ -106,6 +106,9 @@ void HttpServer::Impl::AcceptLoop() {
     tcp::socket socket(ioc);
     acceptor->accept(socket, ec);
     if (ec) continue;
+    // A streamed token is a small write: without this, Nagle's algorithm
+    // holds it until the client's delayed ACK of the one before (40 ms).
+    socket.set_option(tcp::no_delay(true), ec);
     std::lock_guard<std::mutex> lock(mu);
     // Reap finished connections; refuse beyond the limit.
     for (auto it = connections.begin(); it != connections.end();) {

@@ -249,6 +249,18 @@ def main():
         check(st == 400 and "messages" in r["error"]["message"], "messages not an array: 400")
         check(s.stop() == 0, "pi-launch stops cleanly")
 
+        # pi-bench --server drives the API with concurrent clients.
+        s = launch(bin_dir, tmp, *served)
+        p = subprocess.run([os.path.join(bin_dir, "pi-bench"), "--server", s.http, "--clients",
+                            "1,3", "--requests", "6", "-n", "8", "-o", "json"],
+                           capture_output=True, text=True, timeout=300)
+        rows = json.loads(p.stdout) if p.returncode == 0 else []
+        check(len(rows) == 2 and all(r["ok"] == 6 and r["errors"] == 0 and r["tokens"] == 48
+                                     and r["tokens_per_second"] > 0 and r["ttft_p50_ms"] > 0
+                                     for r in rows) and [r["clients"] for r in rows] == [1, 3],
+              f"pi-bench --server: 1 and 3 clients, every request streamed 8 tokens ({p.stderr[-200:]!r})")
+        check(s.stop() == 0, "pi-launch stops cleanly")
+
         # An API key.
         key_file = os.path.join(tmp, "key")
         with open(key_file, "w") as f:

@@ -1,0 +1,330 @@
+#include "cli/server_bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/read_file.h"
+#include "common/transport/listen_address.h"
+
+namespace pi {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kDefaultPrompt[] = "In the beginning God created the heaven and the earth.";
+
+struct Flags {
+  std::string server;  // host:port
+  std::vector<int64_t> clients = {1, 8};
+  int requests = 32;    // per client count
+  int max_tokens = 64;  // per request
+  std::string prompt = kDefaultPrompt;
+  std::string api_key;
+  std::string out = "md";
+};
+
+// What one streamed request saw.
+struct Sample {
+  bool ok = false, refused = false;
+  std::string error;
+  double ttft_s = 0;           // request sent to first text
+  std::vector<double> gaps_s;  // between later events with text
+  int tokens = 0;              // completion tokens (usage), else events
+};
+
+// One streamed completion over `stream`'s connection (kept alive).
+Sample Request(beast::tcp_stream* stream, const Flags& f, const std::string& host) {
+  Sample s;
+  json body = {{"prompt", f.prompt},
+               {"max_tokens", f.max_tokens},
+               {"stream", true},
+               {"temperature", 0},
+               {"ignore_eos", true}};
+  http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+  req.set(http::field::host, host);
+  req.set(http::field::content_type, "application/json");
+  if (!f.api_key.empty()) req.set(http::field::authorization, "Bearer " + f.api_key);
+  req.keep_alive(true);
+  req.body() = body.dump();
+  req.prepare_payload();
+  beast::error_code ec;
+  const auto sent = Clock::now();
+  stream->expires_after(std::chrono::seconds(600));
+  http::write(*stream, req, ec);
+  if (ec) {
+    s.error = "write: " + ec.message();
+    return s;
+  }
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  http::read_header(*stream, buffer, parser, ec);
+  if (ec) {
+    s.error = "read: " + ec.message();
+    return s;
+  }
+  const int status = parser.get().result_int();
+  std::string text;
+  char chunk[4096];
+  auto last = sent;
+  bool first = true;
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk;
+    parser.get().body().size = sizeof chunk;
+    http::read_some(*stream, buffer, parser, ec);  // what has arrived, not a full buffer
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      s.error = "read: " + ec.message();
+      return s;
+    }
+    text.append(chunk, sizeof chunk - parser.get().body().size);
+    // Events as they complete: "data: {...}\n\n".
+    size_t end;
+    while (status == 200 && (end = text.find("\n\n")) != std::string::npos) {
+      const std::string event = text.substr(0, end);
+      text.erase(0, end + 2);
+      if (event.rfind("data: ", 0) != 0 || event == "data: [DONE]") continue;
+      const json j = json::parse(event.substr(6), nullptr, false);
+      // Whatever the server sent: only a well-formed chunk counts.
+      if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() ||
+          j["choices"].empty() || !j["choices"][0].is_object()) {
+        continue;
+      }
+      const json& choice = j["choices"][0];
+      const auto now = Clock::now();
+      const bool has_text = choice.contains("text") && choice["text"].is_string() &&
+                            !choice["text"].get_ref<const std::string&>().empty();
+      if (has_text) {
+        const double since = std::chrono::duration<double>(now - last).count();
+        if (first) s.ttft_s = std::chrono::duration<double>(now - sent).count();
+        if (!first) s.gaps_s.push_back(since);
+        first = false;
+        last = now;
+        ++s.tokens;
+      }
+      if (j.contains("usage") && j["usage"].is_object() &&
+          j["usage"].contains("completion_tokens") &&
+          j["usage"]["completion_tokens"].is_number_integer()) {
+        s.tokens = j["usage"]["completion_tokens"].get<int>();
+      }
+    }
+  }
+  if (status == 503) {
+    s.refused = true;
+    return s;
+  }
+  if (status != 200) {
+    s.error = "HTTP " + std::to_string(status) + ": " + text.substr(0, 200);
+    return s;
+  }
+  s.ok = true;
+  return s;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+struct Row {
+  int clients = 0, requests = 0, ok = 0, refused = 0, errors = 0;
+  int64_t tokens = 0;
+  double seconds = 0, ttft_p50 = 0, ttft_p99 = 0, gap_p50 = 0, gap_p99 = 0;
+  std::string first_error;
+};
+
+Row RunClients(const Flags& f, int n_clients, const std::string& host, const std::string& port) {
+  std::vector<Sample> samples(f.requests);
+  std::atomic<int> next{0};
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < n_clients; ++c) {
+    threads.emplace_back([&] {
+      net::io_context ioc;
+      tcp::resolver resolver(ioc);
+      beast::tcp_stream stream(ioc);
+      bool connected = false;
+      for (int i; (i = next++) < f.requests;) {
+        if (!connected) {
+          beast::error_code ec;
+          stream.expires_after(std::chrono::seconds(30));
+          stream.connect(resolver.resolve(host, port, ec), ec);
+          if (ec) {
+            samples[i].error = "connect: " + ec.message();
+            continue;
+          }
+          connected = true;
+        }
+        samples[i] = Request(&stream, f, host);
+        // A failed or refused request may leave the connection unusable.
+        if (!samples[i].ok) {
+          beast::error_code ignored;
+          stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+          stream.close();
+          connected = false;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  Row r;
+  r.clients = n_clients;
+  r.requests = f.requests;
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> ttft, gaps;
+  for (const Sample& s : samples) {
+    if (s.ok) {
+      ++r.ok;
+      r.tokens += s.tokens;
+      ttft.push_back(s.ttft_s);
+      gaps.insert(gaps.end(), s.gaps_s.begin(), s.gaps_s.end());
+    } else if (s.refused) {
+      ++r.refused;
+    } else {
+      ++r.errors;
+      if (r.first_error.empty()) r.first_error = s.error;
+    }
+  }
+  r.ttft_p50 = Percentile(ttft, 0.5);
+  r.ttft_p99 = Percentile(ttft, 0.99);
+  r.gap_p50 = Percentile(gaps, 0.5);
+  r.gap_p99 = Percentile(gaps, 0.99);
+  return r;
+}
+
+void Print(const Flags& f, const std::vector<Row>& rows) {
+  if (f.out == "json") {
+    json all = json::array();
+    for (const Row& r : rows) {
+      all.push_back({{"server", f.server},
+                     {"clients", r.clients},
+                     {"requests", r.requests},
+                     {"ok", r.ok},
+                     {"refused", r.refused},
+                     {"errors", r.errors},
+                     {"tokens", r.tokens},
+                     {"seconds", r.seconds},
+                     {"tokens_per_second", r.seconds > 0 ? r.tokens / r.seconds : 0.0},
+                     {"ttft_p50_ms", r.ttft_p50 * 1e3},
+                     {"ttft_p99_ms", r.ttft_p99 * 1e3},
+                     {"token_p50_ms", r.gap_p50 * 1e3},
+                     {"token_p99_ms", r.gap_p99 * 1e3}});
+    }
+    printf("%s\n", all.dump(2).c_str());
+    return;
+  }
+  printf(
+      "| clients | requests | ok | 503 | errors | tokens | t/s (aggregate) | TTFT p50/p99 ms | "
+      "token p50/p99 ms |\n");
+  printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const Row& r : rows) {
+    printf("| %d | %d | %d | %d | %d | %lld | %.2f | %.1f / %.1f | %.2f / %.2f |\n", r.clients,
+           r.requests, r.ok, r.refused, r.errors, static_cast<long long>(r.tokens),
+           r.seconds > 0 ? r.tokens / r.seconds : 0.0, r.ttft_p50 * 1e3, r.ttft_p99 * 1e3,
+           r.gap_p50 * 1e3, r.gap_p99 * 1e3);
+  }
+  for (const Row& r : rows) {
+    if (!r.first_error.empty()) {
+      fprintf(stderr, "pi-bench: %d clients: %d errors, the first: %s\n", r.clients, r.errors,
+              r.first_error.c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int RunServerBench(int argc, char** argv) {
+  ArgReader args("pi-bench", argc, argv);
+  Flags f;
+  std::string prompt_file, key_file;
+  while (!args.Done() && !args.failed()) {
+    const std::string flag = args.Next();
+    if (flag == "--server")
+      f.server = args.String(flag);
+    else if (flag == "--clients")
+      f.clients = args.IntList(flag, 1, 256);
+    else if (flag == "--requests")
+      f.requests = args.Int(flag);
+    else if (flag == "-n" || flag == "--n-gen")
+      f.max_tokens = args.Int(flag);
+    else if (flag == "--prompt")
+      f.prompt = args.String(flag);
+    else if (flag == "--prompt-file")
+      prompt_file = args.String(flag);
+    else if (flag == "--api-key-file")
+      key_file = args.String(flag);
+    else if (flag == "-o" || flag == "--output")
+      f.out = args.String(flag);
+    else if (flag == "-h" || flag == "--help") {
+      fprintf(stderr,
+              "usage: pi-bench --server HOST:PORT [options]   (a running pi-launch --http)\n"
+              "  --clients C[,C]         concurrent clients per run (default 1,8)\n"
+              "  --requests N            streamed requests per run, shared by the clients\n"
+              "                          (default 32)\n"
+              "  -n, --n-gen N           max_tokens of each request (default 64; ignore_eos)\n"
+              "  --prompt TEXT, --prompt-file F  the prompt (default: a sentence)\n"
+              "  --api-key-file F        the server's API key\n"
+              "  -o, --output md|json    (default md)\n");
+      return 0;
+    } else {
+      args.Fail("unknown flag '" + flag + "' with --server (see pi-bench --server --help)");
+    }
+  }
+  if (args.failed()) return 2;
+  std::string host;
+  int port = 0;
+  Status s = SplitHostPort(f.server, "--server", &host, &port);
+  if (s.ok() && port == 0)
+    s = Status::Error("--server %s: port 0 names no server", f.server.c_str());
+  if (s.ok() && (f.requests < 1 || f.requests > 100000)) {
+    s = Status::Error("--requests must be 1 to 100000, got %d", f.requests);
+  }
+  if (s.ok() && (f.max_tokens < 1 || f.max_tokens > 1000000)) {
+    s = Status::Error("-n must be 1 to 1000000, got %d", f.max_tokens);
+  }
+  if (s.ok() && f.out != "md" && f.out != "json") s = Status::Error("-o expects md or json");
+  if (!s.ok()) {
+    fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+    return 2;
+  }
+  if (!prompt_file.empty()) s = ReadWholeFile(prompt_file, &f.prompt).WithContext("--prompt-file");
+  if (s.ok() && !key_file.empty()) {
+    s = ReadWholeFile(key_file, &f.api_key).WithContext("--api-key-file");
+    while (!f.api_key.empty() && (f.api_key.back() == '\n' || f.api_key.back() == '\r')) {
+      f.api_key.pop_back();
+    }
+  }
+  if (!s.ok()) {
+    fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::vector<Row> rows;
+  for (int64_t c : f.clients) {
+    fprintf(stderr, "pi-bench: %lld client(s), %d requests of %d tokens to %s ...\n",
+            static_cast<long long>(c), f.requests, f.max_tokens, f.server.c_str());
+    rows.push_back(RunClients(f, static_cast<int>(c), host, std::to_string(port)));
+  }
+  Print(f, rows);
+  for (const Row& r : rows) {
+    if (r.ok == 0) return 1;
+  }
+  return 0;
+}
+
+}  // namespace pi
