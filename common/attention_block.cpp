@@ -18,8 +18,10 @@ void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, i
   q_k_.assign(n_threads * PreparedActivationBytes(k_type, c_.head_dim), 0);
   const size_t b = static_cast<size_t>(max_batch);
   rope_cs_.assign(b * std::max(c_.rope_dims, 1), 0.0f);
-  rope_from_ = -1;
-  rope_count_ = 0;
+  rope_pos_.clear();
+  rope_pos_.reserve(b);
+  pos_.assign(b, 0);
+  caches_.assign(b, nullptr);
   x_.assign(b * c_.n_embd, 0.0f);
   q_.assign(b * c_.q_dim(), 0.0f);
   k_.assign(b * c_.kv_dim(), 0.0f);
@@ -33,6 +35,15 @@ void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, i
 
 void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_past, int batch,
                              float* h, KvCache* cache, ThreadPool* pool) {
+  for (int b = 0; b < batch; ++b) {
+    pos_[b] = n_past + b;
+    caches_[b] = cache;
+  }
+  ForwardRows(layer, layer_index, pos_.data(), caches_.data(), batch, h, pool);
+}
+
+void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const int* pos,
+                                 KvCache* const* caches, int batch, float* h, ThreadPool* pool) {
   const int d = c_.n_embd, qd = c_.q_dim(), kvd = c_.kv_dim(), hd = c_.head_dim;
   for (int b = 0; b < batch; ++b) {
     NormalizeRow(c_, layer.attn_norm, layer.attn_norm_b, h + static_cast<int64_t>(b) * d,
@@ -46,23 +57,22 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
   ParallelMatMul(pool, in, qkv, 3);
 
   // The batch's rotations: the same in every layer, so computed by the
-  // first layer that sees these positions.
-  if (n_past != rope_from_ || batch > rope_count_) {
+  // first layer that sees these positions (reserved: no allocation).
+  if (static_cast<int>(rope_pos_.size()) != batch ||
+      !std::equal(rope_pos_.begin(), rope_pos_.end(), pos)) {
+    rope_pos_.assign(pos, pos + batch);
     for (int b = 0; b < batch; ++b) {
-      RopeAngles(c_.rope_dims, n_past + b, c_.rope_theta, rope_cs_.data() + b * c_.rope_dims);
+      RopeAngles(c_.rope_dims, pos[b], c_.rope_theta, rope_cs_.data() + b * c_.rope_dims);
     }
-    rope_from_ = n_past;
-    rope_count_ = batch;
   }
   for (int b = 0; b < batch; ++b) {
-    const int pos = n_past + b;
     const float* cs = rope_cs_.data() + b * c_.rope_dims;
     // llama: adjacent pairs; falcon: NeoX pairs (i, i + rope_dims / 2).
     const auto rope = c_.rope == RopeKind::kNeox ? RopeNeox : RopeNormal;
     rope(q_.data() + static_cast<int64_t>(b) * qd, c_.n_head, hd, c_.rope_dims, cs);
     rope(k_.data() + static_cast<int64_t>(b) * kvd, c_.n_head_kv, hd, c_.rope_dims, cs);
-    cache->Store(layer_index, pos, k_.data() + static_cast<int64_t>(b) * kvd,
-                 v_.data() + static_cast<int64_t>(b) * kvd);
+    caches[b]->Store(layer_index, pos[b], k_.data() + static_cast<int64_t>(b) * kvd,
+                     v_.data() + static_cast<int64_t>(b) * kvd);
   }
 
   // One (token, head) pair per work item; query heads of a group share a KV head.
@@ -71,8 +81,10 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
   const int64_t items = static_cast<int64_t>(batch) * c_.n_head;
   // Items are (token, head) pairs; a chunk is a run of them. Short contexts
   // read little KV cache: then one chunk, on the caller.
+  int max_pos = 0;
+  for (int b = 0; b < batch; ++b) max_pos = std::max(max_pos, pos[b]);
   const int64_t kv_bytes =
-      items * (n_past + batch) * (RowBytes(k_type_, hd) + RowBytes(cache->v_type(), hd));
+      items * (max_pos + 1) * (RowBytes(k_type_, hd) + RowBytes(caches[0]->v_type(), hd));
   const int64_t n_chunks =
       kv_bytes < ThreadPool::kMinParallelBytes ? 1 : std::min<int64_t>(items, 4 * pool->size());
   pool->ParallelFor(n_chunks, [&](int64_t chunk, int slot) {
@@ -83,7 +95,8 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
     for (int64_t i = i0; i < i1; ++i) {
       const int b = static_cast<int>(i / c_.n_head), head = static_cast<int>(i % c_.n_head);
       const int kv_head = head / group;
-      const int n_pos = n_past + b + 1;
+      const int n_pos = pos[b] + 1;
+      const KvCache* cache = caches[b];
       // scores = K q (a matvec over the head's cached keys), softmax, then
       // out = sum_p scores[p] V[p] (an axpy over the head's cached values).
       // Float keys read q itself; a Q8_0 key cache reads a Q8_0 copy of it.

@@ -27,6 +27,12 @@ class AttentionBlock {
   // n_past .. n_past + batch - 1; their K/V are written into `cache`.
   void Forward(const LlamaLayer& layer, int layer_index, int n_past, int batch, float* h,
                KvCache* cache, ThreadPool* pool);
+  // The same for rows of several sequences: row b sits at position pos[b]
+  // of its own cache caches[b] (its K/V written there, its attention over
+  // that cache's positions 0 .. pos[b]). The projections read each weight
+  // row once for all rows; every row's result equals Forward's for it.
+  void ForwardRows(const LlamaLayer& layer, int layer_index, const int* pos, KvCache* const* caches,
+                   int batch, float* h, ThreadPool* pool);
 
  private:
   LlamaConfig c_;
@@ -38,11 +44,13 @@ class AttentionBlock {
   std::vector<float> attn_;  // [max_batch, q_dim]   heads' outputs
   std::vector<float> out_;   // [max_batch, n_embd]  Wo · attn
   DType k_type_ = DType::kF32;
-  std::vector<float> rope_cs_;  // [max_batch, rope_dims] RopeAngles of positions rope_from_..
-  int rope_from_ = -1, rope_count_ = 0;
-  std::vector<float> scores_;  // [n_threads, n_ctx]
-  std::vector<uint8_t> q_k_;   // [n_threads] one head's query as Q8_0 (a q8_0 key cache)
-  std::vector<uint8_t> q8_;    // prepared Q8_0 input, max(n_embd, q_dim) wide
+  std::vector<float> rope_cs_;    // [max_batch, rope_dims] RopeAngles of positions rope_pos_
+  std::vector<int> rope_pos_;     // the positions rope_cs_ holds (the same in every layer)
+  std::vector<int> pos_;          // [max_batch] Forward's positions
+  std::vector<KvCache*> caches_;  // [max_batch] Forward's cache, per row
+  std::vector<float> scores_;     // [n_threads, n_ctx]
+  std::vector<uint8_t> q_k_;      // [n_threads] one head's query as Q8_0 (a q8_0 key cache)
+  std::vector<uint8_t> q8_;       // prepared Q8_0 input, max(n_embd, q_dim) wide
 };
 
 }  // namespace pi

@@ -44,21 +44,48 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   }
   const int n_ctx = ContextSize(c, options.n_ctx);
   const int n_batch = std::min(options.n_batch, n_ctx);
-  PI_RETURN_IF_ERROR(CheckMemory("the KV cache and buffers for a context of " +
-                                     std::to_string(n_ctx) + " tokens (-c) and batches of " +
-                                     std::to_string(n_batch) + " (-b)",
-                                 WorkingBytes(c, n_ctx, n_batch, options.n_threads,
-                                              options.cache_type_k, options.cache_type_v)));
+  if (options.n_seq < 1 || options.n_seq > 256) {
+    return Status::Error("invalid sequence count %d (-np: 1 to 256)", options.n_seq);
+  }
+  if (options.n_seq > 1 && options.device) {
+    return Status::Error("several sequences (-np %d) with a device backend: not supported yet",
+                         options.n_seq);
+  }
+  const int max_rows = n_batch + options.n_seq - 1;
+  const int64_t one_cache = KvCache::BytesFor(c.n_layer, n_ctx, c.n_head_kv, c.head_dim,
+                                              options.cache_type_k, options.cache_type_v);
+  const int64_t working = WorkingBytes(c, n_ctx, max_rows, options.n_threads, options.cache_type_k,
+                                       options.cache_type_v);
+  const std::string caches =
+      options.n_seq == 1 ? std::string("the KV cache and buffers for a context of ")
+                         : "the KV caches and buffers for " + std::to_string(options.n_seq) +
+                               " sequences (-np), each with a context of ";
+  PI_RETURN_IF_ERROR(CheckMemory(
+      caches + std::to_string(n_ctx) + " tokens (-c) and batches of " + std::to_string(n_batch) +
+          " (-b)",
+      working < 0 || one_cache < 0
+          ? -1
+          : working + (options.n_seq - 1) * one_cache + int64_t{4} * options.n_seq * c.n_vocab));
   std::unique_ptr<Engine> e(new Engine());
   e->predictor_threshold_ = threshold;
   e->model_ = model;
   e->n_ctx_ = n_ctx;
   e->n_batch_ = n_batch;
+  e->max_rows_ = max_rows;
   e->pool_ = std::make_unique<ThreadPool>(options.n_threads);
   PI_RETURN_IF_ERROR(e->cache_.Init(c.n_layer, e->n_ctx_, c.n_head_kv, c.head_dim,
                                     options.cache_type_k, options.cache_type_v));
-  e->attention_.Init(c, e->n_batch_, e->n_ctx_, options.n_threads, options.cache_type_k);
-  e->ffn_.Init(*model, e->n_batch_, options.sparse);
+  e->extra_caches_.resize(options.n_seq - 1);
+  for (KvCache& cache : e->extra_caches_) {
+    PI_RETURN_IF_ERROR(cache.Init(c.n_layer, e->n_ctx_, c.n_head_kv, c.head_dim,
+                                  options.cache_type_k, options.cache_type_v));
+  }
+  e->extra_n_past_.assign(options.n_seq - 1, 0);
+  e->row_pos_.assign(max_rows, 0);
+  e->row_caches_.assign(max_rows, nullptr);
+  e->logit_rows_.assign(options.n_seq, 0);
+  e->attention_.Init(c, max_rows, e->n_ctx_, options.n_threads, options.cache_type_k);
+  e->ffn_.Init(*model, max_rows, options.sparse);
   if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
   if (options.hot_backend) {
     if (!options.hot_neurons) return Status::Error("a hot backend needs its hot neuron sets");
@@ -93,11 +120,11 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
     e->device_ = options.device;
   }
   PI_RETURN_IF_ERROR(e->ffn_.InitColdShards(options.cold_shards));
-  e->h_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
-  e->x_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
-  if (c.parallel_residual) e->inp_.assign(static_cast<size_t>(e->n_batch_) * c.n_embd, 0.0f);
-  e->q8_.assign(e->n_batch_ * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
-  e->logits_.assign(c.n_vocab, 0.0f);
+  e->h_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
+  e->x_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
+  if (c.parallel_residual) e->inp_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
+  e->q8_.assign(max_rows * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
+  e->logits_.assign(static_cast<size_t>(options.n_seq) * c.n_vocab, 0.0f);
   e->tokens_.assign(e->n_ctx_, 0);
   e->computed_.reset(new std::atomic<int64_t>[2 * (c.n_layer + 1)]);
   for (int i = 0; i < 2 * (c.n_layer + 1); ++i) e->computed_[i].store(0);
@@ -255,6 +282,95 @@ void Engine::ForwardHostLayers(int first, int n_past, int batch) {
     CountComputed(il, false, ffn_.last_computed_neurons() - ffn_.last_hot_fired());
     if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
   }
+}
+
+Status Engine::EvalBatch(const BatchRow* rows, int n) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  if (device_) return Status::Error("EvalBatch with a device backend: not supported yet");
+  if (n < 1 || n > max_rows_) {
+    return Status::Error("a batch of %d rows: expected 1 to %d (-b + -np - 1)", n, max_rows_);
+  }
+  // Validated before anything changes; positions assigned in row order.
+  int n_logits = 0;
+  for (int i = 0; i < n; ++i) {
+    const BatchRow& r = rows[i];
+    if (r.seq < 0 || r.seq >= n_seq()) {
+      return Status::Error("row %d: sequence %d is out of range [0, %d)", i, r.seq, n_seq());
+    }
+    if (r.token < 0 || r.token >= c.n_vocab) {
+      return Status::Error("row %d: token id %d is out of range [0, %d)", i, r.token, c.n_vocab);
+    }
+    if (r.logits && n_logits == n_seq()) {
+      return Status::Error("more than %d rows ask for logits", n_seq());
+    }
+    n_logits += r.logits;
+  }
+  int count[256] = {};  // n_seq <= 256 (Create)
+  for (int i = 0; i < n; ++i) {
+    const int s = rows[i].seq;
+    row_pos_[i] = SeqPast(s) + count[s]++;
+    if (row_pos_[i] >= n_ctx_) {
+      return Status::Error(
+          "context overflow: sequence %d has %d tokens, + %d new > context size "
+          "%d (raise -c)",
+          s, SeqPast(s), count[s], n_ctx_);
+    }
+    row_caches_[i] = SeqCache(s);
+  }
+  last_ffn_neurons_ = 0;
+  last_ffn_gate_rows_ = 0;
+  last_ffn_hot_fired_ = 0;
+  const int64_t d = c.n_embd;
+  for (int i = 0; i < n; ++i) {
+    DequantizeRow(m.token_embd.type, m.token_embd.row(rows[i].token), h_.data() + i * d, d);
+    if (rows[i].seq == 0) tokens_[row_pos_[i]] = rows[i].token;
+  }
+  NoteNonFinite(n, -1, "the token embedding rows");
+  for (int il = 0; il < c.n_layer; ++il) {
+    const float* ffn_in = h_.data();
+    if (c.parallel_residual) {
+      std::copy(h_.begin(), h_.begin() + n * d, inp_.begin());
+      ffn_in = inp_.data();
+    }
+    attention_.ForwardRows(m.layers[il], il, row_pos_.data(), row_caches_.data(), n, h_.data(),
+                           pool_.get());
+    NoteNonFinite(n, il, "attention");
+    // A run of one sequence's rows, as Eval would run it: one row a decode
+    // step, several a prompt batch.
+    for (int a = 0; a < n;) {
+      int b = a + 1;
+      while (b < n && rows[b].seq == rows[a].seq) ++b;
+      ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get());
+      last_ffn_neurons_ += ffn_.last_computed_neurons();
+      last_ffn_gate_rows_ += ffn_.last_gate_rows();
+      last_ffn_hot_fired_ += ffn_.last_hot_fired();
+      CountComputed(il, true, ffn_.last_hot_fired());
+      CountComputed(il, false, ffn_.last_computed_neurons() - ffn_.last_hot_fired());
+      a = b;
+    }
+    NoteNonFinite(n, il, "FFN");
+  }
+  for (int s = 0; s < n_seq(); ++s) SeqPast(s) += count[s];
+  int k = 0;
+  for (int i = 0; i < n; ++i) {
+    if (rows[i].logits) logit_rows_[k++] = i;
+  }
+  if (k == 0) return Status::Ok();
+  HostHeadRows(logit_rows_.data(), k, logits_.data());
+  return CheckLogits(logits_.data(), static_cast<size_t>(k) * c.n_vocab);
+}
+
+void Engine::HostHeadRows(const int* rows, int n, float* logits_out) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  const int64_t d = c.n_embd;
+  for (int k = 0; k < n; ++k) {
+    NormalizeRow(c, m.output_norm, m.output_norm_b, h_.data() + rows[k] * d, x_.data() + k * d);
+  }
+  PreparedInput in = PrepareInput(x_.data(), d, n, q8_.data(), pool_.get(), ReadsQ8(m.output.type));
+  const MatMulJob job[1] = {{&m.output, logits_out, c.n_vocab}};
+  ParallelMatMul(pool_.get(), in, job, 1);
 }
 
 Status Engine::RunDeviceLayers(int pos, float* h_out, float* logits_out) {

@@ -65,6 +65,9 @@ struct EngineOptions {
   // A device that fails (a gpu_worker process lost) is recovered and its KV
   // cache refilled by replaying the sequence's tokens: the same answer.
   DeviceBackend* device = nullptr;
+  // Sequences evaluated together by EvalBatch (continuous batching), each
+  // with a KV cache of n_ctx positions; sequence 0 is also Eval's.
+  int n_seq = 1;
   // Cold neurons on worker processes (common/ffn_shard.h; e.g. ShmWorker):
   // disjoint sets, none hot; not owned; must outlive the engine. Sparse
   // single-token steps send each shard its share; a shard that fails is
@@ -99,6 +102,38 @@ class Engine {
   Status Eval(const int32_t* tokens, int n, bool all_logits = false);
 
   const float* logits() const { return logits_.data(); }
+
+  // Several sequences in one step (EngineOptions::n_seq; not with a device).
+  // Each row is a sequence's next token, at its next position (rows of one
+  // sequence in order); rows that ask for logits get them, in row order, at
+  // batch_logits(0), batch_logits(1), ... Every weight row is read once for
+  // all the rows (projections, head, dense FFN), and a run of consecutive
+  // rows of one sequence is evaluated as Eval evaluates the same tokens —
+  // one row: a decode step (sparse where Eval's would be), several: a
+  // prompt batch — so each sequence's logits equal, bit for bit, those of
+  // evaluating it alone in the same runs. At most max_batch_rows() rows and
+  // n_seq asking for logits. Fails, changing nothing, on a bad sequence,
+  // token or a full context.
+  struct BatchRow {
+    int seq = 0;
+    int32_t token = 0;
+    bool logits = false;
+  };
+  Status EvalBatch(const BatchRow* rows, int n);
+  const float* batch_logits(int k) const {
+    return logits_.data() + static_cast<size_t>(k) * n_vocab();
+  }
+  int n_seq() const { return static_cast<int>(extra_caches_.size()) + 1; }
+  int max_batch_rows() const { return max_rows_; }
+  int seq_n_past(int seq) const { return seq == 0 ? n_past_ : extra_n_past_[seq - 1]; }
+  // Forgets sequence `seq` (0: as Reset).
+  void ResetSeq(int seq) {
+    if (seq == 0) {
+      Reset();
+    } else {
+      extra_n_past_[seq - 1] = 0;
+    }
+  }
   // FFN neurons whose up and down rows the last Eval computed, over all
   // layers (n_layer * n_ff * tokens when dense; in sparse decode steps the
   // ones that fired), and the gate rows it read (sparse steps also read the
@@ -162,6 +197,10 @@ class Engine {
   // parts computed here; then h (h_out) or the logits come back, or nothing.
   Status RunDeviceLayers(int pos, float* h_out, float* logits_out);
   void NoteDeviceFailure(const Status& s);
+  KvCache* SeqCache(int seq) { return seq == 0 ? &cache_ : &extra_caches_[seq - 1]; }
+  int& SeqPast(int seq) { return seq == 0 ? n_past_ : extra_n_past_[seq - 1]; }
+  // logits_out[k] = output(norm(h_ row rows[k])) for k < n.
+  void HostHeadRows(const int* rows, int n, float* logits_out);
   void CountComputed(int layer, bool hot, int64_t n) {
     computed_[2 * (layer + 1) + (hot ? 1 : 0)].fetch_add(n, std::memory_order_relaxed);
   }
@@ -192,7 +231,12 @@ class Engine {
   const char* nonfinite_part_ = nullptr;
   int nonfinite_layer_ = -1;
   std::unique_ptr<ThreadPool> pool_;
-  KvCache cache_;
+  KvCache cache_;                      // sequence 0's
+  std::vector<KvCache> extra_caches_;  // sequences 1 .. n_seq - 1
+  std::vector<int> extra_n_past_;
+  int max_rows_ = 0;  // rows an EvalBatch may carry (n_batch + n_seq)
+  std::vector<int> row_pos_, logit_rows_;
+  std::vector<KvCache*> row_caches_;
   AttentionBlock attention_;
   FfnBlock ffn_;
   FfnObserver* observer_ = nullptr;

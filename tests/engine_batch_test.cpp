@@ -1,0 +1,201 @@
+// Engine::EvalBatch — several sequences in one step (continuous batching's
+// engine half) — against the same sequences evaluated alone: sequences that
+// join at different steps, prompts prefilled in -b chunks beside the others'
+// decode steps, and every logit of every step equal bit for bit to the solo
+// run's, so the greedy tokens are the same. For --sparse off and oracle,
+// llama (GQA) and falcon (parallel residual). Then the errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/synthetic_model.h"
+#include "coordinator/engine.h"
+#include "tests/temp_path.h"
+
+namespace pi {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kBatch = 8;   // -b: prompt chunks
+constexpr int kSteps = 10;  // greedy tokens per sequence
+
+struct Sequence {
+  std::vector<int32_t> prompt;
+  int join_step = 0;  // the batched run's step it arrives at
+};
+
+// One sequence alone: its prompt through Eval (chunks of kBatch), then greedy
+// steps; the logits after the prompt and after each token.
+std::vector<std::vector<float>> Solo(const LlamaModel& m, EngineOptions opt, const Sequence& s) {
+  opt.n_seq = 1;
+  std::unique_ptr<Engine> e;
+  EXPECT_TRUE(Engine::Create(&m, opt, &e).ok());
+  std::vector<std::vector<float>> out;
+  EXPECT_TRUE(e->Eval(s.prompt.data(), static_cast<int>(s.prompt.size())).ok());
+  for (int step = 0; step < kSteps; ++step) {
+    out.emplace_back(e->logits(), e->logits() + e->n_vocab());
+    const int32_t t = static_cast<int32_t>(std::max_element(out.back().begin(), out.back().end()) -
+                                           out.back().begin());
+    EXPECT_TRUE(e->Eval(&t, 1).ok());
+  }
+  return out;
+}
+
+struct Params {
+  const char* arch;
+  SparseMode sparse;
+};
+
+class EngineBatchTest : public ::testing::TestWithParam<Params> {};
+
+TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
+  SyntheticModelOptions o;
+  o.n_vocab = 200;
+  o.n_embd = 128;
+  o.n_ff = 384;
+  o.n_layer = 2;
+  o.n_head = 4;
+  o.n_head_kv = std::string(GetParam().arch) == "falcon" ? 1 : 2;
+  o.arch = GetParam().arch;
+  o.type = DType::kQ8_0;
+  o.activation = "relu";
+  o.down_t = true;
+  o.planted_sparsity = 0.8;
+  const std::string path = TempPath("batch.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::remove(path.c_str());
+
+  // Prompts of 1, a chunk and a bit, exactly two chunks, and three; the
+  // sequences join at different steps, one after another has finished.
+  std::vector<Sequence> seqs(5);
+  const int lengths[5] = {1, 11, 16, 3, 20};
+  const int joins[5] = {0, 0, 2, 5, 13};
+  for (int s = 0; s < 5; ++s) {
+    for (int i = 0; i < lengths[s]; ++i) seqs[s].prompt.push_back((s * 37 + i * 11) % o.n_vocab);
+    seqs[s].join_step = joins[s];
+  }
+  EngineOptions opt;
+  opt.n_threads = 2;
+  opt.n_ctx = 64;
+  opt.n_batch = kBatch;
+  opt.sparse = GetParam().sparse;
+  std::vector<std::vector<std::vector<float>>> want;
+  for (const Sequence& s : seqs) want.push_back(Solo(m, opt, s));
+
+  // Four slots; sequence 4 takes the slot sequence 0 leaves.
+  opt.n_seq = 4;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+  ASSERT_EQ(e->max_batch_rows(), kBatch + 3);
+  struct State {
+    int slot = -1;
+    size_t prefilled = 0;
+    int32_t next = -1;  // the token to evaluate (decoding)
+    int step = 0;       // logits seen
+  };
+  std::vector<State> st(seqs.size());
+  std::vector<int> slot_of_row;
+  int finished = 0;
+  for (int step = 0; step < 60 && finished < static_cast<int>(seqs.size()); ++step) {
+    // Admit into free slots.
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      if (st[s].slot >= 0 || st[s].step == kSteps || step < seqs[s].join_step) continue;
+      for (int slot = 0; slot < 4; ++slot) {
+        bool taken = false;
+        for (const State& o2 : st) taken |= o2.slot == slot;
+        if (taken) continue;
+        st[s].slot = slot;
+        e->ResetSeq(slot);
+        break;
+      }
+    }
+    // Decode rows, then at most one prefill chunk (the row budget).
+    std::vector<Engine::BatchRow> rows;
+    std::vector<size_t> asking;  // the sequence of each logits row
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      if (st[s].slot >= 0 && st[s].next >= 0) {
+        rows.push_back({st[s].slot, st[s].next, true});
+        asking.push_back(s);
+      }
+    }
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      if (st[s].slot < 0 || st[s].prefilled == seqs[s].prompt.size()) continue;
+      const size_t end = std::min(seqs[s].prompt.size(), st[s].prefilled + kBatch);
+      for (size_t i = st[s].prefilled; i < end; ++i) {
+        const bool last = i + 1 == seqs[s].prompt.size();
+        rows.push_back({st[s].slot, seqs[s].prompt[i], last});
+        if (last) asking.push_back(s);
+      }
+      st[s].prefilled = end;
+      break;
+    }
+    if (rows.empty()) continue;
+    const Status ok = e->EvalBatch(rows.data(), static_cast<int>(rows.size()));
+    ASSERT_TRUE(ok.ok()) << ok.message();
+    for (size_t k = 0; k < asking.size(); ++k) {
+      State& q = st[asking[k]];
+      const std::vector<float>& w = want[asking[k]][q.step];
+      ASSERT_EQ(
+          0, std::memcmp(e->batch_logits(static_cast<int>(k)), w.data(), sizeof(float) * w.size()))
+          << "sequence " << asking[k] << " step " << q.step;
+      q.next = static_cast<int32_t>(std::max_element(w.begin(), w.end()) - w.begin());
+      if (++q.step == kSteps) {
+        q.slot = -1;
+        q.next = -1;
+        ++finished;
+      }
+    }
+  }
+  EXPECT_EQ(finished, static_cast<int>(seqs.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, EngineBatchTest,
+    ::testing::Values(Params{"llama", SparseMode::kOff}, Params{"llama", SparseMode::kOracle},
+                      Params{"falcon", SparseMode::kOff}, Params{"falcon", SparseMode::kOracle}),
+    [](const auto& p) { return std::string(p.param.arch) + "_" + SparseModeName(p.param.sparse); });
+
+TEST(EngineBatchErrorsTest, BadRowsAreRefusedAndChangeNothing) {
+  SyntheticModelOptions o;
+  o.activation = "relu";
+  const std::string path = TempPath("m.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::remove(path.c_str());
+  EngineOptions opt;
+  opt.n_ctx = 8;
+  opt.n_batch = 4;
+  opt.n_seq = 2;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+  auto error = [&](std::vector<Engine::BatchRow> rows) {
+    return e->EvalBatch(rows.data(), static_cast<int>(rows.size())).message();
+  };
+  EXPECT_THAT(error({{2, 1, true}}), HasSubstr("sequence 2 is out of range"));
+  EXPECT_THAT(error({{0, -1, true}}), HasSubstr("token id -1"));
+  EXPECT_THAT(error(std::vector<Engine::BatchRow>(6, {0, 1, false})), HasSubstr("6 rows"));
+  EXPECT_THAT(error({{0, 1, true}, {1, 1, true}, {1, 2, true}}), HasSubstr("logits"));
+  std::vector<Engine::BatchRow> fill(4, {1, 3, false});
+  ASSERT_TRUE(e->EvalBatch(fill.data(), 4).ok());
+  ASSERT_TRUE(e->EvalBatch(fill.data(), 4).ok());
+  EXPECT_THAT(error({{1, 3, true}}), HasSubstr("context overflow: sequence 1 has 8"));
+  EXPECT_EQ(e->seq_n_past(1), 8);
+  EXPECT_EQ(e->seq_n_past(0), 0);
+  e->ResetSeq(1);
+  EXPECT_EQ(e->seq_n_past(1), 0);
+  opt.n_seq = 0;
+  EXPECT_THAT(Engine::Create(&m, opt, &e).message(), HasSubstr("sequence count 0"));
+}
+
+}  // namespace
+}  // namespace pi
