@@ -29,6 +29,9 @@ void Usage() {
       "usage: pi-launch [options]\n"
       "  --listen HOST:PORT      where clients connect (default 127.0.0.1:50051; port 0\n"
       "                          picks a free one, printed at start)\n"
+      "  -np, --parallel N       requests generating at once (default 1): each step\n"
+      "                          evaluates them all together (continuous batching), each\n"
+      "                          with its own KV cache of -c positions\n"
       "  --max-queue N           requests that may wait behind the running one; more are\n"
       "                          refused at once with RESOURCE_EXHAUSTED (default 8)\n"
       "  --http HOST:PORT        also serve the OpenAI-style HTTP API there (e.g.\n"
@@ -68,6 +71,8 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
     const std::string f = args.Next();
     if (f == "--listen")
       l->listen = args.String(f);
+    else if (f == "-np" || f == "--parallel")
+      l->engine.opt.n_seq = args.Int(f);
     else if (f == "--max-queue")
       l->max_queue = args.Int(f);
     else if (f == "--http") {
@@ -94,6 +99,9 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
   if (args.failed()) return 2;
   l->engine.cpu_workers_auto = !l->cpu_workers_given;
   pi::Status s = pi::CheckEngineFlags(l->engine);
+  if (s.ok() && (l->engine.opt.n_seq < 1 || l->engine.opt.n_seq > 256)) {
+    s = pi::Status::Error("-np must be 1 to 256, got %d", l->engine.opt.n_seq);
+  }
   if (s.ok() && (l->max_queue < 0 || l->max_queue > 100000)) {
     s = pi::Status::Error("--max-queue must be 0 to 100000, got %d", l->max_queue);
   }
@@ -203,9 +211,10 @@ static int Run(int argc, char** argv) {
     pi::CoordinatorServer rpc_server;
     s = rpc_server.Start(l.listen, Describe(l, loaded), runner.get(), &address);
     if (s.ok()) {
-      fprintf(stderr, "pi-launch: serving %s on %s (%d cpu worker(s), max queue %d)\n",
+      fprintf(stderr,
+              "pi-launch: serving %s on %s (%d cpu worker(s), %d at once (-np), max queue %d)\n",
               l.engine.model_path.c_str(), address.c_str(), static_cast<int>(loaded.workers.size()),
-              l.max_queue);
+              l.engine.opt.n_seq, l.max_queue);
     }
     if (s.ok() && l.http_enabled) {
       ResolveChatTemplate(loaded.model, &l.http);

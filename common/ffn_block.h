@@ -94,6 +94,9 @@ class FfnBlock {
   // ([batch, n_embd]; normed here, and what the predictor reads) may be h
   // itself, or for a parallel-residual model (falcon) the layer input while h
   // already holds the attention's sum. in is read before h changes.
+  // Whether a single row of layer il takes the sparse step (else the dense
+  // one, whose rows do not depend on how many are computed together).
+  bool SparseStep(int il) const { return SparseStepApplies(model_->layers[il], 1); }
   void Forward(int il, int batch, const float* in, float* h, ThreadPool* pool);
 
   // The activations of the last Forward: [batch, n_ff] (zero where a ReLU

@@ -7,17 +7,22 @@ namespace pi {
 
 bool Admission::Enter(uint64_t* ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (static_cast<int64_t>(line_.size()) > max_queue_) return false;
+  if (static_cast<int64_t>(line_.size()) >= int64_t{max_queue_} + max_running_) return false;
   *ticket = next_ticket_++;
   line_.push_back(*ticket);
   return true;
 }
 
+bool Admission::Admitted(uint64_t ticket) const {
+  const auto end = line_.begin() + std::min<size_t>(line_.size(), max_running_);
+  return std::find(line_.begin(), end, ticket) != end;
+}
+
 bool Admission::WaitTurn(uint64_t ticket, const std::function<bool()>& cancelled, int poll_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  while (line_.front() != ticket) {
+  while (!Admitted(ticket)) {
     turn_.wait_for(lock, std::chrono::milliseconds(poll_ms));
-    if (line_.front() != ticket && cancelled && cancelled()) {
+    if (!Admitted(ticket) && cancelled && cancelled()) {
       line_.erase(std::find(line_.begin(), line_.end(), ticket));
       turn_.notify_all();
       return false;
@@ -35,12 +40,12 @@ void Admission::Leave(uint64_t ticket) {
 
 int Admission::running() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return line_.empty() ? 0 : 1;
+  return static_cast<int>(std::min<size_t>(line_.size(), max_running_));
 }
 
 int Admission::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return line_.empty() ? 0 : static_cast<int>(line_.size()) - 1;
+  return static_cast<int>(line_.size() - std::min<size_t>(line_.size(), max_running_));
 }
 
 }  // namespace pi

@@ -337,10 +337,13 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
                            pool_.get());
     NoteNonFinite(n, il, "attention");
     // A run of one sequence's rows, as Eval would run it: one row a decode
-    // step, several a prompt batch.
+    // step, several a prompt batch. Where a single row would take the dense
+    // step too, all rows go together (each weight row read once; the rows'
+    // results do not depend on it).
+    const bool together = !ffn_.SparseStep(il);
     for (int a = 0; a < n;) {
       int b = a + 1;
-      while (b < n && rows[b].seq == rows[a].seq) ++b;
+      while (b < n && (together || rows[b].seq == rows[a].seq)) ++b;
       ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get());
       last_ffn_neurons_ += ffn_.last_computed_neurons();
       last_ffn_gate_rows_ += ffn_.last_gate_rows();

@@ -30,79 +30,107 @@ size_t StopPrefixAtEnd(const std::string& text, const std::vector<std::string>& 
   return longest;
 }
 
+Generation::Generation(const Tokenizer& tok, Sampler* sampler, const GenerationRequest& request,
+                       int n_ctx, GenerationResult* result)
+    : tok_(tok),
+      sampler_(sampler),
+      request_(request),
+      g_(result),
+      n_ctx_(n_ctx),
+      limit_(request.n_predict < 0 ? n_ctx : request.n_predict) {
+  *g_ = GenerationResult();
+  g_->ids.reserve(std::min(limit_, n_ctx));
+}
+
+void Generation::PromptDone(double prompt_s) {
+  g_->prompt_s = prompt_s;
+  t_gen_ = NowSeconds();
+  for (int32_t id : request_.prompt) sampler_->Accept(id);
+}
+
+bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_token,
+                      int32_t* next) {
+  GenerationResult* g = g_;
+  if (static_cast<int>(g->ids.size()) >= limit_) return false;
+  const double ts = NowSeconds();
+  const int32_t id = sampler_->Sample(logits);
+  g->sample_s += NowSeconds() - ts;
+  if (!request_.ignore_eos && tok_.IsEog(id)) {
+    g->stop_reason = "eos";
+    return false;
+  }
+  g->ids.push_back(id);
+  sampler_->Accept(id);
+  const std::string piece = tok_.TokenToPiece(id);
+  g->text += piece;
+  const std::string fresh = stream_.Push(piece);
+  whole_ += fresh;
+  const size_t stop_at = FindStopString(g->text, piece.size(), request_.stops);
+  const size_t shown_stop = FindStopString(whole_, fresh.size(), request_.stops);
+  const size_t sendable = shown_stop != std::string::npos
+                              ? std::max(shown_stop, emitted_)
+                              : whole_.size() - StopPrefixAtEnd(whole_, request_.stops);
+  if (on_token && !on_token(id, whole_.substr(emitted_, std::max(sendable, emitted_) - emitted_))) {
+    g->stop_reason = "cancelled";
+    cancelled_ = true;
+    return false;
+  }
+  emitted_ = std::max(sendable, emitted_);
+  if (stop_at != std::string::npos || shown_stop != std::string::npos) {
+    if (stop_at != std::string::npos) g->text.resize(stop_at);
+    g->stop_reason = "stop";
+    return false;
+  }
+  if (static_cast<int>(g->ids.size()) >= limit_) return false;
+  if (n_past >= n_ctx_) {
+    g->stop_reason = "context";
+    return false;
+  }
+  *next = id;
+  return true;
+}
+
+void Generation::Evaluated(int64_t ffn_neurons, int64_t ffn_hot) {
+  ++g_->n_eval;
+  g_->ffn_neurons += ffn_neurons;
+  g_->ffn_hot += ffn_hot;
+}
+
+void Generation::Fail(const Status& s) {
+  g_->stop_reason = "error";
+  g_->error = s.message();
+}
+
+void Generation::Finish(const TokenCallback& on_token) {
+  g_->eval_s = NowSeconds() - t_gen_ - g_->sample_s;
+  if (on_token && !cancelled_ && std::string(g_->stop_reason) != "stop") {
+    whole_ += stream_.Flush();
+    on_token(-1, whole_.substr(emitted_));
+  }
+}
+
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
               const GenerationRequest& request, const TokenCallback& on_token,
               GenerationResult* g) {
-  *g = GenerationResult();
+  Generation gen(tok, sampler, request, engine->n_ctx(), g);
   const double t_prompt = NowSeconds();
-  Status s = engine->Eval(request.prompt.data(), static_cast<int>(request.prompt.size()));
-  const double t_gen = NowSeconds();
-  g->prompt_s = t_gen - t_prompt;
+  const Status s = engine->Eval(request.prompt.data(), static_cast<int>(request.prompt.size()));
   if (!s.ok()) {
-    g->stop_reason = "error";
-    g->error = s.message();
+    g->prompt_s = NowSeconds() - t_prompt;
+    gen.Fail(s);
     return;
   }
-  for (int32_t id : request.prompt) sampler->Accept(id);
-  const int limit = request.n_predict < 0 ? engine->n_ctx() : request.n_predict;
-  g->ids.reserve(std::min(limit, engine->n_ctx()));
-  // What the callback sees: whole UTF-8 (`stream`), and never a stop
-  // string: text that could be the start of one is held back until the next
-  // tokens tell, so the streamed text always equals the final text.
-  Utf8Stream stream;
-  std::string whole;   // the text as streamed, sent or held
-  size_t emitted = 0;  // bytes of `whole` sent
-  bool cancelled = false;
-  while (static_cast<int>(g->ids.size()) < limit) {
-    const double ts = NowSeconds();
-    const int32_t id = sampler->Sample(engine->logits());
-    g->sample_s += NowSeconds() - ts;
-    if (!request.ignore_eos && tok.IsEog(id)) {
-      g->stop_reason = "eos";
+  gen.PromptDone(NowSeconds() - t_prompt);
+  int32_t next = 0;
+  while (gen.Next(engine->logits(), engine->n_past(), on_token, &next)) {
+    const Status e = engine->Eval(&next, 1);
+    if (!e.ok()) {
+      gen.Fail(e);
       break;
     }
-    g->ids.push_back(id);
-    sampler->Accept(id);
-    const std::string piece = tok.TokenToPiece(id);
-    g->text += piece;
-    const std::string fresh = stream.Push(piece);
-    whole += fresh;
-    const size_t stop_at = FindStopString(g->text, piece.size(), request.stops);
-    const size_t shown_stop = FindStopString(whole, fresh.size(), request.stops);
-    const size_t sendable = shown_stop != std::string::npos
-                                ? std::max(shown_stop, emitted)
-                                : whole.size() - StopPrefixAtEnd(whole, request.stops);
-    if (on_token && !on_token(id, whole.substr(emitted, std::max(sendable, emitted) - emitted))) {
-      g->stop_reason = "cancelled";
-      cancelled = true;
-      break;
-    }
-    emitted = std::max(sendable, emitted);
-    if (stop_at != std::string::npos || shown_stop != std::string::npos) {
-      if (stop_at != std::string::npos) g->text.resize(stop_at);
-      g->stop_reason = "stop";
-      break;
-    }
-    if (static_cast<int>(g->ids.size()) >= limit) break;
-    if (engine->n_past() >= engine->n_ctx()) {
-      g->stop_reason = "context";
-      break;
-    }
-    s = engine->Eval(&id, 1);
-    if (!s.ok()) {
-      g->stop_reason = "error";
-      g->error = s.message();
-      break;
-    }
-    ++g->n_eval;
-    g->ffn_neurons += engine->last_ffn_neurons();
-    g->ffn_hot += engine->last_ffn_hot_fired();
+    gen.Evaluated(engine->last_ffn_neurons(), engine->last_ffn_hot_fired());
   }
-  g->eval_s = NowSeconds() - t_gen - g->sample_s;
-  if (on_token && !cancelled && std::string(g->stop_reason) != "stop") {
-    whole += stream.Flush();
-    on_token(-1, whole.substr(emitted));
-  }
+  gen.Finish(on_token);
 }
 
 }  // namespace pi

@@ -43,6 +43,45 @@ struct GenerationResult {
 // id -1, with what is left.
 using TokenCallback = std::function<bool(int32_t id, const std::string& text)>;
 
+// One request's generation as steps over logits, so that one loop (Generate)
+// or a scheduler running many requests at once (batch_scheduler.h) drives
+// it the same way: after the prompt, Next() samples from the logits, streams
+// the text and says which token to evaluate next, until a stop; Finish()
+// then flushes what was held back. `request`, `sampler` and `result` must
+// outlive it.
+class Generation {
+ public:
+  Generation(const Tokenizer& tok, Sampler* sampler, const GenerationRequest& request, int n_ctx,
+             GenerationResult* result);
+  // The prompt was evaluated (in prompt_s): the sampler's history takes it.
+  void PromptDone(double prompt_s);
+  // From the logits after the prompt or the last token (the sequence now
+  // holding n_past tokens): true with *next, the token to evaluate; false
+  // when the generation stopped (the result's stop reason says why).
+  bool Next(const float* logits, int n_past, const TokenCallback& on_token, int32_t* next);
+  // *next was evaluated: its FFN neurons (all, and the hot side's).
+  void Evaluated(int64_t ffn_neurons, int64_t ffn_hot);
+  // *next could not be evaluated: the generation ends with this error.
+  void Fail(const Status& s);
+  // After the last Next: the timings, and the held-back text (unless cancelled or stopped).
+  void Finish(const TokenCallback& on_token);
+
+ private:
+  const Tokenizer& tok_;
+  Sampler* sampler_;
+  const GenerationRequest& request_;
+  GenerationResult* g_;
+  int n_ctx_, limit_;
+  double t_gen_ = 0;
+  // What the callback sees: whole UTF-8 (`stream_`), and never a stop
+  // string: text that could be the start of one is held back until the next
+  // tokens tell, so the streamed text always equals the final text.
+  Utf8Stream stream_;
+  std::string whole_;   // the text as streamed, sent or held
+  size_t emitted_ = 0;  // bytes of whole_ sent
+  bool cancelled_ = false;
+};
+
 // The engine must be fresh or Reset(); the sampler's history gets the
 // prompt. Allocates only the result's growth.
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,

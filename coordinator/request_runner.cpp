@@ -9,7 +9,12 @@ namespace pi {
 
 RequestRunner::RequestRunner(Engine* engine, const Tokenizer* tok, int max_queue,
                              std::string log_prefix)
-    : engine_(engine), tok_(tok), admission_(max_queue), log_prefix_(std::move(log_prefix)) {}
+    : engine_(engine),
+      tok_(tok),
+      admission_(max_queue, engine->n_seq()),
+      log_prefix_(std::move(log_prefix)) {
+  if (engine->n_seq() > 1) scheduler_ = std::make_unique<BatchScheduler>(engine, tok);
+}
 
 void RequestRunner::Run(const GenerationRequest& request, SamplerParams sampling,
                         const std::function<bool()>& cancelled, const TokenCallback& on_token,
@@ -32,44 +37,53 @@ void RequestRunner::Run(const GenerationRequest& request, SamplerParams sampling
   }
   out->queue_s = NowSeconds() - t_enter;
   Engine* engine = engine_;
-  engine->Reset();
   sampling.repeat_last_n = RepeatLastNForContext(sampling.repeat_last_n, engine->n_ctx());
   Sampler sampler(sampling, engine->n_vocab());
   out->seed = sampler.seed();
-  const int64_t failures_before = engine->shard_failures();
-  const int64_t device_failures_before = engine->device_failures();
+  // The engine's worker failures: its own counters, or with the batch
+  // scheduler (whose thread alone touches the engine) its snapshot.
+  auto health = [&] {
+    if (scheduler_) return scheduler_->worker_health();
+    return BatchScheduler::WorkerHealth{engine->shard_failures(), engine->shard_recoveries(),
+                                        engine->shard_error()};
+  };
+  const int64_t failures_before = health().failures;
+  const int64_t device_failures_before = scheduler_ ? 0 : engine->device_failures();
   GenerationResult& g = out->result;
   double last_token_at = 0;
-  Generate(
-      engine, *tok_, &sampler, request,
-      [&](int32_t token, const std::string& text) {
-        if (token >= 0) {  // (-1: the text held back for a stop string, flushed at the end)
-          const double now = NowSeconds();
-          if (last_token_at == 0) {
-            first_token_s_.Observe(now - t_enter);
-          } else {
-            token_s_.Observe(now - last_token_at);
-          }
-          last_token_at = now;
-        }
-        return !(cancelled && cancelled()) && on_token(token, text);
-      },
-      &g);
+  const TokenCallback counted = [&](int32_t token, const std::string& text) {
+    if (token >= 0) {  // (-1: the text held back for a stop string, flushed at the end)
+      const double now = NowSeconds();
+      if (last_token_at == 0) {
+        first_token_s_.Observe(now - t_enter);
+      } else {
+        token_s_.Observe(now - last_token_at);
+      }
+      last_token_at = now;
+    }
+    return !(cancelled && cancelled()) && on_token(token, text);
+  };
+  if (scheduler_) {
+    scheduler_->Run(request, &sampler, cancelled, counted, &g);
+  } else {
+    engine->Reset();
+    Generate(engine, *tok_, &sampler, request, counted, &g);
+  }
   const std::string stop = g.stop_reason;
   ++(stop == "cancelled" ? cancelled_ : stop == "error" ? errors_ : completed_);
   prompt_tokens_ += static_cast<int64_t>(request.prompt.size());
   generated_tokens_ += static_cast<int64_t>(g.ids.size());
   if (g.eval_s > 0) last_tokens_per_s_milli_ = static_cast<int64_t>(1000.0 * g.n_eval / g.eval_s);
-  // A lost gpu_worker counts as a worker failure too.
-  shard_failures_ = engine->shard_failures() + engine->device_failures();
-  shard_recoveries_ = engine->shard_recoveries() + engine->device_recoveries();
+  // A lost gpu_worker counts as a worker failure too (no device with -np).
+  const BatchScheduler::WorkerHealth h = health();
+  const int64_t device_failures = scheduler_ ? 0 : engine->device_failures();
+  shard_failures_ = h.failures + device_failures;
+  shard_recoveries_ = h.recoveries + (scheduler_ ? 0 : engine->device_recoveries());
   // A worker lost during the request, or still down from before.
-  if (engine->shard_failures() > failures_before ||
-      engine->shard_failures() > engine->shard_recoveries()) {
-    out->warning =
-        engine->shard_error() + " (its neurons ran in the coordinator: same tokens, slower)";
+  if (h.failures > failures_before || h.failures > h.recoveries) {
+    out->warning = h.error + " (its neurons ran in the coordinator: same tokens, slower)";
   }
-  if (engine->device_failures() > device_failures_before && g.error.empty()) {
+  if (device_failures > device_failures_before && g.error.empty()) {
     if (!out->warning.empty()) out->warning += "; ";
     out->warning += engine->device_error() +
                     " (restarted, its KV cache rebuilt from the sequence's tokens: same tokens, "

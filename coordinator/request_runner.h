@@ -1,7 +1,9 @@
 // RequestRunner: the requests every server front end takes (gRPC for
-// pi-client, HTTP for OpenAI-style clients) run on the one engine, one at a
-// time in arrival order (Admission: at most max_queue wait behind the one
-// running; more are refused at once). A run streams each token to the front
+// pi-client, HTTP for OpenAI-style clients) run on the one engine in
+// arrival order: one at a time, or with an engine of several sequences
+// (-np) that many at once, batched step by step (batch_scheduler.h).
+// Admission: at most max_queue wait behind the running ones; more are
+// refused at once. A run streams each token to the front
 // end, stops when the client goes away, logs one line, and says whether a
 // worker was lost meanwhile (the tokens are the same; only slower).
 #pragma once
@@ -9,11 +11,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "common/sampler.h"
 #include "common/tokenizer.h"
 #include "coordinator/admission.h"
+#include "coordinator/batch_scheduler.h"
 #include "coordinator/engine.h"
 #include "coordinator/generation.h"
 #include "coordinator/metrics.h"
@@ -66,6 +70,7 @@ class RequestRunner {
   Admission admission_;
   const std::string log_prefix_;
   std::atomic<uint64_t> next_id_{1};
+  std::unique_ptr<BatchScheduler> scheduler_;  // with several sequences
   std::atomic<int64_t> shard_failures_{0}, shard_recoveries_{0};
   // Requests by outcome: completed (eos, length, stop, context), cancelled
   // (the client went away, running or waiting), error, rejected (queue full).

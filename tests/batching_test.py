@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Continuous batching (pi-launch -np N): requests generating at once, each step evaluating
+them all together, and each request's greedy answer equal to its answer alone.
+
+On the demo model stored with ffn_down_t (--sparse oracle):
+- 1, 2, 4 and 8 concurrent requests of different prompts and lengths (streamed or not)
+  against -np 4: each equals the answer of a server running one request at a time; with 8,
+  four wait for a free sequence; /health shows them running together;
+- the same with the split in three processes (hot neurons in a gpu worker, cold ones in a
+  cpu worker) against the same split run one at a time;
+- a client dropping its stream frees its sequence (the next request runs beside the other);
+- overload (-np 2 --max-queue 1): refusals (503), then every request is served again and
+  nothing is left running.
+
+Usage: batching_test.py BIN_DIR
+"""
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from http_api_test import MODEL, call, launch  # noqa: E402
+
+passed = 0
+failed = 0
+PROMPTS = ["In the beginning God created", "And the earth was", "Blessed are the",
+           "The LORD is my shepherd", "And it came to pass", "Hear, O Israel",
+           "For God so loved", "Let there be light"]
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok   {what}", flush=True)
+    else:
+        failed += 1
+        print(f"FAIL {what}", flush=True)
+
+
+def complete(address, body):
+    """The text of a completion, streamed or not; None on an error status."""
+    host, port = address.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=300)
+    conn.request("POST", "/v1/completions", body=json.dumps(body))
+    r = conn.getresponse()
+    if r.status != 200:
+        r.read()
+        conn.close()
+        return None
+    if not body.get("stream"):
+        text = json.loads(r.read())["choices"][0]["text"]
+    else:
+        text = ""
+        for line in r.read().decode().split("\n"):
+            if line.startswith("data: ") and line != "data: [DONE]":
+                text += json.loads(line[6:])["choices"][0]["text"]
+    conn.close()
+    return text
+
+
+def body(i, n=None):
+    return {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": n or (8 + 5 * i),
+            "temperature": 0, "stream": i % 2 == 1}
+
+
+def concurrently(address, bodies, watch=None):
+    """The texts of the requests sent at once; `watch` runs meanwhile."""
+    out = [None] * len(bodies)
+
+    def one(i):
+        out[i] = complete(address, bodies[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    if watch:
+        watch()
+    for t in threads:
+        t.join(timeout=600)
+    return out
+
+
+def main():
+    bin_dir = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        demo_t = os.path.join(tmp, "demo-down-t.gguf")
+        subprocess.run([os.path.join(bin_dir, "pi-quantize"), MODEL, demo_t, "f16", "--down-t"],
+                       capture_output=True, check=True, timeout=300)
+        subprocess.run([os.path.join(bin_dir, "pi-profile"), "-m", demo_t, "-f",
+                        os.path.join(os.path.dirname(HERE), "models", "kjv-valid.txt"),
+                        "--max-tokens", "1024"], capture_output=True, check=True, timeout=300)
+        served = ["-m", demo_t, "--sparse", "oracle", "-t", "2", "-c", "512", "-b", "8"]
+        for setup, extra in (("one process", []),
+                             ("the split in three processes",
+                              ["--vram-budget", "8M", "--ffn-backend", "host", "--cpu-workers",
+                               "1"])):
+            alone = launch(bin_dir, tmp, *served, *extra)
+            together = launch(bin_dir, tmp, *served, *extra, "-np", "4")
+            check(alone.http and together.http, f"{setup}: a server of -np 1 and one of -np 4")
+            solo = {}
+            for i in range(8):
+                solo[i] = complete(alone.http, dict(body(i), stream=False))
+            for c in (1, 2, 4, 8):
+                seen = []
+
+                def watch():
+                    deadline = time.monotonic() + 30
+                    while time.monotonic() < deadline:
+                        st, _, h = call(together.http, "GET", "/health")
+                        seen.append(h.get("running", 0) if st == 200 else 0)
+                        if max(seen) >= min(c, 4):
+                            break
+                        time.sleep(0.002)
+
+                got = concurrently(together.http, [body(i) for i in range(c)], watch)
+                check(got == [solo[i] for i in range(c)],
+                      f"{setup}: {c} at once, each equals its answer alone")
+                if c >= 2:
+                    check(max(seen) >= 2, f"{setup}: {c} at once: /health saw "
+                                          f"{max(seen)} running together")
+            check(alone.stop() == 0 and together.stop() == 0, f"{setup}: both stop cleanly")
+
+        # A dropped stream frees its sequence: with -np 2, one long stream keeps going,
+        # one is dropped, and a third request runs beside the first.
+        s = launch(bin_dir, tmp, *served, "-np", "2", "--max-queue", "0")
+        host, port = s.http.split(":")
+        streams = []
+        for _ in range(2):
+            conn = http.client.HTTPConnection(host, int(port), timeout=300)
+            conn.request("POST", "/v1/completions", body=json.dumps(
+                {"prompt": PROMPTS[0], "max_tokens": 400, "temperature": 0, "stream": True}))
+            r = conn.getresponse()
+            r.readline()
+            streams.append((conn, r))
+        check(complete(s.http, body(2)) is None, "both sequences busy (-np 2, --max-queue 0): 503")
+        streams[1][0].sock.shutdown(socket.SHUT_RDWR)
+        streams[1][0].close()
+        deadline = time.monotonic() + 30
+        text = None
+        while time.monotonic() < deadline and text is None:
+            text = complete(s.http, dict(body(2), stream=False))
+            time.sleep(0.05)
+        check(text is not None, "the dropped stream's sequence is free: the next request runs")
+        rest = streams[0][1].read().decode()
+        check("[DONE]" in rest, "the other stream ran on to its end")
+        streams[0][0].close()
+        check(s.stop() == 0, "pi-launch stops cleanly")
+
+        # Overload: -np 2, one may wait; ten at once: some refused, then all served.
+        s = launch(bin_dir, tmp, *served, "-np", "2", "--max-queue", "1")
+        got = concurrently(s.http, [body(i, 24) for i in range(10)])
+        refused = got.count(None)
+        check(refused >= 1 and refused <= 7, f"overload: {refused} of 10 refused (503)")
+        got = concurrently(s.http, [body(i, 24) for i in range(3)])
+        check(None not in got, "then every request is served again")
+        st, _, h = call(s.http, "GET", "/health")
+        check(st == 200 and h["running"] == 0 and h["queued"] == 0, "nothing left running")
+        check(s.stop() == 0, "pi-launch stops cleanly")
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
