@@ -19,7 +19,6 @@ import http.client
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -27,23 +26,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from http_api_test import MODEL, call, launch  # noqa: E402
+from served_process import check, demo_down_t, finish  # noqa: E402
+from http_api_test import call, launch  # noqa: E402
 
-passed = 0
-failed = 0
 PROMPTS = ["In the beginning God created", "And the earth was", "Blessed are the",
            "The LORD is my shepherd", "And it came to pass", "Hear, O Israel",
            "For God so loved", "Let there be light"]
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}", flush=True)
 
 
 def complete(address, body):
@@ -92,12 +80,7 @@ def concurrently(address, bodies, watch=None):
 def main():
     bin_dir = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        demo_t = os.path.join(tmp, "demo-down-t.gguf")
-        subprocess.run([os.path.join(bin_dir, "pi-quantize"), MODEL, demo_t, "f16", "--down-t"],
-                       capture_output=True, check=True, timeout=300)
-        subprocess.run([os.path.join(bin_dir, "pi-profile"), "-m", demo_t, "-f",
-                        os.path.join(os.path.dirname(HERE), "models", "kjv-valid.txt"),
-                        "--max-tokens", "1024"], capture_output=True, check=True, timeout=300)
+        demo_t = demo_down_t(bin_dir, tmp, profile=True)
         served = ["-m", demo_t, "--sparse", "oracle", "-t", "2", "-c", "512", "-b", "8"]
         for setup, extra in (("one process", []),
                              ("the split in three processes",
@@ -165,8 +148,7 @@ def main():
         st, _, h = call(s.http, "GET", "/health")
         check(st == 200 and h["running"] == 0 and h["queued"] == 0, "nothing left running")
         check(s.stop() == 0, "pi-launch stops cleanly")
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

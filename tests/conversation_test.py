@@ -13,21 +13,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from served_process import check, finish  # noqa: E402
 MODEL = os.path.join(os.path.dirname(HERE), "models", "demo-kjv-f16.gguf")
-
-passed = 0
-failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}", flush=True)
-
 
 def chatml(messages):
     return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + \
@@ -69,8 +57,7 @@ def main():
     p = subprocess.run([run, "-m", MODEL, "-cnv", "--chat-template", "alpaca"], input="",
                        capture_output=True, text=True, timeout=120)
     check(p.returncode == 2 and "alpaca" in p.stderr, "an unknown template name: a usage error")
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

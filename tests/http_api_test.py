@@ -33,27 +33,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from served_process import ServerProcess  # noqa: E402
+from served_process import ServerProcess, check, finish  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 TOKENIZER = os.path.join(ROOT, "models", "demo-tokenizer.model")
 GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
 PROMPT = "In the beginning God created"
 KEY = "an-api-key-0123456789abcdef"
-
-passed = 0
-failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}", flush=True)
-
 
 def launch(bin_dir, tmp, *args):
     """pi-launch with --http on free ports; the HTTP address from its log."""
@@ -309,8 +295,7 @@ def main():
         check(rc == 1 and nobody in open(log).read(),
               "the load fails (the worker is unreachable): exit 1, naming it")
 
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -34,26 +34,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from served_process import ServerProcess, child_pids, import_stubs  # noqa: E402
+from served_process import ServerProcess, check, child_pids, finish, import_stubs  # noqa: E402
 ROOT = os.path.dirname(HERE)
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 TOKENIZER = os.path.join(ROOT, "models", "demo-tokenizer.model")
 GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
 PROMPT = "In the beginning God created"
-
-passed = 0
-failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}", flush=True)
-
 
 def launch_server(bin_dir, tmp, *args):
     """pi-launch on 127.0.0.1 with a free port."""
@@ -340,8 +326,7 @@ def main():
         rc, out, err = client(bin_dir, launch.address, "--health", "--timeout", "1")
         check(rc == 1 and "no server answers" in err, "pi-client with no server: a clear error")
 
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

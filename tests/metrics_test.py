@@ -31,21 +31,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from http_api_test import MODEL, PROMPT, call, launch  # noqa: E402
-
-passed = 0
-failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}", flush=True)
-
+from served_process import check, demo_down_t, finish  # noqa: E402
+from http_api_test import PROMPT, call, launch  # noqa: E402
 
 def parse_metrics(text):
     """{(name, frozenset(labels)): value} and {name: type} of a text exposition."""
@@ -98,12 +85,7 @@ def prometheus_query(base, query):
 def main():
     bin_dir = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        demo_t = os.path.join(tmp, "demo-down-t.gguf")
-        subprocess.run([os.path.join(bin_dir, "pi-quantize"), MODEL, demo_t, "f16", "--down-t"],
-                       capture_output=True, check=True, timeout=300)
-        subprocess.run([os.path.join(bin_dir, "pi-profile"), "-m", demo_t, "-f",
-                        os.path.join(os.path.dirname(HERE), "models", "kjv-valid.txt"),
-                        "--max-tokens", "1024"], capture_output=True, check=True, timeout=300)
+        demo_t = demo_down_t(bin_dir, tmp, profile=True)
         p = launch(bin_dir, tmp, "-m", demo_t, "--sparse", "oracle", "--vram-budget", "8M",
                    "--host-device", "--cpu-workers", "1", "--max-queue", "0")
         check(p.http is not None, "pi-launch --http with a gpu worker and a cpu worker")
@@ -163,9 +145,8 @@ def main():
         if shutil.which("prometheus") is None:
             print("SKIP the Prometheus scrape: prometheus is not installed "
                   "(scripts/install_deps.sh --tests installs it)")
-            print(f"{passed} passed, {failed} failed")
             p.stop()
-            sys.exit(1 if failed else 77)
+            finish(skipped=True)
         port = free_port()
         config = os.path.join(tmp, "prometheus.yml")
         with open(config, "w") as f:
@@ -203,8 +184,7 @@ def main():
             prom.terminate()
             prom.wait(timeout=30)
         check(p.stop() == 0, "pi-launch stops cleanly")
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -38,26 +38,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from served_process import ServerProcess, import_stubs  # noqa: E402
+from served_process import ServerProcess, check, finish, import_stubs  # noqa: E402
 ROOT = os.path.dirname(HERE)
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
 PROMPT = "In the beginning God created"
 TOKEN = "test-token-0123456789abcdef"
-
-passed = 0
-failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}", flush=True)
-
 
 def step_request(step_id, layer, batch, n_embd, x, ids):
     """The step request bytes (common/transport/step_message.h): header, x, ids."""
@@ -452,8 +438,7 @@ def main():
         w = worker()
         check(w.stop() == 0 and "stopped" in w.stderr(), "SIGTERM: the worker exits 0")
 
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -31,26 +31,12 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from served_process import ServerProcess  # noqa: E402
+from served_process import ServerProcess, check, finish  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 CORPUS = os.path.join(ROOT, "models", "kjv-valid.txt")
 PROMPT = "In the beginning God created"
 TOKEN = "matrix-token-0123456789abcdef"
-
-passed = 0
-failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}", flush=True)
-
 
 def tool(bin_dir, name, *args, timeout=300):
     return subprocess.run([os.path.join(bin_dir, name), *args], capture_output=True, text=True,
@@ -77,8 +63,7 @@ def main():
             p = tool(bin_dir, "pi-profile", "-m", path, "-f", CORPUS, "--max-tokens", "1024")
             check(p.returncode == 0, f"{name}: pi-profile")
             run_model(bin_dir, tmp, name, path, token)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 def run_model(bin_dir, tmp, name, path, token):

@@ -1,6 +1,7 @@
-"""Helpers of the multi-process tests (launch_test.py, remote_worker_test.py): a server
-process on 127.0.0.1 whose address is read from its stderr, and Python gRPC stubs generated
-from proto/pi.proto."""
+"""Helpers of the multi-process tests (launch_test.py, remote_worker_test.py, the HTTP
+tests, ...): named checks counted and reported, a server process on 127.0.0.1 whose address
+is read from its stderr, the demo model stored with ffn_down_t (and profiled), and Python
+gRPC stubs generated from proto/pi.proto."""
 
 import os
 import re
@@ -10,6 +11,39 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO_MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
+_counts = {"passed": 0, "failed": 0}
+
+
+def check(cond, what):
+    """Prints and counts one named check."""
+    key = "passed" if cond else "failed"
+    _counts[key] += 1
+    print(f"{'ok  ' if cond else 'FAIL'} {what}", flush=True)
+
+
+def failures():
+    return _counts["failed"]
+
+
+def finish(skipped=False):
+    """Prints the counts and exits: 1 with a failure, else 0 (77, ctest's skip, when
+    `skipped` says part of the test could not run)."""
+    print(f"{_counts['passed']} passed, {_counts['failed']} failed", flush=True)
+    sys.exit(1 if _counts["failed"] else 77 if skipped else 0)
+
+
+def demo_down_t(bin_dir, tmp, profile=False):
+    """The demo model stored with ffn_down_t (a sparse-capable copy) in tmp, with its
+    activation statistics when `profile` (for --vram-budget)."""
+    path = os.path.join(tmp, "demo-down-t.gguf")
+    subprocess.run([os.path.join(bin_dir, "pi-quantize"), DEMO_MODEL, path, "f16", "--down-t"],
+                   capture_output=True, check=True, timeout=300)
+    if profile:
+        subprocess.run([os.path.join(bin_dir, "pi-profile"), "-m", path, "-f",
+                        os.path.join(ROOT, "models", "kjv-valid.txt"), "--max-tokens", "1024"],
+                       capture_output=True, check=True, timeout=300)
+    return path
 
 
 class ServerProcess:

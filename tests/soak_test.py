@@ -16,7 +16,6 @@ import json
 import os
 import random
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -24,27 +23,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from http_api_test import MODEL, call, launch  # noqa: E402
+from served_process import check, demo_down_t, finish  # noqa: E402
+from http_api_test import call, launch  # noqa: E402
 from metrics_test import parse_metrics, value  # noqa: E402
 
 CLIENTS = 8
 REQUESTS = 200
 PROMPTS = ["In the beginning God created", "And the earth was", "Blessed are the",
            "The LORD is my shepherd", "And it came to pass"]
-
-passed = 0
-failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}", flush=True)
-
 
 def request(address, body, drop_after=None):
     """("completed", text) | ("dropped", None) | ("refused", None) | ("error", why)."""
@@ -84,12 +70,7 @@ def request(address, body, drop_after=None):
 def main():
     bin_dir = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        demo_t = os.path.join(tmp, "demo-down-t.gguf")
-        subprocess.run([os.path.join(bin_dir, "pi-quantize"), MODEL, demo_t, "f16", "--down-t"],
-                       capture_output=True, check=True, timeout=300)
-        subprocess.run([os.path.join(bin_dir, "pi-profile"), "-m", demo_t, "-f",
-                        os.path.join(os.path.dirname(HERE), "models", "kjv-valid.txt"),
-                        "--max-tokens", "1024"], capture_output=True, check=True, timeout=300)
+        demo_t = demo_down_t(bin_dir, tmp, profile=True)
         p = launch(bin_dir, tmp, "-m", demo_t, "--sparse", "oracle", "--vram-budget", "8M",
                    "--host-device", "--cpu-workers", "1", "--max-queue", "4")
         check(p.http is not None, "pi-launch --http with a gpu worker and a cpu worker")
@@ -180,8 +161,7 @@ def main():
                          f"requests; wrong: {wrong[:2]})")
         check(call(p.http, "GET", "/health")[0] == 200, "the server is healthy afterwards")
         check(p.stop() == 0, "pi-launch stops cleanly")
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -17,28 +17,14 @@ Usage: web_page_test.py BIN_DIR
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from http_api_test import MODEL, call, launch  # noqa: E402
-
-passed = 0
-failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}", flush=True)
-
+from served_process import check, demo_down_t, finish  # noqa: E402
+from http_api_test import call, launch  # noqa: E402
 
 def browser():
     """A headless Chromium under Selenium, or None (and why) where one cannot run."""
@@ -79,12 +65,7 @@ def main():
     artifacts = os.environ.get("PI_TEST_ARTIFACTS", os.getcwd())
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            demo_t = os.path.join(tmp, "demo-down-t.gguf")
-            subprocess.run([os.path.join(bin_dir, "pi-quantize"), MODEL, demo_t, "f16",
-                            "--down-t"], capture_output=True, check=True, timeout=300)
-            subprocess.run([os.path.join(bin_dir, "pi-profile"), "-m", demo_t, "-f",
-                            os.path.join(os.path.dirname(HERE), "models", "kjv-valid.txt"),
-                            "--max-tokens", "1024"], capture_output=True, check=True, timeout=300)
+            demo_t = demo_down_t(bin_dir, tmp, profile=True)
             p = launch(bin_dir, tmp, "-m", demo_t, "--sparse", "oracle", "--vram-budget", "8M",
                        "--host-device", "--cpu-workers", "1", "--chat-template", "chatml")
             check(p.http is not None, "pi-launch --http with a gpu worker and a cpu worker")
@@ -150,8 +131,7 @@ def main():
             check(p.stop() == 0, "pi-launch stops cleanly")
     finally:
         driver.quit()
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":
