@@ -282,6 +282,11 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
     // Remote workers given: the cold neurons go there; else one local worker.
     std::string why;
     e->cpu_workers = e->remote_workers.empty() && SupportsSparseFfn(model, &why) ? 1 : 0;
+    if (e->cpu_workers == 1 && e->opt.n_seq > 1) {
+      // A worker step carries one row today: batched rows would each cost a round trip.
+      e->cpu_workers = 0;
+      why = "-np batches the sequences' rows here; batched worker steps are still to come";
+    }
     if (e->cpu_workers == 0 && e->remote_workers.empty()) {
       fprintf(stderr, "%s: no cpu worker: the FFN runs in this process (%s)\n", tool, why.c_str());
     }

@@ -31,7 +31,8 @@ void Usage() {
       "                          picks a free one, printed at start)\n"
       "  -np, --parallel N       requests generating at once (default 1): each step\n"
       "                          evaluates them all together (continuous batching), each\n"
-      "                          with its own KV cache of -c positions\n"
+      "                          with its own KV cache of -c positions (no cpu worker by\n"
+      "                          default then: a worker step carries one row today)\n"
       "  --max-queue N           requests that may wait behind the running one; more are\n"
       "                          refused at once with RESOURCE_EXHAUSTED (default 8)\n"
       "  --http HOST:PORT        also serve the OpenAI-style HTTP API there (e.g.\n"
@@ -41,7 +42,8 @@ void Usage() {
       "  --chat-template NAME    how /v1/chat/completions renders messages: chatml, llama2,\n"
       "                          llama3, mistral, zephyr, gemma, vicuna, phi3 (default: the\n"
       "                          model's tokenizer.chat_template, when it is one of these)\n"
-      "  (--cpu-workers defaults to 1 when the model's FFN can be split, else 0; the hot\n"
+      "  (--cpu-workers defaults to 1 when the model's FFN can be split and -np is 1, else 0; the "
+      "hot\n"
       "  neurons of a --vram-budget split run in a pi-gpu-worker process unless\n"
       "  --no-gpu-worker)\n",
       stderr);

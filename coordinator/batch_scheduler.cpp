@@ -147,18 +147,24 @@ void BatchScheduler::Step(std::vector<Job*>* running) {
     rows_.push_back({job->seq, job->next, true});
     row_job_.push_back(job);
   }
-  const int n_batch = engine_->max_batch_rows() - engine_->n_seq() + 1;
+  // The prompt with the least left goes first: a short request waits for at
+  // most a chunk of a long one, not for all of it.
+  Job* prefill = nullptr;
   for (Job* job : *running) {
-    const std::vector<int32_t>& prompt = job->request->prompt;
-    if (job->next >= 0 || job->prefilled == prompt.size()) continue;
-    const size_t end = std::min(prompt.size(), job->prefilled + n_batch);
-    for (size_t i = job->prefilled; i < end; ++i) {
+    const size_t left = job->request->prompt.size() - job->prefilled;
+    if (job->next >= 0 || left == 0) continue;
+    if (!prefill || left < prefill->request->prompt.size() - prefill->prefilled) prefill = job;
+  }
+  if (prefill) {
+    const int n_batch = engine_->max_batch_rows() - engine_->n_seq() + 1;
+    const std::vector<int32_t>& prompt = prefill->request->prompt;
+    const size_t end = std::min(prompt.size(), prefill->prefilled + n_batch);
+    for (size_t i = prefill->prefilled; i < end; ++i) {
       const bool last = i + 1 == prompt.size();
-      rows_.push_back({job->seq, prompt[i], last});
-      if (last) row_job_.push_back(job);
+      rows_.push_back({prefill->seq, prompt[i], last});
+      if (last) row_job_.push_back(prefill);
     }
-    job->prefilled = end;
-    break;
+    prefill->prefilled = end;
   }
   const Status s = engine_->EvalBatch(rows_.data(), static_cast<int>(rows_.size()));
   // The worker failures this step saw (copied only when they change).

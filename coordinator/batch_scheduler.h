@@ -1,8 +1,9 @@
 // BatchScheduler: continuous batching on one engine of n_seq sequences
 // (Engine::EvalBatch). Requests join at the next step and leave when done;
 // each step evaluates every running request's next token together with at
-// most one chunk (-b tokens) of a prompt being prefilled, so a long prompt
-// does not stall the others for longer than a chunk. EvalBatch evaluates
+// most one chunk (-b tokens) of a prompt being prefilled — the one with the
+// least left — so a long prompt holds the others for a chunk at a time, and
+// a short one joining meanwhile is prefilled first. EvalBatch evaluates
 // every sequence as it would alone, so a request's tokens are those it gets
 // running by itself.
 //
