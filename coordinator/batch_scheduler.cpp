@@ -50,7 +50,8 @@ void BatchScheduler::Run(const GenerationRequest& request, Sampler* sampler,
   Job job;
   job.request = &request;
   job.result = out;
-  job.gen = std::make_unique<Generation>(*tok_, sampler, request, engine_->n_ctx(), out);
+  job.gen = std::make_unique<Generation>(*tok_, sampler, request, engine_->n_ctx(),
+                                         engine_->n_vocab(), out);
   job.prompt_start = NowSeconds();
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -25,6 +25,16 @@ void FillDone(const GenerationRequest& request, const GenerationResult& g, uint3
   done->mutable_prompt_ids()->Add(request.prompt.begin(), request.prompt.end());
   done->mutable_generated_ids()->Add(g.ids.begin(), g.ids.end());
   done->set_seed(seed);
+  for (const TokenLogprob& lp : g.logprobs) {
+    v1::TokenLogprob* out = done->add_logprobs();
+    out->set_id(lp.id);
+    out->set_logprob(lp.logprob);
+    for (const auto& [id, value] : lp.top) {
+      v1::TopLogprob* top = out->add_top();
+      top->set_id(id);
+      top->set_logprob(value);
+    }
+  }
   v1::Timings* t = done->mutable_timings();
   t->set_queue_ms(queue_s * 1e3);
   t->set_prompt_n(static_cast<int32_t>(request.prompt.size()));

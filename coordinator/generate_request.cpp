@@ -46,6 +46,10 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
   out->n_predict = in.has_n_predict() ? in.n_predict() : -1;
   if (out->n_predict < -2) return Status::Error("n_predict must be -2 or more");
   out->ignore_eos = in.ignore_eos();
+  if (in.top_logprobs() < 0 || in.top_logprobs() > 20) {
+    return Status::Error("top_logprobs must be 0 to 20, got %d", in.top_logprobs());
+  }
+  out->logprobs = in.logprobs() ? in.top_logprobs() : -1;
   for (const std::string& stop : in.stop()) {
     if (stop.empty()) return Status::Error("stop: an empty string never matches");
     out->stops.push_back(stop);

@@ -1,6 +1,7 @@
 #include "coordinator/generation.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/progress.h"
 
@@ -31,12 +32,13 @@ size_t StopPrefixAtEnd(const std::string& text, const std::vector<std::string>& 
 }
 
 Generation::Generation(const Tokenizer& tok, Sampler* sampler, const GenerationRequest& request,
-                       int n_ctx, GenerationResult* result)
+                       int n_ctx, int n_vocab, GenerationResult* result)
     : tok_(tok),
       sampler_(sampler),
       request_(request),
       g_(result),
       n_ctx_(n_ctx),
+      n_vocab_(n_vocab),
       limit_(request.n_predict < 0 ? n_ctx : request.n_predict) {
   *g_ = GenerationResult();
   g_->ids.reserve(std::min(limit_, n_ctx));
@@ -60,6 +62,7 @@ bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_t
     return false;
   }
   g->ids.push_back(id);
+  if (request_.logprobs >= 0) RecordLogprob(logits, id);
   sampler_->Accept(id);
   const std::string piece = tok_.TokenToPiece(id);
   g->text += piece;
@@ -90,6 +93,30 @@ bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_t
   return true;
 }
 
+void Generation::RecordLogprob(const float* logits, int32_t id) {
+  const int n = n_vocab_;
+  float max = logits[0];
+  for (int i = 1; i < n; ++i) max = std::max(max, logits[i]);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
+  const float log_z = max + static_cast<float>(std::log(sum));
+  TokenLogprob t;
+  t.id = id;
+  t.logprob = logits[id] - log_z;
+  // The top few by repeated scans: k is at most 20, so no sort of the vocabulary.
+  const int k = std::min(request_.logprobs, n);
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    for (int i = 0; i < n; ++i) {
+      bool taken = false;
+      for (const auto& [tid, lp] : t.top) taken |= tid == i;
+      if (!taken && (best < 0 || logits[i] > logits[best])) best = i;
+    }
+    t.top.emplace_back(best, logits[best] - log_z);
+  }
+  g_->logprobs.push_back(std::move(t));
+}
+
 void Generation::Evaluated(int64_t ffn_neurons, int64_t ffn_hot) {
   ++g_->n_eval;
   g_->ffn_neurons += ffn_neurons;
@@ -112,7 +139,7 @@ void Generation::Finish(const TokenCallback& on_token) {
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
               const GenerationRequest& request, const TokenCallback& on_token,
               GenerationResult* g) {
-  Generation gen(tok, sampler, request, engine->n_ctx(), g);
+  Generation gen(tok, sampler, request, engine->n_ctx(), engine->n_vocab(), g);
   const double t_prompt = NowSeconds();
   const Status s = engine->Eval(request.prompt.data(), static_cast<int>(request.prompt.size()));
   if (!s.ok()) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/sampler.h"
@@ -21,6 +22,17 @@ struct GenerationRequest {
   int n_predict = -1;           // -1: until end of text or a full context
   bool ignore_eos = false;
   std::vector<std::string> stops;  // non-empty strings; the text ends before the first match
+  // >= 0: each generated token's log-probability under the model (the
+  // logits' log-softmax) with that many most likely tokens'; -1: none.
+  int logprobs = -1;
+};
+
+// A generated token's log-probability, and the most likely tokens' (most
+// likely first).
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
 };
 
 struct GenerationResult {
@@ -33,7 +45,8 @@ struct GenerationResult {
   int64_t ffn_neurons = 0, ffn_hot = 0;
   // length | eos | context | stop | cancelled | error
   const char* stop_reason = "length";
-  std::string error;  // for "error"
+  std::string error;                   // for "error"
+  std::vector<TokenLogprob> logprobs;  // one per generated token, when asked for
 };
 
 // Told of each generated token and the text that became whole UTF-8 with it
@@ -51,8 +64,9 @@ using TokenCallback = std::function<bool(int32_t id, const std::string& text)>;
 // outlive it.
 class Generation {
  public:
+  // n_vocab: the logits' length.
   Generation(const Tokenizer& tok, Sampler* sampler, const GenerationRequest& request, int n_ctx,
-             GenerationResult* result);
+             int n_vocab, GenerationResult* result);
   // The prompt was evaluated (in prompt_s): the sampler's history takes it.
   void PromptDone(double prompt_s);
   // From the logits after the prompt or the last token (the sequence now
@@ -67,11 +81,12 @@ class Generation {
   void Finish(const TokenCallback& on_token);
 
  private:
+  void RecordLogprob(const float* logits, int32_t id);
   const Tokenizer& tok_;
   Sampler* sampler_;
   const GenerationRequest& request_;
   GenerationResult* g_;
-  int n_ctx_, limit_;
+  int n_ctx_, n_vocab_, limit_;
   double t_gen_ = 0;
   // What the callback sees: whole UTF-8 (`stream_`), and never a stop
   // string: text that could be the start of one is held back until the next

@@ -314,6 +314,10 @@ void HttpServer::Impl::Completion(const Request& req, Connection* c, bool chat) 
   timings.ffn_neurons = g.ffn_neurons;
   timings.ffn_hot = g.ffn_hot;
   info.timings = &timings;
+  if (job.logprobs >= 0) {
+    info.logprobs = &g.logprobs;
+    info.tok = &runner->tokenizer();
+  }
   if (!cr.stream) {
     // The text as it would stream (bytes that are not UTF-8 as U+FFFD), cut
     // before a stop string.

@@ -136,6 +136,16 @@ Status CommonFields(const json& j, const std::string& model_id, CompletionReques
   return Status::Ok();
 }
 
+// Logprobs are given in whole responses (not yet in streamed chunks).
+Status AskLogprobs(int top, CompletionRequest* out) {
+  if (out->stream) {
+    return Status::Error("logprobs: given in whole responses only for now (stream: false)");
+  }
+  out->request.set_logprobs(true);
+  out->request.set_top_logprobs(top);
+  return Status::Ok();
+}
+
 Status ParseObject(const std::string& body, json* j) {
   *j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j->is_discarded()) return Status::Error("the body is not JSON");
@@ -152,6 +162,11 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
   PI_RETURN_IF_ERROR(ParseObject(body, &j));
   PI_RETURN_IF_ERROR(CommonFields(j, model_id, out, http_status));
   PI_RETURN_IF_ERROR(Prompt(j, &out->request));
+  // logprobs: how many most likely tokens to list beside each token's (0 to 5).
+  int64_t n = 0;
+  bool present = false;
+  PI_RETURN_IF_ERROR(Integer(j, "logprobs", 0, 5, &n, &present));
+  if (present) PI_RETURN_IF_ERROR(AskLogprobs(static_cast<int>(n), out));
   *http_status = 200;
   return Status::Ok();
 }
@@ -185,6 +200,17 @@ Status ParseChatRequest(const std::string& body, const std::string& model_id,
   PI_RETURN_IF_ERROR(RenderChat(*chat_template, chat, true, &prompt));
   out->request.set_prompt(prompt);
   out->request.set_parse_special(true);
+  // logprobs: true, with top_logprobs (0 to 20) most likely tokens beside each.
+  const auto logprobs = j.find("logprobs");
+  if (logprobs != j.end() && !logprobs->is_null() && !logprobs->is_boolean()) {
+    return Status::Error("logprobs must be true or false");
+  }
+  int64_t top = 0;
+  bool present = false;
+  PI_RETURN_IF_ERROR(Integer(j, "top_logprobs", 0, 20, &top, &present));
+  const bool asked = logprobs != j.end() && logprobs->is_boolean() && logprobs->get<bool>();
+  if (present && !asked) return Status::Error("top_logprobs needs logprobs: true");
+  if (asked) PI_RETURN_IF_ERROR(AskLogprobs(static_cast<int>(top), out));
   *http_status = 200;
   return Status::Ok();
 }
@@ -216,12 +242,56 @@ void AddUsage(const CompletionInfo& info, int prompt_tokens, int completion_toke
       {"ffn_hot_neurons", t->ffn_hot}};
 }
 
+// The bytes of a token's text, for chat logprobs' "bytes".
+json Bytes(const std::string& text) {
+  json b = json::array();
+  for (unsigned char ch : text) b.push_back(static_cast<int>(ch));
+  return b;
+}
+
+// The legacy completions shape: tokens, token_logprobs, top_logprobs, text_offset.
+json CompletionLogprobs(const CompletionInfo& info) {
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  size_t offset = 0;
+  for (const TokenLogprob& t : *info.logprobs) {
+    const std::string piece = info.tok->TokenToPiece(t.id);
+    tokens.push_back(piece);
+    lps.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top[info.tok->TokenToPiece(id)] = lp;
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += piece.size();
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", lps},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+// The chat shape: content, each {token, logprob, bytes, top_logprobs}.
+json ChatLogprobs(const CompletionInfo& info) {
+  json content = json::array();
+  for (const TokenLogprob& t : *info.logprobs) {
+    const std::string piece = info.tok->TokenToPiece(t.id);
+    json top = json::array();
+    for (const auto& [id, lp] : t.top) {
+      const std::string p = info.tok->TokenToPiece(id);
+      top.push_back({{"token", p}, {"logprob", lp}, {"bytes", Bytes(p)}});
+    }
+    content.push_back(
+        {{"token", piece}, {"logprob", t.logprob}, {"bytes", Bytes(piece)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
 }  // namespace
 
 std::string CompletionJson(const CompletionInfo& info, const std::string& text,
                            const char* finish_reason, int prompt_tokens, int completion_tokens) {
   json choice = {
       {"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  if (info.logprobs && info.tok) choice["logprobs"] = CompletionLogprobs(info);
   json j = {{"id", info.id},
             {"object", "text_completion"},
             {"created", info.created},
@@ -251,6 +321,7 @@ std::string ChatCompletionJson(const CompletionInfo& info, const std::string& te
   json choice = {{"index", 0},
                  {"message", {{"role", "assistant"}, {"content", text}}},
                  {"finish_reason", finish_reason}};
+  if (info.logprobs && info.tok) choice["logprobs"] = ChatLogprobs(info);
   json j = {{"id", info.id},
             {"object", "chat.completion"},
             {"created", info.created},

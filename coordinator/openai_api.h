@@ -11,12 +11,14 @@
 
 #include "common/chat_template.h"
 #include "common/status.h"
+#include "common/tokenizer.h"
+#include "coordinator/generation.h"
 #include "proto/pi.pb.h"
 
 namespace pi {
 
 struct CompletionRequest {
-  v1::GenerateRequest request;  // prompt or ids, n_predict, stops, sampling
+  v1::GenerateRequest request;  // prompt or ids, n_predict, stops, sampling, logprobs
   bool stream = false;
 };
 
@@ -60,6 +62,10 @@ struct CompletionInfo {
   std::string model;
   // Set: the whole response and the last chunk carry "timings".
   const ReplyTimings* timings = nullptr;
+  // Set: the whole response carries each token's log-probability (the
+  // request asked: logprobs), its token spelled by `tok`.
+  const std::vector<TokenLogprob>* logprobs = nullptr;
+  const Tokenizer* tok = nullptr;
 };
 
 // The whole response of a non-streamed chat completion, and a stream chunk:

@@ -235,6 +235,55 @@ def main():
         check(st == 400 and "messages" in r["error"]["message"], "messages not an array: 400")
         check(s.stop() == 0, "pi-launch stops cleanly")
 
+        # logprobs (whole responses): each token's log-probability under the model, checked
+        # against a log-softmax of pi-dump-logits' logits for the same tokens (numpy).
+        s = launch(bin_dir, tmp, *served, "--chat-template", "chatml")
+        st, _, r = call(s.http, "POST", "/v1/completions", dict(greedy, max_tokens=6, logprobs=3))
+        lp = r["choices"][0]["logprobs"] if st == 200 else {}
+        check(st == 200 and len(lp["tokens"]) == 6 and "".join(lp["tokens"]) == r["choices"][0]["text"]
+              and all(len(t) == 3 for t in lp["top_logprobs"])
+              and all(abs(max(t.values()) - v) < 1e-6 for t, v in zip(lp["top_logprobs"], lp["token_logprobs"]))
+              and lp["text_offset"][0] == 0,
+              "completions logprobs: 6 tokens spelling the text, 3 alternatives each, greedy = the top")
+        if st == 200:
+            # The same greedy tokens' ids, from pi-run.
+            p = subprocess.run([os.path.join(bin_dir, "pi-run"), "-m", demo_t, "--sparse", "oracle",
+                                "-p", PROMPT, "-n", "6", "--temp", "0", "--json"],
+                               capture_output=True, text=True, timeout=120)
+            run = json.loads(p.stdout)
+            ids, generated = run["prompt_tokens"], {"tokens": run["generated_tokens"]}
+            dump = os.path.join(tmp, "logits.f32")
+            seq = ids + generated["tokens"][:5]
+            subprocess.run([os.path.join(bin_dir, "pi-dump-logits"), "-m", demo_t, "--tokens",
+                            ",".join(map(str, seq)), "--out", dump, "--mode", "decode"],
+                           capture_output=True, check=True, timeout=120)
+            import numpy as np
+            logits = np.fromfile(dump, dtype=np.float32).reshape(len(seq), -1).astype(np.float64)
+            rows = logits[len(ids) - 1:]
+            ref = rows - (rows.max(axis=1, keepdims=True) +
+                          np.log(np.exp(rows - rows.max(axis=1, keepdims=True)).sum(axis=1,
+                                                                                   keepdims=True)))
+            want = [ref[i, t] for i, t in enumerate(generated["tokens"][:6])]
+            got = lp["token_logprobs"][:len(want)]
+            check(len(want) >= 5 and max(abs(a - b) for a, b in zip(got, want)) < 1e-3,
+                  f"logprobs equal numpy's log-softmax of the logits ({got[:3]} vs {want[:3]})")
+        st, _, r = call(s.http, "POST", "/v1/chat/completions",
+                        {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 4,
+                         "temperature": 0, "logprobs": True, "top_logprobs": 2})
+        content = r["choices"][0]["logprobs"]["content"] if st == 200 else []
+        check(st == 200 and len(content) == 4 and all(len(c["top_logprobs"]) == 2 and
+                                                      bytes(c["bytes"]).decode(errors="replace")
+                                                      == c["token"] for c in content),
+              "chat logprobs: content entries with token, logprob, bytes and 2 alternatives")
+        for body, words in (({"logprobs": 6}, "logprobs"), ({"logprobs": 2, "stream": True}, "stream"),
+                            ({"top_logprobs": 2}, None)):
+            path = "/v1/chat/completions" if words is None else "/v1/completions"
+            req = dict(greedy, **body) if words else {"messages": [{"role": "user", "content": "hi"}],
+                                                      **body}
+            st, _, r = call(s.http, "POST", path, req)
+            check(st == 400, f"bad logprobs request {body}: 400 ({r['error']['message']!r})")
+        check(s.stop() == 0, "pi-launch stops cleanly")
+
         # pi-bench --server drives the API with concurrent clients.
         s = launch(bin_dir, tmp, *served)
         p = subprocess.run([os.path.join(bin_dir, "pi-bench"), "--server", s.http, "--clients",

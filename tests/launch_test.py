@@ -185,6 +185,13 @@ def main():
         long_req = pi_pb2.GenerateRequest(prompt=PROMPT, n_predict=200, ignore_eos=True,
                                           sampling=pi_pb2.SamplingParams(temperature=0))
         base = [x.done for x in stub.Generate(long_req, timeout=300) if x.HasField("done")][0]
+        lp_req = pi_pb2.GenerateRequest(prompt=PROMPT, n_predict=4, logprobs=True, top_logprobs=2,
+                                        sampling=pi_pb2.SamplingParams(temperature=0))
+        d = [x.done for x in stub.Generate(lp_req, timeout=300) if x.HasField("done")][0]
+        check([x.id for x in d.logprobs] == list(d.generated_ids) and len(d.logprobs) == 4
+              and all(len(x.top) == 2 and x.top[0].id == x.id and x.logprob <= 0
+                      for x in d.logprobs),
+              "gRPC Generate with logprobs: one per token, greedy = the most likely of 2")
         ids, killed = [], False
         for reply in stub.Generate(long_req, timeout=300):
             if reply.HasField("token") and not killed and len(ids) == 20:
