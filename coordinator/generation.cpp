@@ -42,6 +42,9 @@ Generation::Generation(const Tokenizer& tok, Sampler* sampler, const GenerationR
       limit_(request.n_predict < 0 ? n_ctx : request.n_predict) {
   *g_ = GenerationResult();
   g_->ids.reserve(std::min(limit_, n_ctx));
+  // Reserved whole: a streaming caller may read entry k (once told of token
+  // k) while later ones are added on another thread (batch_scheduler.h).
+  if (request.logprobs >= 0) g_->logprobs.reserve(std::min(limit_, n_ctx));
 }
 
 void Generation::PromptDone(double prompt_s) {

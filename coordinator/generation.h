@@ -45,8 +45,10 @@ struct GenerationResult {
   int64_t ffn_neurons = 0, ffn_hot = 0;
   // length | eos | context | stop | cancelled | error
   const char* stop_reason = "length";
-  std::string error;                   // for "error"
-  std::vector<TokenLogprob> logprobs;  // one per generated token, when asked for
+  std::string error;  // for "error"
+  // One per generated token when asked for, entry k written before token k
+  // is told (and never moved: reserved for the whole generation).
+  std::vector<TokenLogprob> logprobs;
 };
 
 // Told of each generated token and the text that became whole UTF-8 with it

@@ -277,15 +277,28 @@ void HttpServer::Impl::Completion(const Request& req, Connection* c, bool chat) 
     return !ec;
   };
   RunOutcome run;
+  // Streamed logprobs: each chunk carries the tokens told since the last one
+  // (a token whose text is held back for a stop string goes with the next).
+  std::vector<TokenLogprob> chunk_logprobs;
+  size_t told = 0, streamed_bytes = 0;
   runner->Run(
       job, sampling, [&] { return stopping || ClientGone(fd); },
-      [&](int32_t, const std::string& piece) {
-        if (!cr.stream || piece.empty()) return true;
-        if (chat) {
-          const bool first = !head_sent;
-          return send_event(ChatChunkJson(info, first, piece, nullptr, 0, 0));
+      [&](int32_t id, const std::string& piece) {
+        if (!cr.stream) return true;
+        if (id >= 0 && job.logprobs >= 0) chunk_logprobs.push_back(run.result.logprobs[told++]);
+        if (piece.empty()) return true;
+        CompletionInfo chunk = info;
+        if (job.logprobs >= 0) {
+          chunk.logprobs = &chunk_logprobs;
+          chunk.tok = &runner->tokenizer();
+          chunk.logprob_offset = streamed_bytes;
         }
-        return send_event(CompletionChunkJson(info, piece, nullptr, 0, 0));
+        streamed_bytes += piece.size();
+        const bool first = !head_sent;
+        const bool sent = chat ? send_event(ChatChunkJson(chunk, first, piece, nullptr, 0, 0))
+                               : send_event(CompletionChunkJson(chunk, piece, nullptr, 0, 0));
+        chunk_logprobs.clear();
+        return sent;
       },
       &run);
   if (run.kind == RunOutcome::kQueueFull) {
@@ -314,7 +327,7 @@ void HttpServer::Impl::Completion(const Request& req, Connection* c, bool chat) 
   timings.ffn_neurons = g.ffn_neurons;
   timings.ffn_hot = g.ffn_hot;
   info.timings = &timings;
-  if (job.logprobs >= 0) {
+  if (job.logprobs >= 0 && !cr.stream) {
     info.logprobs = &g.logprobs;
     info.tok = &runner->tokenizer();
   }
@@ -328,8 +341,15 @@ void HttpServer::Impl::Completion(const Request& req, Connection* c, bool chat) 
                : CompletionJson(info, text, finish, n_prompt, n_gen));
     return;
   }
-  const std::string last = chat ? ChatChunkJson(info, !head_sent, "", finish, n_prompt, n_gen)
-                                : CompletionChunkJson(info, "", finish, n_prompt, n_gen);
+  // The last chunk carries the tokens no text went out with (a stop string's).
+  CompletionInfo end = info;
+  if (job.logprobs >= 0 && !chunk_logprobs.empty()) {
+    end.logprobs = &chunk_logprobs;
+    end.tok = &runner->tokenizer();
+    end.logprob_offset = streamed_bytes;
+  }
+  const std::string last = chat ? ChatChunkJson(end, !head_sent, "", finish, n_prompt, n_gen)
+                                : CompletionChunkJson(end, "", finish, n_prompt, n_gen);
   if (send_event(last) && send_event("[DONE]")) {
     beast::error_code ec;
     net::write(c->socket, http::make_chunk_last(), ec);

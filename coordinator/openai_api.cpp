@@ -136,11 +136,7 @@ Status CommonFields(const json& j, const std::string& model_id, CompletionReques
   return Status::Ok();
 }
 
-// Logprobs are given in whole responses (not yet in streamed chunks).
 Status AskLogprobs(int top, CompletionRequest* out) {
-  if (out->stream) {
-    return Status::Error("logprobs: given in whole responses only for now (stream: false)");
-  }
   out->request.set_logprobs(true);
   out->request.set_top_logprobs(top);
   return Status::Ok();
@@ -252,7 +248,7 @@ json Bytes(const std::string& text) {
 // The legacy completions shape: tokens, token_logprobs, top_logprobs, text_offset.
 json CompletionLogprobs(const CompletionInfo& info) {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
-  size_t offset = 0;
+  size_t offset = info.logprob_offset;
   for (const TokenLogprob& t : *info.logprobs) {
     const std::string piece = info.tok->TokenToPiece(t.id);
     tokens.push_back(piece);
@@ -305,6 +301,7 @@ std::string CompletionChunkJson(const CompletionInfo& info, const std::string& t
                                 const char* finish_reason, int prompt_tokens,
                                 int completion_tokens) {
   json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}};
+  if (info.logprobs && info.tok) choice["logprobs"] = CompletionLogprobs(info);
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
   json j = {{"id", info.id},
             {"object", "text_completion"},
@@ -337,6 +334,7 @@ std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::str
   if (first) delta["role"] = "assistant";
   if (!finish_reason) delta["content"] = text;
   json choice = {{"index", 0}, {"delta", delta}};
+  if (info.logprobs && info.tok) choice["logprobs"] = ChatLogprobs(info);
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
   json j = {{"id", info.id},
             {"object", "chat.completion.chunk"},

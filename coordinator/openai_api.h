@@ -62,10 +62,12 @@ struct CompletionInfo {
   std::string model;
   // Set: the whole response and the last chunk carry "timings".
   const ReplyTimings* timings = nullptr;
-  // Set: the whole response carries each token's log-probability (the
-  // request asked: logprobs), its token spelled by `tok`.
+  // Set: the whole response (or a chunk) carries these tokens'
+  // log-probabilities (the request asked: logprobs), spelled by `tok`; the
+  // first token's text starts at byte logprob_offset of the reply.
   const std::vector<TokenLogprob>* logprobs = nullptr;
   const Tokenizer* tok = nullptr;
+  size_t logprob_offset = 0;
 };
 
 // The whole response of a non-streamed chat completion, and a stream chunk:

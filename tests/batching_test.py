@@ -34,8 +34,15 @@ PROMPTS = ["In the beginning God created", "And the earth was", "Blessed are the
            "For God so loved", "Let there be light"]
 
 
-def complete(address, body):
-    """The text of a completion, streamed or not; None on an error status."""
+def logprobs_of(address, body):
+    """A whole completion's token_logprobs."""
+    _, _, r = call(address, "POST", "/v1/completions", body)
+    return r["choices"][0]["logprobs"]["token_logprobs"]
+
+
+def complete(address, body, logprobs=False):
+    """The text of a completion, streamed or not (with `logprobs`: its streamed
+    token_logprobs instead); None on an error status."""
     host, port = address.split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=300)
     conn.request("POST", "/v1/completions", body=json.dumps(body))
@@ -47,10 +54,15 @@ def complete(address, body):
     if not body.get("stream"):
         text = json.loads(r.read())["choices"][0]["text"]
     else:
-        text = ""
+        text, values = "", []
         for line in r.read().decode().split("\n"):
             if line.startswith("data: ") and line != "data: [DONE]":
-                text += json.loads(line[6:])["choices"][0]["text"]
+                choice = json.loads(line[6:])["choices"][0]
+                text += choice["text"]
+                if choice.get("logprobs"):
+                    values += choice["logprobs"]["token_logprobs"]
+        if logprobs:
+            text = values
     conn.close()
     return text
 
@@ -60,12 +72,12 @@ def body(i, n=None):
             "temperature": 0, "stream": i % 2 == 1}
 
 
-def concurrently(address, bodies, watch=None):
-    """The texts of the requests sent at once; `watch` runs meanwhile."""
+def concurrently(address, bodies, watch=None, logprobs=False):
+    """The texts (or streamed logprobs) of the requests sent at once; `watch` runs meanwhile."""
     out = [None] * len(bodies)
 
     def one(i):
-        out[i] = complete(address, bodies[i])
+        out[i] = complete(address, bodies[i], logprobs)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
     for t in threads:
@@ -82,7 +94,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         demo_t = demo_down_t(bin_dir, tmp, profile=True)
         served = ["-m", demo_t, "--sparse", "oracle", "-t", "2", "-c", "512", "-b", "8"]
-        for setup, extra in (("one process", []),
+        for setup, extra in (("one process", ["--cpu-workers", "0"]),
                              ("the split in three processes",
                               ["--vram-budget", "8M", "--ffn-backend", "host", "--cpu-workers",
                                "1"])):
@@ -110,6 +122,14 @@ def main():
                 if c >= 2:
                     check(max(seen) >= 2, f"{setup}: {c} at once: /health saw "
                                           f"{max(seen)} running together")
+            # Streamed logprobs from four at once equal the ones-at-a-time server's.
+            lp_bodies = [dict(body(i, 10), logprobs=2, stream=True) for i in range(4)]
+            got = concurrently(together.http, lp_bodies, logprobs=True)
+            want = [logprobs_of(alone.http, dict(b, stream=False)) for b in lp_bodies]
+            check(got == want and all(len(w) == 10 for w in want),
+                  f"{setup}: streamed logprobs of 4 at once equal their values alone "
+                  f"({[len(g or []) for g in got]} {[len(w) for w in want]}; "
+                  f"{[(a, b) for g, w in zip(got, want) for a, b in zip(g or [], w) if a != b][:3]})")
             check(alone.stop() == 0 and together.stop() == 0, f"{setup}: both stop cleanly")
 
         # A dropped stream frees its sequence: with -np 2, one long stream keeps going,

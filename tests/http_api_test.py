@@ -275,7 +275,20 @@ def main():
                                                       bytes(c["bytes"]).decode(errors="replace")
                                                       == c["token"] for c in content),
               "chat logprobs: content entries with token, logprob, bytes and 2 alternatives")
-        for body, words in (({"logprobs": 6}, "logprobs"), ({"logprobs": 2, "stream": True}, "stream"),
+        # Streamed: the chunks' logprobs add up to the whole response's.
+        whole = call(s.http, "POST", "/v1/completions", dict(greedy, max_tokens=12, logprobs=2,
+                                                            stop=["the"]))[2]["choices"][0]
+        st, _, events = stream(s.http, dict(greedy, max_tokens=12, logprobs=2, stop=["the"]))
+        chunks = [json.loads(e)["choices"][0] for e in events if e != "[DONE]"]
+        tokens = sum((c["logprobs"]["tokens"] for c in chunks if c.get("logprobs")), [])
+        values = sum((c["logprobs"]["token_logprobs"] for c in chunks if c.get("logprobs")), [])
+        offsets = sum((c["logprobs"]["text_offset"] for c in chunks if c.get("logprobs")), [])
+        check(st == 200 and tokens == whole["logprobs"]["tokens"]
+              and values == whole["logprobs"]["token_logprobs"]
+              and offsets == whole["logprobs"]["text_offset"],
+              f"streamed logprobs (with a stop string) add up to the whole response's ({len(tokens)} "
+              f"tokens)")
+        for body, words in (({"logprobs": 6}, "logprobs"), ({"logprobs": "2"}, "logprobs"),
                             ({"top_logprobs": 2}, None)):
             path = "/v1/chat/completions" if words is None else "/v1/completions"
             req = dict(greedy, **body) if words else {"messages": [{"role": "user", "content": "hi"}],
