@@ -96,7 +96,7 @@ def main():
         served = ["-m", demo_t, "--sparse", "oracle", "-t", "2", "-c", "2048", "-b", "8"]
         for setup, extra in (("one process", ["--cpu-workers", "0"]),
                              ("the split in three processes",
-                              ["--vram-budget", "8M", "--ffn-backend", "host", "--cpu-workers",
+                              ["--vram-budget", "16M", "--ffn-backend", "host", "--cpu-workers",
                                "1"])):
             alone = launch(bin_dir, tmp, *served, *extra)
             together = launch(bin_dir, tmp, *served, *extra, "-np", "4")
