@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,7 +13,7 @@
 #include <regex>
 #include <vector>
 
-extern char** environ;
+#include "coordinator/spawn_child.h"
 
 namespace pi {
 
@@ -46,31 +45,14 @@ Status LoopbackWorker::Start(const std::string& binary, const std::string& model
     close(token_fd);
     return Status::Error("cannot set up the worker's token or stderr: %s", strerror(errno));
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, token_fd, 3);
-  posix_spawn_file_actions_adddup2(&fa, pipe_fds[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  const std::string threads = std::to_string(n_threads);
-  std::vector<const char*> argv = {
-      binary.c_str(), "-m", model_path.c_str(), "--listen", "127.0.0.1:0", "--auth-token-file",
-      "/dev/fd/3",    "-t", threads.c_str(),    nullptr};
-  const int rc = posix_spawn(&pid_, binary.c_str(), &fa, &attr,
-                             const_cast<char* const*>(argv.data()), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  const Status spawned =
+      SpawnChild({binary, "-m", model_path, "--listen", "127.0.0.1:0", "--auth-token-file",
+                  "/dev/fd/3", "-t", std::to_string(n_threads)},
+                 {{token_fd, 3}, {pipe_fds[1], 2}}, &pid_);
   close(token_fd);
   close(pipe_fds[1]);
   stderr_fd_ = pipe_fds[0];
-  if (rc != 0) {
-    pid_ = -1;
-    return Status::Error("cannot start %s: %s", binary.c_str(), strerror(rc));
-  }
+  PI_RETURN_IF_ERROR(spawned);
   // Its stderr until the address line (or its end, or the deadline).
   const std::regex ready(" on (127\\.0\\.0\\.1:[0-9]+)");
   std::string seen;

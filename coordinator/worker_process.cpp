@@ -1,8 +1,6 @@
 #include "coordinator/worker_process.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +10,7 @@
 #include <thread>
 
 #include "common/transport/hello_message.h"
-
-extern char** environ;
+#include "coordinator/spawn_child.h"
 
 namespace pi {
 
@@ -52,39 +49,17 @@ Status WorkerProcess::Spawn(const WorkerProcessOptions& o, const std::vector<uin
   role_ = o.role;
   PI_RETURN_IF_ERROR(channel_.Create(std::max(request_capacity, hello.size()), reply_capacity));
 
-  // posix_spawn (no fork of a process holding a model and threads); the
-  // channel lands on fd 3 with close-on-exec cleared by the dup2.
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  int source = channel_.fd();
-  int temp = -1;
-  if (source == kChannelFd) {  // dup2(3, 3) would keep close-on-exec
-    temp = fcntl(source, F_DUPFD_CLOEXEC, 10);
-    source = temp;
-  }
-  posix_spawn_file_actions_adddup2(&fa, source, kChannelFd);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  const std::string fd_arg = std::to_string(kChannelFd), threads = std::to_string(o.n_threads),
-                    parent = std::to_string(getpid());
-  std::vector<const char*> argv = {o.binary.c_str(), "-m",           o.model_path.c_str(),
-                                   "--shm-fd",       fd_arg.c_str(), "-t",
-                                   threads.c_str(),  "--parent-pid", parent.c_str()};
-  for (const std::string& a : o.extra_args) argv.push_back(a.c_str());
-  argv.push_back(nullptr);
-  const int rc = posix_spawn(&pid_, o.binary.c_str(), &fa, &attr,
-                             const_cast<char* const*>(argv.data()), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (temp >= 0) close(temp);
-  if (rc != 0) {
-    pid_ = -1;
-    return Status::Error("cannot start %s: %s", o.binary.c_str(), strerror(rc));
-  }
+  std::vector<std::string> argv = {o.binary,
+                                   "-m",
+                                   o.model_path,
+                                   "--shm-fd",
+                                   std::to_string(kChannelFd),
+                                   "-t",
+                                   std::to_string(o.n_threads),
+                                   "--parent-pid",
+                                   std::to_string(getpid())};
+  argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
+  PI_RETURN_IF_ERROR(SpawnChild(argv, {{channel_.fd(), kChannelFd}}, &pid_));
   name_ = o.role + " " + std::to_string(pid_);
 
   memcpy(channel_.slot(ShmChannel::kRequest), hello.data(), hello.size());
