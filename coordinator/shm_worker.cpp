@@ -36,14 +36,7 @@ Status ShmWorker::Spawn() {
   const LlamaConfig& c = model_->config;
   n_embd_ = c.n_embd;
   step_id_ = 0;
-  WorkerProcessOptions p;
-  p.binary = o.binary;
-  p.role = o.role;
-  p.extra_args = o.extra_args;
-  p.model_path = o.model_path;
-  p.n_threads = o.n_threads;
-  p.start_timeout_ms = o.start_timeout_ms;
-  return process_.Spawn(p, WriteHello(ModelFingerprint(*model_->file), o.max_batch, owned_),
+  return process_.Spawn(o, WriteHello(ModelFingerprint(*model_->file), o.max_batch, owned_),
                         StepRequestBytes(o.max_batch, c.n_embd, c.n_ff),
                         StepReplyBytes(o.max_batch, c.n_embd) + kMessageSlack, &resident_bytes_,
                         &backend_);

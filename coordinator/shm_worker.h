@@ -23,14 +23,10 @@
 
 namespace pi {
 
-struct ShmWorkerOptions {
-  std::string binary;                   // pi-cpu-worker, pi-gpu-worker
-  std::string role = "cpu worker";      // names it: "cpu worker 1234"
-  std::vector<std::string> extra_args;  // after the common ones (e.g. --ffn-backend host)
-  std::string model_path;
-  int n_threads = 1;
+// The process's options (binary, role, model, threads, start timeout), and
+// the step's.
+struct ShmWorkerOptions : WorkerProcessOptions {
   int max_batch = 1;
-  int start_timeout_ms = 60000;  // spawn, model load and hello
   // A step not answered within this is a lost worker (FfnShard::Wait fails):
   // a stopped (SIGSTOP) or wedged worker is noticed here; a dead one within
   // the 100 ms the waits are cut into.
