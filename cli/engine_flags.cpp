@@ -9,6 +9,7 @@
 #include "cli/default_model.h"
 #include "cli/sparse_note.h"
 #include "common/executable_path.h"
+#include "common/neuron_ffn.h"
 #include "common/tensor_check.h"
 #include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
@@ -155,6 +156,12 @@ Status CheckEngineFlags(const EngineFlags& e) {
 
 namespace {
 
+// Rows a worker step may carry: a decode token of each sequence (-np), up to
+// what one sparse step takes (common/neuron_ffn.h).
+int WorkerMaxBatch(const EngineFlags& e) {
+  return std::min(e.opt.n_seq, NeuronFfn::kMaxRows);
+}
+
 // Starts pi-gpu-worker owning the hot neurons, on --ffn-backend.
 Status StartGpuWorker(const EngineFlags& e, const LlamaModel& model,
                       const std::vector<std::vector<int32_t>>& hot,
@@ -165,6 +172,7 @@ Status StartGpuWorker(const EngineFlags& e, const LlamaModel& model,
   o.model_path = e.model_path;
   o.extra_args = {"--ffn-backend", e.split.ffn_backend};
   o.step_timeout_ms = e.worker_timeout_ms;
+  o.max_batch = WorkerMaxBatch(e);
   auto w = std::make_unique<ShmWorker>();
   PI_RETURN_IF_ERROR(w->Start(o, model, hot));
   *out = std::move(w);
@@ -227,6 +235,7 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
   local.model_path = e.model_path;
   local.n_threads = std::max(1, e.opt.n_threads / std::max(1, n_local));
   local.step_timeout_ms = e.worker_timeout_ms;
+  local.max_batch = WorkerMaxBatch(e);
   for (int k = 0; k < n_local; ++k) {
     auto w = std::make_unique<ShmWorker>();
     PI_RETURN_IF_ERROR(w->Start(local, model, slices[k]));
@@ -236,6 +245,7 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
   if (n_remote == 0) return Status::Ok();
   GrpcWorkerOptions remote;
   remote.step_timeout_ms = e.worker_timeout_ms;
+  remote.max_batch = WorkerMaxBatch(e);
   for (int j = 0; j < n_remote; ++j) {
     PI_RETURN_IF_ERROR(RemoteEndpoint(e, e.remote_workers[j], &remote));
     auto w = std::make_unique<GrpcWorker>();
@@ -282,11 +292,6 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
     // Remote workers given: the cold neurons go there; else one local worker.
     std::string why;
     e->cpu_workers = e->remote_workers.empty() && SupportsSparseFfn(model, &why) ? 1 : 0;
-    if (e->cpu_workers == 1 && e->opt.n_seq > 1) {
-      // A worker step carries one row today: batched rows would each cost a round trip.
-      e->cpu_workers = 0;
-      why = "-np batches the sequences' rows here; batched worker steps are still to come";
-    }
     if (e->cpu_workers == 0 && e->remote_workers.empty()) {
       fprintf(stderr, "%s: no cpu worker: the FFN runs in this process (%s)\n", tool, why.c_str());
     }

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cli/args.h"
@@ -36,6 +37,7 @@
 #include "common/executable_path.h"
 #include "common/json.h"
 #include "common/memory_bandwidth.h"
+#include "common/neuron_ffn.h"
 #include "common/placement.h"
 #include "common/progress.h"
 #include "common/time_model.h"
@@ -60,6 +62,9 @@ void Usage() {
           "  -p, --n-prompt N[,N]     prompt lengths (default 512; 0 = skip)\n"
           "  -n, --n-gen N[,N]        generated lengths (default 128; 0 = skip)\n"
           "  -t, --threads N[,N]      threads (default: all cores)\n"
+          "  -np, --parallel N[,N]    tg tests with N sequences decoding together, each\n"
+          "                           step one token of each (continuous batching; test\n"
+          "                           tgNxP, t/s over all of them; default 1)\n"
           "  -b, --batch-size N       prompt batch (default 64)\n"
           "  -r, --repetitions N      (default 5)\n"
           "  -o, --output md|csv|json|jsonl   (default md)\n"
@@ -111,6 +116,7 @@ struct Result {
   std::string model_filename, model_type, test, isa;
   int64_t model_size = 0, model_n_params = 0;
   int n_threads = 0, n_batch = 0, n_prompt = 0, n_gen = 0;
+  int n_parallel = 1;  // tg: sequences decoding together (-np), each n_gen tokens
   std::string test_time;
   std::vector<double> samples_ns;
   double weight_bytes_per_token = 0;  // tg only
@@ -144,7 +150,7 @@ struct Result {
   }
   std::vector<double> samples_ts() const {
     std::vector<double> ts;
-    const int n = n_prompt + n_gen;
+    const int n = (n_prompt + n_gen) * n_parallel;
     for (double ns : samples_ns) ts.push_back(1e9 * n / ns);
     return ts;
   }
@@ -189,6 +195,7 @@ std::string ToJson(const Result& r) {
   s += ",\"n_threads\":" + std::to_string(r.n_threads);
   s += ",\"n_prompt\":" + std::to_string(r.n_prompt);
   s += ",\"n_gen\":" + std::to_string(r.n_gen);
+  s += ",\"n_parallel\":" + std::to_string(r.n_parallel);
   s += ",\"test_time\":" + pi::JsonEscape(r.test_time);
   s += ",\"avg_ns\":" + pi::JsonNumber(r.avg(r.samples_ns));
   s += ",\"stddev_ns\":" + pi::JsonNumber(r.stddev(r.samples_ns));
@@ -223,7 +230,7 @@ std::string ToJson(const Result& r) {
 // GPU's share of the fired neurons, MB per token by device, the bound's share.
 std::string SplitColumns(const Result& r) {
   const bool split = r.vram_budget >= 0;
-  const bool tg = r.n_gen > 0;
+  const bool tg = r.n_gen > 0 && r.n_parallel == 1;
   const pi::DeviceBytes& b = r.device_bytes;
   std::string s = split ? r.backend + " " + pi::BudgetString(r.vram_budget) : "none";
   s += " | ";
@@ -280,15 +287,18 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
     for (const Result& r : rs) {
       const std::vector<double> ts = r.samples_ts();
       const bool tg = r.n_gen > 0;
+      const bool bytes =
+          tg && r.n_parallel == 1;  // -np steps share their reads: no per-token figure
       printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s ± %s | %s | %s | %s | %s | %s |\n",
              r.model_type.c_str(), (Fmt("%.2f", r.model_size / 1048576.0) + " MiB").c_str(),
              (Fmt("%.2f", r.model_n_params / 1e6) + " M").c_str(), r.isa.c_str(), r.n_threads,
              r.sparse.c_str(), tg ? (Fmt("%.1f", 100 * r.ffn_active) + "%").c_str() : "",
              r.test.c_str(), Fmt("%.2f", r.avg(ts)).c_str(), Fmt("%.2f", r.stddev(ts)).c_str(),
-             tg ? Fmt("%.2f", r.avg_gbs()).c_str() : "",
+             bytes ? Fmt("%.2f", r.avg_gbs()).c_str() : "",
              r.mem_bw_gbs > 0 ? Fmt("%.2f", r.mem_bw_gbs).c_str() : "",
-             tg && r.mem_bw_gbs > 0 ? (Fmt("%.0f", 100 * r.avg_gbs() / r.mem_bw_gbs) + "%").c_str()
-                                    : "",
+             bytes && r.mem_bw_gbs > 0
+                 ? (Fmt("%.0f", 100 * r.avg_gbs() / r.mem_bw_gbs) + "%").c_str()
+                 : "",
              SplitColumns(r).c_str(),
              r.step_p50_us > 0 ? (Fmt("%.1f", r.step_p50_us) + "/" + Fmt("%.1f", r.step_p99_us) +
                                   " (" + Fmt("%.1f", r.step_overhead_p50_us) + ")")
@@ -368,7 +378,7 @@ struct BenchWorkers {
 
 pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const std::string& path,
                              const pi::LlamaModel& model, int n_threads, double coordinator_share,
-                             const pi::EngineOptions& split_opt, BenchWorkers* w) {
+                             int max_batch, const pi::EngineOptions& split_opt, BenchWorkers* w) {
   auto wanted = [&](const char* t) {
     return std::find(transports.begin(), transports.end(), t) != transports.end();
   };
@@ -399,6 +409,7 @@ pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const s
     o.binary = binary;
     o.model_path = path;
     o.n_threads = n_threads;
+    o.max_batch = max_batch;
     auto shm = std::make_unique<pi::ShmWorker>();
     PI_RETURN_IF_ERROR(shm->Start(o, model, slice));
     w->shm = std::move(shm);
@@ -408,6 +419,7 @@ pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const s
     w->grpc_process = std::make_unique<pi::LoopbackWorker>();
     PI_RETURN_IF_ERROR(w->grpc_process->Start(binary, path, n_threads));
     pi::GrpcWorkerOptions o;
+    o.max_batch = max_batch;
     o.address = w->grpc_process->address();
     o.auth_token = w->grpc_process->token();
     auto grpc = std::make_unique<pi::GrpcWorker>();
@@ -420,6 +432,18 @@ pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const s
   return pi::Status::Ok();
 }
 
+// Decode step i of a tg test: token i of the test's tokens alone, or with
+// `par` sequences one token of each (sequence q's token i is toks[(i + 7 q)
+// mod size]: each its own text), logits for all, as a server's step.
+pi::Status DecodeStep(pi::Engine* engine, const std::vector<int32_t>& toks, int i, int par,
+                      std::vector<pi::Engine::BatchRow>* rows) {
+  if (par == 1) return engine->Eval(&toks[i], 1);
+  for (int q = 0; q < par; ++q) {
+    (*rows)[q] = {q, toks[(i + 7 * static_cast<size_t>(q)) % toks.size()], true};
+  }
+  return engine->EvalBatch(rows->data(), par);
+}
+
 }  // namespace
 
 static int Run(int argc, char** argv) {
@@ -429,7 +453,7 @@ static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-bench", argc, argv);
   pi::GpuSplitFlags split_flags;
   std::vector<std::string> models;
-  std::vector<int> n_prompt = {512}, n_gen = {128};
+  std::vector<int> n_prompt = {512}, n_gen = {128}, n_parallel = {1};
   std::vector<int> threads = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
   int reps = 5, n_batch = 64;
   std::string out_fmt = "md", isa_name;
@@ -450,6 +474,8 @@ static int Run(int argc, char** argv) {
       n_prompt = ToInts(args.IntList(f, 0, kMaxTokens));
     } else if (f == "-n" || f == "--n-gen") {
       n_gen = ToInts(args.IntList(f, 0, kMaxTokens));
+    } else if (f == "-np" || f == "--parallel") {
+      n_parallel = ToInts(args.IntList(f, 1, 256));
     } else if (f == "-t" || f == "--threads") {
       threads = ToInts(args.IntList(f, 1, 512));
     } else if (f == "-r" || f == "--repetitions")
@@ -603,7 +629,10 @@ static int Run(int argc, char** argv) {
       // One worker per process transport, with this run's thread count.
       BenchWorkers workers;
       s = StartBenchWorkers(transports, path, model, worker_threads > 0 ? worker_threads : nt,
-                            coordinator_share, split_opt, &workers);
+                            coordinator_share,
+                            std::min(*std::max_element(n_parallel.begin(), n_parallel.end()),
+                                     pi::NeuronFfn::kMaxRows),
+                            split_opt, &workers);
       if (!s.ok()) {
         fprintf(stderr, "pi-bench: --transport: %s\n", s.message().c_str());
         return 1;
@@ -613,12 +642,15 @@ static int Run(int argc, char** argv) {
         pi::ThreadPool probe_pool(nt);
         bw = pi::MeasureReadBandwidthGBs(&probe_pool);
       }
-      std::vector<std::pair<int, int>> tests;  // (n_prompt, n_gen): pp tests, then tg tests
+      // (n_prompt, n_gen, sequences): pp tests, then tg tests.
+      std::vector<std::tuple<int, int, int>> tests;
       for (int pp : n_prompt)
-        if (pp > 0) tests.emplace_back(pp, 0);
-      for (int tg : n_gen)
-        if (tg > 0) tests.emplace_back(0, tg);
-      for (const auto& [np, ng] : tests) {
+        if (pp > 0) tests.emplace_back(pp, 0, 1);
+      for (int tg : n_gen) {
+        for (int par : n_parallel)
+          if (tg > 0) tests.emplace_back(0, tg, par);
+      }
+      for (const auto& [np, ng, par] : tests) {
         // Every mode of a test gets an engine, and their repetitions are
         // interleaved (rep 1 of each mode, then rep 2, ...), so the ratios
         // between modes hold even when other work on a shared machine comes
@@ -658,6 +690,7 @@ static int Run(int argc, char** argv) {
           opt.n_threads = nt;
           opt.n_batch = n_batch;
           opt.n_ctx = std::max(np + ng, 16);
+          opt.n_seq = par;
           opt.sparse = run.mode;
           opt.sparse_threshold = sparse_threshold;
           opt.cache_type_k = cache_type_k;
@@ -681,7 +714,9 @@ static int Run(int argc, char** argv) {
           r.n_batch = n_batch;
           r.n_prompt = np;
           r.n_gen = ng;
+          r.n_parallel = par;
           r.test = np > 0 ? "pp" + std::to_string(np) : "tg" + std::to_string(ng);
+          if (par > 1) r.test += "x" + std::to_string(par);
           r.test_time = IsoNow();
           r.mem_bw_gbs = bw;
           r.sparse = std::string(pi::SparseModeName(opt.sparse)) +
@@ -695,20 +730,21 @@ static int Run(int argc, char** argv) {
           r.gpu_bw_gbs = gpu_bw;
           r.link_gbs = link_gbs;
         }
+        std::vector<pi::Engine::BatchRow> rows(par);
         pi::ProgressBar bar("pi-bench " + runs[0].r.test + " t=" + std::to_string(nt),
                             (reps + 1) * static_cast<int64_t>(runs.size()), "runs");
         int64_t done = 0;
         for (int rep = -1; rep < reps; ++rep) {  // rep -1: warmup
           for (Run& run : runs) {
             pi::Engine* engine = run.engine.get();
-            engine->Reset();
+            for (int q = 0; q < par; ++q) engine->ResetSeq(q);
             if (run.worker) run.worker->ClearLatencies();
             const double t0 = pi::NowSeconds();
             if (np > 0) {
               s = engine->Eval(toks.data(), np);
             } else {
               for (int i = 0; i < ng && s.ok(); ++i) {
-                s = engine->Eval(&toks[i], 1);
+                s = DecodeStep(engine, toks, i, par, &rows);
                 if (rep >= 0) {
                   run.ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
                   run.gate_rows += static_cast<double>(engine->last_ffn_gate_rows());
@@ -741,7 +777,12 @@ static int Run(int argc, char** argv) {
             std::sort(run.overhead_us.begin(), run.overhead_us.end());
             r.step_overhead_p50_us = run.overhead_us[run.overhead_us.size() / 2];
           }
-          if (ng > 0) {
+          if (ng > 0 && par > 1) {
+            // Per token of a sequence; weight bytes and bounds are left out:
+            // the sequences of a step share their reads.
+            r.ffn_active =
+                run.ffn_neurons / (static_cast<double>(reps) * ng * par * c.n_layer * c.n_ff);
+          } else if (ng > 0) {
             pi::DecodeCounters k;
             k.mode = run.mode;
             k.n_gen = ng;

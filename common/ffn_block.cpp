@@ -38,11 +38,20 @@ void FfnBlock::Init(const LlamaModel& model, int max_batch, SparseMode mode) {
   model_ = &model;
   c_ = model.config;
   mode_ = mode;
-  ids_.assign(c_.n_ff, 0);
   all_ids_.resize(c_.n_ff);
   for (int32_t i = 0; i < c_.n_ff; ++i) all_ids_[i] = i;
-  neurons_.Init(c_);
+  sparse_rows_ = std::min(max_batch, NeuronFfn::kMaxRows);
+  neurons_.Init(c_, sparse_rows_);
+  const size_t rows = static_cast<size_t>(sparse_rows_);
+  row_ids_.assign(rows * c_.n_ff, 0);
+  cand_.assign(rows, nullptr);
+  cand_n_.assign(rows, 0);
+  fallback_ids_.assign(rows, nullptr);
+  fallback_n_.assign(rows, 0);
+  fired_rows_.assign(rows, 0);
   const size_t b = static_cast<size_t>(max_batch);
+  y_.assign(b * c_.n_embd, 0.0f);
+  y_hot_.assign(b * c_.n_embd, 0.0f);
   x_.assign(b * c_.n_embd, 0.0f);
   gate_.assign(b * c_.n_ff, 0.0f);
   up_.assign(b * c_.n_ff, 0.0f);
@@ -68,7 +77,6 @@ Status FfnBlock::InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, Ffn
       if (!is_hot_[l][i]) cold_ids_[l].push_back(i);
     }
   }
-  y_hot_.assign(c_.n_embd, 0.0f);
   backend_ = backend;  // null: the hot neurons run on a DeviceBackend (ForwardCold)
   return Status::Ok();
 }
@@ -99,9 +107,16 @@ Status FfnBlock::InitColdShards(const std::vector<FfnShard*>& shards) {
   }
   shards_ = shards;
   health_.assign(shards.size(), ShardHealth());
-  shard_ids_.assign(shards.size(), std::vector<int32_t>(c_.n_ff));
+  // Rows per sparse step: as many as every shard's messages carry.
+  for (FfnShard* shard : shards)
+    sparse_rows_ = std::min(sparse_rows_, std::max(1, shard->max_batch()));
+  const size_t rows = static_cast<size_t>(sparse_rows_);
+  shard_ids_.assign(shards.size(), std::vector<int32_t>(rows * c_.n_ff));
+  shard_row_n_.assign(shards.size(), std::vector<int32_t>(rows, 0));
   shard_n_.assign(shards.size(), 0);
-  local_ids_.assign(c_.n_ff, 0);
+  local_ids_.assign(rows * c_.n_ff, 0);
+  local_rows_.assign(rows, nullptr);
+  local_n_.assign(rows, 0);
   return Status::Ok();
 }
 
@@ -112,6 +127,7 @@ Status FfnBlock::InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, 
   }
   hot_shard_ = shard;
   hot_health_ = ShardHealth();
+  sparse_rows_ = std::min(sparse_rows_, std::max(1, shard->max_batch()));
   return Status::Ok();
 }
 
@@ -128,82 +144,119 @@ bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
 void FfnBlock::Forward(int il, int batch, const float* in, float* h, ThreadPool* pool) {
   const LlamaLayer& layer = model_->layers[il];
   if (SparseStepApplies(layer, batch)) {
-    ForwardSparse(il, in, h, pool);
+    const int row = 0;
+    ForwardSparseRows(il, 1, &row, in, h, pool);
   } else {
     ForwardDense(layer, batch, in, h, pool);
   }
 }
 
-void FfnBlock::ForwardSparse(int il, const float* in, float* h, ThreadPool* pool) {
+void FfnBlock::ForwardSparseRows(int il, int n, const int* idx, const float* in, float* h,
+                                 ThreadPool* pool) {
+  // The in-process backend takes a row at a time; otherwise groups as large
+  // as the scratch and every shard's messages allow.
+  const int group = backend_ ? 1 : sparse_rows_;
+  if (n > group) {
+    int64_t hot = 0, cold = 0, gates = 0;
+    for (int b0 = 0; b0 < n; b0 += group) {
+      ForwardSparseRows(il, std::min(group, n - b0), idx + b0, in, h, pool);
+      hot += last_hot_;
+      cold += last_cold_;
+      gates += last_gate_rows_;
+    }
+    last_hot_ = hot;
+    last_cold_ = cold;
+    last_gate_rows_ = gates;
+    return;
+  }
   const LlamaLayer& layer = model_->layers[il];
   const int64_t d = c_.n_embd;
-  NormalizeRow(c_, layer.ffn_norm, layer.ffn_norm_b, in, x_.data());
+  // Each row's sum is formed in y_ (a copy of its h row) exactly as it would
+  // be in h alone, then copied back.
+  for (int b = 0; b < n; ++b) {
+    NormalizeRow(c_, layer.ffn_norm, layer.ffn_norm_b, in + idx[b] * d, x_.data() + b * d);
+    std::memcpy(y_.data() + b * d, h + idx[b] * d, sizeof(float) * d);
+  }
   if (backend_) backend_->Start(il, x_.data(), y_hot_.data());
-  const bool split = backend_ || hot_shard_;
   bool hot_started = false;
   if (hot_shard_) {
     if (hot_health_.down) TryRecover(hot_shard_, &hot_health_);
     if (!hot_health_.down) {
-      hot_shard_->Start({il, 1, x_.data(), nullptr, -1});
+      hot_shard_->Start({il, n, x_.data(), nullptr, nullptr});
       hot_started = true;
     }
   }
+  SelectCandidates(il, n, idx, in, pool);
+  ComputeRows(il, n, cand_.data(), cand_n_.data(), x_.data(), y_.data(), pool);
+  if (backend_) {
+    last_hot_ = backend_->Wait();
+    for (int64_t i = 0; i < d; ++i) y_[i] += y_hot_[i];
+  } else if (hot_shard_) {
+    FinishHotShard(il, n, hot_started, y_.data(), pool);
+  }
+  for (int b = 0; b < n; ++b) std::memcpy(h + idx[b] * d, y_.data() + b * d, sizeof(float) * d);
+}
 
+void FfnBlock::SelectCandidates(int il, int n, const int* idx, const float* in, ThreadPool* pool) {
   // The CPU's candidates: the predictor's ids (read from `in` before h
   // changes: PowerInfer's input is the un-normed residual), else all
   // neurons; less the hot ones when the backend has them.
-  const int32_t* ids = all_ids_.data();
-  int64_t n = c_.n_ff;
+  const LlamaLayer& layer = model_->layers[il];
+  const bool split = backend_ || hot_shard_;
   const bool predicted =
       mode_ == SparseMode::kPredictor && layer.fc1.present() && layer.fc2.present();
-  if (predicted) {
-    n = predictor_.Predict(layer, in, threshold_, ids_.data(), pool);
-    ids = ids_.data();
-    if (split) {
-      const uint8_t* hot = is_hot_[il].data();
-      int64_t m = 0;
-      for (int64_t k = 0; k < n; ++k) {
-        if (!hot[ids_[k]]) ids_[m++] = ids_[k];
+  for (int b = 0; b < n; ++b) {
+    if (predicted) {
+      int32_t* ids = row_ids_.data() + static_cast<int64_t>(b) * c_.n_ff;
+      int64_t m = predictor_.Predict(layer, in + idx[b] * c_.n_embd, threshold_, ids, pool);
+      if (split) {
+        const uint8_t* hot = is_hot_[il].data();
+        int64_t kept = 0;
+        for (int64_t k = 0; k < m; ++k) {
+          if (!hot[ids[k]]) ids[kept++] = ids[k];
+        }
+        m = kept;
       }
-      n = m;
+      cand_[b] = ids;
+      cand_n_[b] = m;
+    } else if (split) {
+      cand_[b] = cold_ids_[il].data();
+      cand_n_[b] = static_cast<int64_t>(cold_ids_[il].size());
+    } else {
+      cand_[b] = all_ids_.data();
+      cand_n_[b] = c_.n_ff;
     }
-  } else if (split) {
-    ids = cold_ids_[il].data();
-    n = static_cast<int64_t>(cold_ids_[il].size());
-  }
-
-  ComputeCandidates(il, ids, n, x_.data(), h, pool);
-  if (backend_) {
-    last_hot_ = backend_->Wait();
-    for (int64_t i = 0; i < d; ++i) h[i] += y_hot_[i];
-  } else if (hot_shard_) {
-    FinishHotShard(il, hot_started, h, pool);
   }
 }
 
-void FfnBlock::FinishHotShard(int il, bool started, float* h, ThreadPool* pool) {
+void FfnBlock::FinishHotShard(int il, int n, bool started, float* y, ThreadPool* pool) {
   const int64_t d = c_.n_embd;
   if (started) {
     const float* ys = nullptr;
     int64_t fired = 0;
     const Status s = hot_shard_->Wait(&ys, &fired);
     if (s.ok()) {
-      for (int64_t i = 0; i < d; ++i) h[i] += ys[i];
+      for (int64_t i = 0; i < n * d; ++i) y[i] += ys[i];
       last_hot_ = fired;
       return;
     }
     ShardFailed(hot_shard_, &hot_health_, s);
   }
   // Lost: the hot neurons run here, summed apart and added as the shard's
-  // sum would be.
+  // sums would be.
   const LlamaLayer& layer = model_->layers[il];
   const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
-  std::memset(y_hot_.data(), 0, sizeof(float) * d);
+  std::memset(y_hot_.data(), 0, sizeof(float) * n * d);
   const std::vector<int32_t>& hot = hot_shard_->owned()[il];
-  last_hot_ = hot.empty() ? 0
-                          : neurons_.Accumulate(rows, hot.data(), static_cast<int64_t>(hot.size()),
-                                                x_.data(), y_hot_.data(), pool);
-  for (int64_t i = 0; i < d; ++i) h[i] += y_hot_[i];
+  for (int b = 0; b < n; ++b) {
+    fallback_ids_[b] = hot.data();
+    fallback_n_[b] = static_cast<int64_t>(hot.size());
+  }
+  neurons_.AccumulateRows(rows, n, fallback_ids_.data(), fallback_n_.data(), x_.data(),
+                          y_hot_.data(), pool, fired_rows_.data());
+  last_hot_ = 0;
+  for (int b = 0; b < n; ++b) last_hot_ += fired_rows_[b];
+  for (int64_t i = 0; i < n * d; ++i) y[i] += y_hot_[i];
 }
 
 void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* y,
@@ -219,23 +272,23 @@ void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* 
     n = 0;
     for (int64_t w = 0; w < (c_.n_ff + 31) / 32; ++w) {
       for (uint32_t bits = mask[w]; bits != 0; bits &= bits - 1) {
-        ids_[n++] = static_cast<int32_t>(w * 32 + __builtin_ctz(bits));
+        row_ids_[n++] = static_cast<int32_t>(w * 32 + __builtin_ctz(bits));
       }
     }
-    ids = ids_.data();
+    ids = row_ids_.data();
   } else if (!cold_ids_.empty()) {
     ids = cold_ids_[il].data();
     n = static_cast<int64_t>(cold_ids_[il].size());
   }
-  ComputeCandidates(il, ids, n, x, y, pool);
+  ComputeRows(il, 1, &ids, &n, x, y, pool);
 }
 
-void FfnBlock::ComputeCandidates(int il, const int32_t* ids, int64_t n, const float* x, float* y,
-                                 ThreadPool* pool) {
+void FfnBlock::ComputeRows(int il, int n, const int32_t* const* ids, const int64_t* n_ids,
+                           const float* x, float* y, ThreadPool* pool) {
   if (shards_.empty()) {
-    AccumulateCandidates(il, ids, n, x, y, pool);
+    LocalRows(il, n, ids, n_ids, x, y, pool);
   } else {
-    RouteToShards(il, ids, n, x, y, pool);
+    RouteRows(il, n, ids, n_ids, x, y, pool);
   }
 }
 
@@ -284,61 +337,84 @@ void FfnBlock::ShardFailed(FfnShard* shard, ShardHealth* health, const Status& s
   health->retry_at = now + std::chrono::milliseconds(health->backoff_ms);
 }
 
-void FfnBlock::RouteToShards(int il, const int32_t* ids, int64_t n, const float* x, float* y,
-                             ThreadPool* pool) {
+void FfnBlock::RouteRows(int il, int n, const int32_t* const* ids, const int64_t* n_ids,
+                         const float* x, float* y, ThreadPool* pool) {
   RecoverShards();
   const int16_t* owner = owner_[il].data();
   const size_t n_shards = shards_.size();
+  const int64_t ff = c_.n_ff, d = c_.n_embd;
   for (size_t k = 0; k < n_shards; ++k) shard_n_[k] = 0;
-  int64_t local = 0;
-  for (int64_t j = 0; j < n; ++j) {  // ids are sorted: so is every share
-    const int32_t id = ids[j];
-    const int16_t o = owner[id];
-    if (o >= 0 && !health_[o].down) {
-      shard_ids_[o][shard_n_[o]++] = id;
-    } else {
-      local_ids_[local++] = id;
+  int64_t routed = 0;
+  for (int b = 0; b < n; ++b) {
+    for (size_t k = 0; k < n_shards; ++k) shard_row_n_[k][b] = 0;
+    int32_t* local = local_ids_.data() + b * ff;
+    int64_t m = 0;
+    for (int64_t j = 0; j < n_ids[b]; ++j) {  // ids are sorted: so is every share
+      const int32_t id = ids[b][j];
+      const int16_t o = owner[id];
+      if (o >= 0 && !health_[o].down) {
+        shard_ids_[o][shard_n_[o]++] = id;
+        ++shard_row_n_[o][b];
+      } else {
+        local[m++] = id;
+      }
     }
+    local_rows_[b] = local;
+    local_n_[b] = m;
+    routed += n_ids[b] - m;
   }
   for (size_t k = 0; k < n_shards; ++k) {
-    if (!health_[k].down) shards_[k]->Start({il, 1, x, shard_ids_[k].data(), shard_n_[k]});
+    if (!health_[k].down) {
+      shards_[k]->Start({il, n, x, shard_ids_[k].data(), shard_row_n_[k].data()});
+    }
   }
-  AccumulateCandidates(il, local_ids_.data(), local, x, y, pool);
-  last_gate_rows_ += n - local;
+  LocalRows(il, n, local_rows_.data(), local_n_.data(), x, y, pool);
+  last_gate_rows_ += routed;
   const LlamaLayer& layer = model_->layers[il];
   const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
-  const int64_t d = c_.n_embd;
   for (size_t k = 0; k < n_shards; ++k) {  // in shard order: sums do not depend on timing
     if (health_[k].down) continue;
     const float* ys = nullptr;
     int64_t fired = 0;
     const Status s = shards_[k]->Wait(&ys, &fired);
     if (s.ok()) {
-      for (int64_t i = 0; i < d; ++i) y[i] += ys[i];
+      for (int64_t i = 0; i < n * d; ++i) y[i] += ys[i];
       last_cold_ += fired;
       continue;
     }
     // The shard is gone or late: its neurons run here until it recovers.
     ShardFailed(shards_[k], &health_[k], s);
-    if (shard_n_[k] > 0) {
-      last_cold_ += neurons_.Accumulate(rows, shard_ids_[k].data(), shard_n_[k], x, y, pool);
+    const int32_t* share = shard_ids_[k].data();
+    for (int b = 0; b < n; ++b) {
+      fallback_ids_[b] = share;
+      fallback_n_[b] = shard_row_n_[k][b];
+      share += shard_row_n_[k][b];
     }
+    neurons_.AccumulateRows(rows, n, fallback_ids_.data(), fallback_n_.data(), x, y, pool,
+                            fired_rows_.data());
+    for (int b = 0; b < n; ++b) last_cold_ += fired_rows_[b];
   }
 }
 
-void FfnBlock::AccumulateCandidates(int il, const int32_t* ids, int64_t n, const float* x, float* y,
-                                    ThreadPool* pool) {
+void FfnBlock::LocalRows(int il, int n, const int32_t* const* ids, const int64_t* n_ids,
+                         const float* x, float* y, ThreadPool* pool) {
   const LlamaLayer& layer = model_->layers[il];
-  // Activations as a dense step would show them, for the observer: zero
-  // except the computed neurons that passed the gate.
-  std::memset(gate_.data(), 0, sizeof(float) * c_.n_ff);
+  // A single row's activations as a dense step would show them, for the
+  // observer: zero except the computed neurons that passed the gate.
+  float* act = n == 1 ? gate_.data() : nullptr;
+  if (act) std::memset(act, 0, sizeof(float) * c_.n_ff);
   const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
-  last_cold_ = n > 0 ? neurons_.Accumulate(rows, ids, n, x, y, pool, gate_.data()) : 0;
+  neurons_.AccumulateRows(rows, n, ids, n_ids, x, y, pool, fired_rows_.data(), act);
+  last_cold_ = 0;
   last_hot_ = 0;
   // With a split, the hot side reads every hot gate row too.
   const int64_t n_hot =
       cold_ids_.empty() ? 0 : c_.n_ff - static_cast<int64_t>(cold_ids_[il].size());
-  last_gate_rows_ = n + n_hot;
+  last_gate_rows_ = 0;
+  for (int b = 0; b < n; ++b) {
+    last_cold_ += fired_rows_[b];
+    last_gate_rows_ += n_ids[b] + n_hot;
+  }
 }
 
 void FfnBlock::ForwardDense(const LlamaLayer& layer, int batch, const float* in, float* h,

@@ -94,10 +94,17 @@ class FfnBlock {
   // ([batch, n_embd]; normed here, and what the predictor reads) may be h
   // itself, or for a parallel-residual model (falcon) the layer input while h
   // already holds the attention's sum. in is read before h changes.
+  void Forward(int il, int batch, const float* in, float* h, ThreadPool* pool);
   // Whether a single row of layer il takes the sparse step (else the dense
   // one, whose rows do not depend on how many are computed together).
   bool SparseStep(int il) const { return SparseStepApplies(model_->layers[il], 1); }
-  void Forward(int il, int batch, const float* in, float* h, ThreadPool* pool);
+  // Single-token steps of several sequences at once (continuous batching):
+  // rows idx[0..n) of in and h (stride n_embd), each computed exactly as
+  // Forward(il, 1, ...) computes it alone — bit for bit — but with the
+  // neurons they share read once for all of them, and one message per shard
+  // for all the rows. Only where SparseStep(il).
+  void ForwardSparseRows(int il, int n, const int* idx, const float* in, float* h,
+                         ThreadPool* pool);
 
   // The activations of the last Forward: [batch, n_ff] (zero where a ReLU
   // form did not fire or a neuron was not computed). With a split, a sparse
@@ -122,18 +129,21 @@ class FfnBlock {
   // The dense FFN of `batch` rows already normed into x (x_ itself or another
   // buffer), added into h.
   void DenseNormed(const LlamaLayer& layer, int batch, const float* x, float* h, ThreadPool* pool);
-  void ForwardSparse(int il, const float* in, float* h, ThreadPool* pool);
-  // The CPU's part of a sparse step: NeuronFfn over candidates ids[0..n)
-  // for the normed x, added into y; sets the step's counters and the
-  // observer's activations.
-  void AccumulateCandidates(int il, const int32_t* ids, int64_t n, const float* x, float* y,
-                            ThreadPool* pool);
-  // AccumulateCandidates, or with shards: each live shard's share of
-  // ids[0..n) sent to it, the rest computed here, the shards' sums added.
-  void ComputeCandidates(int il, const int32_t* ids, int64_t n, const float* x, float* y,
-                         ThreadPool* pool);
-  void RouteToShards(int il, const int32_t* ids, int64_t n, const float* x, float* y,
-                     ThreadPool* pool);
+  // Row b's candidates into cand_[b], cand_n_[b]: the predictor's (read
+  // from row idx[b] of in) or all neurons, less the hot ones of a split.
+  void SelectCandidates(int il, int n, const int* idx, const float* in, ThreadPool* pool);
+  // The CPU's part of a sparse step for n rows: NeuronFfn over row b's
+  // candidates ids[b][0..n_ids[b]) for its normed x (rows of x), added into
+  // y's row b; sets the step's counters (and, one row, the observer's
+  // activations).
+  void LocalRows(int il, int n, const int32_t* const* ids, const int64_t* n_ids, const float* x,
+                 float* y, ThreadPool* pool);
+  // LocalRows, or with shards: each live shard's share of every row sent to
+  // it in one message, the rest computed here, the shards' sums added.
+  void ComputeRows(int il, int n, const int32_t* const* ids, const int64_t* n_ids, const float* x,
+                   float* y, ThreadPool* pool);
+  void RouteRows(int il, int n, const int32_t* const* ids, const int64_t* n_ids, const float* x,
+                 float* y, ThreadPool* pool);
   // A shard's health: lost (its neurons run here) and when to try Recover()
   // next; the current backoff, and when it last came back (zero: never;
   // failing again within a minute of that grows the backoff).
@@ -146,9 +156,9 @@ class FfnBlock {
   void RecoverShards();
   void TryRecover(FfnShard* shard, ShardHealth* health);
   void ShardFailed(FfnShard* shard, ShardHealth* health, const Status& s);
-  // The hot part of a split step on the hot shard, started (`started`) or,
-  // with the shard lost, here; added into h.
-  void FinishHotShard(int il, bool started, float* h, ThreadPool* pool);
+  // The hot part of a split step of n rows on the hot shard, started
+  // (`started`) or, with the shard lost, here; added into y's rows.
+  void FinishHotShard(int il, int n, bool started, float* y, ThreadPool* pool);
   // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
   void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);
 
@@ -159,20 +169,29 @@ class FfnBlock {
   Predictor predictor_;
   float threshold_ = 0.0f;
   NeuronFfn neurons_;
-  std::vector<int32_t> ids_;      // [n_ff] candidate ids of a sparse step
+  int sparse_rows_ = 1;               // rows one sparse step takes (scratch, shards' messages)
+  std::vector<int32_t> row_ids_;      // [sparse_rows, n_ff] rows' predicted candidates
+  std::vector<const int32_t*> cand_;  // [sparse_rows] a step's rows' candidates
+  std::vector<int64_t> cand_n_;
+  std::vector<const int32_t*> fallback_ids_;  // [sparse_rows] a lost shard's rows, run here
+  std::vector<int64_t> fallback_n_, fired_rows_;
   std::vector<int32_t> all_ids_;  // 0 .. n_ff - 1
   // The split (InitSplit): backend_ set, per layer the cold ids and a hot mask.
   FfnBackend* backend_ = nullptr;
   std::vector<std::vector<int32_t>> cold_ids_;
   std::vector<std::vector<uint8_t>> is_hot_;
-  std::vector<float> y_hot_;  // [n_embd]
+  std::vector<float> y_;      // [max_batch, n_embd] sparse rows' sums (copies of h rows)
+  std::vector<float> y_hot_;  // [max_batch, n_embd] the hot part
   // Shards (InitColdShards): owner_[l][i] = the shard owning neuron i, -1 here.
   std::vector<FfnShard*> shards_;
   std::vector<std::vector<int16_t>> owner_;
-  std::vector<ShardHealth> health_;              // [shards]
-  std::vector<std::vector<int32_t>> shard_ids_;  // [shards][n_ff] a step's share
-  std::vector<int64_t> shard_n_;                 // [shards]
-  std::vector<int32_t> local_ids_;               // [n_ff] the candidates computed here
+  std::vector<ShardHealth> health_;                // [shards]
+  std::vector<std::vector<int32_t>> shard_ids_;    // [shards][sparse_rows * n_ff] rows' shares
+  std::vector<std::vector<int32_t>> shard_row_n_;  // [shards][sparse_rows]
+  std::vector<int64_t> shard_n_;                   // [shards] ids over the rows
+  std::vector<int32_t> local_ids_;  // [sparse_rows, n_ff] the candidates computed here
+  std::vector<const int32_t*> local_rows_;
+  std::vector<int64_t> local_n_;
   // The hot shard (InitHotShard): its owned() are the hot ids, computed here
   // while it is lost.
   FfnShard* hot_shard_ = nullptr;

@@ -20,10 +20,13 @@ namespace pi {
 
 struct ShardStep {
   int layer = 0;
-  int batch = 1;                 // rows of x and y
-  const float* x = nullptr;      // [batch, n_embd] the normed FFN input
-  const int32_t* ids = nullptr;  // sorted candidates, all owned by the shard
-  int64_t n_ids = 0;             // -1: every neuron the shard owns in the layer
+  int batch = 1;             // rows of x and y
+  const float* x = nullptr;  // [batch, n_embd] the normed FFN input
+  // Row b's candidates (sorted, all owned by the shard): the row_n[b] ids
+  // after the earlier rows' in ids. row_n null: every neuron the shard owns
+  // in the layer, for every row.
+  const int32_t* ids = nullptr;
+  const int32_t* row_n = nullptr;
 };
 
 class FfnShard {
@@ -32,6 +35,8 @@ class FfnShard {
   virtual const char* name() const = 0;
   // The neurons the shard owns, per layer (sorted, unique).
   virtual const std::vector<std::vector<int32_t>>& owned() const = 0;
+  // The most rows one step may carry (the worker was told at its hello).
+  virtual int max_batch() const { return 1; }
   // x and ids are consumed before Start returns (written to the transport).
   virtual void Start(const ShardStep& step) = 0;
   // *y: [batch, n_embd], valid until the next Start; *fired: neurons that fired.

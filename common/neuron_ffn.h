@@ -17,6 +17,13 @@
 // that passed are cut into a fixed number of chunks, each summed into its
 // own partial vector and reduced in order, so the result does not depend on
 // the thread count. Allocation-free once Init has sized the scratch.
+//
+// Several rows (continuous batching: one decode token of each of several
+// sequences) each have their own candidates and their own fired neurons;
+// AccumulateRows walks the union of their neurons in id order, so a neuron
+// that several rows need has its rows read from memory once for all of them,
+// while each row's sum is formed exactly as Accumulate forms it alone (the
+// same dots, the same chunks, each summed in the same order): bit-identical.
 #pragma once
 
 #include <cstdint>
@@ -38,27 +45,56 @@ struct NeuronRows {
 
 class NeuronFfn {
  public:
-  void Init(const LlamaConfig& config);
+  // The most rows one AccumulateRows call takes (its scratch grows with it).
+  static constexpr int kMaxRows = 16;
+
+  // Sizes the scratch for calls of up to max_rows rows (1 .. kMaxRows).
+  void Init(const LlamaConfig& config, int max_rows = 1);
 
   // y[0..n_embd) += the FFN partial of neurons ids[0..n) for the normed input
   // x (f32, n_embd), using `pool`. Returns the number of neurons that fired.
   // If `act` is given ([n_ff], by id), act[i] is set for every computed
   // neuron i that passed the gate (the caller zeroes the rest).
   int64_t Accumulate(const NeuronRows& rows, const int32_t* ids, int64_t n, const float* x,
-                     float* y, ThreadPool* pool, float* act = nullptr);
+                     float* y, ThreadPool* pool, float* act = nullptr) {
+    int64_t fired = 0;
+    AccumulateRows(rows, 1, &ids, &n, x, y, pool, &fired, act);
+    return fired;
+  }
+
+  // The same for `batch` rows (in groups of Init's max_rows): row b adds the
+  // partial of its candidates ids[b][0..n[b]) — sorted ascending — for input
+  // x[b * n_embd ..] into y[b * n_embd ..]; fired[b] = its neurons that
+  // fired; act (optional, [batch, n_ff]) as above per row. Each row's result
+  // equals Accumulate's for that row alone, bit for bit.
+  void AccumulateRows(const NeuronRows& rows, int batch, const int32_t* const* ids,
+                      const int64_t* n, const float* x, float* y, ThreadPool* pool, int64_t* fired,
+                      float* act = nullptr);
 
  private:
   // Chunks of the up/down phase: enough for a 16-core host's threads; their
   // partial vectors are added at the end (kChunks x n_embd adds, cheap).
   static constexpr int kChunks = 16;
+  // The sorted union of `batch` sorted id lists into `out`; returns its size.
+  int64_t Union(int batch, const int32_t* const* lists, const int64_t* n, int32_t* out);
+  // Row b's up dots, activations and down_t axpy for its active neurons at
+  // positions [p0, p1), into its chunk k's partial sum.
+  void UpDown(const NeuronRows& rows, int b, int k, int64_t p0, int64_t p1, const void* x_up,
+              float* act_out);
+
   LlamaConfig c_;
-  std::vector<uint8_t> q8_;       // x prepared as Q8_0
-  std::vector<float> gate_dots_;  // [n_ff] by row id
-  std::vector<float> up_dots_;    // [n_ff] by row id
-  std::vector<int32_t> active_;   // [n_ff] ids whose gate fired, in candidate order
-  std::vector<float> act_;        // [n_ff] their activations
-  std::vector<float> partial_;    // [kChunks][n_embd]
-  std::vector<int64_t> fired_;    // [kChunks]
+  int max_rows_ = 0;
+  bool gated_ = true, drelu_ = false;
+  std::vector<uint8_t> q8_;        // [max_rows] x prepared as Q8_0
+  std::vector<float> gate_dots_;   // [max_rows][n_ff] by row id
+  std::vector<float> up_dots_;     // [max_rows][n_ff] by row id
+  std::vector<int32_t> active_;    // [max_rows][n_ff] ids whose gate fired, in candidate order
+  std::vector<int64_t> n_active_;  // [max_rows]
+  std::vector<float> act_;         // [max_rows][n_ff] their activations
+  std::vector<float> partial_;     // [max_rows][kChunks][n_embd]
+  std::vector<int64_t> fired_;     // [max_rows][kChunks]
+  std::vector<int32_t> union_;     // [n_ff] the rows' candidates or active neurons, merged
+  std::vector<uint8_t> marks_;     // [n_ff] zero between calls (Union)
 };
 
 }  // namespace pi

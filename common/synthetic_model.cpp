@@ -256,6 +256,10 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
       return Status::Error("planted alpha %g must be >= 0", o.planted_alpha);
     }
   }
+  if (o.predictor_rank < 0 || o.predictor_rank > 4096 || (o.predictor_rank > 0 && !o.down_t)) {
+    return Status::Error("predictor rank %d: expected 0 (none) or 1 to 4096 with down_t",
+                         o.predictor_rank);
+  }
   // Tensors are generated one at a time, in f32 and then in their type: the
   // largest one (the embedding, a FFN matrix or falcon's fused QKV) bounds
   // the memory, with the byte tokenizer's strings and the planted rates.
@@ -455,6 +459,16 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
       PI_RETURN_IF_ERROR(
           matrix(p + "ffn_down.weight", ff, d, scaled_output(p + "ffn_down.weight", ff)));
     }
+    if (o.predictor_rank > 0) {
+      auto f32_matrix = [&](const std::string& name, int64_t ne0, int64_t ne1) {
+        const Generator g = MakeGenerator(o.seed, name, ne0);
+        return AddMatrix(w, name, DType::kF32, ne0, ne1, [=](int64_t r, int64_t c) {
+          return g.At(static_cast<uint64_t>(r * ne0 + c));
+        });
+      };
+      PI_RETURN_IF_ERROR(f32_matrix(p + "fc1.weight", d, o.predictor_rank));
+      PI_RETURN_IF_ERROR(f32_matrix(p + "fc2.weight", o.predictor_rank, ff));
+    }
   }
   PI_RETURN_IF_ERROR(falcon ? layer_norm("output_norm") : norm("output_norm.weight"));
   if (!o.tied) PI_RETURN_IF_ERROR(matrix("output.weight", d, o.n_vocab));
@@ -467,7 +481,8 @@ int64_t SyntheticModelWeightBytes(const SyntheticModelOptions& o) {
   const int64_t row = RowBytes(o.type, d);  // one row along n_embd
   const int64_t down = o.down_t ? row * ff : RowBytes(o.type, ff) * d;
   const bool falcon = o.arch == "falcon";
-  const int64_t layer = row * (2 * d + 2 * kv_dim) + row * ff * (falcon ? 1 : 2) + down;
+  const int64_t predictor = 4 * int64_t{o.predictor_rank} * (d + ff);
+  const int64_t layer = row * (2 * d + 2 * kv_dim) + row * ff * (falcon ? 1 : 2) + down + predictor;
   const int64_t embd = row * o.n_vocab * (o.tied ? 1 : 2);
   int64_t layers = 0;
   if (__builtin_mul_overflow(layer, int64_t{o.n_layer}, &layers) || layers > INT64_MAX - embd) {

@@ -57,6 +57,11 @@ struct SyntheticModelOptions {
   // ranks scattered over the neurons by the seed. See PlantedFiringRates.
   double planted_sparsity = 0.0;
   double planted_alpha = 1.0;
+  // > 0: seeded random activation predictors of this rank (blk.N.fc1.weight
+  // [n_embd -> rank], fc2 [rank -> n_ff], F32) — not trained: about half the
+  // neurons pass at threshold 0, a different half for every input, which is
+  // what tests of the predictor path need. Needs down_t (a sparse model).
+  int predictor_rank = 0;
 };
 
 // The planted per-neuron firing probabilities of `layer` (n_ff values, mean

@@ -84,6 +84,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->row_pos_.assign(max_rows, 0);
   e->row_caches_.assign(max_rows, nullptr);
   e->logit_rows_.assign(options.n_seq, 0);
+  e->single_rows_.assign(max_rows, 0);
   e->attention_.Init(c, max_rows, e->n_ctx_, options.n_threads, options.cache_type_k);
   e->ffn_.Init(*model, max_rows, options.sparse);
   if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
@@ -339,18 +340,24 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
     // A run of one sequence's rows, as Eval would run it: one row a decode
     // step, several a prompt batch. Where a single row would take the dense
     // step too, all rows go together (each weight row read once; the rows'
-    // results do not depend on it).
+    // results do not depend on it); else the single rows' sparse steps go
+    // together (the neurons they share read once, each row's sum its own).
     const bool together = !ffn_.SparseStep(il);
+    int n_single = 0;
     for (int a = 0; a < n;) {
       int b = a + 1;
       while (b < n && (together || rows[b].seq == rows[a].seq)) ++b;
-      ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get());
-      last_ffn_neurons_ += ffn_.last_computed_neurons();
-      last_ffn_gate_rows_ += ffn_.last_gate_rows();
-      last_ffn_hot_fired_ += ffn_.last_hot_fired();
-      CountComputed(il, true, ffn_.last_hot_fired());
-      CountComputed(il, false, ffn_.last_computed_neurons() - ffn_.last_hot_fired());
+      if (b - a == 1 && !together) {
+        single_rows_[n_single++] = a;
+      } else {
+        ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get());
+        CountFfn(il);
+      }
       a = b;
+    }
+    if (n_single > 0) {
+      ffn_.ForwardSparseRows(il, n_single, single_rows_.data(), ffn_in, h_.data(), pool_.get());
+      CountFfn(il);
     }
     NoteNonFinite(n, il, "FFN");
   }
@@ -362,6 +369,14 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
   if (k == 0) return Status::Ok();
   HostHeadRows(logit_rows_.data(), k, logits_.data());
   return CheckLogits(logits_.data(), static_cast<size_t>(k) * c.n_vocab);
+}
+
+void Engine::CountFfn(int il) {
+  last_ffn_neurons_ += ffn_.last_computed_neurons();
+  last_ffn_gate_rows_ += ffn_.last_gate_rows();
+  last_ffn_hot_fired_ += ffn_.last_hot_fired();
+  CountComputed(il, true, ffn_.last_hot_fired());
+  CountComputed(il, false, ffn_.last_computed_neurons() - ffn_.last_hot_fired());
 }
 
 void Engine::HostHeadRows(const int* rows, int n, float* logits_out) {

@@ -201,6 +201,8 @@ class Engine {
   int& SeqPast(int seq) { return seq == 0 ? n_past_ : extra_n_past_[seq - 1]; }
   // logits_out[k] = output(norm(h_ row rows[k])) for k < n.
   void HostHeadRows(const int* rows, int n, float* logits_out);
+  // Adds the FFN's last step to the counters above.
+  void CountFfn(int il);
   void CountComputed(int layer, bool hot, int64_t n) {
     computed_[2 * (layer + 1) + (hot ? 1 : 0)].fetch_add(n, std::memory_order_relaxed);
   }
@@ -235,7 +237,7 @@ class Engine {
   std::vector<KvCache> extra_caches_;  // sequences 1 .. n_seq - 1
   std::vector<int> extra_n_past_;
   int max_rows_ = 0;  // rows an EvalBatch may carry (n_batch + n_seq)
-  std::vector<int> row_pos_, logit_rows_;
+  std::vector<int> row_pos_, logit_rows_, single_rows_;
   std::vector<KvCache*> row_caches_;
   AttentionBlock attention_;
   FfnBlock ffn_;

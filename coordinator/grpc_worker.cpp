@@ -58,8 +58,8 @@ void GrpcWorker::Start(const ShardStep& step) {
   if (!session_) return;
   step_start_ns_ = NowNs();
   std::string* m = session_->message();
-  m->resize(StepRequestBytes(step.batch, n_embd_, step.n_ids < 0 ? 0 : step.n_ids));
-  WriteStepRequest(step_id_, step.layer, step.batch, n_embd_, step.x, step.ids, step.n_ids,
+  m->resize(StepRequestBytes(step.batch, n_embd_, StepIdCount(step.batch, step.row_n)));
+  WriteStepRequest(step_id_, step.layer, step.batch, n_embd_, step.x, step.ids, step.row_n,
                    reinterpret_cast<uint8_t*>(m->data()));
   write_failed_ = !session_->Write();
 }

@@ -48,6 +48,7 @@ class GrpcWorker : public CpuWorker {
 
   const char* name() const override { return name_.c_str(); }
   const std::vector<std::vector<int32_t>>& owned() const override { return owned_; }
+  int max_batch() const override { return options_.max_batch; }
   void Start(const ShardStep& step) override;
   Status Wait(const float** y, int64_t* fired) override;
   Status Recover() override;

@@ -37,18 +37,19 @@ Status ShmWorker::Spawn() {
   n_embd_ = c.n_embd;
   step_id_ = 0;
   return process_.Spawn(o, WriteHello(ModelFingerprint(*model_->file), o.max_batch, owned_),
-                        StepRequestBytes(o.max_batch, c.n_embd, c.n_ff),
+                        StepRequestBytes(o.max_batch, c.n_embd, int64_t{o.max_batch} * c.n_ff),
                         StepReplyBytes(o.max_batch, c.n_embd) + kMessageSlack, &resident_bytes_,
                         &backend_);
 }
 
-void ShmWorker::StartStep(int layer, int batch, const float* x, const int32_t* ids, int64_t n_ids) {
+void ShmWorker::StartStep(int layer, int batch, const float* x, const int32_t* ids,
+                          const int32_t* row_n) {
   batch_ = batch;
   step_start_ = std::chrono::steady_clock::now();
   ShmChannel* ch = process_.channel();
-  WriteStepRequest(++step_id_, layer, batch, n_embd_, x, ids, n_ids,
+  WriteStepRequest(++step_id_, layer, batch, n_embd_, x, ids, row_n,
                    ch->slot(ShmChannel::kRequest));
-  ch->Publish(ShmChannel::kRequest, StepRequestBytes(batch, n_embd_, n_ids));
+  ch->Publish(ShmChannel::kRequest, StepRequestBytes(batch, n_embd_, StepIdCount(batch, row_n)));
 }
 
 Status ShmWorker::WaitStep(int timeout_ms, const float** y, int64_t* fired, int64_t* worker_ns) {

@@ -45,18 +45,20 @@ class ShmWorker : public CpuWorker {
   Status Start(const ShmWorkerOptions& options, const LlamaModel& model,
                const std::vector<std::vector<int32_t>>& owned);
 
-  // x: [batch, n_embd]; ids[0..n_ids): sorted candidates within the
-  // worker's shard of `layer`, or n_ids < 0 for all of them. x and ids are
-  // written into the request slot (the one copy).
-  void StartStep(int layer, int batch, const float* x, const int32_t* ids, int64_t n_ids);
+  // x: [batch, n_embd]; row b's candidates (sorted, within the worker's
+  // shard of `layer`) are the row_n[b] ids after the earlier rows' in ids,
+  // or with row_n null all of them. x and the ids are written into the
+  // request slot (the one copy).
+  void StartStep(int layer, int batch, const float* x, const int32_t* ids, const int32_t* row_n);
   // *y: [batch, n_embd] in the reply slot; *fired: neurons that fired.
   Status WaitStep(int timeout_ms, const float** y, int64_t* fired, int64_t* worker_ns = nullptr);
 
   // FfnShard: a step of batch rows with the step timeout of the options.
   const char* name() const override { return process_.name().c_str(); }
   const std::vector<std::vector<int32_t>>& owned() const override { return owned_; }
+  int max_batch() const override { return options_.max_batch; }
   void Start(const ShardStep& step) override {
-    StartStep(step.layer, step.batch, step.x, step.ids, step.n_ids);
+    StartStep(step.layer, step.batch, step.x, step.ids, step.row_n);
   }
   Status Wait(const float** y, int64_t* fired) override {
     return WaitStep(step_timeout_ms_, y, fired);

@@ -1,5 +1,6 @@
 #include "cpu_worker/cold_shard.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -42,24 +43,34 @@ Status ColdShard::Init(const LlamaModel& model, ShardLayout layout, int n_thread
                                (L.ffn_gate.present() ? L.ffn_gate.row_bytes : 0);
     resident_bytes_ += per_neuron * static_cast<int64_t>(layout_.owned[l].size());
   }
-  neurons_.Init(c);
+  neurons_.Init(c, std::min(layout_.max_batch, NeuronFfn::kMaxRows));
+  row_ids_.assign(layout_.max_batch, nullptr);
+  row_n_.assign(layout_.max_batch, 0);
+  row_fired_.assign(layout_.max_batch, 0);
   pool_ = std::make_unique<ThreadPool>(n_threads);
   return Status::Ok();
 }
 
 int64_t ColdShard::Run(const StepRequest& step, float* y) {
   const LlamaLayer& layer = model_->layers[step.layer];
-  const int64_t d = layout_.n_embd;
-  const int32_t* ids = step.ids ? step.ids : layout_.owned[step.layer].data();
+  const std::vector<int32_t>& owned = layout_.owned[step.layer];
   const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
-  int64_t fired = 0;
+  const int32_t* ids = step.ids;
   for (int b = 0; b < step.batch; ++b) {
-    float* yb = y + b * d;
-    std::memset(yb, 0, sizeof(float) * d);
-    if (step.n_ids > 0) {
-      fired += neurons_.Accumulate(rows, ids, step.n_ids, step.x + b * d, yb, pool_.get());
+    if (step.row_n) {
+      row_ids_[b] = ids;
+      row_n_[b] = step.row_n[b];
+      ids += step.row_n[b];
+    } else {
+      row_ids_[b] = owned.data();
+      row_n_[b] = static_cast<int64_t>(owned.size());
     }
   }
+  std::memset(y, 0, sizeof(float) * step.batch * layout_.n_embd);
+  neurons_.AccumulateRows(rows, step.batch, row_ids_.data(), row_n_.data(), step.x, y, pool_.get(),
+                          row_fired_.data());
+  int64_t fired = 0;
+  for (int b = 0; b < step.batch; ++b) fired += row_fired_[b];
   return fired;
 }
 

@@ -1,7 +1,7 @@
 // ColdShard: the neurons a cpu_worker owns, computed for the coordinator one
 // step at a time. A step names a layer, B rows of the normed FFN input and
-// the candidate neurons (or all the shard owns there); the shard returns the
-// partial FFN output of the candidates that fire,
+// each row's candidate neurons (or all the shard owns there); the shard
+// returns each row's partial FFN output of its candidates that fire,
 //
 //   y[b] = sum over candidates i with act_i(x_b) != 0 of act_i(x_b) * down_t[i],
 //
@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/llama_model.h"
 #include "common/neuron_ffn.h"
@@ -48,6 +49,8 @@ class ColdShard : public StepShard {
   ShardLayout layout_;
   int64_t resident_bytes_ = 0;
   NeuronFfn neurons_;
+  std::vector<const int32_t*> row_ids_;  // [max_batch] a step's rows' candidates
+  std::vector<int64_t> row_n_, row_fired_;
   std::unique_ptr<ThreadPool> pool_;
 };
 

@@ -14,10 +14,6 @@ Status HotShard::InitFromHello(const uint8_t* hello, size_t size, const LlamaMod
     return Status::Error("hello: a shard of %d layers for a model of %d", layout.n_layer,
                          model.config.n_layer);
   }
-  if (layout.max_batch != 1) {
-    return Status::Error("hello: a gpu worker takes single-token steps (max batch 1), not %d",
-                         layout.max_batch);
-  }
   layout.n_embd = model.config.n_embd;
   layout.n_ff = model.config.n_ff;
   layout.whole_layers = true;
@@ -32,9 +28,16 @@ Status HotShard::InitFromHello(const uint8_t* hello, size_t size, const LlamaMod
 }
 
 int64_t HotShard::Run(const StepRequest& step, float* y) {
-  // ParseStepRequest checked: batch 1, n_ids -1 (whole_layers).
-  backend_->Start(step.layer, step.x, y);
-  return backend_->Wait();
+  // ParseStepRequest checked: n_ids -1 (whole_layers). The backend takes a
+  // row at a time: a batch costs the coordinator one round trip, the
+  // backend one pass over its hot rows per row.
+  const int64_t d = layout_.n_embd;
+  int64_t fired = 0;
+  for (int b = 0; b < step.batch; ++b) {
+    backend_->Start(step.layer, step.x + b * d, y + b * d);
+    fired += backend_->Wait();
+  }
+  return fired;
 }
 
 }  // namespace pi

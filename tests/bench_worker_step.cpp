@@ -47,7 +47,7 @@ void Measure(benchmark::State& state, pi::CpuWorker* worker, int n_embd) {
   us.reserve(1 << 20);
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    worker->Start({0, 1, x.data(), nullptr, -1});
+    worker->Start({0, 1, x.data(), nullptr, nullptr});
     const float* y = nullptr;
     int64_t fired = 0;
     const pi::Status s = worker->Wait(&y, &fired);

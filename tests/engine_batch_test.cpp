@@ -2,8 +2,12 @@
 // engine half) — against the same sequences evaluated alone: sequences that
 // join at different steps, prompts prefilled in -b chunks beside the others'
 // decode steps, and every logit of every step equal bit for bit to the solo
-// run's, so the greedy tokens are the same. For --sparse off and oracle,
-// llama (GQA) and falcon (parallel residual). Then the errors.
+// run's, so the greedy tokens are the same. For --sparse off, oracle and
+// predictor (each sequence's decode rows with candidates of their own, run
+// together), llama (GQA) and falcon (parallel residual), and with the
+// neurons on worker processes: cold ones on pi-cpu-workers, hot ones on a
+// pi-gpu-worker (one step message for all rows) or an in-process backend
+// (a row at a time). Then the errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +20,9 @@
 
 #include "common/synthetic_model.h"
 #include "coordinator/engine.h"
+#include "coordinator/local_workers.h"
+#include "coordinator/shm_worker.h"
+#include "gpu_worker/host_ffn_backend.h"
 #include "tests/temp_path.h"
 
 namespace pi {
@@ -48,10 +55,28 @@ std::vector<std::vector<float>> Solo(const LlamaModel& m, EngineOptions opt, con
   return out;
 }
 
+// Where the FFN's neurons run besides this process.
+enum class Workers { kNone, kCold, kHotAndCold, kHotBackend };
+
 struct Params {
   const char* arch;
   SparseMode sparse;
+  Workers workers = Workers::kNone;
 };
+
+const char* WorkersName(Workers w) {
+  switch (w) {
+    case Workers::kNone:
+      return "inproc";
+    case Workers::kCold:
+      return "cpu_workers";
+    case Workers::kHotAndCold:
+      return "gpu_and_cpu_worker";
+    case Workers::kHotBackend:
+      return "hot_backend";
+  }
+  return "?";
+}
 
 class EngineBatchTest : public ::testing::TestWithParam<Params> {};
 
@@ -68,11 +93,15 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
   o.activation = "relu";
   o.down_t = true;
   o.planted_sparsity = 0.8;
+  if (GetParam().sparse == SparseMode::kPredictor) o.predictor_rank = 32;
   const std::string path = TempPath("batch.gguf");
   ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  struct Unlink {
+    std::string path;
+    ~Unlink() { std::remove(path.c_str()); }
+  } unlink_model{path};  // after the workers: they open the file by name
   LlamaModel m;
   ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
-  std::remove(path.c_str());
 
   // Prompts of 1, a chunk and a bit, exactly two chunks, and three; the
   // sequences join at different steps, one after another has finished.
@@ -88,6 +117,44 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
   opt.n_ctx = 64;
   opt.n_batch = kBatch;
   opt.sparse = GetParam().sparse;
+  opt.sparse_threshold = 0.0f;
+  // Hot: every fourth neuron. Workers take at most 3 rows a step, so four
+  // decoding sequences go as 3 + 1.
+  std::vector<std::vector<int32_t>> hot(o.n_layer);
+  for (int l = 0; l < o.n_layer; ++l) {
+    for (int32_t i = l; i < o.n_ff; i += 4) hot[l].push_back(i);
+  }
+  const Workers where = GetParam().workers;
+  std::vector<std::unique_ptr<ShmWorker>> workers;
+  HostFfnBackend backend(1);
+  if (where == Workers::kHotAndCold || where == Workers::kHotBackend) opt.hot_neurons = &hot;
+  if (where == Workers::kHotAndCold) {
+    ShmWorkerOptions g;
+    g.binary = std::string(PI_BINARY_DIR) + "/bin/pi-gpu-worker";
+    g.role = "gpu worker";
+    g.model_path = path;
+    g.extra_args = {"--ffn-backend", "host"};
+    g.max_batch = 3;
+    workers.push_back(std::make_unique<ShmWorker>());
+    ASSERT_TRUE(workers.back()->Start(g, m, hot).ok());
+    opt.hot_shard = workers.back().get();
+  }
+  if (where == Workers::kHotBackend) {
+    ASSERT_TRUE(backend.Load(m, hot).ok());
+    opt.hot_backend = &backend;
+  }
+  if (where == Workers::kCold || where == Workers::kHotAndCold) {
+    ShmWorkerOptions c;
+    c.binary = std::string(PI_BINARY_DIR) + "/bin/pi-cpu-worker";
+    c.model_path = path;
+    c.max_batch = 3;
+    // Two workers, and a share of the cold neurons left here.
+    for (const auto& owned : SplitColdNeurons(m, opt, 2, 0.25)) {
+      workers.push_back(std::make_unique<ShmWorker>());
+      ASSERT_TRUE(workers.back()->Start(c, m, owned).ok());
+      opt.cold_shards.push_back(workers.back().get());
+    }
+  }
   std::vector<std::vector<std::vector<float>>> want;
   for (const Sequence& s : seqs) want.push_back(Solo(m, opt, s));
 
@@ -156,13 +223,25 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
     }
   }
   EXPECT_EQ(finished, static_cast<int>(seqs.size()));
+  EXPECT_EQ(e->shard_failures(), 0);
+  for (auto& w : workers) EXPECT_TRUE(w->Stop().ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, EngineBatchTest,
     ::testing::Values(Params{"llama", SparseMode::kOff}, Params{"llama", SparseMode::kOracle},
-                      Params{"falcon", SparseMode::kOff}, Params{"falcon", SparseMode::kOracle}),
-    [](const auto& p) { return std::string(p.param.arch) + "_" + SparseModeName(p.param.sparse); });
+                      Params{"llama", SparseMode::kPredictor}, Params{"falcon", SparseMode::kOff},
+                      Params{"falcon", SparseMode::kOracle},
+                      Params{"falcon", SparseMode::kPredictor},
+                      Params{"llama", SparseMode::kOracle, Workers::kCold},
+                      Params{"llama", SparseMode::kPredictor, Workers::kCold},
+                      Params{"llama", SparseMode::kPredictor, Workers::kHotAndCold},
+                      Params{"falcon", SparseMode::kOracle, Workers::kHotAndCold},
+                      Params{"llama", SparseMode::kPredictor, Workers::kHotBackend}),
+    [](const auto& p) {
+      return std::string(p.param.arch) + "_" + SparseModeName(p.param.sparse) + "_" +
+             WorkersName(p.param.workers);
+    });
 
 TEST(EngineBatchErrorsTest, BadRowsAreRefusedAndChangeNothing) {
   SyntheticModelOptions o;

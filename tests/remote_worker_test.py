@@ -45,13 +45,19 @@ GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
 PROMPT = "In the beginning God created"
 TOKEN = "test-token-0123456789abcdef"
 
+PROTOCOL = 2  # kStepProtocolVersion
+
+
 def step_request(step_id, layer, batch, n_embd, x, ids):
-    """The step request bytes (common/transport/step_message.h): header, x, ids."""
-    n_ids = -1 if ids is None else len(ids)
-    head = struct.pack("<IIQiiiiiI", 0x54535049, 1, step_id, layer, 0, batch, n_embd, n_ids, 0)
+    """The step request bytes (common/transport/step_message.h): header, x, then
+    each row's count and the rows' ids (every row with `ids`; None: all owned)."""
+    n_ids = -1 if ids is None else len(ids) * batch
+    head = struct.pack("<IIQiiiiiI", 0x54535049, PROTOCOL, step_id, layer, 0, batch, n_embd,
+                       n_ids, 0)
     body = struct.pack(f"<{len(x)}f", *x)
-    if ids:
-        body += struct.pack(f"<{len(ids)}i", *ids)
+    if ids is not None:
+        body += struct.pack(f"<{batch}i", *([len(ids)] * batch))
+        body += struct.pack(f"<{len(ids) * batch}i", *(ids * batch))
     return head + body
 
 
@@ -140,7 +146,7 @@ def main():
         owned = [pi_pb2.TokenIds(ids=list(range(0, n_ff, 2))) for _ in range(n_layer)]
 
         def hello(**kw):
-            req = pi_pb2.HelloRequest(protocol_version=kw.get("version", 1),
+            req = pi_pb2.HelloRequest(protocol_version=kw.get("version", PROTOCOL),
                                       model_fingerprint=kw.get("fingerprint", 0),
                                       max_batch=1, owned=kw.get("owned", owned))
             return stub.Hello(req, metadata=auth, timeout=30)

@@ -19,12 +19,12 @@
 #include "common/synthetic_model.h"
 #include "common/transport/hello_message.h"
 #include "common/transport/shm_channel.h"
+#include "common/transport/step_handler.h"
 #include "common/transport/step_message.h"
 #include "coordinator/engine.h"
 #include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
 #include "cpu_worker/cold_shard.h"
-#include "common/transport/step_handler.h"
 #include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"
 
@@ -109,12 +109,26 @@ class StepProtocolTest : public ::testing::Test {
     ASSERT_TRUE(LoadLlamaModel(std::move(f), &model_).ok());
     layout_ = Layout(model_.config, 2);
   }
+  // Every row with the candidates `ids` (null: all owned neurons).
   std::vector<uint8_t> Request(int layer, int batch, const std::vector<int32_t>* ids,
                                const std::vector<float>& x) {
-    const int64_t n_ids = ids ? static_cast<int64_t>(ids->size()) : -1;
-    std::vector<uint8_t> out(StepRequestBytes(batch, model_.config.n_embd, n_ids));
-    WriteStepRequest(7, layer, batch, model_.config.n_embd, x.data(), ids ? ids->data() : nullptr,
-                     n_ids, out.data());
+    if (!ids) return Rows(layer, batch, nullptr, x);
+    const std::vector<std::vector<int32_t>> rows(batch, *ids);
+    return Rows(layer, batch, &rows, x);
+  }
+  // Row b with the candidates rows[b].
+  std::vector<uint8_t> Rows(int layer, int batch, const std::vector<std::vector<int32_t>>* rows,
+                            const std::vector<float>& x) {
+    std::vector<int32_t> row_n, ids;
+    for (int b = 0; rows && b < batch; ++b) {
+      row_n.push_back(static_cast<int32_t>((*rows)[b].size()));
+      ids.insert(ids.end(), (*rows)[b].begin(), (*rows)[b].end());
+    }
+    const int32_t* counts = rows ? row_n.data() : nullptr;
+    std::vector<uint8_t> out(
+        StepRequestBytes(batch, model_.config.n_embd, StepIdCount(batch, counts)));
+    WriteStepRequest(7, layer, batch, model_.config.n_embd, x.data(), ids.data(), counts,
+                     out.data());
     return out;
   }
   std::vector<uint8_t> bytes_;
@@ -131,7 +145,8 @@ TEST_F(StepProtocolTest, ValidRequestsParse) {
   EXPECT_EQ(r.step_id, 7u);
   EXPECT_EQ(r.layer, 1);
   EXPECT_EQ(r.batch, 2);
-  EXPECT_EQ(r.n_ids, 3);
+  EXPECT_EQ(r.n_ids, 6);  // each row's three
+  EXPECT_EQ(r.row_n[1], 3);
   EXPECT_EQ(r.ids[2], 95);
   EXPECT_EQ(r.x[64], x[64]);
   m = Request(0, 1, nullptr, x);
@@ -181,6 +196,24 @@ TEST_F(StepProtocolTest, MalformedRequestsNameTheField) {
     const std::vector<uint8_t> m = Request(0, 1, &bad.first, x);
     EXPECT_THAT(ParseStepRequest(m.data(), m.size(), layout_, &r).message(), HasSubstr(bad.second));
   }
+  // Each row's list is checked on its own; the counts must add up.
+  const std::vector<std::vector<int32_t>> two = {{1, 5}, {3, 7, 9}};
+  std::vector<uint8_t> m = Rows(0, 2, &two, x);
+  ASSERT_TRUE(ParseStepRequest(m.data(), m.size(), layout_, &r).ok());
+  EXPECT_EQ(r.row_n[0], 2);
+  EXPECT_EQ(r.ids[2], 3);  // row 1 starts over: no ordering across rows
+  const std::vector<std::vector<int32_t>> repeat = {{1, 5}, {7, 7}};
+  m = Rows(0, 2, &repeat, x);
+  EXPECT_THAT(ParseStepRequest(m.data(), m.size(), layout_, &r).message(),
+              HasSubstr("row 1's id 7 at position 1 is not strictly increasing"));
+  auto edit_count = [&](int row, int32_t v) {
+    std::vector<uint8_t> e = Rows(0, 2, &two, x);
+    memcpy(e.data() + sizeof(StepRequestHeader) + 2 * 64 * sizeof(float) + row * 4, &v, 4);
+    return ParseStepRequest(e.data(), e.size(), layout_, &r).message();
+  };
+  EXPECT_THAT(edit_count(0, 3), HasSubstr("add up to 6, the header says 5"));
+  EXPECT_THAT(edit_count(1, -1), HasSubstr("row 1 has -1 ids"));
+  EXPECT_THAT(edit_count(0, 49), HasSubstr("row 0 has 49 ids, the shard owns 48"));
 }
 
 // The shard's sums against the reference in double, for several id sets and
@@ -206,6 +239,21 @@ TEST_F(StepProtocolTest, ShardSumsMatchTheReferenceAndBadMessagesGetErrors) {
       for (int k = 0; k < 64; ++k) ASSERT_NEAR(y[b * 64 + k], want[k], 1e-5 * scale) << ids.size();
     }
     EXPECT_LE(fired, 2 * static_cast<int64_t>(ids.size()));
+  }
+  // Rows with candidates of their own: each row's sum is its own reference.
+  const std::vector<std::vector<int32_t>> own = {{1, 7, 9}, {5, 51, 95}};
+  {
+    const std::vector<uint8_t> m = Rows(1, 2, &own, x);
+    const size_t n = HandleStepMessage(m.data(), m.size(), &shard, reply.data(), reply.size());
+    const float* y = nullptr;
+    int64_t fired = 0, ns = 0;
+    ASSERT_TRUE(ParseStepReply(reply.data(), n, 7, 2, 64, &y, &fired, &ns).ok());
+    for (int b = 0; b < 2; ++b) {
+      const std::vector<double> want = Reference(model_, 1, x.data() + b * 64, own[b]);
+      double scale = 1e-6;
+      for (double v : want) scale = std::max(scale, std::fabs(v));
+      for (int k = 0; k < 64; ++k) ASSERT_NEAR(y[b * 64 + k], want[k], 1e-5 * scale) << b;
+    }
   }
   const std::vector<int32_t> unsorted = {5, 3};
   const std::vector<uint8_t> m = Request(0, 1, &unsorted, x);
@@ -337,18 +385,25 @@ TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
   for (int step = 0; step < 20; ++step) {
     const int layer = step % 2, batch = 1 + step % 2;
     const std::vector<float> x = RandomRows(batch, 64, 100 + step);
+    // Each row its own candidates.
     std::vector<int32_t> ids;
-    for (int32_t i : local.layout().owned[layer]) {
-      if ((i * 7 + step) % 3 != 0) ids.push_back(i);
+    int32_t row_n[2] = {0, 0};
+    for (int b = 0; b < batch; ++b) {
+      for (int32_t i : local.layout().owned[layer]) {
+        if ((i * 7 + step + b) % 3 != 0) {
+          ids.push_back(i);
+          ++row_n[b];
+        }
+      }
     }
     const bool all = step % 4 == 0;
-    w.StartStep(layer, batch, x.data(), all ? nullptr : ids.data(),
-                all ? -1 : static_cast<int64_t>(ids.size()));
+    w.StartStep(layer, batch, x.data(), all ? nullptr : ids.data(), all ? nullptr : row_n);
     StepRequest r{0,
                   layer,
                   batch,
                   x.data(),
                   all ? nullptr : ids.data(),
+                  all ? nullptr : row_n,
                   all ? static_cast<int64_t>(local.layout().owned[layer].size())
                       : static_cast<int64_t>(ids.size())};
     const int64_t want_fired = local.Run(r, want.data());
@@ -362,11 +417,12 @@ TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
   // A malformed message gets an error; the worker stays up for the next step.
   const std::vector<int32_t> unsorted = {5, 3};
   const std::vector<float> x = RandomRows(1, 64, 9);
-  w.StartStep(0, 1, x.data(), unsorted.data(), 2);
+  const int32_t two = 2;
+  w.StartStep(0, 1, x.data(), unsorted.data(), &two);
   const float* y = nullptr;
   int64_t fired = 0;
   EXPECT_THAT(w.WaitStep(5000, &y, &fired).message(), HasSubstr("not strictly increasing"));
-  w.StartStep(0, 1, x.data(), nullptr, -1);
+  w.StartStep(0, 1, x.data(), nullptr, nullptr);
   EXPECT_TRUE(w.WaitStep(5000, &y, &fired).ok());
   const pid_t pid = w.pid();
   EXPECT_TRUE(w.Stop().ok());
@@ -379,7 +435,7 @@ TEST_F(ShmWorkerTest, AKilledWorkerIsNamedWithinASecond) {
   kill(w.pid(), SIGKILL);
   const std::vector<float> x = RandomRows(1, 64, 4);
   const auto t0 = std::chrono::steady_clock::now();
-  w.StartStep(0, 1, x.data(), nullptr, -1);
+  w.StartStep(0, 1, x.data(), nullptr, nullptr);
   const float* y = nullptr;
   int64_t fired = 0;
   const Status s = w.WaitStep(10000, &y, &fired);

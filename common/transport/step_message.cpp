@@ -29,8 +29,16 @@ Status ShardLayout::Finish() {
 }
 
 size_t StepRequestBytes(int batch, int n_embd, int64_t n_ids) {
+  const size_t ids = n_ids < 0 ? 0 : static_cast<size_t>(batch) + static_cast<size_t>(n_ids);
   return sizeof(StepRequestHeader) + sizeof(float) * static_cast<size_t>(batch) * n_embd +
-         sizeof(int32_t) * static_cast<size_t>(n_ids > 0 ? n_ids : 0);
+         sizeof(int32_t) * ids;
+}
+
+int64_t StepIdCount(int batch, const int32_t* row_n) {
+  if (!row_n) return -1;
+  int64_t n = 0;
+  for (int b = 0; b < batch; ++b) n += row_n[b];
+  return n;
 }
 
 size_t StepReplyBytes(int batch, int n_embd) {
@@ -38,7 +46,8 @@ size_t StepReplyBytes(int batch, int n_embd) {
 }
 
 void WriteStepRequest(uint64_t step_id, int layer, int batch, int n_embd, const float* x,
-                      const int32_t* ids, int64_t n_ids, uint8_t* out) {
+                      const int32_t* ids, const int32_t* row_n, uint8_t* out) {
+  const int64_t n_ids = StepIdCount(batch, row_n);
   StepRequestHeader h{};
   h.magic = kStepRequestMagic;
   h.version = kStepProtocolVersion;
@@ -51,7 +60,10 @@ void WriteStepRequest(uint64_t step_id, int layer, int batch, int n_embd, const 
   memcpy(out, &h, sizeof h);
   const size_t x_bytes = sizeof(float) * static_cast<size_t>(batch) * n_embd;
   memcpy(out + sizeof h, x, x_bytes);
-  if (n_ids > 0) memcpy(out + sizeof h + x_bytes, ids, sizeof(int32_t) * n_ids);
+  if (n_ids < 0) return;
+  memcpy(out + sizeof h + x_bytes, row_n, sizeof(int32_t) * batch);
+  if (n_ids > 0)
+    memcpy(out + sizeof h + x_bytes + sizeof(int32_t) * batch, ids, sizeof(int32_t) * n_ids);
 }
 
 Status ParseStepRequest(const uint8_t* data, size_t size, const ShardLayout& shard,
@@ -88,9 +100,10 @@ Status ParseStepRequest(const uint8_t* data, size_t size, const ShardLayout& sha
                          ": this worker computes whole layers (n_ids -1), got %d ids",
                          h.step_id, h.n_ids);
   }
-  if (h.n_ids < -1 || h.n_ids > static_cast<int64_t>(owned.size())) {
-    return Status::Error("step request %" PRIu64 ": %d ids, the shard owns %zu in layer %d",
-                         h.step_id, h.n_ids, owned.size(), h.layer);
+  if (h.n_ids < -1 || h.n_ids > static_cast<int64_t>(owned.size()) * h.batch) {
+    return Status::Error("step request %" PRIu64
+                         ": %d ids, the shard owns %zu in layer %d (x %d rows)",
+                         h.step_id, h.n_ids, owned.size(), h.layer, h.batch);
   }
   const size_t want = StepRequestBytes(h.batch, h.n_embd, h.n_ids);
   if (size != want) {
@@ -104,23 +117,42 @@ Status ParseStepRequest(const uint8_t* data, size_t size, const ShardLayout& sha
   out->batch = h.batch;
   out->x = reinterpret_cast<const float*>(data + sizeof h);
   out->ids = nullptr;
+  out->row_n = nullptr;
   out->n_ids = static_cast<int64_t>(owned.size());
-  if (h.n_ids >= 0) {
-    const int32_t* ids = reinterpret_cast<const int32_t*>(
-        data + sizeof h + sizeof(float) * static_cast<size_t>(h.batch) * h.n_embd);
-    const uint8_t* mine = shard.is_owned[h.layer].data();
-    for (int32_t i = 0; i < h.n_ids; ++i) {
-      if (ids[i] < 0 || ids[i] >= shard.n_ff || !mine[ids[i]] || (i > 0 && ids[i] <= ids[i - 1])) {
-        return Status::Error("step request %" PRIu64 ": id %d at position %d is %s", h.step_id,
-                             ids[i], i,
-                             ids[i] < 0 || ids[i] >= shard.n_ff ? "out of range"
-                             : !mine[ids[i]]                    ? "not in this worker's shard"
-                                             : "not strictly increasing (unsorted or repeated)");
+  if (h.n_ids < 0) return Status::Ok();
+  const int32_t* row_n = reinterpret_cast<const int32_t*>(
+      data + sizeof h + sizeof(float) * static_cast<size_t>(h.batch) * h.n_embd);
+  const int32_t* ids = row_n + h.batch;
+  int64_t total = 0;
+  for (int b = 0; b < h.batch; ++b) {
+    if (row_n[b] < 0 || row_n[b] > static_cast<int64_t>(owned.size())) {
+      return Status::Error("step request %" PRIu64 ": row %d has %d ids, the shard owns %zu",
+                           h.step_id, b, row_n[b], owned.size());
+    }
+    total += row_n[b];
+  }
+  if (total != h.n_ids) {
+    return Status::Error("step request %" PRIu64 ": the rows' id counts add up to %" PRId64
+                         ", the header says %d",
+                         h.step_id, total, h.n_ids);
+  }
+  const uint8_t* mine = shard.is_owned[h.layer].data();
+  int64_t at = 0;
+  for (int b = 0; b < h.batch; ++b) {
+    for (int32_t i = 0; i < row_n[b]; ++i, ++at) {
+      const int32_t id = ids[at];
+      if (id < 0 || id >= shard.n_ff || !mine[id] || (i > 0 && id <= ids[at - 1])) {
+        return Status::Error("step request %" PRIu64 ": row %d's id %d at position %d is %s",
+                             h.step_id, b, id, i,
+                             id < 0 || id >= shard.n_ff ? "out of range"
+                             : !mine[id]                ? "not in this worker's shard"
+                                         : "not strictly increasing (unsorted or repeated)");
       }
     }
-    out->ids = ids;
-    out->n_ids = h.n_ids;
   }
+  out->ids = ids;
+  out->row_n = row_n;
+  out->n_ids = h.n_ids;
   return Status::Ok();
 }
 

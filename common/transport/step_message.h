@@ -4,14 +4,17 @@
 // the receiver) or a gRPC stream message, so both transports share one
 // codec and one validator.
 //
-//   request = StepRequestHeader | x [batch, n_embd] f32 | ids [n_ids] i32
+//   request = StepRequestHeader | x [batch, n_embd] f32
+//             | row_n [batch] i32 | ids [n_ids] i32       (n_ids >= 0 only)
 //   reply   = StepReplyHeader   | y [batch, n_embd] f32   (status kOk)
 //                               | message, UTF-8          (any other status)
 //
-// The batch dimension is in every message from the start, so batching many
-// sequences needs no protocol change. A worker validates every field before
-// it reads a payload byte (ParseStepRequest): a bad message is an error
-// reply, never a crash or an out-of-bounds read.
+// A batch is one decode token of each of several sequences (continuous
+// batching): every row has its own candidates — row b's are the row_n[b]
+// ids after the earlier rows' — so each row's sum is the one it would get
+// alone, and the worker reads a neuron's rows once for every row needing it. A worker validates
+// every field before it reads a payload byte (ParseStepRequest): a bad message is an error reply,
+// never a crash or an out-of-bounds read.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +26,7 @@
 
 namespace pi {
 
-inline constexpr uint32_t kStepProtocolVersion = 1;
+inline constexpr uint32_t kStepProtocolVersion = 2;
 inline constexpr uint32_t kStepRequestMagic = 0x54535049;  // bytes "IPST"
 inline constexpr uint32_t kStepReplyMagic = 0x52535049;    // bytes "IPSR"
 
@@ -39,8 +42,9 @@ struct StepRequestHeader {
   int32_t stage;  // StepStage
   int32_t batch;  // B rows of x and y
   int32_t n_embd;
-  // The candidate neurons, sorted, unique and all owned by the worker in
-  // `layer`; -1: every neuron it owns there (the oracle form: the gate decides).
+  // The candidate neurons over all rows (each row's sorted, unique and all
+  // owned by the worker in `layer`); -1: every neuron it owns there, for
+  // every row (the oracle form: the gate decides).
   int32_t n_ids;
   uint32_t reserved;
 };
@@ -63,7 +67,7 @@ struct ShardLayout {
   int n_layer = 0;
   int n_embd = 0;
   int n_ff = 0;
-  int max_batch = 0;                           // the largest batch a request may carry
+  int max_batch = 0;  // the largest batch a request may carry
   // Steps compute every owned neuron of the layer (n_ids must be -1; the
   // gate decides): a gpu_worker's hot neurons, as the in-process split.
   bool whole_layers = false;
@@ -79,19 +83,28 @@ struct StepRequest {
   uint64_t step_id = 0;
   int layer = 0;
   int batch = 0;
-  const float* x = nullptr;      // [batch, n_embd]
-  const int32_t* ids = nullptr;  // null: every owned neuron of the layer
-  int64_t n_ids = 0;
+  const float* x = nullptr;  // [batch, n_embd]
+  // Row b's candidates: row_n[b] ids, after the earlier rows' in ids. Null
+  // (both): every owned neuron of the layer, for every row.
+  const int32_t* ids = nullptr;
+  const int32_t* row_n = nullptr;
+  int64_t n_ids = 0;  // over all rows; with ids null, the layer's owned count
 };
 
-// Bytes of a request / reply with these sizes.
+// Bytes of a request / reply with these sizes (n_ids over all rows; < 0:
+// every owned neuron).
 size_t StepRequestBytes(int batch, int n_embd, int64_t n_ids);
 size_t StepReplyBytes(int batch, int n_embd);
 
-// Writes a request into `out` (StepRequestBytes long): ids[0..n_ids), or
-// every neuron the worker owns in `layer` when n_ids < 0 (ids unused).
+// The ids a request carries: the sum of row_n[0..batch), or -1 when row_n is
+// null (every owned neuron).
+int64_t StepIdCount(int batch, const int32_t* row_n);
+
+// Writes a request into `out` (StepRequestBytes long): row b's candidates
+// are the row_n[b] ids after the earlier rows' in `ids`; row_n null: every
+// neuron the worker owns in `layer`, for every row (ids unused).
 void WriteStepRequest(uint64_t step_id, int layer, int batch, int n_embd, const float* x,
-                      const int32_t* ids, int64_t n_ids, uint8_t* out);
+                      const int32_t* ids, const int32_t* row_n, uint8_t* out);
 
 // Checks everything the worker is about to read: the size matches the
 // header, magic and version, the stage, layer, batch and n_embd against the

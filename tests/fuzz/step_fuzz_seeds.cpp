@@ -1,5 +1,6 @@
 // Writes step_fuzz's seeds: valid requests (one row, two rows, all owned
 // neurons, a few ids, none) and a valid hello for its shard.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -23,10 +24,15 @@ int main(int argc, char** argv) {
   bool ok = true;
   int k = 0;
   for (int batch : {1, 2}) {
-    for (int64_t n_ids : {int64_t{-1}, int64_t{0}, int64_t{3}}) {
-      std::vector<uint8_t> m(pi::StepRequestBytes(batch, d, n_ids));
-      pi::WriteStepRequest(k, k % 2, batch, d, x.data(), layout.owned[k % 2].data(), n_ids,
-                           m.data());
+    for (int32_t n : {-1, 0, 3}) {
+      // Every row the first n owned neurons; the second row of two, one fewer.
+      const int32_t row_n[2] = {n, n > 0 ? n - 1 : n};
+      const std::vector<int32_t>& owned = layout.owned[k % 2];
+      std::vector<int32_t> ids(owned.begin(), owned.begin() + std::max(n, 0));
+      ids.insert(ids.end(), owned.begin(), owned.begin() + std::max(n - 1, 0));
+      const int32_t* rows = n < 0 ? nullptr : row_n;
+      std::vector<uint8_t> m(pi::StepRequestBytes(batch, d, pi::StepIdCount(batch, rows)));
+      pi::WriteStepRequest(k, k % 2, batch, d, x.data(), ids.data(), rows, m.data());
       ok &= pi::WriteSeedFile(dir + "/step" + std::to_string(k++) + ".bin", m);
     }
   }
