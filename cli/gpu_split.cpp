@@ -77,6 +77,7 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
     n_hot += static_cast<int64_t>(dp.hot[il].size());
   }
   dp.n_ctx = n_ctx;
+  dp.n_seq = options->n_seq;
   dp.cache_type_k = options->cache_type_k;
   dp.cache_type_v = options->cache_type_v;
   if (options->sparse == SparseMode::kPredictor) {
@@ -169,7 +170,8 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   PlacementOptions opt;
   opt.allow_partial_dense = device_path;
   opt.vram_budget = flags.vram_budget;
-  opt.n_ctx = n_ctx;
+  // The device path keeps every sequence's KV cache (-np) on the GPU.
+  opt.n_ctx = device_path ? n_ctx * options->n_seq : n_ctx;
   opt.cache_type_k = options->cache_type_k;
   opt.cache_type_v = options->cache_type_v;
   const std::string plan_path = DefaultPlanPath(model_path, flags.vram_budget);

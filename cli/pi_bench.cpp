@@ -615,6 +615,8 @@ static int Run(int argc, char** argv) {
     }
     split_opt.sparse_threshold = sparse_threshold;
     // --host-device's threads (in this process and in gpu-shm's worker alike).
+    // The device holds a KV cache for every sequence of the -np tests.
+    split_opt.n_seq = *std::max_element(n_parallel.begin(), n_parallel.end());
     split_opt.n_threads =
         worker_threads > 0 ? worker_threads : *std::max_element(threads.begin(), threads.end());
     s = pi::SetUpGpuSplit("pi-bench", path, model, split_flags, max_ctx, &split, &split_opt);

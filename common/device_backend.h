@@ -10,7 +10,7 @@
 // A token runs through it as follows (the engine, coordinator/engine.h, is
 // the caller):
 //
-//   BeginToken(embedding row, pos)
+//   BeginToken(embedding row, sequence, pos)
 //   for il in [0, n_layers):
 //     RunLayer(il, &cold)            device: attention, FFN norm, [predictor],
 //     if cold.x:                     hot FFN; when the layer has cold neurons,
@@ -42,7 +42,10 @@ struct DevicePlan {
   // layers >= n_layers). A layer below n_layers with fewer than n_ff of them
   // has a cold part, computed by the host.
   std::vector<std::vector<int32_t>> hot;
-  int n_ctx = 0;  // KV cache positions
+  int n_ctx = 0;  // KV cache positions, per sequence
+  // Sequences with a KV cache each (continuous batching, -np): a token names
+  // its sequence, and its position is one of that sequence's.
+  int n_seq = 1;
   DType cache_type_k = DType::kF16, cache_type_v = DType::kF16;
   // kPredictor: the device evaluates each layer's predictor and hands the
   // host the cold neurons it predicts (scores >= threshold); otherwise the
@@ -70,8 +73,9 @@ class DeviceBackend {
   virtual Status Load(const LlamaModel& model, const DevicePlan& plan) = 0;
   virtual const DevicePlan& plan() const = 0;
 
-  // Starts a token: h [n_embd] (its embedding row) at position pos < n_ctx.
-  virtual void BeginToken(const float* h, int pos) = 0;
+  // Starts a token of sequence seq < n_seq: h [n_embd] (its embedding row)
+  // at position pos < n_ctx of that sequence's KV cache.
+  virtual void BeginToken(const float* h, int seq, int pos) = 0;
   // Runs layer il (the next one, in order, < n_layers). When the layer has a
   // cold part, returns with *cold filled in; otherwise cold->x is null.
   virtual Status RunLayer(int il, ColdStep* cold) = 0;

@@ -40,9 +40,9 @@ Status DeviceWorker::Recover() {
   return Open();
 }
 
-void DeviceWorker::BeginToken(const float* h, int pos) {
+void DeviceWorker::BeginToken(const float* h, int seq, int pos) {
   uint8_t* slot = link_->request();
-  WriteDeviceRequest(++step_id_, DeviceOp::kBegin, pos, 0, layout_.n_embd, DeviceOut::kNothing,
+  WriteDeviceRequest(++step_id_, DeviceOp::kBegin, seq, pos, 0, layout_.n_embd, DeviceOut::kNothing,
                      slot);
   memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
   pending_ = true;
@@ -76,7 +76,7 @@ Status DeviceWorker::RunLayer(int il, ColdStep* cold) {
   }
   // y goes straight into the next request's payload: the sum is written once.
   uint8_t* slot = link_->request();
-  WriteDeviceRequest(++step_id_, DeviceOp::kResume, 0, il, layout_.n_embd, DeviceOut::kNothing,
+  WriteDeviceRequest(++step_id_, DeviceOp::kResume, 0, 0, il, layout_.n_embd, DeviceOut::kNothing,
                      slot);
   float* y = DeviceRequestPayload(slot);
   memset(y, 0, sizeof(float) * layout_.n_embd);
@@ -104,7 +104,8 @@ Status DeviceWorker::FinishToken(float* h_out, float* logits, int64_t* hot_fired
 
 Status DeviceWorker::Head(const float* h, float* logits) {
   uint8_t* slot = link_->request();
-  WriteDeviceRequest(++step_id_, DeviceOp::kHead, 0, 0, layout_.n_embd, DeviceOut::kLogits, slot);
+  WriteDeviceRequest(++step_id_, DeviceOp::kHead, 0, 0, 0, layout_.n_embd, DeviceOut::kLogits,
+                     slot);
   memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
   DeviceReply reply;
   PI_RETURN_IF_ERROR(Exchange(DeviceOut::kLogits, &reply));

@@ -57,7 +57,7 @@ class DeviceWorker : public DeviceBackend {
   Status Load(const LlamaModel& model, const DevicePlan& plan) override;
   const DevicePlan& plan() const override { return plan_; }
 
-  void BeginToken(const float* h, int pos) override;
+  void BeginToken(const float* h, int seq, int pos) override;
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;

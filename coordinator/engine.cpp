@@ -47,10 +47,6 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   if (options.n_seq < 1 || options.n_seq > 256) {
     return Status::Error("invalid sequence count %d (-np: 1 to 256)", options.n_seq);
   }
-  if (options.n_seq > 1 && options.device) {
-    return Status::Error("several sequences (-np %d) with a device backend: not supported yet",
-                         options.n_seq);
-  }
   const int max_rows = n_batch + options.n_seq - 1;
   const int64_t one_cache = KvCache::BytesFor(c.n_layer, n_ctx, c.n_head_kv, c.head_dim,
                                               options.cache_type_k, options.cache_type_v);
@@ -110,6 +106,10 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
           options.device->name(), p.n_ctx, DTypeName(p.cache_type_k), DTypeName(p.cache_type_v),
           e->n_ctx_, DTypeName(options.cache_type_k), DTypeName(options.cache_type_v));
     }
+    if (p.n_seq < options.n_seq) {
+      return Status::Error("the %s device was loaded for %d sequences, the engine has %d (-np)",
+                           options.device->name(), p.n_seq, options.n_seq);
+    }
     if (options.sparse == SparseMode::kPredictor &&
         (p.mode != SparseMode::kPredictor || p.threshold != threshold)) {
       return Status::Error("the %s device was loaded without the predictor at threshold %g",
@@ -126,7 +126,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   if (c.parallel_residual) e->inp_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
   e->q8_.assign(max_rows * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
   e->logits_.assign(static_cast<size_t>(options.n_seq) * c.n_vocab, 0.0f);
-  e->tokens_.assign(e->n_ctx_, 0);
+  e->tokens_.assign(static_cast<size_t>(options.n_seq) * e->n_ctx_, 0);
   e->computed_.reset(new std::atomic<int64_t>[2 * (c.n_layer + 1)]);
   for (int i = 0; i < 2 * (c.n_layer + 1); ++i) e->computed_[i].store(0);
   *out = std::move(e);
@@ -164,19 +164,7 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
     for (int i = 0; i < n; ++i) {
       float* out = all_logits ? logits_.data() + static_cast<size_t>(i) * n_vocab
                               : (i == n - 1 ? logits_.data() : nullptr);
-      Status s = ForwardDeviceToken(tokens[i], out);
-      if (!s.ok()) {
-        // A device in another process took its KV cache with it: a fresh
-        // one, refilled from the sequence's tokens, then this token again.
-        NoteDeviceFailure(s);
-        PI_RETURN_IF_ERROR(RecoverDevice());
-        s = ForwardDeviceToken(tokens[i], out);
-        if (!s.ok()) {
-          NoteDeviceFailure(s);
-          device_lost_ = true;
-          return s;
-        }
-      }
+      PI_RETURN_IF_ERROR(DeviceToken(0, tokens[i], out));
     }
     return CheckLogits(logits_.data(), rows * n_vocab);
   }
@@ -238,7 +226,7 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
     tokens_[n_past_ + b] = tokens[b];
   }
   NoteNonFinite(batch, -1, "the token embedding rows");
-  ForwardHostLayers(0, n_past_, batch);
+  ForwardHostLayers(0, n_past_, batch, &cache_);
   n_past_ += batch;
   if (!logits_out) return;  // an inner prompt batch: only the KV cache matters
 
@@ -260,7 +248,7 @@ void Engine::HostHead(int first, int rows, float* logits_out) {
   ParallelMatMul(pool_.get(), in, job, 1);
 }
 
-void Engine::ForwardHostLayers(int first, int n_past, int batch) {
+void Engine::ForwardHostLayers(int first, int n_past, int batch, KvCache* cache) {
   const LlamaModel& m = *model_;
   const LlamaConfig& c = m.config;
   for (int il = first; il < c.n_layer; ++il) {
@@ -271,7 +259,7 @@ void Engine::ForwardHostLayers(int first, int n_past, int batch) {
       std::copy(h_.begin(), h_.begin() + static_cast<int64_t>(batch) * c.n_embd, inp_.begin());
       ffn_in = inp_.data();
     }
-    attention_.Forward(m.layers[il], il, n_past, batch, h_.data(), &cache_, pool_.get());
+    attention_.Forward(m.layers[il], il, n_past, batch, h_.data(), cache, pool_.get());
     NoteNonFinite(batch, il, "attention");
     if (observer_) observer_->OnFfnInput(il, batch, ffn_in);
     ffn_.Forward(il, batch, ffn_in, h_.data(), pool_.get());
@@ -288,7 +276,6 @@ void Engine::ForwardHostLayers(int first, int n_past, int batch) {
 Status Engine::EvalBatch(const BatchRow* rows, int n) {
   const LlamaModel& m = *model_;
   const LlamaConfig& c = m.config;
-  if (device_) return Status::Error("EvalBatch with a device backend: not supported yet");
   if (n < 1 || n > max_rows_) {
     return Status::Error("a batch of %d rows: expected 1 to %d (-b + -np - 1)", n, max_rows_);
   }
@@ -319,13 +306,14 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
     }
     row_caches_[i] = SeqCache(s);
   }
+  if (device_) return DeviceBatch(rows, n);
   last_ffn_neurons_ = 0;
   last_ffn_gate_rows_ = 0;
   last_ffn_hot_fired_ = 0;
   const int64_t d = c.n_embd;
   for (int i = 0; i < n; ++i) {
     DequantizeRow(m.token_embd.type, m.token_embd.row(rows[i].token), h_.data() + i * d, d);
-    if (rows[i].seq == 0) tokens_[row_pos_[i]] = rows[i].token;
+    SeqTokens(rows[i].seq)[row_pos_[i]] = rows[i].token;
   }
   NoteNonFinite(n, -1, "the token embedding rows");
   for (int il = 0; il < c.n_layer; ++il) {
@@ -391,9 +379,9 @@ void Engine::HostHeadRows(const int* rows, int n, float* logits_out) {
   ParallelMatMul(pool_.get(), in, job, 1);
 }
 
-Status Engine::RunDeviceLayers(int pos, float* h_out, float* logits_out) {
+Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out) {
   const DevicePlan& plan = device_->plan();
-  device_->BeginToken(h_.data(), pos);
+  device_->BeginToken(h_.data(), seq, pos);
   for (int il = 0; il < plan.n_layers; ++il) {
     ColdStep cold;
     PI_RETURN_IF_ERROR(device_->RunLayer(il, &cold));
@@ -417,22 +405,51 @@ Status Engine::RunDeviceLayers(int pos, float* h_out, float* logits_out) {
   return Status::Ok();
 }
 
-Status Engine::ForwardDeviceToken(int32_t token, float* logits_out) {
+Status Engine::DeviceToken(int seq, int32_t token, float* logits_out) {
+  // A device lost earlier (its restart failed then): try again now.
+  if (device_lost_) PI_RETURN_IF_ERROR(RecoverDevice());
+  Status s = ForwardDeviceToken(seq, token, logits_out);
+  if (s.ok()) return s;
+  // A device in another process took its KV caches with it: a fresh one,
+  // refilled from the sequences' tokens, then this token again.
+  NoteDeviceFailure(s);
+  PI_RETURN_IF_ERROR(RecoverDevice());
+  s = ForwardDeviceToken(seq, token, logits_out);
+  if (!s.ok()) {
+    NoteDeviceFailure(s);
+    device_lost_ = true;
+  }
+  return s;
+}
+
+Status Engine::DeviceBatch(const BatchRow* rows, int n) {
+  // Row by row, as Eval runs tokens with a device: each through the
+  // device's layers with its sequence's KV cache there, then the host's.
+  const int n_vocab = model_->config.n_vocab;
+  int k = 0;
+  for (int i = 0; i < n; ++i) {
+    float* out = rows[i].logits ? logits_.data() + static_cast<size_t>(k++) * n_vocab : nullptr;
+    PI_RETURN_IF_ERROR(DeviceToken(rows[i].seq, rows[i].token, out));
+  }
+  return CheckLogits(logits_.data(), static_cast<size_t>(k) * n_vocab);
+}
+
+Status Engine::ForwardDeviceToken(int seq, int32_t token, float* logits_out) {
   const LlamaModel& m = *model_;
   const LlamaConfig& c = m.config;
   const DevicePlan& plan = device_->plan();
-  const int pos = n_past_;
+  const int pos = SeqPast(seq);
   DequantizeRow(m.token_embd.type, m.token_embd.row(token), h_.data(), c.n_embd);
   const bool host_layers = plan.n_layers < c.n_layer;
   if (plan.n_layers > 0) {
     // h comes back when the host has layers or the head left to run.
     const bool h_back = host_layers || !plan.output;
     PI_RETURN_IF_ERROR(
-        RunDeviceLayers(pos, h_back ? h_.data() : nullptr, h_back ? nullptr : logits_out));
+        RunDeviceLayers(seq, pos, h_back ? h_.data() : nullptr, h_back ? nullptr : logits_out));
     // The device's layers are checked as one: h crosses to the host only here.
     if (h_back) NoteNonFinite(1, -1, "the device's layers (checked together)");
   }
-  if (host_layers) ForwardHostLayers(plan.n_layers, pos, 1);
+  if (host_layers) ForwardHostLayers(plan.n_layers, pos, 1, SeqCache(seq));
   if (logits_out) {
     if (plan.output && (host_layers || plan.n_layers == 0)) {
       PI_RETURN_IF_ERROR(device_->Head(h_.data(), logits_out));
@@ -441,8 +458,8 @@ Status Engine::ForwardDeviceToken(int32_t token, float* logits_out) {
     }
   }
   // Only a finished token counts: a failed one runs again whole.
-  tokens_[pos] = token;
-  ++n_past_;
+  SeqTokens(seq)[pos] = token;
+  ++SeqPast(seq);
   return Status::Ok();
 }
 
@@ -465,10 +482,12 @@ Status Engine::RecoverDevice() {
                 hot_fired = last_ffn_hot_fired_;
   const LlamaModel& m = *model_;
   Status replayed = Status::Ok();
-  if (device_->plan().n_layers > 0) {
-    for (int pos = 0; pos < n_past_ && replayed.ok(); ++pos) {
-      DequantizeRow(m.token_embd.type, m.token_embd.row(tokens_[pos]), h_.data(), m.config.n_embd);
-      replayed = RunDeviceLayers(pos, nullptr, nullptr);
+  int replayed_tokens = 0;
+  for (int seq = 0; seq < n_seq() && device_->plan().n_layers > 0; ++seq) {
+    const int32_t* tokens = SeqTokens(seq);
+    for (int pos = 0; pos < SeqPast(seq) && replayed.ok(); ++pos, ++replayed_tokens) {
+      DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[pos]), h_.data(), m.config.n_embd);
+      replayed = RunDeviceLayers(seq, pos, nullptr, nullptr);
     }
   }
   last_ffn_neurons_ = neurons;
@@ -477,7 +496,7 @@ Status Engine::RecoverDevice() {
   if (!replayed.ok()) {
     NoteDeviceFailure(replayed);
     device_lost_ = true;
-    return Status::Error("replaying %d tokens into the restarted device: %s", n_past_,
+    return Status::Error("replaying %d tokens into the restarted device: %s", replayed_tokens,
                          replayed.message().c_str());
   }
   return Status::Ok();

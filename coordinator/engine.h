@@ -66,7 +66,8 @@ struct EngineOptions {
   // cache refilled by replaying the sequence's tokens: the same answer.
   DeviceBackend* device = nullptr;
   // Sequences evaluated together by EvalBatch (continuous batching), each
-  // with a KV cache of n_ctx positions; sequence 0 is also Eval's.
+  // with a KV cache of n_ctx positions; sequence 0 is also Eval's. A device
+  // must hold at least as many (DevicePlan::n_seq).
   int n_seq = 1;
   // Cold neurons on worker processes (common/ffn_shard.h; e.g. ShmWorker):
   // disjoint sets, none hot; not owned; must outlive the engine. Sparse
@@ -103,7 +104,10 @@ class Engine {
 
   const float* logits() const { return logits_.data(); }
 
-  // Several sequences in one step (EngineOptions::n_seq; not with a device).
+  // Several sequences in one step (EngineOptions::n_seq). With a device
+  // (loaded for at least n_seq sequences) the rows run one at a time, as Eval
+  // runs tokens with one; a device lost for good fails the step midway, the
+  // rows before it evaluated.
   // Each row is a sequence's next token, at its next position (rows of one
   // sequence in order); rows that ask for logits get them, in row order, at
   // batch_logits(0), batch_logits(1), ... Every weight row is read once for
@@ -189,15 +193,22 @@ class Engine {
  private:
   Engine() = default;
   void ForwardBatch(const int32_t* tokens, int n, float* logits_out, bool all_logits);
-  // One token at position n_past_ through the device's layers, then the
-  // host's; logits_out null: only the KV caches matter. Advances n_past_
-  // (and records the token) only when it succeeds.
-  Status ForwardDeviceToken(int32_t token, float* logits_out);
-  // The device's layers for the embedding row in h_ at `pos`, their cold
-  // parts computed here; then h (h_out) or the logits come back, or nothing.
-  Status RunDeviceLayers(int pos, float* h_out, float* logits_out);
+  // One token of sequence seq at its next position through the device's
+  // layers, then the host's; logits_out null: only the KV caches matter.
+  // Advances the sequence (and records the token) only when it succeeds.
+  Status ForwardDeviceToken(int seq, int32_t token, float* logits_out);
+  // ForwardDeviceToken, and when the device fails, Recover() and the token
+  // again once.
+  Status DeviceToken(int seq, int32_t token, float* logits_out);
+  // EvalBatch's rows (validated) with a device: one at a time.
+  Status DeviceBatch(const BatchRow* rows, int n);
+  // The device's layers for the embedding row in h_ at `pos` of sequence
+  // seq, their cold parts computed here; then h (h_out) or the logits come
+  // back, or nothing.
+  Status RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out);
   void NoteDeviceFailure(const Status& s);
   KvCache* SeqCache(int seq) { return seq == 0 ? &cache_ : &extra_caches_[seq - 1]; }
+  int32_t* SeqTokens(int seq) { return tokens_.data() + static_cast<size_t>(seq) * n_ctx_; }
   int& SeqPast(int seq) { return seq == 0 ? n_past_ : extra_n_past_[seq - 1]; }
   // logits_out[k] = output(norm(h_ row rows[k])) for k < n.
   void HostHeadRows(const int* rows, int n, float* logits_out);
@@ -206,11 +217,11 @@ class Engine {
   void CountComputed(int layer, bool hot, int64_t n) {
     computed_[2 * (layer + 1) + (hot ? 1 : 0)].fetch_add(n, std::memory_order_relaxed);
   }
-  // Device_->Recover(), then the context's tokens replayed through it.
+  // Device_->Recover(), then every sequence's tokens replayed through it.
   Status RecoverDevice();
   // The host's layers [first, n_layer) for the `batch` rows of h_ at
-  // positions n_past.., with the FFN observer told of each.
-  void ForwardHostLayers(int first, int n_past, int batch);
+  // positions n_past.. of `cache`, with the FFN observer told of each.
+  void ForwardHostLayers(int first, int n_past, int batch, KvCache* cache);
   // logits_out = output(norm(h_)) for `rows` rows from h_ row `first`.
   void HostHead(int first, int rows, float* logits_out);
   // Records (layer, part) as the first place non-finite values appeared when
@@ -246,7 +257,7 @@ class Engine {
   bool device_lost_ = false;  // failed and not yet brought back
   int64_t device_failures_ = 0, device_recoveries_ = 0;
   std::string device_error_;
-  std::vector<int32_t> tokens_;  // [n_ctx] the context's tokens (a device's replay)
+  std::vector<int32_t> tokens_;  // [n_seq][n_ctx] the sequences' tokens (a device's replay)
   // [n_layer + 1][cold, hot]: ffn_computed()'s counts, layer -1 first.
   std::unique_ptr<std::atomic<int64_t>[]> computed_;
   std::vector<float> h_;       // [n_batch, n_embd] residual stream

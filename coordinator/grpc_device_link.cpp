@@ -33,6 +33,7 @@ class GrpcDeviceLink : public DeviceLink {
     d->set_cache_type_v(static_cast<int32_t>(plan.cache_type_v));
     d->set_mode(static_cast<int32_t>(plan.mode));
     d->set_threshold(plan.threshold);
+    d->set_n_seq(plan.n_seq);
     scratch_.resize(request_bytes);
     const int timeout = opened_ ? options_.reconnect_timeout_ms : options_.connect_timeout_ms;
     PI_RETURN_IF_ERROR(

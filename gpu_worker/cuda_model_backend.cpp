@@ -119,6 +119,9 @@ Status CudaModelBackend::Validate(const LlamaModel& model, const DevicePlan& pla
   }
   if (plan.n_layers == 0 && !plan.output) return Status::Ok();
   if (plan.n_ctx < 1) return Status::Error("CUDA model backend: a context of %d", plan.n_ctx);
+  if (plan.n_seq < 1 || plan.n_seq > 256) {
+    return Status::Error("CUDA model backend: %d sequences", plan.n_seq);
+  }
   if (c.n_embd % 32 != 0) {
     return Status::Error("CUDA model backend: n_embd %d is not a multiple of 32", c.n_embd);
   }
@@ -327,8 +330,9 @@ Status CudaModelBackend::AllocateBuffers() {
   };
   const int64_t d = c_.n_embd, f = 4, words = (c_.n_ff + 31) / 32;
   PI_RETURN_IF_ERROR(alloc(weight_bytes_, "the weights", &weights_));
-  // The KV caches: [n_layers][n_kv][n_ctx][head_dim] for K, then for V.
-  const int64_t rows = static_cast<int64_t>(c_.n_head_kv) * plan_.n_ctx;
+  // The KV caches: [n_layers][n_kv][n_seq * n_ctx][head_dim] for K, then for
+  // V (sequence s's rows from s * n_ctx).
+  const int64_t rows = static_cast<int64_t>(c_.n_head_kv) * plan_.n_seq * plan_.n_ctx;
   k_layer_bytes_ = rows * RowBytes(plan_.cache_type_k, c_.head_dim);
   v_layer_bytes_ = rows * RowBytes(plan_.cache_type_v, c_.head_dim);
   const int64_t kv_bytes = plan_.n_layers * (k_layer_bytes_ + v_layer_bytes_);
@@ -438,7 +442,7 @@ bool CudaModelBackend::EnqueueProduct(const Matrix& m, const float* x, float* y,
 
 bool CudaModelBackend::EnqueueStart(std::string* err) {
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
-  const size_t bytes = sizeof(float) * c_.n_embd + sizeof(int32_t);
+  const size_t bytes = sizeof(float) * c_.n_embd + 2 * sizeof(int32_t);  // h, pos, row0
   return Ok(cudaMemcpyAsync(d_h_, h_io_, bytes, cudaMemcpyHostToDevice, s), "token input", err) &&
          Ok(cudaMemsetAsync(d_fired_, 0, sizeof(int32_t) * c_.n_layer, s), "fired counts", err);
 }
@@ -478,11 +482,12 @@ bool CudaModelBackend::EnqueueAttention(int il, std::string* err) {
   r.v = d_qkv_ + c.q_dim() + c.kv_dim();
   r.angles = d_angles_;
   r.pos = d_pos_;
+  r.row0 = d_pos_ + 1;
   r.n_head = c.n_head;
   r.n_kv = c.n_head_kv;
   r.head_dim = c.head_dim;
   r.rope_dims = c.rope_dims;
-  r.n_ctx = plan_.n_ctx;
+  r.n_ctx = plan_.n_seq * plan_.n_ctx;
   r.neox = c.rope == RopeKind::kNeox;
   r.k_cache = k_cache;
   r.v_cache = v_cache;
@@ -496,10 +501,11 @@ bool CudaModelBackend::EnqueueAttention(int il, std::string* err) {
   a.k_type = plan_.cache_type_k;
   a.v_type = plan_.cache_type_v;
   a.pos = d_pos_;
+  a.row0 = d_pos_ + 1;
   a.n_head = c.n_head;
   a.n_kv = c.n_head_kv;
   a.head_dim = c.head_dim;
-  a.n_ctx = plan_.n_ctx;
+  a.n_ctx = plan_.n_seq * plan_.n_ctx;
   a.n_splits = n_splits_;
   a.scratch = d_attn_scratch_;
   a.out = d_attn_;
@@ -703,12 +709,15 @@ void CudaModelBackend::Sync(const char* what) {
   if (e != cudaSuccess) Die(what, cudaGetErrorString(e));
 }
 
-void CudaModelBackend::BeginToken(const float* h, int pos) {
+void CudaModelBackend::BeginToken(const float* h, int seq, int pos) {
   current_layer_ = -1;
   if (!model_ || plan_.n_layers == 0) Die("BeginToken", "no device layers loaded");
+  if (seq < 0 || seq >= plan_.n_seq) Die("BeginToken", "no such sequence");
   if (pos < 0 || pos >= plan_.n_ctx) Die("BeginToken", "position outside the KV cache");
+  const int32_t row0 = seq * plan_.n_ctx;
   std::memcpy(h_io_, h, sizeof(float) * c_.n_embd);
   std::memcpy(h_io_ + c_.n_embd, &pos, sizeof(int32_t));
+  std::memcpy(h_io_ + c_.n_embd + 1, &row0, sizeof(int32_t));
   next_layer_ = 0;
   next_segment_ = 0;
 }

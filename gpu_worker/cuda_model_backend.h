@@ -45,7 +45,7 @@ class CudaModelBackend : public DeviceBackend {
   Status Load(const LlamaModel& model, const DevicePlan& plan) override;
   const DevicePlan& plan() const override { return plan_; }
 
-  void BeginToken(const float* h, int pos) override;
+  void BeginToken(const float* h, int seq, int pos) override;
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;
@@ -115,7 +115,7 @@ class CudaModelBackend : public DeviceBackend {
   uint8_t* kv_ = nullptr;       // the K caches of the device layers, then their V caches
   int64_t k_layer_bytes_ = 0, v_layer_bytes_ = 0;
   float* d_h_ = nullptr;        // [n_embd] residual stream, then the int32 position
-  int32_t* d_pos_ = nullptr;    // right after d_h_'s floats
+  int32_t* d_pos_ = nullptr;    // right after d_h_'s floats, then the sequence's first cache row
   float* d_x_ = nullptr;        // [n_embd] normed input of the attention / head
   float* d_inp_ = nullptr;      // [n_embd] layer input (parallel residual)
   float* d_qkv_ = nullptr;      // [q_dim + 2 kv_dim]

@@ -86,7 +86,7 @@ Status DeviceShard::Answer(const DeviceRequest& r, uint8_t* reply, size_t* reply
   switch (r.op) {
     case DeviceOp::kBegin:
       // A token left unfinished (its coordinator gave up on it) is dropped.
-      device_->BeginToken(r.payload, r.pos);
+      device_->BeginToken(r.payload, r.seq, r.pos);
       in_token_ = true;
       next_layer_ = 0;
       waiting_layer_ = -1;

@@ -20,7 +20,8 @@ namespace {
 Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) {
   const LlamaConfig& c = model.config;
   if (plan.n_layers < 0 || plan.n_layers > c.n_layer ||
-      plan.hot.size() != static_cast<size_t>(c.n_layer) || plan.n_ctx < 1) {
+      plan.hot.size() != static_cast<size_t>(c.n_layer) || plan.n_ctx < 1 || plan.n_seq < 1 ||
+      plan.n_seq > 256) {
     return Status::Error("host device backend: the plan does not fit a model of %d layers",
                          c.n_layer);
   }
@@ -38,8 +39,13 @@ Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) 
   plan_ = plan;
   pool_ = std::make_unique<ThreadPool>(n_threads_);
   const int kv_layers = std::max(plan.n_layers, 1);
-  PI_RETURN_IF_ERROR(cache_.Init(kv_layers, plan.n_ctx, c.n_head_kv, c.head_dim, plan.cache_type_k,
-                                 plan.cache_type_v));
+  caches_.resize(plan.n_seq);
+  int64_t cache_bytes = 0;
+  for (KvCache& cache : caches_) {
+    PI_RETURN_IF_ERROR(cache.Init(kv_layers, plan.n_ctx, c.n_head_kv, c.head_dim, plan.cache_type_k,
+                                  plan.cache_type_v));
+    cache_bytes += cache.bytes();
+  }
   attention_.Init(c, 1, plan.n_ctx, n_threads_, plan.cache_type_k);
   if (any_hot) PI_RETURN_IF_ERROR(hot_.Load(model, plan.hot));
   if (plan.mode == SparseMode::kPredictor) {
@@ -59,14 +65,16 @@ Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) 
   scores_.assign(c.n_ff, 0.0f);
   mask_.assign((c.n_ff + 31) / 32, 0);
   head_q8_.assign(PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
-  resident_bytes_ = hot_.resident_bytes() + cache_.bytes();
+  resident_bytes_ = hot_.resident_bytes() + cache_bytes;
   return Status::Ok();
 }
 
-void HostDeviceBackend::BeginToken(const float* h, int pos) {
+void HostDeviceBackend::BeginToken(const float* h, int seq, int pos) {
   if (!model_ || plan_.n_layers == 0) Die("BeginToken: no device layers loaded");
+  if (seq < 0 || seq >= plan_.n_seq) Die("BeginToken: no such sequence");
   if (pos < 0 || pos >= plan_.n_ctx) Die("BeginToken: position outside the KV cache");
   std::memcpy(h_.data(), h, sizeof(float) * h_.size());
+  seq_ = seq;
   pos_ = pos;
   next_layer_ = 0;
   pending_ = false;
@@ -91,7 +99,7 @@ Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
     inp_ = h_;
     src = inp_.data();
   }
-  attention_.Forward(layer, il, pos_, 1, h_.data(), &cache_, pool_.get());
+  attention_.Forward(layer, il, pos_, 1, h_.data(), &caches_[seq_], pool_.get());
   const int64_t n_hot = static_cast<int64_t>(plan_.hot[il].size());
   const bool has_cold = n_hot < c.n_ff;
   const bool predict = plan_.mode == SparseMode::kPredictor && has_cold;

@@ -28,7 +28,7 @@ class HostDeviceBackend : public DeviceBackend {
   Status Load(const LlamaModel& model, const DevicePlan& plan) override;
   const DevicePlan& plan() const override { return plan_; }
 
-  void BeginToken(const float* h, int pos) override;
+  void BeginToken(const float* h, int seq, int pos) override;
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;
@@ -44,7 +44,7 @@ class HostDeviceBackend : public DeviceBackend {
   const LlamaModel* model_ = nullptr;
   DevicePlan plan_;
   std::unique_ptr<ThreadPool> pool_;
-  KvCache cache_;
+  std::vector<KvCache> caches_;  // [n_seq]
   AttentionBlock attention_;
   Predictor predictor_;
   HostFfnBackend hot_;
@@ -53,7 +53,7 @@ class HostDeviceBackend : public DeviceBackend {
   std::vector<uint8_t> head_q8_;
   std::vector<uint32_t> mask_;
   std::vector<std::vector<uint8_t>> is_hot_;
-  int pos_ = 0, next_layer_ = 0;
+  int seq_ = 0, pos_ = 0, next_layer_ = 0;
   bool pending_ = false;  // a cold layer's sums wait for Merge
   int64_t fired_ = 0;
 };

@@ -7,7 +7,8 @@ On the demo model stored with ffn_down_t (--sparse oracle):
   against -np 4: each equals the answer of a server running one request at a time; with 8,
   four wait for a free sequence; /health shows them running together;
 - the same with the split in three processes (hot neurons in a gpu worker, cold ones in a
-  cpu worker) against the same split run one at a time;
+  cpu worker), and on the device path (whole layers in the gpu worker, --host-device, a KV
+  cache per sequence there), each against the same setup run one at a time;
 - a client dropping its stream frees its sequence (the next request runs beside the other);
 - overload (-np 2 --max-queue 1): refusals (503), then every request is served again and
   nothing is left running.
@@ -97,7 +98,11 @@ def main():
         for setup, extra in (("one process", ["--cpu-workers", "0"]),
                              ("the split in three processes",
                               ["--vram-budget", "16M", "--ffn-backend", "host", "--cpu-workers",
-                               "1"])):
+                               "1"]),
+                             # Whole layers in the gpu worker, a KV cache per sequence there (a
+                             # budget that holds them all at -np 1 and 4 alike: the same plan).
+                             ("the device path in a gpu worker",
+                              ["--vram-budget", "64M", "--host-device", "--cpu-workers", "1"])):
             alone = launch(bin_dir, tmp, *served, *extra)
             together = launch(bin_dir, tmp, *served, *extra, "-np", "4")
             check(alone.http and together.http, f"{setup}: a server of -np 1 and one of -np 4")

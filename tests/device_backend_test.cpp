@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -319,6 +320,81 @@ TEST(DeviceBackendDemoTest, GreedyTokensEqualHost) {
       EXPECT_EQ(tokens[1], tokens[0]) << kind << " share " << share;
     }
   }
+}
+
+// Several sequences on one device (-np): a KV cache each there. Three
+// sequences' tokens interleaved through one engine and device (each step a
+// token of each, EvalBatch) give every sequence the logits it gets alone on
+// a device of one sequence: the same backend, the same kernels, its own
+// cache rows read and written, no other's.
+TEST(DeviceBackendSequencesTest, InterleavedSequencesEqualEachAlone) {
+  std::string skip;
+  if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
+  SyntheticModelOptions o;
+  o.n_vocab = 256;
+  o.n_embd = 256;
+  o.n_ff = 512;
+  o.n_layer = 2;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.type = DType::kQ8_0;
+  o.activation = "relu";
+  o.down_t = true;
+  o.planted_sparsity = 0.8;
+  const std::string path = TempPath("seqs.gguf");
+  const RemoveAtExit remove{path};
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  constexpr int kSeqs = 3, kSteps = 12, kCtx = 32;
+  auto token_of = [](int seq, int step) { return (seq * 61 + step * 17 + 5) % 256; };
+  std::vector<std::vector<float>> alone[kSeqs];
+  for (int seq = 0; seq < kSeqs; ++seq) {
+    std::unique_ptr<DeviceBackend> device = MakeBackend(PI_TEST_DEVICE, &skip, path);
+    ASSERT_TRUE(device->Load(m, MakePlan(o, Plan::kPrefix, kCtx, DType::kF16)).ok());
+    EngineOptions opt;
+    opt.n_threads = 2;
+    opt.n_ctx = kCtx;
+    opt.device = device.get();
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+    for (int step = 0; step < kSteps; ++step) {
+      const int32_t t = token_of(seq, step);
+      ASSERT_TRUE(e->Eval(&t, 1).ok());
+      alone[seq].emplace_back(e->logits(), e->logits() + e->n_vocab());
+    }
+  }
+  std::unique_ptr<DeviceBackend> device = MakeBackend(PI_TEST_DEVICE, &skip, path);
+  DevicePlan plan = MakePlan(o, Plan::kPrefix, kCtx, DType::kF16);
+  plan.n_seq = kSeqs;
+  ASSERT_TRUE(device->Load(m, plan).ok());
+  EngineOptions opt;
+  opt.n_threads = 2;
+  opt.n_ctx = kCtx;
+  opt.n_seq = kSeqs;
+  opt.device = device.get();
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+  for (int step = 0; step < kSteps; ++step) {
+    // Sequence 2 starts two steps late: the sequences sit at different positions.
+    std::vector<Engine::BatchRow> rows;
+    for (int seq = 0; seq < kSeqs; ++seq) {
+      if (seq == 2 && step < 2) continue;
+      rows.push_back({seq, token_of(seq, seq == 2 ? step - 2 : step), true});
+    }
+    ASSERT_TRUE(e->EvalBatch(rows.data(), static_cast<int>(rows.size())).ok());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const int seq = rows[k].seq;
+      const std::vector<float>& want = alone[seq][seq == 2 ? step - 2 : step];
+      ASSERT_EQ(0, std::memcmp(e->batch_logits(static_cast<int>(k)), want.data(),
+                               sizeof(float) * want.size()))
+          << PI_TEST_DEVICE << " sequence " << seq << " step " << step;
+    }
+  }
+  // A device of fewer sequences than the engine's is refused.
+  opt.n_seq = kSeqs + 1;
+  EXPECT_THAT(Engine::Create(&m, opt, &e).message(),
+              ::testing::HasSubstr("loaded for 3 sequences, the engine has 4 (-np)"));
 }
 
 // Predictor mode: the device evaluates each layer's predictor and hands the

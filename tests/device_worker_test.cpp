@@ -210,7 +210,7 @@ TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {
   auto request = [&](DeviceOp op, int pos, int layer,
                      const std::function<void(DeviceRequestHeader*)>& edit = nullptr) {
     std::vector<uint8_t> m(DeviceRequestBytes(c.n_embd), 0);
-    WriteDeviceRequest(77, op, pos, layer, c.n_embd, DeviceOut::kNothing, m.data());
+    WriteDeviceRequest(77, op, 0, pos, layer, c.n_embd, DeviceOut::kNothing, m.data());
     for (int i = 0; i < c.n_embd; ++i) DeviceRequestPayload(m.data())[i] = 0.01f * (i % 7);
     if (edit) {
       DeviceRequestHeader h;
@@ -242,6 +242,8 @@ TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {
   EXPECT_THAT(error_of(longer), HasSubstr("bytes, expected"));
   EXPECT_THAT(error_of(request(DeviceOp::kBegin, kCtx, 0)), HasSubstr("outside the context"));
   EXPECT_THAT(error_of(request(DeviceOp::kBegin, -1, 0)), HasSubstr("outside the context"));
+  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->seq = 1; })),
+              HasSubstr("sequence 1 is out of range [0, 1)"));
   EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->out = 5; })),
               HasSubstr("unknown output 5"));
   EXPECT_THAT(error_of(request(DeviceOp::kResume, 0, 0)), HasSubstr("none is due"));

@@ -7,9 +7,13 @@
 // together), llama (GQA) and falcon (parallel residual), and with the
 // neurons on worker processes: cold ones on pi-cpu-workers, hot ones on a
 // pi-gpu-worker (one step message for all rows) or an in-process backend
-// (a row at a time). Then the errors.
+// (a row at a time), and on the device path (whole layers with a KV cache per
+// sequence: in process, or in a pi-gpu-worker that is killed midway — every
+// sequence replayed into its successor). Then the errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <signal.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -19,9 +23,11 @@
 #include <vector>
 
 #include "common/synthetic_model.h"
+#include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
 #include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
+#include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/host_ffn_backend.h"
 #include "tests/temp_path.h"
 
@@ -56,7 +62,7 @@ std::vector<std::vector<float>> Solo(const LlamaModel& m, EngineOptions opt, con
 }
 
 // Where the FFN's neurons run besides this process.
-enum class Workers { kNone, kCold, kHotAndCold, kHotBackend };
+enum class Workers { kNone, kCold, kHotAndCold, kHotBackend, kHostDevice, kDeviceWorker };
 
 struct Params {
   const char* arch;
@@ -74,6 +80,10 @@ const char* WorkersName(Workers w) {
       return "gpu_and_cpu_worker";
     case Workers::kHotBackend:
       return "hot_backend";
+    case Workers::kHostDevice:
+      return "host_device";
+    case Workers::kDeviceWorker:
+      return "device_worker_killed";
   }
   return "?";
 }
@@ -143,6 +153,34 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
     ASSERT_TRUE(backend.Load(m, hot).ok());
     opt.hot_backend = &backend;
   }
+  // The device path: layer 0 (in process) or both layers and the head (in a
+  // gpu worker) with their hot neurons and a KV cache for each of 4 sequences.
+  HostDeviceBackend host_device(1);
+  std::unique_ptr<DeviceWorker> device_worker;
+  if (where == Workers::kHostDevice || where == Workers::kDeviceWorker) {
+    DevicePlan p;
+    p.n_layers = where == Workers::kHostDevice ? 1 : o.n_layer;
+    p.output = where == Workers::kDeviceWorker;
+    p.hot.assign(o.n_layer, {});
+    for (int l = 0; l < p.n_layers; ++l) p.hot[l] = hot[l];
+    p.n_ctx = opt.n_ctx;
+    p.n_seq = 4;
+    if (opt.sparse == SparseMode::kPredictor) p.mode = SparseMode::kPredictor;
+    if (where == Workers::kHostDevice) {
+      ASSERT_TRUE(host_device.Load(m, p).ok());
+      opt.device = &host_device;
+    } else {
+      DeviceWorkerOptions d;
+      d.process.binary = std::string(PI_BINARY_DIR) + "/bin/pi-gpu-worker";
+      d.process.role = "gpu worker";
+      d.process.model_path = path;
+      d.process.extra_args = {"--ffn-backend", "host"};
+      device_worker = std::make_unique<DeviceWorker>(d);
+      const Status loaded = device_worker->Load(m, p);
+      ASSERT_TRUE(loaded.ok()) << loaded.message();
+      opt.device = device_worker.get();
+    }
+  }
   if (where == Workers::kCold || where == Workers::kHotAndCold) {
     ShmWorkerOptions c;
     c.binary = std::string(PI_BINARY_DIR) + "/bin/pi-cpu-worker";
@@ -206,6 +244,9 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
       break;
     }
     if (rows.empty()) continue;
+    // The gpu worker dies with four sequences under way: the next step
+    // brings up another and replays them all into its KV caches.
+    if (device_worker && step == 8) kill(device_worker->pid(), SIGKILL);
     const Status ok = e->EvalBatch(rows.data(), static_cast<int>(rows.size()));
     ASSERT_TRUE(ok.ok()) << ok.message();
     for (size_t k = 0; k < asking.size(); ++k) {
@@ -224,7 +265,12 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
   }
   EXPECT_EQ(finished, static_cast<int>(seqs.size()));
   EXPECT_EQ(e->shard_failures(), 0);
+  EXPECT_EQ(e->device_failures(), device_worker ? 1 : 0);
+  EXPECT_EQ(e->device_recoveries(), device_worker ? 1 : 0);
   for (auto& w : workers) EXPECT_TRUE(w->Stop().ok());
+  if (device_worker) {
+    EXPECT_TRUE(device_worker->Stop().ok());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -237,7 +283,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Params{"llama", SparseMode::kPredictor, Workers::kCold},
                       Params{"llama", SparseMode::kPredictor, Workers::kHotAndCold},
                       Params{"falcon", SparseMode::kOracle, Workers::kHotAndCold},
-                      Params{"llama", SparseMode::kPredictor, Workers::kHotBackend}),
+                      Params{"llama", SparseMode::kPredictor, Workers::kHotBackend},
+                      Params{"llama", SparseMode::kOracle, Workers::kHostDevice},
+                      Params{"falcon", SparseMode::kPredictor, Workers::kHostDevice},
+                      Params{"llama", SparseMode::kPredictor, Workers::kDeviceWorker}),
     [](const auto& p) {
       return std::string(p.param.arch) + "_" + SparseModeName(p.param.sparse) + "_" +
              WorkersName(p.param.workers);

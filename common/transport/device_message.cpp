@@ -15,6 +15,7 @@ DeviceLayout DeviceLayoutFor(const LlamaConfig& c, const DevicePlan& plan) {
   l.n_ff = c.n_ff;
   l.n_vocab = c.n_vocab;
   l.n_ctx = plan.n_ctx;
+  l.n_seq = plan.n_seq;
   l.cold.assign(plan.n_layers, 0);
   for (int il = 0; il < plan.n_layers; ++il) {
     l.cold[il] = static_cast<int>(plan.hot[il].size()) < c.n_ff;
@@ -33,7 +34,7 @@ size_t DeviceReplyCapacity(const DeviceLayout& l) {
   return sizeof(DeviceReplyHeader) + std::max({cold, done, kMaxDeviceErrorBytes});
 }
 
-void WriteDeviceRequest(uint64_t step_id, DeviceOp op, int pos, int layer, int n_embd,
+void WriteDeviceRequest(uint64_t step_id, DeviceOp op, int seq, int pos, int layer, int n_embd,
                         DeviceOut out, uint8_t* message) {
   const DeviceRequestHeader h{kDeviceRequestMagic,
                               kStepProtocolVersion,
@@ -43,7 +44,9 @@ void WriteDeviceRequest(uint64_t step_id, DeviceOp op, int pos, int layer, int n
                               layer,
                               1,
                               n_embd,
-                              static_cast<int32_t>(out)};
+                              static_cast<int32_t>(out),
+                              seq,
+                              0};
   memcpy(message, &h, sizeof h);
 }
 
@@ -96,6 +99,10 @@ Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& 
   } else if (!l.output) {
     return Status::Error("device request %" PRIu64 ": the head is not on this device", id);
   }
+  if (op == DeviceOp::kBegin && (h.seq < 0 || h.seq >= l.n_seq)) {
+    return Status::Error("device request %" PRIu64 ": sequence %d is out of range [0, %d)", id,
+                         h.seq, l.n_seq);
+  }
   if (op == DeviceOp::kBegin && (h.pos < 0 || h.pos >= l.n_ctx)) {
     return Status::Error("device request %" PRIu64 ": position %d is outside the context [0, %d)",
                          id, h.pos, l.n_ctx);
@@ -107,6 +114,7 @@ Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& 
   out->step_id = id;
   out->op = op;
   out->out = op == DeviceOp::kHead ? DeviceOut::kLogits : static_cast<DeviceOut>(h.out);
+  out->seq = h.seq;
   out->pos = h.pos;
   out->layer = h.layer;
   out->payload = reinterpret_cast<const float*>(data + sizeof h);

@@ -4,7 +4,7 @@
 // layer with a cold part, plus one per token:
 //
 //   coordinator                               gpu_worker (DeviceShard)
-//   kBegin (pos, h = the embedding row)  ──▶  BeginToken; RunLayer until a
+//   kBegin (seq, pos, h = embedding row) ──▶  BeginToken; RunLayer until a
 //                                             layer with a cold part:
 //                                        ◀──  kCold (layer, x [, mask])
 //   (computes the cold part: y)
@@ -54,8 +54,10 @@ struct DeviceRequestHeader {
   int32_t batch;     // rows of the payload: 1
   int32_t n_embd;
   int32_t out;  // kBegin, kResume: DeviceOut, used when the token's layers end
+  int32_t seq;  // kBegin: the token's sequence (its KV cache)
+  uint32_t reserved;
 };
-static_assert(sizeof(DeviceRequestHeader) == 40, "wire layout");
+static_assert(sizeof(DeviceRequestHeader) == 48, "wire layout");
 
 struct DeviceReplyHeader {
   uint32_t magic;
@@ -76,7 +78,7 @@ struct DeviceLayout {
   int n_layer = 0;   // the model's
   int n_layers = 0;  // on the device
   bool output = false;
-  int n_embd = 0, n_ff = 0, n_vocab = 0, n_ctx = 0;
+  int n_embd = 0, n_ff = 0, n_vocab = 0, n_ctx = 0, n_seq = 1;
   std::vector<uint8_t> cold;  // [n_layers] 1: the layer has a cold part
 
   int mask_words() const { return (n_ff + 31) / 32; }
@@ -93,7 +95,7 @@ size_t DeviceRequestBytes(int n_embd);
 size_t DeviceReplyCapacity(const DeviceLayout& layout);
 
 // Writes a request's header (the payload follows it: DeviceRequestPayload).
-void WriteDeviceRequest(uint64_t step_id, DeviceOp op, int pos, int layer, int n_embd,
+void WriteDeviceRequest(uint64_t step_id, DeviceOp op, int seq, int pos, int layer, int n_embd,
                         DeviceOut out, uint8_t* message);
 inline float* DeviceRequestPayload(uint8_t* message) {
   return reinterpret_cast<float*>(message + sizeof(DeviceRequestHeader));
@@ -104,12 +106,12 @@ struct DeviceRequest {
   uint64_t step_id = 0;
   DeviceOp op = DeviceOp::kBegin;
   DeviceOut out = DeviceOut::kNothing;
-  int pos = 0, layer = 0;
+  int seq = 0, pos = 0, layer = 0;
   const float* payload = nullptr;  // [n_embd]
 };
 
-// Checks the size, magic, version, op, batch, n_embd, the position (kBegin,
-// inside the context), the layer (kResume, on the device), and the output
+// Checks the size, magic, version, op, batch, n_embd, the sequence and
+// position (kBegin, inside the context), the layer (kResume, on the device), and the output
 // asked for (logits only with the head) against `layout`; the error names
 // the field. Whether the message fits the session's state (a kResume for
 // the layer that waits for its cold sum) is the shard's to check.

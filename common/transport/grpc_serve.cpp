@@ -65,6 +65,7 @@ class WorkerService final : public v1::Worker::Service {
       plan.cache_type_v = static_cast<DType>(d.cache_type_v());
       plan.mode = static_cast<SparseMode>(d.mode());
       plan.threshold = d.threshold();
+      plan.n_seq = d.n_seq();  // 0 when unset: refused by the hello's check
       plan.hot = std::move(owned);
       hello = WriteDeviceHello(in->model_fingerprint(), plan);  // its scalars checked there
     } else {

@@ -120,7 +120,7 @@ std::vector<uint8_t> WriteDeviceHello(uint64_t model_fingerprint, const DevicePl
                           static_cast<int32_t>(plan.cache_type_v),
                           static_cast<int32_t>(plan.mode),
                           plan.threshold,
-                          0};
+                          plan.n_seq};
   return WriteHelloOfKind(kDeviceHelloMagic, model_fingerprint, 1, &p, sizeof p, plan.hot);
 }
 
@@ -142,16 +142,17 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
   if (p.n_layers < 0 || p.n_layers > h.n_layer || (p.output != 0 && p.output != 1) || p.n_ctx < 1 ||
       p.n_ctx > (1 << 24) || !cache_type_ok(p.cache_type_k) || !cache_type_ok(p.cache_type_v) ||
       p.mode < 0 || p.mode > static_cast<int32_t>(SparseMode::kPredictor) ||
-      !std::isfinite(p.threshold)) {
+      !std::isfinite(p.threshold) || p.n_seq < 1 || p.n_seq > 256) {
     return Status::Error(
         "device hello: a plan of %d of %d layers, output %d, context %d, cache types %d/%d, "
-        "mode %d, threshold %g is not one a coordinator sends",
+        "mode %d, threshold %g, %d sequences is not one a coordinator sends",
         p.n_layers, h.n_layer, p.output, p.n_ctx, p.cache_type_k, p.cache_type_v, p.mode,
-        p.threshold);
+        p.threshold, p.n_seq);
   }
   plan->n_layers = p.n_layers;
   plan->output = p.output == 1;
   plan->n_ctx = p.n_ctx;
+  plan->n_seq = p.n_seq;
   plan->cache_type_k = static_cast<DType>(p.cache_type_k);
   plan->cache_type_v = static_cast<DType>(p.cache_type_v);
   plan->mode = static_cast<SparseMode>(p.mode);

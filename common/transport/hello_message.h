@@ -54,7 +54,7 @@ struct DeviceHelloPlan {
   int32_t cache_type_k, cache_type_v;  // DType
   int32_t mode;                        // SparseMode
   float threshold;
-  uint32_t reserved;
+  int32_t n_seq;  // sequences with a KV cache each (-np)
 };
 static_assert(sizeof(DeviceHelloPlan) == 32, "wire layout");
 

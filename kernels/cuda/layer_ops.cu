@@ -133,6 +133,7 @@ __global__ void RopeCacheKernel(RopeCacheArgs a) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int hd = a.head_dim, pairs = hd / 2;
   const int pos = *a.pos;
+  const int64_t row0 = a.row0 ? *a.row0 : 0;
   const float* cs = a.angles + static_cast<int64_t>(pos) * a.rope_dims;
   const int64_t nq = static_cast<int64_t>(a.n_head) * pairs,
                 nk = static_cast<int64_t>(a.n_kv) * pairs;
@@ -156,7 +157,7 @@ __global__ void RopeCacheKernel(RopeCacheArgs a) {
       p[e1] = x1;
     }
     if (!is_q) {
-      const int64_t row = (static_cast<int64_t>(head) * a.n_ctx + pos) * hd;
+      const int64_t row = (static_cast<int64_t>(head) * a.n_ctx + row0 + pos) * hd;
       StoreRow(a.k_cache, a.k_type, row + e0, x0);
       StoreRow(a.k_cache, a.k_type, row + e1, x1);
     }
@@ -165,7 +166,8 @@ __global__ void RopeCacheKernel(RopeCacheArgs a) {
   const int64_t u = t - nq - nk;
   if (u >= static_cast<int64_t>(a.n_kv) * hd) return;
   const int head = static_cast<int>(u / hd), e = static_cast<int>(u % hd);
-  StoreRow(a.v_cache, a.v_type, (static_cast<int64_t>(head) * a.n_ctx + pos) * hd + e, a.v[u]);
+  StoreRow(a.v_cache, a.v_type, (static_cast<int64_t>(head) * a.n_ctx + row0 + pos) * hd + e,
+           a.v[u]);
 }
 
 // ---- attention ------------------------------------------------------------------
@@ -197,7 +199,7 @@ __global__ void AttentionSplitKernel(AttentionArgs a) {
     acc[i] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  const int64_t base = static_cast<int64_t>(kv_head) * a.n_ctx * hd;
+  const int64_t base = (static_cast<int64_t>(kv_head) * a.n_ctx + (a.row0 ? *a.row0 : 0)) * hd;
   for (int p = p0 + warp; p < p1; p += kAttnWarps) {
     const int64_t row = base + static_cast<int64_t>(p) * hd;
     float dot = 0.0f;

@@ -5,7 +5,9 @@
 // residual stream can stay on the GPU across a whole layer.
 //
 // The token's position is read from device memory (`pos`), not passed by
-// value, so a CUDA graph recorded once serves every position.
+// value, so a CUDA graph recorded once serves every position — and so is the
+// first cache row of its sequence (`row0`: sequences, -np, have caches of
+// n_ctx rows each, one after another), so it serves every sequence too.
 //
 // Plain C++ header: callable from host code that is not compiled by nvcc.
 // Pointers are device pointers; `stream` is a cudaStream_t.
@@ -32,14 +34,16 @@ bool EnqueueNorm(const float* in, const float* w, const float* b, int64_t n, flo
 //   q [n_head][head_dim], k [n_kv][head_dim]: rotated in place by the angles
 //     of row *pos of `angles` ([n_ctx][rope_dims], ops.h's RopeAngles),
 //     llama.cpp's normal layout (pairs 2i, 2i+1) or NeoX (i, i + rope_dims/2);
-//   k and v [n_kv][head_dim] stored at row *pos of the layer's caches, which
-//     are [n_kv][n_ctx][head_dim] in k_type / v_type (F32 or F16).
+//   k and v [n_kv][head_dim] stored at row *row0 + *pos of the layer's
+//     caches, which are [n_kv][n_ctx][head_dim] in k_type / v_type (F32 or
+//     F16; n_ctx: the rows per KV head, every sequence's).
 struct RopeCacheArgs {
   float* q = nullptr;
   float* k = nullptr;
   const float* v = nullptr;
   const float* angles = nullptr;
   const int32_t* pos = nullptr;
+  const int32_t* row0 = nullptr;  // null: 0
   int n_head = 0, n_kv = 0, head_dim = 0, rope_dims = 0, n_ctx = 0;
   bool neox = false;
   void* k_cache = nullptr;
@@ -52,7 +56,8 @@ bool EnqueueRopeAndCache(const RopeCacheArgs& a, void* stream, std::string* erro
 // multiple of 32 up to 256; F32 or F16 rows).
 bool AttentionSupports(int head_dim, DType k_type, DType v_type);
 
-// Causal attention of one token at position *pos over cache rows 0..*pos:
+// Causal attention of one token at position *pos over cache rows
+// *row0 + 0..*pos:
 // out[h] = softmax(K q_h / sqrt(head_dim)) V for every query head h, query
 // head h reading KV head h / (n_head / n_kv). Split-KV (flash-decoding):
 // `n_splits` blocks per head each take a share of the positions with an
@@ -64,6 +69,7 @@ struct AttentionArgs {
   const void* v_cache = nullptr;
   DType k_type = DType::kF16, v_type = DType::kF16;
   const int32_t* pos = nullptr;
+  const int32_t* row0 = nullptr;  // null: 0
   int n_head = 0, n_kv = 0, head_dim = 0, n_ctx = 0, n_splits = 1;
   float* scratch = nullptr;
   float* out = nullptr;  // [n_head][head_dim]
