@@ -34,6 +34,10 @@ struct Flags {
   int requests = 32;    // per client count
   int max_tokens = 64;  // per request
   std::string prompt = kDefaultPrompt;
+  // Set: one more client sends this prompt (max_tokens 1) over and over
+  // while the run's clients go — their time to first token under a long
+  // prefill.
+  std::string background_prompt;
   std::string api_key;
   std::string out = "md";
 };
@@ -48,10 +52,11 @@ struct Sample {
 };
 
 // One streamed completion over `stream`'s connection (kept alive).
-Sample Request(beast::tcp_stream* stream, const Flags& f, const std::string& host) {
+Sample Request(beast::tcp_stream* stream, const Flags& f, const std::string& host,
+               bool background = false) {
   Sample s;
-  json body = {{"prompt", f.prompt},
-               {"max_tokens", f.max_tokens},
+  json body = {{"prompt", background ? f.background_prompt : f.prompt},
+               {"max_tokens", background ? 1 : f.max_tokens},
                {"stream", true},
                {"temperature", 0},
                {"ignore_eos", true}};
@@ -145,32 +150,54 @@ double Percentile(std::vector<double> v, double p) {
 struct Row {
   int clients = 0, requests = 0, ok = 0, refused = 0, errors = 0;
   int64_t tokens = 0;
+  int background = 0;  // the background client's requests that completed meanwhile
   double seconds = 0, ttft_p50 = 0, ttft_p99 = 0, gap_p50 = 0, gap_p99 = 0;
   std::string first_error;
 };
 
+// A connected stream to host:port, or false.
+bool Connect(net::io_context* ioc, const std::string& host, const std::string& port,
+             beast::tcp_stream* stream, std::string* error) {
+  tcp::resolver resolver(*ioc);
+  beast::error_code ec;
+  stream->expires_after(std::chrono::seconds(30));
+  stream->connect(resolver.resolve(host, port, ec), ec);
+  if (ec) *error = "connect: " + ec.message();
+  return !ec;
+}
+
 Row RunClients(const Flags& f, int n_clients, const std::string& host, const std::string& port) {
   std::vector<Sample> samples(f.requests);
   std::atomic<int> next{0};
+  std::atomic<bool> clients_done{false};
+  std::atomic<int> background_done{0};
+  // The background client: long prompts back to back until the clients are
+  // done (each request ends on its own: bounded by the run).
+  std::thread background;
+  if (!f.background_prompt.empty()) {
+    background = std::thread([&] {
+      net::io_context ioc;
+      beast::tcp_stream stream(ioc);
+      std::string error;
+      if (!Connect(&ioc, host, port, &stream, &error)) return;
+      while (!clients_done.load()) {
+        if (!Request(&stream, f, host, true).ok) return;
+        ++background_done;
+      }
+    });
+    // Its first prompt under way before the clients start.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
   const auto start = Clock::now();
   std::vector<std::thread> threads;
   for (int c = 0; c < n_clients; ++c) {
     threads.emplace_back([&] {
       net::io_context ioc;
-      tcp::resolver resolver(ioc);
       beast::tcp_stream stream(ioc);
       bool connected = false;
       for (int i; (i = next++) < f.requests;) {
-        if (!connected) {
-          beast::error_code ec;
-          stream.expires_after(std::chrono::seconds(30));
-          stream.connect(resolver.resolve(host, port, ec), ec);
-          if (ec) {
-            samples[i].error = "connect: " + ec.message();
-            continue;
-          }
-          connected = true;
-        }
+        if (!connected && !Connect(&ioc, host, port, &stream, &samples[i].error)) continue;
+        connected = true;
         samples[i] = Request(&stream, f, host);
         // A failed or refused request may leave the connection unusable.
         if (!samples[i].ok) {
@@ -183,7 +210,10 @@ Row RunClients(const Flags& f, int n_clients, const std::string& host, const std
     });
   }
   for (std::thread& t : threads) t.join();
+  clients_done = true;
+  if (background.joinable()) background.join();
   Row r;
+  r.background = background_done.load();
   r.clients = n_clients;
   r.requests = f.requests;
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -240,6 +270,10 @@ void Print(const Flags& f, const std::vector<Row>& rows) {
            r.gap_p50 * 1e3, r.gap_p99 * 1e3);
   }
   for (const Row& r : rows) {
+    if (!f.background_prompt.empty()) {
+      fprintf(stderr, "pi-bench: %d clients: %d background prompt(s) completed meanwhile\n",
+              r.clients, r.background);
+    }
     if (!r.first_error.empty()) {
       fprintf(stderr, "pi-bench: %d clients: %d errors, the first: %s\n", r.clients, r.errors,
               r.first_error.c_str());
@@ -252,7 +286,7 @@ void Print(const Flags& f, const std::vector<Row>& rows) {
 int RunServerBench(int argc, char** argv) {
   ArgReader args("pi-bench", argc, argv);
   Flags f;
-  std::string prompt_file, key_file;
+  std::string prompt_file, key_file, background_file;
   while (!args.Done() && !args.failed()) {
     const std::string flag = args.Next();
     if (flag == "--server")
@@ -267,6 +301,8 @@ int RunServerBench(int argc, char** argv) {
       f.prompt = args.String(flag);
     else if (flag == "--prompt-file")
       prompt_file = args.String(flag);
+    else if (flag == "--background-prompt-file")
+      background_file = args.String(flag);
     else if (flag == "--api-key-file")
       key_file = args.String(flag);
     else if (flag == "-o" || flag == "--output")
@@ -279,6 +315,9 @@ int RunServerBench(int argc, char** argv) {
               "                          (default 32)\n"
               "  -n, --n-gen N           max_tokens of each request (default 64; ignore_eos)\n"
               "  --prompt TEXT, --prompt-file F  the prompt (default: a sentence)\n"
+              "  --background-prompt-file F  meanwhile one more client sends this prompt\n"
+              "                          (max_tokens 1) back to back: the clients' time to\n"
+              "                          first token while a long prompt is prefilled\n"
               "  --api-key-file F        the server's API key\n"
               "  -o, --output md|json    (default md)\n");
       return 0;
@@ -304,6 +343,13 @@ int RunServerBench(int argc, char** argv) {
     return 2;
   }
   if (!prompt_file.empty()) s = ReadWholeFile(prompt_file, &f.prompt).WithContext("--prompt-file");
+  if (s.ok() && !background_file.empty()) {
+    s = ReadWholeFile(background_file, &f.background_prompt)
+            .WithContext("--background-prompt-file");
+    if (s.ok() && f.background_prompt.empty()) {
+      s = Status::Error("--background-prompt-file %s is empty", background_file.c_str());
+    }
+  }
   if (s.ok() && !key_file.empty()) {
     s = ReadWholeFile(key_file, &f.api_key).WithContext("--api-key-file");
     while (!f.api_key.empty() && (f.api_key.back() == '\n' || f.api_key.back() == '\r')) {
