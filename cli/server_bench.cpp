@@ -254,7 +254,8 @@ void Print(const Flags& f, const std::vector<Row>& rows) {
                      {"ttft_p50_ms", r.ttft_p50 * 1e3},
                      {"ttft_p99_ms", r.ttft_p99 * 1e3},
                      {"token_p50_ms", r.gap_p50 * 1e3},
-                     {"token_p99_ms", r.gap_p99 * 1e3}});
+                     {"token_p99_ms", r.gap_p99 * 1e3},
+                     {"background_prompts", r.background}});
     }
     printf("%s\n", all.dump(2).c_str());
     return;

@@ -307,6 +307,18 @@ def main():
                                      and r["tokens_per_second"] > 0 and r["ttft_p50_ms"] > 0
                                      for r in rows) and [r["clients"] for r in rows] == [1, 3],
               f"pi-bench --server: 1 and 3 clients, every request streamed 8 tokens ({p.stderr[-200:]!r})")
+        # With a long prompt sent back to back meanwhile (its requests end with the run's).
+        long_file = os.path.join(tmp, "long.txt")
+        with open(long_file, "w") as f:
+            f.write(" ".join(["In the beginning"] * 40))
+        p = subprocess.run([os.path.join(bin_dir, "pi-bench"), "--server", s.http, "--clients", "1",
+                            "--requests", "4", "-n", "4", "-o", "json",
+                            "--background-prompt-file", long_file],
+                           capture_output=True, text=True, timeout=300)
+        rows = json.loads(p.stdout) if p.returncode == 0 else []
+        check(len(rows) == 1 and rows[0]["ok"] == 4 and rows[0]["background_prompts"] >= 1,
+              f"pi-bench --server --background-prompt-file: 4 requests beside "
+              f"{rows[0]['background_prompts'] if rows else '?'} long prompts ({p.stderr[-200:]!r})")
         check(s.stop() == 0, "pi-launch stops cleanly")
 
         # An API key.
