@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
+#include "cli/sparse_note.h"
 #include "cli/tool_main.h"
 #include "common/atomic_file.h"
 #include "coordinator/engine.h"
@@ -19,7 +20,7 @@ namespace {
 void Usage() {
   fprintf(stderr,
           "usage: pi-dump-logits -m MODEL --tokens 1,2,3 --out FILE [--mode decode|prompt] "
-          "[-t N] [-b N] [-c N]\n");
+          "[-t N] [-b N] [-c N] [--sparse off|oracle|predictor]\n");
 }
 
 }  // namespace
@@ -45,6 +46,8 @@ static int Run(int argc, char** argv) {
       opt.n_batch = args.Int(f);
     else if (f == "-c" || f == "--ctx-size")
       opt.n_ctx = args.Int(f);
+    else if (f == "--sparse")
+      pi::ParseSparseModeValue(args.String(f), &args, &opt.sparse);
     else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
     } else if (f == "-h" || f == "--help") {
       Usage();

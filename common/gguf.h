@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/mapped_files.h"
 #include "common/status.h"
 #include "kernels/dtype.h"
 
@@ -146,8 +147,7 @@ class GgufFile {
   std::string path_;
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
-  bool owns_mapping_ = false;
-  int mapping_slot_ = -1;  // in the MappedFiles table (SIGBUS reports)
+  std::unique_ptr<MappedRegion> region_;  // Open's mapping (OpenBuffer: none)
   uint32_t version_ = 0;
   bool sparse_magic_ = false;
   uint32_t alignment_ = 32;

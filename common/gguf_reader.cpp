@@ -4,11 +4,6 @@
 // remain BEFORE anything is allocated, so a hostile header (a 2^60 array
 // count) fails with a message instead of an allocation. Errors name the
 // problem and the byte offset where it was found.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
@@ -286,42 +281,14 @@ Status GetUnsigned(const GgufFile& file, const std::string& key, uint64_t max, u
 
 }  // namespace
 
-GgufFile::~GgufFile() {
-  UnregisterMappedFile(mapping_slot_);
-  if (owns_mapping_ && base_ != nullptr) munmap(const_cast<uint8_t*>(base_), size_);
-}
+GgufFile::~GgufFile() = default;
 
 Status GgufFile::Open(const std::string& path, std::unique_ptr<GgufFile>* out) {
-  // O_NONBLOCK: opening a FIFO for reading would wait for a writer; it is
-  // refused below as not a regular file instead.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Status::Error("%s: cannot open: %s", path.c_str(), strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    close(fd);
-    return Status::Error("%s: cannot stat: %s", path.c_str(), strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return Status::Error("%s: not a regular file", path.c_str());
-  }
   std::unique_ptr<GgufFile> file(new GgufFile());
+  PI_RETURN_IF_ERROR(MappedRegion::Map(path, &file->region_));
   file->path_ = path;
-  file->size_ = static_cast<size_t>(st.st_size);
-  if (file->size_ > 0) {
-    void* p = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      close(fd);
-      return Status::Error("%s: mmap of %zu bytes failed: %s", path.c_str(), file->size_,
-                           strerror(err));
-    }
-    file->base_ = static_cast<const uint8_t*>(p);
-    file->owns_mapping_ = true;
-    file->mapping_slot_ = RegisterMappedFile(p, file->size_, path);
-  }
-  close(fd);  // the mapping keeps the file alive
+  file->base_ = file->region_->data();
+  file->size_ = file->region_->size();
   PI_RETURN_IF_ERROR(file->Parse().WithContext(path));
   *out = std::move(file);
   return Status::Ok();
@@ -415,8 +382,7 @@ Status GgufFile::Parse() {
     if (!IsPowerOfTwo(a->u) || a->u < kGgufMinAlignment || a->u > kGgufMaxAlignment) {
       return Status::Error("bad alignment: %s = %" PRIu64
                            " at byte %zu is not a power of two from %u to %u",
-                           kAlignmentKey, a->u, alignment_at, kGgufMinAlignment,
-                           kGgufMaxAlignment);
+                           kAlignmentKey, a->u, alignment_at, kGgufMinAlignment, kGgufMaxAlignment);
     }
     alignment_ = static_cast<uint32_t>(a->u);
   }

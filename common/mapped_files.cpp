@@ -1,7 +1,11 @@
 #include "common/mapped_files.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -90,6 +94,44 @@ void InstallMappedFileFaultHandler(const char* tool) {
   sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGBUS, &sa, nullptr);
+}
+
+MappedRegion::~MappedRegion() {
+  UnregisterMappedFile(slot_);
+  if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+Status MappedRegion::Map(const std::string& path, std::unique_ptr<MappedRegion>* out) {
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer; it is
+  // refused below as not a regular file instead.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Status::Error("%s: cannot open: %s", path.c_str(), strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return Status::Error("%s: cannot stat: %s", path.c_str(), strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status::Error("%s: not a regular file", path.c_str());
+  }
+  std::unique_ptr<MappedRegion> region(new MappedRegion());
+  region->size_ = static_cast<size_t>(st.st_size);
+  if (region->size_ > 0) {
+    void* p = mmap(nullptr, region->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      close(fd);
+      return Status::Error("%s: mmap of %zu bytes failed: %s", path.c_str(), region->size_,
+                           strerror(err));
+    }
+    region->data_ = static_cast<const uint8_t*>(p);
+    region->slot_ = RegisterMappedFile(p, region->size_, path);
+  }
+  close(fd);  // the mapping keeps the file alive
+  *out = std::move(region);
+  return Status::Ok();
 }
 
 }  // namespace pi

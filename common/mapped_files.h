@@ -6,9 +6,31 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 
+#include "common/status.h"
+
 namespace pi {
+
+// A regular file mapped read-only, and registered in the table below, until
+// destroyed. Opening a FIFO or a directory is refused (never waits).
+class MappedRegion {
+ public:
+  ~MappedRegion();
+  MappedRegion(const MappedRegion&) = delete;
+  MappedRegion& operator=(const MappedRegion&) = delete;
+  static Status Map(const std::string& path, std::unique_ptr<MappedRegion>* out);
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  MappedRegion() = default;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  int slot_ = -1;
+};
 
 // Records [addr, addr + size) as a mapping of `path`. Returns a slot to pass
 // to UnregisterMappedFile, or -1 when the table is full (the mapping then

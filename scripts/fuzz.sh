@@ -7,7 +7,9 @@
 #   device_fuzz a gpu_worker's device sessions (any sequence of device messages);
 #   request_fuzz  what a client sends the coordinator (GenerateRequest and
 #               TokenizeRequest bytes: protobuf, the validator, the tokenizer);
-#   http_body_fuzz  the HTTP API's /v1/completions bodies (JSON).
+#   http_body_fuzz  the HTTP API's /v1/completions bodies (JSON);
+#   hf_fuzz     what pi-convert reads: safetensors, config.json, tokenizer.model,
+#               tokenizer.json.
 #
 #   scripts/fuzz.sh                  # 60 s each
 #   FUZZ_SECONDS=600 scripts/fuzz.sh
@@ -30,7 +32,8 @@ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPI_FUZZ=ON \
   -DPI_CUDA=OFF -DPI_GRPC=ON -DPI_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build "$build" -j"$jobs" --target gguf_fuzz gguf_fuzz_seeds model_fuzz model_fuzz_seeds \
-  step_fuzz step_fuzz_seeds device_fuzz device_fuzz_seeds request_fuzz request_fuzz_seeds http_body_fuzz
+  step_fuzz step_fuzz_seeds device_fuzz device_fuzz_seeds request_fuzz request_fuzz_seeds http_body_fuzz \
+  hf_fuzz hf_fuzz_seeds
 
 # run_fuzzer TARGET MAX_LEN [libFuzzer flags...]
 run_fuzzer() {
@@ -76,4 +79,5 @@ run_fuzzer step_fuzz 4096
 run_fuzzer device_fuzz 8192
 run_fuzzer request_fuzz 4096
 run_http_fuzzer
+run_fuzzer hf_fuzz 65536
 echo "fuzz.sh: no failures in ${seconds}s per target"

@@ -1,0 +1,106 @@
+#include "common/hf_config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace pi {
+namespace {
+
+using json = nlohmann::json;
+
+// A positive integer field (required, or absent leaving *out).
+Status Int(const json& j, const char* key, bool required, int max, int* out) {
+  if (!j.contains(key) || j[key].is_null()) {
+    return required ? Status::Error("config.json: no \"%s\"", key) : Status::Ok();
+  }
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() < 1 || j[key].get<int64_t>() > max) {
+    return Status::Error("config.json: \"%s\" must be an integer from 1 to %d", key, max);
+  }
+  *out = static_cast<int>(j[key].get<int64_t>());
+  return Status::Ok();
+}
+
+Status Float(const json& j, const char* key, double* out) {
+  if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+  if (!j[key].is_number() || !(j[key].get<double>() > 0)) {
+    return Status::Error("config.json: \"%s\" must be a positive number", key);
+  }
+  *out = j[key].get<double>();
+  return Status::Ok();
+}
+
+// bos/eos: an id, or (some configs) a list whose first id is taken.
+Status TokenId(const json& j, const char* key, int* out) {
+  if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+  const json& v = j[key].is_array() && !j[key].empty() ? j[key][0] : j[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (1 << 30)) {
+    return Status::Error("config.json: \"%s\" must be a token id", key);
+  }
+  *out = static_cast<int>(v.get<int64_t>());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadHfFile(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::Error("%s: cannot read", path.c_str());
+  std::stringstream s;
+  s << f.rdbuf();
+  if (f.bad()) return Status::Error("%s: read error", path.c_str());
+  *out = s.str();
+  return Status::Ok();
+}
+
+Status ParseHfConfig(const std::string& text, HfConfig* out) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Error("config.json is not a JSON object");
+  HfConfig c;
+  if (!j.contains("architectures") || !j["architectures"].is_array() ||
+      j["architectures"].empty() || !j["architectures"][0].is_string()) {
+    return Status::Error("config.json: no \"architectures\" list naming the model class");
+  }
+  c.architecture = j["architectures"][0].get<std::string>();
+  constexpr int kMaxDim = 1 << 20;
+  PI_RETURN_IF_ERROR(Int(j, "hidden_size", true, kMaxDim, &c.hidden_size));
+  PI_RETURN_IF_ERROR(Int(j, "intermediate_size", true, kMaxDim, &c.intermediate_size));
+  PI_RETURN_IF_ERROR(Int(j, "num_hidden_layers", true, 4096, &c.num_hidden_layers));
+  PI_RETURN_IF_ERROR(Int(j, "num_attention_heads", true, 4096, &c.num_attention_heads));
+  c.num_key_value_heads = c.num_attention_heads;
+  PI_RETURN_IF_ERROR(Int(j, "num_key_value_heads", false, 4096, &c.num_key_value_heads));
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  PI_RETURN_IF_ERROR(Int(j, "head_dim", false, kMaxDim, &c.head_dim));
+  PI_RETURN_IF_ERROR(Int(j, "vocab_size", true, 1 << 24, &c.vocab_size));
+  c.max_position_embeddings = 2048;
+  PI_RETURN_IF_ERROR(Int(j, "max_position_embeddings", false, 1 << 24, &c.max_position_embeddings));
+  PI_RETURN_IF_ERROR(Float(j, "rms_norm_eps", &c.rms_norm_eps));
+  PI_RETURN_IF_ERROR(Float(j, "rope_theta", &c.rope_theta));
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    return Status::Error("config.json: rope_scaling is not supported yet");
+  }
+  c.hidden_act = "silu";
+  if (j.contains("hidden_act")) {
+    if (!j["hidden_act"].is_string())
+      return Status::Error("config.json: \"hidden_act\" is not a string");
+    c.hidden_act = j["hidden_act"].get<std::string>();
+  }
+  if (j.contains("tie_word_embeddings")) {
+    if (!j["tie_word_embeddings"].is_boolean()) {
+      return Status::Error("config.json: \"tie_word_embeddings\" is not true or false");
+    }
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
+  PI_RETURN_IF_ERROR(TokenId(j, "bos_token_id", &c.bos_token_id));
+  PI_RETURN_IF_ERROR(TokenId(j, "eos_token_id", &c.eos_token_id));
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    return Status::Error("config.json: %d attention heads are not a multiple of %d KV heads",
+                         c.num_attention_heads, c.num_key_value_heads);
+  }
+  if (c.head_dim % 2 != 0)
+    return Status::Error("config.json: an odd head dimension %d", c.head_dim);
+  *out = c;
+  return Status::Ok();
+}
+
+}  // namespace pi

@@ -1,0 +1,35 @@
+// ConvertHfModel: a Hugging Face model folder (config.json, safetensors
+// weights — one file or shards with their index —, tokenizer.model or
+// tokenizer.json) to a GGUF file the engine runs (pi-convert is the command).
+//
+// Llama-family classes (LlamaForCausalLM, MistralForCausalLM) become
+// general.architecture "llama": Q and K rows permuted from Hugging Face's
+// rotate-half RoPE layout to llama.cpp's interleaved pairs, tied embeddings
+// left to the loader, norms in f32, the FFN activation always written
+// (pi.ffn_activation: config.json's hidden_act or --ffn-activation). With
+// down_t the FFN's down projection is stored as PowerInfer's ffn_down_t (a
+// row per neuron) in a PWRI file: what sparse execution and
+// pi-train-predictor take. Tensors stream one at a time from the mapped
+// shards into the output, written atomically.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "kernels/dtype.h"
+
+namespace pi {
+
+struct HfConvertOptions {
+  // f32, f16, bf16, q8_0 or q4_0 for the matrices (a matrix whose rows are
+  // not whole blocks of a quantized type falls back to f16); norms are f32.
+  DType outtype = DType::kF16;
+  bool down_t = false;
+  std::string activation;  // relu | silu | drelu | gelu; empty: config.json's
+  std::string name;        // general.name; empty: the folder's name
+};
+
+Status ConvertHfModel(const std::string& dir, const HfConvertOptions& options,
+                      const std::string& out_path);
+
+}  // namespace pi

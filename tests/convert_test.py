@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""pi-convert: Hugging Face folders made here with torch (random weights, safetensors written
+by hand, one file or shards with an index) become GGUF files whose logits equal a torch
+forward pass of the same weights (Hugging Face's llama: rotate-half RoPE, GQA, RMSNorm, a
+gated FFN), in every mode the engine runs them:
+
+- llama-ReLU (SentencePiece tokenizer.model, sharded) as f32, then --down-t: a PWRI file whose
+  --sparse oracle logits equal torch's too, which pi-train-predictor trains and pi-run runs
+  with --sparse predictor; as q8_0 it loads and its top tokens match;
+- llama-SiLU with GQA and tied embeddings (a BPE tokenizer.json);
+- Mistral-shaped (MistralForCausalLM, GQA) with --ffn-activation relu overriding hidden_act;
+- the SentencePiece vocabulary: on 300 lines of text the converted file tokenizes exactly as
+  the demo model (whose vocabulary the same tokenizer.model made);
+- the BPE vocabulary: on ASCII strings it tokenizes as a byte-level BPE reference written here;
+- malformed folders, each with its own error: a missing tensor, an unknown architecture, a
+  shape that disagrees with config.json, a truncated safetensors header, an index naming a
+  shard that lacks the tensor, no tokenizer.
+
+Usage: convert_test.py BIN_DIR
+"""
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from served_process import check, finish  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "reference"))
+from check_tokenizer import bytes_to_unicode  # noqa: E402  (GPT-2's byte alphabet)
+
+SPM = os.path.join(ROOT, "models", "demo-tokenizer.model")
+DEMO = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
+
+
+# ---- a Hugging Face llama in torch ---------------------------------------------------------
+
+def make_weights(cfg, seed):
+    g = torch.Generator().manual_seed(seed)
+    d, ff, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+
+    def r(*shape, scale=0.08):
+        return torch.randn(*shape, generator=g) * scale
+
+    w = {"model.embed_tokens.weight": r(cfg["vocab_size"], d, scale=0.5),
+         "model.norm.weight": 1 + r(d, scale=0.1)}
+    for l in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        w[p + "input_layernorm.weight"] = 1 + r(d, scale=0.1)
+        w[p + "post_attention_layernorm.weight"] = 1 + r(d, scale=0.1)
+        w[p + "self_attn.q_proj.weight"] = r(q, d)
+        w[p + "self_attn.k_proj.weight"] = r(kv, d)
+        w[p + "self_attn.v_proj.weight"] = r(kv, d)
+        w[p + "self_attn.o_proj.weight"] = r(d, q)
+        # A bias toward negative gate values: a ReLU model then fires sparsely.
+        w[p + "mlp.gate_proj.weight"] = r(ff, d) - 0.01
+        w[p + "mlp.up_proj.weight"] = r(ff, d)
+        w[p + "mlp.down_proj.weight"] = r(d, ff)
+    if not cfg.get("tie_word_embeddings"):
+        w["lm_head.weight"] = r(cfg["vocab_size"], d, scale=0.3)
+    return w
+
+
+def torch_forward(cfg, w, tokens):
+    """Hugging Face LlamaForCausalLM's forward in float64: logits [n, vocab]."""
+    d, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = d // nh
+    eps, theta = cfg.get("rms_norm_eps", 1e-6), cfg.get("rope_theta", 10000.0)
+    W = {k: v.double() for k, v in w.items()}
+    act = {"relu": torch.relu, "silu": torch.nn.functional.silu}[cfg["_act"]]
+
+    def norm(x, g):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * g
+
+    n = len(tokens)
+    pos = torch.arange(n, dtype=torch.float64)
+    inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    ang = torch.outer(pos, inv)
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+
+    def rope(x):  # [heads, n, hd], rotate-half
+        x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+
+    h = W["model.embed_tokens.weight"][tokens]
+    mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
+    for l in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        x = norm(h, W[p + "input_layernorm.weight"])
+        q = (x @ W[p + "self_attn.q_proj.weight"].T).view(n, nh, hd).transpose(0, 1)
+        k = (x @ W[p + "self_attn.k_proj.weight"].T).view(n, nkv, hd).transpose(0, 1)
+        v = (x @ W[p + "self_attn.v_proj.weight"].T).view(n, nkv, hd).transpose(0, 1)
+        q, k = rope(q), rope(k)
+        k = k.repeat_interleave(nh // nkv, 0)
+        v = v.repeat_interleave(nh // nkv, 0)
+        a = torch.softmax(q @ k.transpose(1, 2) / hd ** 0.5 + mask, -1) @ v
+        h = h + a.transpose(0, 1).reshape(n, d) @ W[p + "self_attn.o_proj.weight"].T
+        x = norm(h, W[p + "post_attention_layernorm.weight"])
+        f = act(x @ W[p + "mlp.gate_proj.weight"].T) * (x @ W[p + "mlp.up_proj.weight"].T)
+        h = h + f @ W[p + "mlp.down_proj.weight"].T
+    head = W["lm_head.weight"] if "lm_head.weight" in W else W["model.embed_tokens.weight"]
+    return (norm(h, W["model.norm.weight"]) @ head.T).numpy()
+
+
+# ---- writing a Hugging Face folder -------------------------------------------------------
+
+def write_safetensors(path, tensors, dtype="F32"):
+    header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, t in tensors.items():
+        arr = t.numpy().astype(np.float32 if dtype == "F32" else np.float16)
+        b = arr.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [at, at + len(b)]}
+        blobs.append(b)
+        at += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def write_folder(dir, cfg, w, tokenizer, shards=1, dtype="F32"):
+    os.makedirs(dir, exist_ok=True)
+    with open(os.path.join(dir, "config.json"), "w") as f:
+        json.dump({k: v for k, v in cfg.items() if not k.startswith("_")}, f)
+    names = list(w)
+    if shards == 1:
+        write_safetensors(os.path.join(dir, "model.safetensors"), w, dtype)
+    else:
+        weight_map = {}
+        for s in range(shards):
+            part = {n: w[n] for n in names[s::shards]}
+            fname = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
+            write_safetensors(os.path.join(dir, fname), part, dtype)
+            weight_map.update({n: fname for n in part})
+        with open(os.path.join(dir, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    if tokenizer == "spm":
+        shutil.copy(SPM, os.path.join(dir, "tokenizer.model"))
+    else:
+        with open(os.path.join(dir, "tokenizer.json"), "w") as f:
+            json.dump(tokenizer, f)
+
+
+# ---- a byte-level BPE tokenizer.json and its reference encoder ----------------------------
+
+def make_bpe(text, n_merges):
+    """A tokenizer.json: the 256 byte tokens, merges learned greedily on `text`, two specials."""
+    b2u = bytes_to_unicode()
+    words = [[b2u[b] for b in w.encode()] for w in pretokenize(text)]
+    vocab = {b2u[b]: i for i, b in enumerate(range(256))}
+    merges = []
+    for _ in range(n_merges):
+        counts = {}
+        for w in words:
+            for a, b in zip(w, w[1:]):
+                counts[(a, b)] = counts.get((a, b), 0) + 1
+        if not counts:
+            break
+        best = max(counts, key=lambda k: (counts[k], k))
+        merges.append(best)
+        vocab[best[0] + best[1]] = len(vocab)
+        for w in words:
+            i = 0
+            while i < len(w) - 1:
+                if (w[i], w[i + 1]) == best:
+                    w[i:i + 2] = [w[i] + w[i + 1]]
+                else:
+                    i += 1
+    specials = [{"id": len(vocab), "content": "<|begin|>", "special": True},
+                {"id": len(vocab) + 1, "content": "<|end|>", "special": True}]
+    return {"version": "1.0", "added_tokens": specials,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+            "model": {"type": "BPE", "vocab": vocab, "merges": [a + " " + b for a, b in merges]}}
+
+
+GPT2_ASCII = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+")
+
+
+def pretokenize(text):
+    return GPT2_ASCII.findall(text)
+
+
+def bpe_encode(tok, text):
+    b2u = bytes_to_unicode()
+    vocab = tok["model"]["vocab"]
+    ranks = {tuple(m.split(" ")): i for i, m in enumerate(tok["model"]["merges"])}
+    out = []
+    for word in pretokenize(text):
+        w = [b2u[b] for b in word.encode()]
+        while len(w) > 1:
+            pairs = [(ranks.get((a, b), 1 << 30), i) for i, (a, b) in enumerate(zip(w, w[1:]))]
+            rank, i = min(pairs)
+            if rank == 1 << 30:
+                break
+            w[i:i + 2] = [w[i] + w[i + 1]]
+        out.extend(vocab[p] for p in w)
+    return out
+
+
+# ---- running the tools --------------------------------------------------------------------
+
+def run(*args):
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=600)
+
+
+def dump_logits(bin_dir, model, tokens, tmp, sparse="off"):
+    out = os.path.join(tmp, "logits.bin")
+    p = run(os.path.join(bin_dir, "pi-dump-logits"), "-m", model, "--tokens",
+            ",".join(map(str, tokens)), "--out", out, "-ctk", "f32", "-ctv", "f32", "-t", "2",
+            "--sparse", sparse)
+    if p.returncode != 0:
+        return None, p.stderr
+    return np.fromfile(out, dtype=np.float32).reshape(len(tokens), -1), ""
+
+
+def rel_err(a, b):
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def tokenize_jsonl(bin_dir, model, lines, tmp, bos):
+    path = os.path.join(tmp, "lines.jsonl")
+    with open(path, "w") as f:
+        for s in lines:
+            f.write(json.dumps(s) + "\n")
+    p = run(os.path.join(bin_dir, "pi-tokenize"), "-m", model, "--ids-jsonl", path,
+            "--bos" if bos else "--no-bos")
+    return [json.loads(l) for l in p.stdout.splitlines()] if p.returncode == 0 else p.stderr
+
+
+def main():
+    bin_dir = sys.argv[1]
+    convert = os.path.join(bin_dir, "pi-convert")
+    tokens = [1, 17, 250, 3000, 42, 7, 999, 5, 64, 128, 4000, 11]
+    with tempfile.TemporaryDirectory() as tmp:
+        base = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 192,
+                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+                "vocab_size": 4096, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
+                "rope_theta": 10000.0, "bos_token_id": 1, "eos_token_id": 2}
+
+        # llama-ReLU, SentencePiece, two shards.
+        relu = dict(base, hidden_act="relu", _act="relu")
+        w = make_weights(relu, 1)
+        want = torch_forward(relu, w, tokens)
+        src = os.path.join(tmp, "relu-llama")
+        write_folder(src, relu, w, "spm", shards=2)
+        out = os.path.join(tmp, "relu-f32.gguf")
+        p = run(convert, src, "-o", out, "--outtype", "f32")
+        check(p.returncode == 0, f"relu-llama (2 shards, SentencePiece) converts ({p.stderr[-300:]!r})")
+        got, err = dump_logits(bin_dir, out, tokens, tmp)
+        check(got is not None and rel_err(got, want) < 1e-4,
+              f"relu-llama f32: logits equal torch's within 1e-4 "
+              f"({rel_err(got, want) if got is not None else err!r})")
+        out_t = os.path.join(tmp, "relu-down-t.gguf")
+        p = run(convert, src, "-o", out_t, "--outtype", "f32", "--down-t")
+        with open(out_t, "rb") as f:
+            magic = f.read(4)
+        check(p.returncode == 0 and magic == b"PWRI", f"--down-t writes a PWRI file ({magic!r})")
+        got, err = dump_logits(bin_dir, out_t, tokens, tmp, sparse="oracle")
+        check(got is not None and rel_err(got, want) < 1e-4,
+              f"relu-llama --down-t, --sparse oracle: logits equal torch's within 1e-4 "
+              f"({rel_err(got, want) if got is not None else err!r})")
+        # The dead end this tool removes: the converted file trains predictors and runs them.
+        pred = os.path.join(tmp, "relu-pred.gguf")
+        p = run(os.path.join(bin_dir, "pi-train-predictor"), "-m", out_t, "-f",
+                os.path.join(ROOT, "models", "kjv-valid.txt"), "-o", pred, "--max-tokens", "2000",
+                "--epochs", "2", "--rank", "32")
+        q = run(os.path.join(bin_dir, "pi-run"), "-m", pred, "--sparse", "predictor", "-p",
+                "In the beginning", "-n", "8") if p.returncode == 0 else p
+        check(p.returncode == 0 and q.returncode == 0,
+              f"--down-t output: pi-train-predictor trains it, pi-run --sparse predictor runs it "
+              f"({(p.stderr + q.stderr)[-200:]!r})")
+        out_q = os.path.join(tmp, "relu-q8.gguf")
+        p = run(convert, src, "-o", out_q, "--outtype", "q8_0", "--down-t")
+        got, err = dump_logits(bin_dir, out_q, tokens, tmp, sparse="oracle")
+        agree = got is not None and np.mean(got.argmax(1) == want.argmax(1))
+        check(p.returncode == 0 and got is not None and agree >= 0.9 and rel_err(got, want) < 0.05,
+              f"relu-llama q8_0 --down-t: loads, runs sparse, top tokens agree "
+              f"({agree}, {rel_err(got, want) if got is not None else err!r})")
+
+        # The SentencePiece vocabulary: as the demo model's (made from the same file).
+        with open(os.path.join(ROOT, "models", "kjv-valid.txt")) as f:
+            lines = [l.rstrip("\n") for l in f][:300]
+        a = tokenize_jsonl(bin_dir, out, lines, tmp, True)
+        b = tokenize_jsonl(bin_dir, DEMO, lines, tmp, True)
+        check(isinstance(a, list) and a == b and len(a) == 300,
+              "SentencePiece: 300 lines tokenize as with the demo model's vocabulary")
+
+        # llama-SiLU, GQA, tied embeddings, BPE tokenizer.json, F16 safetensors.
+        bpe = make_bpe(" ".join(lines), 300)
+        silu = dict(base, hidden_act="silu", _act="silu", num_key_value_heads=2,
+                    tie_word_embeddings=True, vocab_size=len(bpe["model"]["vocab"]) + 2,
+                    bos_token_id=len(bpe["model"]["vocab"]), eos_token_id=len(bpe["model"]["vocab"]) + 1)
+        w = make_weights(silu, 2)
+        w = {k: v.half().float() for k, v in w.items()}  # what F16 files hold
+        btok = [t % silu["vocab_size"] for t in tokens]
+        want = torch_forward(silu, w, btok)
+        src = os.path.join(tmp, "silu-llama")
+        write_folder(src, silu, w, bpe, dtype="F16")
+        out = os.path.join(tmp, "silu-f32.gguf")
+        p = run(convert, src, "-o", out, "--outtype", "f32")
+        got, err = dump_logits(bin_dir, out, btok, tmp) if p.returncode == 0 else (None, p.stderr)
+        check(got is not None and rel_err(got, want) < 1e-4,
+              f"silu-llama (GQA, tied, BPE, F16 safetensors): logits equal torch's within 1e-4 "
+              f"({rel_err(got, want) if got is not None else err!r})")
+        ascii_lines = [l for l in lines if all(ord(c) < 128 for c in l)][:200]
+        a = tokenize_jsonl(bin_dir, out, ascii_lines, tmp, False)
+        check(isinstance(a, list) and a == [bpe_encode(bpe, s) for s in ascii_lines],
+              f"BPE: {len(ascii_lines)} lines tokenize as the byte-level BPE reference")
+
+        # Mistral-shaped, hidden_act silu overridden to relu.
+        mistral = dict(base, architectures=["MistralForCausalLM"], hidden_act="silu", _act="relu",
+                       num_key_value_heads=2)
+        w = make_weights(mistral, 3)
+        want = torch_forward(mistral, w, tokens)
+        src = os.path.join(tmp, "mistral")
+        write_folder(src, mistral, w, "spm")
+        out = os.path.join(tmp, "mistral.gguf")
+        p = run(convert, src, "-o", out, "--outtype", "f32", "--ffn-activation", "relu")
+        got, err = dump_logits(bin_dir, out, tokens, tmp) if p.returncode == 0 else (None, p.stderr)
+        check(got is not None and rel_err(got, want) < 1e-4 and "overrides" in p.stderr,
+              f"Mistral-shaped, --ffn-activation relu: logits equal torch's, the override said "
+              f"({rel_err(got, want) if got is not None else err!r})")
+
+        # Malformed folders: each its own error, nothing written.
+        def error_of(edit, name):
+            d = os.path.join(tmp, "bad-" + name)
+            cfg = dict(relu)
+            ww = make_weights(cfg, 4)
+            write_folder(d, cfg, ww, "spm")
+            edit(d, cfg, ww)
+            o = os.path.join(tmp, "bad-%s.gguf" % name)
+            p = run(convert, d, "-o", o)
+            return p.returncode, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "", os.path.exists(o)
+
+        def drop_tensor(d, cfg, ww):
+            del ww["model.layers.1.mlp.up_proj.weight"]
+            write_safetensors(os.path.join(d, "model.safetensors"), ww)
+
+        def arch(d, cfg, ww):
+            cfg["architectures"] = ["GPTNeoXForCausalLM"]
+            write_folder(d, cfg, ww, "spm")
+
+        def shape(d, cfg, ww):
+            cfg["intermediate_size"] = 256
+            write_folder(d, cfg, ww, "spm")
+
+        def truncate(d, cfg, ww):
+            path = os.path.join(d, "model.safetensors")
+            with open(path, "rb") as f:
+                data = f.read()
+            with open(path, "wb") as f:
+                f.write(data[:100])
+
+        def bad_index(d, cfg, ww):
+            write_folder(d, cfg, ww, "spm", shards=2)
+            os.remove(os.path.join(d, "model.safetensors"))
+            idx = os.path.join(d, "model.safetensors.index.json")
+            with open(idx) as f:
+                j = json.load(f)
+            j["weight_map"]["model.norm.weight"] = "model-00002-of-00002.safetensors"
+            j["weight_map"]["model.layers.0.input_layernorm.weight"] = "model-00002-of-00002.safetensors"
+            with open(idx, "w") as f:
+                json.dump(j, f)
+
+        def no_tokenizer(d, cfg, ww):
+            os.remove(os.path.join(d, "tokenizer.model"))
+
+        for edit, name, words in ((drop_tensor, "missing", "missing tensor 'model.layers.1.mlp.up_proj.weight'"),
+                                  (arch, "arch", "architecture GPTNeoXForCausalLM is not one pi-convert knows"),
+                                  (shape, "shape", "has shape [192, 64], config.json implies [256, 64]"),
+                                  (truncate, "truncated", "truncated"),
+                                  (bad_index, "index", "which does not hold it"),
+                                  (no_tokenizer, "tokenizer", "no tokenizer.model or tokenizer.json")):
+            rc, msg, wrote = error_of(edit, name)
+            check(rc == 1 and words in msg and not wrote, f"{name}: refused ({msg!r})")
+    finish()
+
+
+if __name__ == "__main__":
+    main()

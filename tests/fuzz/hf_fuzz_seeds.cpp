@@ -1,0 +1,49 @@
+// Writes hf_fuzz's seeds: a small valid safetensors file, a config.json, the
+// demo's tokenizer.model and a small BPE tokenizer.json, each behind its
+// selector byte.
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "tests/fuzz/seed_file.h"
+
+namespace {
+
+std::vector<uint8_t> With(uint8_t kind, const std::string& body) {
+  std::vector<uint8_t> out = {kind};
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir;
+  if (!pi::SeedDirFromArgs(argc, argv, &dir)) return 2;
+  // Two F32 tensors: a [2, 2] matrix and a [2] vector.
+  const std::string header =
+      R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
+      R"("b":{"dtype":"F16","shape":[2],"data_offsets":[16,20]},"__metadata__":{"format":"pt"}})";
+  std::string st(8, '\0');
+  for (int i = 0; i < 8; ++i) st[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  st += header + std::string(20, '\x01');
+  const std::string config =
+      R"({"architectures":["LlamaForCausalLM"],"hidden_size":64,"intermediate_size":192,)"
+      R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,)"
+      R"("vocab_size":512,"hidden_act":"relu","rms_norm_eps":1e-5,"bos_token_id":1})";
+  const std::string bpe =
+      R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},)"
+      R"("added_tokens":[{"id":3,"content":"<s>","special":true}],)"
+      R"("pre_tokenizer":{"type":"ByteLevel","use_regex":true}})";
+  std::ifstream spm_file(std::string(PI_SOURCE_DIR) + "/models/demo-tokenizer.model",
+                         std::ios::binary);
+  const std::string spm((std::istreambuf_iterator<char>(spm_file)),
+                        std::istreambuf_iterator<char>());
+  bool ok = pi::WriteSeedFile(dir + "/safetensors.bin", With(0, st));
+  ok &= pi::WriteSeedFile(dir + "/config.bin", With(1, config));
+  ok &= pi::WriteSeedFile(dir + "/spm.bin", With(2, spm.substr(0, 4000)));
+  ok &= pi::WriteSeedFile(dir + "/bpe.bin", With(3, bpe));
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,172 @@
+// What pi-convert reads from a Hugging Face folder, file by file: a
+// safetensors file's header (every field checked before its bytes are
+// trusted), config.json, a sentencepiece model (the demo's, against what
+// its GGUF holds), a BPE tokenizer.json. Each malformed input names its
+// problem. (tests/convert_test.py converts whole folders.)
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/gguf.h"
+#include "common/hf_config.h"
+#include "common/hf_tokenizer.h"
+#include "common/safetensors.h"
+
+namespace pi {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<uint8_t> File(const std::string& header, size_t data_bytes) {
+  std::vector<uint8_t> f(8 + header.size() + data_bytes);
+  for (int i = 0; i < 8; ++i) f[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+  std::copy(header.begin(), header.end(), f.begin() + 8);
+  for (size_t i = 0; i < data_bytes; ++i) f[8 + header.size() + i] = static_cast<uint8_t>(i);
+  return f;
+}
+
+std::string ParseError(const std::string& header, size_t data_bytes) {
+  const std::vector<uint8_t> f = File(header, data_bytes);
+  std::vector<SafeTensor> t;
+  return ParseSafetensors(f.data(), f.size(), &t).message();
+}
+
+TEST(SafetensorsTest, ValidFileParsesInPlace) {
+  const std::vector<uint8_t> f =
+      File(R"({"w":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},)"
+           R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[12,16]},"__metadata__":{"x":"y"}})",
+           16);
+  std::vector<SafeTensor> t;
+  ASSERT_TRUE(ParseSafetensors(f.data(), f.size(), &t).ok());
+  ASSERT_EQ(t.size(), 2u);
+  const SafeTensor& w = t[0].name == "w" ? t[0] : t[1];
+  EXPECT_EQ(w.type, DType::kF16);
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(w.nbytes, 12u);
+  EXPECT_EQ(w.data, f.data() + f.size() - 16);
+}
+
+TEST(SafetensorsTest, MalformedHeadersNameTheProblem) {
+  std::vector<SafeTensor> t;
+  const uint8_t tiny[4] = {1, 2, 3, 4};
+  EXPECT_THAT(ParseSafetensors(tiny, 4, &t).message(), HasSubstr("shorter than the 8-byte"));
+  std::vector<uint8_t> cut = File(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4);
+  cut.resize(20);
+  EXPECT_THAT(ParseSafetensors(cut.data(), cut.size(), &t).message(), HasSubstr("truncated"));
+  EXPECT_THAT(ParseError("[1, 2]", 0), HasSubstr("not a JSON object"));
+  EXPECT_THAT(ParseError(R"({"w":{"dtype":"Q4","shape":[1],"data_offsets":[0,4]}})", 4),
+              HasSubstr("unknown dtype 'Q4'"));
+  EXPECT_THAT(ParseError(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,4]}})", 4),
+              HasSubstr("4 bytes for 3 F32 elements"));
+  EXPECT_THAT(ParseError(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4),
+              HasSubstr("outside the 4 bytes of data"));
+  EXPECT_THAT(ParseError(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4),
+              HasSubstr("not a non-negative integer"));
+  EXPECT_THAT(ParseError(R"({"w":{"dtype":"F32","shape":[1099511627776,1099511627776],)"
+                         R"("data_offsets":[0,4]}})",
+                         4),
+              HasSubstr("overflows"));
+  EXPECT_THAT(ParseError(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                         R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                         12),
+              HasSubstr("share bytes"));
+  EXPECT_THAT(ParseError(R"({"w":{"dtype":"F32","shape":[1]}})", 4), HasSubstr("data_offsets"));
+}
+
+TEST(HfConfigTest, FieldsAndDefaults) {
+  HfConfig c;
+  ASSERT_TRUE(ParseHfConfig(R"({"architectures":["LlamaForCausalLM"],"hidden_size":64,)"
+                            R"("intermediate_size":192,"num_hidden_layers":2,)"
+                            R"("num_attention_heads":4,"vocab_size":100,"eos_token_id":[2,7]})",
+                            &c)
+                  .ok());
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.hidden_act, "silu");
+  EXPECT_EQ(c.eos_token_id, 2);
+  EXPECT_EQ(c.bos_token_id, -1);
+  auto error = [](const std::string& text) {
+    HfConfig x;
+    return ParseHfConfig(text, &x).message();
+  };
+  EXPECT_THAT(error("{"), HasSubstr("not a JSON object"));
+  EXPECT_THAT(error(R"({"hidden_size":64})"), HasSubstr("architectures"));
+  const std::string base = R"({"architectures":["X"],"hidden_size":64,"intermediate_size":192,)"
+                           R"("num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100)";
+  EXPECT_THAT(error(base + R"(,"num_key_value_heads":3})"), HasSubstr("not a multiple of 3 KV"));
+  EXPECT_THAT(error(base + R"(,"hidden_size":"64"})"), HasSubstr("\"hidden_size\" must be"));
+  EXPECT_THAT(error(base + R"(,"rope_scaling":{"type":"linear"}})"), HasSubstr("rope_scaling"));
+  EXPECT_THAT(error(R"({"architectures":["X"],"hidden_size":64})"),
+              HasSubstr("no \"intermediate_size\""));
+}
+
+TEST(HfTokenizerTest, SentencepieceModelAsItsGguf) {
+  std::ifstream f(std::string(PI_SOURCE_DIR) + "/models/demo-tokenizer.model", std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
+                                   std::istreambuf_iterator<char>());
+  SpmModel m;
+  ASSERT_TRUE(ParseSpmModel(bytes.data(), bytes.size(), &m).ok());
+  std::unique_ptr<GgufFile> demo;
+  ASSERT_TRUE(GgufFile::Open(std::string(PI_SOURCE_DIR) + "/models/demo-kjv-f16.gguf", &demo).ok());
+  const GgufValue* tokens = demo->Find("tokenizer.ggml.tokens");
+  const GgufValue* types = demo->Find("tokenizer.ggml.token_type");
+  ASSERT_TRUE(tokens && types);
+  ASSERT_EQ(m.pieces.size(), tokens->array.size());
+  for (size_t i = 0; i < m.pieces.size(); ++i) {
+    ASSERT_EQ(m.pieces[i].piece, tokens->array[i].str) << i;
+    ASSERT_EQ(m.pieces[i].type, types->array[i].i) << i;
+  }
+  EXPECT_EQ(m.normalizer, "identity");
+  std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + 1001);
+  EXPECT_THAT(ParseSpmModel(cut.data(), cut.size(), &m).message(), HasSubstr("past the end"));
+  const uint8_t none[2] = {0x18, 0x01};  // field 3 varint: no pieces
+  EXPECT_THAT(ParseSpmModel(none, 2, &m).message(), HasSubstr("no pieces"));
+}
+
+TEST(HfTokenizerTest, BpeJsonAndItsErrors) {
+  HfConfig c;
+  c.vocab_size = 8;
+  c.bos_token_id = 3;
+  const std::string good =
+      R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":[["a","b"]]},)"
+      R"("added_tokens":[{"id":3,"content":"<s>","special":true}],)"
+      R"("pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":)"
+      R"({"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|x"}},{"type":"ByteLevel"}]},)"
+      R"("post_processor":{"single":[{"SpecialToken":{"id":"<s>"}}]}})";
+  GgufWriter w;
+  ASSERT_TRUE(AddBpeTokenizer(good, "", c, &w).ok());
+  std::unique_ptr<GgufFile> g;
+  const std::vector<uint8_t> bytes = w.Serialize();
+  ASSERT_TRUE(GgufFile::OpenBuffer(bytes.data(), bytes.size(), &g).ok());
+  EXPECT_EQ(g->Find("tokenizer.ggml.pre")->str, "llama-bpe");
+  EXPECT_EQ(g->Find("tokenizer.ggml.tokens")->array.size(), 8u);  // padded to vocab_size
+  EXPECT_EQ(g->Find("tokenizer.ggml.tokens")->array[7].str, "[PAD7]");
+  EXPECT_EQ(g->Find("tokenizer.ggml.merges")->array[0].str, "a b");
+  EXPECT_EQ(g->Find("tokenizer.ggml.token_type")->array[3].i, 3);  // special: control
+  EXPECT_TRUE(g->Find("tokenizer.ggml.add_bos_token")->u != 0);
+  auto error = [&](const std::string& text) {
+    GgufWriter x;
+    return AddBpeTokenizer(text, "", c, &x).message();
+  };
+  EXPECT_THAT(error("{}"), HasSubstr("no \"model\""));
+  EXPECT_THAT(error(R"({"model":{"type":"Unigram"}})"), HasSubstr("only BPE"));
+  EXPECT_THAT(error(R"({"model":{"type":"BPE","vocab":{"a":9},"merges":[]},)"
+                    R"("pre_tokenizer":{"type":"ByteLevel"}})"),
+              HasSubstr("outside the model's vocab_size 8"));
+  EXPECT_THAT(error(R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[7]},)"
+                    R"("pre_tokenizer":{"type":"ByteLevel"}})"),
+              HasSubstr("a merge is neither"));
+  EXPECT_THAT(error(R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},)"
+                    R"("pre_tokenizer":{"type":"Whitespace"}})"),
+              HasSubstr("pre-tokenizer this tool does not know"));
+}
+
+}  // namespace
+}  // namespace pi
