@@ -34,7 +34,12 @@ void Usage() {
           "                       (a row per neuron) in a PWRI file: for --sparse and\n"
           "                       pi-train-predictor\n"
           "  --ffn-activation A   relu | silu | drelu, instead of config.json's hidden_act\n"
-          "  --name NAME          general.name (default: the folder's name)\n");
+          "  --name NAME          general.name (default: the folder's name)\n"
+          "  --predictors DIR     the original PowerInfer's predictors (DIR/model_N.pt with\n"
+          "                       fc1, fc2; DIR/config.json's sparse_threshold): a PWRI file\n"
+          "                       with them (needs --down-t); read by pi-pt-export (torch)\n"
+          "  --activations DIR    its activation counts (DIR/activation_N.pt) as OUT's\n"
+          "                       statistics, OUT.stats.gguf (what --vram-budget places by)\n");
 }
 
 int Run(int argc, char** argv) {
@@ -51,6 +56,10 @@ int Run(int argc, char** argv) {
       o.down_t = true;
     } else if (f == "--ffn-activation") {
       o.activation = args.String(f);
+    } else if (f == "--predictors") {
+      o.predictors_dir = args.String(f);
+    } else if (f == "--activations") {
+      o.activations_dir = args.String(f);
     } else if (f == "--name") {
       o.name = args.String(f);
     } else if (f == "-h" || f == "--help") {

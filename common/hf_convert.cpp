@@ -1,13 +1,25 @@
 #include "common/hf_convert.h"
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/activation_stats.h"
+#include "common/executable_path.h"
 #include "common/gguf.h"
 #include "common/hf_config.h"
 #include "common/hf_tokenizer.h"
+#include "common/llama_model.h"
 #include "common/memory_limits.h"
 #include "common/progress.h"
 #include "common/safetensors.h"
@@ -30,7 +42,152 @@ struct Job {
   DType type = DType::kF16;
   Reorder reorder = Reorder::kNone;
   int head_dim = 0;
+  const SafeTensor* tensor = nullptr;  // set: this source, not the model's `src`
 };
+
+// The original's torch files as pi-pt-export wrote them (safetensors), mapped.
+struct PtExport {
+  std::unique_ptr<MappedRegion> region;
+  std::vector<SafeTensor> tensors;
+  std::map<std::string, const SafeTensor*> by_name;
+};
+
+// Runs pi-pt-export (next to this binary) `flag dir` into a temporary file
+// beside out_path, then maps and parses it (the file is removed at once:
+// the mapping keeps it).
+Status RunPtExport(const char* flag, const std::string& dir, const std::string& out_path,
+                   PtExport* out) {
+  const std::string helper = PathNextToExecutable("pi-pt-export");
+  const std::string tmp = out_path + ".pt-export.tmp";
+  std::vector<std::string> args = {helper, flag, dir, "-o", tmp};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, helper.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+    return Status::Error("%s: cannot run %s (it reads the torch files)", flag, helper.c_str());
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    unlink(tmp.c_str());
+    return Status::Error("%s %s: pi-pt-export failed (its message is above)", flag, dir.c_str());
+  }
+  Status s = MappedRegion::Map(tmp, &out->region);
+  unlink(tmp.c_str());
+  PI_RETURN_IF_ERROR(s);
+  PI_RETURN_IF_ERROR(ParseSafetensors(out->region->data(), out->region->size(), &out->tensors));
+  for (const SafeTensor& t : out->tensors) out->by_name[t.name] = &t;
+  return Status::Ok();
+}
+
+// The predictors' tensors as jobs (fc1 [H, n_embd], fc2 [n_ff, H] per layer)
+// and their threshold (the folder's config.json, else 0).
+Status PredictorJobs(const HfConfig& c, const HfConvertOptions& o, const PtExport& p,
+                     std::vector<Job>* jobs, float* threshold) {
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string g = "blk." + std::to_string(l) + ".";
+    const auto fc1 = p.by_name.find(g + "fc1.weight"), fc2 = p.by_name.find(g + "fc2.weight");
+    if (fc1 == p.by_name.end() || fc2 == p.by_name.end()) {
+      return Status::Error("--predictors %s: no predictor for layer %d (model_%d.pt)",
+                           o.predictors_dir.c_str(), l, l);
+    }
+    const int64_t rank = fc1->second->shape.size() == 2 ? fc1->second->shape[0] : 0;
+    const DType type = o.outtype == DType::kF32 ? DType::kF32 : DType::kF16;
+    jobs->push_back(Job{"model_" + std::to_string(l) + ".pt fc1.weight",
+                        g + "fc1.weight",
+                        {rank, c.hidden_size},
+                        type,
+                        Reorder::kNone,
+                        0,
+                        fc1->second});
+    jobs->push_back(Job{"model_" + std::to_string(l) + ".pt fc2.weight",
+                        g + "fc2.weight",
+                        {c.intermediate_size, rank},
+                        type,
+                        Reorder::kNone,
+                        0,
+                        fc2->second});
+  }
+  if (p.by_name.size() != 2 * static_cast<size_t>(c.num_hidden_layers)) {
+    return Status::Error("--predictors %s: %zu files for a model of %d layers",
+                         o.predictors_dir.c_str(), p.by_name.size() / 2, c.num_hidden_layers);
+  }
+  *threshold = 0.0f;
+  std::string text;
+  if (ReadHfFile(o.predictors_dir + "/config.json", &text).ok()) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object() && j.contains("sparse_threshold")) {
+      if (!j["sparse_threshold"].is_number() ||
+          !std::isfinite(j["sparse_threshold"].get<double>())) {
+        return Status::Error("%s/config.json: sparse_threshold is not a number",
+                             o.predictors_dir.c_str());
+      }
+      *threshold = j["sparse_threshold"].get<float>();
+    }
+  }
+  return Status::Ok();
+}
+
+// The original's activation counts as OUT.stats.gguf for the model just
+// written (its fingerprint): integer counts as they are (the tokens seen,
+// not recorded there, taken as the largest count), frequencies in [0, 1] as
+// counts of a million tokens.
+Status WriteImportedStats(const HfConvertOptions& o, const PtExport& p,
+                          const std::string& out_path) {
+  LlamaModel model;
+  PI_RETURN_IF_ERROR(LoadLlamaModel(out_path, &model));
+  ActivationStats stats;
+  InitActivationStatsFor(model, &stats);
+  const int n_ff = stats.n_ff();
+  bool frequencies = true;
+  std::vector<std::vector<double>> values(stats.n_layer());
+  for (int l = 0; l < stats.n_layer(); ++l) {
+    const auto it = p.by_name.find("blk." + std::to_string(l) + ".activation");
+    if (it == p.by_name.end()) {
+      return Status::Error("--activations %s: no activation_%d.pt", o.activations_dir.c_str(), l);
+    }
+    const SafeTensor& t = *it->second;
+    if (t.shape.size() != 1 || t.shape[0] != n_ff || (t.dtype != "F32" && t.dtype != "I64")) {
+      return Status::Error("--activations %s: activation_%d.pt is not [%d] counts",
+                           o.activations_dir.c_str(), l, n_ff);
+    }
+    values[l].resize(n_ff);
+    for (int i = 0; i < n_ff; ++i) {
+      double v;
+      if (t.dtype == "F32") {
+        float f;
+        memcpy(&f, t.data + 4 * i, 4);
+        v = f;
+      } else {
+        int64_t n;
+        memcpy(&n, t.data + 8 * i, 8);
+        v = static_cast<double>(n);
+      }
+      if (!(v >= 0) || v > 2e9) {
+        return Status::Error("--activations %s: activation_%d.pt holds %g at neuron %d",
+                             o.activations_dir.c_str(), l, v, i);
+      }
+      frequencies = frequencies && v <= 1.0 && t.dtype == "F32";
+      values[l][i] = v;
+    }
+  }
+  int64_t max_count = 1;
+  for (int l = 0; l < stats.n_layer(); ++l) {
+    int64_t* counts = stats.mutable_counts(l);
+    for (int i = 0; i < n_ff; ++i) {
+      counts[i] = std::llround(frequencies ? values[l][i] * 1e6 : values[l][i]);
+      max_count = std::max(max_count, counts[i]);
+    }
+  }
+  stats.set_n_tokens(static_cast<uint64_t>(frequencies ? 1000000 : max_count));
+  stats.corpus = "PowerInfer activation files: " + o.activations_dir;
+  const std::string path = DefaultStatsPath(out_path);
+  PI_RETURN_IF_ERROR(WriteActivationStats(stats, path));
+  fprintf(stderr, "pi-convert: activation statistics in %s\n", path.c_str());
+  return Status::Ok();
+}
 
 // Source row of destination row r for the rope permutation: within each head,
 // destination rows 2i and 2i + 1 are source rows i and head_dim / 2 + i.
@@ -196,11 +353,21 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   if (!has_head && !c.tie_word_embeddings) {
     return Status::Error("%s: no lm_head.weight and tie_word_embeddings is not set", dir.c_str());
   }
-  const std::vector<Job> jobs = LlamaJobs(c, o, has_head);
+  std::vector<Job> jobs = LlamaJobs(c, o, has_head);
+  PtExport predictors, activations;
+  float threshold = 0.0f;
+  if (!o.predictors_dir.empty()) {
+    if (!o.down_t) return Status::Error("--predictors needs --down-t (PowerInfer's sparse layout)");
+    PI_RETURN_IF_ERROR(RunPtExport("--predictors", o.predictors_dir, out_path, &predictors));
+    PI_RETURN_IF_ERROR(PredictorJobs(c, o, predictors, &jobs, &threshold));
+  }
+  if (!o.activations_dir.empty()) {
+    PI_RETURN_IF_ERROR(RunPtExport("--activations", o.activations_dir, out_path, &activations));
+  }
   // Everything checked before a byte is written.
   int64_t total = 0;
   for (const Job& j : jobs) {
-    const SafeTensor* t = weights.Find(j.src);
+    const SafeTensor* t = j.tensor ? j.tensor : weights.Find(j.src);
     if (!t) return Status::Error("%s: missing tensor '%s'", dir.c_str(), j.src.c_str());
     if (!t->is_float) {
       return Status::Error("%s: tensor '%s' is %s, expected F32, F16 or BF16", dir.c_str(),
@@ -221,11 +388,12 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   GgufWriter w;
   w.SetSparseMagic(o.down_t);
   SetLlamaMetadata(c, o, name, activation, &w);
+  if (!o.predictors_dir.empty()) w.Set("powerinfer.sparse_threshold", GgufValue::F32(threshold));
   PI_RETURN_IF_ERROR(AddHfTokenizer(dir, c, &w));
   auto bar = std::make_shared<ProgressBar>("pi-convert " + out_path, total, "B");
   auto done = std::make_shared<int64_t>(0);
   for (const Job& j : jobs) {
-    const SafeTensor* t = weights.Find(j.src);
+    const SafeTensor* t = j.tensor ? j.tensor : weights.Find(j.src);
     std::vector<int64_t> ne(j.shape.rbegin(), j.shape.rend());  // ggml order
     if (j.reorder == Reorder::kTranspose) std::swap(ne[0], ne[1]);
     auto fill = [t, j, bar, done](void* dst) {
@@ -239,6 +407,7 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   PI_RETURN_IF_ERROR(CheckDiskSpace("writing " + out_path, out_path, total));
   PI_RETURN_IF_ERROR(w.Write(out_path));
   bar->Finish();
+  if (!o.activations_dir.empty()) PI_RETURN_IF_ERROR(WriteImportedStats(o, activations, out_path));
   return Status::Ok();
 }
 

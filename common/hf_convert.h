@@ -27,6 +27,13 @@ struct HfConvertOptions {
   bool down_t = false;
   std::string activation;  // relu | silu | drelu | gelu; empty: config.json's
   std::string name;        // general.name; empty: the folder's name
+  // The original PowerInfer's files, read through pi-pt-export (next to the
+  // running binary; torch pickles loaded weights-only): predictors_dir's
+  // model_{i}.pt (fc1, fc2; config.json's sparse_threshold) become each
+  // layer's blk.i.fc1/fc2 (needs down_t); activations_dir's
+  // activation_{i}.pt become OUT's statistics file (OUT.stats.gguf).
+  std::string predictors_dir;
+  std::string activations_dir;
 };
 
 Status ConvertHfModel(const std::string& dir, const HfConvertOptions& options,

@@ -12,6 +12,9 @@ gated FFN), in every mode the engine runs them:
 - the SentencePiece vocabulary: on 300 lines of text the converted file tokenizes exactly as
   the demo model (whose vocabulary the same tokenizer.model made);
 - the BPE vocabulary: on ASCII strings it tokenizes as a byte-level BPE reference written here;
+- the original's predictors (model_N.pt) and activation counts (activation_N.pt) of a 12-layer
+  model land in the right layers (10 sorts before 2 by name), with the predictor's threshold;
+  the stats feed pi-place, the predictors pi-run; a code-running pickle is refused unexecuted;
 - malformed folders, each with its own error: a missing tensor, an unknown architecture, a
   shape that disagrees with config.json, a truncated safetensors header, an index naming a
   shard that lacks the tensor, no tokenizer.
@@ -330,6 +333,69 @@ def main():
         check(got is not None and rel_err(got, want) < 1e-4 and "overrides" in p.stderr,
               f"Mistral-shaped, --ffn-activation relu: logits equal torch's, the override said "
               f"({rel_err(got, want) if got is not None else err!r})")
+
+        # The original's torch files: predictors and activation counts of a 12-layer model
+        # (layer 10 sorts before layer 2 by name: they must land by number).
+        deep = dict(base, hidden_act="relu", _act="relu", num_hidden_layers=12, hidden_size=32,
+                    intermediate_size=64, num_attention_heads=2, num_key_value_heads=2)
+        w = make_weights(deep, 5)
+        src = os.path.join(tmp, "deep")
+        write_folder(src, deep, w, "spm")
+        preds, acts = os.path.join(tmp, "predictor"), os.path.join(tmp, "activation")
+        os.makedirs(preds)
+        os.makedirs(acts)
+        g = torch.Generator().manual_seed(6)
+        fc = {}
+        for l in range(12):
+            fc[l] = (torch.randn(16, 32, generator=g), torch.randn(64, 16, generator=g))
+            torch.save({"fc1.weight": fc[l][0], "fc2.weight": fc[l][1]},
+                       os.path.join(preds, "model_%d.pt" % l))
+            torch.save(torch.arange(64, dtype=torch.int64) * (l + 1) % 97,
+                       os.path.join(acts, "activation_%d.pt" % l))
+        with open(os.path.join(preds, "config.json"), "w") as f:
+            json.dump({"sparse_threshold": 0.25}, f)
+        out = os.path.join(tmp, "deep.gguf")
+        p = run(convert, src, "-o", out, "--down-t", "--predictors", preds, "--activations", acts)
+        check(p.returncode == 0, f"--predictors and --activations convert ({p.stderr[-300:]!r})")
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        import pigguf
+        r = pigguf.GGUFReader(out) if p.returncode == 0 else None
+        same = r is not None and all(
+            np.allclose(r.tensors["blk.%d.fc1.weight" % l].to_f32(), fc[l][0].numpy(), atol=1e-3) and
+            np.allclose(r.tensors["blk.%d.fc2.weight" % l].to_f32(), fc[l][1].numpy(), atol=1e-3)
+            for l in range(12))
+        check(same and abs(r.metadata["powerinfer.sparse_threshold"] - 0.25) < 1e-6,
+              "each layer's fc1/fc2 as saved (by number: layer 10 is model_10.pt), the threshold")
+        stats = out[:-len(".gguf")] + ".stats.gguf"
+        s_r = pigguf.GGUFReader(stats) if os.path.exists(stats) else None
+        check(s_r is not None and all(
+            np.array_equal(np.frombuffer(s_r.tensors["blk.%d.ffn_fire_count" % l].data, "<i4"),
+                           np.arange(64) * (l + 1) % 97) for l in range(12)),
+              "activation_N.pt -> the stats file's layer N counts")
+        q = run(os.path.join(bin_dir, "pi-place"), "-m", out, "--vram-budget", "2M", "-o",
+                os.path.join(tmp, "deep.plan.gguf"))
+        check(q.returncode == 0, f"pi-place takes the imported statistics ({q.stderr[-200:]!r})")
+        q = run(os.path.join(bin_dir, "pi-run"), "-m", out, "--sparse", "predictor", "-p", "In the",
+                "-n", "4")
+        check(q.returncode == 0, f"pi-run --sparse predictor runs it ({q.stderr[-300:]!r})")
+        os.remove(os.path.join(preds, "model_5.pt"))
+        p = run(convert, src, "-o", os.path.join(tmp, "deep2.gguf"), "--down-t", "--predictors", preds)
+        check(p.returncode == 1 and "model_5.pt is missing" in p.stderr,
+              f"a missing predictor file is named ({p.stderr.strip()[-160:]!r})")
+        # A pickle that would run code is refused, not run.
+        marker = os.path.join(tmp, "pwned")
+
+        class Evil:
+            def __reduce__(self):
+                return (os.system, ("touch " + marker,))
+        torch.save({"fc1.weight": Evil(), "fc2.weight": fc[5][1]}, os.path.join(preds, "model_5.pt"))
+        p = run(convert, src, "-o", os.path.join(tmp, "deep3.gguf"), "--down-t", "--predictors", preds)
+        check(p.returncode == 1 and "cannot load as plain tensors" in p.stderr
+              and not os.path.exists(marker),
+              f"a code-running pickle is refused, unexecuted ({p.stderr.strip()[-160:]!r})")
+        p = run(convert, src, "-o", os.path.join(tmp, "deep4.gguf"), "--predictors", preds)
+        check(p.returncode == 1 and "--predictors needs --down-t" in p.stderr,
+              "--predictors without --down-t is refused")
 
         # Malformed folders: each its own error, nothing written.
         def error_of(edit, name):
