@@ -88,16 +88,28 @@ float ArgReader::Float(const std::string& flag) {
   return x;
 }
 
-int64_t ArgReader::Bytes(const std::string& flag) {
+int64_t ArgReader::VramBudget(const std::string& flag) {
+  if (i_ < argc_ && (std::string(argv_[i_]) == "auto" || std::string(argv_[i_]) == "-1")) {
+    ++i_;
+    return kVramBudgetAuto;
+  }
+  return Size(flag, 1024.0 * 1024 * 1024);
+}
+
+int64_t ArgReader::Size(const std::string& flag, double bare) {
   const char* v = Value(flag);
   if (!v) return 0;
   char* end = nullptr;
   errno = 0;
   const double x = strtod(v, &end);
   const bool no_number = end == v;  // "G" alone: a suffix without a number
-  double mult = 1.0;
+  double mult = bare;
   if (end && *end) {
     switch (*end) {
+      case 'b':
+      case 'B':
+        mult = 1.0;  // bytes, said explicitly ("4096B")
+        break;
       case 'k':
       case 'K':
         mult = 1024.0;
@@ -117,9 +129,10 @@ int64_t ArgReader::Bytes(const std::string& flag) {
       default:
         mult = 0.0;
     }
+    const bool byte_suffix = *end == 'b' || *end == 'B';
     if (mult != 0.0) ++end;
-    if (*end == 'i') ++end;  // "GiB"
-    if (*end == 'B' || *end == 'b') ++end;
+    if (!byte_suffix && *end == 'i') ++end;  // "GiB"
+    if (!byte_suffix && (*end == 'B' || *end == 'b')) ++end;
   }
   if (errno != 0 || no_number || *end != '\0' || mult == 0.0 || !(x >= 0.0) || !std::isfinite(x)) {
     Fail(flag + " expects a size like 512M or 11G, got '" + v + "'");

@@ -28,7 +28,13 @@ class ArgReader {
   std::vector<int64_t> IntList(const std::string& flag, int64_t min, int64_t max);
   // A size with optional K/M/G/T suffix (powers of 1024, "GiB" and "GB" read
   // as "G"), e.g. "11G"; negative, non-finite or above 4 EiB is an error.
-  int64_t Bytes(const std::string& flag);
+  int64_t Bytes(const std::string& flag) { return Size(flag, 1.0); }
+  // --vram-budget's sizes, as the original PowerInfer reads them: a bare
+  // number is GiB ("8" = 8 GiB, "0.5"), a suffix as Bytes ("512M", "11GiB",
+  // "4096B" for bytes), and "auto" or -1 is kVramBudgetAuto (the device's
+  // free memory less a margin, resolved where the device is known).
+  static constexpr int64_t kVramBudgetAuto = -2;
+  int64_t VramBudget(const std::string& flag);
 
   // Prints "tool: message" to stderr and marks failure.
   void Fail(const std::string& message);
@@ -36,6 +42,8 @@ class ArgReader {
 
  private:
   const char* Value(const std::string& flag);
+  // A size whose bare number is multiplied by `bare` (1: bytes).
+  int64_t Size(const std::string& flag, double bare);
   const char* tool_;
   int argc_;
   char** argv_;

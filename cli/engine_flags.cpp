@@ -123,7 +123,7 @@ Status CheckEngineFlags(const EngineFlags& e) {
     return Status::Error("--worker-timeout must be 10 to 600000 ms, got %d", e.worker_timeout_ms);
   }
   const WorkerSecretFiles& f = e.secrets;
-  if (!e.remote_gpu_worker.empty() && e.split.vram_budget < 0) {
+  if (!e.remote_gpu_worker.empty() && e.split.vram_budget == -1) {
     return Status::Error("--remote-gpu-worker runs the GPU's share of a plan: give --vram-budget");
   }
   if (e.remote_workers.empty() && e.remote_gpu_worker.empty()) {

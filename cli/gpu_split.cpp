@@ -15,9 +15,11 @@
 namespace pi {
 
 const char kGpuSplitUsage[] =
-    "  --vram-budget SIZE      hot/cold FFN split for a VRAM budget (e.g. 512M, 11G): the\n"
-    "                          plan's hot neurons on the GPU (--ffn-backend), the rest on\n"
-    "                          the CPU; needs pi-profile stats\n"
+    "  --vram-budget SIZE      hot/cold FFN split for a VRAM budget: the plan's dense\n"
+    "                          blocks and hot neurons on the GPU (--ffn-backend), the rest\n"
+    "                          on the CPU; needs pi-profile stats. A bare number is GiB as\n"
+    "                          in PowerInfer (8 = 8 GiB); 512M, 11G, 4096B; auto or -1:\n"
+    "                          the GPU's free memory less a margin\n"
     "  --ffn-backend KIND      where the hot neurons run: auto (default: cuda when built\n"
     "                          with CUDA and a GPU is present, else host), cuda, host\n"
     "                          (host memory, on CPU threads)\n"
@@ -30,7 +32,7 @@ const char kGpuSplitUsage[] =
 
 bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* flags) {
   if (flag == "--vram-budget") {
-    flags->vram_budget = args->Bytes(flag);
+    flags->vram_budget = args->VramBudget(flag);
   } else if (flag == "--stats") {
     flags->stats_path = args->String(flag);
   } else if (flag == "--reset-gpu-index") {
@@ -52,6 +54,32 @@ bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* 
 }
 
 namespace {
+
+// --vram-budget auto: the GPU's free memory less a margin (a tenth, at least
+// 256 MiB: the CUDA context, cuBLAS, other programs' growth); without a GPU
+// the host backend stands in for one and takes the available memory so.
+Status ResolveAutoBudget(const char* tool, const GpuSplitFlags& flags, bool cuda, int64_t* out) {
+  if (flags.remote_device) {
+    return Status::Error(
+        "--vram-budget auto with --remote-gpu-worker: this machine cannot see "
+        "that GPU's free memory; give a size");
+  }
+  int64_t free_bytes = 0;
+  std::string what;
+  std::string why;
+  if (cuda && CudaFreeMemory(&free_bytes, &why)) {
+    what = "the GPU's free memory";
+  } else {
+    free_bytes = AvailableMemory().bytes;
+    what = "no GPU (" + (why.empty() ? std::string("the host backend") : why) +
+           "): the host backend assumed the available memory";
+  }
+  const int64_t margin = std::max<int64_t>(free_bytes / 10, int64_t{256} << 20);
+  *out = std::max<int64_t>(0, free_bytes - margin);
+  fprintf(stderr, "%s: --vram-budget auto: %s (%s, %s, less %s)\n", tool, HumanBytes(*out).c_str(),
+          what.c_str(), HumanBytes(free_bytes).c_str(), HumanBytes(margin).c_str());
+  return Status::Ok();
+}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -129,7 +157,7 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
 Status SetUpGpuSplit(const char* tool, const std::string& model_path, const LlamaModel& model,
                      const GpuSplitFlags& flags, int n_ctx, GpuSplit* split,
                      EngineOptions* options) {
-  if (flags.vram_budget < 0) {
+  if (flags.vram_budget == -1) {
     if (flags.ffn_backend != "auto") {
       fprintf(stderr, "%s: --ffn-backend %s has no effect without --vram-budget\n", tool,
               flags.ffn_backend.c_str());
@@ -167,14 +195,19 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   // The device path: a GPU (or the host standing in for one, or a remote
   // gpu worker) takes whole layers.
   const bool device_path = cuda || flags.host_device || flags.remote_device;
+  int64_t budget = flags.vram_budget;
+  if (budget == ArgReader::kVramBudgetAuto) {
+    PI_RETURN_IF_ERROR(ResolveAutoBudget(tool, flags, cuda, &budget));
+  }
+  split->vram_budget = budget;
   PlacementOptions opt;
-  opt.allow_partial_dense = device_path;
-  opt.vram_budget = flags.vram_budget;
+  opt.allow_partial_dense = true;  // what fits, said below
+  opt.vram_budget = budget;
   // The device path keeps every sequence's KV cache (-np) on the GPU.
   opt.n_ctx = device_path ? n_ctx * options->n_seq : n_ctx;
   opt.cache_type_k = options->cache_type_k;
   opt.cache_type_v = options->cache_type_v;
-  const std::string plan_path = DefaultPlanPath(model_path, flags.vram_budget);
+  const std::string plan_path = DefaultPlanPath(model_path, budget);
   Placement plan;
   bool reused = false;
   if (!flags.reset && Exists(plan_path)) {
@@ -190,6 +223,8 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
     PI_RETURN_IF_ERROR(Place(model, stats, opt, &plan));
     PI_RETURN_IF_ERROR(WritePlan(plan, plan_path));
   }
+  if (!plan.dense_complete)
+    fprintf(stderr, "%s: %s\n", tool, PartialDenseNote(plan, model).c_str());
 
   if (device_path) {
     PI_RETURN_IF_ERROR(SetUpDevice(tool, model, plan, n_ctx, flags, split, options));

@@ -27,7 +27,9 @@
 namespace pi {
 
 struct GpuSplitFlags {
-  int64_t vram_budget = -1;  // -1: no split
+  // Bytes; -1: no split; ArgReader::kVramBudgetAuto: the device's free
+  // memory less a margin (SetUpGpuSplit resolves it and says what it took).
+  int64_t vram_budget = -1;
   std::string stats_path;
   bool reset = false;
   bool disable = false;
@@ -61,8 +63,9 @@ struct GpuSplit {
   bool device_in_worker = false;
   DevicePlan device_plan;
   std::string device_kind;
-  Placement plan;         // the plan in use (read or made)
-  std::string plan_path;  // where it is cached
+  Placement plan;            // the plan in use (read or made)
+  std::string plan_path;     // where it is cached
+  int64_t vram_budget = -1;  // the budget in bytes (auto resolved); -1: no split
 };
 
 // Loads or makes the plan, loads the backend and points `options` at it;
@@ -70,10 +73,10 @@ struct GpuSplit {
 // written) to stderr. Does nothing without --vram-budget or with
 // --disable-gpu-index.
 //
-// On a GPU (cuda) the plan may hold only part of the dense blocks: the
-// layers whose attention fits run on the device, with their hot neurons,
-// and the rest on the CPU (options->device). The host backend takes only
-// hot neurons, so it needs every dense block placed (options->hot_backend).
+// A budget below the dense blocks holds what fits — the dense blocks of a
+// prefix of the layers (on a GPU those layers run on the device, the rest on
+// the CPU: options->device), no FFN neuron — and says so, as the original
+// offloads what fits instead of failing.
 // With options->sparse == kPredictor the device evaluates the predictors of
 // its layers (at options->sparse_threshold, resolved as the engine does).
 Status SetUpGpuSplit(const char* tool, const std::string& model_path, const LlamaModel& model,

@@ -148,7 +148,7 @@ pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
   pi::ServedModel served;
   served.model_path = l.engine.model_path;
   served.sparse = pi::SparseModeName(l.engine.opt.sparse);
-  served.vram_budget = l.engine.split.vram_budget;
+  served.vram_budget = loaded.split.vram_budget;
   served.hot_backend = loaded.split.device    ? loaded.split.device->name()
                        : loaded.split.backend ? "host"
                        : loaded.gpu_worker    ? loaded.gpu_worker->backend()

@@ -32,14 +32,15 @@ void Usage() {
       "  -m, --model FILE        GGUF model\n"
       "  --stats FILE            activation stats from pi-profile\n"
       "                          (default: MODEL without .gguf + .stats.gguf)\n"
-      "  --vram-budget SIZE      bytes of VRAM to use, K/M/G suffixes (e.g. 11G)\n"
+      "  --vram-budget SIZE      VRAM to use: a bare number is GiB as in PowerInfer (8),\n"
+      "                          or 512M, 11G, 4096B\n"
       "  -c, --ctx-size N        KV cache positions to reserve (default min(model ctx, 4096))\n"
       "  -ctk, -ctv TYPE         KV cache key / value rows the engine will use (default f16)\n"
       "  -o, --output FILE       plan (default: MODEL without .gguf + .plan-<budget>.gguf)\n"
       "  --gpuidx [FILE]         also write PowerInfer's index (default MODEL.generated.gpuidx)\n"
       "  --group N               neurons per placement group (default 32: one warp)\n"
-      "  --partial-dense         when the dense blocks do not all fit, place a prefix of\n"
-      "                          them and no neurons instead of failing\n"
+      "  (a budget below the dense blocks places a prefix of them and no neuron, and says\n"
+      "  so; --partial-dense, which asked for that, is accepted and does nothing)\n"
       "  --reset-gpu-index       rewrite the plan and index even when they are up to date\n");
 }
 
@@ -103,7 +104,7 @@ static int Run(int argc, char** argv) {
     else if (f == "--stats")
       stats_path = args.String(f);
     else if (f == "--vram-budget")
-      budget = args.Bytes(f);
+      budget = args.VramBudget(f);
     else if (f == "-c" || f == "--ctx-size")
       opt.n_ctx = args.Int(f);
     else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
@@ -125,6 +126,13 @@ static int Run(int argc, char** argv) {
       args.Fail("unknown flag '" + f + "' (see --help)");
   }
   if (args.failed()) return 2;
+  if (budget == pi::ArgReader::kVramBudgetAuto) {
+    fprintf(stderr,
+            "pi-place: --vram-budget auto is resolved by the tools that load the model on the "
+            "GPU (pi-run, pi-launch, pi-bench); pi-place plans for a size: give one\n");
+    return 2;
+  }
+  opt.allow_partial_dense = true;
   if (model_path.empty() || budget < 0) {
     fprintf(stderr, "pi-place: -m MODEL and --vram-budget SIZE are required (see --help)\n");
     return 2;
@@ -157,6 +165,9 @@ static int Run(int argc, char** argv) {
   if (!s.ok()) {
     fprintf(stderr, "pi-place: %s\n", s.message().c_str());
     return 1;
+  }
+  if (!plan.dense_complete) {
+    fprintf(stderr, "pi-place: %s\n", pi::PartialDenseNote(plan, model).c_str());
   }
   std::string why;
   if (!pi::SupportsSparseFfn(model, &why)) {

@@ -124,6 +124,25 @@ int64_t KvCacheBytes(const LlamaConfig& c, const PlacementOptions& opt) {
          (RowBytes(opt.cache_type_k, c.head_dim) + RowBytes(opt.cache_type_v, c.head_dim));
 }
 
+std::string PartialDenseNote(const Placement& p, const LlamaModel& model) {
+  PlacementOptions opt;
+  opt.n_ctx = p.n_ctx;
+  opt.cache_type_k = p.cache_type_k;
+  opt.cache_type_v = p.cache_type_v;
+  const int64_t needed = DenseBytes(model, opt);
+  int layers = 0;
+  for (const LayerPlacement& l : p.layers) layers += l.attn_on_gpu ? 1 : 0;
+  char buf[512];
+  snprintf(buf, sizeof buf,
+           "a VRAM budget of %s holds the dense blocks of %d of %zu layers%s (%s of the %" PRId64
+           " bytes they need: output + output_norm, attention, KV cache for %d positions), no "
+           "FFN neuron; raise --vram-budget for hot neurons or lower -c",
+           HumanBytes(p.vram_budget).c_str(), layers, p.layers.size(),
+           p.output_on_gpu ? " and the output head" : "", HumanBytes(p.dense_bytes).c_str(), needed,
+           p.n_ctx);
+  return buf;
+}
+
 int64_t DenseBytes(const LlamaModel& model, const PlacementOptions& opt) {
   int64_t total = OutputBytes(model);
   for (const LlamaLayer& l : model.layers) {

@@ -96,6 +96,13 @@ int64_t KvCacheBytes(const LlamaConfig& config, const PlacementOptions& opt);
 // Bytes of the whole stage 1 (every dense block and the KV cache).
 int64_t DenseBytes(const LlamaModel& model, const PlacementOptions& opt);
 
+// For a plan whose budget did not hold every dense block (!dense_complete):
+// what it holds, of what the dense blocks need, and what to do — "a VRAM
+// budget of 16.00 MiB holds the dense blocks of 2 of 6 layers and the output
+// head (15.20 MiB of the 29.64 MiB they need: 31078400 bytes ...), no FFN
+// neuron; raise --vram-budget for hot neurons or lower -c".
+std::string PartialDenseNote(const Placement& plan, const LlamaModel& model);
+
 // FNV-1a 64 over n_layer, n_ff, n_tokens and every count (all as
 // little-endian i64): identifies the statistics a plan was made from.
 uint64_t StatsFingerprint(const ActivationStats& stats);

@@ -19,6 +19,17 @@ bool CudaFfnBackendAvailable(std::string* why) {
 #endif
 }
 
+bool CudaFreeMemory(int64_t* free_bytes, std::string* why) {
+  if (!CudaFfnBackendAvailable(why)) return false;
+#ifdef PI_HAVE_CUDA
+  int64_t total = 0;
+  return cuda::DeviceMemory(free_bytes, &total, why);
+#else
+  (void)free_bytes;
+  return false;
+#endif
+}
+
 Status CreateFfnBackend(const std::string& kind, int n_threads, std::unique_ptr<FfnBackend>* out) {
   if (kind != "auto" && kind != "cuda" && kind != "host") {
     return Status::Error("unknown FFN backend '%s' (auto, cuda or host)", kind.c_str());

@@ -21,6 +21,9 @@ Status CreateFfnBackend(const std::string& kind, int n_threads, std::unique_ptr<
 // ("this build has no CUDA support ...", "no CUDA device", a driver error).
 bool CudaFfnBackendAvailable(std::string* why);
 
+// The CUDA device's free memory (false, saying why, where there is none).
+bool CudaFreeMemory(int64_t* free_bytes, std::string* why);
+
 // The GPU's DeviceBackend (common/device_backend.h: attention, KV cache,
 // predictor, hot neurons and head in VRAM): CudaModelBackend; an error,
 // saying why, where "cuda" is not available.

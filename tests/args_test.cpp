@@ -73,6 +73,36 @@ TEST(ArgReader, SizesThatMustFail) {
   EXPECT_FALSE(failed);
 }
 
+int64_t Budget(const std::string& v, bool* failed) {
+  return ParseOne<int64_t>(
+      v, [](ArgReader* r) { return r->VramBudget("--vram-budget"); }, failed);
+}
+
+// The original's --vram-budget: a bare number is GiB; "auto" and -1 ask for
+// the device's free memory; suffixes as for every size, B for bytes.
+TEST(ArgReader, VramBudgetsAsTheOriginalReadsThem) {
+  bool failed = true;
+  EXPECT_EQ(Budget("8", &failed), int64_t{8} << 30);
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(Budget("0.5", &failed), int64_t{1} << 29);
+  EXPECT_EQ(Budget("8G", &failed), int64_t{8} << 30);
+  EXPECT_EQ(Budget("8GiB", &failed), int64_t{8} << 30);
+  EXPECT_EQ(Budget("512M", &failed), int64_t{512} << 20);
+  EXPECT_EQ(Budget("4096B", &failed), 4096);
+  EXPECT_EQ(Budget("0", &failed), 0);
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(Budget("-1", &failed), ArgReader::kVramBudgetAuto);
+  EXPECT_EQ(Budget("auto", &failed), ArgReader::kVramBudgetAuto);
+  EXPECT_FALSE(failed);
+  for (const char* bad : {"-2", "abc", "4096Bi", "8GG", "", "inf", "16777216T"}) {
+    failed = false;
+    Budget(bad, &failed);
+    EXPECT_TRUE(failed) << bad;
+  }
+  EXPECT_EQ(Bytes("4096B", &failed), 4096);  // "B" reads as bytes everywhere
+  EXPECT_FALSE(failed);
+}
+
 TEST(ArgReader, NumbersThatMustFail) {
   for (const char* bad : {"nan", "inf", "-inf", "1e39", "abc", "1.5x"}) {
     bool failed = false;

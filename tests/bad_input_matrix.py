@@ -194,7 +194,7 @@ def pi_run_cases():
         cases += float_cases(t, flag, m, bad, "out of range")
     cases += [
         usage(t, m + ["--vram-budget", v], "--vram-budget")
-        for v in ("-1", "16777216T", "inf", "nan", "abc", "5X", "", "G", "1e999G")
+        for v in ("-2", "16777216T", "inf", "nan", "abc", "5X", "", "G", "1e999G", "4096Bi")
     ]
     cases += [
         usage(t, m + ["--sparse", "sometimes"], "--sparse"),
@@ -411,7 +411,7 @@ def pi_place_cases():
                                                        "--stats", "demo.stats.gguf"])
     cases += [usage(t, m, "--vram-budget")]
     cases += [usage(t, m + ["--vram-budget", v], "--vram-budget")
-              for v in ("-1", "abc", "inf", "16777216T", "")]
+              for v in ("-1", "auto", "-2", "abc", "inf", "16777216T", "")]
     cases += int_cases(t, "-c", b, ["-1"], message="-c")
     cases += int_cases(t, "--group", b, ["0", "-1"], message="--group")
     cases += [
@@ -420,7 +420,9 @@ def pi_place_cases():
         bad_input(t, b + ["--stats", "other.gguf"], "other.gguf"),
         bad_input(t, b + ["--stats", "fifo"], "not a regular file"),
         bad_input(t, b + ["--stats", "demo.plan.gguf"], "demo.plan.gguf"),
-        bad_input(t, b + ["-c", "2000000000"], "-c"),
+        # A budget that cannot hold the dense blocks: what fits, said so (as the original).
+        Case(t, b + ["-c", "2000000000"], 0, "raise --vram-budget for hot neurons or lower -c",
+             outputs=["plan.gguf"]),
     ]
     # A truncated plan or index where the output goes is rewritten, with the reason.
     cases += [

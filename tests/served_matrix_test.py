@@ -91,13 +91,14 @@ def run_model(bin_dir, tmp, name, path, token):
             check(got == ref, f"{name} --sparse {sparse}, cold neurons on {what}: same tokens")
 
     # VRAM budgets: the dense blocks alone, some hot neurons, everything.
-    p = tool(bin_dir, "pi-place", "-m", path, "--vram-budget", "1", "-c", "256")
-    dense = int(re.search(r"they need (\d+) bytes", p.stderr).group(1))
+    p = tool(bin_dir, "pi-place", "-m", path, "--vram-budget", "1B", "-c", "256",
+             "-o", os.path.join(tmp, "probe.plan.gguf"))
+    dense = int(re.search(r"of the (\d+) bytes they need", p.stderr).group(1))
     size = os.path.getsize(path)
     ref = ids("--sparse", "oracle")
     for budget, what in ((dense, "the dense blocks only"), (dense + (size - dense) // 4, "some"),
                          (4 * size, "all")):
-        split = ["--sparse", "oracle", "--vram-budget", str(budget), "--ffn-backend", "host"]
+        split = ["--sparse", "oracle", "--vram-budget", f"{budget}B", "--ffn-backend", "host"]
         got = ids(*split)
         check(got == ref, f"{name} --vram-budget {budget} ({what}), in process: same tokens")
         got = ids(*split, "--cpu-workers", "1", *remote)
@@ -111,7 +112,7 @@ def run_model(bin_dir, tmp, name, path, token):
     # blocks, a prefix of the layers (the rest, and maybe the head, here).
     for budget, what in ((dense // 2, "half the dense blocks"), (dense, "the dense blocks only"),
                          (dense + (size - dense) // 4, "some"), (4 * size, "all")):
-        device = ["--sparse", "oracle", "--vram-budget", str(budget), "--host-device"]
+        device = ["--sparse", "oracle", "--vram-budget", f"{budget}B", "--host-device"]
         got = ids(*device)
         check(got == ref, f"{name} --vram-budget {budget} ({what}) --host-device, in process: "
               "same tokens")

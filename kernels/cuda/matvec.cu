@@ -254,6 +254,18 @@ bool DeviceAvailable(std::string* why) {
   return true;
 }
 
+bool DeviceMemory(int64_t* free_bytes, int64_t* total_bytes, std::string* why) {
+  size_t f = 0, t = 0;
+  const cudaError_t e = cudaMemGetInfo(&f, &t);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("cudaMemGetInfo: ") + cudaGetErrorString(e);
+    return false;
+  }
+  *free_bytes = static_cast<int64_t>(f);
+  *total_bytes = static_cast<int64_t>(t);
+  return true;
+}
+
 bool QuantizeQ8Supports(int64_t cols) {
   return cols > 0 && cols % 32 == 0;
 }

@@ -27,6 +27,9 @@ namespace cuda {
 // True when a CUDA device is usable; otherwise *why says what is missing.
 bool DeviceAvailable(std::string* why);
 
+// The current device's free and total memory in bytes (false on a driver error).
+bool DeviceMemory(int64_t* free_bytes, int64_t* total_bytes, std::string* why);
+
 // A packed matrix in device memory (PackedMatrixBytes(type, rows, cols) bytes
 // from `data`, 256-byte aligned).
 struct DeviceMatrix {
