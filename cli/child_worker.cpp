@@ -6,12 +6,14 @@
 #include <csignal>
 #include <cstdio>
 
+#include "cli/activation_flag.h"
 #include "common/llama_model.h"
 #include "common/transport/shm_channel.h"
 
 namespace pi {
 
-int ServeParentOverShm(const char* tool, const std::string& model_path, int shm_fd,
+int ServeParentOverShm(const char* tool, const std::string& model_path,
+                       const std::string& ffn_activation, int shm_fd,
                        const ShmServeOptions& options, WorkerShard* shard) {
   // Ctrl-C in a terminal reaches the whole process group: the parent stops
   // its workers itself, after the request in hand.
@@ -25,7 +27,9 @@ int ServeParentOverShm(const char* tool, const std::string& model_path, int shm_
   ShmChannel channel;
   Status s = channel.Attach(shm_fd);
   LlamaModel model;
-  if (s.ok()) s = ServeShm(&channel, model, LoadLlamaModel(model_path, &model), options, shard);
+  Status loaded = LoadLlamaModel(model_path, &model);
+  if (loaded.ok()) loaded = ApplyFfnActivationFlag(tool, ffn_activation, &model);
+  if (s.ok()) s = ServeShm(&channel, model, loaded, options, shard);
   if (!s.ok()) {
     fprintf(stderr, "%s: %s\n", tool, s.message().c_str());
     return 1;

@@ -13,7 +13,10 @@ namespace pi {
 
 // Returns the exit status (0 after the parent's bye); errors are printed as
 // "tool: message".
-int ServeParentOverShm(const char* tool, const std::string& model_path, int shm_fd,
+// ffn_activation: --ffn-activation, applied to the model once loaded (as the
+// coordinator that started the worker runs it).
+int ServeParentOverShm(const char* tool, const std::string& model_path,
+                       const std::string& ffn_activation, int shm_fd,
                        const ShmServeOptions& options, WorkerShard* shard);
 
 }  // namespace pi

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli/activation_flag.h"
 #include "cli/cache_type_flags.h"
 #include "cli/context_note.h"
 #include "cli/default_model.h"
@@ -29,7 +30,7 @@ const char kEngineUsage[] =
     "  -m, --model FILE        GGUF model (default: the bundled demo model)\n"
     "  -t, --threads N         threads (default: the cores)\n"
     "  -c, --ctx-size N        context size (0 = the model's, capped at 4096; default 0)\n"
-    "  -b, --batch-size N      prompt batch size (default 64)\n"
+    "  -b, --batch-size N      prompt batch size (default 64)\n" PI_FFN_ACTIVATION_USAGE
     "  --sparse MODE           FFN neurons computed per decoded token: off = all\n"
     "                          (default), oracle = exactly those that fire, predictor =\n"
     "                          those the model's predictor picks (ReLU models with\n"
@@ -63,7 +64,8 @@ const char kEngineUsage[] =
 bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
   if (f == "-m" || f == "--model")
     e->model_path = args->String(f);
-  else if (f == "-t" || f == "--threads")
+  else if (ParseFfnActivationFlag(f, args, &e->ffn_activation)) {
+  } else if (f == "-t" || f == "--threads")
     e->opt.n_threads = args->Int(f);
   else if (f == "-c" || f == "--ctx-size")
     e->opt.n_ctx = args->Int(f);
@@ -123,6 +125,11 @@ Status CheckEngineFlags(const EngineFlags& e) {
     return Status::Error("--worker-timeout must be 10 to 600000 ms, got %d", e.worker_timeout_ms);
   }
   const WorkerSecretFiles& f = e.secrets;
+  if (!e.ffn_activation.empty() && (!e.remote_workers.empty() || !e.remote_gpu_worker.empty())) {
+    return Status::Error(
+        "--ffn-activation with remote workers: they read the file as it is (start them with "
+        "--ffn-activation too, or fix the file once: pi-quantize --set-activation)");
+  }
   if (!e.remote_gpu_worker.empty() && e.split.vram_budget == -1) {
     return Status::Error("--remote-gpu-worker runs the GPU's share of a plan: give --vram-budget");
   }
@@ -156,6 +163,11 @@ Status CheckEngineFlags(const EngineFlags& e) {
 
 namespace {
 
+// A local worker runs the FFN as this process does.
+void AddActivationArg(const EngineFlags& e, std::vector<std::string>* args) {
+  if (!e.ffn_activation.empty()) args->insert(args->end(), {"--ffn-activation", e.ffn_activation});
+}
+
 // Rows a worker step may carry: a decode token of each sequence (-np), up to
 // what one sparse step takes (common/neuron_ffn.h).
 int WorkerMaxBatch(const EngineFlags& e) {
@@ -171,6 +183,7 @@ Status StartGpuWorker(const EngineFlags& e, const LlamaModel& model,
   o.role = "gpu worker";
   o.model_path = e.model_path;
   o.extra_args = {"--ffn-backend", e.split.ffn_backend};
+  AddActivationArg(e, &o.extra_args);
   o.step_timeout_ms = e.worker_timeout_ms;
   o.max_batch = WorkerMaxBatch(e);
   auto w = std::make_unique<ShmWorker>();
@@ -215,6 +228,7 @@ Status StartDeviceWorker(const EngineFlags& e, const LlamaModel& model, const Gp
   o.process.model_path = e.model_path;
   o.process.n_threads = e.opt.n_threads;  // the host backend's; a GPU needs one
   o.process.extra_args = {"--ffn-backend", split.device_kind};
+  AddActivationArg(e, &o.process.extra_args);
   o.step_timeout_ms = e.worker_timeout_ms;
   auto w = std::make_unique<DeviceWorker>(o);
   PI_RETURN_IF_ERROR(w->Load(model, split.device_plan));
@@ -236,6 +250,7 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
   local.n_threads = std::max(1, e.opt.n_threads / std::max(1, n_local));
   local.step_timeout_ms = e.worker_timeout_ms;
   local.max_batch = WorkerMaxBatch(e);
+  AddActivationArg(e, &local.extra_args);
   for (int k = 0; k < n_local; ++k) {
     auto w = std::make_unique<ShmWorker>();
     PI_RETURN_IF_ERROR(w->Start(local, model, slices[k]));
@@ -261,6 +276,7 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
 Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   if (e->model_path.empty()) e->model_path = DefaultModelPath();
   PI_RETURN_IF_ERROR(LoadLlamaModel(e->model_path, &out->model));
+  PI_RETURN_IF_ERROR(ApplyFfnActivationFlag(tool, e->ffn_activation, &out->model));
   const LlamaModel& model = out->model;
   if (e->check_tensors) {
     PI_RETURN_IF_ERROR(CheckTensorValues(*model.file, true).WithContext(e->model_path));

@@ -46,6 +46,7 @@ struct EngineFlags {
   // process (pi-launch's default; pi-run --gpu-worker) instead of this one.
   bool gpu_worker = false;
   bool check_tensors = false;
+  std::string ffn_activation;  // --ffn-activation (cli/activation_flag.h); local workers get it too
   EngineFlags();
 };
 

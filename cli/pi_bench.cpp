@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cli/activation_flag.h"
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
@@ -92,6 +93,7 @@ void Usage() {
           "                           on real text, not on noise (tg then decodes the text)\n");
   fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
+  fputs(pi::kFfnActivationUsage, stderr);
 }
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -451,6 +453,7 @@ static int Run(int argc, char** argv) {
     if (std::string(argv[i]) == "--server") return pi::RunServerBench(argc, argv);
   }
   pi::ArgReader args("pi-bench", argc, argv);
+  std::string ffn_activation;  // --ffn-activation
   pi::GpuSplitFlags split_flags;
   std::vector<std::string> models;
   std::vector<int> n_prompt = {512}, n_gen = {128}, n_parallel = {1};
@@ -514,6 +517,7 @@ static int Run(int argc, char** argv) {
       text_path = args.String(f);
     } else if (pi::ParseCacheTypeFlag(f, &args, &cache_type_k, &cache_type_v)) {
     } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
+    } else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
@@ -579,6 +583,7 @@ static int Run(int argc, char** argv) {
   for (const std::string& path : models) {
     pi::LlamaModel model;
     pi::Status s = pi::LoadLlamaModel(path, &model);
+    if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-bench", ffn_activation, &model);
     if (!s.ok()) {
       fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
       return 1;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/activation_flag.h"
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
 #include "cli/sparse_note.h"
@@ -21,12 +22,14 @@ void Usage() {
   fprintf(stderr,
           "usage: pi-dump-logits -m MODEL --tokens 1,2,3 --out FILE [--mode decode|prompt] "
           "[-t N] [-b N] [-c N] [--sparse off|oracle|predictor]\n");
+  fputs(pi::kFfnActivationUsage, stderr);
 }
 
 }  // namespace
 
 static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-dump-logits", argc, argv);
+  std::string ffn_activation;  // --ffn-activation
   std::string model_path, out_path, mode = "decode";
   std::vector<int64_t> token_list;
   pi::EngineOptions opt;
@@ -49,6 +52,7 @@ static int Run(int argc, char** argv) {
     else if (f == "--sparse")
       pi::ParseSparseModeValue(args.String(f), &args, &opt.sparse);
     else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
+    } else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
@@ -74,6 +78,7 @@ static int Run(int argc, char** argv) {
 
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);
+  if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-dump-logits", ffn_activation, &model);
   std::unique_ptr<pi::Engine> engine;
   if (s.ok()) s = pi::Engine::Create(&model, opt, &engine);
   if (!s.ok()) {

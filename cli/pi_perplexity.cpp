@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/activation_flag.h"
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
@@ -55,6 +56,7 @@ void Usage() {
           kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
   fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
+  fputs(pi::kFfnActivationUsage, stderr);
 }
 
 // How the logits are produced. Issue 3 adds the FFN sparsity mode
@@ -152,6 +154,7 @@ pi::Status ScoreChunks(pi::Engine* engine, const std::vector<int32_t>& tokens, i
 
 static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-perplexity", argc, argv);
+  std::string ffn_activation;  // --ffn-activation
   pi::GpuSplitFlags split_flags;
   std::string model_path, text_path;
   bool json = false, check_tensors = false;
@@ -182,6 +185,7 @@ static int Run(int argc, char** argv) {
     } else if (pi::ParseCacheTypeFlag(f, &args, &settings.engine.cache_type_k,
                                       &settings.engine.cache_type_v)) {
     } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
+    } else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
     } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
@@ -221,6 +225,7 @@ static int Run(int argc, char** argv) {
   const double t_start = pi::NowSeconds();
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);
+  if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-perplexity", ffn_activation, &model);
   if (s.ok() && check_tensors) s = pi::CheckTensorValues(*model.file, true).WithContext(model_path);
   std::unique_ptr<pi::Tokenizer> tok;
   if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);

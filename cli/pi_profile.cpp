@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/activation_flag.h"
 #include "cli/args.h"
 #include "cli/read_file.h"
 #include "cli/tool_main.h"
@@ -38,6 +39,7 @@ void Usage() {
           "  -o, --output FILE       stats file (default: MODEL without .gguf + .stats.gguf)\n"
           "  --csv FILE              also write layer,neuron,count,frequency\n",
           std::max(1u, std::thread::hardware_concurrency()));
+  fputs(pi::kFfnActivationUsage, stderr);
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -91,6 +93,7 @@ pi::Status WriteCsv(const pi::ActivationStats& st, const std::string& path) {
 
 static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-profile", argc, argv);
+  std::string ffn_activation;  // --ffn-activation
   std::string model_path, corpus, out_path, csv_path;
   int64_t max_tokens = -1;
   pi::EngineOptions opt;
@@ -113,7 +116,8 @@ static int Run(int argc, char** argv) {
       out_path = args.String(f);
     else if (f == "--csv")
       csv_path = args.String(f);
-    else if (f == "-h" || f == "--help") {
+    else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
+    } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
     } else
@@ -133,6 +137,7 @@ static int Run(int argc, char** argv) {
 
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);
+  if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-profile", ffn_activation, &model);
   std::unique_ptr<pi::Tokenizer> tok;
   if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
   std::vector<std::string> files;

@@ -26,6 +26,7 @@
 
 #include "cli/tool_main.h"
 #include "common/gguf.h"
+#include "common/llama_model.h"
 #include "common/synthetic_model.h"
 #include "common/transpose_tensor.h"
 #include "kernels/cpu/quant.h"
@@ -34,12 +35,14 @@ namespace {
 
 void Usage() {
   fprintf(stderr,
-          "usage: pi-quantize IN.gguf OUT.gguf TYPE [--down-t]\n"
+          "usage: pi-quantize IN.gguf OUT.gguf TYPE [--down-t] [--set-activation A]\n"
           "  TYPE: q8_0 | q4_0 | f16\n"
           "Converts every 2-D *.weight tensor whose ne0 is a multiple of TYPE's block size;\n"
           "other tensors (norms, 1-D) are copied unchanged. Metadata is kept.\n"
           "  --down-t  also store each blk.N.ffn_down as PowerInfer's transposed\n"
-          "            blk.N.ffn_down_t (one row per FFN neuron, for sparse execution)\n");
+          "            blk.N.ffn_down_t (one row per FFN neuron, for sparse execution)\n"
+          "  --set-activation A  write pi.ffn_activation = A (relu, silu, drelu, gelu): the\n"
+          "            FFN activation every tool then runs the file with\n");
 }
 
 bool ParseType(const std::string& s, pi::DType* t) {
@@ -101,20 +104,28 @@ static int Run(int argc, char** argv) {
     return 0;
   }
   bool down_t = false;
-  if (argc == 5 && std::string(argv[4]) == "--down-t") {
-    down_t = true;
-    --argc;
+  std::string set_activation;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--down-t") {
+      down_t = true;
+    } else if (a == "--set-activation" && i + 1 < argc) {
+      set_activation = argv[++i];
+    } else {
+      positional.push_back(a);
+    }
   }
-  if (argc != 4) {
+  if (positional.size() != 3) {
     Usage();
     return 2;
   }
-  const std::string in_path = argv[1];
-  const std::string out_path = argv[2];
+  const std::string in_path = positional[0];
+  const std::string out_path = positional[1];
   if (!pi::CheckOutputs("pi-quantize", {out_path})) return 1;
   pi::DType target;
-  if (!ParseType(argv[3], &target)) {
-    fprintf(stderr, "pi-quantize: unknown type '%s' (q8_0, q4_0 or f16)\n", argv[3]);
+  if (!ParseType(positional[2], &target)) {
+    fprintf(stderr, "pi-quantize: unknown type '%s' (q8_0, q4_0 or f16)\n", positional[2].c_str());
     return 2;
   }
 
@@ -191,6 +202,18 @@ static int Run(int argc, char** argv) {
     w.Set(kv.first, kv.second);
   }
   w.Set("general.file_type", pi::GgufValue::U32(pi::GgufFileTypeOf(target)));
+  if (!set_activation.empty()) {
+    // The forms the FFN can have: a gate or not (falcon's relu(up x)).
+    const bool gated = in->FindTensor("blk.0.ffn_gate.weight") != nullptr;
+    pi::FfnActivation a;
+    if (!pi::ParseFfnActivation(set_activation, gated, &a)) {
+      fprintf(stderr, "pi-quantize: --set-activation %s: this %s FFN takes %s\n",
+              set_activation.c_str(), gated ? "gated" : "ungated",
+              gated ? "silu, relu or drelu" : "relu or gelu");
+      return 2;
+    }
+    w.Set(pi::kFfnActivationKey, pi::GgufValue::String(set_activation));
+  }
   if (any_quantized) w.Set("general.quantization_version", pi::GgufValue::U32(2));
 
   const auto start = std::chrono::steady_clock::now();

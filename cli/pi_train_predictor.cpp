@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/activation_flag.h"
 #include "cli/args.h"
 #include "cli/read_file.h"
 #include "cli/tool_main.h"
@@ -90,6 +91,7 @@ void Usage() {
           "  --seed N                (default 1)\n"
           "  -t, --threads N         threads (default: %u)\n",
           std::max(1u, std::thread::hardware_concurrency()));
+  fputs(pi::kFfnActivationUsage, stderr);
 }
 
 // The samples' backing file goes next to the output (where the user expects
@@ -120,6 +122,7 @@ bool ParseRanks(const std::string& s, std::vector<int>* out) {
 
 static int Run(int argc, char** argv) {
   pi::ArgReader args("pi-train-predictor", argc, argv);
+  std::string ffn_activation;  // --ffn-activation
   std::string model_path, text_path, out_path;
   int rank = 0;  // 0: per layer, from the collected firing rates
   std::vector<int> ranks;
@@ -174,7 +177,8 @@ static int Run(int argc, char** argv) {
       tp.seed = static_cast<uint64_t>(args.Int64(f));
     else if (f == "-t" || f == "--threads")
       n_threads = args.Int(f);
-    else if (f == "-h" || f == "--help") {
+    else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
+    } else if (f == "-h" || f == "--help") {
       Usage();
       return 0;
     } else
@@ -199,6 +203,7 @@ static int Run(int argc, char** argv) {
 
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);
+  if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-train-predictor", ffn_activation, &model);
   std::unique_ptr<pi::Tokenizer> tok;
   if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
   std::string text;

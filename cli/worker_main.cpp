@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "cli/activation_flag.h"
 #include "cli/child_worker.h"
 #include "common/llama_model.h"
 #ifdef PI_HAVE_GRPC
@@ -18,6 +19,8 @@ const char kWorkerUsage[] =
     "local, started by pi-launch / pi-run:\n"
     "  --shm-fd N              the step channel's shared memory\n"
     "  --parent-pid PID        exit when this process is no longer the parent\n"
+    "  --ffn-activation A      run the FFN with relu | silu | drelu | gelu (as the\n"
+    "                          coordinator that started it)\n"
     "remote, reached over gRPC:\n"
     "  --listen HOST:PORT      where to listen (e.g. 127.0.0.1:50061; binding beyond\n"
     "                          loopback without TLS is warned about)\n"
@@ -50,7 +53,8 @@ int ParseWorkerFlags(const char* tool, int argc, char** argv, const std::functio
       w->secrets.tls_key = args.String(f);
     else if (f == "--tls-ca")
       w->secrets.tls_ca = args.String(f);
-    else if (f == "-h" || f == "--help") {
+    else if (ParseFfnActivationFlag(f, &args, &w->ffn_activation)) {
+    } else if (f == "-h" || f == "--help") {
       usage();
       return 0;
     } else if (!own_flag(f, &args)) {
@@ -98,6 +102,7 @@ int ServeRemote(const char* tool, const WorkerFlags& w, const WorkerShardFactory
   o.tls_ca = secrets.tls_ca;
   LlamaModel model;
   if (s.ok()) s = LoadLlamaModel(w.model_path, &model);
+  if (s.ok()) s = ApplyFfnActivationFlag(tool, w.ffn_activation, &model);
   if (s.ok() && !IsLoopbackHost(w.listen) && o.tls_cert.empty()) {
     fprintf(stderr,
             "%s: warning: --listen %s is beyond loopback without TLS: the token and the "
@@ -129,7 +134,7 @@ int ServeRemote(const char* tool, const WorkerFlags&, const WorkerShardFactory&)
 int RunWorker(const char* tool, const WorkerFlags& w, const WorkerShardFactory& make_shard) {
   if (w.shm_fd >= 0) {
     std::unique_ptr<WorkerShard> shard = make_shard();
-    return ServeParentOverShm(tool, w.model_path, w.shm_fd, w.shm, shard.get());
+    return ServeParentOverShm(tool, w.model_path, w.ffn_activation, w.shm_fd, w.shm, shard.get());
   }
   // Before any thread exists: the server's loop alone takes SIGINT/SIGTERM.
   sigset_t set;

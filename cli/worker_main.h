@@ -21,6 +21,7 @@ struct WorkerFlags {
   ShmServeOptions shm;  // threads and parent
   std::string listen;
   WorkerSecretFiles secrets;
+  std::string ffn_activation;  // --ffn-activation (cli/activation_flag.h)
 };
 
 // The usage lines of the shared flags.

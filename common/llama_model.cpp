@@ -369,4 +369,18 @@ bool SupportsSparseFfn(const LlamaModel& model, std::string* why) {
   return true;
 }
 
+Status OverrideFfnActivation(const std::string& name, LlamaModel* model, FfnActivation* previous) {
+  LlamaConfig& c = model->config;
+  const bool gated = FfnIsGated(c.activation);
+  FfnActivation a;
+  if (!ParseFfnActivation(name, gated, &a)) {
+    return Status::Error("--ffn-activation %s: this %s FFN takes %s", name.c_str(),
+                         gated ? "gated" : "ungated",
+                         gated ? "silu, relu or drelu" : "relu or gelu");
+  }
+  *previous = c.activation;
+  c.activation = a;
+  return Status::Ok();
+}
+
 }  // namespace pi

@@ -161,4 +161,12 @@ Status LoadLlamaModel(const std::string& path, LlamaModel* model);
 // Same over an already opened file (takes ownership).
 Status LoadLlamaModel(std::unique_ptr<GgufFile> file, LlamaModel* model);
 
+// --ffn-activation: replaces the loaded model's FFN activation by `name`
+// (silu | relu | drelu | gelu, as pi.ffn_activation spells them) — for a file
+// that names none (llama.cpp's converter writes no key) or the wrong one.
+// *previous: what the file said. An unknown name, or a form the
+// architecture lacks (gelu with a gate, silu without), is an error naming
+// the forms it has.
+Status OverrideFfnActivation(const std::string& name, LlamaModel* model, FfnActivation* previous);
+
 }  // namespace pi

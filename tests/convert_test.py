@@ -9,6 +9,8 @@ gated FFN), in every mode the engine runs them:
   with --sparse predictor; as q8_0 it loads and its top tokens match;
 - llama-SiLU with GQA and tied embeddings (a BPE tokenizer.json);
 - Mistral-shaped (MistralForCausalLM, GQA) with --ffn-activation relu overriding hidden_act;
+- a file naming the wrong activation: --ffn-activation on the tools (a local cpu worker too)
+  and pi-quantize --set-activation give torch's logits back;
 - the SentencePiece vocabulary: on 300 lines of text the converted file tokenizes exactly as
   the demo model (whose vocabulary the same tokenizer.model made);
 - the BPE vocabulary: on ASCII strings it tokenizes as a byte-level BPE reference written here;
@@ -289,6 +291,41 @@ def main():
         check(p.returncode == 0 and got is not None and agree >= 0.9 and rel_err(got, want) < 0.05,
               f"relu-llama q8_0 --down-t: loads, runs sparse, top tokens agree "
               f"({agree}, {rel_err(got, want) if got is not None else err!r})")
+
+        # A file that names the wrong activation (as llama.cpp's, which names none, reads
+        # as SiLU): --ffn-activation on the tools, local workers included, or the file fixed
+        # once with pi-quantize --set-activation.
+        wrong = os.path.join(tmp, "relu-as-silu.gguf")
+        p = run(convert, src, "-o", wrong, "--outtype", "f32", "--down-t", "--ffn-activation", "silu")
+        got, err = dump_logits(bin_dir, wrong, tokens, tmp)
+        check(p.returncode == 0 and got is not None and rel_err(got, want) > 1e-2,
+              "a relu model stored as silu gives other logits")
+        out_w = os.path.join(tmp, "logits.bin")
+        p = run(os.path.join(bin_dir, "pi-dump-logits"), "-m", wrong, "--tokens",
+                ",".join(map(str, tokens)), "--out", out_w, "-ctk", "f32", "-ctv", "f32",
+                "--ffn-activation", "relu")
+        got = np.fromfile(out_w, dtype=np.float32).reshape(len(tokens), -1) if p.returncode == 0 else None
+        check(got is not None and rel_err(got, want) < 1e-4 and "overrides the file's silu" in p.stderr,
+              f"--ffn-activation relu: torch's logits again, with a warning ({p.stderr[-200:]!r})")
+        fixed = os.path.join(tmp, "relu-fixed.gguf")
+        p = run(os.path.join(bin_dir, "pi-quantize"), wrong, fixed, "f16", "--set-activation", "relu")
+        got, err = dump_logits(bin_dir, fixed, tokens, tmp, sparse="oracle")
+        check(p.returncode == 0 and got is not None and rel_err(got, want) < 1e-2,
+              f"pi-quantize --set-activation relu fixes the file ({err or p.stderr[-200:]!r})")
+        p = run(os.path.join(bin_dir, "pi-quantize"), wrong, os.path.join(tmp, "x.gguf"), "f16",
+                "--set-activation", "gelu")
+        check(p.returncode == 2 and "this gated FFN takes silu, relu or drelu" in p.stderr,
+              "--set-activation gelu on a gated FFN is refused")
+
+        def greedy(*args):
+            q = run(os.path.join(bin_dir, "pi-run"), "-p", "In the beginning", "-n", "12", "--temp",
+                    "0", "--ignore-eos", "--json", "-t", "2", *args)
+            return json.loads(q.stdout)["generated_tokens"] if q.returncode == 0 else q.stderr
+
+        a = greedy("-m", fixed, "--sparse", "oracle")
+        b = greedy("-m", wrong, "--sparse", "oracle", "--ffn-activation", "relu", "--cpu-workers", "1")
+        check(isinstance(a, list) and a == b,
+              f"--ffn-activation reaches the local cpu worker: the fixed file's tokens ({a} / {b})")
 
         # The SentencePiece vocabulary: as the demo model's (made from the same file).
         with open(os.path.join(ROOT, "models", "kjv-valid.txt")) as f:
