@@ -27,6 +27,9 @@ const char kGpuSplitUsage[] =
     "                          attention and KV cache, their hot neurons, the head) on\n"
     "                          CPU threads as the GPU would: the GPU path's reference\n"
     "  --stats FILE            activation statistics (default: MODEL.stats.gguf)\n"
+    "  --plan FILE             the placement plan to reuse or write (default:\n"
+    "                          MODEL.plan-<budget>-c<ctx>-<ctk>-<ctv>-g1.gguf, beside the\n"
+    "                          model, or in ~/.cache/pi where its folder is read-only)\n"
     "  --reset-gpu-index       recompute the placement plan even if one is cached\n"
     "  --disable-gpu-index     no FFN split: every FFN neuron on the CPU\n";
 
@@ -35,6 +38,8 @@ bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* 
     flags->vram_budget = args->VramBudget(flag);
   } else if (flag == "--stats") {
     flags->stats_path = args->String(flag);
+  } else if (flag == "--plan") {
+    flags->plan_path = args->String(flag);
   } else if (flag == "--reset-gpu-index") {
     flags->reset = true;
   } else if (flag == "--host-device") {
@@ -154,6 +159,63 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
 
 }  // namespace
 
+namespace {
+
+// Loads what `plan` gives the GPU — the device's layers, or the hot neurons
+// on a backend or for a gpu worker — and points `options` at it; the plan
+// moves into `split`. Says what it did ("plan P reused" or "written": the
+// caller writes it once this succeeded).
+Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& flags, int n_ctx,
+               bool device_path, std::string why, Placement plan, const std::string& plan_path,
+               bool reused, GpuSplit* split, EngineOptions* options) {
+  if (device_path) {
+    PI_RETURN_IF_ERROR(SetUpDevice(tool, model, plan, n_ctx, flags, split, options));
+    fprintf(stderr, "%s: plan %s %s\n", tool, plan_path.c_str(), reused ? "reused" : "written");
+    split->plan = std::move(plan);
+    split->plan_path = plan_path;
+    return Status::Ok();
+  }
+  split->hot.clear();
+  int64_t n_hot = 0;
+  for (const LayerPlacement& l : plan.layers) {
+    split->hot.push_back(l.gpu_neurons);
+    n_hot += static_cast<int64_t>(l.gpu_neurons.size());
+  }
+  if (flags.hot_in_worker) {
+    fprintf(stderr,
+            "%s: FFN split: %lld of %lld neurons hot (%s of rows) for the gpu worker process, "
+            "the rest on the CPU; plan %s %s\n",
+            tool, static_cast<long long>(n_hot),
+            static_cast<long long>(model.config.n_layer) * model.config.n_ff,
+            HumanBytes(HotRowBytes(model, split->hot)).c_str(), plan_path.c_str(),
+            reused ? "reused" : "written");
+    split->plan = std::move(plan);
+    split->plan_path = plan_path;
+    options->hot_neurons = &split->hot;
+    return Status::Ok();
+  }
+  std::unique_ptr<FfnBackend> backend;
+  PI_RETURN_IF_ERROR(CreateFfnBackend(flags.ffn_backend, 1, &backend));
+  PI_RETURN_IF_ERROR(backend->Load(model, split->hot));
+  // Say why "auto" did not pick the GPU: the backend is never swapped silently.
+  if (flags.ffn_backend == "auto") why = " (auto: " + why + ")";
+  fprintf(stderr,
+          "%s: FFN split: %lld of %lld neurons hot (%s of rows) on the '%s' backend%s, the rest "
+          "on the CPU; plan %s %s\n",
+          tool, static_cast<long long>(n_hot),
+          static_cast<long long>(model.config.n_layer) * model.config.n_ff,
+          HumanBytes(HotRowBytes(model, split->hot)).c_str(), backend->name(), why.c_str(),
+          plan_path.c_str(), reused ? "reused" : "written");
+  split->backend = std::move(backend);
+  split->plan = std::move(plan);
+  split->plan_path = plan_path;
+  options->hot_backend = split->backend.get();
+  options->hot_neurons = &split->hot;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status SetUpGpuSplit(const char* tool, const std::string& model_path, const LlamaModel& model,
                      const GpuSplitFlags& flags, int n_ctx, GpuSplit* split,
                      EngineOptions* options) {
@@ -207,7 +269,10 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   opt.n_ctx = device_path ? n_ctx * options->n_seq : n_ctx;
   opt.cache_type_k = options->cache_type_k;
   opt.cache_type_v = options->cache_type_v;
-  const std::string plan_path = DefaultPlanPath(model_path, budget);
+  const std::string plan_path =
+      flags.plan_path.empty()
+          ? DefaultPlanPath(model_path, budget, opt.n_ctx, opt.cache_type_k, opt.cache_type_v)
+          : flags.plan_path;
   Placement plan;
   bool reused = false;
   if (!flags.reset && Exists(plan_path)) {
@@ -219,56 +284,14 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
       fprintf(stderr, "%s: not reusing %s: %s\n", tool, plan_path.c_str(), s.message().c_str());
     }
   }
-  if (!reused) {
-    PI_RETURN_IF_ERROR(Place(model, stats, opt, &plan));
-    PI_RETURN_IF_ERROR(WritePlan(plan, plan_path));
-  }
+  if (!reused) PI_RETURN_IF_ERROR(Place(model, stats, opt, &plan));
   if (!plan.dense_complete)
     fprintf(stderr, "%s: %s\n", tool, PartialDenseNote(plan, model).c_str());
-
-  if (device_path) {
-    PI_RETURN_IF_ERROR(SetUpDevice(tool, model, plan, n_ctx, flags, split, options));
-    fprintf(stderr, "%s: plan %s %s\n", tool, plan_path.c_str(), reused ? "reused" : "written");
-    split->plan = std::move(plan);
-    split->plan_path = plan_path;
-    return Status::Ok();
-  }
-  split->hot.clear();
-  int64_t n_hot = 0;
-  for (const LayerPlacement& l : plan.layers) {
-    split->hot.push_back(l.gpu_neurons);
-    n_hot += static_cast<int64_t>(l.gpu_neurons.size());
-  }
-  if (flags.hot_in_worker) {
-    fprintf(stderr,
-            "%s: FFN split: %lld of %lld neurons hot (%s of rows) for the gpu worker process, "
-            "the rest on the CPU; plan %s %s\n",
-            tool, static_cast<long long>(n_hot),
-            static_cast<long long>(model.config.n_layer) * model.config.n_ff,
-            HumanBytes(HotRowBytes(model, split->hot)).c_str(), plan_path.c_str(),
-            reused ? "reused" : "written");
-    split->plan = std::move(plan);
-    split->plan_path = plan_path;
-    options->hot_neurons = &split->hot;
-    return Status::Ok();
-  }
-  std::unique_ptr<FfnBackend> backend;
-  PI_RETURN_IF_ERROR(CreateFfnBackend(flags.ffn_backend, 1, &backend));
-  PI_RETURN_IF_ERROR(backend->Load(model, split->hot));
-  // Say why "auto" did not pick the GPU: the backend is never swapped silently.
-  if (flags.ffn_backend == "auto") why = " (auto: " + why + ")";
-  fprintf(stderr,
-          "%s: FFN split: %lld of %lld neurons hot (%s of rows) on the '%s' backend%s, the rest "
-          "on the CPU; plan %s %s\n",
-          tool, static_cast<long long>(n_hot),
-          static_cast<long long>(model.config.n_layer) * model.config.n_ff,
-          HumanBytes(HotRowBytes(model, split->hot)).c_str(), backend->name(), why.c_str(),
-          plan_path.c_str(), reused ? "reused" : "written");
-  split->backend = std::move(backend);
-  split->plan = std::move(plan);
-  split->plan_path = plan_path;
-  options->hot_backend = split->backend.get();
-  options->hot_neurons = &split->hot;
+  PI_RETURN_IF_ERROR(UsePlan(tool, model, flags, n_ctx, device_path, why, std::move(plan),
+                             plan_path, reused, split, options));
+  // Written only now: a run that fails (a backend that cannot load) leaves
+  // no plan behind.
+  if (!reused) PI_RETURN_IF_ERROR(WritePlan(split->plan, plan_path));
   return Status::Ok();
 }
 

@@ -31,6 +31,7 @@ struct GpuSplitFlags {
   // memory less a margin (SetUpGpuSplit resolves it and says what it took).
   int64_t vram_budget = -1;
   std::string stats_path;
+  std::string plan_path;  // --plan FILE; empty: DefaultPlanPath (placement.h)
   bool reset = false;
   bool disable = false;
   std::string ffn_backend = "auto";  // auto | cuda | host

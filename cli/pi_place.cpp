@@ -143,7 +143,6 @@ static int Run(int argc, char** argv) {
   }
   opt.vram_budget = budget;
   if (stats_path.empty()) stats_path = pi::DefaultStatsPath(model_path);
-  if (plan_path.empty()) plan_path = pi::DefaultPlanPath(model_path, budget);
   if (want_gpuidx && gpuidx_path.empty()) gpuidx_path = model_path + ".generated.gpuidx";
   if (!pi::CheckOutputs("pi-place", {plan_path, want_gpuidx ? gpuidx_path : ""})) return 1;
 
@@ -159,6 +158,10 @@ static int Run(int argc, char** argv) {
   const pi::LlamaConfig& c = model.config;
   if (s.ok() && opt.n_ctx == 0) {
     opt.n_ctx = c.n_ctx_train > 0 ? std::min(c.n_ctx_train, 4096) : 4096;
+  }
+  if (plan_path.empty()) {  // every key of the plan in its name (placement.h)
+    plan_path =
+        pi::DefaultPlanPath(model_path, budget, opt.n_ctx, opt.cache_type_k, opt.cache_type_v);
   }
   pi::Placement plan;
   if (s.ok()) s = pi::Place(model, stats, opt, &plan);

@@ -132,7 +132,7 @@ static int Run(int argc, char** argv) {
     fprintf(stderr, "pi-profile: -t, -b, --max-tokens must be >= 1 and -c >= 0\n");
     return 2;
   }
-  if (out_path.empty()) out_path = pi::DefaultStatsPath(model_path);
+  if (out_path.empty()) out_path = pi::DefaultStatsWritePath(model_path);
   if (!pi::CheckOutputs("pi-profile", {out_path, csv_path})) return 1;
 
   pi::LlamaModel model;

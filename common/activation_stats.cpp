@@ -276,15 +276,12 @@ Status CheckStatsMatchModel(const ActivationStats& stats, const LlamaModel& mode
   return Status::Ok();
 }
 
-std::string ModelPathStem(const std::string& model_path) {
-  const std::string ext = ".gguf";
-  const bool has_ext = model_path.size() > ext.size() &&
-                       model_path.compare(model_path.size() - ext.size(), ext.size(), ext) == 0;
-  return has_ext ? model_path.substr(0, model_path.size() - ext.size()) : model_path;
+std::string DefaultStatsPath(const std::string& model_path) {
+  return SideFileForRead(model_path, ".stats.gguf");
 }
 
-std::string DefaultStatsPath(const std::string& model_path) {
-  return ModelPathStem(model_path) + ".stats.gguf";
+std::string DefaultStatsWritePath(const std::string& model_path) {
+  return SideFileForWrite(model_path, ".stats.gguf");
 }
 
 }  // namespace pi

@@ -25,6 +25,7 @@
 #include "common/ffn_observer.h"
 #include "common/gguf.h"
 #include "common/llama_model.h"
+#include "common/side_files.h"
 #include "common/status.h"
 
 namespace pi {
@@ -84,13 +85,12 @@ void InitActivationStatsFor(const LlamaModel& model, ActivationStats* stats);
 
 // Writes `stats` as a GGUF file (see the header comment). Fails when a count
 // does not fit the file's I32.
-// Where pi-profile puts a model's statistics by default, and where pi-place
-// and --vram-budget look for them: the model's path without ".gguf", plus
-// ".stats.gguf".
+// Where pi-place and --vram-budget look for a model's statistics by
+// default, and where pi-profile writes them: the model's path without
+// ".gguf", plus ".stats.gguf" — or, for a model in a folder this process
+// cannot write, the cache (common/side_files.h).
 std::string DefaultStatsPath(const std::string& model_path);
-// The model's path without a trailing ".gguf" (the stem of the files kept
-// next to it).
-std::string ModelPathStem(const std::string& model_path);
+std::string DefaultStatsWritePath(const std::string& model_path);
 
 Status WriteActivationStats(const ActivationStats& stats, const std::string& path);
 

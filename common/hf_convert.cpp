@@ -183,7 +183,7 @@ Status WriteImportedStats(const HfConvertOptions& o, const PtExport& p,
   }
   stats.set_n_tokens(static_cast<uint64_t>(frequencies ? 1000000 : max_count));
   stats.corpus = "PowerInfer activation files: " + o.activations_dir;
-  const std::string path = DefaultStatsPath(out_path);
+  const std::string path = DefaultStatsWritePath(out_path);
   PI_RETURN_IF_ERROR(WriteActivationStats(stats, path));
   fprintf(stderr, "pi-convert: activation statistics in %s\n", path.c_str());
   return Status::Ok();

@@ -10,6 +10,7 @@
 #include "common/gguf.h"
 #include "common/kv_cache.h"
 #include "common/memory_limits.h"
+#include "common/side_files.h"
 
 namespace pi {
 namespace {
@@ -469,8 +470,12 @@ std::string BudgetString(int64_t bytes) {
   return std::to_string(bytes);
 }
 
-std::string DefaultPlanPath(const std::string& model_path, int64_t budget) {
-  return ModelPathStem(model_path) + ".plan-" + BudgetString(budget) + ".gguf";
+std::string DefaultPlanPath(const std::string& model_path, int64_t budget, int n_ctx,
+                            DType cache_type_k, DType cache_type_v, int n_gpus) {
+  const std::string suffix = ".plan-" + BudgetString(budget) + "-c" + std::to_string(n_ctx) + "-" +
+                             DTypeName(cache_type_k) + "-" + DTypeName(cache_type_v) + "-g" +
+                             std::to_string(n_gpus) + ".gguf";
+  return SideFileForRead(model_path, suffix);
 }
 
 }  // namespace pi

@@ -140,9 +140,12 @@ Status CheckPlanMatches(const Placement& plan, const LlamaModel& model,
 // "11G", "512M", "64K" when exact, else the byte count: for file names.
 std::string BudgetString(int64_t bytes);
 
-// The plan file for `budget` next to the model: the model's path without
-// ".gguf", plus ".plan-<BudgetString(budget)>.gguf" (pi-place and
-// --vram-budget share it).
-std::string DefaultPlanPath(const std::string& model_path, int64_t budget);
+// Where a plan for these keys is cached: the model's stem plus
+// ".plan-<budget>-c<n_ctx>-<ctk>-<ctv>-g<gpus>.gguf" (every key a plan is
+// made for, so tools planning for other contexts or cache types do not
+// overwrite each other's), beside the model or, where its folder cannot be
+// written, in the cache (common/side_files.h).
+std::string DefaultPlanPath(const std::string& model_path, int64_t budget, int n_ctx,
+                            DType cache_type_k, DType cache_type_v, int n_gpus = 1);
 
 }  // namespace pi

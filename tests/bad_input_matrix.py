@@ -118,7 +118,7 @@ def make_scratch(bin_dir, tmp):
     # Truncated copies where the tools look for a cached plan and an index.
     shutil.copy(p("demo.gguf"), p("planned.gguf"))
     shutil.copy(p("demo.stats.gguf"), p("planned.stats.gguf"))
-    shutil.copy(p("truncated.plan.gguf"), p("planned.plan-64M.gguf"))
+    shutil.copy(p("truncated.plan.gguf"), p("planned.plan-64M-c256-f16-f16-g1.gguf"))
     shutil.copy(p("truncated.plan.gguf"), p("replan.gguf"))
     with open(p("regpuidx"), "wb") as f:
         f.write(b"GGUF\x03\x00\x00\x00\x0c")
@@ -235,7 +235,7 @@ def pi_run_cases():
         # A truncated cached plan is not used (it is remade; the demo has no ffn_down_t,
         # so the split itself is then refused).
         bad_input(t, ["-m", "planned.gguf", "--vram-budget", "64M", "--ffn-backend", "host",
-                      "-p", "hi"], "not reusing planned.plan-64M.gguf"),
+                      "-p", "hi"], "not reusing planned.plan-64M-c256-f16-f16-g1.gguf"),
         # Unusual but valid prompts run.
         Case(t, m + ["-f", "empty.txt"] + ok, 0, "pi-run:"),
         Case(t, m + ["-f", "binary.txt", "-c", "1024"] + ok, 0, "pi-run:"),

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Where the tools keep a model's side files (statistics, placement plans), as a user meets them:
+
+- the plan's name carries every key it was made for (budget, context, KV cache types, GPUs):
+  runs at two contexts keep two plans, and each is reused by its own kind of run;
+- --plan FILE names another place; a run that then fails (an FFN backend that cannot load)
+  writes no plan;
+- a model in a folder nobody can write (an immutable folder: even root cannot): pi-profile's
+  statistics and the plans go to $XDG_CACHE_HOME/pi, and --vram-budget finds them there.
+
+Usage: side_files_test.py BIN_DIR
+"""
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from served_process import ROOT, check, demo_down_t, finish  # noqa: E402
+
+
+def run(*args, env=None):
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=300, env=env)
+
+
+def main():
+    bin_dir = sys.argv[1]
+    pi_run = os.path.join(bin_dir, "pi-run")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = demo_down_t(bin_dir, tmp, profile=True)
+        base = ["-m", model, "-p", "In the beginning", "-n", "4", "--sparse", "oracle",
+                "--vram-budget", "8M", "--ffn-backend", "host"]
+        p = run(pi_run, *base, "-c", "128")
+        q = run(pi_run, *base, "-c", "256")
+        plans = sorted(os.path.basename(f) for f in glob.glob(os.path.join(tmp, "*.plan-*.gguf")))
+        check(p.returncode == 0 and q.returncode == 0 and plans == [
+            "demo-down-t.plan-8M-c128-f16-f16-g1.gguf", "demo-down-t.plan-8M-c256-f16-f16-g1.gguf"],
+              f"a plan per context, each named by its keys ({plans})")
+        p = run(pi_run, *base, "-c", "128")
+        check(p.returncode == 0 and "reused" in p.stderr, "the -c 128 run reuses its plan")
+        p = run(pi_run, *base, "-c", "128", "-ctk", "f32", "-ctv", "f32")
+        check(p.returncode == 0 and os.path.exists(model[:-5] + ".plan-8M-c128-f32-f32-g1.gguf"),
+              "other KV cache types: another plan")
+        mine = os.path.join(tmp, "mine.plan.gguf")
+        p = run(pi_run, *base, "--plan", mine)
+        check(p.returncode == 0 and os.path.exists(mine), "--plan FILE writes there")
+        failed = os.path.join(tmp, "failed.plan.gguf")
+        p = run(pi_run, *base[:-2], "--ffn-backend", "cuda", "--plan", failed)
+        # A machine with a GPU runs it: then the plan is rightly written.
+        gpu = p.returncode == 0
+        check(gpu or (p.returncode == 1 and not os.path.exists(failed)),
+              f"a run that fails (--ffn-backend cuda without one) writes no plan "
+              f"({p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ''!r})")
+
+        # A folder nobody may write: chattr +i (root included); skipped where not allowed.
+        store = os.path.join(tmp, "store")
+        os.mkdir(store)
+        shutil.copy(model, os.path.join(store, "m.gguf"))
+        locked = run("chattr", "+i", store).returncode == 0
+        if not locked:
+            print("skip read-only folder: chattr +i is not allowed here")
+        else:
+            try:
+                cache = os.path.join(tmp, "cache")
+                env = dict(os.environ, XDG_CACHE_HOME=cache)
+                p = run(os.path.join(bin_dir, "pi-profile"), "-m", os.path.join(store, "m.gguf"),
+                        "-f", os.path.join(ROOT, "models", "kjv-valid.txt"), "--max-tokens", "512",
+                        env=env)
+                stats = os.path.join(cache, "pi", "m.stats.gguf")
+                check(p.returncode == 0 and os.path.exists(stats),
+                      f"pi-profile of a read-only folder's model: stats in $XDG_CACHE_HOME/pi "
+                      f"({p.stderr[-200:]!r})")
+                p = run(pi_run, "-m", os.path.join(store, "m.gguf"), *base[2:], "-c", "128", env=env)
+                check(p.returncode == 0 and os.path.exists(
+                    os.path.join(cache, "pi", "m.plan-8M-c128-f16-f16-g1.gguf")),
+                      f"--vram-budget finds the cached stats and caches its plan there "
+                      f"({p.stderr[-200:]!r})")
+            finally:
+                run("chattr", "-i", store)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
