@@ -222,6 +222,15 @@ static int Run(int argc, char** argv) {
             model_path.c_str(), pi::FfnActivationName(c.activation));
     return 1;
   }
+  // The file's own predictors are replaced, not kept beside the new ones: say so.
+  int had = 0;
+  for (const pi::LlamaLayer& l : model.layers) had += l.fc1.present() && l.fc2.present();
+  if (had > 0) {
+    fprintf(stderr,
+            "pi-train-predictor: note: %s already has predictors for %d of %d layers; %s gets "
+            "newly trained ones in their place\n",
+            model_path.c_str(), had, c.n_layer, out_path.c_str());
+  }
   if (ranks.empty() && rank > 0) ranks.assign(c.n_layer, rank);
   if (!ranks.empty() && static_cast<int>(ranks.size()) != c.n_layer) {
     fprintf(stderr, "pi-train-predictor: --ranks gives %zu sizes for %d layers\n", ranks.size(),

@@ -281,6 +281,11 @@ def main():
                 "--epochs", "2", "--rank", "32")
         q = run(os.path.join(bin_dir, "pi-run"), "-m", pred, "--sparse", "predictor", "-p",
                 "In the beginning", "-n", "8") if p.returncode == 0 else p
+        r2 = run(os.path.join(bin_dir, "pi-train-predictor"), "-m", pred, "-f",
+                 os.path.join(ROOT, "models", "kjv-valid.txt"), "-o", pred + ".2.gguf",
+                 "--max-tokens", "600", "--epochs", "1", "--rank", "32")
+        check(r2.returncode == 0 and "already has predictors for 2 of 2 layers" in r2.stderr,
+              f"pi-train-predictor says when it replaces a file's predictors ({r2.stderr[-300:]!r})")
         check(p.returncode == 0 and q.returncode == 0,
               f"--down-t output: pi-train-predictor trains it, pi-run --sparse predictor runs it "
               f"({(p.stderr + q.stderr)[-200:]!r})")
