@@ -240,7 +240,10 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   }
   ActivationStats stats;
   PI_RETURN_IF_ERROR(ReadActivationStats(stats_path, &stats));
-  PI_RETURN_IF_ERROR(CheckStatsMatchModel(stats, model).WithContext(stats_path));
+  std::string reuse_note;
+  PI_RETURN_IF_ERROR(CheckStatsMatchModel(stats, model, &reuse_note).WithContext(stats_path));
+  if (!reuse_note.empty())
+    fprintf(stderr, "%s: %s: %s\n", tool, stats_path.c_str(), reuse_note.c_str());
 
   // A GPU takes a prefix of the layers when not all of them fit; the host
   // backend only hot neurons.

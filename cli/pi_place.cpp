@@ -154,7 +154,11 @@ static int Run(int argc, char** argv) {
                           stats_path.c_str(), model_path.c_str());
   }
   if (s.ok()) s = pi::ReadActivationStats(stats_path, &stats);
-  if (s.ok()) s = pi::CheckStatsMatchModel(stats, model).WithContext(stats_path);
+  std::string reuse_note;
+  if (s.ok()) s = pi::CheckStatsMatchModel(stats, model, &reuse_note).WithContext(stats_path);
+  if (s.ok() && !reuse_note.empty()) {
+    fprintf(stderr, "pi-place: %s: %s\n", stats_path.c_str(), reuse_note.c_str());
+  }
   const pi::LlamaConfig& c = model.config;
   if (s.ok() && opt.n_ctx == 0) {
     opt.n_ctx = c.n_ctx_train > 0 ? std::min(c.n_ctx_train, 4096) : 4096;

@@ -15,6 +15,8 @@
 // transposed blk.N.ffn_down_t [n_embd, n_ff] (row i = neuron i's outputs),
 // which sparse FFN execution needs; the magic is left as it was (PWRI would
 // tell PowerInfer to expect predictor tensors).
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "cli/tool_main.h"
+#include "common/activation_stats.h"
 #include "common/gguf.h"
 #include "common/llama_model.h"
 #include "common/synthetic_model.h"
@@ -90,6 +93,27 @@ void ConvertRows(const pi::TensorInfo& t, pi::DType to, uint8_t* dst) {
     threads.emplace_back(work, n_rows * k / n_threads, n_rows * (k + 1) / n_threads);
   }
   for (std::thread& th : threads) th.join();
+}
+
+// The input's activation statistics, when it has some and the output keeps
+// its tensors' names and shapes (not with --down-t), serve the output too
+// (CheckStatsMatchModel takes a copy in other types): written beside it.
+void CarryStatsOver(const std::string& in_path, const std::string& out_path) {
+  const std::string from = pi::DefaultStatsPath(in_path);
+  const std::string to = pi::DefaultStatsWritePath(out_path);
+  struct stat st;
+  if (stat(from.c_str(), &st) != 0 || stat(to.c_str(), &st) == 0) return;
+  pi::ActivationStats stats;
+  std::unique_ptr<pi::GgufFile> out;
+  if (!pi::ReadActivationStats(from, &stats).ok() || stats.shape_fingerprint == 0 ||
+      !pi::GgufFile::Open(out_path, &out).ok() ||
+      pi::ShapeFingerprint(*out) != stats.shape_fingerprint) {
+    return;
+  }
+  if (pi::WriteActivationStats(stats, to).ok()) {
+    fprintf(stderr, "pi-quantize: %s serves the copy too: written as %s\n", from.c_str(),
+            to.c_str());
+  }
 }
 
 bool IsFfnDown(const std::string& name) {
@@ -226,6 +250,7 @@ static int Run(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fprintf(stderr, "pi-quantize: wrote %s: %d of %d tensors converted to %s in %.1f s\n",
           out_path.c_str(), n_converted, n_tensors, pi::DTypeName(target), secs);
+  CarryStatsOver(in_path, out_path);
   return 0;
 }
 

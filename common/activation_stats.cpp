@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
+
+#include "kernels/cpu/quant.h"
 
 namespace pi {
 
@@ -85,6 +88,74 @@ uint64_t ModelFingerprint(const GgufFile& file) {
   return h.value();
 }
 
+uint64_t ShapeFingerprint(const GgufFile& file) {
+  Fnv1a64 h;
+  std::string arch;
+  if (const GgufValue* a = file.Find("general.architecture")) arch = a->str;
+  h.Add(arch.data(), arch.size());
+  // By name: another tool may write the tensors in another order.
+  std::vector<const TensorInfo*> tensors;
+  for (const TensorInfo& t : file.tensors()) tensors.push_back(&t);
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->name < b->name; });
+  for (const TensorInfo* t : tensors) {
+    h.Add(t->name.data(), t->name.size());
+    h.Add("", 1);
+    h.AddU32(static_cast<uint32_t>(t->n_dims));
+    for (int i = 0; i < t->n_dims; ++i) h.AddU64(static_cast<uint64_t>(t->ne[i]));
+  }
+  if (const GgufValue* tokens = file.Find("tokenizer.ggml.tokens")) {
+    for (const GgufValue& v : tokens->array) {
+      h.Add(v.str.data(), v.str.size());
+      h.Add("", 1);
+    }
+  }
+  return h.value();
+}
+
+std::string WeightSigns(const GgufFile& file) {
+  const TensorInfo* t = file.FindTensor("token_embd.weight");
+  if (!t || t->n_dims != 2 || !IsComputeDType(t->type) || t->ne[0] % 32 != 0) return "";
+  constexpr int kBlocks = 256;
+  std::vector<float> row(static_cast<size_t>(t->ne[0]));
+  uint8_t bits[kBlocks / 8] = {};
+  int block = 0;
+  for (int64_t r = 0; r < t->n_rows() && block < kBlocks; ++r) {
+    DequantizeRow(t->type, t->data + r * t->row_bytes(), row.data(), t->ne[0]);
+    for (int64_t b0 = 0; b0 + 32 <= t->ne[0] && block < kBlocks; b0 += 32, ++block) {
+      int64_t best = b0;
+      for (int64_t i = b0; i < b0 + 32; ++i) {
+        if (std::fabs(row[i]) > std::fabs(row[best])) best = i;
+      }
+      if (row[best] < 0) bits[block / 8] |= static_cast<uint8_t>(1u << (block % 8));
+    }
+  }
+  if (block < kBlocks) return "";
+  std::string hex;
+  for (uint8_t b : bits) {
+    char buf[3];
+    snprintf(buf, sizeof buf, "%02x", b);
+    hex += buf;
+  }
+  return hex;
+}
+
+namespace {
+
+// Bits that differ between two WeightSigns() strings; -1 when they cannot be
+// compared.
+int SignsDiffer(const std::string& a, const std::string& b) {
+  if (a.size() != 64 || b.size() != 64) return -1;
+  int n = 0;
+  for (size_t i = 0; i < 64; ++i) {
+    const int x = std::stoi(a.substr(i, 1), nullptr, 16) ^ std::stoi(b.substr(i, 1), nullptr, 16);
+    n += __builtin_popcount(static_cast<unsigned>(x));
+  }
+  return n;
+}
+
+}  // namespace
+
 std::string FingerprintHex(uint64_t fingerprint) {
   char buf[17];
   snprintf(buf, sizeof(buf), "%016" PRIx64, fingerprint);
@@ -136,6 +207,8 @@ void InitActivationStatsFor(const LlamaModel& model, ActivationStats* stats) {
   stats->Init(model.config.n_layer, model.config.n_ff);
   stats->model_name = model.config.name;
   stats->model_fingerprint = ModelFingerprint(*model.file);
+  stats->shape_fingerprint = ShapeFingerprint(*model.file);
+  stats->weight_signs = WeightSigns(*model.file);
   stats->activation = FfnActivationName(model.config.activation);
 }
 
@@ -144,6 +217,10 @@ Status WriteActivationStats(const ActivationStats& stats, const std::string& pat
   w.Set("pi.stats.version", GgufValue::U32(kStatsVersion));
   w.Set("pi.stats.model_name", GgufValue::String(stats.model_name));
   w.Set("pi.stats.model_fingerprint", GgufValue::String(FingerprintHex(stats.model_fingerprint)));
+  if (stats.shape_fingerprint != 0 && !stats.weight_signs.empty()) {
+    w.Set("pi.stats.shape_fingerprint", GgufValue::String(FingerprintHex(stats.shape_fingerprint)));
+    w.Set("pi.stats.weight_signs", GgufValue::String(stats.weight_signs));
+  }
   w.Set("pi.stats.n_layer", GgufValue::U32(static_cast<uint32_t>(stats.n_layer())));
   w.Set("pi.stats.n_ff", GgufValue::U32(static_cast<uint32_t>(stats.n_ff())));
   w.Set("pi.stats.n_tokens", GgufValue::U64(stats.n_tokens()));
@@ -169,7 +246,7 @@ Status WriteActivationStats(const ActivationStats& stats, const std::string& pat
 Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
   uint32_t version = 0, n_layer = 0, n_ff = 0, n_ctx = 0;
   uint64_t n_tokens = 0;
-  std::string name, fp, activation, corpus;
+  std::string name, fp, shape_fp, signs, activation, corpus;
   PI_RETURN_IF_ERROR(f.GetU32("pi.stats.version", &version));
   if (version != kStatsVersion) {
     return Status::Error("pi.stats.version is %u, this build reads version %u", version,
@@ -183,6 +260,12 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
   PI_RETURN_IF_ERROR(f.GetString("pi.stats.activation", &activation));
   PI_RETURN_IF_ERROR(f.GetString("pi.stats.corpus", &corpus));
   PI_RETURN_IF_ERROR(f.GetU32Opt("pi.stats.n_ctx", &n_ctx));
+  PI_RETURN_IF_ERROR(f.GetStringOpt("pi.stats.shape_fingerprint", &shape_fp));
+  PI_RETURN_IF_ERROR(f.GetStringOpt("pi.stats.weight_signs", &signs));
+  if (!signs.empty() &&
+      (signs.size() != 64 || signs.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    return Status::Error("pi.stats.weight_signs is not 64 lower-case hex digits");
+  }
   if (n_layer < 1 || n_layer > kMaxLayers) {
     return Status::Error("pi.stats.n_layer %u out of range [1, %u]", n_layer, kMaxLayers);
   }
@@ -195,6 +278,15 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
                          fp.c_str());
   }
   fingerprint = std::stoull(fp, nullptr, 16);
+  uint64_t shape_fingerprint = 0;
+  if (!shape_fp.empty()) {
+    if (shape_fp.size() != 16 ||
+        shape_fp.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return Status::Error("pi.stats.shape_fingerprint '%s' is not 16 lower-case hex digits",
+                           shape_fp.c_str());
+    }
+    shape_fingerprint = std::stoull(shape_fp, nullptr, 16);
+  }
 
   // Every layer's tensor must be in the file before counts are allocated.
   std::vector<const TensorInfo*> by_layer(n_layer, nullptr);
@@ -240,6 +332,8 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
   s.set_n_tokens(n_tokens);
   s.model_name = name;
   s.model_fingerprint = fingerprint;
+  s.shape_fingerprint = shape_fingerprint;
+  s.weight_signs = signs;
   s.activation = activation;
   s.corpus = corpus;
   s.n_ctx = static_cast<int>(n_ctx);
@@ -254,7 +348,8 @@ Status ReadActivationStats(const std::string& path, ActivationStats* stats) {
   return s.ok() ? s : s.WithContext("activation stats " + path);
 }
 
-Status CheckStatsMatchModel(const ActivationStats& stats, const LlamaModel& model) {
+Status CheckStatsMatchModel(const ActivationStats& stats, const LlamaModel& model,
+                            std::string* note) {
   const LlamaConfig& c = model.config;
   const std::string made_from = "the stats were made from model '" + stats.model_name + "' (" +
                                 FingerprintHex(stats.model_fingerprint) + ")";
@@ -267,6 +362,20 @@ Status CheckStatsMatchModel(const ActivationStats& stats, const LlamaModel& mode
                          c.n_ff);
   }
   const uint64_t fp = ModelFingerprint(*model.file);
+  // At most 1 in 16 signs may flip (values tied at a block's maximum after
+  // requantization); other weights flip about half.
+  const int differ = SignsDiffer(stats.weight_signs, WeightSigns(*model.file));
+  if (fp != stats.model_fingerprint && stats.shape_fingerprint != 0 &&
+      stats.shape_fingerprint == ShapeFingerprint(*model.file) && differ >= 0 && differ <= 16) {
+    // Another copy of the same weights (a Q4_0 of the F16 profiled): the
+    // firing counts carry over.
+    if (note) {
+      *note = made_from +
+              ", another file of this architecture, shapes and vocabulary (a copy "
+              "in other types?): reused; run pi-profile on this file if it holds other weights";
+    }
+    return Status::Ok();
+  }
   if (fp != stats.model_fingerprint) {
     return Status::Error(
         "%s, not this model '%s' (fingerprint %s): same shape but different tensors or "

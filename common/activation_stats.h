@@ -7,6 +7,8 @@
 //   pi.stats.version            u32     1
 //   pi.stats.model_name         string  general.name of the model (may be "")
 //   pi.stats.model_fingerprint  string  16 hex digits, ModelFingerprint()
+//   pi.stats.shape_fingerprint  string  16 hex digits, ShapeFingerprint() (optional)
+//   pi.stats.weight_signs       string  64 hex digits, WeightSigns() (with it)
 //   pi.stats.n_layer            u32
 //   pi.stats.n_ff               u32
 //   pi.stats.n_tokens           u64     tokens profiled (every layer sees each)
@@ -37,6 +39,16 @@ namespace pi {
 // (u64). All integers little-endian. Reads ~256 bytes per tensor, not the
 // weights. A requantized or re-exported file gets a new fingerprint.
 uint64_t ModelFingerprint(const GgufFile& file);
+// The same without types or data: the architecture, every tensor's name and
+// shape (in name order) and the vocabulary's tokens. Copies of one model in
+// other types (an F16 and its Q4_0) share it, so their statistics carry over.
+uint64_t ShapeFingerprint(const GgufFile& file);
+// And a sketch of the weights that survives requantization: for the first
+// 256 blocks of 32 values of token_embd.weight, the sign of each block's
+// largest-magnitude value (a block's maximum is what Q8_0 and Q4_0 keep
+// exactly), as 64 hex digits; "" without that tensor. Other weights of the
+// same shapes (a fine-tune, another seed) differ in about half the bits.
+std::string WeightSigns(const GgufFile& file);
 std::string FingerprintHex(uint64_t fingerprint);  // 16 lower-case hex digits
 
 // The fraction of neurons (most frequent first) that account for `share`
@@ -68,7 +80,9 @@ class ActivationStats : public FfnObserver {
   // Provenance, written to and read from the file's metadata.
   std::string model_name;
   uint64_t model_fingerprint = 0;
-  std::string activation;  // FfnActivationName of the model
+  uint64_t shape_fingerprint = 0;  // 0: not recorded (files before it was)
+  std::string weight_signs;        // WeightSigns(); "" with shape_fingerprint 0
+  std::string activation;          // FfnActivationName of the model
   std::string corpus;
   int n_ctx = 0;
 
@@ -102,6 +116,9 @@ Status ReadActivationStats(const GgufFile& file, ActivationStats* stats);
 
 // Fails with a message naming both sides when `stats` was not made from
 // `model` (layer count, n_ff or fingerprint differ).
-Status CheckStatsMatchModel(const ActivationStats& stats, const LlamaModel& model);
+// Statistics profiled on another copy of the same shapes (ShapeFingerprint)
+// are accepted, with *note (when given) saying so.
+Status CheckStatsMatchModel(const ActivationStats& stats, const LlamaModel& model,
+                            std::string* note = nullptr);
 
 }  // namespace pi

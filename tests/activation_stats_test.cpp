@@ -382,6 +382,41 @@ TEST(ActivationStatsMatchTest, RejectsStatsOfAnotherModel) {
   EXPECT_NE(ModelFingerprint(*a.file), ModelFingerprint(*other_seed.file));
 }
 
+// Statistics carry over to a copy of the same weights in other types (an F32
+// model's to its Q8_0 and Q4_0 copies), with a note; not to other weights of
+// the same shapes.
+TEST(ActivationStatsMatchTest, CarryOverToCopiesInOtherTypes) {
+  SyntheticModelOptions o = Small("relu", 2, 128);
+  o.n_vocab = 512;  // token_embd: 512 x 64 values, the 256 blocks WeightSigns reads
+  LlamaModel f32, q8, q4, other;
+  ASSERT_NO_FATAL_FAILURE(LoadSynthetic(o, "carry_f32", &f32));
+  o.type = DType::kQ8_0;
+  ASSERT_NO_FATAL_FAILURE(LoadSynthetic(o, "carry_q8", &q8));
+  o.type = DType::kQ4_0;
+  ASSERT_NO_FATAL_FAILURE(LoadSynthetic(o, "carry_q4", &q4));
+  o.seed = 9;
+  ASSERT_NO_FATAL_FAILURE(LoadSynthetic(o, "carry_other", &other));
+  EXPECT_EQ(ShapeFingerprint(*f32.file), ShapeFingerprint(*q4.file));
+  EXPECT_EQ(ShapeFingerprint(*f32.file), ShapeFingerprint(*other.file));
+  EXPECT_EQ(WeightSigns(*f32.file).size(), 64u);
+
+  ActivationStats st;
+  InitActivationStatsFor(f32, &st);
+  const std::string path = TempPath("carry.stats.gguf");
+  ASSERT_TRUE(WriteActivationStats(st, path).ok());
+  ActivationStats read;
+  ASSERT_TRUE(ReadActivationStats(path, &read).ok());
+  EXPECT_EQ(read.weight_signs, WeightSigns(*f32.file));
+  for (const LlamaModel* copy : {&q8, &q4}) {
+    std::string note;
+    EXPECT_TRUE(CheckStatsMatchModel(read, *copy, &note).ok());
+    EXPECT_THAT(note, HasSubstr("a copy in other types?"));
+  }
+  std::string note;
+  EXPECT_THAT(CheckStatsMatchModel(read, other, &note).message(), HasSubstr("not this model"));
+  EXPECT_TRUE(note.empty());
+}
+
 TEST(ActivationStatsTest, FingerprintFollowsTheDocumentedRecipe) {
   // A two-tensor file hashed here by the recipe in the header.
   GgufWriter w;

@@ -5,6 +5,8 @@
   runs at two contexts keep two plans, and each is reused by its own kind of run;
 - --plan FILE names another place; a run that then fails (an FFN backend that cannot load)
   writes no plan;
+- pi-quantize carries a model's statistics over to its copy in another type, which
+  --vram-budget takes (with a note) instead of asking for a new profile;
 - a model in a folder nobody can write (an immutable folder: even root cannot): pi-profile's
   statistics and the plans go to $XDG_CACHE_HOME/pi, and --vram-budget finds them there.
 
@@ -55,6 +57,14 @@ def main():
         check(gpu or (p.returncode == 1 and not os.path.exists(failed)),
               f"a run that fails (--ffn-backend cuda without one) writes no plan "
               f"({p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ''!r})")
+
+        # A Q8_0 copy: pi-quantize carries the statistics over, --vram-budget takes them.
+        q8 = os.path.join(tmp, "q8.gguf")
+        p = run(os.path.join(bin_dir, "pi-quantize"), model, q8, "q8_0")
+        q = run(pi_run, "-m", q8, *base[2:])
+        check(p.returncode == 0 and os.path.exists(os.path.join(tmp, "q8.stats.gguf"))
+              and q.returncode == 0 and "a copy in other types?" in q.stderr,
+              f"a Q8_0 copy reuses the F16's statistics, saying so ({q.stderr[-200:]!r})")
 
         # A folder nobody may write: chattr +i (root included); skipped where not allowed.
         store = os.path.join(tmp, "store")
