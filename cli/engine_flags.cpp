@@ -31,6 +31,9 @@ const char kEngineUsage[] =
     "  -t, --threads N         threads (default: the cores)\n"
     "  -c, --ctx-size N        context size (0 = the model's, capped at 4096; default 0)\n"
     "  -b, --batch-size N      prompt batch size (default 64)\n" PI_FFN_ACTIVATION_USAGE
+    "  --no-mmap               read the model into memory instead of mapping it\n"
+    "  --mlock                 keep the model's bytes in RAM (never paged out)\n"
+    "  -ngl N                  accepted for llama.cpp's scripts, ignored: --vram-budget places\n"
     "  --sparse MODE           FFN neurons computed per decoded token: off = all\n"
     "                          (default), oracle = exactly those that fire, predictor =\n"
     "                          those the model's predictor picks (ReLU models with\n"
@@ -65,6 +68,20 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
   if (f == "-m" || f == "--model")
     e->model_path = args->String(f);
   else if (ParseFfnActivationFlag(f, args, &e->ffn_activation)) {
+  } else if (f == "--no-mmap") {
+    e->no_mmap = true;
+  } else if (f == "--mlock") {
+    e->mlock = true;
+  } else if (f == "-ngl" || f == "--n-gpu-layers" || f == "--gpu-layers") {
+    // llama.cpp's layer count: pi places by bytes, not layers.
+    const int n = args->Int(f);
+    if (!args->failed()) {
+      fprintf(stderr,
+              "pi: note: %s %d is llama.cpp's way; pi places work by --vram-budget SIZE (a GPU "
+              "takes the dense blocks of as many layers as the budget holds, then hot "
+              "neurons): %s is ignored\n",
+              f.c_str(), n, f.c_str());
+    }
   } else if (f == "-t" || f == "--threads")
     e->opt.n_threads = args->Int(f);
   else if (f == "-c" || f == "--ctx-size")
@@ -275,7 +292,17 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
 
 Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   if (e->model_path.empty()) e->model_path = DefaultModelPath();
-  PI_RETURN_IF_ERROR(LoadLlamaModel(e->model_path, &out->model));
+  if (e->no_mmap) {
+    std::unique_ptr<GgufFile> file;
+    PI_RETURN_IF_ERROR(GgufFile::Read(e->model_path, &file));
+    PI_RETURN_IF_ERROR(LoadLlamaModel(std::move(file), &out->model));
+  } else {
+    PI_RETURN_IF_ERROR(LoadLlamaModel(e->model_path, &out->model));
+  }
+  if (e->mlock) {
+    const Status locked = out->model.file->LockInMemory();
+    if (!locked.ok()) fprintf(stderr, "%s: warning: %s\n", tool, locked.message().c_str());
+  }
   PI_RETURN_IF_ERROR(ApplyFfnActivationFlag(tool, e->ffn_activation, &out->model));
   const LlamaModel& model = out->model;
   if (e->check_tensors) {

@@ -47,6 +47,8 @@ struct EngineFlags {
   bool gpu_worker = false;
   bool check_tensors = false;
   std::string ffn_activation;  // --ffn-activation (cli/activation_flag.h); local workers get it too
+  bool no_mmap = false;        // --no-mmap: read the model into memory instead of mapping it
+  bool mlock = false;          // --mlock: keep the model's bytes in RAM
   EngineFlags();
 };
 

@@ -46,4 +46,25 @@ Status ReadWholeFile(const std::string& path, std::string* out) {
   return Status::Ok();
 }
 
+Status ReadStandardInput(std::string* out) {
+  std::string data;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Error("cannot read standard input: %s", strerror(errno));
+    }
+    // A check per 64 MiB: a runaway pipe is an error naming it, not an abort.
+    if ((data.size() >> 26) != ((data.size() + static_cast<size_t>(n)) >> 26)) {
+      PI_RETURN_IF_ERROR(CheckMemory("reading standard input",
+                                     static_cast<int64_t>(data.size()) + (int64_t{1} << 26)));
+    }
+    data.append(buf, static_cast<size_t>(n));
+  }
+  *out = std::move(data);
+  return Status::Ok();
+}
+
 }  // namespace pi

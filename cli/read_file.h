@@ -13,4 +13,8 @@ namespace pi {
 // refused without waiting for a writer), or a read fails.
 Status ReadWholeFile(const std::string& path, std::string* out);
 
+// *out = everything on standard input up to its end (`-f -`), checked
+// against the memory available as it grows.
+Status ReadStandardInput(std::string* out);
+
 }  // namespace pi

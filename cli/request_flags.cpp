@@ -6,7 +6,7 @@ namespace pi {
 
 const char kRequestUsage[] =
     "  -p, --prompt TEXT       prompt\n"
-    "  -f, --file FILE         read the prompt from a file\n"
+    "  -f, --file FILE         read the prompt from a file (- : standard input)\n"
     "  -n, --n-predict N       tokens to generate (-1 = until end of text or context, -2 =\n"
     "                          until the context is full; default -1)\n"
     "  --ignore-eos            keep generating past end of text\n"
@@ -61,6 +61,7 @@ Status CheckRequestFlags(const RequestFlags& r) {
 
 Status ReadPromptFile(RequestFlags* r) {
   if (r->prompt_file.empty()) return Status::Ok();
+  if (r->prompt_file == "-") return ReadStandardInput(&r->prompt);
   return ReadWholeFile(r->prompt_file, &r->prompt).WithContext("prompt file");
 }
 

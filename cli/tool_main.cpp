@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "common/atomic_file.h"
 #include "common/mapped_files.h"
@@ -10,6 +11,11 @@
 namespace pi {
 
 int RunTool(const char* tool, int (*body)(int argc, char** argv), int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    printf("%s (pi) %s, commit %s, %s build\n", tool, PI_VERSION, PI_COMMIT,
+           *PI_BUILD_TYPE ? PI_BUILD_TYPE : "default");
+    return 0;
+  }
   InstallMappedFileFaultHandler(tool);
   try {
     return body(argc, argv);

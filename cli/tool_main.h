@@ -11,6 +11,7 @@
 namespace pi {
 
 // Runs body(argc, argv) and returns its status; 1 after an escaped error.
+// `tool --version` alone prints the version and commit instead.
 int RunTool(const char* tool, int (*body)(int argc, char** argv), int argc, char** argv);
 
 // Checks, before any work, that each non-empty path could be written

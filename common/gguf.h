@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -113,6 +114,14 @@ class GgufFile {
   // Same over a caller-owned buffer (used by the fuzzer and tests); the buffer
   // must outlive the GgufFile.
   static Status OpenBuffer(const uint8_t* data, size_t size, std::unique_ptr<GgufFile>* out);
+  // Reads `path` whole into memory the file owns (--no-mmap: the weights
+  // in anonymous memory, not mapped from the page cache), checked against
+  // the memory available first; then validates it as Open does.
+  static Status Read(const std::string& path, std::unique_ptr<GgufFile>* out);
+
+  // Locks the file's bytes in RAM (--mlock) so they are never paged out;
+  // the error names the limit (ulimit -l) when the kernel refuses.
+  Status LockInMemory() const;
 
   uint32_t version() const { return version_; }
   bool is_sparse_magic() const { return sparse_magic_; }  // "PWRI"
@@ -148,6 +157,10 @@ class GgufFile {
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
   std::unique_ptr<MappedRegion> region_;  // Open's mapping (OpenBuffer: none)
+  struct FreeBytes {
+    void operator()(uint8_t* p) const { free(p); }
+  };
+  std::unique_ptr<uint8_t, FreeBytes> owned_;  // Read's copy
   uint32_t version_ = 0;
   bool sparse_magic_ = false;
   uint32_t alignment_ = 32;

@@ -4,6 +4,9 @@
 // remain BEFORE anything is allocated, so a hostile header (a 2^60 array
 // count) fails with a message instead of an allocation. Errors name the
 // problem and the byte offset where it was found.
+#include <sys/mman.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
@@ -15,6 +18,7 @@
 
 #include "common/gguf.h"
 #include "common/mapped_files.h"
+#include "common/memory_limits.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the GGUF reader assumes a little-endian host");
@@ -291,6 +295,45 @@ Status GgufFile::Open(const std::string& path, std::unique_ptr<GgufFile>* out) {
   file->size_ = file->region_->size();
   PI_RETURN_IF_ERROR(file->Parse().WithContext(path));
   *out = std::move(file);
+  return Status::Ok();
+}
+
+Status GgufFile::Read(const std::string& path, std::unique_ptr<GgufFile>* out) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (!f) return Status::Error("%s: cannot open: %s", path.c_str(), strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    fclose(f);
+    return Status::Error("%s: not a regular file", path.c_str());
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  Status s =
+      CheckMemory("reading " + path + " into memory (--no-mmap)", static_cast<int64_t>(size));
+  std::unique_ptr<GgufFile> file(new GgufFile());
+  if (s.ok() && size > 0) {
+    // Page-aligned, as a mapping is: tensor data keeps its alignment.
+    file->owned_.reset(static_cast<uint8_t*>(aligned_alloc(4096, (size + 4095) / 4096 * 4096)));
+    if (!file->owned_) s = Status::Error("%s: cannot allocate %zu bytes", path.c_str(), size);
+  }
+  if (s.ok() && size > 0 && fread(file->owned_.get(), 1, size, f) != size) {
+    s = Status::Error("%s: read failed: %s", path.c_str(), strerror(errno));
+  }
+  fclose(f);
+  PI_RETURN_IF_ERROR(s);
+  file->path_ = path;
+  file->base_ = file->owned_.get();
+  file->size_ = size;
+  PI_RETURN_IF_ERROR(file->Parse().WithContext(path));
+  *out = std::move(file);
+  return Status::Ok();
+}
+
+Status GgufFile::LockInMemory() const {
+  if (size_ == 0) return Status::Ok();
+  if (mlock(base_, size_) != 0) {
+    return Status::Error("%s: cannot lock %zu bytes in RAM (--mlock): %s (raise ulimit -l)",
+                         path_.c_str(), size_, strerror(errno));
+  }
   return Status::Ok();
 }
 

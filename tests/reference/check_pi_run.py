@@ -107,6 +107,22 @@ def main():
     check(a["generated_tokens"] == b["generated_tokens"], "greedy: same tokens twice")
     check(a["generated_tokens"] == c["generated_tokens"], "greedy: same tokens for -t 1 and -t 2")
 
+    # llama-cli's flags: -f - reads stdin; --no-mmap and --mlock change nothing in the
+    # answer; -ngl is accepted with a note; --version says what it is.
+    p = subprocess.run([os.path.join(bin_dir, "pi-run"), "--json", "-f", "-",
+                        *greedy[2:], "-t", "1"], input=PROMPT, capture_output=True, text=True,
+                       timeout=300)
+    check(p.returncode == 0 and json.loads(p.stdout)["generated_tokens"] == a["generated_tokens"],
+          "-f - reads the prompt from standard input")
+    d = run_json(bin_dir, *greedy, "-t", "1", "--no-mmap", "--mlock")
+    check(d is not None and d["generated_tokens"] == a["generated_tokens"],
+          "--no-mmap --mlock: the same tokens")
+    rc, out, err = run(bin_dir, *greedy, "-ngl", "99")
+    check(rc == 0 and "--vram-budget" in err and "ignored" in err,
+          "-ngl 99 is accepted with a note pointing at --vram-budget")
+    rc, out, err = run(bin_dir, "--version")
+    check(rc == 0 and out.startswith("pi-run (pi) ") and "commit " in out, f"--version ({out!r})")
+
     # The numpy reference's greedy continuation: the golden sequence comes from it.
     ref = LlamaRef(MODEL, "f16", "f16")
     expect_prompt = [sp.bos_id()] + sp.encode(PROMPT)
