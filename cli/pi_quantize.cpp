@@ -39,7 +39,8 @@ namespace {
 void Usage() {
   fprintf(stderr,
           "usage: pi-quantize IN.gguf OUT.gguf TYPE [--down-t] [--set-activation A]\n"
-          "  TYPE: q8_0 | q4_0 | f16\n"
+          "  TYPE: q8_0 | q4_0 | f16, or (scalar kernels for now) q4_1 | q5_0 | q5_1 | q4_k |\n"
+          "        q5_k | q6_k\n"
           "Converts every 2-D *.weight tensor whose ne0 is a multiple of TYPE's block size;\n"
           "other tensors (norms, 1-D) are copied unchanged. Metadata is kept.\n"
           "  --down-t  also store each blk.N.ffn_down as PowerInfer's transposed\n"
@@ -49,15 +50,17 @@ void Usage() {
 }
 
 bool ParseType(const std::string& s, pi::DType* t) {
-  if (s == "q8_0")
-    *t = pi::DType::kQ8_0;
-  else if (s == "q4_0")
-    *t = pi::DType::kQ4_0;
-  else if (s == "f16")
-    *t = pi::DType::kF16;
-  else
-    return false;
-  return true;
+  for (pi::DType d :
+       {pi::DType::kQ8_0, pi::DType::kQ4_0, pi::DType::kF16, pi::DType::kQ4_1, pi::DType::kQ5_0,
+        pi::DType::kQ5_1, pi::DType::kQ4_K, pi::DType::kQ5_K, pi::DType::kQ6_K}) {
+    std::string name = pi::DTypeName(d);
+    for (char& c : name) c = static_cast<char>(tolower(c));
+    if (s == name) {
+      *t = d;
+      return true;
+    }
+  }
+  return false;
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -149,7 +152,10 @@ static int Run(int argc, char** argv) {
   if (!pi::CheckOutputs("pi-quantize", {out_path})) return 1;
   pi::DType target;
   if (!ParseType(positional[2], &target)) {
-    fprintf(stderr, "pi-quantize: unknown type '%s' (q8_0, q4_0 or f16)\n", positional[2].c_str());
+    fprintf(stderr,
+            "pi-quantize: unknown type '%s' (q8_0, q4_0, f16, q4_1, q5_0, q5_1, q4_k, "
+            "q5_k or q6_k)\n",
+            positional[2].c_str());
     return 2;
   }
 

@@ -182,6 +182,18 @@ uint32_t GgufFileTypeOf(DType t) {
       return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
     case DType::kBF16:
       return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    case DType::kQ4_1:
+      return 3;  // LLAMA_FTYPE_MOSTLY_Q4_1
+    case DType::kQ5_0:
+      return 8;  // LLAMA_FTYPE_MOSTLY_Q5_0
+    case DType::kQ5_1:
+      return 9;  // LLAMA_FTYPE_MOSTLY_Q5_1
+    case DType::kQ4_K:
+      return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S (every matrix Q4_K)
+    case DType::kQ5_K:
+      return 16;  // LLAMA_FTYPE_MOSTLY_Q5_K_S
+    case DType::kQ6_K:
+      return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
     default:
       return 0;
   }

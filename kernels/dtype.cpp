@@ -74,7 +74,8 @@ DTypeInfo GetDTypeInfo(uint32_t id) {
 
 bool IsComputeDType(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 ||
-         t == DType::kQ4_0;
+         t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 ||
+         t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K;
 }
 
 }  // namespace pi

@@ -60,7 +60,9 @@ inline const char* DTypeName(DType t) {
   return GetDTypeInfo(static_cast<uint32_t>(t)).name;
 }
 
-// True for the types our kernels compute with: F32, F16, BF16, Q8_0, Q4_0.
+// True for the types our kernels compute with: F32, F16, BF16, Q8_0, Q4_0,
+// and (on the scalar path, kernels/cpu/kquant.h) Q4_1, Q5_0, Q5_1, Q4_K,
+// Q5_K, Q6_K.
 bool IsComputeDType(DType t);
 
 // Bytes of one row of `n` elements. `n` must be a multiple of the block size.

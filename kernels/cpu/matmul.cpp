@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul_impl.h"
 #include "kernels/cpu/quant.h"
 
@@ -102,7 +103,9 @@ cpu_internal::MatMulArgs MakeMatMulArgs(DType wtype, const void* w, int64_t cols
 
 void RunMatMul(const cpu_internal::MatMulArgs& a) {
   if (!IsComputeDType(a.wtype) || a.r0 >= a.r1 || a.batch <= 0 || a.cols <= 0) return;
-  switch (ActiveCpuIsa()) {
+  // The block formats of kquant.h run on the scalar path for now.
+  const CpuIsa isa = IsBlockDequantDType(a.wtype) ? CpuIsa::kScalar : ActiveCpuIsa();
+  switch (isa) {
     case CpuIsa::kAvx512:
       cpu_internal::MatMulRowsAvx512(a);
       return;
@@ -149,7 +152,7 @@ void RunAxpy(DType wtype, const void* w, int64_t cols, const float* a, float* y,
   args.r0 = r0;
   args.r1 = r1;
   args.ids = ids;
-  switch (ActiveCpuIsa()) {
+  switch (IsBlockDequantDType(wtype) ? CpuIsa::kScalar : ActiveCpuIsa()) {
     case CpuIsa::kAvx512:
       cpu_internal::AxpyRowsAvx512(args);
       return;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul_impl.h"
 #include "kernels/cpu/quant.h"
 
@@ -57,7 +58,23 @@ float DotQ4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb) {
   return sum;
 }
 
+// The block formats of kquant.h: a block at a time in f32 (no row buffer),
+// products in f32 summed in double, as for F32 weights.
+float DotBlocks(DType t, const uint8_t* row, const float* x, int64_t cols) {
+  float w[kQK_K];
+  double sum = 0.0;
+  for (int64_t i = 0, c = 0; c < cols; ++i) {
+    const int n = DequantizeBlock(t, row, i, w);
+    for (int j = 0; j < n; ++j) sum += static_cast<double>(w[j] * x[c + j]);
+    c += n;
+  }
+  return static_cast<float>(sum);
+}
+
 float DotRow(const MatMulArgs& a, const uint8_t* row, const uint8_t* x) {
+  if (IsBlockDequantDType(a.wtype)) {
+    return DotBlocks(a.wtype, row, reinterpret_cast<const float*>(x), a.cols);
+  }
   switch (a.wtype) {
     case DType::kF32:
       return DotF32(reinterpret_cast<const float*>(row), reinterpret_cast<const float*>(x), a.cols);
@@ -127,6 +144,20 @@ void MatMulRowsRef(const MatMulArgs& a) {
 }
 
 void AxpyRowsRef(const AxpyArgs& a) {
+  if (IsBlockDequantDType(a.wtype)) {
+    float w[kQK_K];
+    for (int64_t k = a.r0; k < a.r1; ++k) {
+      if (a.a[k] == 0.0f) continue;
+      const int64_t r = a.ids ? a.ids[k] : k;
+      const uint8_t* row = a.w + r * a.row_bytes;
+      for (int64_t i = 0, c = 0; c < a.cols; ++i) {
+        const int n = DequantizeBlock(a.wtype, row, i, w);
+        for (int j = 0; j < n; ++j) a.y[c + j] += a.a[k] * w[j];
+        c += n;
+      }
+    }
+    return;
+  }
   const bool quant = a.wtype == DType::kQ8_0 || a.wtype == DType::kQ4_0;
   const int64_t cols = quant ? a.cols / kQK * kQK : a.cols;
   for (int64_t k = a.r0; k < a.r1; ++k) {

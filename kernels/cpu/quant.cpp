@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/kquant.h"
 #include "kernels/cpu/ops.h"
 
 namespace pi {
@@ -105,6 +106,7 @@ void QuantizeRow(DType type, const float* x, void* y, int64_t n) {
       QuantizeRowQ4_0(x, static_cast<BlockQ4_0*>(y), n);
       break;
     default:
+      if (IsBlockDequantDType(type)) QuantizeBlocks(type, x, y, n);
       break;  // not a compute type: callers check IsComputeDType first
   }
 }
@@ -144,6 +146,10 @@ void DequantizeRow(DType type, const void* x, float* y, int64_t n) {
       break;
     }
     default:
+      if (IsBlockDequantDType(type)) {
+        const int64_t per = GetDTypeInfo(static_cast<uint32_t>(type)).block_elems;
+        for (int64_t i = 0; i < n / per; ++i) DequantizeBlock(type, x, i, y + i * per);
+      }
       break;
   }
 }
