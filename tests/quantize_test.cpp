@@ -214,8 +214,8 @@ TEST(QuantizeCliTest, BadArguments) {
   const std::string log = TempPath("bad.log");
   EXPECT_EQ(RunQuantize("", log), 2);
   EXPECT_THAT(ReadText(log), ::testing::HasSubstr("usage"));
-  EXPECT_EQ(RunQuantize("a.gguf b.gguf q5_k", log), 2);
-  EXPECT_THAT(ReadText(log), ::testing::HasSubstr("unknown type 'q5_k'"));
+  EXPECT_EQ(RunQuantize("a.gguf b.gguf q3_k", log), 2);
+  EXPECT_THAT(ReadText(log), ::testing::HasSubstr("unknown type 'q3_k'"));
   EXPECT_EQ(RunQuantize("/nonexistent.gguf " + TempPath("x.gguf") + " q8_0", log), 1);
   EXPECT_THAT(ReadText(log), ::testing::HasSubstr("cannot open"));
   EXPECT_NE(access(TempPath("x.gguf").c_str(), F_OK), 0);
