@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/activation_stats.h"
+#include "common/gpu_index.h"
 #include "common/memory_limits.h"
 #include "common/placement.h"
 #include "common/predictor.h"
@@ -59,6 +60,26 @@ bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* 
 }
 
 namespace {
+
+// The original's placement cache, <model>.generated.gpuidx (pi-place --gpuidx
+// writes one): its hot neurons replace the plan's when it was solved for this
+// budget and model shape and fits (ApplyGpuIndex), unless --reset-gpu-index;
+// said either way.
+void UseGpuIndex(const char* tool, const std::string& model_path, const LlamaModel& model,
+                 const ActivationStats& stats, const GpuSplitFlags& flags, Placement* plan) {
+  const std::string path = model_path + ".generated.gpuidx";
+  struct stat st;
+  if (flags.reset || stat(path.c_str(), &st) != 0) return;
+  GpuIndex index;
+  Status s = ReadGpuIndex(path, &index);
+  if (s.ok()) s = ApplyGpuIndex(index, model, stats, plan);
+  if (s.ok()) {
+    fprintf(stderr, "%s: hot neurons from %s (PowerInfer's index for this budget)\n", tool,
+            path.c_str());
+  } else {
+    fprintf(stderr, "%s: not using %s: %s\n", tool, path.c_str(), s.message().c_str());
+  }
+}
 
 // --vram-budget auto: the GPU's free memory less a margin (a tenth, at least
 // 256 MiB: the CUDA context, cuBLAS, other programs' growth); without a GPU
@@ -287,7 +308,10 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
       fprintf(stderr, "%s: not reusing %s: %s\n", tool, plan_path.c_str(), s.message().c_str());
     }
   }
-  if (!reused) PI_RETURN_IF_ERROR(Place(model, stats, opt, &plan));
+  if (!reused) {
+    PI_RETURN_IF_ERROR(Place(model, stats, opt, &plan));
+    UseGpuIndex(tool, model_path, model, stats, flags, &plan);
+  }
   if (!plan.dense_complete)
     fprintf(stderr, "%s: %s\n", tool, PartialDenseNote(plan, model).c_str());
   PI_RETURN_IF_ERROR(UsePlan(tool, model, flags, n_ctx, device_path, why, std::move(plan),

@@ -187,4 +187,41 @@ Status ReadGpuIndex(const std::string& path, GpuIndex* index) {
   return s.ok() ? s : s.WithContext("gpu index " + path);
 }
 
+Status ApplyGpuIndex(const GpuIndex& index, const LlamaModel& model, const ActivationStats& stats,
+                     Placement* plan) {
+  const LlamaConfig& c = model.config;
+  if (index.gpu_neurons.size() != static_cast<size_t>(c.n_layer) || index.n_ff != c.n_ff) {
+    return Status::Error("it is for %zu layers of %d neurons, the model has %d of %d",
+                         index.gpu_neurons.size(), index.n_ff, c.n_layer, c.n_ff);
+  }
+  if (index.vram_capacity != static_cast<uint64_t>(plan->vram_budget)) {
+    return Status::Error("it was solved for a budget of %" PRIu64 " bytes, not %" PRId64,
+                         index.vram_capacity, plan->vram_budget);
+  }
+  if (!plan->dense_complete) {
+    return Status::Error("the budget does not hold the dense blocks, so no neuron goes to the GPU");
+  }
+  int64_t bytes = 0;
+  for (int il = 0; il < c.n_layer; ++il) {
+    bytes += NeuronBytes(model, il) * static_cast<int64_t>(index.gpu_neurons[il].size());
+  }
+  if (plan->dense_bytes + bytes > plan->vram_budget) {
+    return Status::Error("its neurons take %" PRId64 " bytes of these types, %" PRId64
+                         " are left beside the dense blocks",
+                         bytes, plan->vram_budget - plan->dense_bytes);
+  }
+  plan->neuron_bytes = bytes;
+  for (int il = 0; il < c.n_layer; ++il) {
+    LayerPlacement& lp = plan->layers[il];
+    lp.gpu_neurons = index.gpu_neurons[il];
+    lp.neuron_bytes = NeuronBytes(model, il);
+    const int64_t* counts = stats.counts(il);
+    int64_t total = 0, on_gpu = 0;
+    for (int i = 0; i < c.n_ff; ++i) total += counts[i];
+    for (int32_t id : lp.gpu_neurons) on_gpu += counts[id];
+    lp.firing_share = total > 0 ? static_cast<double>(on_gpu) / static_cast<double>(total) : 0.0;
+  }
+  return Status::Ok();
+}
+
 }  // namespace pi

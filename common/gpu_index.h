@@ -41,4 +41,12 @@ Status WriteGpuIndex(const GpuIndex& index, const std::string& path);
 Status ReadGpuIndex(const std::string& path, GpuIndex* index);
 Status ReadGpuIndex(const GgufFile& file, GpuIndex* index);
 
+// The original's use of a cached index: `plan` (made by Place for the same
+// budget) takes the index's hot neurons instead of its own — when the index
+// is for this budget and model shape, the plan holds every dense block, and
+// the neurons fit what the dense blocks leave; otherwise an error saying
+// which, and `plan` is unchanged.
+Status ApplyGpuIndex(const GpuIndex& index, const LlamaModel& model, const ActivationStats& stats,
+                     Placement* plan);
+
 }  // namespace pi

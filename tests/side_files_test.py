@@ -7,6 +7,8 @@
   writes no plan;
 - pi-quantize carries a model's statistics over to its copy in another type, which
   --vram-budget takes (with a note) instead of asking for a new profile;
+- PowerInfer's <model>.generated.gpuidx is used when solved for the run's budget, refused
+  with the reason for another, ignored with --reset-gpu-index;
 - a model in a folder nobody can write (an immutable folder: even root cannot): pi-profile's
   statistics and the plans go to $XDG_CACHE_HOME/pi, and --vram-budget finds them there.
 
@@ -15,6 +17,7 @@ Usage: side_files_test.py BIN_DIR
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +60,43 @@ def main():
         check(gpu or (p.returncode == 1 and not os.path.exists(failed)),
               f"a run that fails (--ffn-backend cuda without one) writes no plan "
               f"({p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ''!r})")
+
+        # PowerInfer's index, <model>.generated.gpuidx: used when solved for this budget
+        # (here pi-place's for 7M, its capacity rewritten to 8M: the run then takes the 7M
+        # plan's fewer neurons), refused with the reason otherwise, ignored with
+        # --reset-gpu-index.
+        idx = model + ".generated.gpuidx"
+        p = run(os.path.join(bin_dir, "pi-place"), "-m", model, "--vram-budget", "7M", "-c", "128",
+                "--gpuidx", idx, "-o", os.path.join(tmp, "seven.plan.gguf"))
+        seven = run(pi_run, *base[:-4], "--vram-budget", "7M", "--ffn-backend", "host", "-c", "128",
+                    "--plan", os.path.join(tmp, "p7.gguf"))
+        n7 = re.search(r"FFN split: (\d+) of", seven.stderr)
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        import pigguf
+        r = pigguf.GGUFReader(idx)
+        w = pigguf.GGUFWriter(idx, "generic.gpu_index", sparse_magic=True)
+        w.add_u32("generic.gpu_index.block_count", r.metadata["generic.gpu_index.block_count"])
+        w.add_u64("split.vram_capacity", 8 << 20)
+        for name, t in r.tensors.items():
+            w.add_tensor_raw(name, t.ne, t.type_id, bytes(t.data))
+        w.write()
+        p = run(pi_run, *base, "-c", "128", "--plan", os.path.join(tmp, "p8.gguf"))
+        n8 = re.search(r"FFN split: (\d+) of", p.stderr)
+        check(p.returncode == 0 and "hot neurons from" in p.stderr and n7 and n8
+              and n8.group(1) == n7.group(1),
+              f"a gpuidx for this budget is used: its {n7.group(1) if n7 else '?'} hot neurons "
+              f"({n8.group(1) if n8 else '?'})")
+        p = run(pi_run, *base, "-c", "128", "--plan", os.path.join(tmp, "p9.gguf"),
+                "--reset-gpu-index")
+        n9 = re.search(r"FFN split: (\d+) of", p.stderr)
+        check(p.returncode == 0 and "hot neurons from" not in p.stderr and n9
+              and int(n9.group(1)) > int(n8.group(1) if n8 else 0),
+              "--reset-gpu-index ignores it (the 8M plan's own, more neurons)")
+        p = run(pi_run, *base[:-4], "--vram-budget", "6M", "--ffn-backend", "host", "-c", "128",
+                "--plan", os.path.join(tmp, "p6.gguf"))
+        check(p.returncode == 0 and "not using" in p.stderr and "solved for a budget of 8388608" in p.stderr,
+              "an index for another budget is not used, saying why")
+        os.remove(idx)
 
         # A Q8_0 copy: pi-quantize carries the statistics over, --vram-budget takes them.
         q8 = os.path.join(tmp, "q8.gguf")
