@@ -349,6 +349,14 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   return Engine::Create(&out->model, e->opt, &out->engine);
 }
 
+std::string HotBackendName(const LoadedEngine& loaded) {
+  return loaded.split.device    ? loaded.split.device->name()
+         : loaded.split.backend ? "host"
+         : loaded.gpu_worker    ? loaded.gpu_worker->backend()
+         : loaded.device_worker ? loaded.device_worker->backend()
+                                : "none";
+}
+
 void StopWorkers(const char* tool, LoadedEngine* loaded) {
   const bool failed_before = loaded->engine && loaded->engine->shard_failures() > 0;
   if (loaded->gpu_worker) loaded->workers.push_back(std::move(loaded->gpu_worker));

@@ -79,6 +79,10 @@ struct LoadedEngine {
 // the engine. The neurons that are not hot are split across all workers.
 Status LoadEngine(const char* tool, EngineFlags* flags, LoadedEngine* out);
 
+// Where the hot neurons run: the device's or hot backend's name (cuda,
+// host), the gpu worker's backend, or "none" without a split.
+std::string HotBackendName(const LoadedEngine& loaded);
+
 // Stops the workers (after the engine is done with them); reports a worker
 // that did not stop cleanly unless failures were already reported.
 void StopWorkers(const char* tool, LoadedEngine* loaded);

@@ -166,6 +166,12 @@ struct Result {
   }
 };
 
+// The file's name without its folder: what tells two rows' models apart.
+std::string Basename(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 std::string IsoNow() {
   char buf[32];
   const time_t t = time(nullptr);
@@ -292,7 +298,8 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
       const bool bytes =
           tg && r.n_parallel == 1;  // -np steps share their reads: no per-token figure
       printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s ± %s | %s | %s | %s | %s | %s |\n",
-             r.model_type.c_str(), (Fmt("%.2f", r.model_size / 1048576.0) + " MiB").c_str(),
+             (Basename(r.model_filename) + ": " + r.model_type).c_str(),
+             (Fmt("%.2f", r.model_size / 1048576.0) + " MiB").c_str(),
              (Fmt("%.2f", r.model_n_params / 1e6) + " M").c_str(), r.isa.c_str(), r.n_threads,
              r.sparse.c_str(), tg ? (Fmt("%.1f", 100 * r.ffn_active) + "%").c_str() : "",
              r.test.c_str(), Fmt("%.2f", r.avg(ts)).c_str(), Fmt("%.2f", r.stddev(ts)).c_str(),

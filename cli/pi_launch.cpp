@@ -149,11 +149,7 @@ pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
   served.model_path = l.engine.model_path;
   served.sparse = pi::SparseModeName(l.engine.opt.sparse);
   served.vram_budget = loaded.split.vram_budget;
-  served.hot_backend = loaded.split.device    ? loaded.split.device->name()
-                       : loaded.split.backend ? "host"
-                       : loaded.gpu_worker    ? loaded.gpu_worker->backend()
-                       : loaded.device_worker ? loaded.device_worker->backend()
-                                              : "none";
+  served.hot_backend = pi::HotBackendName(loaded);
   if (loaded.device_worker) {
     const pi::DeviceWorker& g = *loaded.device_worker;
     int64_t hot = 0;

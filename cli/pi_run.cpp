@@ -93,6 +93,37 @@ struct Times {
   double load_ms, prompt_ms, eval_ms;
 };
 
+// FFN neurons the engine computed so far, all and on the hot side (the GPU's
+// share of a split), over every layer.
+struct FfnCount {
+  int64_t all = 0, hot = 0;
+};
+
+FfnCount CountFfn(const pi::Engine& e) {
+  FfnCount n;
+  for (int layer = -1; layer < e.model().config.n_layer; ++layer) {
+    n.hot += e.ffn_computed(layer, true);
+    n.all += e.ffn_computed(layer, true) + e.ffn_computed(layer, false);
+  }
+  return n;
+}
+
+// The decode steps' FFN: the share of neurons computed per token (as
+// pi-bench's "FFN active") and of those, the hot side's.
+struct DecodeFfn {
+  double active = 0, hot_share = 0;
+};
+
+DecodeFfn DecodeShares(const pi::Engine& e, const FfnCount& before, const FfnCount& after,
+                       int n_eval) {
+  DecodeFfn d;
+  const int64_t all = after.all - before.all, hot = after.hot - before.hot;
+  const pi::LlamaConfig& c = e.model().config;
+  if (n_eval > 0) d.active = static_cast<double>(all) / (double{1.0} * n_eval * c.n_layer * c.n_ff);
+  if (all > 0) d.hot_share = static_cast<double>(hot) / static_cast<double>(all);
+  return d;
+}
+
 double PerSecond(int n, double ms) {
   return ms > 0 ? 1e3 * n / ms : 0.0;
 }
@@ -116,7 +147,7 @@ void PrintTimings(const Times& t, int n_prompt, const pi::GenerationResult& g, d
 
 void PrintJson(const RunFlags& r, const pi::Engine& engine, uint32_t seed,
                const std::vector<int32_t>& prompt_ids, const pi::GenerationResult& g,
-               const Times& t) {
+               const Times& t, const std::string& hot_backend, const DecodeFfn& ffn) {
   const int n_prompt = static_cast<int>(prompt_ids.size());
   printf(
       "{\"model\":%s,\"seed\":%u,\"n_threads\":%d,\"n_ctx\":%d,\"sparse\":\"%s\",\"prompt\":%s,"
@@ -126,6 +157,9 @@ void PrintJson(const RunFlags& r, const pi::Engine& engine, uint32_t seed,
       pi::JsonIntArray(prompt_ids).c_str(), pi::JsonIntArray(g.ids).c_str(),
       pi::JsonEscape(g.text).c_str(), g.stop_reason);
   if (!g.error.empty()) printf("\"error\":%s,", pi::JsonEscape(g.error).c_str());
+  printf("\"sparse_threshold\":%s,\"hot_backend\":%s,\"ffn_active\":%s,\"gpu_fired_share\":%s,",
+         pi::JsonNumber(engine.predictor_threshold()).c_str(), pi::JsonEscape(hot_backend).c_str(),
+         pi::JsonNumber(ffn.active).c_str(), pi::JsonNumber(ffn.hot_share).c_str());
   printf(
       "\"timings\":{\"load_ms\":%s,\"prompt_n\":%d,\"prompt_ms\":%s,"
       "\"prompt_per_second\":%s,\"predicted_n\":%zu,\"eval_n\":%d,\"predicted_ms\":%s,"
@@ -215,6 +249,12 @@ static int Run(int argc, char** argv) {
           r.engine.model_path.c_str(), c.arch.c_str(), c.n_layer, c.n_embd, c.n_ff,
           pi::FfnActivationName(c.activation), loaded.model.ParameterCount() / 1e6, engine->n_ctx(),
           engine->n_threads(), sampler.seed());
+  const std::string hot_backend = pi::HotBackendName(loaded);
+  fprintf(stderr, "pi-run: sparse %s%s, hot neurons: %s\n", pi::SparseModeName(r.engine.opt.sparse),
+          r.engine.opt.sparse == pi::SparseMode::kPredictor
+              ? (" (threshold " + std::to_string(engine->predictor_threshold()) + ")").c_str()
+              : "",
+          hot_backend == "none" ? "no split" : (hot_backend + " backend").c_str());
 
   if (!r.json) {
     fputs(r.request.prompt.c_str(), stdout);
@@ -227,9 +267,17 @@ static int Run(int argc, char** argv) {
   job.ignore_eos = r.request.ignore_eos;
   job.stops = r.request.stops;
   pi::GenerationResult g;
+  // The FFN counters once the prompt is in (at the first token): what
+  // follows is decode.
+  FfnCount after_prompt;
+  bool first = true;
   pi::Generate(
       engine, *loaded.tok, &sampler, job,
-      [&r](int32_t, const std::string& text) {
+      [&](int32_t, const std::string& text) {
+        if (first) {
+          after_prompt = CountFfn(*engine);
+          first = false;
+        }
         if (!r.json) {
           fputs(text.c_str(), stdout);
           fflush(stdout);
@@ -260,7 +308,13 @@ static int Run(int argc, char** argv) {
   pi::StopWorkers("pi-run", &loaded);
   const Times t = {(t_prompt - t_start) * 1e3, g.prompt_s * 1e3, g.eval_s * 1e3};
   PrintTimings(t, static_cast<int>(prompt_ids.size()), g, (t_end - t_start) * 1e3);
-  if (r.json) PrintJson(r, *engine, sampler.seed(), prompt_ids, g, t);
+  const DecodeFfn ffn = DecodeShares(*engine, after_prompt, CountFfn(*engine), g.n_eval);
+  if (g.n_eval > 0) {
+    fprintf(stderr, "pi-run:   FFN per token = %9.1f %% of the neurons computed", 100 * ffn.active);
+    if (hot_backend != "none") fprintf(stderr, ", %.1f %% of them hot", 100 * ffn.hot_share);
+    fprintf(stderr, "\n");
+  }
+  if (r.json) PrintJson(r, *engine, sampler.seed(), prompt_ids, g, t, hot_backend, ffn);
   return g.error.empty() ? 0 : 1;
 }
 

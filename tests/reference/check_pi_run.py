@@ -240,6 +240,16 @@ def main():
               "greedy: hot neurons on the host backend, cold ones in 2 cpu workers")
         rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--vram-budget", "8M")
         check(rc == 0 and "reused" in err, "the cached plan is reused for the same budget")
+        # The header and --json say the sparse mode, the hot backend and the decode FFN.
+        j = run_json(bin_dir, "-m", demo_t, *greedy, "--sparse", "oracle", "--vram-budget", "8M",
+                     "--ffn-backend", "host")
+        check(j is not None and j["sparse"] == "oracle" and j["hot_backend"] == "host"
+              and 0 < j["ffn_active"] < 0.5 and 0 < j["gpu_fired_share"] <= 1,
+              f"--json: sparse mode, hot backend, FFN active and the hot share "
+              f"({ {k: j.get(k) for k in ('hot_backend', 'ffn_active', 'gpu_fired_share')} if j else None})")
+        j = run_json(bin_dir, "-m", demo_t, *greedy)
+        check(j is not None and j["hot_backend"] == "none" and j["ffn_active"] == 1,
+              "--json without a split: every neuron computed, no hot backend")
         rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--vram-budget", "8M",
                            "--reset-gpu-index")
         check(rc == 0 and "written" in err, "--reset-gpu-index recomputes the plan")
