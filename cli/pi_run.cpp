@@ -93,34 +93,18 @@ struct Times {
   double load_ms, prompt_ms, eval_ms;
 };
 
-// FFN neurons the engine computed so far, all and on the hot side (the GPU's
-// share of a split), over every layer.
-struct FfnCount {
-  int64_t all = 0, hot = 0;
-};
-
-FfnCount CountFfn(const pi::Engine& e) {
-  FfnCount n;
-  for (int layer = -1; layer < e.model().config.n_layer; ++layer) {
-    n.hot += e.ffn_computed(layer, true);
-    n.all += e.ffn_computed(layer, true) + e.ffn_computed(layer, false);
-  }
-  return n;
-}
-
 // The decode steps' FFN: the share of neurons computed per token (as
 // pi-bench's "FFN active") and of those, the hot side's.
 struct DecodeFfn {
   double active = 0, hot_share = 0;
 };
 
-DecodeFfn DecodeShares(const pi::Engine& e, const FfnCount& before, const FfnCount& after,
-                       int n_eval) {
+DecodeFfn DecodeShares(const pi::LlamaConfig& c, const pi::GenerationResult& g) {
   DecodeFfn d;
-  const int64_t all = after.all - before.all, hot = after.hot - before.hot;
-  const pi::LlamaConfig& c = e.model().config;
-  if (n_eval > 0) d.active = static_cast<double>(all) / (double{1.0} * n_eval * c.n_layer * c.n_ff);
-  if (all > 0) d.hot_share = static_cast<double>(hot) / static_cast<double>(all);
+  if (g.n_eval > 0) {
+    d.active = static_cast<double>(g.ffn_neurons) / (1.0 * g.n_eval * c.n_layer * c.n_ff);
+  }
+  if (g.ffn_neurons > 0) d.hot_share = static_cast<double>(g.ffn_hot) / g.ffn_neurons;
   return d;
 }
 
@@ -267,17 +251,9 @@ static int Run(int argc, char** argv) {
   job.ignore_eos = r.request.ignore_eos;
   job.stops = r.request.stops;
   pi::GenerationResult g;
-  // The FFN counters once the prompt is in (at the first token): what
-  // follows is decode.
-  FfnCount after_prompt;
-  bool first = true;
   pi::Generate(
       engine, *loaded.tok, &sampler, job,
-      [&](int32_t, const std::string& text) {
-        if (first) {
-          after_prompt = CountFfn(*engine);
-          first = false;
-        }
+      [&r](int32_t, const std::string& text) {
         if (!r.json) {
           fputs(text.c_str(), stdout);
           fflush(stdout);
@@ -308,7 +284,7 @@ static int Run(int argc, char** argv) {
   pi::StopWorkers("pi-run", &loaded);
   const Times t = {(t_prompt - t_start) * 1e3, g.prompt_s * 1e3, g.eval_s * 1e3};
   PrintTimings(t, static_cast<int>(prompt_ids.size()), g, (t_end - t_start) * 1e3);
-  const DecodeFfn ffn = DecodeShares(*engine, after_prompt, CountFfn(*engine), g.n_eval);
+  const DecodeFfn ffn = DecodeShares(c, g);
   if (g.n_eval > 0) {
     fprintf(stderr, "pi-run:   FFN per token = %9.1f %% of the neurons computed", 100 * ffn.active);
     if (hot_backend != "none") fprintf(stderr, ", %.1f %% of them hot", 100 * ffn.hot_share);
