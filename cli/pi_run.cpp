@@ -37,7 +37,12 @@ void Usage() {
       "                          reply follows (-n per reply); end with EOF or /exit\n"
       "  -sys, --system-prompt TEXT  the conversation's system message (-cnv; -p too)\n"
       "  --chat-template NAME    the template -cnv renders with (default: the model's):\n"
-      "                          chatml, llama2, llama3, mistral, zephyr, gemma, vicuna, phi3\n",
+      "                          chatml, llama2, llama3, mistral, zephyr, gemma, vicuna, phi3\n"
+      "  --keep N                when the context fills, keep the first N prompt tokens (-1:\n"
+      "                          the whole prompt; default 0: BOS alone), drop half of the\n"
+      "                          rest and go on (llama-cli's context shift); -n -1 then\n"
+      "                          means until end of text\n"
+      "  --no-context-shift      stop when the context fills instead\n",
       stderr);
   fputs(pi::kRequestUsage, stderr);
   fputs(pi::kEngineUsage, stderr);
@@ -50,6 +55,8 @@ struct RunFlags {
   pi::EngineFlags engine;
   bool json = false;
   bool conversation = false;
+  int keep = 0;               // --keep: -1 the whole prompt
+  bool context_shift = true;  // --no-context-shift: false
   std::string system_prompt;
   std::optional<pi::ChatTemplate> chat_template;
 };
@@ -63,6 +70,11 @@ int ParseFlags(int argc, char** argv, RunFlags* r) {
       r->json = true;
     } else if (f == "-cnv" || f == "--conversation") {
       r->conversation = true;
+    } else if (f == "--keep") {
+      r->keep = args.Int(f);
+      if (!args.failed() && r->keep < -1) args.Fail("--keep expects -1 or more");
+    } else if (f == "--no-context-shift") {
+      r->context_shift = false;
     } else if (f == "-sys" || f == "--system-prompt") {
       r->system_prompt = args.String(f);
     } else if (f == "--chat-template") {
@@ -250,6 +262,7 @@ static int Run(int argc, char** argv) {
   job.n_predict = r.request.n_predict;
   job.ignore_eos = r.request.ignore_eos;
   job.stops = r.request.stops;
+  job.context_keep = !r.context_shift ? -1 : r.keep < 0 ? -2 : r.keep;
   pi::GenerationResult g;
   pi::Generate(
       engine, *loaded.tok, &sampler, job,
@@ -266,6 +279,10 @@ static int Run(int argc, char** argv) {
   if (!g.error.empty()) fprintf(stderr, "pi-run: %s\n", g.error.c_str());
   if (std::string(g.stop_reason) == "context") {
     fprintf(stderr, "pi-run: stopped: the context (%d) is full\n", engine->n_ctx());
+  }
+  if (g.context_shifts > 0) {
+    fprintf(stderr, "pi-run: the context (%d) filled and was shifted %d time(s) (--keep %d)\n",
+            engine->n_ctx(), g.context_shifts, r.keep);
   }
   if (engine->shard_failures() > 0) {
     fprintf(stderr,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "common/progress.h"
 
@@ -39,7 +40,9 @@ Generation::Generation(const Tokenizer& tok, Sampler* sampler, const GenerationR
       g_(result),
       n_ctx_(n_ctx),
       n_vocab_(n_vocab),
-      limit_(request.n_predict < 0 ? n_ctx : request.n_predict) {
+      limit_(request.n_predict >= 0                                  ? request.n_predict
+             : request.n_predict == -1 && request.context_keep != -1 ? INT32_MAX
+                                                                     : n_ctx) {
   *g_ = GenerationResult();
   g_->ids.reserve(std::min(limit_, n_ctx));
   // Reserved whole: a streaming caller may read entry k (once told of token
@@ -88,7 +91,7 @@ bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_t
     return false;
   }
   if (static_cast<int>(g->ids.size()) >= limit_) return false;
-  if (n_past >= n_ctx_) {
+  if (n_past >= n_ctx_ && request_.context_keep == -1) {
     g->stop_reason = "context";
     return false;
   }
@@ -139,6 +142,23 @@ void Generation::Finish(const TokenCallback& on_token) {
   }
 }
 
+// llama-cli's context shift: the first tokens kept (BOS and context_keep of
+// the prompt), half of the rest dropped, the kept ones evaluated again from
+// position 0 (their KV entries rebuilt at their new positions).
+static Status ShiftContext(Engine* engine, const Tokenizer& tok, const GenerationRequest& request,
+                           std::vector<int32_t>* context) {
+  const int n_past = static_cast<int>(context->size());
+  const int bos = !request.prompt.empty() && request.prompt[0] == tok.bos() ? 1 : 0;
+  const int prompt = static_cast<int>(request.prompt.size());
+  int keep = request.context_keep < 0 ? prompt : std::min(prompt, bos + request.context_keep);
+  keep = std::min(keep, n_past - 2);  // something must go
+  if (keep < 0) return Status::Error("the context (%d) is too small to shift", engine->n_ctx());
+  const int discard = (n_past - keep) / 2;
+  context->erase(context->begin() + keep, context->begin() + keep + discard);
+  engine->Reset();
+  return engine->Eval(context->data(), static_cast<int>(context->size()));
+}
+
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
               const GenerationRequest& request, const TokenCallback& on_token,
               GenerationResult* g) {
@@ -151,8 +171,20 @@ void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
     return;
   }
   gen.PromptDone(NowSeconds() - t_prompt);
+  // The context's tokens, for a context shift.
+  std::vector<int32_t> context;
+  if (request.context_keep != -1) context = request.prompt;
   int32_t next = 0;
   while (gen.Next(engine->logits(), engine->n_past(), on_token, &next)) {
+    if (request.context_keep != -1 && engine->n_past() >= engine->n_ctx()) {
+      const Status shifted = ShiftContext(engine, tok, request, &context);
+      if (!shifted.ok()) {
+        gen.Fail(shifted);
+        break;
+      }
+      ++g->context_shifts;
+    }
+    if (request.context_keep != -1) context.push_back(next);
     const Status e = engine->Eval(&next, 1);
     if (!e.ok()) {
       gen.Fail(e);

@@ -25,6 +25,12 @@ struct GenerationRequest {
   // >= 0: each generated token's log-probability under the model (the
   // logits' log-softmax) with that many most likely tokens'; -1: none.
   int logprobs = -1;
+  // llama-cli's context shift (Generate only): when the context fills, the
+  // first `context_keep` prompt tokens (after BOS, which is always kept; -2:
+  // the whole prompt) stay, half of the rest is dropped, the kept tokens are
+  // evaluated again and generation goes on; -1: stop at a full context
+  // ("context"). With shifting, n_predict -1 means until end of text.
+  int context_keep = -1;
 };
 
 // A generated token's log-probability, and the most likely tokens' (most
@@ -43,6 +49,7 @@ struct GenerationResult {
   // FFN neurons the decode steps computed, and of them the hot side's
   // (Engine::last_ffn_neurons, last_ffn_hot_fired).
   int64_t ffn_neurons = 0, ffn_hot = 0;
+  int context_shifts = 0;  // times the context was shifted (context_keep)
   // length | eos | context | stop | cancelled | error
   const char* stop_reason = "length";
   std::string error;  // for "error"

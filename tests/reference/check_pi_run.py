@@ -88,6 +88,22 @@ def reference_tokens(ref, prompt_ids, n, eos, sampling):
     return out
 
 
+def reference_shifted(ref, prompt_ids, n, n_ctx, keep):
+    """Greedy tokens with llama-cli's context shift as pi-run --keep does it: when the
+    context holds n_ctx tokens, BOS and `keep` prompt tokens stay, half of the rest goes, and
+    the model sees the kept tokens at positions 0.. again."""
+    context, out = list(prompt_ids), []
+    for _ in range(n):
+        t = int(np.argmax(ref.forward(context)[-1]))
+        out.append(t)
+        if len(context) >= n_ctx:
+            k = min(len(prompt_ids), 1 + keep, len(context) - 2)
+            discard = (len(context) - k) // 2
+            context = context[:k] + context[k + discard:]
+        context.append(t)
+    return out
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -178,10 +194,20 @@ def main():
               f"({got['generated_tokens'][:8] if got else None}... vs {want[:8]}...)")
 
     # Why generation stopped.
-    st = run_json(bin_dir, "-p", PROMPT, "-n", "200", "-c", "16", "--temp", "0", "--ignore-eos")
+    st = run_json(bin_dir, "-p", PROMPT, "-n", "200", "-c", "16", "--temp", "0", "--ignore-eos",
+                  "--no-context-shift")
     check(st is not None and st["stop_reason"] == "context"
           and len(st["prompt_tokens"]) + len(st["generated_tokens"]) == 16 + 1,
           "stop_reason context when the context fills (16 evaluated, one more sampled)")
+    # Context shift (the default): past -c, with --keep, the tokens the numpy reference
+    # gives under the same shift.
+    for keep in (0, 2):
+        st = run_json(bin_dir, "-p", PROMPT, "-n", "30", "-c", "16", "--temp", "0", "--ignore-eos",
+                      "--keep", str(keep), "-ctk", "f32", "-ctv", "f32")
+        want = reference_shifted(LlamaRef(MODEL, "f32", "f32"), expect_prompt, 30, 16, keep)
+        check(st is not None and st["generated_tokens"] == want and st["stop_reason"] == "length",
+              f"--keep {keep}: 30 tokens past -c 16, as the reference shifts "
+              f"({st['generated_tokens'][:12] if st else None} vs {want[:12]})")
     words = golden["text"].split()
     stop_word = words[1] if len(words) > 1 else "the"
     st = run_json(bin_dir, *greedy, "--stop", stop_word)
