@@ -17,6 +17,7 @@
 #include "cli/conversation.h"
 #include "cli/engine_flags.h"
 #include "cli/gpu_split.h"
+#include "cli/interactive.h"
 #include "cli/request_flags.h"
 #include "cli/tool_main.h"
 #include "common/chat_template.h"
@@ -42,7 +43,14 @@ void Usage() {
       "                          the whole prompt; default 0: BOS alone), drop half of the\n"
       "                          rest and go on (llama-cli's context shift); -n -1 then\n"
       "                          means until end of text\n"
-      "  --no-context-shift      stop when the context fills instead\n",
+      "  --no-context-shift      stop when the context fills instead\n"
+      "  -i, --interactive       llama-cli's interactive mode: after the prompt, generate\n"
+      "                          until a reverse prompt, end of text or -n tokens, then read\n"
+      "                          a line and go on; ends at the end of input\n"
+      "  -if, --interactive-first  the same, starting with your line\n"
+      "  -r, --reverse-prompt TEXT  hand over to you when the output ends with TEXT\n"
+      "                          (repeatable; implies -i)\n"
+      "  --in-prefix TEXT, --in-suffix TEXT  put around each line you type\n",
       stderr);
   fputs(pi::kRequestUsage, stderr);
   fputs(pi::kEngineUsage, stderr);
@@ -55,6 +63,8 @@ struct RunFlags {
   pi::EngineFlags engine;
   bool json = false;
   bool conversation = false;
+  pi::InteractiveOptions interactive;
+  bool is_interactive = false;
   int keep = 0;               // --keep: -1 the whole prompt
   bool context_shift = true;  // --no-context-shift: false
   std::string system_prompt;
@@ -75,6 +85,17 @@ int ParseFlags(int argc, char** argv, RunFlags* r) {
       if (!args.failed() && r->keep < -1) args.Fail("--keep expects -1 or more");
     } else if (f == "--no-context-shift") {
       r->context_shift = false;
+    } else if (f == "-i" || f == "--interactive") {
+      r->is_interactive = true;
+    } else if (f == "-if" || f == "--interactive-first") {
+      r->is_interactive = r->interactive.input_first = true;
+    } else if (f == "-r" || f == "--reverse-prompt") {
+      r->interactive.reverse_prompts.push_back(args.String(f));
+      r->is_interactive = true;
+    } else if (f == "--in-prefix") {
+      r->interactive.in_prefix = args.String(f);
+    } else if (f == "--in-suffix") {
+      r->interactive.in_suffix = args.String(f);
     } else if (f == "-sys" || f == "--system-prompt") {
       r->system_prompt = args.String(f);
     } else if (f == "--chat-template") {
@@ -94,6 +115,9 @@ int ParseFlags(int argc, char** argv, RunFlags* r) {
   pi::Status s = pi::CheckEngineFlags(r->engine);
   if (s.ok()) s = pi::CheckRequestFlags(r->request);
   if (s.ok() && r->conversation && r->json) s = pi::Status::Error("-cnv prints text, not --json");
+  if (s.ok() && r->is_interactive && (r->json || r->conversation)) {
+    s = pi::Status::Error("-i is its own mode: not with --json or -cnv");
+  }
   if (!s.ok()) {
     fprintf(stderr, "pi-run: %s\n", s.message().c_str());
     return 2;
@@ -179,6 +203,32 @@ pi::Status EncodePrompt(const RunFlags& r, const pi::LoadedEngine& e,
   return pi::Status::Ok();
 }
 
+// -i: llama-cli's interactive mode (cli/interactive.h) on the loaded engine.
+int Interact(RunFlags* r) {
+  pi::LoadedEngine loaded;
+  std::vector<int32_t> prompt_ids;
+  pi::Status s = pi::LoadEngine("pi-run", &r->engine, &loaded);
+  if (s.ok()) s = EncodePrompt(*r, loaded, &prompt_ids);
+  if (s.ok()) {
+    fprintf(stderr, "pi-run: interactive mode: type a line when the model stops; end with EOF\n");
+    r->request.sampling.repeat_last_n =
+        pi::RepeatLastNForContext(r->request.sampling.repeat_last_n, loaded.engine->n_ctx());
+    pi::Sampler sampler(r->request.sampling, loaded.engine->n_vocab());
+    r->interactive.n_predict = r->request.n_predict;
+    r->interactive.ignore_eos = r->request.ignore_eos;
+    r->interactive.context_keep = r->keep;
+    fputs(r->request.prompt.c_str(), stdout);
+    fflush(stdout);
+    s = pi::RunInteractive(r->interactive, prompt_ids, &loaded, &sampler, std::cin, stdout);
+  }
+  pi::StopWorkers("pi-run", &loaded);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-run: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 // -cnv: the conversation loop (cli/conversation.h) on the loaded engine.
 int Converse(RunFlags* r) {
   pi::LoadedEngine loaded;
@@ -225,6 +275,7 @@ static int Run(int argc, char** argv) {
   }
 
   if (r.conversation) return Converse(&r);
+  if (r.is_interactive) return Interact(&r);
   const double t_start = pi::NowSeconds();
   pi::LoadedEngine loaded;
   std::vector<int32_t> prompt_ids;

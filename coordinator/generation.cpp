@@ -142,15 +142,14 @@ void Generation::Finish(const TokenCallback& on_token) {
   }
 }
 
-// llama-cli's context shift: the first tokens kept (BOS and context_keep of
-// the prompt), half of the rest dropped, the kept ones evaluated again from
-// position 0 (their KV entries rebuilt at their new positions).
-static Status ShiftContext(Engine* engine, const Tokenizer& tok, const GenerationRequest& request,
-                           std::vector<int32_t>* context) {
+int ContextKeepTokens(const Tokenizer& tok, const std::vector<int32_t>& prompt, int context_keep) {
+  const int bos = !prompt.empty() && prompt[0] == tok.bos() ? 1 : 0;
+  const int n = static_cast<int>(prompt.size());
+  return context_keep < 0 ? n : std::min(n, bos + context_keep);
+}
+
+Status ShiftContext(Engine* engine, int keep, std::vector<int32_t>* context) {
   const int n_past = static_cast<int>(context->size());
-  const int bos = !request.prompt.empty() && request.prompt[0] == tok.bos() ? 1 : 0;
-  const int prompt = static_cast<int>(request.prompt.size());
-  int keep = request.context_keep < 0 ? prompt : std::min(prompt, bos + request.context_keep);
   keep = std::min(keep, n_past - 2);  // something must go
   if (keep < 0) return Status::Error("the context (%d) is too small to shift", engine->n_ctx());
   const int discard = (n_past - keep) / 2;
@@ -177,7 +176,8 @@ void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
   int32_t next = 0;
   while (gen.Next(engine->logits(), engine->n_past(), on_token, &next)) {
     if (request.context_keep != -1 && engine->n_past() >= engine->n_ctx()) {
-      const Status shifted = ShiftContext(engine, tok, request, &context);
+      const Status shifted = ShiftContext(
+          engine, ContextKeepTokens(tok, request.prompt, request.context_keep), &context);
       if (!shifted.ok()) {
         gen.Fail(shifted);
         break;

@@ -106,6 +106,14 @@ class Generation {
   bool cancelled_ = false;
 };
 
+// llama-cli's context shift on a full context: `context` (the tokens the
+// engine holds, in order) keeps its first `keep` tokens, drops half of the
+// rest, and the engine (Reset) evaluates what is left again from position 0.
+Status ShiftContext(Engine* engine, int keep, std::vector<int32_t>* context);
+// The tokens a shift keeps for GenerationRequest::context_keep: BOS and that
+// many prompt tokens (-2: the whole prompt).
+int ContextKeepTokens(const Tokenizer& tok, const std::vector<int32_t>& prompt, int context_keep);
+
 // The engine must be fresh or Reset(); the sampler's history gets the
 // prompt. Allocates only the result's growth.
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,

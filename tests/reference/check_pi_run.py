@@ -19,6 +19,8 @@ Prints "N passed, M failed" last; exit status 1 on any failure.
 """
 
 import json
+import pty
+import termios
 import os
 import subprocess
 import sys
@@ -86,6 +88,31 @@ def reference_tokens(ref, prompt_ids, n, eos, sampling):
         out.append(t)
         tokens.append(t)
     return out
+
+
+def interactive(bin_dir, args, lines):
+    """pi-run's stdout in a pseudo-terminal (echo off) given `lines` then end of input."""
+    master, slave = pty.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[3] &= ~termios.ECHO  # lflag: the terminal does not echo the lines
+    attrs[1] &= ~termios.OPOST  # oflag: no \r added to \n
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    p = subprocess.Popen([os.path.join(bin_dir, "pi-run"), *args], stdin=slave, stdout=slave,
+                         stderr=subprocess.DEVNULL)
+    os.close(slave)
+    os.write(master, ("".join(line + "\n" for line in lines)).encode() + b"\x04")
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    p.wait(timeout=120)
+    os.close(master)
+    return out.decode("utf-8", "replace")
 
 
 def reference_shifted(ref, prompt_ids, n, n_ctx, keep):
@@ -208,6 +235,30 @@ def main():
         check(st is not None and st["generated_tokens"] == want and st["stop_reason"] == "length",
               f"--keep {keep}: 30 tokens past -c 16, as the reference shifts "
               f"({st['generated_tokens'][:12] if st else None} vs {want[:12]})")
+    # Interactive mode through a pseudo-terminal: two turns of the user's, the model's
+    # turns ending at "." or 24 tokens, each as the numpy reference continues the tokens.
+    lines = ["And the earth was without form", "Let there be light"]
+    got = interactive(bin_dir, ["-p", PROMPT, "-i", "-r", ".", "-n", "24", "--temp", "0",
+                                "--in-prefix", "[", "--in-suffix", "]"], lines)
+    ref16 = LlamaRef(MODEL, "f16", "f16")
+    tokens = list(expect_prompt)
+    want = PROMPT
+    for turn in range(3):
+        start = sp.decode(tokens[1:])
+        for _ in range(24):
+            t = int(np.argmax(ref16.forward(tokens)[-1]))
+            if t == sp.eos_id():
+                break
+            tokens.append(t)
+            if sp.decode(tokens[1:]).endswith("."):
+                break
+        want += sp.decode(tokens[1:])[len(start):] + "["
+        if turn < 2:
+            want += "]"
+            tokens += sp.encode("[" + lines[turn] + "\n" + "]")
+    want += "\n"
+    check(got == want, f"-i: two turns in a terminal as the reference continues them "
+                       f"({got[-80:]!r} vs {want[-80:]!r})")
     words = golden["text"].split()
     stop_word = words[1] if len(words) > 1 else "the"
     st = run_json(bin_dir, *greedy, "--stop", stop_word)
