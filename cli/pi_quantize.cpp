@@ -40,13 +40,44 @@ void Usage() {
   fprintf(stderr,
           "usage: pi-quantize IN.gguf OUT.gguf TYPE [--down-t] [--set-activation A]\n"
           "  TYPE: q8_0 | q4_0 | f16, or (scalar kernels for now) q4_1 | q5_0 | q5_1 | q4_k |\n"
-          "        q5_k | q6_k\n"
+          "        q5_k | q6_k, or llama.cpp's mixes q4_k_m | q5_k_m (attn_v and ffn_down of\n"
+          "        a third of the layers and output.weight in q6_k)\n"
           "Converts every 2-D *.weight tensor whose ne0 is a multiple of TYPE's block size;\n"
           "other tensors (norms, 1-D) are copied unchanged. Metadata is kept.\n"
           "  --down-t  also store each blk.N.ffn_down as PowerInfer's transposed\n"
           "            blk.N.ffn_down_t (one row per FFN neuron, for sparse execution)\n"
           "  --set-activation A  write pi.ffn_activation = A (relu, silu, drelu, gelu): the\n"
           "            FFN activation every tool then runs the file with\n");
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// llama.cpp's "medium" K-quant recipes (Q4_K_M, Q5_K_M): attn_v and
+// ffn_down of the first and last eighth of the layers and of every third
+// layer between, and output.weight, in Q6_K; every other matrix the base type.
+struct Mix {
+  bool medium = false;
+  uint32_t file_type = 0;  // LLAMA_FTYPE_MOSTLY_Q4_K_M 15, Q5_K_M 17
+};
+
+bool UseMoreBits(int layer, int n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+// The type `name` gets under the mix (the base type when not medium).
+pi::DType MixType(const Mix& mix, pi::DType base, const std::string& name, int n_layer) {
+  if (!mix.medium) return base;
+  if (name == "output.weight") return pi::DType::kQ6_K;
+  const bool v = EndsWith(name, ".attn_v.weight");
+  const bool down = EndsWith(name, ".ffn_down.weight") || EndsWith(name, ".ffn_down_t.weight");
+  if ((v || down) && name.compare(0, 4, "blk.") == 0) {
+    const int layer = atoi(name.c_str() + 4);
+    if (UseMoreBits(layer, n_layer)) return pi::DType::kQ6_K;
+  }
+  return base;
 }
 
 bool ParseType(const std::string& s, pi::DType* t) {
@@ -61,11 +92,6 @@ bool ParseType(const std::string& s, pi::DType* t) {
     }
   }
   return false;
-}
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 bool IsQuantized(pi::DType t) {
@@ -151,10 +177,16 @@ static int Run(int argc, char** argv) {
   const std::string out_path = positional[1];
   if (!pi::CheckOutputs("pi-quantize", {out_path})) return 1;
   pi::DType target;
+  Mix mix;
+  if (positional[2] == "q4_k_m" || positional[2] == "q5_k_m") {
+    mix.medium = true;
+    mix.file_type = positional[2] == "q4_k_m" ? 15 : 17;
+    positional[2] = positional[2].substr(0, 4);
+  }
   if (!ParseType(positional[2], &target)) {
     fprintf(stderr,
             "pi-quantize: unknown type '%s' (q8_0, q4_0, f16, q4_1, q5_0, q5_1, q4_k, "
-            "q5_k or q6_k)\n",
+            "q5_k, q6_k, q4_k_m or q5_k_m)\n",
             positional[2].c_str());
     return 2;
   }
@@ -169,15 +201,22 @@ static int Run(int argc, char** argv) {
   pi::GgufWriter w;
   w.SetSparseMagic(in->is_sparse_magic());
   const int n_tensors = static_cast<int>(in->tensors().size());
-  const int block = pi::GetDTypeInfo(static_cast<uint32_t>(target)).block_elems;
+  int n_layer = 0;
+  if (const pi::GgufValue* arch = in->Find("general.architecture")) {
+    if (const pi::GgufValue* n = in->Find(arch->str + ".block_count")) {
+      n_layer = static_cast<int>(n->u);
+    }
+  }
   bool any_quantized = false;
   int n_converted = 0;
   for (int i = 0; i < n_tensors; ++i) {
     const pi::TensorInfo& t = in->tensors()[i];
+    const pi::DType want = MixType(mix, target, t.name, n_layer);
+    const int block = pi::GetDTypeInfo(static_cast<uint32_t>(want)).block_elems;
     if (down_t && IsFfnDown(t.name) && t.n_dims == 2 && pi::IsComputeDType(t.type) &&
         t.n_elements() > 0) {
       // Rows of the result run along n_embd = ne[1]: blocks must fit there.
-      const pi::DType out_type = t.ne[1] % block == 0 ? target : pi::DType::kF32;
+      const pi::DType out_type = t.ne[1] % block == 0 ? want : pi::DType::kF32;
       const std::string name = t.name.substr(0, t.name.size() - 7) + "_t.weight";
       any_quantized |= IsQuantized(out_type);
       ++n_converted;
@@ -197,11 +236,11 @@ static int Run(int argc, char** argv) {
       continue;
     }
     const bool convert = t.n_dims == 2 && EndsWith(t.name, ".weight") && t.ne[0] % block == 0 &&
-                         pi::IsComputeDType(t.type) && t.type != target;
-    const pi::DType out_type = convert ? target : t.type;
+                         pi::IsComputeDType(t.type) && t.type != want;
+    const pi::DType out_type = convert ? want : t.type;
     any_quantized |= IsQuantized(out_type);
     n_converted += convert;
-    if (!convert && t.n_dims == 2 && EndsWith(t.name, ".weight") && t.type != target) {
+    if (!convert && t.n_dims == 2 && EndsWith(t.name, ".weight") && t.type != want) {
       fprintf(stderr, "pi-quantize: keeping %s as %s (%s)\n", t.name.c_str(), pi::DTypeName(t.type),
               pi::IsComputeDType(t.type) ? "ne0 is not a multiple of the block size"
                                          : "cannot decode this type");
@@ -231,7 +270,8 @@ static int Run(int argc, char** argv) {
     if (kv.first == "general.quantization_version" && !any_quantized) continue;
     w.Set(kv.first, kv.second);
   }
-  w.Set("general.file_type", pi::GgufValue::U32(pi::GgufFileTypeOf(target)));
+  w.Set("general.file_type",
+        pi::GgufValue::U32(mix.medium ? mix.file_type : pi::GgufFileTypeOf(target)));
   if (!set_activation.empty()) {
     // The forms the FFN can have: a gate or not (falcon's relu(up x)).
     const bool gated = in->FindTensor("blk.0.ffn_gate.weight") != nullptr;
