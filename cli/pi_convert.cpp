@@ -26,6 +26,8 @@ bool ParseOutType(const std::string& s, pi::DType* t) {
 void Usage() {
   fprintf(stderr,
           "usage: pi-convert HF_DIR -o OUT.gguf [options]\n"
+          "  HF_DIR's class: LlamaForCausalLM, MistralForCausalLM, BambooForCausalLM\n"
+          "          (dReLU), FalconForCausalLM\n"
           "  HF_DIR: config.json, model.safetensors (or shards with\n"
           "          model.safetensors.index.json), tokenizer.model or tokenizer.json\n"
           "  --outtype T          f32 | f16 (default) | bf16 | q8_0 | q4_0 for the matrices\n"
@@ -33,7 +35,8 @@ void Usage() {
           "  --down-t             store each FFN down projection as PowerInfer's ffn_down_t\n"
           "                       (a row per neuron) in a PWRI file: for --sparse and\n"
           "                       pi-train-predictor\n"
-          "  --ffn-activation A   relu | silu | drelu, instead of config.json's hidden_act\n"
+          "  --ffn-activation A   relu | silu | drelu (falcon: relu | gelu), instead of\n"
+          "                       config.json's hidden_act (falcon: activation)\n"
           "  --name NAME          general.name (default: the folder's name)\n"
           "  --predictors DIR     the original PowerInfer's predictors (DIR/model_N.pt with\n"
           "                       fc1, fc2; DIR/config.json's sparse_threshold): a PWRI file\n"

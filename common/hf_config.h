@@ -1,6 +1,6 @@
 // HfConfig: what a Hugging Face model folder's config.json says about the
-// model's shape — the fields a llama-family conversion needs, each checked
-// (present where required, of the right type, in range).
+// model's shape — the fields a llama-family or falcon conversion needs, each
+// checked (present where required, of the right type, in range).
 #pragma once
 
 #include <string>
@@ -11,6 +11,7 @@ namespace pi {
 
 struct HfConfig {
   std::string architecture;  // architectures[0]: LlamaForCausalLM, MistralForCausalLM, ...
+  std::string model_type;    // "bamboo" marks a dReLU model whatever its class
   int hidden_size = 0;
   int intermediate_size = 0;
   int num_hidden_layers = 0;
@@ -24,6 +25,17 @@ struct HfConfig {
   std::string hidden_act;  // relu, silu, gelu, ...
   bool tie_word_embeddings = false;
   int bos_token_id = -1, eos_token_id = -1;  // -1: not given
+
+  // FalconForCausalLM (transformers' FalconConfig, its defaults and older key
+  // names): intermediate_size is ffn_hidden_size (4 x hidden_size when
+  // absent), hidden_act is "activation" (gelu), tied embeddings unless said
+  // otherwise. num_key_value_heads is the fused query_key_value's KV groups as
+  // Hugging Face splits it: num_kv_heads with new_decoder_architecture, 1 with
+  // multi_query, else one per head. Variants pi's falcon cannot run (alibi,
+  // bias, parallel_attn false, ...) are refused naming the key.
+  bool falcon = false;
+  int falcon_norms = 1;  // 1: input_layernorm feeds both; 2: ln_attn and ln_mlp
+  double layer_norm_eps = 1e-5;
 };
 
 // Parses config.json's text. Errors name the field.

@@ -34,6 +34,14 @@ enum class Reorder {
   kNone,
   kRope,       // rows permuted within heads of `head_dim` (rotate-half -> interleaved)
   kTranspose,  // [rows, cols] -> [cols, rows] (ffn_down -> ffn_down_t)
+  kFalconQkv,  // query_key_value's heads grouped per KV head -> all Q, all K, all V
+};
+
+// The models pi-convert knows, by the GGUF architecture they become.
+enum class Family {
+  kLlama,   // LlamaForCausalLM, MistralForCausalLM: "llama"
+  kBamboo,  // BambooForCausalLM (Bamboo, TurboSparse-Mistral): "bamboo", dReLU
+  kFalcon,  // FalconForCausalLM: "falcon"
 };
 
 struct Job {
@@ -43,6 +51,7 @@ struct Job {
   Reorder reorder = Reorder::kNone;
   int head_dim = 0;
   const SafeTensor* tensor = nullptr;  // set: this source, not the model's `src`
+  int n_head = 0, n_kv = 0;            // kFalconQkv: the query and KV head counts
 };
 
 // The original's torch files as pi-pt-export wrote them (safetensors), mapped.
@@ -196,6 +205,36 @@ int64_t RopeSourceRow(int64_t r, int head_dim) {
   return head * head_dim + (k % 2) * (head_dim / 2) + k / 2;
 }
 
+// Source row of destination row r of a falcon attn_qkv. Hugging Face's fused
+// query_key_value holds n_kv groups, each n_head / n_kv query heads then one
+// key and one value head (multi-query is one group; one-KV-per-head is
+// n_head groups of q, k, v); the engine (llama.cpp's "jploski" layout) reads
+// all query heads, then all keys, then all values, query head h sharing KV
+// head h / (n_head / n_kv) as Hugging Face's grouping does.
+int64_t FalconQkvSourceRow(int64_t r, int head_dim, int n_head, int n_kv) {
+  const int64_t per = n_head / n_kv, head = r / head_dim, i = r % head_dim;
+  int64_t group, slot;
+  if (head < n_head) {
+    group = head / per, slot = head % per;
+  } else if (head < n_head + n_kv) {
+    group = head - n_head, slot = per;
+  } else {
+    group = head - n_head - n_kv, slot = per + 1;
+  }
+  return (group * (per + 2) + slot) * head_dim + i;
+}
+
+int64_t SourceRow(const Job& job, int64_t r) {
+  switch (job.reorder) {
+    case Reorder::kRope:
+      return RopeSourceRow(r, job.head_dim);
+    case Reorder::kFalconQkv:
+      return FalconQkvSourceRow(r, job.head_dim, job.n_head, job.n_kv);
+    default:
+      return r;
+  }
+}
+
 std::string ShapeString(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
@@ -229,33 +268,91 @@ Status Fill(const SafeTensor& t, const Job& job, uint8_t* dst) {
   std::vector<float> row(static_cast<size_t>(cols));
   const int64_t dst_row = RowBytes(job.type, cols);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t s = job.reorder == Reorder::kRope ? RopeSourceRow(r, job.head_dim) : r;
-    DequantizeRow(t.type, t.data + s * src_row, row.data(), cols);
+    DequantizeRow(t.type, t.data + SourceRow(job, r) * src_row, row.data(), cols);
     QuantizeRow(job.type, row.data(), dst + r * dst_row, cols);
   }
   return Status::Ok();
 }
 
-Status ActivationOf(const HfConfig& c, const std::string& override_act, std::string* out) {
-  if (!override_act.empty()) {
-    *out = override_act;
-  } else if (c.hidden_act == "relu" || c.hidden_act == "silu" || c.hidden_act == "drelu") {
-    *out = c.hidden_act;
-  } else if (c.hidden_act == "swish") {
+// The model's family from config.json's class (and Bamboo's model_type).
+Status FamilyOf(const HfConfig& c, const std::string& dir, Family* out) {
+  if (c.architecture == "FalconForCausalLM") {
+    *out = Family::kFalcon;
+  } else if (c.architecture == "BambooForCausalLM" || c.model_type == "bamboo") {
+    *out = Family::kBamboo;
+  } else if (c.architecture == "LlamaForCausalLM" || c.architecture == "MistralForCausalLM") {
+    *out = Family::kLlama;
+  } else {
+    return Status::Error(
+        "%s: architecture %s is not one pi-convert knows (LlamaForCausalLM, "
+        "MistralForCausalLM, BambooForCausalLM, FalconForCausalLM)",
+        dir.c_str(), c.architecture.c_str());
+  }
+  return Status::Ok();
+}
+
+// config.json's activation as pi.ffn_activation spells it for the family.
+// Bamboo's hidden_act "relu" is applied to the gate and the up projection
+// both (its BambooMLP): dReLU. Falcon's "gelu" is the exact (erf) GELU; the
+// engine, as llama.cpp's falcon, runs the tanh form: said (by the caller),
+// not refused.
+Status ConfigActivation(const HfConfig& c, Family family, std::string* out) {
+  const std::string& a = c.hidden_act;
+  if (family == Family::kFalcon) {
+    if (a == "relu") {
+      *out = "relu";
+    } else if (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast") {
+      *out = "gelu";
+    } else if (a == "gelu") {
+      *out = "gelu";
+    } else {
+      return Status::Error(
+          "config.json: activation '%s' is not one pi's falcon runs (relu, gelu); "
+          "--ffn-activation sets it",
+          a.c_str());
+    }
+  } else if (family == Family::kBamboo) {
+    if (a != "relu" && a != "drelu") {
+      return Status::Error(
+          "config.json: hidden_act '%s' on both of a Bamboo FFN's projections is not one pi "
+          "runs (relu: dReLU); --ffn-activation sets it",
+          a.c_str());
+    }
+    *out = "drelu";
+  } else if (a == "relu" || a == "silu" || a == "drelu") {
+    *out = a;
+  } else if (a == "swish") {
     *out = "silu";
   } else {
     return Status::Error(
         "config.json: hidden_act '%s' is not one a llama-family model runs "
         "(relu, silu, drelu); --ffn-activation sets it",
-        c.hidden_act.c_str());
+        a.c_str());
   }
-  if (*out != "relu" && *out != "silu" && *out != "drelu") {
-    return Status::Error(
-        "--ffn-activation %s: expected relu, silu or drelu for a llama-family model", out->c_str());
+  return Status::Ok();
+}
+
+Status ActivationOf(const HfConfig& c, Family family, const std::string& override_act,
+                    std::string* out) {
+  if (override_act.empty()) return ConfigActivation(c, family, out);
+  const bool falcon = family == Family::kFalcon;
+  const bool ok = falcon
+                      ? override_act == "relu" || override_act == "gelu"
+                      : override_act == "relu" || override_act == "silu" || override_act == "drelu";
+  if (!ok) {
+    return Status::Error("--ffn-activation %s: expected %s", override_act.c_str(),
+                         falcon ? "relu or gelu for a falcon model (its FFN has no gate)"
+                                : "relu, silu or drelu for a llama-family model");
   }
-  if (!override_act.empty() && override_act != c.hidden_act) {
-    fprintf(stderr, "pi-convert: --ffn-activation %s overrides config.json's hidden_act '%s'\n",
-            override_act.c_str(), c.hidden_act.c_str());
+  *out = override_act;
+  std::string implied;
+  if (!ConfigActivation(c, family, &implied).ok() || implied != override_act) {
+    // Bamboo's "relu" means drelu: say what the config implied when it differs.
+    const std::string meaning =
+        !implied.empty() && implied != c.hidden_act ? " (" + implied + " here)" : "";
+    fprintf(stderr, "pi-convert: --ffn-activation %s overrides config.json's %s '%s'%s\n",
+            override_act.c_str(), falcon ? "activation" : "hidden_act", c.hidden_act.c_str(),
+            meaning.c_str());
   }
   return Status::Ok();
 }
@@ -300,23 +397,101 @@ std::vector<Job> LlamaJobs(const HfConfig& c, const HfConvertOptions& o, bool ha
   return jobs;
 }
 
-void SetLlamaMetadata(const HfConfig& c, const HfConvertOptions& o, const std::string& name,
-                      const std::string& activation, GgufWriter* w) {
-  w->Set("general.architecture", GgufValue::String("llama"));
+// Every tensor of a falcon model, in GGUF order: llama.cpp's falcon names
+// (attn_norm_2 for the FFN's own norm where there are two), the fused QKV
+// regrouped, no RoPE permutation (the engine's falcon RoPE is rotate-half too).
+std::vector<Job> FalconJobs(const HfConfig& c, const HfConvertOptions& o, bool has_head) {
+  const int64_t d = c.hidden_size, ff = c.intermediate_size, hd = c.head_dim;
+  const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * hd;
+  auto matrix = [&](std::string src, std::string dst, int64_t rows, int64_t cols,
+                    Reorder reorder = Reorder::kNone) {
+    Job j{std::move(src), std::move(dst), {rows, cols}, DType::kF16, reorder, c.head_dim};
+    j.type = MatrixType(o.outtype, reorder == Reorder::kTranspose ? rows : cols);
+    j.n_head = c.num_attention_heads;
+    j.n_kv = c.num_key_value_heads;
+    return j;
+  };
+  std::vector<Job> jobs;
+  // LayerNorm: weight and bias, both f32.
+  auto norm = [&](const std::string& src, const std::string& dst) {
+    for (const char* part : {"weight", "bias"}) {
+      jobs.push_back(Job{src + "." + part, dst + "." + part, {d}, DType::kF32, Reorder::kNone, 0});
+    }
+  };
+  jobs.push_back(
+      matrix("transformer.word_embeddings.weight", "token_embd.weight", c.vocab_size, d));
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string s = "transformer.h." + std::to_string(l) + ".";
+    const std::string g = "blk." + std::to_string(l) + ".";
+    if (c.falcon_norms == 2) {
+      norm(s + "ln_attn", g + "attn_norm");
+      norm(s + "ln_mlp", g + "attn_norm_2");
+    } else {
+      norm(s + "input_layernorm", g + "attn_norm");
+    }
+    jobs.push_back(matrix(s + "self_attention.query_key_value.weight", g + "attn_qkv.weight", qkv,
+                          d, Reorder::kFalconQkv));
+    jobs.push_back(matrix(s + "self_attention.dense.weight", g + "attn_output.weight", d, d));
+    jobs.push_back(matrix(s + "mlp.dense_h_to_4h.weight", g + "ffn_up.weight", ff, d));
+    if (o.down_t) {
+      jobs.push_back(matrix(s + "mlp.dense_4h_to_h.weight", g + "ffn_down_t.weight", d, ff,
+                            Reorder::kTranspose));
+    } else {
+      jobs.push_back(matrix(s + "mlp.dense_4h_to_h.weight", g + "ffn_down.weight", d, ff));
+    }
+  }
+  norm("transformer.ln_f", "output_norm");
+  if (has_head) jobs.push_back(matrix("lm_head.weight", "output.weight", c.vocab_size, d));
+  return jobs;
+}
+
+// What llama.cpp's converter writes for falcon (no rope.dimension_count: the
+// head size; the fused QKV layout named), and the activation.
+void SetFalconMetadata(const HfConfig& c, const std::string& activation, GgufWriter* w) {
+  w->Set("falcon.context_length", GgufValue::U32(c.max_position_embeddings));
+  w->Set("falcon.embedding_length", GgufValue::U32(c.hidden_size));
+  w->Set("falcon.block_count", GgufValue::U32(c.num_hidden_layers));
+  w->Set("falcon.feed_forward_length", GgufValue::U32(c.intermediate_size));
+  w->Set("falcon.attention.head_count", GgufValue::U32(c.num_attention_heads));
+  w->Set("falcon.attention.head_count_kv", GgufValue::U32(c.num_key_value_heads));
+  w->Set("falcon.rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
+  w->Set("falcon.attention.layer_norm_epsilon",
+         GgufValue::F32(static_cast<float>(c.layer_norm_eps)));
+  w->Set("falcon.tensor_data_layout", GgufValue::String("jploski"));
+  w->Set("pi.ffn_activation", GgufValue::String(activation));
+}
+
+// A llama-shaped model's keys under `arch` ("llama", or "bamboo" as
+// PowerInfer's converter writes Bamboo: the same layout, dReLU implied).
+void SetLlamaMetadata(const HfConfig& c, const std::string& arch, const std::string& activation,
+                      GgufWriter* w) {
+  const std::string p = arch + ".";
+  w->Set(p + "context_length", GgufValue::U32(c.max_position_embeddings));
+  w->Set(p + "embedding_length", GgufValue::U32(c.hidden_size));
+  w->Set(p + "block_count", GgufValue::U32(c.num_hidden_layers));
+  w->Set(p + "feed_forward_length", GgufValue::U32(c.intermediate_size));
+  w->Set(p + "attention.head_count", GgufValue::U32(c.num_attention_heads));
+  w->Set(p + "attention.head_count_kv", GgufValue::U32(c.num_key_value_heads));
+  w->Set(p + "rope.dimension_count", GgufValue::U32(c.head_dim));
+  w->Set(p + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
+  w->Set(p + "attention.layer_norm_rms_epsilon",
+         GgufValue::F32(static_cast<float>(c.rms_norm_eps)));
+  w->Set(p + "vocab_size", GgufValue::U32(c.vocab_size));
+  w->Set("pi.ffn_activation", GgufValue::String(activation));
+}
+
+void SetMetadata(const HfConfig& c, Family family, const HfConvertOptions& o,
+                 const std::string& name, const std::string& activation, GgufWriter* w) {
+  const char* arch =
+      family == Family::kFalcon ? "falcon" : (family == Family::kBamboo ? "bamboo" : "llama");
+  w->Set("general.architecture", GgufValue::String(arch));
   w->Set("general.name", GgufValue::String(name));
   w->Set("general.file_type", GgufValue::U32(GgufFileTypeOf(o.outtype)));
-  w->Set("llama.context_length", GgufValue::U32(c.max_position_embeddings));
-  w->Set("llama.embedding_length", GgufValue::U32(c.hidden_size));
-  w->Set("llama.block_count", GgufValue::U32(c.num_hidden_layers));
-  w->Set("llama.feed_forward_length", GgufValue::U32(c.intermediate_size));
-  w->Set("llama.attention.head_count", GgufValue::U32(c.num_attention_heads));
-  w->Set("llama.attention.head_count_kv", GgufValue::U32(c.num_key_value_heads));
-  w->Set("llama.rope.dimension_count", GgufValue::U32(c.head_dim));
-  w->Set("llama.rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
-  w->Set("llama.attention.layer_norm_rms_epsilon",
-         GgufValue::F32(static_cast<float>(c.rms_norm_eps)));
-  w->Set("llama.vocab_size", GgufValue::U32(c.vocab_size));
-  w->Set("pi.ffn_activation", GgufValue::String(activation));
+  if (family == Family::kFalcon) {
+    SetFalconMetadata(c, activation, w);
+  } else {
+    SetLlamaMetadata(c, arch, activation, w);
+  }
   if (GetDTypeInfo(static_cast<uint32_t>(o.outtype)).block_elems > 1) {
     w->Set("general.quantization_version", GgufValue::U32(2));
   }
@@ -335,25 +510,27 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   PI_RETURN_IF_ERROR(ReadHfFile(dir + "/config.json", &text));
   HfConfig c;
   PI_RETURN_IF_ERROR(ParseHfConfig(text, &c).WithContext(dir));
-  if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM") {
-    return Status::Error(
-        "%s: architecture %s is not one pi-convert knows (LlamaForCausalLM, "
-        "MistralForCausalLM)",
-        dir.c_str(), c.architecture.c_str());
-  }
+  Family family = Family::kLlama;
+  PI_RETURN_IF_ERROR(FamilyOf(c, dir, &family));
   if (c.head_dim * c.num_attention_heads != c.hidden_size) {
     return Status::Error("%s: head_dim %d x %d heads differs from hidden_size %d: not supported",
                          dir.c_str(), c.head_dim, c.num_attention_heads, c.hidden_size);
   }
   std::string activation;
-  PI_RETURN_IF_ERROR(ActivationOf(c, o.activation, &activation));
+  PI_RETURN_IF_ERROR(ActivationOf(c, family, o.activation, &activation));
+  if (family == Family::kFalcon && activation == "gelu" && c.hidden_act == "gelu") {
+    fprintf(stderr,
+            "pi-convert: config.json's activation 'gelu' is the exact (erf) GELU; pi runs its "
+            "tanh approximation (as llama.cpp's falcon does)\n");
+  }
   SafetensorsSet weights;
   PI_RETURN_IF_ERROR(weights.Open(dir));
   const bool has_head = weights.Find("lm_head.weight") != nullptr && !c.tie_word_embeddings;
   if (!has_head && !c.tie_word_embeddings) {
     return Status::Error("%s: no lm_head.weight and tie_word_embeddings is not set", dir.c_str());
   }
-  std::vector<Job> jobs = LlamaJobs(c, o, has_head);
+  std::vector<Job> jobs =
+      family == Family::kFalcon ? FalconJobs(c, o, has_head) : LlamaJobs(c, o, has_head);
   PtExport predictors, activations;
   float threshold = 0.0f;
   if (!o.predictors_dir.empty()) {
@@ -387,7 +564,7 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   }
   GgufWriter w;
   w.SetSparseMagic(o.down_t);
-  SetLlamaMetadata(c, o, name, activation, &w);
+  SetMetadata(c, family, o, name, activation, &w);
   if (!o.predictors_dir.empty()) w.Set("powerinfer.sparse_threshold", GgufValue::F32(threshold));
   PI_RETURN_IF_ERROR(AddHfTokenizer(dir, c, &w));
   auto bar = std::make_shared<ProgressBar>("pi-convert " + out_path, total, "B");

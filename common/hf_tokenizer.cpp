@@ -225,14 +225,24 @@ Status AddBpeTokenizer(const std::string& text, const std::string& config_text, 
   // llama 3's split regex starts with its contractions, case-insensitive.
   const std::string pre_text = j.contains("pre_tokenizer") ? j["pre_tokenizer"].dump() : "";
   std::string pre;
-  if (pre_text.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)") != std::string::npos) {
+  const auto has = [&pre_text](const char* s) { return pre_text.find(s) != std::string::npos; };
+  if (has("(?i:'s|'t|'re|'ve|'m|'ll|'d)")) {
     pre = "llama-bpe";
-  } else if (pre_text.find("ByteLevel") != std::string::npos) {
+  } else if (has("\"Punctuation\"")) {
+    // Falcon's sequence (punctuation runs, ByteLevel, digit runs, then three
+    // digits at a time) is llama.cpp's "falcon"; other punctuation-first
+    // sequences (Falcon 3's single digits) would be misread as it or as gpt2.
+    if (!has("ByteLevel") || !has("\"individual_digits\":false") || !has("[0-9][0-9][0-9]")) {
+      return Status::Error("%s: a pre-tokenizer this tool does not know (falcon's is): %.160s",
+                           path.c_str(), pre_text.c_str());
+    }
+    pre = "falcon";
+  } else if (has("ByteLevel")) {
     pre = "gpt2";
   } else {
     return Status::Error(
-        "%s: a pre-tokenizer this tool does not know (gpt2's ByteLevel and "
-        "llama 3's split are): %.120s",
+        "%s: a pre-tokenizer this tool does not know (gpt2's ByteLevel, llama 3's split and "
+        "falcon's sequence are): %.120s",
         path.c_str(), pre_text.c_str());
   }
   w->Set("tokenizer.ggml.model", GgufValue::String("gpt2"));

@@ -9,6 +9,15 @@ gated FFN), in every mode the engine runs them:
   with --sparse predictor; as q8_0 it loads and its top tokens match;
 - llama-SiLU with GQA and tied embeddings (a BPE tokenizer.json);
 - Mistral-shaped (MistralForCausalLM, GQA) with --ffn-activation relu overriding hidden_act;
+- dReLU (BambooForCausalLM, as Bamboo and TurboSparse-Mistral say it: hidden_act relu, applied
+  to gate and up both): arch bamboo, pi.ffn_activation drelu, dense and --sparse oracle logits,
+  greedy tokens as torch's;
+- Falcon (FalconForCausalLM, Hugging Face's FalconModel written out here: LayerNorm with bias,
+  fused query_key_value in each of its three layouts — multi-query, one KV per head, the new
+  decoder architecture's groups with ln_attn/ln_mlp —, rotate-half RoPE, attention and FFN in
+  parallel): relu and gelu (torch's tanh form, which the engine runs; the exact erf GELU that
+  config.json's "gelu" names is measured against too), greedy tokens as torch's; alibi, bias and
+  sequential attention each refused naming the key;
 - a file naming the wrong activation: --ffn-activation on the tools (a local cpu worker too)
   and pi-quantize --set-activation give torch's logits back;
 - the SentencePiece vocabulary: on 300 lines of text the converted file tokenizes exactly as
@@ -77,12 +86,14 @@ def make_weights(cfg, seed):
 
 
 def torch_forward(cfg, w, tokens):
-    """Hugging Face LlamaForCausalLM's forward in float64: logits [n, vocab]."""
+    """Hugging Face LlamaForCausalLM's forward in float64: logits [n, vocab]. _act drelu is
+    BambooMLP's: the activation on the gate and the up projection both."""
     d, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = d // nh
     eps, theta = cfg.get("rms_norm_eps", 1e-6), cfg.get("rope_theta", 10000.0)
     W = {k: v.double() for k, v in w.items()}
-    act = {"relu": torch.relu, "silu": torch.nn.functional.silu}[cfg["_act"]]
+    act = {"relu": torch.relu, "silu": torch.nn.functional.silu, "drelu": torch.relu}[cfg["_act"]]
+    up_act = torch.relu if cfg["_act"] == "drelu" else (lambda x: x)
 
     def norm(x, g):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * g
@@ -111,10 +122,100 @@ def torch_forward(cfg, w, tokens):
         a = torch.softmax(q @ k.transpose(1, 2) / hd ** 0.5 + mask, -1) @ v
         h = h + a.transpose(0, 1).reshape(n, d) @ W[p + "self_attn.o_proj.weight"].T
         x = norm(h, W[p + "post_attention_layernorm.weight"])
-        f = act(x @ W[p + "mlp.gate_proj.weight"].T) * (x @ W[p + "mlp.up_proj.weight"].T)
+        f = act(x @ W[p + "mlp.gate_proj.weight"].T) * up_act(x @ W[p + "mlp.up_proj.weight"].T)
         h = h + f @ W[p + "mlp.down_proj.weight"].T
     head = W["lm_head.weight"] if "lm_head.weight" in W else W["model.embed_tokens.weight"]
     return (norm(h, W["model.norm.weight"]) @ head.T).numpy()
+
+
+# ---- a Hugging Face falcon in torch -------------------------------------------------------
+
+def falcon_kv(cfg):
+    """FalconAttention's KV head count: num_kv_heads only with the new decoder architecture."""
+    if cfg.get("new_decoder_architecture"):
+        return cfg.get("num_kv_heads", cfg["num_attention_heads"])
+    return 1 if cfg.get("multi_query", True) else cfg["num_attention_heads"]
+
+
+def make_falcon_weights(cfg, seed):
+    g = torch.Generator().manual_seed(seed)
+    d, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+    hd, nkv, ff = d // nh, falcon_kv(cfg), cfg.get("ffn_hidden_size", 4 * d)
+
+    def r(*shape, scale=0.08):
+        return torch.randn(*shape, generator=g) * scale
+
+    w = {"transformer.word_embeddings.weight": r(cfg["vocab_size"], d, scale=0.5),
+         "transformer.ln_f.weight": 1 + r(d, scale=0.1), "transformer.ln_f.bias": r(d, scale=0.1)}
+    two = cfg.get("new_decoder_architecture") and cfg.get("num_ln_in_parallel_attn", 2) == 2
+    for l in range(cfg["num_hidden_layers"]):
+        p = "transformer.h.%d." % l
+        for n in (("ln_attn", "ln_mlp") if two else ("input_layernorm",)):
+            w[p + n + ".weight"] = 1 + r(d, scale=0.1)
+            w[p + n + ".bias"] = r(d, scale=0.1)
+        w[p + "self_attention.query_key_value.weight"] = r((nh + 2 * nkv) * hd, d)
+        w[p + "self_attention.dense.weight"] = r(d, d)
+        w[p + "mlp.dense_h_to_4h.weight"] = r(ff, d) - 0.01
+        w[p + "mlp.dense_4h_to_h.weight"] = r(d, ff)
+    if cfg.get("tie_word_embeddings") is False:
+        w["lm_head.weight"] = r(cfg["vocab_size"], d, scale=0.3)
+    return w
+
+
+def falcon_forward(cfg, w, tokens, gelu="tanh"):
+    """Hugging Face FalconForCausalLM's forward in float64 (its _split_heads, rotary
+    embedding, decoder layer): logits [n, vocab]. gelu: "tanh" (the engine's, llama.cpp's)
+    or "none" (nn.GELU's exact erf, what config.json's "gelu" means)."""
+    d, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+    hd, nkv = d // nh, falcon_kv(cfg)
+    eps, theta = cfg.get("layer_norm_epsilon", 1e-5), cfg.get("rope_theta", 10000.0)
+    W = {k: v.double() for k, v in w.items()}
+    if cfg.get("activation", "gelu") == "relu":
+        act = torch.relu
+    else:
+        act = lambda x: torch.nn.functional.gelu(x, approximate=gelu)  # noqa: E731
+    new_arch = cfg.get("new_decoder_architecture", False)
+    two = new_arch and cfg.get("num_ln_in_parallel_attn", 2) == 2
+
+    def ln(x, name):
+        return torch.nn.functional.layer_norm(x, (d,), W[name + ".weight"], W[name + ".bias"], eps)
+
+    n = len(tokens)
+    pos = torch.arange(n, dtype=torch.float64)
+    inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    ang = torch.outer(pos, inv)
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+
+    def rope(x):  # [heads, n, hd], rotate-half
+        x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+
+    def split_heads(fused):  # FalconAttention._split_heads, batch dropped: [n, heads, hd] x 3
+        if new_arch:
+            qkv = fused.view(n, -1, nh // nkv + 2, hd)
+            q, k, v = qkv[:, :, :-2], qkv[:, :, [-2]], qkv[:, :, [-1]]
+            k, v = torch.broadcast_to(k, q.shape), torch.broadcast_to(v, q.shape)
+            return [x.flatten(1, 2) for x in (q, k, v)]
+        if not cfg.get("multi_query", True):
+            qkv = fused.view(n, nh, 3, hd)
+            return qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
+        qkv = fused.view(n, nh + 2, hd)
+        return qkv[:, :-2], qkv[:, [-2]].expand(n, nh, hd), qkv[:, [-1]].expand(n, nh, hd)
+
+    h = W["transformer.word_embeddings.weight"][tokens]
+    mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
+    for l in range(cfg["num_hidden_layers"]):
+        p = "transformer.h.%d." % l
+        xa = ln(h, p + "ln_attn") if two else ln(h, p + "input_layernorm")
+        xm = ln(h, p + "ln_mlp") if two else xa
+        q, k, v = split_heads(xa @ W[p + "self_attention.query_key_value.weight"].T)
+        q, k, v = rope(q.transpose(0, 1)), rope(k.transpose(0, 1)), v.transpose(0, 1)
+        a = torch.softmax(q @ k.transpose(1, 2) / hd ** 0.5 + mask, -1) @ v
+        attn = a.transpose(0, 1).reshape(n, d) @ W[p + "self_attention.dense.weight"].T
+        mlp = act(xm @ W[p + "mlp.dense_h_to_4h.weight"].T) @ W[p + "mlp.dense_4h_to_h.weight"].T
+        h = h + attn + mlp
+    head = W.get("lm_head.weight", W["transformer.word_embeddings.weight"])
+    return (ln(h, "transformer.ln_f") @ head.T).numpy()
 
 
 # ---- writing a Hugging Face folder -------------------------------------------------------
@@ -240,6 +341,145 @@ def tokenize_jsonl(bin_dir, model, lines, tmp, bos):
     p = run(os.path.join(bin_dir, "pi-tokenize"), "-m", model, "--ids-jsonl", path,
             "--bos" if bos else "--no-bos")
     return [json.loads(l) for l in p.stdout.splitlines()] if p.returncode == 0 else p.stderr
+
+
+def torch_greedy(forward, prompt, n):
+    """Greedy decoding by full forward passes: the n tokens after prompt."""
+    ids = list(prompt)
+    for _ in range(n):
+        ids.append(int(forward(ids)[-1].argmax()))
+    return ids[len(prompt):]
+
+
+def pi_greedy(bin_dir, model, n, *args):
+    """pi-run's greedy continuation of a fixed prompt: (prompt ids, generated ids) or an error."""
+    q = run(os.path.join(bin_dir, "pi-run"), "-m", model, "-p", "In the beginning", "-n", str(n),
+            "--temp", "0", "--ignore-eos", "--json", "-t", "2", *args)
+    if q.returncode != 0:
+        return None, q.stderr[-300:]
+    j = json.loads(q.stdout)
+    return j["prompt_tokens"], j["generated_tokens"]
+
+
+def check_drelu(bin_dir, tmp, base, tokens):
+    """Bamboo / TurboSparse-Mistral: BambooForCausalLM, hidden_act relu on gate and up both."""
+    import pigguf
+    convert = os.path.join(bin_dir, "pi-convert")
+    cfg = dict(base, architectures=["BambooForCausalLM"], model_type="bamboo", hidden_act="relu",
+               _act="drelu", num_key_value_heads=2)
+    w = make_weights(cfg, 7)
+    want = torch_forward(cfg, w, tokens)
+    src = os.path.join(tmp, "bamboo")
+    write_folder(src, cfg, w, "spm")
+    out, out_t = os.path.join(tmp, "bamboo.gguf"), os.path.join(tmp, "bamboo-down-t.gguf")
+    p = run(convert, src, "-o", out, "--outtype", "f32")
+    q = run(convert, src, "-o", out_t, "--outtype", "f32", "--down-t")
+    check(p.returncode == 0 and q.returncode == 0, f"Bamboo (dReLU) converts ({(p.stderr + q.stderr)[-300:]!r})")
+    m = pigguf.GGUFReader(out).metadata
+    check(m["general.architecture"] == "bamboo" and m["pi.ffn_activation"] == "drelu",
+          f"Bamboo: arch bamboo, pi.ffn_activation drelu ({m['general.architecture']}, "
+          f"{m['pi.ffn_activation']})")
+    got, err = dump_logits(bin_dir, out, tokens, tmp)
+    check(got is not None and rel_err(got, want) < 1e-4,
+          f"Bamboo dReLU: logits equal torch's (relu on gate and up) within 1e-4 "
+          f"({rel_err(got, want) if got is not None else err!r})")
+    relu_only = torch_forward(dict(cfg, _act="relu"), w, tokens)
+    check(got is not None and rel_err(got, relu_only) > 1e-2,
+          f"... and not a ReLU-gate model's ({rel_err(got, relu_only) if got is not None else err!r})")
+    got, err = dump_logits(bin_dir, out_t, tokens, tmp, sparse="oracle")
+    check(got is not None and rel_err(got, want) < 1e-4,
+          f"Bamboo --down-t, --sparse oracle: logits equal torch's within 1e-4 "
+          f"({rel_err(got, want) if got is not None else err!r})")
+    prompt, ids = pi_greedy(bin_dir, out_t, 10, "--sparse", "oracle")
+    ref = torch_greedy(lambda t: torch_forward(cfg, w, t), prompt, 10) if prompt else None
+    check(prompt is not None and ids == ref,
+          f"Bamboo --sparse oracle: pi-run's greedy tokens are torch's ({ids} / {ref})")
+
+
+def check_falcon(bin_dir, tmp, tokens):
+    """FalconForCausalLM in each fused-QKV layout, relu and gelu; unsupported variants refused."""
+    import pigguf
+    convert = os.path.join(bin_dir, "pi-convert")
+    base = {"architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 4096,
+            "layer_norm_epsilon": 1e-5, "rope_theta": 10000.0, "bos_token_id": 1,
+            "eos_token_id": 2, "parallel_attn": True, "alibi": False, "bias": False}
+    cases = [("relu-multi-query", dict(base, activation="relu", multi_query=True,
+                                       tie_word_embeddings=False)),
+             ("gelu-multi-query-untied", dict(base, activation="gelu", multi_query=True,
+                                              tie_word_embeddings=False, ffn_hidden_size=192)),
+             ("relu-kv-per-head", dict(base, activation="relu", multi_query=False)),
+             ("relu-new-arch", dict(base, activation="relu", new_decoder_architecture=True,
+                                    num_kv_heads=2)),
+             ("gelu-new-arch-1ln", dict(base, new_decoder_architecture=True, num_kv_heads=2,
+                                        num_ln_in_parallel_attn=1))]
+    for seed, (name, cfg) in enumerate(cases):
+        w = make_falcon_weights(cfg, 20 + seed)
+        want = falcon_forward(cfg, w, tokens)
+        src = os.path.join(tmp, "falcon-" + name)
+        write_folder(src, cfg, w, "spm")
+        out = src + ".gguf"
+        p = run(convert, src, "-o", out, "--outtype", "f32")
+        got, err = dump_logits(bin_dir, out, tokens, tmp) if p.returncode == 0 else (None, p.stderr)
+        m = pigguf.GGUFReader(out).metadata if p.returncode == 0 else {}
+        check(got is not None and rel_err(got, want) < 1e-4 and m.get("general.architecture") == "falcon",
+              f"falcon {name}: logits equal torch's within 1e-4 "
+              f"({rel_err(got, want) if got is not None else err!r})")
+        if cfg.get("activation", "gelu") == "gelu":
+            exact = falcon_forward(cfg, w, tokens, gelu="none")
+            check(got is not None and rel_err(got, exact) < 1e-2 and "erf" in p.stderr and
+                  np.array_equal(got.argmax(1), exact.argmax(1)),
+                  f"falcon {name}: against the exact erf GELU config.json names, said at conversion: "
+                  f"{rel_err(got, exact) if got is not None else err!r}, same top tokens")
+        prompt, ids = pi_greedy(bin_dir, out, 10)
+        ref = torch_greedy(lambda t: falcon_forward(cfg, w, t), prompt, 10) if prompt else None
+        check(prompt is not None and ids == ref,
+              f"falcon {name}: pi-run's greedy tokens are torch's ({ids} / {ref})")
+        if name == "relu-multi-query":
+            out_t = src + "-down-t.gguf"
+            p = run(convert, src, "-o", out_t, "--outtype", "f32", "--down-t")
+            got, err = dump_logits(bin_dir, out_t, tokens, tmp, sparse="oracle")
+            check(got is not None and rel_err(got, want) < 1e-4,
+                  f"falcon {name} --down-t, --sparse oracle: logits equal torch's within 1e-4 "
+                  f"({rel_err(got, want) if got is not None else err!r})")
+
+    # Falcon's tokenizer.json: its pre-tokenizer sequence is llama.cpp's "falcon" (not gpt2's);
+    # Falcon 3's (single digits) is refused rather than misread.
+    bpe = make_bpe("In the beginning God created the heaven and the earth. 1234 $5+3=8", 40)
+    bpe["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Punctuation", "behavior": "Contiguous"},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        {"type": "Digits", "individual_digits": False},
+        {"type": "Split", "pattern": {"Regex": "[0-9][0-9][0-9]"}, "behavior": "Isolated",
+         "invert": False}]}
+    cfg = dict(base, activation="relu", vocab_size=len(bpe["model"]["vocab"]) + 2,
+               bos_token_id=len(bpe["model"]["vocab"]), eos_token_id=len(bpe["model"]["vocab"]) + 1)
+    w = make_falcon_weights(cfg, 31)
+    src = os.path.join(tmp, "falcon-bpe")
+    write_folder(src, cfg, w, bpe)
+    p = run(convert, src, "-o", src + ".gguf")
+    m = pigguf.GGUFReader(src + ".gguf").metadata if p.returncode == 0 else {}
+    check(m.get("tokenizer.ggml.pre") == "falcon",
+          f"falcon's tokenizer.json pre-tokenizer -> tokenizer.ggml.pre falcon "
+          f"({m.get('tokenizer.ggml.pre')!r} {p.stderr[-200:]!r})")
+    bpe["pre_tokenizer"]["pretokenizers"][2]["individual_digits"] = True
+    del bpe["pre_tokenizer"]["pretokenizers"][3]
+    write_folder(src, cfg, w, bpe)
+    p = run(convert, src, "-o", src + "-3.gguf")
+    check(p.returncode == 1 and "a pre-tokenizer this tool does not know (falcon's is)" in p.stderr,
+          f"Falcon 3's single-digit pre-tokenizer is refused ({p.stderr.strip()[-160:]!r})")
+
+    # What the engine's falcon cannot run: refused, naming config.json's key, nothing written.
+    cfg = dict(base, activation="relu")
+    w = make_falcon_weights(cfg, 30)
+    for key, value in (("alibi", True), ("bias", True), ("parallel_attn", False)):
+        src = os.path.join(tmp, "falcon-bad-" + key)
+        write_folder(src, dict(cfg, **{key: value}), w, "spm")
+        out = src + ".gguf"
+        p = run(convert, src, "-o", out)
+        msg = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+        check(p.returncode == 1 and f'"{key}": {str(value).lower()} is not supported' in msg
+              and not os.path.exists(out), f"falcon {key}={value}: refused ({msg!r})")
 
 
 def main():
@@ -375,6 +615,10 @@ def main():
         check(got is not None and rel_err(got, want) < 1e-4 and "overrides" in p.stderr,
               f"Mistral-shaped, --ffn-activation relu: logits equal torch's, the override said "
               f"({rel_err(got, want) if got is not None else err!r})")
+
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        check_drelu(bin_dir, tmp, base, tokens)
+        check_falcon(bin_dir, tmp, tokens)
 
         # The original's torch files: predictors and activation counts of a 12-layer model
         # (layer 10 sorts before layer 2 by name: they must land by number).

@@ -107,6 +107,47 @@ TEST(HfConfigTest, FieldsAndDefaults) {
               HasSubstr("no \"intermediate_size\""));
 }
 
+// FalconConfig's defaults and older key names; the fused QKV's KV groups as
+// FalconAttention splits it; the variants pi's falcon cannot run, by key.
+TEST(HfConfigTest, Falcon) {
+  const std::string base = R"({"architectures":["FalconForCausalLM"],"n_embed":64,"n_layer":2,)"
+                           R"("n_head":4,"vocab_size":100)";
+  HfConfig c;
+  ASSERT_TRUE(ParseHfConfig(base + "}", &c).ok());
+  EXPECT_TRUE(c.falcon);
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.intermediate_size, 256);  // 4 x hidden_size
+  EXPECT_EQ(c.num_key_value_heads, 1);  // multi_query by default
+  EXPECT_EQ(c.falcon_norms, 1);
+  EXPECT_EQ(c.hidden_act, "gelu");
+  EXPECT_TRUE(c.tie_word_embeddings);
+  ASSERT_TRUE(ParseHfConfig(base + R"(,"multi_query":false,"num_kv_heads":2})", &c).ok());
+  EXPECT_EQ(c.num_key_value_heads, 4);  // num_kv_heads counts only in the new architecture
+  ASSERT_TRUE(ParseHfConfig(base + R"(,"new_decoder_architecture":true,"num_kv_heads":2,)"
+                                   R"("ffn_hidden_size":96,"activation":"relu"})",
+                            &c)
+                  .ok());
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.falcon_norms, 2);
+  EXPECT_EQ(c.intermediate_size, 96);
+  EXPECT_EQ(c.hidden_act, "relu");
+  ASSERT_TRUE(
+      ParseHfConfig(base + R"(,"new_decoder_architecture":true,"num_ln_in_parallel_attn":1})", &c)
+          .ok());
+  EXPECT_EQ(c.falcon_norms, 1);
+  auto error = [&](const std::string& extra) {
+    HfConfig x;
+    return ParseHfConfig(base + extra + "}", &x).message();
+  };
+  EXPECT_THAT(error(R"(,"alibi":true)"), HasSubstr("\"alibi\": true is not supported"));
+  EXPECT_THAT(error(R"(,"bias":true)"), HasSubstr("\"bias\": true is not supported"));
+  EXPECT_THAT(error(R"(,"parallel_attn":false)"),
+              HasSubstr("\"parallel_attn\": false is not supported"));
+  EXPECT_THAT(error(R"(,"multi_query":1)"), HasSubstr("\"multi_query\" is not true or false"));
+  EXPECT_THAT(error(R"(,"new_decoder_architecture":true,"num_kv_heads":3)"),
+              HasSubstr("not a multiple of 3 KV"));
+}
+
 TEST(HfTokenizerTest, SentencepieceModelAsItsGguf) {
   std::ifstream f(std::string(PI_SOURCE_DIR) + "/models/demo-tokenizer.model", std::ios::binary);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
