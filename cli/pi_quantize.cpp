@@ -39,7 +39,7 @@ namespace {
 void Usage() {
   fprintf(stderr,
           "usage: pi-quantize IN.gguf OUT.gguf TYPE [--down-t] [--set-activation A]\n"
-          "  TYPE: q8_0 | q4_0 | f16, or (scalar kernels for now) q4_1 | q5_0 | q5_1 | q4_k |\n"
+          "  TYPE: q8_0 | q4_0 | f16, or llama.cpp's block formats q4_1 | q5_0 | q5_1 | q4_k |\n"
           "        q5_k | q6_k, or llama.cpp's mixes q4_k_m | q5_k_m (attn_v and ffn_down of\n"
           "        a third of the layers and output.weight in q6_k)\n"
           "Converts every 2-D *.weight tensor whose ne0 is a multiple of TYPE's block size;\n"

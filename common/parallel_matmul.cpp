@@ -1,5 +1,6 @@
 #include "common/parallel_matmul.h"
 
+#include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul.h"
 
 namespace pi {
@@ -9,7 +10,7 @@ const void* PreparedInput::For(DType wtype) const {
 }
 
 bool ReadsQ8(DType wtype) {
-  return wtype == DType::kQ8_0 || wtype == DType::kQ4_0;
+  return wtype == DType::kQ8_0 || wtype == DType::kQ4_0 || IsBlockDequantDType(wtype);
 }
 
 PreparedInput PrepareInput(const float* x, int64_t cols, int64_t batch, uint8_t* q8_buf,

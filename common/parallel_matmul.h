@@ -22,7 +22,8 @@ struct PreparedInput {
   const void* For(DType wtype) const;
 };
 
-// True for the weight types that read the Q8_0 copy of an input (Q8_0, Q4_0).
+// True for the weight types that read the Q8_0 copy of an input (Q8_0, Q4_0
+// and kquant.h's block formats).
 bool ReadsQ8(DType wtype);
 
 // Prepares `batch` rows of `x` ([batch, cols]) for the weights that will read

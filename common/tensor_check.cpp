@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/progress.h"
+#include "kernels/cpu/kquant.h"
 #include "kernels/cpu/quant.h"
 
 namespace pi {
@@ -22,7 +23,7 @@ Status CheckTensorValues(const GgufFile& file, bool show_progress) {
   uint64_t done = 0;
   for (const TensorInfo& t : file.tensors()) {
     if (t.type != DType::kF32 && t.type != DType::kF16 && t.type != DType::kBF16 &&
-        t.type != DType::kQ8_0 && t.type != DType::kQ4_0) {
+        t.type != DType::kQ8_0 && t.type != DType::kQ4_0 && !IsBlockDequantDType(t.type)) {
       return Status::Error("tensor '%s' has type %s, which --check-tensors cannot read",
                            t.name.c_str(), DTypeName(t.type));
     }

@@ -32,8 +32,9 @@ constexpr size_t kArenaBytes = size_t{512} << 20;
 uint8_t* Arena() {
   static uint8_t* arena = [] {
     auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, kArenaBytes));
-    // 0x3C in every byte is a valid, finite weight in all five types
-    // (f32 0.0115, f16 1.06, bf16 0.0115, q8 scale 1.06 / q 60, q4 nibbles 3 and 12).
+    // 0x3C in every byte is a valid, finite weight in every type
+    // (f32 0.0115, f16 1.06, bf16 0.0115, q8 scale 1.06 / q 60, q4 nibbles 3 and
+    // 12; the K-quants' f16 scales 1.06, 6-bit scales and mins 60 or 51).
     std::memset(p, 0x3C, kArenaBytes);
     return p;
   }();
@@ -278,7 +279,8 @@ int main(int argc, char** argv) {
   using pi::DType;
   benchmark::Initialize(&argc, argv);
   pi::Arena();
-  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                         DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   for (DType t : types) pi::Prepare(t);
   const CpuIsa best = pi::DetectCpuIsa();
 
@@ -311,7 +313,7 @@ int main(int argc, char** argv) {
   }
   // Sparse kernels (single thread, best ISA): sparsity 0 is the dense kernel.
   //   bench-kernels --benchmark_filter='Sparse|Ffn' --benchmark_min_time=0.1
-  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
     for (auto [op, op_name] :
          {std::pair<pi::SparseOp, const char*>{pi::SparseOp::kMatVec, "MatVec"},
           {pi::SparseOp::kAxpy, "Axpy"}}) {

@@ -22,6 +22,7 @@
 
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/dtype.h"
@@ -447,11 +448,23 @@ std::vector<double> DecodeRow(DType t, const uint8_t* row, int64_t cols) {
         break;
     }
   }
+  if (IsBlockDequantDType(t)) {  // kquant.h's decoder, checked bit for bit in kquant_test
+    float block[kQK_K];
+    for (int64_t i = 0, c = 0; c < cols; ++i) {
+      const int n = DequantizeBlock(t, row, i, block);
+      for (int j = 0; j < n; ++j) w[c + j] = block[j];
+      c += n;
+    }
+  }
   return w;
 }
 
 bool IsQuant(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0;
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || IsBlockDequantDType(t);
+}
+
+bool IsKQuant(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K;
 }
 
 struct Problem {
@@ -527,6 +540,7 @@ class KernelTest : public ::testing::TestWithParam<KernelParam> {
   DType type() const { return std::get<0>(GetParam()); }
   CpuIsa isa() const { return std::get<1>(GetParam()); }
   std::vector<int64_t> ColsList() const {
+    if (IsKQuant(type())) return {256, 512, 4096 + 256};
     if (IsQuant(type())) return {32, 64, 96, 160, 4096 + 32};
     return {1, 7, 16, 33, 100, 4096 + 32};
   }
@@ -628,8 +642,15 @@ TEST_P(KernelTest, AxpyRows) {
               std::memcpy(row + (c / 32) * (type() == DType::kQ8_0 ? 34 : 18), "\x00\x7c", 2);
             }
             break;
-          default:
+          default: {  // kquant.h's formats: an infinite f16 d in every block
+            const int elems = GetDTypeInfo(static_cast<uint32_t>(type())).block_elems;
+            const size_t bb = RowBytes(type(), elems);
+            const size_t d_off = type() == DType::kQ6_K ? bb - 2 : 0;
+            for (int64_t c = 0; c < cols; c += elems) {
+              std::memcpy(row + (c / elems) * bb + d_off, "\x00\x7c", 2);
+            }
             break;
+          }
         }
       }
       std::vector<float> y0 = RandomRow(&rng, cols, 1.0f);
@@ -940,12 +961,13 @@ std::vector<CpuIsa> AvailableIsas() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypesAllIsas, KernelTest,
-                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF16,
-                                                              DType::kBF16, DType::kQ8_0,
-                                                              DType::kQ4_0),
-                                            ::testing::ValuesIn(AvailableIsas())),
-                         ParamName);
+INSTANTIATE_TEST_SUITE_P(
+    AllTypesAllIsas, KernelTest,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
+                                         DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
+                       ::testing::ValuesIn(AvailableIsas())),
+    ParamName);
 
 }  // namespace
 }  // namespace pi

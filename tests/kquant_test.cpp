@@ -3,7 +3,8 @@
 // element by element (from ggml-common.h's layouts, not kquant.cpp's loops)
 // on blocks the test fills with random bytes; the quantizers' round trip
 // within each format's precision; and every product kernel (dense, batched,
-// indexed, axpy) against a double-precision dot of the dequantized rows,
+// indexed, axpy) against a double-precision dot of the dequantized rows
+// (with the Q8_0-rounded activation the products read),
 // with sentinel bytes after every output.
 #include <gtest/gtest.h>
 
@@ -173,16 +174,27 @@ TEST(KQuantTest, ProductKernelsMatchADoubleReference) {
     }
     std::vector<float> x(batch * cols);
     for (float& v : x) v = normal(rng);
+    // Quantized activations, as for Q8_0/Q4_0 weights (one shared layout): the
+    // products see x through its Q8_0 blocks, decoded here for the reference.
+    const size_t stride = PreparedActivationBytes(t, cols);
+    ASSERT_EQ(stride, PreparedActivationBytes(DType::kQ8_0, cols));
+    std::vector<uint8_t> xp(batch * stride);
+    std::vector<float> xq(batch * cols);
+    for (int64_t b = 0; b < batch; ++b) {
+      PrepareActivation(t, x.data() + b * cols, cols, xp.data() + b * stride);
+      const BlockQ8_0* blocks = reinterpret_cast<const BlockQ8_0*>(xp.data() + b * stride);
+      for (int64_t c = 0; c < cols; ++c) {
+        xq[b * cols + c] = blocks[c / 32].qs[c % 32] * F16ToF32(blocks[c / 32].d);
+      }
+    }
     auto want = [&](int64_t b, int64_t r) {
       double s = 0;
       for (int64_t c = 0; c < cols; ++c)
-        s += static_cast<double>(wf[r * cols + c]) * x[b * cols + c];
+        s += static_cast<double>(wf[r * cols + c]) * xq[b * cols + c];
       return s;
     };
-    // Float activations: the prepared input is x itself.
-    ASSERT_EQ(PreparedActivationBytes(t, cols), static_cast<size_t>(cols) * 4);
     std::vector<float> y(batch * rows + 1, kSentinel);
-    MatMulRows(t, w.data(), cols, x.data(), batch, y.data(), rows, 0, rows);
+    MatMulRows(t, w.data(), cols, xp.data(), batch, y.data(), rows, 0, rows);
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t r = 0; r < rows; ++r)
         EXPECT_NEAR(y[b * rows + r], want(b, r), 1e-3) << b << " " << r;
@@ -190,7 +202,7 @@ TEST(KQuantTest, ProductKernelsMatchADoubleReference) {
     EXPECT_EQ(y[batch * rows], kSentinel);
     const std::vector<int32_t> ids = {3, 0, 36, 17};
     std::vector<float> yi(rows + 1, kSentinel);
-    MatVecRowsIndexed(t, w.data(), cols, x.data(), ids.data(), 4, yi.data());
+    MatVecRowsIndexed(t, w.data(), cols, xp.data(), ids.data(), 4, yi.data());
     for (int32_t id : ids) EXPECT_NEAR(yi[id], want(0, id), 1e-3);
     EXPECT_EQ(yi[1], kSentinel);
     EXPECT_EQ(yi[rows], kSentinel);

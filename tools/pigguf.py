@@ -50,6 +50,13 @@ TENSOR_TYPES = {
     "f16": (1, 1, 2),
     "q4_0": (2, 32, 18),
     "q8_0": (8, 32, 34),
+    # Read only (decode): the formats llama.cpp's own files hold.
+    "q4_1": (3, 32, 20),
+    "q5_0": (6, 32, 22),
+    "q5_1": (7, 32, 24),
+    "q4_K": (12, 256, 144),
+    "q5_K": (13, 256, 176),
+    "q6_K": (14, 256, 210),
     "i8": (24, 1, 1),
     "i16": (25, 1, 2),
     "i32": (26, 1, 4),
@@ -137,6 +144,83 @@ def dequantize_q4_0(data, n):
     return (np.concatenate([lo, hi], axis=1) * d).reshape(-1)
 
 
+def _f16(col):
+    """An [nblocks, 2] uint8 column pair as float32 [nblocks, 1]."""
+    return col.copy().view(np.float16).astype(np.float32)
+
+
+def _fifth_bits(qh):
+    """[nblocks, 4] uint8 (a little-endian uint32, bit j for weight j) -> [nblocks, 32] 0/16."""
+    bits = qh.copy().view("<u4").astype(np.uint32)
+    return (((bits >> np.arange(32, dtype=np.uint32)) & 1) << 4).astype(np.uint8)
+
+
+def dequantize_legacy(data, n, dtype):
+    """q4_1 (d*q + m), q5_0 (d*(q - 16)), q5_1 (d*q + m): nibble j is weight j, the high
+    nibble weight j + 16 (ggml's dequantize_row_q4_1 / q5_0 / q5_1)."""
+    _, _, nb = TENSOR_TYPES[dtype]
+    b = np.frombuffer(data, np.uint8, count=n // QK * nb).reshape(-1, nb)
+    qs = b[:, nb - 16:]
+    q = np.concatenate([qs & 0x0F, qs >> 4], axis=1)
+    if dtype != "q4_1":
+        q = q | _fifth_bits(b[:, nb - 20:nb - 16])
+    d = _f16(b[:, 0:2])
+    if dtype == "q5_0":
+        return ((q.astype(np.float32) - 16) * d).reshape(-1)
+    return (q.astype(np.float32) * d + _f16(b[:, 2:4])).reshape(-1)
+
+
+def _scale_min_k4(sc12):
+    """[nblocks, 12] packed 6-bit scales and mins (ggml's get_scale_min_k4) -> two [nblocks, 8]."""
+    q = sc12.astype(np.uint8)
+    sc = np.empty((q.shape[0], 8), np.uint8)
+    m = np.empty((q.shape[0], 8), np.uint8)
+    sc[:, :4] = q[:, 0:4] & 63
+    m[:, :4] = q[:, 4:8] & 63
+    sc[:, 4:] = (q[:, 8:12] & 0xF) | ((q[:, 0:4] >> 6) << 4)
+    m[:, 4:] = (q[:, 8:12] >> 4) | ((q[:, 4:8] >> 6) << 4)
+    return sc.astype(np.float32), m.astype(np.float32)
+
+
+def dequantize_q45_k(data, n, dtype):
+    """q4_K / q5_K: 8 sub-blocks of 32, sub-block s = d*sc[s]*q - dmin*m[s]; the 32 bytes of
+    chunk c hold sub-block 2c in their low nibbles and 2c+1 in the high ones; q5_K's fifth
+    bit of weight l of sub-block s is bit s of qh[l]."""
+    nb = TENSOR_TYPES[dtype][2]
+    b = np.frombuffer(data, np.uint8, count=n // 256 * nb).reshape(-1, nb)
+    d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
+    sc, m = _scale_min_k4(b[:, 4:16])
+    qs = b[:, nb - 128:].reshape(-1, 4, 32)
+    q = np.stack([qs & 0x0F, qs >> 4], axis=2).reshape(-1, 8, 32)  # [block, sub-block, l]
+    if dtype == "q5_K":
+        qh = b[:, 16:48]
+        q = q | (((qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1) << 4)
+    y = (d * sc)[:, :, None] * q.astype(np.float32) - (dmin * m)[:, :, None]
+    return y.reshape(-1)
+
+
+def dequantize_q6_k(data, n):
+    """q6_K: 16 groups of 16, group g = d*sc[g]*(q - 32); each half of 128 weights: weights
+    l, l+32, l+64, l+96 from the low nibbles of ql[l], ql[l+32], their high nibbles, and bit
+    pairs 0, 2, 4, 6 of qh[l] on top."""
+    b = np.frombuffer(data, np.uint8, count=n // 256 * 210).reshape(-1, 210)
+    d = _f16(b[:, 208:210])
+    sc = b[:, 192:208].copy().view(np.int8).astype(np.float32)
+    out = np.empty((b.shape[0], 256), np.float32)
+    for h in range(2):
+        ql = b[:, 64 * h:64 * h + 64]
+        qh = b[:, 128 + 32 * h:128 + 32 * h + 32]
+        parts = [(ql[:, :32] & 0xF) | ((qh & 3) << 4),
+                 (ql[:, 32:] & 0xF) | (((qh >> 2) & 3) << 4),
+                 (ql[:, :32] >> 4) | (((qh >> 4) & 3) << 4),
+                 (ql[:, 32:] >> 4) | (((qh >> 6) & 3) << 4)]
+        for k, q in enumerate(parts):
+            g = 8 * h + 2 * k + np.arange(32) // 16  # the group of each of the 32 weights
+            out[:, 128 * h + 32 * k:128 * h + 32 * k + 32] = \
+                d * sc[:, g] * (q.astype(np.float32) - 32)
+    return out.reshape(-1)
+
+
 def q8_0_roundtrip(x):
     """What ggml does to an activation before a quantized matmul: quantize to Q8_0, back."""
     x = np.asarray(x, dtype=np.float32)
@@ -174,6 +258,12 @@ def decode(data, dtype, n):
         return dequantize_q8_0(data, n)
     if dtype == "q4_0":
         return dequantize_q4_0(data, n)
+    if dtype in ("q4_1", "q5_0", "q5_1"):
+        return dequantize_legacy(data, n, dtype)
+    if dtype in ("q4_K", "q5_K"):
+        return dequantize_q45_k(data, n, dtype)
+    if dtype == "q6_K":
+        return dequantize_q6_k(data, n)
     if dtype in ("i8", "i16", "i32"):
         return np.frombuffer(data, "<" + dtype, count=n).astype(np.float32)
     raise ValueError("unsupported tensor type %r" % dtype)

@@ -5,9 +5,10 @@
 // output.weight) — byte-identical to ggml's (src/ggml-common.h) and
 // dequantized by ggml's formulas.
 //
-// Today their products run on the scalar path (a block dequantized, then
-// dotted in f32 with a double sum, as F32 weights are): correct everywhere,
-// not yet fast; SIMD kernels with Q8_K activations are the next step.
+// Their products read the Q8_0-prepared activation (kernels/cpu/matmul.h):
+// the scalar reference dequantizes a block at a time; the SIMD kernels
+// (matmul_blocks_avx2.cpp) take integer dots per 32 weights, scaled by the
+// block's and the activation block's scales.
 #pragma once
 
 #include <cstdint>

@@ -28,7 +28,8 @@ QActLayout GetQActLayout(int64_t cols) {
   l.qs_off = RoundUp64(static_cast<size_t>(l.nb) * sizeof(BlockQ8_0));
   l.dx_off = l.qs_off + ng * 128;
   l.s4_off = l.dx_off + RoundUp64(ng * 4 * sizeof(float));
-  l.total = l.s4_off + ng * 32 * sizeof(int32_t);
+  l.b16_off = l.s4_off + ng * 32 * sizeof(int32_t);
+  l.total = l.b16_off + RoundUp64(ng * 8 * sizeof(int16_t));
   return l;
 }
 
@@ -38,8 +39,9 @@ using cpu_internal::QActLayout;
 
 namespace {
 
+// Quantized weights read the activation quantized (the Q8_0 layout).
 bool IsQuant(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0;
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || IsBlockDequantDType(t);
 }
 
 }  // namespace
@@ -64,17 +66,23 @@ void PrepareActivation(DType wtype, const float* x, int64_t cols, void* prepared
   int8_t* qs = reinterpret_cast<int8_t*>(base + l.qs_off);
   float* dx = reinterpret_cast<float*>(base + l.dx_off);
   int32_t* s4 = reinterpret_cast<int32_t*>(base + l.s4_off);
+  int16_t* b16 = reinterpret_cast<int16_t*>(base + l.b16_off);
   // Padding (blocks nb..4*ng) is zero: q = 0, d = 0 contribute nothing.
   std::memset(base + l.nb * sizeof(BlockQ8_0), 0, l.qs_off - l.nb * sizeof(BlockQ8_0));
   std::memset(qs, 0, static_cast<size_t>(l.ng) * 128);
   std::memset(dx, 0, l.s4_off - l.dx_off);
-  std::memset(s4, 0, static_cast<size_t>(l.ng) * 128);
+  std::memset(s4, 0, l.total - l.s4_off);
   for (int64_t i = 0; i < l.nb; ++i) {
     std::memcpy(qs + i * kQK, blocks[i].qs, kQK);
     dx[i] = F16ToF32(blocks[i].d);
     for (int k = 0; k < kQK / 4; ++k) {
       const int8_t* q = blocks[i].qs + 4 * k;
       s4[i * 8 + k] = -(q[0] + q[1] + q[2] + q[3]);
+    }
+    for (int h = 0; h < 2; ++h) {
+      int sum = 0;
+      for (int k = 0; k < 16; ++k) sum += blocks[i].qs[16 * h + k];
+      b16[i * 2 + h] = static_cast<int16_t>(sum);
     }
   }
 }
@@ -103,8 +111,17 @@ cpu_internal::MatMulArgs MakeMatMulArgs(DType wtype, const void* w, int64_t cols
 
 void RunMatMul(const cpu_internal::MatMulArgs& a) {
   if (!IsComputeDType(a.wtype) || a.r0 >= a.r1 || a.batch <= 0 || a.cols <= 0) return;
-  // The block formats of kquant.h run on the scalar path for now.
-  const CpuIsa isa = IsBlockDequantDType(a.wtype) ? CpuIsa::kScalar : ActiveCpuIsa();
+  const CpuIsa isa = ActiveCpuIsa();
+  if (IsBlockDequantDType(a.wtype)) {
+    // The block formats have one SIMD path (AVX2: it is what bounds them by
+    // memory bandwidth already), which the AVX-512 level runs too.
+    if (isa != CpuIsa::kScalar && cpu_internal::HasBlockKernelsAvx2(a.wtype)) {
+      cpu_internal::MatMulRowsBlocksAvx2(a);
+    } else {
+      cpu_internal::MatMulRowsRef(a);
+    }
+    return;
+  }
   switch (isa) {
     case CpuIsa::kAvx512:
       cpu_internal::MatMulRowsAvx512(a);
@@ -152,7 +169,16 @@ void RunAxpy(DType wtype, const void* w, int64_t cols, const float* a, float* y,
   args.r0 = r0;
   args.r1 = r1;
   args.ids = ids;
-  switch (IsBlockDequantDType(wtype) ? CpuIsa::kScalar : ActiveCpuIsa()) {
+  const CpuIsa isa = ActiveCpuIsa();
+  if (IsBlockDequantDType(wtype)) {
+    if (isa != CpuIsa::kScalar && cpu_internal::HasBlockKernelsAvx2(wtype)) {
+      cpu_internal::AxpyRowsBlocksAvx2(args);
+    } else {
+      cpu_internal::AxpyRowsRef(args);
+    }
+    return;
+  }
+  switch (isa) {
     case CpuIsa::kAvx512:
       cpu_internal::AxpyRowsAvx512(args);
       return;

@@ -5,8 +5,10 @@
 // a row is one output feature (for gate/up, one FFN neuron).
 //
 // Activations are first *prepared* for the weight type, as ggml does with its
-// vec_dot_type: quantized weights (Q8_0, Q4_0) take the activation quantized to
-// Q8_0 blocks and use integer dot products; float weights (F32, F16, BF16)
+// vec_dot_type: quantized weights (Q8_0, Q4_0 and kquant.h's block formats)
+// take the activation quantized to Q8_0 blocks and use integer dot products
+// (a K-quant's 32-weight sub-blocks line up with those blocks, so each keeps
+// its own activation scale); float weights (F32, F16, BF16)
 // take it as f32. Prepare once per activation vector, reuse for every matrix
 // of that type that reads the same input.
 //

@@ -15,8 +15,8 @@
 namespace pi {
 namespace cpu_internal {
 
-// Layout of a prepared activation for quantized weights (Q8_0 and Q4_0 share
-// it, so one preparation serves both). All offsets are from the start.
+// Layout of a prepared activation for quantized weights (every block format
+// shares it, so one preparation serves all). All offsets are from the start.
 //
 //   [0, nb*34)      the activation as ggml block_q8_0 (reference quantizer);
 //                   the scalar path reads only this part.
@@ -28,6 +28,10 @@ namespace cpu_internal {
 //                   (vpdpbusd, vpmaddubsw); weights are made unsigned with an
 //                   offset (Q4_0 nibbles are q+8, Q8_0 bytes get +128), and
 //                   offset * s4 cancels it exactly.
+//   b16_off         int16, ng*8: the sum of each 16 consecutive q's, for the
+//                   formats with a per-(sub-)block offset or min (Q4_1,
+//                   Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), whose dots are
+//                   d*dx*sum(q_w*q_x) plus a multiple of dx*sum(q_x).
 //
 // nb = cols / 32 blocks, grouped 4 blocks (128 values) per SIMD step; ng =
 // ceil(nb / 4). Every section starts on a 64-byte boundary.
@@ -37,6 +41,7 @@ struct QActLayout {
   size_t qs_off;
   size_t dx_off;
   size_t s4_off;
+  size_t b16_off;
   size_t total;
 };
 
@@ -126,6 +131,11 @@ void MatMulRowsAvx2(const MatMulArgs& args);
 void AxpyRowsAvx2(const AxpyArgs& args);
 void MatMulRowsAvx512(const MatMulArgs& args);
 void AxpyRowsAvx512(const AxpyArgs& args);
+// The block formats of kquant.h on AVX2 (matmul_blocks_avx2.cpp); the AVX-512
+// level runs them too. False when `wtype` has no SIMD kernel there.
+bool HasBlockKernelsAvx2(DType wtype);
+void MatMulRowsBlocksAvx2(const MatMulArgs& args);
+void AxpyRowsBlocksAvx2(const AxpyArgs& args);
 
 }  // namespace cpu_internal
 }  // namespace pi

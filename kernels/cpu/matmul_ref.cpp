@@ -58,14 +58,19 @@ float DotQ4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb) {
   return sum;
 }
 
-// The block formats of kquant.h: a block at a time in f32 (no row buffer),
-// products in f32 summed in double, as for F32 weights.
-float DotBlocks(DType t, const uint8_t* row, const float* x, int64_t cols) {
+// The block formats of kquant.h against the Q8_0 activation: each weight
+// block dequantized by ggml's formulas, each product with the activation's
+// dequantized value in f32, summed in double. The SIMD kernels compute the
+// same products factored as integer sums times the blocks' scales.
+float DotBlocks(DType t, const uint8_t* row, const BlockQ8_0* x, int64_t cols) {
   float w[kQK_K];
   double sum = 0.0;
   for (int64_t i = 0, c = 0; c < cols; ++i) {
     const int n = DequantizeBlock(t, row, i, w);
-    for (int j = 0; j < n; ++j) sum += static_cast<double>(w[j] * x[c + j]);
+    for (int j = 0; j < n; ++j) {
+      const BlockQ8_0& b = x[(c + j) / kQK];
+      sum += static_cast<double>(w[j] * (b.qs[(c + j) % kQK] * F16ToF32(b.d)));
+    }
     c += n;
   }
   return static_cast<float>(sum);
@@ -73,7 +78,7 @@ float DotBlocks(DType t, const uint8_t* row, const float* x, int64_t cols) {
 
 float DotRow(const MatMulArgs& a, const uint8_t* row, const uint8_t* x) {
   if (IsBlockDequantDType(a.wtype)) {
-    return DotBlocks(a.wtype, row, reinterpret_cast<const float*>(x), a.cols);
+    return DotBlocks(a.wtype, row, reinterpret_cast<const BlockQ8_0*>(x), a.cols);
   }
   switch (a.wtype) {
     case DType::kF32:

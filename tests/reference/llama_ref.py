@@ -34,7 +34,8 @@ else arch default (bamboo -> drelu, falcon -> gelu, others silu).
 
 ggml semantics for quantized weights: when a weight is Q8_0 or Q4_0, the activation vector
 it multiplies is first rounded through Q8_0 blocks (ggml quantizes src1 to the weight's
-vec_dot type, Q8_0 for both). ffn_down_t products are not activation-quantized (the engine
+vec_dot type, Q8_0 for both). The engine does the same for every other block format
+(Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), where ggml would use Q8_1 or Q8_K. ffn_down_t products are not activation-quantized (the engine
 dequantizes the weight row and accumulates f32 activation * weight).
 
 Usage:  llama_ref.py MODEL.gguf 1,5,9,...  [--out logits.f32]
@@ -50,7 +51,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import pigguf  # noqa: E402
 
-QUANTIZED = ("q8_0", "q4_0")
+QUANTIZED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K")
 
 
 def kv_cache_round(x, cache_type):

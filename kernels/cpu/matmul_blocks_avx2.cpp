@@ -1,0 +1,398 @@
+// AVX2 kernels for the block formats of kquant.h (compiled with -mavx2 -mfma
+// -mf16c only here; the AVX-512 level runs them too: the products are bound
+// by memory bandwidth at this width already).
+//
+// Every format is dotted against the Q8_0-prepared activation (matmul_impl.h)
+// 32 weights at a time, one activation block: the weights' small unsigned
+// integers (0..63) times the activation's int8 by vpmaddubsw (no overflow:
+// 2 * 63 * 128 fits an int16), summed to int32, converted once and scaled by
+// the weight block's scale times the activation block's dx. What a format
+// subtracts or adds per (sub-)block — a min, or the offset that made its
+// integers unsigned — multiplies the activation block's sum, which the
+// preparation keeps per 16 values (b16).
+//
+// Rows are walked one at a time (a row of a K-quant is whole super-blocks),
+// prefetching the same offset of the row that comes next, so dense and
+// indexed (sparse) products stream alike; a batch reuses each row from cache.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/kquant.h"
+#include "kernels/cpu/matmul_impl.h"
+
+#define PI_INLINE inline __attribute__((always_inline))
+
+namespace pi {
+namespace cpu_internal {
+namespace {
+
+// Internal linkage only: see matmul_impl.h.
+
+constexpr int kAxpyRows = 8;  // rows of a transposed product summed per pass over y
+
+PI_INLINE float F16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+PI_INLINE float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+PI_INLINE __m256i Load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// 32 unsigned weights times 32 activation bytes: 8 int32 partial sums, lanes
+// 0-3 over the first 16 values and lanes 4-7 over the last 16.
+PI_INLINE __m256i Dot32(__m256i w, __m256i x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+}
+
+// Prefetches `bytes` from p (the same block of the next row).
+PI_INLINE void Prefetch(const uint8_t* p, int bytes) {
+  for (int off = 0; off < bytes; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+}
+
+// One batch column of the prepared activation.
+struct Act {
+  const int8_t* qs;    // the values
+  const float* dx;     // the scale of each 32
+  const int16_t* b16;  // the sum of each 16 values
+};
+
+// ---- the legacy formats: blocks of 32 ------------------------------------------
+
+// The fifth bits of Q5_0/Q5_1 (bit j of `bits` for weight j) as 0x10 bytes.
+PI_INLINE __m256i FifthBits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), spread);
+  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+// Q4_1 (x = d*q + m), Q5_0 (x = d*(q - 16)) and Q5_1 (x = d*q + m): the
+// nibble of byte j is weight j, its high nibble weight j + 16.
+template <DType T>
+float DotLegacy(const uint8_t* row, const uint8_t* next, const Act& x, int64_t nb) {
+  constexpr int kBytes = T == DType::kQ4_1 ? 20 : T == DType::kQ5_0 ? 22 : 24;
+  constexpr int kQs = T == DType::kQ4_1 ? 4 : T == DType::kQ5_0 ? 6 : 8;
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  float offsets = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* blk = row + i * kBytes;
+    Prefetch(next + i * kBytes, kBytes);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs));
+    __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
+    if (T != DType::kQ4_1) w = _mm256_or_si256(w, FifthBits(blk + (T == DType::kQ5_0 ? 2 : 4)));
+    const float d = F16(blk) * x.dx[i];
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot32(w, Load32(x.qs + 32 * i))), _mm256_set1_ps(d),
+                          acc);
+    const float sum = static_cast<float>(x.b16[2 * i] + x.b16[2 * i + 1]);
+    offsets += T == DType::kQ5_0 ? -16.0f * d * sum : F16(blk + 2) * x.dx[i] * sum;
+  }
+  return HorizontalSum(acc) + offsets;
+}
+
+// ---- the K-quants: super-blocks of 256 -----------------------------------------
+
+// The 8 six-bit scales and mins of a Q4_K/Q5_K super-block (ggml's packing,
+// as kquant.cpp's ScaleMinK4 reads it).
+PI_INLINE void ScalesMinsK4(const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = q[j] & 63;
+    m[j] = q[j + 4] & 63;
+    sc[j + 4] = (q[j + 8] & 0xF) | ((q[j] >> 6) << 4);
+    m[j + 4] = (q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4);
+  }
+}
+
+// Chunk j (64 weights) of a Q4_K/Q5_K super-block's quants as bytes:
+// sub-block 2j into *lo, 2j+1 into *hi (qh: Q5_K's fifth bits, else unused).
+template <bool kQ5>
+PI_INLINE void Q45KChunk(const uint8_t* qs, __m256i qh, int j, __m256i* lo, __m256i* hi) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  const __m256i q = Load32(qs + 32 * j);
+  *lo = _mm256_and_si256(q, low4);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+  if (kQ5) {
+    *lo = _mm256_or_si256(
+        *lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+    *hi = _mm256_or_si256(
+        *hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
+  }
+}
+
+// Half h (128 weights) of a Q6_K super-block as unsigned bytes 0..63, four
+// activation blocks' worth: v[k] is weights 128h + 32k .. + 31.
+PI_INLINE void Q6KHalf(const BlockQ6_K* b, int h, __m256i* v) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+  const __m256i l0 = Load32(b->ql + 64 * h), l1 = Load32(b->ql + 64 * h + 32);
+  const __m256i hb = Load32(b->qh + 32 * h);
+  v[0] = _mm256_or_si256(_mm256_and_si256(l0, low4),
+                         _mm256_slli_epi16(_mm256_and_si256(hb, three), 4));
+  v[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), three), 4));
+  v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), three), 4));
+  v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), three), 4));
+}
+
+// Q4_K and Q5_K: sub-block s (32 weights, activation block s) is
+// d*sc[s]*q - dmin*m[s]; chunk j's 32 bytes hold sub-block 2j in the low
+// nibbles and 2j+1 in the high ones, Q5_K's fifth bits at bit s of qh.
+template <bool kQ5>
+float DotQ45K(const uint8_t* row, const uint8_t* next, const Act& x, int64_t nsb) {
+  constexpr int kBytes = kQ5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  __m256 acc = _mm256_setzero_ps(), mins = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nsb; ++i) {
+    const uint8_t* blk = row + i * kBytes;
+    Prefetch(next + i * kBytes, kBytes);
+    alignas(8) uint8_t sc[8], mn[8];
+    ScalesMinsK4(blk + 4, sc, mn);
+    const __m256 dx = _mm256_loadu_ps(x.dx + 8 * i);
+    const __m256 scale = _mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<__m128i*>(sc)))),
+        _mm256_mul_ps(dx, _mm256_set1_ps(F16(blk))));
+    // Lane s: m[s] times activation block s's sum (its two 16s).
+    const __m128i m16 = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<__m128i*>(mn)), pairs);
+    const __m256i msum = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m16), Load32(x.b16 + 16 * i));
+    mins = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum),
+                           _mm256_mul_ps(dx, _mm256_set1_ps(F16(blk + 2))), mins);
+    const uint8_t* qs = blk + (kQ5 ? 48 : 16);
+    const __m256i qh = kQ5 ? Load32(blk + 16) : _mm256_setzero_si256();
+    const int8_t* xq = x.qs + kQK_K * i;
+    for (int j = 0; j < 4; ++j) {
+      __m256i lo, hi;
+      Q45KChunk<kQ5>(qs, qh, j, &lo, &hi);
+      const __m256i p0 = Dot32(lo, Load32(xq + 64 * j));
+      const __m256i p1 = Dot32(hi, Load32(xq + 64 * j + 32));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),
+                            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * j)), acc);
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
+                            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * j + 1)), acc);
+    }
+  }
+  return HorizontalSum(_mm256_sub_ps(acc, mins));
+}
+
+// Q6_K: 16 groups of 16 weights, group g = d*sc[g]*(q - 32) with q in 0..63.
+// Each half (128 weights) holds 64 bytes of low nibbles and 32 of high bit
+// pairs: weights l, l+32, l+64, l+96 take the low nibbles of ql[l],
+// ql[l+32] and the high ones, and bit pairs 0, 2, 4, 6 of qh[l].
+float DotQ6K(const uint8_t* row, const uint8_t* next, const Act& x, int64_t nsb) {
+  const __m256i group[4] = {
+      _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+      _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
+  const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  const __m256i dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+  __m256 acc = _mm256_setzero_ps(), offsets = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nsb; ++i) {
+    const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row + i * sizeof(BlockQ6_K));
+    Prefetch(next + i * sizeof(BlockQ6_K), sizeof(BlockQ6_K));
+    const __m256 ddx = _mm256_mul_ps(_mm256_loadu_ps(x.dx + 8 * i),
+                                     _mm256_set1_ps(F16(reinterpret_cast<const uint8_t*>(&b->d))));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+    // Lane k: the 32 offset of activation block k, sc-weighted per 16.
+    const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), Load32(x.b16 + 16 * i));
+    offsets = _mm256_fmadd_ps(_mm256_cvtepi32_ps(off), _mm256_mul_ps(ddx, _mm256_set1_ps(32.0f)),
+                              offsets);
+    const __m256 scale[2] = {
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)),
+                      _mm256_permutevar8x32_ps(ddx, dup_lo)),
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))),
+                      _mm256_permutevar8x32_ps(ddx, dup_hi))};
+    for (int h = 0; h < 2; ++h) {
+      __m256i v[4];
+      Q6KHalf(b, h, v);
+      const int8_t* xq = x.qs + kQK_K * i + 128 * h;
+      for (int m = 0; m < 4; ++m) {
+        const __m256i p = Dot32(v[m], Load32(xq + 32 * m));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_permutevar8x32_ps(scale[h], group[m]),
+                              acc);
+      }
+    }
+  }
+  return HorizontalSum(_mm256_sub_ps(acc, offsets));
+}
+
+// ---- the transposed product: rows dequantized a block at a time ------------------
+
+PI_INLINE void Store32(uint8_t* p, __m256i v) {
+  _mm256_store_si256(reinterpret_cast<__m256i*>(p), v);
+}
+
+// Block i of a row as small unsigned integers q (32-byte aligned) and, per
+// `group` weights, the weight w = dsc*q - dm (as kquant.cpp's formulas give
+// it, up to the one rounding of the fused form). Returns the block's weights.
+int UnpackBlock(DType t, const uint8_t* row, int64_t i, uint8_t* q, float* dsc, float* dm,
+                int* group) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  if (t == DType::kQ6_K) {
+    const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row + i * sizeof(BlockQ6_K));
+    for (int h = 0; h < 2; ++h) {
+      __m256i v[4];
+      Q6KHalf(b, h, v);
+      for (int k = 0; k < 4; ++k) Store32(q + 128 * h + 32 * k, v[k]);
+    }
+    const float d = F16(reinterpret_cast<const uint8_t*>(&b->d));
+    for (int g = 0; g < 16; ++g) {
+      dsc[g] = d * b->scales[g];
+      dm[g] = 32.0f * dsc[g];
+    }
+    *group = 16;
+    return kQK_K;
+  }
+  if (t == DType::kQ4_K || t == DType::kQ5_K) {
+    const bool q5 = t == DType::kQ5_K;
+    const uint8_t* blk = row + i * (q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K));
+    const uint8_t* qs = blk + (q5 ? 48 : 16);
+    const __m256i qh = q5 ? Load32(blk + 16) : _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      __m256i lo, hi;
+      if (q5) {
+        Q45KChunk<true>(qs, qh, j, &lo, &hi);
+      } else {
+        Q45KChunk<false>(qs, qh, j, &lo, &hi);
+      }
+      Store32(q + 64 * j, lo);
+      Store32(q + 64 * j + 32, hi);
+    }
+    uint8_t sc[8], mn[8];
+    ScalesMinsK4(blk + 4, sc, mn);
+    const float d = F16(blk), dmin = F16(blk + 2);
+    for (int s = 0; s < 8; ++s) {
+      dsc[s] = d * sc[s];
+      dm[s] = dmin * mn[s];
+    }
+    *group = 32;
+    return kQK_K;
+  }
+  // Q4_1, Q5_0, Q5_1.
+  const int bytes = t == DType::kQ4_1 ? 20 : t == DType::kQ5_0 ? 22 : 24;
+  const uint8_t* blk = row + i * bytes;
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + bytes - 16));
+  __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), _mm256_castsi256_si128(low4)),
+                               _mm_and_si128(v, _mm256_castsi256_si128(low4)));
+  if (t != DType::kQ4_1) w = _mm256_or_si256(w, FifthBits(blk + bytes - 20));
+  Store32(q, w);
+  dsc[0] = F16(blk);
+  dm[0] = t == DType::kQ5_0 ? 16.0f * dsc[0] : -F16(blk + 2);
+  *group = 32;
+  return 32;
+}
+
+// y += sum over n (<= kAxpyRows) rows of coef[r] * row r: block by block,
+// each row's block unpacked to bytes, then y loaded and stored once per 8
+// columns for all the rows (a row at a time would move y through the core
+// once per row). Each weight is formed whole (dsc*q - dm) before it is
+// scaled, as the reference does: folding coef into dsc and dm would save an
+// instruction but round the min or offset term on its own, which can be
+// larger than the weight.
+void AxpyBlockRows(DType t, const uint8_t* const* rows, const float* coef, int n, int64_t cols,
+                   float* y) {
+  alignas(32) uint8_t q[kAxpyRows][kQK_K];
+  float dsc[kAxpyRows][16], dm[kAxpyRows][16];
+  const int64_t block_bytes = RowBytes(t, GetDTypeInfo(static_cast<uint32_t>(t)).block_elems);
+  for (int64_t i = 0, c = 0; c < cols; ++i) {
+    int group = 32, len = 0;
+    for (int r = 0; r < n; ++r) {
+      Prefetch(rows[r] + (i + 2) * block_bytes, static_cast<int>(block_bytes));
+      len = UnpackBlock(t, rows[r], i, q[r], dsc[r], dm[r], &group);
+    }
+    for (int g = 0; g < len / group; ++g) {
+      for (int j = g * group; j < (g + 1) * group; j += 8) {
+        __m256 acc = _mm256_loadu_ps(y + c + j);
+        for (int r = 0; r < n; ++r) {
+          const __m256 qf = _mm256_cvtepi32_ps(
+              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + j))));
+          const __m256 w = _mm256_fmsub_ps(qf, _mm256_set1_ps(dsc[r][g]), _mm256_set1_ps(dm[r][g]));
+          acc = _mm256_fmadd_ps(_mm256_set1_ps(coef[r]), w, acc);
+        }
+        _mm256_storeu_ps(y + c + j, acc);
+      }
+    }
+    c += len;
+  }
+}
+
+// ---- drivers ----------------------------------------------------------------------
+
+// (row, the row to prefetch, activation, blocks in a row).
+using DotFn = float (*)(const uint8_t*, const uint8_t*, const Act&, int64_t);
+
+DotFn DotFor(DType t) {
+  switch (t) {
+    case DType::kQ4_1:
+      return DotLegacy<DType::kQ4_1>;
+    case DType::kQ5_0:
+      return DotLegacy<DType::kQ5_0>;
+    case DType::kQ5_1:
+      return DotLegacy<DType::kQ5_1>;
+    case DType::kQ4_K:
+      return DotQ45K<false>;
+    case DType::kQ5_K:
+      return DotQ45K<true>;
+    case DType::kQ6_K:
+      return DotQ6K;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+bool HasBlockKernelsAvx2(DType wtype) {
+  return DotFor(wtype) != nullptr;
+}
+
+void MatMulRowsBlocksAvx2(const MatMulArgs& a) {
+  const DotFn dot = DotFor(a.wtype);
+  const int block = GetDTypeInfo(static_cast<uint32_t>(a.wtype)).block_elems;
+  const int64_t nb = a.cols / block;
+  for (int64_t k = a.r0; k < a.r1; ++k) {
+    const int64_t r = a.ids ? a.ids[k] : k;
+    const uint8_t* row = a.w + r * a.row_bytes;
+    // The next row of this call (the last one prefetches itself: harmless).
+    const int64_t r_next = k + 1 < a.r1 ? (a.ids ? a.ids[k + 1] : k + 1) : r;
+    const uint8_t* next = a.w + r_next * a.row_bytes;
+    for (int64_t b = 0; b < a.batch; ++b) {
+      const uint8_t* xb = a.x + b * a.x_stride;
+      const Act x = {reinterpret_cast<const int8_t*>(xb + a.layout.qs_off),
+                     reinterpret_cast<const float*>(xb + a.layout.dx_off),
+                     reinterpret_cast<const int16_t*>(xb + a.layout.b16_off)};
+      a.y[b * a.ldy + r] = dot(row, b == 0 ? next : row, x, nb);
+    }
+  }
+}
+
+void AxpyRowsBlocksAvx2(const AxpyArgs& a) {
+  const uint8_t* rows[kAxpyRows];
+  float coef[kAxpyRows];
+  int64_t k = a.r0;
+  while (k < a.r1) {
+    int n = 0;
+    for (; k < a.r1 && n < kAxpyRows; ++k) {
+      if (a.a[k] == 0.0f) continue;  // exact: the row is not even read
+      rows[n] = a.w + (a.ids ? a.ids[k] : k) * a.row_bytes;
+      coef[n++] = a.a[k];
+    }
+    if (n > 0) AxpyBlockRows(a.wtype, rows, coef, n, a.cols, a.y);
+  }
+}
+
+}  // namespace cpu_internal
+}  // namespace pi
