@@ -41,7 +41,8 @@ void Usage() {
           "usage: pi-quantize IN.gguf OUT.gguf TYPE [--down-t] [--set-activation A]\n"
           "  TYPE: q8_0 | q4_0 | f16, or llama.cpp's block formats q4_1 | q5_0 | q5_1 | q4_k |\n"
           "        q5_k | q6_k, or llama.cpp's mixes q4_k_m | q5_k_m (attn_v and ffn_down of\n"
-          "        a third of the layers and output.weight in q6_k)\n"
+          "        a third of the layers and output.weight in q6_k); K-quant rows that are not\n"
+          "        whole 256s fall back to q5_0, q5_1, q8_0 for q4_k, q5_k, q6_k, as in llama.cpp\n"
           "Converts every 2-D *.weight tensor whose ne0 is a multiple of TYPE's block size;\n"
           "other tensors (norms, 1-D) are copied unchanged. Metadata is kept.\n"
           "  --down-t  also store each blk.N.ffn_down as PowerInfer's transposed\n"
@@ -78,6 +79,24 @@ pi::DType MixType(const Mix& mix, pi::DType base, const std::string& name, int n
     if (UseMoreBits(layer, n_layer)) return pi::DType::kQ6_K;
   }
   return base;
+}
+
+// A K-quant needs rows of whole 256s; for other rows llama-quantize falls
+// back to a 32-block format of about the same size, and so does this tool
+// (then to the source type, with a note, when even 32 does not divide).
+pi::DType FitRows(pi::DType want, int64_t row_len) {
+  if (row_len % pi::GetDTypeInfo(static_cast<uint32_t>(want)).block_elems == 0) return want;
+  if (row_len % 32 != 0) return want;
+  switch (want) {
+    case pi::DType::kQ4_K:
+      return pi::DType::kQ5_0;
+    case pi::DType::kQ5_K:
+      return pi::DType::kQ5_1;
+    case pi::DType::kQ6_K:
+      return pi::DType::kQ8_0;
+    default:
+      return want;
+  }
 }
 
 bool ParseType(const std::string& s, pi::DType* t) {
@@ -208,14 +227,16 @@ static int Run(int argc, char** argv) {
     }
   }
   bool any_quantized = false;
-  int n_converted = 0;
+  int n_converted = 0, n_fallback = 0;
   for (int i = 0; i < n_tensors; ++i) {
     const pi::TensorInfo& t = in->tensors()[i];
-    const pi::DType want = MixType(mix, target, t.name, n_layer);
-    const int block = pi::GetDTypeInfo(static_cast<uint32_t>(want)).block_elems;
+    const pi::DType mixed = MixType(mix, target, t.name, n_layer);
     if (down_t && IsFfnDown(t.name) && t.n_dims == 2 && pi::IsComputeDType(t.type) &&
         t.n_elements() > 0) {
       // Rows of the result run along n_embd = ne[1]: blocks must fit there.
+      const pi::DType want = FitRows(mixed, t.ne[1]);
+      const int block = pi::GetDTypeInfo(static_cast<uint32_t>(want)).block_elems;
+      n_fallback += want != mixed;
       const pi::DType out_type = t.ne[1] % block == 0 ? want : pi::DType::kF32;
       const std::string name = t.name.substr(0, t.name.size() - 7) + "_t.weight";
       any_quantized |= IsQuantized(out_type);
@@ -235,8 +256,12 @@ static int Run(int argc, char** argv) {
       }
       continue;
     }
-    const bool convert = t.n_dims == 2 && EndsWith(t.name, ".weight") && t.ne[0] % block == 0 &&
-                         pi::IsComputeDType(t.type) && t.type != want;
+    const bool matrix = t.n_dims == 2 && EndsWith(t.name, ".weight");
+    const pi::DType want = matrix ? FitRows(mixed, t.ne[0]) : mixed;
+    const int block = pi::GetDTypeInfo(static_cast<uint32_t>(want)).block_elems;
+    const bool convert =
+        matrix && t.ne[0] % block == 0 && pi::IsComputeDType(t.type) && t.type != want;
+    n_fallback += convert && want != mixed;
     const pi::DType out_type = convert ? want : t.type;
     any_quantized |= IsQuantized(out_type);
     n_converted += convert;
@@ -296,6 +321,12 @@ static int Run(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fprintf(stderr, "pi-quantize: wrote %s: %d of %d tensors converted to %s in %.1f s\n",
           out_path.c_str(), n_converted, n_tensors, pi::DTypeName(target), secs);
+  if (n_fallback > 0) {
+    fprintf(stderr,
+            "pi-quantize: %d of them have rows that are not whole 256s: written as q5_0, q5_1 or "
+            "q8_0 for q4_K, q5_K or q6_K, as llama-quantize falls back\n",
+            n_fallback);
+  }
   CarryStatsOver(in_path, out_path);
   return 0;
 }

@@ -224,15 +224,15 @@ TEST(QuantizeCliTest, BadArguments) {
 
 // llama.cpp's Q4_K_M recipe on an 8-layer model: attn_v and ffn_down of layers
 // 0, 3, 6 and 7 (first and last eighth, every third between) and output.weight
-// in Q6_K, every other matrix in Q4_K, each bit for bit the reference quantizer
-// of its type; general.file_type is LLAMA_FTYPE_MOSTLY_Q4_K_M (15).
-TEST(QuantizeMixTest, Q4_K_M) {
+// in `high`, every other matrix in `base`, each bit for bit the reference
+// quantizer of its type; general.file_type is LLAMA_FTYPE_MOSTLY_Q4_K_M (15).
+void CheckQ4_K_M(int64_t n_embd, int64_t n_ff, DType base, DType high) {
   SyntheticModelOptions o;
   o.n_vocab = 272;
-  o.n_embd = 256;
+  o.n_embd = n_embd;
   o.n_layer = 8;
   o.n_head = 4;
-  o.n_ff = 512;
+  o.n_ff = n_ff;
   o.byte_tokenizer = true;
   o.seed = 5;
   GgufWriter w;
@@ -242,13 +242,16 @@ TEST(QuantizeMixTest, Q4_K_M) {
   const std::string log = out + ".log";
   ASSERT_TRUE(w.Write(src_path).ok());
   ASSERT_EQ(RunQuantize(src_path + " " + out + " q4_k_m", log), 0) << ReadText(log);
+  if (base != DType::kQ4_K) {
+    EXPECT_THAT(ReadText(log), ::testing::HasSubstr("not whole 256s"));
+  }
   std::unique_ptr<GgufFile> src, q;
   ASSERT_TRUE(GgufFile::Open(src_path, &src).ok());
   ASSERT_TRUE(GgufFile::Open(out, &q).ok());
   uint32_t ftype = 0;
   ASSERT_TRUE(q->GetU32("general.file_type", &ftype).ok());
   EXPECT_EQ(ftype, 15u);
-  int n_q6 = 0;
+  int n_high = 0;
   for (const TensorInfo& t : q->tensors()) {
     SCOPED_TRACE(t.name);
     const TensorInfo* r = src->FindTensor(t.name);
@@ -257,14 +260,14 @@ TEST(QuantizeMixTest, Q4_K_M) {
       EXPECT_EQ(t.type, r->type);
       continue;
     }
-    DType want = DType::kQ4_K;
+    DType want = base;
     for (int layer : {0, 3, 6, 7}) {
       const std::string p = "blk." + std::to_string(layer) + ".";
-      if (t.name == p + "attn_v.weight" || t.name == p + "ffn_down.weight") want = DType::kQ6_K;
+      if (t.name == p + "attn_v.weight" || t.name == p + "ffn_down.weight") want = high;
     }
-    if (t.name == "output.weight") want = DType::kQ6_K;
+    if (t.name == "output.weight") want = high;
     ASSERT_EQ(t.type, want);
-    n_q6 += want == DType::kQ6_K;
+    n_high += want == high;
     std::vector<float> row(static_cast<size_t>(r->ne[0]));
     std::vector<uint8_t> expect(static_cast<size_t>(t.row_bytes()));
     for (int64_t i = 0; i < r->ne[1]; ++i) {
@@ -273,10 +276,19 @@ TEST(QuantizeMixTest, Q4_K_M) {
       ASSERT_EQ(memcmp(expect.data(), t.data + i * t.row_bytes(), expect.size()), 0) << i;
     }
   }
-  EXPECT_EQ(n_q6, 9);
+  EXPECT_EQ(n_high, 9);
   remove(src_path.c_str());
   remove(out.c_str());
   remove(log.c_str());
+}
+
+TEST(QuantizeMixTest, Q4_K_M) {
+  CheckQ4_K_M(256, 512, DType::kQ4_K, DType::kQ6_K);
+}
+
+// Rows of 64 and 96: llama-quantize's fallbacks, Q5_0 for Q4_K, Q8_0 for Q6_K.
+TEST(QuantizeMixTest, Q4_K_MFallsBackForRowsNotWhole256s) {
+  CheckQ4_K_M(64, 96, DType::kQ5_0, DType::kQ8_0);
 }
 
 }  // namespace

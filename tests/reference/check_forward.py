@@ -40,10 +40,13 @@ from llama_ref import LlamaRef  # noqa: E402
 # most LOOSE.
 TOLERANCE = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 1e-4, "q4_0": 1e-4}
 # Types pi-synth does not write: an f32 model through `pi-quantize TYPE` (llama.cpp's
-# block formats and its Q4_K_M / Q5_K_M mixes), with the type its ffn_gate (or falcon's
-# ffn_up) then has. K-quant rows are whole 256s: those cases widen the model.
-QUANTIZE = {"q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1", "q6_k": "q6_K",
-            "q4_k_m": "q4_K", "q5_k_m": "q5_K"}
+# block formats and its Q4_K_M / Q5_K_M mixes): case type -> (TYPE, the type its ffn_gate,
+# or falcon's ffn_up, then has). K-quant rows are whole 256s: those cases widen the model,
+# but for the "fallback" ones, whose 64-wide rows go to llama-quantize's fallback types.
+QUANTIZE = {"q4_1": ("q4_1", "q4_1"), "q5_0": ("q5_0", "q5_0"), "q5_1": ("q5_1", "q5_1"),
+            "q6_k": ("q6_k", "q6_K"), "q4_k_m": ("q4_k_m", "q4_K"),
+            "q5_k_m": ("q5_k_m", "q5_K"), "q4_k_m-fallback": ("q4_k_m", "q5_0"),
+            "q6_k-fallback": ("q6_k", "q8_0")}
 WIDE = ["--n-embd", "256", "--n-ff", "512"]
 for _t in QUANTIZE:
     TOLERANCE[_t] = 1e-4
@@ -107,6 +110,8 @@ CASES = [
     ("silu-q4_1-gqa", "silu", "q4_1", 2, False, False),
     ("relu-q5_0-mha-downt", "relu", "q5_0", 4, False, True),
     ("silu-q5_1-gqa-tied", "silu", "q5_1", 2, True, False),
+    ("silu-q4_k_m-fallback-gqa", "silu", "q4_k_m-fallback", 2, False, False),
+    ("relu-q6_k-fallback-mha-downt", "relu", "q6_k-fallback", 4, False, True),
 ]
 
 SHAPE = dict(n_vocab=320, n_embd=64, n_layer=2, n_head=4, n_ff=160, n_ctx=64)
@@ -168,7 +173,7 @@ def main():
         try:
             run(cmd)
             if wtype in QUANTIZE:
-                run([quantize, synth_model, model, wtype])
+                run([quantize, synth_model, model, QUANTIZE[wtype][0]])
                 os.remove(synth_model)
             ref = LlamaRef(model, cache_k, cache_v)
             expect = ref.forward(TOKENS)
@@ -188,7 +193,7 @@ def main():
             if ("attn_norm_2" in ref.layers[0]) != ("--attn-norm-2" in extra):
                 problems.append("attn_norm_2 mismatch")
             first = "ffn_up" if falcon else "ffn_gate"
-            if ref.layers[0][first].dtype != QUANTIZE.get(wtype, wtype):
+            if ref.layers[0][first].dtype != QUANTIZE.get(wtype, (wtype, wtype))[1]:
                 problems.append("%s type %s" % (first, ref.layers[0][first].dtype))
             theta = float(extra[extra.index("--rope-theta") + 1]) if "--rope-theta" in extra \
                 else 10000.0
