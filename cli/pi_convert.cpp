@@ -27,7 +27,8 @@ void Usage() {
   fprintf(stderr,
           "usage: pi-convert HF_DIR -o OUT.gguf [options]\n"
           "  HF_DIR's class: LlamaForCausalLM, MistralForCausalLM, BambooForCausalLM\n"
-          "          (dReLU), FalconForCausalLM\n"
+          "          (dReLU), FalconForCausalLM, RWForCausalLM (the first Falcon releases'\n"
+          "          own code; without an \"activation\" key: gelu, or --ffn-activation relu)\n"
           "  HF_DIR: config.json, model.safetensors (or shards with\n"
           "          model.safetensors.index.json), tokenizer.model or tokenizer.json\n"
           "  --outtype T          f32 | f16 (default) | bf16 | q8_0 | q4_0 for the matrices\n"

@@ -87,8 +87,16 @@ Status RefuseFalconFlag(const json& j, const char* key, bool dflt, bool bad, con
 // whole head (rotate-half), attention and FFN in parallel from one or two
 // norms, no linear biases, an ungated FFN: anything else is refused here,
 // naming the key, rather than converted into a file that computes another model.
+//
+// RWForCausalLM (the first Falcon releases' own code, configuration_RW.py:
+// falcon-7b/40b as first published, PowerInfer's ReluFalcon) holds the same
+// tensors; its defaults differ: multi_query and parallel_attn false, and
+// model_type "RefinedWeb" (40B) means the new decoder architecture, whose
+// layers are always parallel.
 Status ParseFalconConfig(const json& j, HfConfig* c) {
   c->falcon = true;
+  const bool rw = c->architecture == "RWForCausalLM";
+  const bool rw_new = rw && c->model_type == "RefinedWeb";
   constexpr int kMaxDim = 1 << 20;
   PI_RETURN_IF_ERROR(
       Int(j, FirstKey(j, {"hidden_size", "n_embed"}), true, kMaxDim, &c->hidden_size));
@@ -112,11 +120,11 @@ Status ParseFalconConfig(const json& j, HfConfig* c) {
   PI_RETURN_IF_ERROR(
       RefuseFalconFlag(j, "bias", false, true, "linear biases; pi's falcon has none"));
   PI_RETURN_IF_ERROR(RefuseFalconFlag(
-      j, "parallel_attn", true, false,
+      j, "parallel_attn", rw ? rw_new : true, false,
       "attention then FFN in sequence; pi's falcon runs them in parallel from the same input"));
   PI_RETURN_IF_ERROR(RefuseFalconFlag(j, "apply_residual_connection_post_layernorm", false, true,
                                       "the residual taken after the norm"));
-  bool new_arch = false, multi_query = true;
+  bool new_arch = rw_new, multi_query = !rw;
   PI_RETURN_IF_ERROR(Bool(j, "new_decoder_architecture", &new_arch));
   PI_RETURN_IF_ERROR(Bool(j, "multi_query", &multi_query));
   int kv = c->num_attention_heads;
@@ -172,7 +180,7 @@ Status ParseHfConfig(const std::string& text, HfConfig* out) {
   if (j.contains("model_type") && j["model_type"].is_string()) {
     c.model_type = j["model_type"].get<std::string>();
   }
-  if (c.architecture == "FalconForCausalLM") {
+  if (c.architecture == "FalconForCausalLM" || c.architecture == "RWForCausalLM") {
     PI_RETURN_IF_ERROR(ParseFalconConfig(j, &c));
     return CheckHeads(c, out);
   }

@@ -32,7 +32,9 @@ struct HfConfig {
   // otherwise. num_key_value_heads is the fused query_key_value's KV groups as
   // Hugging Face splits it: num_kv_heads with new_decoder_architecture, 1 with
   // multi_query, else one per head. Variants pi's falcon cannot run (alibi,
-  // bias, parallel_attn false, ...) are refused naming the key.
+  // bias, parallel_attn false, ...) are refused naming the key. RWForCausalLM
+  // (configuration_RW.py's defaults: multi_query and parallel_attn false;
+  // model_type RefinedWeb is the new decoder architecture) reads the same way.
   bool falcon = false;
   int falcon_norms = 1;  // 1: input_layernorm feeds both; 2: ln_attn and ln_mlp
   double layer_norm_eps = 1e-5;

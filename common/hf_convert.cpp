@@ -41,7 +41,7 @@ enum class Reorder {
 enum class Family {
   kLlama,   // LlamaForCausalLM, MistralForCausalLM: "llama"
   kBamboo,  // BambooForCausalLM (Bamboo, TurboSparse-Mistral): "bamboo", dReLU
-  kFalcon,  // FalconForCausalLM: "falcon"
+  kFalcon,  // FalconForCausalLM, RWForCausalLM: "falcon"
 };
 
 struct Job {
@@ -276,7 +276,7 @@ Status Fill(const SafeTensor& t, const Job& job, uint8_t* dst) {
 
 // The model's family from config.json's class (and Bamboo's model_type).
 Status FamilyOf(const HfConfig& c, const std::string& dir, Family* out) {
-  if (c.architecture == "FalconForCausalLM") {
+  if (c.architecture == "FalconForCausalLM" || c.architecture == "RWForCausalLM") {
     *out = Family::kFalcon;
   } else if (c.architecture == "BambooForCausalLM" || c.model_type == "bamboo") {
     *out = Family::kBamboo;
@@ -285,7 +285,7 @@ Status FamilyOf(const HfConfig& c, const std::string& dir, Family* out) {
   } else {
     return Status::Error(
         "%s: architecture %s is not one pi-convert knows (LlamaForCausalLM, "
-        "MistralForCausalLM, BambooForCausalLM, FalconForCausalLM)",
+        "MistralForCausalLM, BambooForCausalLM, FalconForCausalLM, RWForCausalLM)",
         dir.c_str(), c.architecture.c_str());
   }
   return Status::Ok();

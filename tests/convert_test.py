@@ -443,6 +443,37 @@ def check_falcon(bin_dir, tmp, tokens):
                   f"falcon {name} --down-t, --sparse oracle: logits equal torch's within 1e-4 "
                   f"({rel_err(got, want) if got is not None else err!r})")
 
+    # RWForCausalLM (configuration_RW.py): the same weights under the first releases' config
+    # keys and defaults — falcon-7b's RefinedWebModel (multi_query set) and falcon-40b's
+    # RefinedWeb (the new decoder architecture implied, n_head_kv) — give the same logits.
+    rw_base = {"architectures": ["RWForCausalLM"], "n_embed": 64, "n_layer": 2, "n_head": 4,
+               "vocab_size": 4096, "layer_norm_epsilon": 1e-5, "bos_token_id": 1,
+               "eos_token_id": 2, "alibi": False, "bias": False}
+    rw_cases = [("rw-7b", dict(rw_base, model_type="RefinedWebModel", multi_query=True,
+                                parallel_attn=True),
+                 dict(base, multi_query=True)),
+                ("rw-40b", dict(rw_base, model_type="RefinedWeb", n_head_kv=2),
+                 dict(base, new_decoder_architecture=True, num_kv_heads=2))]
+    for seed, (name, rw_cfg, cfg) in enumerate(rw_cases):
+        w = make_falcon_weights(cfg, 40 + seed)
+        want = falcon_forward(cfg, w, tokens)
+        src = os.path.join(tmp, "falcon-" + name)
+        write_folder(src, rw_cfg, w, "spm")
+        out = src + ".gguf"
+        p = run(convert, src, "-o", out, "--outtype", "f32")
+        got, err = dump_logits(bin_dir, out, tokens, tmp) if p.returncode == 0 else (None, p.stderr)
+        check(got is not None and rel_err(got, want) < 1e-4,
+              f"falcon {name} (RWForCausalLM): logits equal torch's within 1e-4 "
+              f"({rel_err(got, want) if got is not None else err!r})")
+    # configuration_RW.py's parallel_attn default is false: a 7B-style config without it is
+    # refused, as the sequential layer it would mean is not the engine's.
+    src = os.path.join(tmp, "falcon-rw-sequential")
+    write_folder(src, dict(rw_base, model_type="RefinedWebModel", multi_query=True),
+                 make_falcon_weights(dict(base, multi_query=True), 42), "spm")
+    p = run(convert, src, "-o", src + ".gguf")
+    check(p.returncode == 1 and '"parallel_attn": false is not supported' in p.stderr,
+          f"RWForCausalLM without parallel_attn: refused ({p.stderr.strip()[-120:]!r})")
+
     # Falcon's tokenizer.json: its pre-tokenizer sequence is llama.cpp's "falcon" (not gpt2's);
     # Falcon 3's (single digits) is refused rather than misread.
     bpe = make_bpe("In the beginning God created the heaven and the earth. 1234 $5+3=8", 40)

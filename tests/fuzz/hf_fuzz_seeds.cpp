@@ -1,6 +1,6 @@
-// Writes hf_fuzz's seeds: a small valid safetensors file, a config.json, the
-// demo's tokenizer.model and a small BPE tokenizer.json, each behind its
-// selector byte.
+// Writes hf_fuzz's seeds: a small valid safetensors file, config.jsons (llama,
+// falcon, RW), the demo's tokenizer.model and a small BPE tokenizer.json, each
+// behind its selector byte.
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -33,6 +33,14 @@ int main(int argc, char** argv) {
       R"({"architectures":["LlamaForCausalLM"],"hidden_size":64,"intermediate_size":192,)"
       R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,)"
       R"("vocab_size":512,"hidden_act":"relu","rms_norm_eps":1e-5,"bos_token_id":1})";
+  // Falcon's two config dialects: FalconConfig's names, and configuration_RW.py's.
+  const std::string falcon =
+      R"({"architectures":["FalconForCausalLM"],"hidden_size":64,"num_hidden_layers":2,)"
+      R"("num_attention_heads":4,"vocab_size":512,"new_decoder_architecture":true,)"
+      R"("num_kv_heads":2,"activation":"relu","parallel_attn":true})";
+  const std::string rw =
+      R"({"architectures":["RWForCausalLM"],"model_type":"RefinedWeb","n_embed":64,)"
+      R"("n_layer":2,"n_head":4,"n_head_kv":2,"vocab_size":512,"alibi":false,"bias":false})";
   const std::string bpe =
       R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},)"
       R"("added_tokens":[{"id":3,"content":"<s>","special":true}],)"
@@ -43,6 +51,8 @@ int main(int argc, char** argv) {
                         std::istreambuf_iterator<char>());
   bool ok = pi::WriteSeedFile(dir + "/safetensors.bin", With(0, st));
   ok &= pi::WriteSeedFile(dir + "/config.bin", With(1, config));
+  ok &= pi::WriteSeedFile(dir + "/config_falcon.bin", With(1, falcon));
+  ok &= pi::WriteSeedFile(dir + "/config_rw.bin", With(1, rw));
   ok &= pi::WriteSeedFile(dir + "/spm.bin", With(2, spm.substr(0, 4000)));
   ok &= pi::WriteSeedFile(dir + "/bpe.bin", With(3, bpe));
   return ok ? 0 : 1;
