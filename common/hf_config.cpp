@@ -44,11 +44,11 @@ Status Float(const json& j, const char* key, double* out) {
 }
 
 // bos/eos: an id, or (some configs) a list whose first id is taken.
-Status TokenId(const json& j, const char* key, int* out) {
+Status TokenId(const json& j, const char* key, int* out, const char* file = "config.json") {
   if (!j.contains(key) || j[key].is_null()) return Status::Ok();
   const json& v = j[key].is_array() && !j[key].empty() ? j[key][0] : j[key];
   if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (1 << 30)) {
-    return Status::Error("config.json: \"%s\" must be a token id", key);
+    return Status::Error("%s: \"%s\" must be a token id", file, key);
   }
   *out = static_cast<int>(v.get<int64_t>());
   return Status::Ok();
@@ -157,6 +157,28 @@ Status ParseFalconConfig(const json& j, HfConfig* c) {
 }
 
 }  // namespace
+
+Status ApplyGenerationConfig(const std::string& text, HfConfig* c) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::Error("generation_config.json is not a JSON object");
+  }
+  constexpr const char* kFile = "generation_config.json";
+  PI_RETURN_IF_ERROR(TokenId(j, "bos_token_id", &c->bos_token_id, kFile));
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return Status::Ok();
+  PI_RETURN_IF_ERROR(TokenId(j, "eos_token_id", &c->eos_token_id, kFile));
+  const json& eos = j["eos_token_id"];
+  if (eos.is_array() && eos.size() > 1) {
+    const json& second = eos[1];
+    if (!second.is_number_integer() || second.get<int64_t>() < 0 ||
+        second.get<int64_t>() > (1 << 30)) {
+      return Status::Error("generation_config.json: \"eos_token_id\"[1] must be a token id");
+    }
+    c->eot_token_id = static_cast<int>(second.get<int64_t>());
+    c->n_eos_dropped = static_cast<int>(eos.size()) - 2;
+  }
+  return Status::Ok();
+}
 
 Status ReadHfFile(const std::string& path, std::string* out) {
   std::ifstream f(path, std::ios::binary);

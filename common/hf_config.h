@@ -25,6 +25,10 @@ struct HfConfig {
   std::string hidden_act;  // relu, silu, gelu, ...
   bool tie_word_embeddings = false;
   int bos_token_id = -1, eos_token_id = -1;  // -1: not given
+  // A second end-of-generation id (generation_config.json's eos list, e.g. a
+  // chat model's end of turn), written as tokenizer.ggml.eot_token_id.
+  int eot_token_id = -1;
+  int n_eos_dropped = 0;  // further ids of that list, which no GGUF key holds
 
   // FalconForCausalLM (transformers' FalconConfig, its defaults and older key
   // names): intermediate_size is ffn_hidden_size (4 x hidden_size when
@@ -42,6 +46,12 @@ struct HfConfig {
 
 // Parses config.json's text. Errors name the field.
 Status ParseHfConfig(const std::string& text, HfConfig* out);
+
+// Applies generation_config.json's text: its bos_token_id and eos_token_id
+// (a number or a list) are what transformers' generate() stops on, so they
+// take precedence over config.json's; a list's second id becomes
+// eot_token_id. Sampling defaults there are not kept.
+Status ApplyGenerationConfig(const std::string& text, HfConfig* c);
 
 // A folder's small text file (config.json, tokenizer.json) read whole.
 Status ReadHfFile(const std::string& path, std::string* out);

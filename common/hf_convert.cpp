@@ -510,6 +510,15 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   PI_RETURN_IF_ERROR(ReadHfFile(dir + "/config.json", &text));
   HfConfig c;
   PI_RETURN_IF_ERROR(ParseHfConfig(text, &c).WithContext(dir));
+  if (ReadHfFile(dir + "/generation_config.json", &text).ok()) {
+    PI_RETURN_IF_ERROR(ApplyGenerationConfig(text, &c).WithContext(dir));
+    if (c.n_eos_dropped > 0) {
+      fprintf(stderr,
+              "pi-convert: generation_config.json lists %d end ids; the first two are kept "
+              "(eos, eot), the rest has no GGUF key\n",
+              c.n_eos_dropped + 2);
+    }
+  }
   Family family = Family::kLlama;
   PI_RETURN_IF_ERROR(FamilyOf(c, dir, &family));
   if (c.head_dim * c.num_attention_heads != c.hidden_size) {

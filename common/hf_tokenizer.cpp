@@ -93,7 +93,8 @@ bool Exists(const std::string& path) {
   return std::ifstream(path).good();
 }
 
-// The special ids: config.json's, else the control pieces named <s> / </s>.
+// The special ids: config.json's (generation_config.json's first), else the
+// control pieces named <s> / </s>.
 void SetSpecialIds(const HfConfig& c, const std::vector<std::string>& tokens,
                    const std::vector<int32_t>& types, GgufWriter* w) {
   auto find = [&](const char* text) {
@@ -109,6 +110,9 @@ void SetSpecialIds(const HfConfig& c, const std::vector<std::string>& tokens,
   }
   if (eos >= 0 && eos < static_cast<int>(tokens.size())) {
     w->Set("tokenizer.ggml.eos_token_id", GgufValue::U32(static_cast<uint32_t>(eos)));
+  }
+  if (c.eot_token_id >= 0 && c.eot_token_id < static_cast<int>(tokens.size())) {
+    w->Set("tokenizer.ggml.eot_token_id", GgufValue::U32(static_cast<uint32_t>(c.eot_token_id)));
   }
 }
 

@@ -647,7 +647,28 @@ def main():
               f"Mistral-shaped, --ffn-activation relu: logits equal torch's, the override said "
               f"({rel_err(got, want) if got is not None else err!r})")
 
+        # generation_config.json: its ids win over config.json's, a list's second id is the
+        # end of turn (generation stops there too); sampling defaults are not kept.
+        with open(os.path.join(src, "generation_config.json"), "w") as f:
+            json.dump({"bos_token_id": 1, "eos_token_id": [2, 5, 6], "temperature": 0.6}, f)
+        out_g = os.path.join(tmp, "mistral-gen.gguf")
+        p = run(convert, src, "-o", out_g, "--outtype", "f32", "--ffn-activation", "relu")
         sys.path.insert(0, os.path.join(ROOT, "tools"))
+        import pigguf
+        m = pigguf.GGUFReader(out_g).metadata if p.returncode == 0 else {}
+        check(m.get("tokenizer.ggml.eos_token_id") == 2 and m.get("tokenizer.ggml.eot_token_id") == 5
+              and "lists 3 end ids" in p.stderr,
+              f"generation_config.json's eos list -> eos 2, eot 5, the third named "
+              f"({m.get('tokenizer.ggml.eos_token_id')}, {m.get('tokenizer.ggml.eot_token_id')}, "
+              f"{p.stderr.strip()[-160:]!r})")
+        with open(os.path.join(src, "generation_config.json"), "w") as f:
+            f.write('{"eos_token_id": "two"}')
+        p = run(convert, src, "-o", out_g + "2")
+        check(p.returncode == 1 and 'generation_config.json: "eos_token_id" must be a token id'
+              in p.stderr and not os.path.exists(out_g + "2"),
+              f"a bad generation_config.json is named ({p.stderr.strip()[-120:]!r})")
+        os.remove(os.path.join(src, "generation_config.json"))
+
         check_drelu(bin_dir, tmp, base, tokens)
         check_falcon(bin_dir, tmp, tokens)
 

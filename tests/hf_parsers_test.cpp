@@ -148,6 +148,52 @@ TEST(HfConfigTest, Falcon) {
               HasSubstr("not a multiple of 3 KV"));
 }
 
+// configuration_RW.py's defaults: one KV head per query head unless
+// multi_query, sequential unless parallel_attn, RefinedWeb = the new layout.
+TEST(HfConfigTest, RwDialect) {
+  const std::string rw = R"({"architectures":["RWForCausalLM"],"n_embed":64,"n_layer":2,)"
+                         R"("n_head":4,"vocab_size":100)";
+  HfConfig c;
+  ASSERT_TRUE(ParseHfConfig(rw + R"(,"model_type":"RefinedWeb","n_head_kv":2})", &c).ok());
+  EXPECT_TRUE(c.falcon);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.falcon_norms, 2);
+  ASSERT_TRUE(ParseHfConfig(rw + R"(,"model_type":"RefinedWebModel","parallel_attn":true,)"
+                                 R"("multi_query":true})",
+                            &c)
+                  .ok());
+  EXPECT_EQ(c.num_key_value_heads, 1);
+  EXPECT_EQ(c.falcon_norms, 1);
+  ASSERT_TRUE(
+      ParseHfConfig(rw + R"(,"model_type":"RefinedWebModel","parallel_attn":true})", &c).ok());
+  EXPECT_EQ(c.num_key_value_heads, 4);  // RWConfig's multi_query defaults to false
+  EXPECT_THAT(ParseHfConfig(rw + R"(,"model_type":"RefinedWebModel"})", &c).message(),
+              HasSubstr("\"parallel_attn\": false is not supported"));
+}
+
+// generation_config.json's ids win over config.json's; a list's second id is
+// the end of turn.
+TEST(HfConfigTest, GenerationConfig) {
+  HfConfig c;
+  c.bos_token_id = 1;
+  c.eos_token_id = 2;
+  ASSERT_TRUE(ApplyGenerationConfig(R"({"temperature":0.6,"top_p":0.9})", &c).ok());
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_id, 2);
+  EXPECT_EQ(c.eot_token_id, -1);
+  ASSERT_TRUE(ApplyGenerationConfig(R"({"bos_token_id":5,"eos_token_id":[7,9,11]})", &c).ok());
+  EXPECT_EQ(c.bos_token_id, 5);
+  EXPECT_EQ(c.eos_token_id, 7);
+  EXPECT_EQ(c.eot_token_id, 9);
+  EXPECT_EQ(c.n_eos_dropped, 1);
+  EXPECT_THAT(ApplyGenerationConfig("[1]", &c).message(),
+              HasSubstr("generation_config.json is not a JSON object"));
+  EXPECT_THAT(ApplyGenerationConfig(R"({"eos_token_id":"x"})", &c).message(),
+              HasSubstr("generation_config.json: \"eos_token_id\" must be a token id"));
+  EXPECT_THAT(ApplyGenerationConfig(R"({"eos_token_id":[1,-4]})", &c).message(),
+              HasSubstr("\"eos_token_id\"[1] must be a token id"));
+}
+
 TEST(HfTokenizerTest, SentencepieceModelAsItsGguf) {
   std::ifstream f(std::string(PI_SOURCE_DIR) + "/models/demo-tokenizer.model", std::ios::binary);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
