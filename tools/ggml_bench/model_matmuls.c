@@ -1,12 +1,13 @@
-// llama.cpp's decode matmul work on a GGUF model, through ggml-backend as
-// llama.cpp loads weights (Q4_0/Q4_K into CPU_REPACK, others plain): every
-// 2-D weight but token_embd times one activation vector, one graph per token.
-// A lower bound on llama.cpp's time per token (no attention, norms, rope),
-// to put beside `pi-bench -p 0 -n 64` on the same file (a PWRI file needs
-// its magic changed to GGUF first: ggml reads only GGUF).
+// llama.cpp's matmul work on a GGUF model, through ggml-backend as llama.cpp
+// loads weights (Q4_0/Q4_K into CPU_REPACK, others plain): every 2-D weight
+// but token_embd times TOKENS activation vectors (1: a decode step; more: a
+// prompt batch), one graph per step. A lower bound on llama.cpp's time per
+// step (no attention, norms, rope), to put beside `pi-bench -p 0 -n 64` or
+// `-p TOKENS -n 0` on the same file (a PWRI file needs its magic changed to
+// GGUF first: ggml reads only GGUF).
 //
 // A measurement tool, not part of the build; built as matvec.c says.
-//   ./model_matmuls MODEL.gguf THREADS [SECONDS]
+//   ./model_matmuls MODEL.gguf THREADS [SECONDS] [TOKENS]
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +26,17 @@ static double now(void) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: model_matmuls MODEL.gguf THREADS [SECONDS]\n");
+    fprintf(stderr, "usage: model_matmuls MODEL.gguf THREADS [SECONDS] [TOKENS]\n");
     return 2;
   }
   const char* path = argv[1];
   int threads = atoi(argv[2]);
   double secs = argc > 3 ? atof(argv[3]) : 5.0;
+  const int tokens = argc > 4 ? atoi(argv[4]) : 1;
+  if (tokens < 1 || tokens > 4096) {
+    fprintf(stderr, "TOKENS must be 1..4096\n");
+    return 2;
+  }
   struct ggml_context* meta = NULL;
   struct gguf_init_params gp = {true, &meta};
   struct gguf_context* g = gguf_init_from_file(path, gp);
@@ -92,15 +98,16 @@ int main(int argc, char** argv) {
     if (j == nx && nx == 8) return 3; /* more distinct widths than this tool expects */
     if (j == nx) {
       xn[nx] = w[k]->ne[0];
-      xs[nx++] = ggml_new_tensor_1d(ca, GGML_TYPE_F32, w[k]->ne[0]);
+      xs[nx++] = ggml_new_tensor_2d(ca, GGML_TYPE_F32, w[k]->ne[0], tokens);
     }
     ggml_build_forward_expand(gf, ggml_mul_mat(ca, w[k], xs[j]));
   }
   ggml_backend_alloc_ctx_tensors(ca, be);
   for (int j = 0; j < nx; ++j) {
-    float* v = malloc(sizeof(float) * xn[j]);
-    for (int64_t i = 0; i < xn[j]; ++i) v[i] = 0.001f * (float)((i * 37) % 101 - 50);
-    ggml_backend_tensor_set(xs[j], v, 0, sizeof(float) * xn[j]);
+    const int64_t nv = xn[j] * tokens;
+    float* v = malloc(sizeof(float) * nv);
+    for (int64_t i = 0; i < nv; ++i) v[i] = 0.001f * (float)((i * 37) % 101 - 50);
+    ggml_backend_tensor_set(xs[j], v, 0, sizeof(float) * nv);
     free(v);
   }
   for (int r = 0; r < 3; ++r) ggml_backend_graph_compute(be, gf);
@@ -111,7 +118,10 @@ int main(int argc, char** argv) {
     ++it;
   }
   double t = now() - t0;
-  printf("ggml matmuls of %s t=%d: %d weights, %.1f MB, %.2f tokens/s bound (%.2f ms), %.2f GB/s\n",
-         path, threads, nw, bytes / 1e6, it / t, t / it * 1e3, it * (double)bytes / t / 1e9);
+  printf(
+      "ggml matmuls of %s t=%d x%d tokens: %d weights, %.1f MB, %.2f tokens/s bound "
+      "(%.2f ms a step), %.2f GB/s of weights\n",
+      path, threads, tokens, nw, bytes / 1e6, it * tokens / t, t / it * 1e3,
+      it * (double)bytes / t / 1e9);
   return 0;
 }
