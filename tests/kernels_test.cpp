@@ -945,6 +945,31 @@ TEST_P(KernelTest, IndexedThreadsSplittingIdsMatchOneCall) {
   }
 }
 
+// Quantized weights: each batch column of a batched product is bit for bit
+// the lone product of that column (integer sums, the same float steps): the
+// sparse FFN's shared-range gate relies on it (common/neuron_ffn.cpp).
+TEST(KernelBatchTest, QuantizedBatchColumnsEqualLoneProducts) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (int level = 0; level <= static_cast<int>(DetectCpuIsa()); ++level) {
+      const CpuIsa isa = static_cast<CpuIsa>(level);
+      SCOPED_TRACE(std::string(DTypeName(t)) + " " + CpuIsaName(isa));
+      const int64_t cols = IsKQuant(t) ? 4096 + 256 : 4096 + 32, rows = 19, batch = 7;
+      const Problem p = MakeProblem(t, rows, cols, batch, 4242);
+      SetCpuIsa(isa);
+      std::vector<float> y(batch * rows), lone(rows);
+      MatMulRows(t, p.w.data(), cols, p.xp.data(), batch, y.data(), rows, 0, rows);
+      for (int64_t b = 0; b < batch; ++b) {
+        MatVecRows(t, p.w.data(), cols, p.xp.data() + b * p.stride, lone.data(), 0, rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(Bits(y[b * rows + r]), Bits(lone[r])) << "b=" << b << " r=" << r;
+        }
+      }
+      SetCpuIsa(DetectCpuIsa());
+    }
+  }
+}
+
 std::string ParamName(const ::testing::TestParamInfo<KernelParam>& info) {
   return std::string(DTypeName(std::get<0>(info.param))) + "_" +
          CpuIsaName(std::get<1>(info.param));

@@ -153,80 +153,93 @@ PI_INLINE void Q6KHalf(const BlockQ6_K* b, int h, __m256i* v) {
 // Q4_K and Q5_K: sub-block s (32 weights, activation block s) is
 // d*sc[s]*q - dmin*m[s]; chunk j's 32 bytes hold sub-block 2j in the low
 // nibbles and 2j+1 in the high ones, Q5_K's fifth bits at bit s of qh.
-template <bool kQ5>
-float DotQ45K(const uint8_t* row, const uint8_t* next, const Act& x, int64_t nsb) {
+// One row against N activations (a batch's tile): each super-block's quants
+// are unpacked once for all N, and each dot's arithmetic is the same, in the
+// same order, whatever N — a row of a batch gets what a lone row does.
+template <bool kQ5, int N>
+void DotsQ45K(const uint8_t* row, const uint8_t* next, const Act* x, int64_t nsb, float* out) {
   constexpr int kBytes = kQ5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
   const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  __m256 acc = _mm256_setzero_ps(), mins = _mm256_setzero_ps();
+  __m256 acc[N], mins[N];
+  for (int b = 0; b < N; ++b) acc[b] = mins[b] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nsb; ++i) {
     const uint8_t* blk = row + i * kBytes;
     Prefetch(next + i * kBytes, kBytes);
     alignas(8) uint8_t sc[8], mn[8];
     ScalesMinsK4(blk + 4, sc, mn);
-    const __m256 dx = _mm256_loadu_ps(x.dx + 8 * i);
-    const __m256 scale = _mm256_mul_ps(
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<__m128i*>(sc)))),
-        _mm256_mul_ps(dx, _mm256_set1_ps(F16(blk))));
-    // Lane s: m[s] times activation block s's sum (its two 16s).
-    const __m128i m16 = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<__m128i*>(mn)), pairs);
-    const __m256i msum = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m16), Load32(x.b16 + 16 * i));
-    mins = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum),
-                           _mm256_mul_ps(dx, _mm256_set1_ps(F16(blk + 2))), mins);
+    const __m256 scf =
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<__m128i*>(sc))));
+    const __m256 d = _mm256_set1_ps(F16(blk)), dmin = _mm256_set1_ps(F16(blk + 2));
+    // m[s] per int16 pair: lane s of a madd with the activation's 16-sums is
+    // m[s] times activation block s's sum.
+    const __m256i m16 = _mm256_cvtepu8_epi16(
+        _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<__m128i*>(mn)), pairs));
     const uint8_t* qs = blk + (kQ5 ? 48 : 16);
     const __m256i qh = kQ5 ? Load32(blk + 16) : _mm256_setzero_si256();
-    const int8_t* xq = x.qs + kQK_K * i;
-    for (int j = 0; j < 4; ++j) {
-      __m256i lo, hi;
-      Q45KChunk<kQ5>(qs, qh, j, &lo, &hi);
-      const __m256i p0 = Dot32(lo, Load32(xq + 64 * j));
-      const __m256i p1 = Dot32(hi, Load32(xq + 64 * j + 32));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),
-                            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * j)), acc);
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
-                            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * j + 1)), acc);
+    __m256i lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) Q45KChunk<kQ5>(qs, qh, j, &lo[j], &hi[j]);
+    for (int b = 0; b < N; ++b) {
+      const __m256 dx = _mm256_loadu_ps(x[b].dx + 8 * i);
+      const __m256 scale = _mm256_mul_ps(scf, _mm256_mul_ps(dx, d));
+      const __m256i msum = _mm256_madd_epi16(m16, Load32(x[b].b16 + 16 * i));
+      mins[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dx, dmin), mins[b]);
+      const int8_t* xq = x[b].qs + kQK_K * i;
+      for (int j = 0; j < 4; ++j) {
+        const __m256i p0 = Dot32(lo[j], Load32(xq + 64 * j));
+        const __m256i p1 = Dot32(hi[j], Load32(xq + 64 * j + 32));
+        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),
+                                 _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * j)), acc[b]);
+        acc[b] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
+                            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * j + 1)), acc[b]);
+      }
     }
   }
-  return HorizontalSum(_mm256_sub_ps(acc, mins));
+  for (int b = 0; b < N; ++b) out[b] = HorizontalSum(_mm256_sub_ps(acc[b], mins[b]));
 }
 
 // Q6_K: 16 groups of 16 weights, group g = d*sc[g]*(q - 32) with q in 0..63.
 // Each half (128 weights) holds 64 bytes of low nibbles and 32 of high bit
 // pairs: weights l, l+32, l+64, l+96 take the low nibbles of ql[l],
-// ql[l+32] and the high ones, and bit pairs 0, 2, 4, 6 of qh[l].
-float DotQ6K(const uint8_t* row, const uint8_t* next, const Act& x, int64_t nsb) {
+// ql[l+32] and the high ones, and bit pairs 0, 2, 4, 6 of qh[l]. N
+// activations at once, as DotsQ45K.
+template <int N>
+void DotsQ6K(const uint8_t* row, const uint8_t* next, const Act* x, int64_t nsb, float* out) {
   const __m256i group[4] = {
       _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
       _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
   const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
   const __m256i dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
-  __m256 acc = _mm256_setzero_ps(), offsets = _mm256_setzero_ps();
+  __m256 acc[N], offsets[N];
+  for (int b = 0; b < N; ++b) acc[b] = offsets[b] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nsb; ++i) {
-    const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row + i * sizeof(BlockQ6_K));
+    const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(row + i * sizeof(BlockQ6_K));
     Prefetch(next + i * sizeof(BlockQ6_K), sizeof(BlockQ6_K));
-    const __m256 ddx = _mm256_mul_ps(_mm256_loadu_ps(x.dx + 8 * i),
-                                     _mm256_set1_ps(F16(reinterpret_cast<const uint8_t*>(&b->d))));
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
-    // Lane k: the 32 offset of activation block k, sc-weighted per 16.
-    const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), Load32(x.b16 + 16 * i));
-    offsets = _mm256_fmadd_ps(_mm256_cvtepi32_ps(off), _mm256_mul_ps(ddx, _mm256_set1_ps(32.0f)),
-                              offsets);
-    const __m256 scale[2] = {
-        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)),
-                      _mm256_permutevar8x32_ps(ddx, dup_lo)),
-        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))),
-                      _mm256_permutevar8x32_ps(ddx, dup_hi))};
-    for (int h = 0; h < 2; ++h) {
-      __m256i v[4];
-      Q6KHalf(b, h, v);
-      const int8_t* xq = x.qs + kQK_K * i + 128 * h;
-      for (int m = 0; m < 4; ++m) {
-        const __m256i p = Dot32(v[m], Load32(xq + 32 * m));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_permutevar8x32_ps(scale[h], group[m]),
-                              acc);
+    const __m256 d = _mm256_set1_ps(F16(reinterpret_cast<const uint8_t*>(&blk->d)));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
+    const __m256 scf[2] = {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)),
+                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))};
+    __m256i v[8];
+    Q6KHalf(blk, 0, v);
+    Q6KHalf(blk, 1, v + 4);
+    for (int b = 0; b < N; ++b) {
+      const __m256 ddx = _mm256_mul_ps(_mm256_loadu_ps(x[b].dx + 8 * i), d);
+      // Lane k: the 32 offset of activation block k, sc-weighted per 16.
+      const __m256i off = _mm256_madd_epi16(sc16, Load32(x[b].b16 + 16 * i));
+      offsets[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(off),
+                                   _mm256_mul_ps(ddx, _mm256_set1_ps(32.0f)), offsets[b]);
+      const __m256 scale[2] = {_mm256_mul_ps(scf[0], _mm256_permutevar8x32_ps(ddx, dup_lo)),
+                               _mm256_mul_ps(scf[1], _mm256_permutevar8x32_ps(ddx, dup_hi))};
+      const int8_t* xq = x[b].qs + kQK_K * i;
+      for (int k = 0; k < 8; ++k) {
+        const __m256i p = Dot32(v[k], Load32(xq + 32 * k));
+        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                 _mm256_permutevar8x32_ps(scale[k / 4], group[k % 4]), acc[b]);
       }
     }
   }
-  return HorizontalSum(_mm256_sub_ps(acc, offsets));
+  for (int b = 0; b < N; ++b) out[b] = HorizontalSum(_mm256_sub_ps(acc[b], offsets[b]));
 }
 
 // ---- the transposed product: rows dequantized a block at a time ------------------
@@ -331,50 +344,75 @@ void AxpyBlockRows(DType t, const uint8_t* const* rows, const float* coef, int n
 
 // ---- drivers ----------------------------------------------------------------------
 
-// (row, the row to prefetch, activation, blocks in a row).
-using DotFn = float (*)(const uint8_t*, const uint8_t*, const Act&, int64_t);
+// The legacy formats share nothing worth unpacking once per block: a tile
+// is its dots one after the other.
+template <DType T, int N>
+void DotsLegacy(const uint8_t* row, const uint8_t* next, const Act* x, int64_t nb, float* out) {
+  for (int b = 0; b < N; ++b) out[b] = DotLegacy<T>(row, b == 0 ? next : row, x[b], nb);
+}
 
-DotFn DotFor(DType t) {
+// (row, the row to prefetch, N activations, blocks in a row, N results).
+using DotsFn = void (*)(const uint8_t*, const uint8_t*, const Act*, int64_t, float*);
+
+constexpr int kBatchTile = 4;  // activations a row is dotted with per pass
+
+struct BlockDots {
+  DotsFn one;   // N = 1
+  DotsFn tile;  // N = kBatchTile
+};
+
+BlockDots DotsFor(DType t) {
   switch (t) {
     case DType::kQ4_1:
-      return DotLegacy<DType::kQ4_1>;
+      return {DotsLegacy<DType::kQ4_1, 1>, DotsLegacy<DType::kQ4_1, kBatchTile>};
     case DType::kQ5_0:
-      return DotLegacy<DType::kQ5_0>;
+      return {DotsLegacy<DType::kQ5_0, 1>, DotsLegacy<DType::kQ5_0, kBatchTile>};
     case DType::kQ5_1:
-      return DotLegacy<DType::kQ5_1>;
+      return {DotsLegacy<DType::kQ5_1, 1>, DotsLegacy<DType::kQ5_1, kBatchTile>};
     case DType::kQ4_K:
-      return DotQ45K<false>;
+      return {DotsQ45K<false, 1>, DotsQ45K<false, kBatchTile>};
     case DType::kQ5_K:
-      return DotQ45K<true>;
+      return {DotsQ45K<true, 1>, DotsQ45K<true, kBatchTile>};
     case DType::kQ6_K:
-      return DotQ6K;
+      return {DotsQ6K<1>, DotsQ6K<kBatchTile>};
     default:
-      return nullptr;
+      return {nullptr, nullptr};
   }
 }
 
 }  // namespace
 
 bool HasBlockKernelsAvx2(DType wtype) {
-  return DotFor(wtype) != nullptr;
+  return DotsFor(wtype).one != nullptr;
 }
 
 void MatMulRowsBlocksAvx2(const MatMulArgs& a) {
-  const DotFn dot = DotFor(a.wtype);
+  const BlockDots dots = DotsFor(a.wtype);
   const int block = GetDTypeInfo(static_cast<uint32_t>(a.wtype)).block_elems;
   const int64_t nb = a.cols / block;
+  Act x[kBatchTile];
+  float out[kBatchTile];
   for (int64_t k = a.r0; k < a.r1; ++k) {
     const int64_t r = a.ids ? a.ids[k] : k;
     const uint8_t* row = a.w + r * a.row_bytes;
     // The next row of this call (the last one prefetches itself: harmless).
     const int64_t r_next = k + 1 < a.r1 ? (a.ids ? a.ids[k + 1] : k + 1) : r;
     const uint8_t* next = a.w + r_next * a.row_bytes;
-    for (int64_t b = 0; b < a.batch; ++b) {
-      const uint8_t* xb = a.x + b * a.x_stride;
-      const Act x = {reinterpret_cast<const int8_t*>(xb + a.layout.qs_off),
-                     reinterpret_cast<const float*>(xb + a.layout.dx_off),
-                     reinterpret_cast<const int16_t*>(xb + a.layout.b16_off)};
-      a.y[b * a.ldy + r] = dot(row, b == 0 ? next : row, x, nb);
+    for (int64_t b0 = 0; b0 < a.batch; b0 += kBatchTile) {
+      const int n = a.batch - b0 < kBatchTile ? static_cast<int>(a.batch - b0) : kBatchTile;
+      for (int b = 0; b < n; ++b) {
+        const uint8_t* xb = a.x + (b0 + b) * a.x_stride;
+        x[b] = {reinterpret_cast<const int8_t*>(xb + a.layout.qs_off),
+                reinterpret_cast<const float*>(xb + a.layout.dx_off),
+                reinterpret_cast<const int16_t*>(xb + a.layout.b16_off)};
+      }
+      const uint8_t* pf = b0 == 0 ? next : row;
+      if (n == kBatchTile) {
+        dots.tile(row, pf, x, nb, out);
+      } else {
+        for (int b = 0; b < n; ++b) dots.one(row, b == 0 ? pf : row, x + b, nb, out + b);
+      }
+      for (int b = 0; b < n; ++b) a.y[(b0 + b) * a.ldy + r] = out[b];
     }
   }
 }
