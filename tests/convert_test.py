@@ -85,6 +85,20 @@ def make_weights(cfg, seed):
     return w
 
 
+def rotate_half_rope(n, hd, theta):
+    """RoPE over positions 0..n-1 as Hugging Face's llama and falcon apply it: x [heads, n, hd]
+    rotated by halves (the GGUF side permutes llama's Q/K rows to match)."""
+    pos = torch.arange(n, dtype=torch.float64)
+    inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    ang = torch.outer(pos, inv)
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+
+    def rope(x):
+        x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+    return rope
+
+
 def torch_forward(cfg, w, tokens):
     """Hugging Face LlamaForCausalLM's forward in float64: logits [n, vocab]. _act drelu is
     BambooMLP's: the activation on the gate and the up projection both."""
@@ -99,14 +113,7 @@ def torch_forward(cfg, w, tokens):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * g
 
     n = len(tokens)
-    pos = torch.arange(n, dtype=torch.float64)
-    inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    ang = torch.outer(pos, inv)
-    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
-
-    def rope(x):  # [heads, n, hd], rotate-half
-        x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
-        return x * cos + torch.cat([-x2, x1], -1) * sin
+    rope = rotate_half_rope(n, hd, theta)
 
     h = W["model.embed_tokens.weight"][tokens]
     mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
@@ -181,14 +188,7 @@ def falcon_forward(cfg, w, tokens, gelu="tanh"):
         return torch.nn.functional.layer_norm(x, (d,), W[name + ".weight"], W[name + ".bias"], eps)
 
     n = len(tokens)
-    pos = torch.arange(n, dtype=torch.float64)
-    inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    ang = torch.outer(pos, inv)
-    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
-
-    def rope(x):  # [heads, n, hd], rotate-half
-        x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
-        return x * cos + torch.cat([-x2, x1], -1) * sin
+    rope = rotate_half_rope(n, hd, theta)
 
     def split_heads(fused):  # FalconAttention._split_heads, batch dropped: [n, heads, hd] x 3
         if new_arch:
