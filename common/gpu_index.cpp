@@ -215,11 +215,7 @@ Status ApplyGpuIndex(const GpuIndex& index, const LlamaModel& model, const Activ
     LayerPlacement& lp = plan->layers[il];
     lp.gpu_neurons = index.gpu_neurons[il];
     lp.neuron_bytes = NeuronBytes(model, il);
-    const int64_t* counts = stats.counts(il);
-    int64_t total = 0, on_gpu = 0;
-    for (int i = 0; i < c.n_ff; ++i) total += counts[i];
-    for (int32_t id : lp.gpu_neurons) on_gpu += counts[id];
-    lp.firing_share = total > 0 ? static_cast<double>(on_gpu) / static_cast<double>(total) : 0.0;
+    lp.firing_share = FiringShare(stats, il, lp.gpu_neurons);
   }
   return Status::Ok();
 }

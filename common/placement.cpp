@@ -104,6 +104,14 @@ int64_t PredictorBytes(const LlamaLayer& l) {
   return Bytes(l.fc1) + Bytes(l.fc2);
 }
 
+double FiringShare(const ActivationStats& stats, int layer, const std::vector<int32_t>& neurons) {
+  const int64_t* counts = stats.counts(layer);
+  int64_t total = 0, share = 0;
+  for (int64_t i = 0; i < stats.n_ff(); ++i) total += counts[i];
+  for (int32_t id : neurons) share += counts[id];
+  return total > 0 ? static_cast<double>(share) / static_cast<double>(total) : 0.0;
+}
+
 int64_t NeuronBytes(const LlamaModel& model, int layer) {
   const LlamaLayer& l = model.layers[layer];
   int64_t down = 0;
@@ -266,11 +274,7 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
     LayerPlacement& lp = p.layers[il];
     if (lp.neuron_bytes == 0) lp.neuron_bytes = NeuronBytes(model, il);
     std::sort(lp.gpu_neurons.begin(), lp.gpu_neurons.end());
-    const int64_t* counts = stats.counts(il);
-    int64_t total = 0, on_gpu = 0;
-    for (int i = 0; i < c.n_ff; ++i) total += counts[i];
-    for (int32_t id : lp.gpu_neurons) on_gpu += counts[id];
-    lp.firing_share = total > 0 ? static_cast<double>(on_gpu) / static_cast<double>(total) : 0.0;
+    lp.firing_share = FiringShare(stats, il, lp.gpu_neurons);
   }
   *out = std::move(p);
   return Status::Ok();

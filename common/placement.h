@@ -93,6 +93,9 @@ int64_t PredictorBytes(const LlamaLayer& layer);
 int64_t NeuronBytes(const LlamaModel& model, int layer);
 // Bytes of the KV cache of one layer for opt.n_ctx positions in opt's types.
 int64_t KvCacheBytes(const LlamaConfig& config, const PlacementOptions& opt);
+// The share of `layer`'s recorded firings that `neurons` account for (0 when
+// the layer has none recorded).
+double FiringShare(const ActivationStats& stats, int layer, const std::vector<int32_t>& neurons);
 // Bytes of the whole stage 1 (every dense block and the KV cache).
 int64_t DenseBytes(const LlamaModel& model, const PlacementOptions& opt);
 

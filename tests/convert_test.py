@@ -333,6 +333,22 @@ def rel_err(a, b):
     return float(np.abs(a - b).max() / np.abs(b).max())
 
 
+def convert_logits(bin_dir, tmp, src, out, tokens, *args):
+    """pi-convert SRC -o OUT ARGS, then OUT's logits: (process, logits or None, error text)."""
+    p = run(os.path.join(bin_dir, "pi-convert"), src, "-o", out, *args)
+    if p.returncode != 0:
+        return p, None, p.stderr
+    got, err = dump_logits(bin_dir, out, tokens, tmp)
+    return p, got, err
+
+
+def check_logits(what, got, err, want, ok=True):
+    """`what`'s logits equal torch's `want` within 1e-4 relative (and `ok` holds)."""
+    check(ok and got is not None and rel_err(got, want) < 1e-4,
+          f"{what}: logits equal torch's within 1e-4 "
+          f"({rel_err(got, want) if got is not None else err!r})")
+
+
 def tokenize_jsonl(bin_dir, model, lines, tmp, bos):
     path = os.path.join(tmp, "lines.jsonl")
     with open(path, "w") as f:
@@ -387,9 +403,7 @@ def check_drelu(bin_dir, tmp, base, tokens):
     check(got is not None and rel_err(got, relu_only) > 1e-2,
           f"... and not a ReLU-gate model's ({rel_err(got, relu_only) if got is not None else err!r})")
     got, err = dump_logits(bin_dir, out_t, tokens, tmp, sparse="oracle")
-    check(got is not None and rel_err(got, want) < 1e-4,
-          f"Bamboo --down-t, --sparse oracle: logits equal torch's within 1e-4 "
-          f"({rel_err(got, want) if got is not None else err!r})")
+    check_logits("Bamboo --down-t, --sparse oracle", got, err, want)
     prompt, ids = pi_greedy(bin_dir, out_t, 10, "--sparse", "oracle")
     ref = torch_greedy(lambda t: torch_forward(cfg, w, t), prompt, 10) if prompt else None
     check(prompt is not None and ids == ref,
@@ -419,12 +433,10 @@ def check_falcon(bin_dir, tmp, tokens):
         src = os.path.join(tmp, "falcon-" + name)
         write_folder(src, cfg, w, "spm")
         out = src + ".gguf"
-        p = run(convert, src, "-o", out, "--outtype", "f32")
-        got, err = dump_logits(bin_dir, out, tokens, tmp) if p.returncode == 0 else (None, p.stderr)
+        p, got, err = convert_logits(bin_dir, tmp, src, out, tokens, "--outtype", "f32")
         m = pigguf.GGUFReader(out).metadata if p.returncode == 0 else {}
-        check(got is not None and rel_err(got, want) < 1e-4 and m.get("general.architecture") == "falcon",
-              f"falcon {name}: logits equal torch's within 1e-4 "
-              f"({rel_err(got, want) if got is not None else err!r})")
+        check_logits(f"falcon {name}", got, err, want,
+                     ok=m.get("general.architecture") == "falcon")
         if cfg.get("activation", "gelu") == "gelu":
             exact = falcon_forward(cfg, w, tokens, gelu="none")
             check(got is not None and rel_err(got, exact) < 1e-2 and "erf" in p.stderr and
@@ -439,9 +451,7 @@ def check_falcon(bin_dir, tmp, tokens):
             out_t = src + "-down-t.gguf"
             p = run(convert, src, "-o", out_t, "--outtype", "f32", "--down-t")
             got, err = dump_logits(bin_dir, out_t, tokens, tmp, sparse="oracle")
-            check(got is not None and rel_err(got, want) < 1e-4,
-                  f"falcon {name} --down-t, --sparse oracle: logits equal torch's within 1e-4 "
-                  f"({rel_err(got, want) if got is not None else err!r})")
+            check_logits(f"falcon {name} --down-t, --sparse oracle", got, err, want)
 
     # RWForCausalLM (configuration_RW.py): the same weights under the first releases' config
     # keys and defaults — falcon-7b's RefinedWebModel (multi_query set) and falcon-40b's
@@ -459,12 +469,8 @@ def check_falcon(bin_dir, tmp, tokens):
         want = falcon_forward(cfg, w, tokens)
         src = os.path.join(tmp, "falcon-" + name)
         write_folder(src, rw_cfg, w, "spm")
-        out = src + ".gguf"
-        p = run(convert, src, "-o", out, "--outtype", "f32")
-        got, err = dump_logits(bin_dir, out, tokens, tmp) if p.returncode == 0 else (None, p.stderr)
-        check(got is not None and rel_err(got, want) < 1e-4,
-              f"falcon {name} (RWForCausalLM): logits equal torch's within 1e-4 "
-              f"({rel_err(got, want) if got is not None else err!r})")
+        p, got, err = convert_logits(bin_dir, tmp, src, src + ".gguf", tokens, "--outtype", "f32")
+        check_logits(f"falcon {name} (RWForCausalLM)", got, err, want)
     # configuration_RW.py's parallel_attn default is false: a 7B-style config without it is
     # refused, as the sequential layer it would mean is not the engine's.
     src = os.path.join(tmp, "falcon-rw-sequential")
@@ -533,18 +539,14 @@ def main():
         p = run(convert, src, "-o", out, "--outtype", "f32")
         check(p.returncode == 0, f"relu-llama (2 shards, SentencePiece) converts ({p.stderr[-300:]!r})")
         got, err = dump_logits(bin_dir, out, tokens, tmp)
-        check(got is not None and rel_err(got, want) < 1e-4,
-              f"relu-llama f32: logits equal torch's within 1e-4 "
-              f"({rel_err(got, want) if got is not None else err!r})")
+        check_logits("relu-llama f32", got, err, want)
         out_t = os.path.join(tmp, "relu-down-t.gguf")
         p = run(convert, src, "-o", out_t, "--outtype", "f32", "--down-t")
         with open(out_t, "rb") as f:
             magic = f.read(4)
         check(p.returncode == 0 and magic == b"PWRI", f"--down-t writes a PWRI file ({magic!r})")
         got, err = dump_logits(bin_dir, out_t, tokens, tmp, sparse="oracle")
-        check(got is not None and rel_err(got, want) < 1e-4,
-              f"relu-llama --down-t, --sparse oracle: logits equal torch's within 1e-4 "
-              f"({rel_err(got, want) if got is not None else err!r})")
+        check_logits("relu-llama --down-t, --sparse oracle", got, err, want)
         # The dead end this tool removes: the converted file trains predictors and runs them.
         pred = os.path.join(tmp, "relu-pred.gguf")
         p = run(os.path.join(bin_dir, "pi-train-predictor"), "-m", out_t, "-f",
@@ -623,11 +625,8 @@ def main():
         src = os.path.join(tmp, "silu-llama")
         write_folder(src, silu, w, bpe, dtype="F16")
         out = os.path.join(tmp, "silu-f32.gguf")
-        p = run(convert, src, "-o", out, "--outtype", "f32")
-        got, err = dump_logits(bin_dir, out, btok, tmp) if p.returncode == 0 else (None, p.stderr)
-        check(got is not None and rel_err(got, want) < 1e-4,
-              f"silu-llama (GQA, tied, BPE, F16 safetensors): logits equal torch's within 1e-4 "
-              f"({rel_err(got, want) if got is not None else err!r})")
+        p, got, err = convert_logits(bin_dir, tmp, src, out, btok, "--outtype", "f32")
+        check_logits("silu-llama (GQA, tied, BPE, F16 safetensors)", got, err, want)
         ascii_lines = [l for l in lines if all(ord(c) < 128 for c in l)][:200]
         a = tokenize_jsonl(bin_dir, out, ascii_lines, tmp, False)
         check(isinstance(a, list) and a == [bpe_encode(bpe, s) for s in ascii_lines],
@@ -641,11 +640,10 @@ def main():
         src = os.path.join(tmp, "mistral")
         write_folder(src, mistral, w, "spm")
         out = os.path.join(tmp, "mistral.gguf")
-        p = run(convert, src, "-o", out, "--outtype", "f32", "--ffn-activation", "relu")
-        got, err = dump_logits(bin_dir, out, tokens, tmp) if p.returncode == 0 else (None, p.stderr)
-        check(got is not None and rel_err(got, want) < 1e-4 and "overrides" in p.stderr,
-              f"Mistral-shaped, --ffn-activation relu: logits equal torch's, the override said "
-              f"({rel_err(got, want) if got is not None else err!r})")
+        p, got, err = convert_logits(bin_dir, tmp, src, out, tokens, "--outtype", "f32",
+                                     "--ffn-activation", "relu")
+        check_logits("Mistral-shaped, --ffn-activation relu (the override said)", got, err, want,
+                     ok="overrides" in p.stderr)
 
         # generation_config.json: its ids win over config.json's, a list's second id is the
         # end of turn (generation stops there too); sampling defaults are not kept.

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx2_inline.h"
 #include "kernels/cpu/matmul_impl.h"
 
 #define PI_INLINE inline __attribute__((always_inline))
@@ -131,13 +132,6 @@ PI_INLINE __m128 LoadScales4(const uint8_t* p, int stride) {
   const uint64_t v = LoadU16(p) | LoadU16(p + stride) << 16 | LoadU16(p + 2 * stride) << 32 |
                      LoadU16(p + 3 * stride) << 48;
   return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(v)));
-}
-
-PI_INLINE float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // ---- float weights ----------------------------------------------------------

@@ -18,6 +18,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx2_inline.h"
 #include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul_impl.h"
 
@@ -35,13 +36,6 @@ PI_INLINE float F16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return _cvtsh_ss(h);
-}
-
-PI_INLINE float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 PI_INLINE __m256i Load32(const void* p) {
@@ -81,21 +75,27 @@ PI_INLINE __m256i FifthBits(const uint8_t* qh) {
   return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-// Q4_1 (x = d*q + m), Q5_0 (x = d*(q - 16)) and Q5_1 (x = d*q + m): the
-// nibble of byte j is weight j, its high nibble weight j + 16.
+// A Q4_1/Q5_0/Q5_1 block's 32 quants as bytes (`bytes`: the block's size;
+// its 16 nibble bytes end it, Q5's 4 bytes of fifth bits come just before):
+// the nibble of byte j is weight j, its high nibble weight j + 16.
+PI_INLINE __m256i LegacyQuants(const uint8_t* blk, int bytes, bool fifth_bits) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + bytes - 16));
+  const __m256i w =
+      _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
+  return fifth_bits ? _mm256_or_si256(w, FifthBits(blk + bytes - 20)) : w;
+}
+
+// Q4_1 (x = d*q + m), Q5_0 (x = d*(q - 16)) and Q5_1 (x = d*q + m).
 template <DType T>
 float DotLegacy(const uint8_t* row, const uint8_t* next, const Act& x, int64_t nb) {
   constexpr int kBytes = T == DType::kQ4_1 ? 20 : T == DType::kQ5_0 ? 22 : 24;
-  constexpr int kQs = T == DType::kQ4_1 ? 4 : T == DType::kQ5_0 ? 6 : 8;
-  const __m128i low4 = _mm_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
   float offsets = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* blk = row + i * kBytes;
     Prefetch(next + i * kBytes, kBytes);
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs));
-    __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
-    if (T != DType::kQ4_1) w = _mm256_or_si256(w, FifthBits(blk + (T == DType::kQ5_0 ? 2 : 4)));
+    const __m256i w = LegacyQuants(blk, kBytes, T != DType::kQ4_1);
     const float d = F16(blk) * x.dx[i];
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot32(w, Load32(x.qs + 32 * i))), _mm256_set1_ps(d),
                           acc);
@@ -253,7 +253,6 @@ PI_INLINE void Store32(uint8_t* p, __m256i v) {
 // it, up to the one rounding of the fused form). Returns the block's weights.
 int UnpackBlock(DType t, const uint8_t* row, int64_t i, uint8_t* q, float* dsc, float* dm,
                 int* group) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
   if (t == DType::kQ6_K) {
     const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row + i * sizeof(BlockQ6_K));
     for (int h = 0; h < 2; ++h) {
@@ -297,11 +296,7 @@ int UnpackBlock(DType t, const uint8_t* row, int64_t i, uint8_t* q, float* dsc, 
   // Q4_1, Q5_0, Q5_1.
   const int bytes = t == DType::kQ4_1 ? 20 : t == DType::kQ5_0 ? 22 : 24;
   const uint8_t* blk = row + i * bytes;
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + bytes - 16));
-  __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), _mm256_castsi256_si128(low4)),
-                               _mm_and_si128(v, _mm256_castsi256_si128(low4)));
-  if (t != DType::kQ4_1) w = _mm256_or_si256(w, FifthBits(blk + bytes - 20));
-  Store32(q, w);
+  Store32(q, LegacyQuants(blk, bytes, t != DType::kQ4_1));
   dsc[0] = F16(blk);
   dm[0] = t == DType::kQ5_0 ? 16.0f * dsc[0] : -F16(blk + 2);
   *group = 32;
