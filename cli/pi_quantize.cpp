@@ -59,18 +59,13 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 // llama.cpp's "medium" K-quant recipes (Q4_K_M, Q5_K_M): attn_v and
 // ffn_down of the first and last eighth of the layers and of every third
 // layer between, and output.weight, in Q6_K; every other matrix the base type.
-struct Mix {
-  bool medium = false;
-  uint32_t file_type = 0;  // LLAMA_FTYPE_MOSTLY_Q4_K_M 15, Q5_K_M 17
-};
-
 bool UseMoreBits(int layer, int n_layer) {
   return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
 }
 
-// The type `name` gets under the mix (the base type when not medium).
-pi::DType MixType(const Mix& mix, pi::DType base, const std::string& name, int n_layer) {
-  if (!mix.medium) return base;
+// The type `name` gets under a medium mix (the base type when not `medium`).
+pi::DType MixType(bool medium, pi::DType base, const std::string& name, int n_layer) {
+  if (!medium) return base;
   if (name == "output.weight") return pi::DType::kQ6_K;
   const bool v = EndsWith(name, ".attn_v.weight");
   const bool down = EndsWith(name, ".ffn_down.weight") || EndsWith(name, ".ffn_down_t.weight");
@@ -196,10 +191,10 @@ static int Run(int argc, char** argv) {
   const std::string out_path = positional[1];
   if (!pi::CheckOutputs("pi-quantize", {out_path})) return 1;
   pi::DType target;
-  Mix mix;
+  // LLAMA_FTYPE_MOSTLY_Q4_K_M / Q5_K_M for the mixes; 0: a single type.
+  uint32_t mix_file_type = 0;
   if (positional[2] == "q4_k_m" || positional[2] == "q5_k_m") {
-    mix.medium = true;
-    mix.file_type = positional[2] == "q4_k_m" ? 15 : 17;
+    mix_file_type = positional[2] == "q4_k_m" ? 15 : 17;
     positional[2] = positional[2].substr(0, 4);
   }
   if (!ParseType(positional[2], &target)) {
@@ -230,7 +225,7 @@ static int Run(int argc, char** argv) {
   int n_converted = 0, n_fallback = 0;
   for (int i = 0; i < n_tensors; ++i) {
     const pi::TensorInfo& t = in->tensors()[i];
-    const pi::DType mixed = MixType(mix, target, t.name, n_layer);
+    const pi::DType mixed = MixType(mix_file_type != 0, target, t.name, n_layer);
     if (down_t && IsFfnDown(t.name) && t.n_dims == 2 && pi::IsComputeDType(t.type) &&
         t.n_elements() > 0) {
       // Rows of the result run along n_embd = ne[1]: blocks must fit there.
@@ -296,7 +291,7 @@ static int Run(int argc, char** argv) {
     w.Set(kv.first, kv.second);
   }
   w.Set("general.file_type",
-        pi::GgufValue::U32(mix.medium ? mix.file_type : pi::GgufFileTypeOf(target)));
+        pi::GgufValue::U32(mix_file_type != 0 ? mix_file_type : pi::GgufFileTypeOf(target)));
   if (!set_activation.empty()) {
     // The forms the FFN can have: a gate or not (falcon's relu(up x)).
     const bool gated = in->FindTensor("blk.0.ffn_gate.weight") != nullptr;

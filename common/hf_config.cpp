@@ -43,13 +43,15 @@ Status Float(const json& j, const char* key, double* out) {
   return Status::Ok();
 }
 
+bool IsTokenId(const json& v) {
+  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= (1 << 30);
+}
+
 // bos/eos: an id, or (some configs) a list whose first id is taken.
 Status TokenId(const json& j, const char* key, int* out, const char* file = "config.json") {
   if (!j.contains(key) || j[key].is_null()) return Status::Ok();
   const json& v = j[key].is_array() && !j[key].empty() ? j[key][0] : j[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (1 << 30)) {
-    return Status::Error("%s: \"%s\" must be a token id", file, key);
-  }
+  if (!IsTokenId(v)) return Status::Error("%s: \"%s\" must be a token id", file, key);
   *out = static_cast<int>(v.get<int64_t>());
   return Status::Ok();
 }
@@ -169,12 +171,10 @@ Status ApplyGenerationConfig(const std::string& text, HfConfig* c) {
   PI_RETURN_IF_ERROR(TokenId(j, "eos_token_id", &c->eos_token_id, kFile));
   const json& eos = j["eos_token_id"];
   if (eos.is_array() && eos.size() > 1) {
-    const json& second = eos[1];
-    if (!second.is_number_integer() || second.get<int64_t>() < 0 ||
-        second.get<int64_t>() > (1 << 30)) {
-      return Status::Error("generation_config.json: \"eos_token_id\"[1] must be a token id");
+    if (!IsTokenId(eos[1])) {
+      return Status::Error("%s: \"eos_token_id\"[1] must be a token id", kFile);
     }
-    c->eot_token_id = static_cast<int>(second.get<int64_t>());
+    c->eot_token_id = static_cast<int>(eos[1].get<int64_t>());
     c->n_eos_dropped = static_cast<int>(eos.size()) - 2;
   }
   return Status::Ok();

@@ -79,10 +79,9 @@ void PrepareActivation(DType wtype, const float* x, int64_t cols, void* prepared
       const int8_t* q = blocks[i].qs + 4 * k;
       s4[i * 8 + k] = -(q[0] + q[1] + q[2] + q[3]);
     }
-    for (int h = 0; h < 2; ++h) {
-      int sum = 0;
-      for (int k = 0; k < 16; ++k) sum += blocks[i].qs[16 * h + k];
-      b16[i * 2 + h] = static_cast<int16_t>(sum);
+    for (int h = 0; h < 2; ++h) {  // the 16-sums from the (negated) 4-sums
+      const int32_t* s = s4 + i * 8 + 4 * h;
+      b16[i * 2 + h] = static_cast<int16_t>(-(s[0] + s[1] + s[2] + s[3]));
     }
   }
 }
