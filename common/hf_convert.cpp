@@ -301,9 +301,7 @@ Status ConfigActivation(const HfConfig& c, Family family, std::string* out) {
   if (family == Family::kFalcon) {
     if (a == "relu") {
       *out = "relu";
-    } else if (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast") {
-      *out = "gelu";
-    } else if (a == "gelu") {
+    } else if (a == "gelu" || a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast") {
       *out = "gelu";
     } else {
       return Status::Error(
