@@ -34,16 +34,18 @@ void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, i
 }
 
 void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_past, int batch,
-                             float* h, KvCache* cache, ThreadPool* pool) {
+                             float* h, KvCache* cache, ThreadPool* pool,
+                             const int32_t* run_length) {
   for (int b = 0; b < batch; ++b) {
     pos_[b] = n_past + b;
     caches_[b] = cache;
   }
-  ForwardRows(layer, layer_index, pos_.data(), caches_.data(), batch, h, pool);
+  ForwardRows(layer, layer_index, pos_.data(), caches_.data(), batch, h, pool, run_length);
 }
 
 void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const int* pos,
-                                 KvCache* const* caches, int batch, float* h, ThreadPool* pool) {
+                                 KvCache* const* caches, int batch, float* h, ThreadPool* pool,
+                                 const int32_t* run_length) {
   const int d = c_.n_embd, qd = c_.q_dim(), kvd = c_.kv_dim(), hd = c_.head_dim;
   for (int b = 0; b < batch; ++b) {
     NormalizeRow(c_, layer.attn_norm, layer.attn_norm_b, h + static_cast<int64_t>(b) * d,
@@ -52,6 +54,7 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
   PreparedInput in =
       PrepareInput(x_.data(), d, batch, q8_.data(), pool,
                    ReadsQ8(layer.wq.type) || ReadsQ8(layer.wk.type) || ReadsQ8(layer.wv.type));
+  in.run_length = run_length;
   const MatMulJob qkv[3] = {
       {&layer.wq, q_.data(), qd}, {&layer.wk, k_.data(), kvd}, {&layer.wv, v_.data(), kvd}};
   ParallelMatMul(pool, in, qkv, 3);
@@ -117,6 +120,7 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
 
   PreparedInput ain =
       PrepareInput(attn_.data(), qd, batch, q8_.data(), pool, ReadsQ8(layer.wo.type));
+  ain.run_length = run_length;
   const MatMulJob o[1] = {{&layer.wo, out_.data(), d}};
   ParallelMatMul(pool, ain, o, 1);
   const int64_t n = static_cast<int64_t>(batch) * d;

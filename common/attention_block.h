@@ -25,14 +25,15 @@ class AttentionBlock {
 
   // h: [batch, n_embd], updated in place. Tokens sit at positions
   // n_past .. n_past + batch - 1; their K/V are written into `cache`.
+  // `run_length`: ParallelMatMul's (parallel_matmul.h) for the rows, or null.
   void Forward(const LlamaLayer& layer, int layer_index, int n_past, int batch, float* h,
-               KvCache* cache, ThreadPool* pool);
+               KvCache* cache, ThreadPool* pool, const int32_t* run_length = nullptr);
   // The same for rows of several sequences: row b sits at position pos[b]
   // of its own cache caches[b] (its K/V written there, its attention over
   // that cache's positions 0 .. pos[b]). The projections read each weight
   // row once for all rows; every row's result equals Forward's for it.
   void ForwardRows(const LlamaLayer& layer, int layer_index, const int* pos, KvCache* const* caches,
-                   int batch, float* h, ThreadPool* pool);
+                   int batch, float* h, ThreadPool* pool, const int32_t* run_length = nullptr);
 
  private:
   LlamaConfig c_;

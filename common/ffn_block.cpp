@@ -141,13 +141,14 @@ bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
   return mode_ == SparseMode::kOracle || (layer.fc1.present() && layer.fc2.present());
 }
 
-void FfnBlock::Forward(int il, int batch, const float* in, float* h, ThreadPool* pool) {
+void FfnBlock::Forward(int il, int batch, const float* in, float* h, ThreadPool* pool,
+                       const int32_t* run_length) {
   const LlamaLayer& layer = model_->layers[il];
   if (SparseStepApplies(layer, batch)) {
     const int row = 0;
     ForwardSparseRows(il, 1, &row, in, h, pool);
   } else {
-    ForwardDense(layer, batch, in, h, pool);
+    ForwardDense(layer, batch, in, h, pool, run_length);
   }
 }
 
@@ -418,22 +419,23 @@ void FfnBlock::LocalRows(int il, int n, const int32_t* const* ids, const int64_t
 }
 
 void FfnBlock::ForwardDense(const LlamaLayer& layer, int batch, const float* in, float* h,
-                            ThreadPool* pool) {
+                            ThreadPool* pool, const int32_t* run_length) {
   const int64_t d = c_.n_embd;
   for (int b = 0; b < batch; ++b) {
     NormalizeRow(c_, layer.ffn_norm, layer.ffn_norm_b, in + b * d, x_.data() + b * d);
   }
-  DenseNormed(layer, batch, x_.data(), h, pool);
+  DenseNormed(layer, batch, x_.data(), h, pool, run_length);
 }
 
 void FfnBlock::DenseNormed(const LlamaLayer& layer, int batch, const float* x, float* h,
-                           ThreadPool* pool) {
+                           ThreadPool* pool, const int32_t* run_length) {
   const int64_t d = c_.n_embd, ff = c_.n_ff;
   last_hot_ = 0;
   last_cold_ = batch * ff;
   last_gate_rows_ = batch * ff;
   PreparedInput xin = PrepareInput(x, d, batch, q8_.data(), pool,
                                    ReadsQ8(layer.ffn_gate.type) || ReadsQ8(layer.ffn_up.type));
+  xin.run_length = run_length;
   // Ungated (falcon): up goes straight into gate_, the activations' buffer.
   const bool gated = FfnIsGated(c_.activation);
   const MatMulJob gate_up[2] = {{gated ? &layer.ffn_gate : &layer.ffn_up, gate_.data(), ff},
@@ -462,6 +464,7 @@ void FfnBlock::DenseNormed(const LlamaLayer& layer, int batch, const float* x, f
   if (layer.ffn_down.present()) {
     PreparedInput act =
         PrepareInput(gate_.data(), ff, batch, q8_.data(), pool, ReadsQ8(layer.ffn_down.type));
+    act.run_length = run_length;
     const MatMulJob down[1] = {{&layer.ffn_down, out_.data(), d}};
     ParallelMatMul(pool, act, down, 1);
     for (int64_t i = 0; i < batch * d; ++i) h[i] += out_[i];

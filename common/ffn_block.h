@@ -94,7 +94,9 @@ class FfnBlock {
   // ([batch, n_embd]; normed here, and what the predictor reads) may be h
   // itself, or for a parallel-residual model (falcon) the layer input while h
   // already holds the attention's sum. in is read before h changes.
-  void Forward(int il, int batch, const float* in, float* h, ThreadPool* pool);
+  // `run_length`: ParallelMatMul's (parallel_matmul.h) for the rows, or null.
+  void Forward(int il, int batch, const float* in, float* h, ThreadPool* pool,
+               const int32_t* run_length = nullptr);
   // Whether a single row of layer il takes the sparse step (else the dense
   // one, whose rows do not depend on how many are computed together).
   bool SparseStep(int il) const { return SparseStepApplies(model_->layers[il], 1); }
@@ -124,11 +126,12 @@ class FfnBlock {
 
  private:
   bool SparseStepApplies(const LlamaLayer& layer, int batch) const;
-  void ForwardDense(const LlamaLayer& layer, int batch, const float* in, float* h,
-                    ThreadPool* pool);
+  void ForwardDense(const LlamaLayer& layer, int batch, const float* in, float* h, ThreadPool* pool,
+                    const int32_t* run_length = nullptr);
   // The dense FFN of `batch` rows already normed into x (x_ itself or another
   // buffer), added into h.
-  void DenseNormed(const LlamaLayer& layer, int batch, const float* x, float* h, ThreadPool* pool);
+  void DenseNormed(const LlamaLayer& layer, int batch, const float* x, float* h, ThreadPool* pool,
+                   const int32_t* run_length = nullptr);
   // Row b's candidates into cand_[b], cand_n_[b]: the predictor's (read
   // from row idx[b] of in) or all neurons, less the hot ones of a split.
   void SelectCandidates(int il, int n, const int* idx, const float* in, ThreadPool* pool);

@@ -33,8 +33,49 @@ PreparedInput PrepareInput(const float* x, int64_t cols, int64_t batch, uint8_t*
   return in;
 }
 
+int32_t GemmMinRun(DType wtype) {
+  return ReadsQ8(wtype) ? 16 : 64;
+}
+
+namespace {
+
+// Rows [r0, r1) of one job for every batch row: runs of consecutive batch
+// rows that take the same kernel go together.
+void MatMulChunk(const PreparedInput& in, const MatMulJob& job, int64_t r0, int64_t r1) {
+  const Tensor& w = *job.w;
+  const uint8_t* x = static_cast<const uint8_t*>(in.For(w.type));
+  if (in.batch == 1 && !in.run_length) {
+    MatVecRows(w.type, w.data, w.cols, x, job.y, r0, r1);
+    return;
+  }
+  if (!in.run_length) {
+    MatMulRows(w.type, w.data, w.cols, x, in.batch, job.y, job.ldy, r0, r1);
+    return;
+  }
+  const size_t stride = PreparedActivationBytes(w.type, w.cols);
+  const int32_t min_run = GemmMinRun(w.type);
+  for (int64_t b0 = 0; b0 < in.batch;) {
+    const bool gemm = in.run_length[b0] >= min_run;
+    int64_t b1 = b0 + 1;
+    while (b1 < in.batch && (in.run_length[b1] >= min_run) == gemm) ++b1;
+    const uint8_t* xb = x + b0 * stride;
+    float* yb = job.y + b0 * job.ldy;
+    if (gemm) {
+      GemmRows(w.type, w.data, w.cols, xb, b1 - b0, yb, job.ldy, r0, r1);
+    } else if (b1 - b0 == 1) {
+      MatVecRows(w.type, w.data, w.cols, xb, yb, r0, r1);
+    } else {
+      MatMulRows(w.type, w.data, w.cols, xb, b1 - b0, yb, job.ldy, r0, r1);
+    }
+    b0 = b1;
+  }
+}
+
+}  // namespace
+
 void ParallelMatMul(ThreadPool* pool, const PreparedInput& in, const MatMulJob* jobs, int n_jobs) {
-  // Chunks of whole 16-row groups (the kernels' multi-row tiles run full),
+  // Chunks of whole 16-row groups (the kernels' multi-row tiles run full;
+  // 32 for prompt rows, the matrix-matrix kernels' panels),
   // about 4 per thread per job so a slow thread's share can be picked up by
   // the others; small matrices stay in one chunk, since waking a thread
   // costs more than reading them.
@@ -52,7 +93,8 @@ void ParallelMatMul(ThreadPool* pool, const PreparedInput& in, const MatMulJob* 
     int64_t chunks =
         pool->size() == 1 || bytes < ThreadPool::kMinParallelBytes ? 1 : 4 * pool->size();
     int64_t rows = (w.rows + chunks - 1) / chunks;
-    rows = (rows + 15) / 16 * 16;
+    const int64_t group = in.run_length ? 32 : 16;
+    rows = (rows + group - 1) / group * group;
     block_rows[j] = rows;
     first_chunk[j + 1] = first_chunk[j] + (w.rows + rows - 1) / rows;
   }
@@ -64,12 +106,7 @@ void ParallelMatMul(ThreadPool* pool, const PreparedInput& in, const MatMulJob* 
         const Tensor& w = *jobs[j].w;
         const int64_t r0 = (chunk - first_chunk[j]) * block_rows[j];
         const int64_t r1 = r0 + block_rows[j] < w.rows ? r0 + block_rows[j] : w.rows;
-        if (in.batch == 1) {
-          MatVecRows(w.type, w.data, w.cols, in.For(w.type), jobs[j].y, r0, r1);
-        } else {
-          MatMulRows(w.type, w.data, w.cols, in.For(w.type), in.batch, jobs[j].y, jobs[j].ldy, r0,
-                     r1);
-        }
+        MatMulChunk(in, jobs[j], r0, r1);
       },
       small);
 }

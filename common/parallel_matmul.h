@@ -18,6 +18,14 @@ struct PreparedInput {
   const uint8_t* q8 = nullptr;  // [batch] prepared Q8_0 rows, or null if not prepared
   int64_t cols = 0;
   int64_t batch = 0;
+  // Prompt rows: run_length[b] is the length of the prompt run (one
+  // sequence's rows evaluated together) that row b belongs to. Rows of long
+  // enough runs take the matrix-matrix kernels (GemmRows; GemmMinRun says
+  // how long), whose results equal the lone product within rounding and
+  // depend only on the row and the run length, so a prompt chunk gives the
+  // same bits however it is batched with others. Null: every row is
+  // computed exactly as its lone product (MatMulRows).
+  const int32_t* run_length = nullptr;
 
   const void* For(DType wtype) const;
 };
@@ -31,6 +39,11 @@ bool ReadsQ8(DType wtype);
 // `q8_buf` must hold batch * PreparedActivationBytes(kQ8_0, cols) bytes.
 PreparedInput PrepareInput(const float* x, int64_t cols, int64_t batch, uint8_t* q8_buf,
                            ThreadPool* pool, bool make_q8);
+
+// The shortest prompt run whose rows take GemmRows for weights of `wtype`:
+// below it, packing the weight panels costs more than the kernels save
+// (bench-kernels' Batch rows; float weights need longer runs).
+int32_t GemmMinRun(DType wtype);
 
 struct MatMulJob {
   const Tensor* w;

@@ -81,6 +81,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->row_caches_.assign(max_rows, nullptr);
   e->logit_rows_.assign(options.n_seq, 0);
   e->single_rows_.assign(max_rows, 0);
+  e->run_length_.assign(std::max(max_rows, n_batch), 0);
   e->attention_.Init(c, max_rows, e->n_ctx_, options.n_threads, options.cache_type_k);
   e->ffn_.Init(*model, max_rows, options.sparse);
   if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
@@ -226,6 +227,7 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
     tokens_[n_past_ + b] = tokens[b];
   }
   NoteNonFinite(batch, -1, "the token embedding rows");
+  std::fill(run_length_.begin(), run_length_.begin() + batch, batch);
   ForwardHostLayers(0, n_past_, batch, &cache_);
   n_past_ += batch;
   if (!logits_out) return;  // an inner prompt batch: only the KV cache matters
@@ -259,10 +261,11 @@ void Engine::ForwardHostLayers(int first, int n_past, int batch, KvCache* cache)
       std::copy(h_.begin(), h_.begin() + static_cast<int64_t>(batch) * c.n_embd, inp_.begin());
       ffn_in = inp_.data();
     }
-    attention_.Forward(m.layers[il], il, n_past, batch, h_.data(), cache, pool_.get());
+    attention_.Forward(m.layers[il], il, n_past, batch, h_.data(), cache, pool_.get(),
+                       run_length_.data());
     NoteNonFinite(batch, il, "attention");
     if (observer_) observer_->OnFfnInput(il, batch, ffn_in);
-    ffn_.Forward(il, batch, ffn_in, h_.data(), pool_.get());
+    ffn_.Forward(il, batch, ffn_in, h_.data(), pool_.get(), run_length_.data());
     NoteNonFinite(batch, il, "FFN");
     last_ffn_neurons_ += ffn_.last_computed_neurons();
     last_ffn_gate_rows_ += ffn_.last_gate_rows();
@@ -316,6 +319,12 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
     SeqTokens(rows[i].seq)[row_pos_[i]] = rows[i].token;
   }
   NoteNonFinite(n, -1, "the token embedding rows");
+  for (int a = 0; a < n;) {  // each run of one sequence's rows: its length
+    int b = a + 1;
+    while (b < n && rows[b].seq == rows[a].seq) ++b;
+    std::fill(run_length_.begin() + a, run_length_.begin() + b, b - a);
+    a = b;
+  }
   for (int il = 0; il < c.n_layer; ++il) {
     const float* ffn_in = h_.data();
     if (c.parallel_residual) {
@@ -323,7 +332,7 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
       ffn_in = inp_.data();
     }
     attention_.ForwardRows(m.layers[il], il, row_pos_.data(), row_caches_.data(), n, h_.data(),
-                           pool_.get());
+                           pool_.get(), run_length_.data());
     NoteNonFinite(n, il, "attention");
     // A run of one sequence's rows, as Eval would run it: one row a decode
     // step, several a prompt batch. Where a single row would take the dense
@@ -338,7 +347,8 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
       if (b - a == 1 && !together) {
         single_rows_[n_single++] = a;
       } else {
-        ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get());
+        ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get(),
+                     run_length_.data() + a);
         CountFfn(il);
       }
       a = b;

@@ -249,6 +249,9 @@ class Engine {
   std::vector<int> extra_n_past_;
   int max_rows_ = 0;  // rows an EvalBatch may carry (n_batch + n_seq)
   std::vector<int> row_pos_, logit_rows_, single_rows_;
+  // Each row's prompt run length (ParallelMatMul's run_length): a prompt
+  // batch's rows take the matrix-matrix kernels as one run.
+  std::vector<int32_t> run_length_;
   std::vector<KvCache*> row_caches_;
   AttentionBlock attention_;
   FfnBlock ffn_;

@@ -41,6 +41,8 @@ uint8_t* Arena() {
   return arena;
 }
 
+constexpr int kMaxBatch = 256;  // prepared activation columns
+
 // Prepared activations, one per type, built before any benchmark runs.
 std::vector<uint8_t>& Prepared(DType t) {
   static std::vector<uint8_t> bufs[40];
@@ -50,8 +52,8 @@ std::vector<uint8_t>& Prepared(DType t) {
 void Prepare(DType t) {
   std::vector<float> x(kCols);
   for (int64_t i = 0; i < kCols; ++i) x[i] = 0.001f * static_cast<float>((i * 37) % 101 - 50);
-  Prepared(t).resize(PreparedActivationBytes(t, kCols) * 16);
-  for (int b = 0; b < 16; ++b) {
+  Prepared(t).resize(PreparedActivationBytes(t, kCols) * kMaxBatch);
+  for (int b = 0; b < kMaxBatch; ++b) {
     PrepareActivation(t, x.data(), kCols,
                       Prepared(t).data() + b * PreparedActivationBytes(t, kCols));
   }
@@ -91,6 +93,27 @@ void BM_MatMul16(benchmark::State& state, DType t, CpuIsa isa) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * matrix_bytes);
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * kRows * kCols * 16 * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
+// A prompt batch of `batch` columns (state.range(0)) through the batch-exact
+// tiles (MatMulRows) or the matrix-matrix kernels (GemmRows), side by side:
+// compute-bound, so the figure is GFLOP/s (2 x rows x cols x batch).
+void BM_Batch(benchmark::State& state, DType t, bool gemm) {
+  const int64_t batch = state.range(0);
+  const size_t matrix_bytes = static_cast<size_t>(RowBytes(t, kCols)) * kRows;
+  std::vector<float> y(kRows * batch);
+  for (auto _ : state) {
+    if (gemm) {
+      GemmRows(t, Arena(), kCols, Prepared(t).data(), batch, y.data(), kRows, 0, kRows);
+    } else {
+      MatMulRows(t, Arena(), kCols, Prepared(t).data(), batch, y.data(), kRows, 0, kRows);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * matrix_bytes);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * kRows * kCols * batch * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate);
 }
 
@@ -308,6 +331,18 @@ int main(int argc, char** argv) {
                                     pi::CpuIsaName(best) + "/density:" + std::to_string(density))
                                        .c_str(),
                                    pi::BM_Axpy, t, best, density)
+          ->UseRealTime();
+    }
+  }
+  //   bench-kernels --benchmark_filter='Batch' (one thread, best ISA)
+  for (DType t : types) {
+    for (bool gemm : {false, true}) {
+      benchmark::RegisterBenchmark(
+          (std::string(gemm ? "Batch/Gemm/" : "Batch/MatMulRows/") + pi::DTypeName(t)).c_str(),
+          pi::BM_Batch, t, gemm)
+          ->Arg(16)
+          ->Arg(64)
+          ->Arg(256)
           ->UseRealTime();
     }
   }

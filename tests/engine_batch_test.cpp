@@ -36,7 +36,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kBatch = 8;   // -b: prompt chunks
+constexpr int kBatch = 16;  // -b: prompt chunks (Q8_0 runs of 16 take the GEMM kernels)
 constexpr int kSteps = 10;  // greedy tokens per sequence
 
 struct Sequence {
@@ -116,7 +116,7 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
   // Prompts of 1, a chunk and a bit, exactly two chunks, and three; the
   // sequences join at different steps, one after another has finished.
   std::vector<Sequence> seqs(5);
-  const int lengths[5] = {1, 11, 16, 3, 20};
+  const int lengths[5] = {1, 21, 32, 3, 48};
   const int joins[5] = {0, 0, 2, 5, 13};
   for (int s = 0; s < 5; ++s) {
     for (int i = 0; i < lengths[s]; ++i) seqs[s].prompt.push_back((s * 37 + i * 11) % o.n_vocab);

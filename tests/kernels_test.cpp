@@ -518,16 +518,25 @@ Problem MakeProblem(DType t, int64_t rows, int64_t cols, int64_t batch, unsigned
   return p;
 }
 
-// Runs MatMulRows (or MatVecRows when batch == 1 and `matvec`) on [r0, r1)
-// into a sentinel-filled buffer with row stride ldy.
+// Which product a check runs.
+enum class Product { kMatVec, kMatMul, kGemm };
+
+// Runs `product` (MatVecRows needs batch == 1) on [r0, r1) into a
+// sentinel-filled buffer with row stride ldy.
 std::vector<float> RunMatMul(const Problem& p, CpuIsa isa, int64_t r0, int64_t r1, int64_t ldy,
-                             bool matvec) {
+                             Product product) {
   std::vector<float> y(p.batch * ldy + 16, FromBits(kSentinelBits));
   SetCpuIsa(isa);
-  if (matvec) {
-    MatVecRows(p.type, p.w.data(), p.cols, p.xp.data(), y.data(), r0, r1);
-  } else {
-    MatMulRows(p.type, p.w.data(), p.cols, p.xp.data(), p.batch, y.data(), ldy, r0, r1);
+  switch (product) {
+    case Product::kMatVec:
+      MatVecRows(p.type, p.w.data(), p.cols, p.xp.data(), y.data(), r0, r1);
+      break;
+    case Product::kMatMul:
+      MatMulRows(p.type, p.w.data(), p.cols, p.xp.data(), p.batch, y.data(), ldy, r0, r1);
+      break;
+    case Product::kGemm:
+      GemmRows(p.type, p.w.data(), p.cols, p.xp.data(), p.batch, y.data(), ldy, r0, r1);
+      break;
   }
   SetCpuIsa(DetectCpuIsa());
   return y;
@@ -546,13 +555,17 @@ class KernelTest : public ::testing::TestWithParam<KernelParam> {
   }
 };
 
-// Checks y from [r0, r1) against the scalar reference and the reference
-// against double-precision dots; everything outside must be untouched.
-void CheckMatMul(const Problem& p, CpuIsa isa, int64_t r0, int64_t r1, bool matvec) {
+// Checks y from [r0, r1) against the scalar reference (for kGemm: the
+// scalar MatMulRows) and the reference against double-precision dots;
+// everything outside must be untouched.
+void CheckMatMul(const Problem& p, CpuIsa isa, int64_t r0, int64_t r1, Product product) {
+  const bool matvec = product == Product::kMatVec;
   const int64_t ldy = matvec ? p.rows : p.rows + 3;
-  const std::vector<float> ref = RunMatMul(p, CpuIsa::kScalar, r0, r1, ldy, matvec);
-  const std::vector<float> got = RunMatMul(p, isa, r0, r1, ldy, matvec);
-  const std::string where = std::string(DTypeName(p.type)) + " " + CpuIsaName(isa) +
+  const std::vector<float> ref =
+      RunMatMul(p, CpuIsa::kScalar, r0, r1, ldy, matvec ? product : Product::kMatMul);
+  const std::vector<float> got = RunMatMul(p, isa, r0, r1, ldy, product);
+  const std::string where = std::string(product == Product::kGemm ? "gemm " : "") +
+                            DTypeName(p.type) + " " + CpuIsaName(isa) +
                             " rows=" + std::to_string(p.rows) + " cols=" + std::to_string(p.cols) +
                             " batch=" + std::to_string(p.batch) + " range=[" + std::to_string(r0) +
                             "," + std::to_string(r1) + ")";
@@ -584,9 +597,9 @@ TEST_P(KernelTest, MatVecRows) {
   for (int64_t cols : ColsList()) {
     for (int64_t rows : {1, 3, 17, 64}) {
       const Problem p = MakeProblem(type(), rows, cols, 1, seed++);
-      CheckMatMul(p, isa(), 0, rows, true);
-      if (rows > 2) CheckMatMul(p, isa(), 1, rows - 1, true);
-      if (rows > 8) CheckMatMul(p, isa(), rows / 3, 2 * rows / 3 + 1, true);
+      CheckMatMul(p, isa(), 0, rows, Product::kMatVec);
+      if (rows > 2) CheckMatMul(p, isa(), 1, rows - 1, Product::kMatVec);
+      if (rows > 8) CheckMatMul(p, isa(), rows / 3, 2 * rows / 3 + 1, Product::kMatVec);
       if (HasFatalFailure()) return;
     }
   }
@@ -598,8 +611,8 @@ TEST_P(KernelTest, MatMulRows) {
     for (int64_t cols : ColsList()) {
       for (int64_t rows : {1, 3, 17, 64}) {
         const Problem p = MakeProblem(type(), rows, cols, batch, seed++);
-        CheckMatMul(p, isa(), 0, rows, false);
-        if (rows > 8) CheckMatMul(p, isa(), 5, rows - 2, false);
+        CheckMatMul(p, isa(), 0, rows, Product::kMatMul);
+        if (rows > 8) CheckMatMul(p, isa(), 5, rows - 2, Product::kMatMul);
         if (HasFatalFailure()) return;
       }
     }
@@ -610,7 +623,27 @@ TEST_P(KernelTest, MatMulRowsLargeBatchPanels) {
   // Enough rows and batch columns that MatMulRows walks the rows in panels.
   const int64_t cols = IsQuant(type()) ? 4096 : 1000;
   const Problem p = MakeProblem(type(), 150, cols, 11, 999);
-  CheckMatMul(p, isa(), 3, 149, false);
+  CheckMatMul(p, isa(), 3, 149, Product::kMatMul);
+}
+
+// The matrix-matrix kernels (GemmRows): panels of 32 rows, k-blocks (128
+// floats, 16 quantized blocks), column chunks of 12 / 6, so the shapes cut
+// every one of them partway: rows and ranges not multiples of 32, cols
+// past one k-block and an odd block count, batches past one chunk.
+TEST_P(KernelTest, GemmRows) {
+  unsigned seed = 500;
+  std::vector<int64_t> cols_list = ColsList();
+  cols_list.push_back(IsKQuant(type()) ? 4096 + 512 : IsQuant(type()) ? 544 : 300);
+  for (int64_t batch : {1, 5, 13, 40}) {
+    for (int64_t cols : cols_list) {
+      for (int64_t rows : {1, 17, 33, 70}) {
+        const Problem p = MakeProblem(type(), rows, cols, batch, seed++);
+        CheckMatMul(p, isa(), 0, rows, Product::kGemm);
+        if (rows > 8) CheckMatMul(p, isa(), 5, rows - 2, Product::kGemm);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
 }
 
 TEST_P(KernelTest, AxpyRows) {
@@ -692,7 +725,7 @@ TEST_P(KernelTest, ThreadsSplittingRowsMatchOneCall) {
   // The engine splits a matrix's rows across threads writing one y.
   const int64_t cols = IsQuant(type()) ? 4096 : 1000;
   const Problem p = MakeProblem(type(), 203, cols, 1, 77);
-  const std::vector<float> one = RunMatMul(p, isa(), 0, p.rows, p.rows, true);
+  const std::vector<float> one = RunMatMul(p, isa(), 0, p.rows, p.rows, Product::kMatVec);
   std::vector<float> split(one.size(), FromBits(kSentinelBits));
   SetCpuIsa(isa());
   std::vector<std::thread> threads;
@@ -759,7 +792,8 @@ TEST_P(KernelTest, MatVecRowsIndexed) {
   for (int64_t cols : ColsList()) {
     for (int64_t rows : {1, 5, 17, 203}) {
       const Problem p = MakeProblem(type(), rows, cols, 1, seed++);
-      const std::vector<float> dense = RunMatMul(p, CpuIsa::kScalar, 0, rows, rows, true);
+      const std::vector<float> dense =
+          RunMatMul(p, CpuIsa::kScalar, 0, rows, rows, Product::kMatVec);
       for (const auto& [name, ids] : IdLists(rows, seed)) {
         const std::string where = std::string(DTypeName(type())) + " " + CpuIsaName(isa()) +
                                   " rows=" + std::to_string(rows) +
@@ -966,6 +1000,33 @@ TEST(KernelBatchTest, QuantizedBatchColumnsEqualLoneProducts) {
         }
       }
       SetCpuIsa(DetectCpuIsa());
+    }
+  }
+}
+
+// A GemmRows column depends only on that column and row: the same bits
+// alone, at another position in another batch, or over another row range
+// (the engine batches prompt rows of several sequences and relies on it).
+TEST(KernelBatchTest, GemmColumnsDependOnlyOnTheirColumnAndRow) {
+  for (DType t :
+       {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+    SCOPED_TRACE(DTypeName(t));
+    const int64_t cols = IsKQuant(t) ? 1024 : 1000 - (IsQuant(t) ? 8 : 0), rows = 75, batch = 15;
+    const Problem p = MakeProblem(t, rows, cols, batch, 77);
+    std::vector<float> y(batch * rows), lone(rows);
+    GemmRows(t, p.w.data(), cols, p.xp.data(), batch, y.data(), rows, 0, rows);
+    for (int64_t b = 0; b < batch; ++b) {
+      GemmRows(t, p.w.data(), cols, p.xp.data() + b * p.stride, 1, lone.data(), rows, 0, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(Bits(y[b * rows + r]), Bits(lone[r])) << "b=" << b << " r=" << r;
+      }
+      // Rows [7, 70) of columns b.. as a batch of their own.
+      std::vector<float> part((batch - b) * rows);
+      GemmRows(t, p.w.data(), cols, p.xp.data() + b * p.stride, batch - b, part.data(), rows, 7,
+               70);
+      for (int64_t r = 7; r < 70; ++r) {
+        ASSERT_EQ(Bits(part[r]), Bits(lone[r])) << "b=" << b << " r=" << r << " (range)";
+      }
     }
   }
 }

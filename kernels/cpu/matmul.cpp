@@ -146,6 +146,17 @@ void MatMulRows(DType wtype, const void* w, int64_t cols, const void* x_prepared
   RunMatMul(MakeMatMulArgs(wtype, w, cols, x_prepared, batch, y, ldy, r0, r1));
 }
 
+void GemmRows(DType wtype, const void* w, int64_t cols, const void* x_prepared, int64_t batch,
+              float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const cpu_internal::MatMulArgs a =
+      MakeMatMulArgs(wtype, w, cols, x_prepared, batch, y, ldy, r0, r1);
+  if (ActiveCpuIsa() == CpuIsa::kAvx512 && cpu_internal::HasGemmAvx512(wtype)) {
+    if (IsComputeDType(wtype) && r0 < r1 && batch > 0 && cols > 0) cpu_internal::GemmRowsAvx512(a);
+    return;
+  }
+  RunMatMul(a);
+}
+
 void MatVecRowsIndexed(DType wtype, const void* w, int64_t cols, const void* x_prepared,
                        const int32_t* rows, int64_t n, float* y) {
   cpu_internal::MatMulArgs a = MakeMatMulArgs(wtype, w, cols, x_prepared, 1, y, 0, 0, n);

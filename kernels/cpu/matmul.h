@@ -38,6 +38,19 @@ void MatVecRows(DType wtype, const void* w, int64_t cols, const void* x_prepared
 void MatMulRows(DType wtype, const void* w, int64_t cols, const void* x_prepared, int64_t batch,
                 float* y, int64_t ldy, int64_t r0, int64_t r1);
 
+// The same products for prompt batches, as a matrix-matrix product: weight
+// rows are packed a panel at a time and reused across every batch column,
+// with 32 rows x several columns in registers (kernels/cpu/gemm_avx512.cpp).
+// Sums are ordered by k within each output, as no matrix-vector kernel
+// orders them, so a column equals MatMulRows' within float rounding, not
+// bit for bit; but a column's result depends only on that column and row
+// (not on batch, its position in the batch or the row range), so a prompt
+// row gives the same bits however the rows are batched. Where the CPU level
+// or the weight type has no such kernel (below AVX-512; the block formats of
+// kquant.h) this is MatMulRows.
+void GemmRows(DType wtype, const void* w, int64_t cols, const void* x_prepared, int64_t batch,
+              float* y, int64_t ldy, int64_t r0, int64_t r1);
+
 // Transposed product ("axpy", PowerInfer's ffn_down_t form):
 // y[c] += sum_{r in [r0, r1)} a[r] * W[r, c] for all c in [0, cols).
 // Rows with a[r] == 0 are skipped (exact: they contribute nothing). Weight

@@ -135,6 +135,10 @@ void AxpyRowsAvx512(const AxpyArgs& args);
 // level runs them too. False when `wtype` has no SIMD kernel there.
 bool HasBlockKernelsAvx2(DType wtype);
 void MatMulRowsBlocksAvx2(const MatMulArgs& args);
+// Matrix-matrix products for prompt batches (gemm_avx512.cpp; matmul.h's
+// GemmRows). False when `wtype` has no such kernel there.
+bool HasGemmAvx512(DType wtype);
+void GemmRowsAvx512(const MatMulArgs& args);
 void AxpyRowsBlocksAvx2(const AxpyArgs& args);
 
 }  // namespace cpu_internal

@@ -30,7 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_ref import LlamaRef  # noqa: E402
 
 # Relative tolerances (error / max |logit|). f32/f16/bf16 weights: both sides compute the
-# same products in f32 (the reference in f64), so only accumulation order differs. Q8_0/Q4_0:
+# same products in f32 (the reference in f64), so only accumulation order differs. Q8_0/Q4_0
+# (and a Q8_0 KV cache, with any weights):
 # both sides round activations to Q8_0 blocks, so they agree as tightly -- except where an
 # activation (or a block scale, on its way to f16) lies within a few ulps of a rounding
 # boundary: the two sides may round it differently, a legitimate one-quantum difference
@@ -51,6 +52,8 @@ WIDE = ["--n-embd", "256", "--n-ff", "512"]
 for _t in QUANTIZE:
     TOLERANCE[_t] = 1e-4
 ACT_QUANTIZED = ("q8_0", "q4_0") + tuple(QUANTIZE)
+# A Q8_0 KV cache rounds K, V (and q) the same way, whatever the weights' type; its
+# boundaries are in q8_boundary too (llama_ref.py). Cases with one: their dump flags.
 # Those formats' dots subtract a min or offset term (d*sc*sum(q*x) - dmin*m*sum(x)) whose
 # two sides are each larger than the dot: the f32 error, hence how near a boundary two
 # implementations may round an activation differently, is some ten times larger.
@@ -115,7 +118,10 @@ CASES = [
 ]
 
 SHAPE = dict(n_vocab=320, n_embd=64, n_layer=2, n_head=4, n_ff=160, n_ctx=64)
-TOKENS = [1, 5, 9, 200, 17, 3, 319, 42, 42, 0, 128, 64, 7, 250]
+# 64 tokens (the synthetic models' context): prompt mode evaluates them as one batch, long
+# enough for the matrix-matrix kernels of every weight type (parallel_matmul.h's GemmMinRun).
+TOKENS = [1, 5, 9, 200, 17, 3, 319, 42, 42, 0, 128, 64, 7, 250] + \
+    [(i * 37 + 11) % SHAPE["n_vocab"] for i in range(50)]
 
 
 def run(cmd):
@@ -224,7 +230,8 @@ def main():
                     near_scale = ref.q8_scale_boundary[p0]
                     rest = float(np.max(err[p0:]))
                     factor = BOUNDARY_FACTOR.get(wtype, 1.0)
-                    if wtype in ACT_QUANTIZED and (near < BOUNDARY * factor
+                    q8_cache = "q8_0" in (cache_k, cache_v)
+                    if (wtype in ACT_QUANTIZED or q8_cache) and (near < BOUNDARY * factor
                                                    or near_scale < SCALE_BOUNDARY * factor):
                         ok = rest <= LOOSE
                         note = ("  [diverges from pos %d, where an activation is %.1e quanta "

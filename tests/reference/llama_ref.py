@@ -109,9 +109,7 @@ class Weight:
         """x: [n_tokens, cols] -> [n_tokens, rows]."""
         if self.quant_act:
             if self.owner is not None and self.owner.q8_boundary is not None:
-                q, sc = q8_0_boundary_distance(x)
-                np.minimum(self.owner.q8_boundary, q, out=self.owner.q8_boundary)
-                np.minimum(self.owner.q8_scale_boundary, sc, out=self.owner.q8_scale_boundary)
+                self.owner.note_q8_boundary(x)
             x = pigguf.q8_0_roundtrip(x)
         # float64 accumulation: the reference should be closer to exact than either side.
         return (x.astype(np.float64) @ self.w.T.astype(np.float64)).astype(np.float32)
@@ -256,6 +254,13 @@ class LlamaRef:
             return (np.maximum(g, 0) * u).astype(np.float32)
         return (np.maximum(g, 0) * np.maximum(u, 0)).astype(np.float32)
 
+    def note_q8_boundary(self, x):
+        """Records, per position (row of x [T, k]), how near x's Q8_0 rounding is to a
+        boundary (q8_0_boundary_distance)."""
+        q, sc = q8_0_boundary_distance(x)
+        np.minimum(self.q8_boundary, q, out=self.q8_boundary)
+        np.minimum(self.q8_scale_boundary, sc, out=self.q8_scale_boundary)
+
     def forward(self, tokens, return_ffn=False):
         """Logits [n_tokens, n_vocab] (float32) for tokens at positions 0..n-1. With
         return_ffn, also the per-layer FFN activations (list of [n_tokens, n_ff])."""
@@ -285,6 +290,12 @@ class LlamaRef:
             v = L["attn_v"].matmul(x).reshape(T, nkv, hd)
             # The KV cache stores K and V rounded to its row types; a Q8_0 key cache
             # is read by a Q8_0 dot product, so q is rounded to Q8_0 too.
+            # Values rounded to Q8_0 here are as near a rounding boundary as any
+            # activation a quantized product reads (q8_boundary).
+            for x_q8, type_q8 in ((k, self.cache_type_k), (v, self.cache_type_v),
+                                  (q, self.cache_type_k)):
+                if type_q8 == "q8_0":
+                    self.note_q8_boundary(x_q8.reshape(T, -1))
             k = kv_cache_round(k, self.cache_type_k)
             v = kv_cache_round(v, self.cache_type_v)
             if self.cache_type_k == "q8_0":

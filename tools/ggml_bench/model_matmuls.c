@@ -1,7 +1,8 @@
 // llama.cpp's matmul work on a GGUF model, through ggml-backend as llama.cpp
 // loads weights (Q4_0/Q4_K into CPU_REPACK, others plain): every 2-D weight
 // but token_embd times TOKENS activation vectors (1: a decode step; more: a
-// prompt batch), one graph per step. A lower bound on llama.cpp's time per
+// prompt batch, whose output.weight product takes the last token only, as
+// llama.cpp's), one graph per step. A lower bound on llama.cpp's time per
 // step (no attention, norms, rope), to put beside `pi-bench -p 0 -n 64` or
 // `-p TOKENS -n 0` on the same file (a PWRI file needs its magic changed to
 // GGUF first: ggml reads only GGUF).
@@ -90,21 +91,25 @@ int main(int argc, char** argv) {
   struct ggml_context* ca = ggml_init(ap);
   struct ggml_cgraph* gf = ggml_new_graph(ca);
   struct ggml_tensor* xs[8];
-  int64_t xn[8];
+  int64_t xn[8], xt[8];
   int nx = 0;
   for (int k = 0; k < nw; ++k) {
+    /* The output head reads only the batch's last token, as llama.cpp's
+       prompt processing computes logits for it alone. */
+    const int64_t cols = strcmp(ggml_get_name(w[k]), "output.weight") == 0 ? 1 : tokens;
     int j = 0;
-    while (j < nx && xn[j] != w[k]->ne[0]) ++j;
+    while (j < nx && (xn[j] != w[k]->ne[0] || xt[j] != cols)) ++j;
     if (j == nx && nx == 8) return 3; /* more distinct widths than this tool expects */
     if (j == nx) {
       xn[nx] = w[k]->ne[0];
-      xs[nx++] = ggml_new_tensor_2d(ca, GGML_TYPE_F32, w[k]->ne[0], tokens);
+      xt[nx] = cols;
+      xs[nx++] = ggml_new_tensor_2d(ca, GGML_TYPE_F32, w[k]->ne[0], cols);
     }
     ggml_build_forward_expand(gf, ggml_mul_mat(ca, w[k], xs[j]));
   }
   ggml_backend_alloc_ctx_tensors(ca, be);
   for (int j = 0; j < nx; ++j) {
-    const int64_t nv = xn[j] * tokens;
+    const int64_t nv = xn[j] * xt[j];
     float* v = malloc(sizeof(float) * nv);
     for (int64_t i = 0; i < nv; ++i) v[i] = 0.001f * (float)((i * 37) % 101 - 50);
     ggml_backend_tensor_set(xs[j], v, 0, sizeof(float) * nv);
