@@ -5,7 +5,7 @@
 // buffer type (re-laid for its interleaved GEMV kernels), others plain.
 //
 // A measurement tool, not part of the build. With a ggml checkout in G:
-//   cmake -S G -B B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON
+//   cmake -S G -B B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_LLAMAFILE=ON
 //         -DBUILD_SHARED_LIBS=OFF && ninja -C B ggml ggml-cpu
 //   gcc -O2 -IG/include matvec.c -o matvec B/src/libggml.a B/src/libggml-cpu.a
 //       B/src/libggml-base.a -lstdc++ -lm -lpthread -fopenmp
