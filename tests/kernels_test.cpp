@@ -633,7 +633,9 @@ TEST_P(KernelTest, MatMulRowsLargeBatchPanels) {
 TEST_P(KernelTest, GemmRows) {
   unsigned seed = 500;
   std::vector<int64_t> cols_list = ColsList();
-  cols_list.push_back(IsKQuant(type()) ? 4096 + 512 : IsQuant(type()) ? 544 : 300);
+  // (The K formats have no such kernels yet: GemmRows is MatMulRows for them, which
+  // ColsList's widths already cover.)
+  if (!IsKQuant(type())) cols_list.push_back(IsQuant(type()) ? 544 : 300);
   for (int64_t batch : {1, 5, 13, 40}) {
     for (int64_t cols : cols_list) {
       for (int64_t rows : {1, 17, 33, 70}) {
