@@ -44,20 +44,13 @@ namespace {
 void MatMulChunk(const PreparedInput& in, const MatMulJob& job, int64_t r0, int64_t r1) {
   const Tensor& w = *job.w;
   const uint8_t* x = static_cast<const uint8_t*>(in.For(w.type));
-  if (in.batch == 1 && !in.run_length) {
-    MatVecRows(w.type, w.data, w.cols, x, job.y, r0, r1);
-    return;
-  }
-  if (!in.run_length) {
-    MatMulRows(w.type, w.data, w.cols, x, in.batch, job.y, job.ldy, r0, r1);
-    return;
-  }
   const size_t stride = PreparedActivationBytes(w.type, w.cols);
   const int32_t min_run = GemmMinRun(w.type);
+  auto gemm_row = [&](int64_t b) { return in.run_length && in.run_length[b] >= min_run; };
   for (int64_t b0 = 0; b0 < in.batch;) {
-    const bool gemm = in.run_length[b0] >= min_run;
+    const bool gemm = gemm_row(b0);
     int64_t b1 = b0 + 1;
-    while (b1 < in.batch && (in.run_length[b1] >= min_run) == gemm) ++b1;
+    while (b1 < in.batch && gemm_row(b1) == gemm) ++b1;
     const uint8_t* xb = x + b0 * stride;
     float* yb = job.y + b0 * job.ldy;
     if (gemm) {

@@ -29,6 +29,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx512_inline.h"
 #include "kernels/cpu/matmul_impl.h"
 
 #define PI_INLINE inline __attribute__((always_inline))
@@ -128,14 +129,6 @@ PI_INLINE void PrefetchNextPanel(const MatMulArgs& a, int64_t row, int64_t kb, i
 
 // ---- float weights ----------------------------------------------------------
 
-template <DType T>
-PI_INLINE __m512 LoadWMasked(const uint8_t* row, int64_t c, __mmask16 m) {
-  if (T == DType::kF32) return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c);
-  const __m256i h = _mm256_maskz_loadu_epi16(m, row + 2 * c);
-  if (T == DType::kF16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16
-}
-
 // pack[k * 32 + i] = W[row + i, k0 + k] as f32 for k < kc (rounded up to
 // 16; rows past n_rows and columns past kc are 0).
 template <DType T>
@@ -206,16 +199,8 @@ void GemmFloat(const MatMulArgs& a) {
 // nibbles; Q8_0: the bytes + 128).
 template <bool kQ4>
 PI_INLINE __m512i UnsignedPair(const uint8_t* b0, const uint8_t* b1) {
-  if (kQ4) {
-    const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2)));
-    v = _mm512_mask_broadcast_i32x4(v, 0xFF00,
-                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 2)));
-    return _mm512_and_si512(_mm512_srlv_epi64(v, shifts), _mm512_set1_epi8(0x0F));
-  }
-  __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2)));
-  v = _mm512_inserti64x4(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2)), 1);
-  return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+  if (kQ4) return Q4Pair(b0, b1, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0), _mm512_set1_epi8(0x0F));
+  return Q8Pair(b0, b1, _mm512_set1_epi8(static_cast<char>(0x80)));
 }
 
 PI_INLINE float F16Scale(const uint8_t* block) {

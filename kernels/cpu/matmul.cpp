@@ -108,9 +108,14 @@ cpu_internal::MatMulArgs MakeMatMulArgs(DType wtype, const void* w, int64_t cols
   return a;
 }
 
-void RunMatMul(const cpu_internal::MatMulArgs& a) {
+// `gemm`: the matrix-matrix kernels where the level has them for the type.
+void RunMatMul(const cpu_internal::MatMulArgs& a, bool gemm = false) {
   if (!IsComputeDType(a.wtype) || a.r0 >= a.r1 || a.batch <= 0 || a.cols <= 0) return;
   const CpuIsa isa = ActiveCpuIsa();
+  if (gemm && isa == CpuIsa::kAvx512 && cpu_internal::HasGemmAvx512(a.wtype)) {
+    cpu_internal::GemmRowsAvx512(a);
+    return;
+  }
   if (IsBlockDequantDType(a.wtype)) {
     // The block formats have one SIMD path (AVX2: it is what bounds them by
     // memory bandwidth already), which the AVX-512 level runs too.
@@ -148,13 +153,7 @@ void MatMulRows(DType wtype, const void* w, int64_t cols, const void* x_prepared
 
 void GemmRows(DType wtype, const void* w, int64_t cols, const void* x_prepared, int64_t batch,
               float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  const cpu_internal::MatMulArgs a =
-      MakeMatMulArgs(wtype, w, cols, x_prepared, batch, y, ldy, r0, r1);
-  if (ActiveCpuIsa() == CpuIsa::kAvx512 && cpu_internal::HasGemmAvx512(wtype)) {
-    if (IsComputeDType(wtype) && r0 < r1 && batch > 0 && cols > 0) cpu_internal::GemmRowsAvx512(a);
-    return;
-  }
-  RunMatMul(a);
+  RunMatMul(MakeMatMulArgs(wtype, w, cols, x_prepared, batch, y, ldy, r0, r1), /*gemm=*/true);
 }
 
 void MatVecRowsIndexed(DType wtype, const void* w, int64_t cols, const void* x_prepared,

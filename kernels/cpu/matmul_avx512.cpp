@@ -17,6 +17,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx512_inline.h"
 #include "kernels/cpu/matmul_impl.h"
 
 #define PI_INLINE inline __attribute__((always_inline))
@@ -167,16 +168,6 @@ PI_INLINE __m512 LoadW(const uint8_t* row, int64_t c) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16
 }
 
-// Masked load of the first n < 16 weights at c; masked-off lanes are 0 and
-// are not read (no access past the end of the row).
-template <DType T>
-PI_INLINE __m512 LoadWMasked(const uint8_t* row, int64_t c, __mmask16 m) {
-  if (T == DType::kF32) return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c);
-  const __m256i h = _mm256_maskz_loadu_epi16(m, row + 2 * c);
-  if (T == DType::kF16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
 // R rows (wr[i]) x B batch columns (xs[j]) into out; pf prefetches ahead.
 template <DType T, int R, int B, class P>
 PI_INLINE void FloatTileBody(const MatMulArgs& a, const uint8_t* const* wr, const float* const* xs,
@@ -258,22 +249,6 @@ PI_INLINE const float* ActDx(const uint8_t* xb, const QActLayout& l, int64_t g) 
 }
 PI_INLINE const int32_t* ActS4(const uint8_t* xb, const QActLayout& l, int64_t g) {
   return reinterpret_cast<const int32_t*>(xb + l.s4_off) + g * 32;
-}
-
-// Two Q4_0 blocks as 64 unsigned nibble bytes laid out like their 64
-// activation bytes: [lo(b0), hi(b0), lo(b1), hi(b1)] (16 bytes each).
-PI_INLINE __m512i Q4Pair(const uint8_t* b0, const uint8_t* b1, __m512i shifts, __m512i m4) {
-  __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2)));
-  v = _mm512_mask_broadcast_i32x4(v, 0xFF00,
-                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 2)));
-  return _mm512_and_si512(_mm512_srlv_epi64(v, shifts), m4);
-}
-
-// Two Q8_0 blocks as 64 bytes, offset by +128 to make them unsigned.
-PI_INLINE __m512i Q8Pair(const uint8_t* b0, const uint8_t* b1, __m512i bias) {
-  __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2)));
-  v = _mm512_inserti64x4(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2)), 1);
-  return _mm512_xor_si512(v, bias);
 }
 
 // One group of 4 blocks for R rows (blk[i] -> the group's first block) x B
