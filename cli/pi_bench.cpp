@@ -66,7 +66,8 @@ void Usage() {
           "  -np, --parallel N[,N]    tg tests with N sequences decoding together, each\n"
           "                           step one token of each (continuous batching; test\n"
           "                           tgNxP, t/s over all of them; default 1)\n"
-          "  -b, --batch-size N       prompt batch (default 64)\n"
+          "  -b, --batch-size N       prompt tokens per forward batch (default 512, as\n"
+          "                           llama-bench's micro-batch; pi-run's default is 64)\n"
           "  -r, --repetitions N      (default 5)\n"
           "  -o, --output md|csv|json|jsonl   (default md)\n"
           "  --isa scalar|avx2|avx512 force a kernel level (default: best available)\n"
@@ -465,7 +466,9 @@ static int Run(int argc, char** argv) {
   std::vector<std::string> models;
   std::vector<int> n_prompt = {512}, n_gen = {128}, n_parallel = {1};
   std::vector<int> threads = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
-  int reps = 5, n_batch = 64;
+  // A prompt in batches of 512, as llama-bench evaluates it, so pp figures
+  // compare like for like.
+  int reps = 5, n_batch = 512;
   std::string out_fmt = "md", isa_name;
   bool bw_probe = true;
   double link_gbs = 0;

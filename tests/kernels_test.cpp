@@ -633,9 +633,9 @@ TEST_P(KernelTest, MatMulRowsLargeBatchPanels) {
 TEST_P(KernelTest, GemmRows) {
   unsigned seed = 500;
   std::vector<int64_t> cols_list = ColsList();
-  // (The K formats have no such kernels yet: GemmRows is MatMulRows for them, which
-  // ColsList's widths already cover.)
-  if (!IsKQuant(type())) cols_list.push_back(IsQuant(type()) ? 544 : 300);
+  // (The K formats' panels hold two super-blocks: 4096 + 256 ends on half a
+  // panel, 1280 on half of the third.)
+  cols_list.push_back(IsKQuant(type()) ? 1280 : IsQuant(type()) ? 544 : 300);
   for (int64_t batch : {1, 5, 13, 40}) {
     for (int64_t cols : cols_list) {
       for (int64_t rows : {1, 17, 33, 70}) {
@@ -1010,8 +1010,8 @@ TEST(KernelBatchTest, QuantizedBatchColumnsEqualLoneProducts) {
 // alone, at another position in another batch, or over another row range
 // (the engine batches prompt rows of several sequences and relies on it).
 TEST(KernelBatchTest, GemmColumnsDependOnlyOnTheirColumnAndRow) {
-  for (DType t :
-       {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                  DType::kQ5_K, DType::kQ6_K}) {
     SCOPED_TRACE(DTypeName(t));
     const int64_t cols = IsKQuant(t) ? 1024 : 1000 - (IsQuant(t) ? 8 : 0), rows = 75, batch = 15;
     const Problem p = MakeProblem(t, rows, cols, batch, 77);

@@ -139,6 +139,10 @@ void MatMulRowsBlocksAvx2(const MatMulArgs& args);
 // GemmRows). False when `wtype` has no such kernel there.
 bool HasGemmAvx512(DType wtype);
 void GemmRowsAvx512(const MatMulArgs& args);
+// Their block-format half (gemm_quant_avx512.cpp): Q8_0, Q4_0, Q4_K, Q5_K,
+// Q6_K.
+bool HasGemmQuantAvx512(DType wtype);
+void GemmQuantAvx512(const MatMulArgs& args);
 void AxpyRowsBlocksAvx2(const AxpyArgs& args);
 
 }  // namespace cpu_internal
