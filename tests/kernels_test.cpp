@@ -1033,6 +1033,54 @@ TEST(KernelBatchTest, GemmColumnsDependOnlyOnTheirColumnAndRow) {
   }
 }
 
+// The block formats' GemmRows give the same bits at every SIMD level this
+// CPU runs — AVX-512, AVX2 with AVX-VNNI, AVX2 with vpmaddubsw — since each
+// block's integer dot is exact and is scaled and added alike. (The
+// parameterized GemmRows cases check the level in use against the scalar
+// reference; this reaches the AVX2 path a VNNI CPU would not take.)
+TEST(KernelBatchTest, GemmLevelsAgreeBitForBit) {
+  if (DetectCpuIsa() == CpuIsa::kScalar) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    SCOPED_TRACE(DTypeName(t));
+    const int64_t cols = IsKQuant(t) ? 1280 : 1000 - 8, rows = 45, batch = 13;
+    const Problem p = MakeProblem(t, rows, cols, batch, 91);
+    auto run = [&](CpuIsa isa, bool vnni) {
+      SetCpuIsa(isa);
+      SetAvxVnni(vnni);
+      std::vector<float> y(batch * rows);
+      GemmRows(t, p.w.data(), cols, p.xp.data(), batch, y.data(), rows, 0, rows);
+      SetCpuIsa(DetectCpuIsa());
+      SetAvxVnni(true);
+      return y;
+    };
+    struct Level {
+      const char* name;
+      std::vector<float> y;
+    };
+    std::vector<Level> levels;
+    if (DetectCpuIsa() == CpuIsa::kAvx512) levels.push_back({"avx512", run(CpuIsa::kAvx512, true)});
+    if (HasAvxVnni()) levels.push_back({"avx2+vnni", run(CpuIsa::kAvx2, true)});
+    // Q8_0's unsigned bytes overflow vpmaddubsw's pairs: without VNNI it
+    // takes the exact tiles, whose sums are in another order.
+    if (t != DType::kQ8_0) levels.push_back({"avx2", run(CpuIsa::kAvx2, false)});
+    // Against the scalar reference, within the GemmRows cases' tolerance.
+    const std::vector<float> ref = [&] {
+      SetCpuIsa(CpuIsa::kScalar);
+      std::vector<float> y(batch * rows);
+      MatMulRows(t, p.w.data(), cols, p.xp.data(), batch, y.data(), rows, 0, rows);
+      SetCpuIsa(DetectCpuIsa());
+      return y;
+    }();
+    for (const Level& l : levels) {
+      for (int64_t i = 0; i < batch * rows; ++i) {
+        ASSERT_NEAR(l.y[i], ref[i], 1e-4 * (std::fabs(ref[i]) + 1.0)) << l.name << " at " << i;
+        ASSERT_EQ(Bits(l.y[i]), Bits(levels[0].y[i]))
+            << l.name << " vs " << levels[0].name << " at " << i;
+      }
+    }
+  }
+}
+
 std::string ParamName(const ::testing::TestParamInfo<KernelParam>& info) {
   return std::string(DTypeName(std::get<0>(info.param))) + "_" +
          CpuIsaName(std::get<1>(info.param));

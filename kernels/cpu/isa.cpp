@@ -47,21 +47,33 @@ CpuIsa DetectHardware() {
   }
   return CpuIsa::kAvx2;
 }
+
+bool DetectAvxVnni() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  return a & (1u << 4);
+}
 #else
 CpuIsa DetectHardware() {
   return CpuIsa::kScalar;
 }
+bool DetectAvxVnni() {
+  return false;
+}
 #endif
 
-// PI_CPU_ISA=scalar|avx2|avx512 caps the level, for debugging and for
-// comparing paths in a deployed binary.
+// PI_CPU_ISA=scalar|avx2|avx2-novnni|avx512 caps the level, for debugging
+// and for comparing paths in a deployed binary (avx2-novnni: AVX2 without
+// AVX-VNNI, as on the CPUs that lack it).
 CpuIsa DetectOnce() {
   CpuIsa isa = DetectHardware();
   const char* env = std::getenv("PI_CPU_ISA");
   if (env != nullptr) {
     CpuIsa cap = isa;
     if (std::strcmp(env, "scalar") == 0) cap = CpuIsa::kScalar;
-    if (std::strcmp(env, "avx2") == 0) cap = CpuIsa::kAvx2;
+    if (std::strcmp(env, "avx2") == 0 || std::strcmp(env, "avx2-novnni") == 0) {
+      cap = CpuIsa::kAvx2;
+    }
     if (std::strcmp(env, "avx512") == 0) cap = CpuIsa::kAvx512;
     if (static_cast<int>(cap) < static_cast<int>(isa)) isa = cap;
   }
@@ -70,6 +82,7 @@ CpuIsa DetectOnce() {
 
 // -1 until first use; then the level in use.
 std::atomic<int> g_active{-1};
+std::atomic<bool> g_vnni_off{false};
 
 }  // namespace
 
@@ -93,6 +106,23 @@ void SetCpuIsa(CpuIsa isa) {
   if (v > best) v = best;
   if (v < 0) v = 0;
   g_active.store(v, std::memory_order_relaxed);
+}
+
+bool HasAvxVnni() {
+  static const bool has = [] {
+    const char* env = std::getenv("PI_CPU_ISA");
+    if (env != nullptr && std::strcmp(env, "avx2-novnni") == 0) return false;
+    return DetectCpuIsa() != CpuIsa::kScalar && DetectAvxVnni();
+  }();
+  return has;
+}
+
+bool AvxVnniEnabled() {
+  return HasAvxVnni() && !g_vnni_off.load(std::memory_order_relaxed);
+}
+
+void SetAvxVnni(bool on) {
+  g_vnni_off.store(!on, std::memory_order_relaxed);
 }
 
 const char* CpuIsaName(CpuIsa isa) {

@@ -116,6 +116,10 @@ void RunMatMul(const cpu_internal::MatMulArgs& a, bool gemm = false) {
     cpu_internal::GemmRowsAvx512(a);
     return;
   }
+  if (gemm && isa == CpuIsa::kAvx2 && cpu_internal::HasGemmAvx2(a.wtype)) {
+    cpu_internal::GemmRowsAvx2(a);
+    return;
+  }
   if (IsBlockDequantDType(a.wtype)) {
     // The block formats have one SIMD path (AVX2: it is what bounds them by
     // memory bandwidth already), which the AVX-512 level runs too.

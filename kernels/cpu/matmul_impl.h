@@ -143,6 +143,10 @@ void GemmRowsAvx512(const MatMulArgs& args);
 // Q6_K.
 bool HasGemmQuantAvx512(DType wtype);
 void GemmQuantAvx512(const MatMulArgs& args);
+// The AVX2 level's (gemm_avx2.cpp): Q4_0, Q4_K, Q5_K, Q6_K, and Q8_0 under
+// AVX-VNNI.
+bool HasGemmAvx2(DType wtype);
+void GemmRowsAvx2(const MatMulArgs& args);
 void AxpyRowsBlocksAvx2(const AxpyArgs& args);
 
 }  // namespace cpu_internal
