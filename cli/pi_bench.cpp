@@ -70,7 +70,8 @@ void Usage() {
           "                           llama-bench's micro-batch; pi-run's default is 64)\n"
           "  -r, --repetitions N      (default 5)\n"
           "  -o, --output md|csv|json|jsonl   (default md)\n"
-          "  --isa scalar|avx2|avx512 force a kernel level (default: best available)\n"
+          "  --isa scalar|avx2|avx2-novnni|avx512   force a kernel level (default: best\n"
+          "                           available; avx2-novnni: AVX2 without AVX-VNNI)\n"
           "  --no-bw                  skip the memory-bandwidth probes (CPU and GPU)\n"
           "  --link-gbs X             CPU-GPU link bandwidth in GB/s for the time bound\n"
           "                           (default unknown: transfers left out of the bound)\n"
@@ -559,7 +560,7 @@ static int Run(int argc, char** argv) {
     pi::CpuIsa isa;
     if (isa_name == "scalar")
       isa = pi::CpuIsa::kScalar;
-    else if (isa_name == "avx2")
+    else if (isa_name == "avx2" || isa_name == "avx2-novnni")
       isa = pi::CpuIsa::kAvx2;
     else if (isa_name == "avx512")
       isa = pi::CpuIsa::kAvx512;
@@ -568,6 +569,7 @@ static int Run(int argc, char** argv) {
       return 2;
     }
     pi::SetCpuIsa(isa);
+    pi::SetAvxVnni(isa_name != "avx2-novnni");
     if (pi::ActiveCpuIsa() != isa) {
       fprintf(stderr, "pi-bench: --isa %s is not available on this CPU/build\n", isa_name.c_str());
       return 2;
@@ -727,6 +729,7 @@ static int Run(int argc, char** argv) {
           r.model_size = model.TotalWeightBytes();
           r.model_n_params = model.ParameterCount();
           r.isa = pi::CpuIsaName(pi::ActiveCpuIsa());
+          if (pi::ActiveCpuIsa() == pi::CpuIsa::kAvx2 && pi::AvxVnniEnabled()) r.isa += "+vnni";
           r.n_threads = nt;
           r.n_batch = n_batch;
           r.n_prompt = np;

@@ -48,7 +48,8 @@ struct QActLayout {
 QActLayout GetQActLayout(int64_t cols);
 
 // What every ISA implements; matmul.h documents the semantics. row_bytes is
-// RowBytes(wtype, cols); x_stride is PreparedActivationBytes(wtype, cols);
+// RowBytes(wtype, cols); x_stride is PreparedActivationBytes(wtype, cols) (a
+// float GEMM's may be a padded copy's: matmul.cpp, WithUnaliasedRows);
 // `layout` is GetQActLayout(cols) (unused for float types).
 struct MatMulArgs {
   DType wtype;
