@@ -17,6 +17,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/gemm_formats.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul_impl.h"
@@ -32,26 +33,9 @@ namespace {
 constexpr int kRows = 8;     // rows per panel: one vector
 constexpr int kMaxCols = 6;  // batch columns per micro-kernel call (VNNI; 5 without)
 constexpr int kKb = 32;      // blocks per panel: 8 rows x 32 x 32 B = 8 KiB
-constexpr int kQK = 32;
+constexpr int kQK = kGemmQK;
 constexpr int kQ4Bytes = 18;
 constexpr int kQ8Bytes = 34;
-
-constexpr int Offset(DType t) {
-  return t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : t == DType::kQ6_K ? 32 : 0;
-}
-constexpr bool PerHalf(DType t) {
-  return t == DType::kQ6_K;
-}
-constexpr bool HasMins(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ5_K;
-}
-constexpr int64_t BlockBytes(DType t, int64_t n) {  // n blocks of 32; a multiple of 8 for K
-  return t == DType::kQ4_0   ? n * kQ4Bytes
-         : t == DType::kQ8_0 ? n * kQ8Bytes
-         : t == DType::kQ4_K ? n / 8 * int64_t{sizeof(BlockQ4_K)}
-         : t == DType::kQ5_K ? n / 8 * int64_t{sizeof(BlockQ5_K)}
-                             : n / 8 * int64_t{sizeof(BlockQ6_K)};
-}
 
 PI_INLINE int64_t Min64(int64_t a, int64_t b) {
   return a < b ? a : b;
@@ -99,15 +83,8 @@ PI_INLINE __m256i BlockOf(const uint8_t* row, int64_t g, BlockTerms* t) {
     // bytes; Q5_K's fifth bit of weight l at bit s of qh[l].
     const uint8_t* sb = row + BlockBytes(T, g);
     const int s = static_cast<int>(g % 8);
-    const uint8_t* sc = sb + 4;
     float scale, min;
-    if (s < 4) {
-      scale = static_cast<float>(sc[s] & 63);
-      min = static_cast<float>(sc[s + 4] & 63);
-    } else {
-      scale = static_cast<float>((sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4));
-      min = static_cast<float>((sc[s + 4] >> 4) | ((sc[s] >> 6) << 4));
-    }
+    ScaleMinK4(sb + 4, s, &scale, &min);
     t->a[0] = t->a[1] = F16At(sb) * scale;
     t->c = -F16At(sb + 2) * min;
     const uint8_t* qs = sb + (T == DType::kQ5_K ? 48 : 16);

@@ -28,6 +28,7 @@
 
 #include "kernels/cpu/avx512_inline.h"
 #include "kernels/cpu/gemm_avx512_inline.h"
+#include "kernels/cpu/gemm_formats.h"
 #include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul_impl.h"
 
@@ -39,31 +40,9 @@ namespace {
 
 constexpr int kQuantCols = 6;  // batch columns per micro-kernel call
 constexpr int kQuantKb = 16;   // blocks per panel: 32 x 512 B = 16 KiB (two super-blocks)
-constexpr int kQK = 32;
+constexpr int kQK = kGemmQK;
 constexpr int kQ4Bytes = 18;
 constexpr int kQ8Bytes = 34;
-
-constexpr bool IsK(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K;
-}
-// The integer offset folded into each dot (0: none, or the f32 min instead).
-constexpr int Offset(DType t) {
-  return t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : t == DType::kQ6_K ? 32 : 0;
-}
-constexpr bool PerHalf(DType t) {  // scales per 16 weights
-  return t == DType::kQ6_K;
-}
-constexpr bool HasMins(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ5_K;
-}
-// Bytes of `n` blocks of 32 (n a multiple of 8 for the K-quants).
-constexpr int64_t BlockBytes(DType t, int64_t n) {
-  return t == DType::kQ4_0   ? n * kQ4Bytes
-         : t == DType::kQ8_0 ? n * kQ8Bytes
-         : t == DType::kQ4_K ? n / 8 * int64_t{sizeof(BlockQ4_K)}
-         : t == DType::kQ5_K ? n / 8 * int64_t{sizeof(BlockQ5_K)}
-                             : n / 8 * int64_t{sizeof(BlockQ6_K)};
-}
 
 PI_INLINE float F16At(const uint8_t* p) {
   uint16_t h;
@@ -76,18 +55,6 @@ struct PairTerms {
   float a[2][2];
   float c[2];
 };
-
-// Sub-block j's 6-bit scale and min of a Q4_K/Q5_K super-block (ggml's
-// packing of `scales`).
-PI_INLINE void ScaleMinK4(const uint8_t* q, int j, float* sc, float* m) {
-  if (j < 4) {
-    *sc = static_cast<float>(q[j] & 63);
-    *m = static_cast<float>(q[j + 4] & 63);
-  } else {
-    *sc = static_cast<float>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<float>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
 
 // Blocks g and g + 1 (g even) of a row as 64 unsigned bytes in weight order,
 // and their terms. Q4_0/Q8_0: a lone last block (two false) pairs with
@@ -289,7 +256,7 @@ void GemmQuant(const MatMulArgs& a) {
 }  // namespace
 
 bool HasGemmQuantAvx512(DType wtype) {
-  return wtype == DType::kQ8_0 || wtype == DType::kQ4_0 || IsK(wtype);
+  return wtype == DType::kQ8_0 || wtype == DType::kQ4_0 || IsKFormat(wtype);
 }
 
 void GemmQuantAvx512(const MatMulArgs& a) {
