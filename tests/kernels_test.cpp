@@ -983,27 +983,36 @@ TEST_P(KernelTest, IndexedThreadsSplittingIdsMatchOneCall) {
   }
 }
 
-// Quantized weights: each batch column of a batched product is bit for bit
-// the lone product of that column (integer sums, the same float steps): the
-// sparse FFN's shared-range gate relies on it (common/neuron_ffn.cpp).
-TEST(KernelBatchTest, QuantizedBatchColumnsEqualLoneProducts) {
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
-    for (int level = 0; level <= static_cast<int>(DetectCpuIsa()); ++level) {
-      const CpuIsa isa = static_cast<CpuIsa>(level);
-      SCOPED_TRACE(std::string(DTypeName(t)) + " " + CpuIsaName(isa));
-      const int64_t cols = IsKQuant(t) ? 4096 + 256 : 4096 + 32, rows = 19, batch = 7;
-      const Problem p = MakeProblem(t, rows, cols, batch, 4242);
-      SetCpuIsa(isa);
-      std::vector<float> y(batch * rows), lone(rows);
-      MatMulRows(t, p.w.data(), cols, p.xp.data(), batch, y.data(), rows, 0, rows);
-      for (int64_t b = 0; b < batch; ++b) {
-        MatVecRows(t, p.w.data(), cols, p.xp.data() + b * p.stride, lone.data(), 0, rows);
-        for (int64_t r = 0; r < rows; ++r) {
-          ASSERT_EQ(Bits(y[b * rows + r]), Bits(lone[r])) << "b=" << b << " r=" << r;
+// Each batch column of a batched product (MatMulRows) is bit for bit the
+// lone product of that column: the same sums in the same order (quantized:
+// integer sums and the same float steps; float: one running sum per (row,
+// column) in every tile shape). Batched decode steps (Engine::EvalBatch) and
+// the sparse FFN's shared-range gate (common/neuron_ffn.cpp) rely on it.
+TEST(KernelBatchTest, BatchColumnsEqualLoneProducts) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                  DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    // Floats: a short row (under the short-row cutoff) and a long one with a tail.
+    const std::vector<int64_t> widths = IsKQuant(t)  ? std::vector<int64_t>{4096 + 256}
+                                        : IsQuant(t) ? std::vector<int64_t>{4096 + 32}
+                                                     : std::vector<int64_t>{1000, 4096 + 37};
+    for (int64_t cols : widths) {
+      for (int level = 0; level <= static_cast<int>(DetectCpuIsa()); ++level) {
+        const CpuIsa isa = static_cast<CpuIsa>(level);
+        SCOPED_TRACE(std::string(DTypeName(t)) + " " + CpuIsaName(isa) + " cols " +
+                     std::to_string(cols));
+        const int64_t rows = 19, batch = 7;
+        const Problem p = MakeProblem(t, rows, cols, batch, 4242);
+        SetCpuIsa(isa);
+        std::vector<float> y(batch * rows), lone(rows);
+        MatMulRows(t, p.w.data(), cols, p.xp.data(), batch, y.data(), rows, 0, rows);
+        for (int64_t b = 0; b < batch; ++b) {
+          MatVecRows(t, p.w.data(), cols, p.xp.data() + b * p.stride, lone.data(), 0, rows);
+          for (int64_t r = 0; r < rows; ++r) {
+            ASSERT_EQ(Bits(y[b * rows + r]), Bits(lone[r])) << "b=" << b << " r=" << r;
+          }
         }
+        SetCpuIsa(DetectCpuIsa());
       }
-      SetCpuIsa(DetectCpuIsa());
     }
   }
 }

@@ -159,7 +159,11 @@ PI_INLINE float LoadW1(const uint8_t* row, int64_t c) {
 template <DType T, int R, int B, class P>
 PI_INLINE void FloatTileBody(const MatMulArgs& a, const uint8_t* const* wr, const float* const* xs,
                              P* pf, float (&out)[R][B]) {
-  constexpr int U = R * B >= 4 ? 1 : 4 / (R * B);  // FMA chains in flight: see avx512
+  // One running sum per (row, column) in every tile shape, so a column's
+  // sum is formed alike whichever tile computes it: a batch column equals
+  // the lone mat-vec bit for bit. (The mat-vec goes kTileRows rows at a
+  // time, which keeps enough FMA chains in flight; U stays for that.)
+  constexpr int U = 1;
   __m256 acc[U][R][B];
   for (int u = 0; u < U; ++u)
     for (int i = 0; i < R; ++i)
@@ -395,8 +399,8 @@ void TileQuantIds(const MatMulArgs& a, int64_t k) {
 
 template <DType T>
 constexpr TileSet FloatTiles() {
-  return {1,
-          TileFloat<T, 1, 1>,
+  return {kTileRows,
+          TileFloat<T, kTileRows, 1>,
           {TileFloat<T, kTileRows, 1>, TileFloat<T, kTileRows, 2>},
           {TileFloat<T, 1, 1>, TileFloat<T, 1, 2>},
           kTileRows,
@@ -425,7 +429,7 @@ constexpr TileSet kQ4Tiles = QuantTiles<true>();
 
 template <DType T>
 constexpr IdTileSet FloatIdTiles() {
-  return {1, TileFloatIds<T, 1>, TileFloatIds<T, 1>, nullptr, kTileRows, 0};
+  return {kTileRows, TileFloatIds<T, kTileRows>, TileFloatIds<T, 1>, nullptr, kTileRows, 0};
 }
 
 template <bool kQ4>

@@ -172,9 +172,11 @@ PI_INLINE __m512 LoadW(const uint8_t* row, int64_t c) {
 template <DType T, int R, int B, class P>
 PI_INLINE void FloatTileBody(const MatMulArgs& a, const uint8_t* const* wr, const float* const* xs,
                              P* pf, float (&out)[R][B]) {
-  // Independent sums per (row, column): enough FMA chains in flight (R*B*U
-  // >= 4) to cover the FMA latency.
-  constexpr int U = R * B >= 4 ? 1 : 4 / (R * B);
+  // One running sum per (row, column) in every tile shape, so a column's
+  // sum is formed alike whichever tile computes it: a batch column equals
+  // the lone mat-vec bit for bit. (The mat-vec goes kTileRows rows at a
+  // time, which keeps enough FMA chains in flight; U stays for that.)
+  constexpr int U = 1;
   __m512 acc[U][R][B];
   for (int u = 0; u < U; ++u)
     for (int i = 0; i < R; ++i)
@@ -362,8 +364,8 @@ void TileQuantIds(const MatMulArgs& a, int64_t k) {
 
 template <DType T>
 constexpr TileSet FloatTiles() {
-  return {1,
-          TileFloat<T, 1, 1>,
+  return {kTileRows,
+          TileFloat<T, kTileRows, 1>,
           {TileFloat<T, kTileRows, 1>, TileFloat<T, kTileRows, 2>, TileFloat<T, kTileRows, 3>,
            TileFloat<T, kTileRows, 4>},
           {TileFloat<T, 1, 1>, TileFloat<T, 1, 2>, TileFloat<T, 1, 3>, TileFloat<T, 1, 4>},
@@ -394,8 +396,9 @@ constexpr TileSet kQ4Tiles = QuantTiles<true>();
 
 template <DType T>
 constexpr IdTileSet FloatIdTiles() {
-  return {1,         TileFloatIds<T, 1>, TileFloatIds<T, 1>, TileFloatIds<T, kTileRows>,
-          kTileRows, kShortRowCols};
+  return {kTileRows,          TileFloatIds<T, kTileRows>,
+          TileFloatIds<T, 1>, TileFloatIds<T, kTileRows>,
+          kTileRows,          kShortRowCols};
 }
 
 template <bool kQ4>
