@@ -17,7 +17,7 @@
 
 #include <cstring>
 
-#include "kernels/cpu/gemm_formats.h"
+#include "kernels/cpu/gemm_common.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul_impl.h"
@@ -36,10 +36,6 @@ constexpr int kKb = 32;      // blocks per panel: 8 rows x 32 x 32 B = 8 KiB
 constexpr int kQK = kGemmQK;
 constexpr int kQ4Bytes = 18;
 constexpr int kQ8Bytes = 34;
-
-PI_INLINE int64_t Min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
 
 PI_INLINE float F16At(const uint8_t* p) {
   uint16_t h;
@@ -223,21 +219,6 @@ template <DType T, bool kVnni>
 constexpr MicroFn kMicro[kMaxCols] = {Micro<T, kVnni, 1>, Micro<T, kVnni, 2>, Micro<T, kVnni, 3>,
                                       Micro<T, kVnni, 4>, Micro<T, kVnni, 5>, Micro<T, kVnni, 6>};
 
-// The next panel's weights into L2 while this one is computed (a panel's
-// rows are short pieces far apart, which the hardware prefetchers miss).
-void PrefetchNext(const MatMulArgs& a, int64_t row, int64_t off, int64_t len) {
-  const bool next_rows = off + len >= static_cast<int64_t>(a.row_bytes);
-  const int64_t next_row = next_rows ? row + kRows : row, next_off = next_rows ? 0 : off + len;
-  if (next_row >= a.r1) return;
-  const int64_t n = Min64(len, static_cast<int64_t>(a.row_bytes) - next_off);
-  for (int64_t i = next_row; i < Min64(next_row + kRows, a.r1); ++i) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(a.w + i * a.row_bytes + next_off);
-    for (uintptr_t q = begin & ~uintptr_t{63}; q < begin + static_cast<uintptr_t>(n); q += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(q), _MM_HINT_T1);
-    }
-  }
-}
-
 template <DType T, bool kVnni>
 void Gemm(const MatMulArgs& a) {
   constexpr int kCols = kVnni ? 6 : 5;  // registers: N accumulators, N dots, w, x (+ ones)
@@ -248,11 +229,9 @@ void Gemm(const MatMulArgs& a) {
     for (int64_t blk0 = 0; blk0 < l.nb; blk0 += kKb) {
       const int nblk = static_cast<int>(Min64(kKb, l.nb - blk0));
       PackPanel<T>(a, row, n_rows, blk0, nblk, &panel);
-      PrefetchNext(a, row, BlockBytes(T, blk0), BlockBytes(T, kKb));
-      const int64_t calls = (a.batch + kCols - 1) / kCols;
-      for (int64_t b = 0, n = 0, call = 0; b < a.batch; b += n, ++call) {
-        // Balanced: no call with too few columns to hide the latencies.
-        n = a.batch / calls + (call < a.batch % calls ? 1 : 0);
+      PrefetchNextPanel(a, row, kRows, BlockBytes(T, blk0), BlockBytes(T, kKb));
+      for (int64_t b = 0, n = 0; b < a.batch; b += n) {
+        n = ColumnTile(b, a.batch, kCols);
         Col xc[kMaxCols];
         for (int j = 0; j < n; ++j) {
           const uint8_t* xb = a.x + (b + j) * a.x_stride;

@@ -86,7 +86,7 @@ void GemmFloat(const MatMulArgs& a) {
       const int kc = static_cast<int>(Min64(kFloatKc, a.cols - k0));
       PackFloat<T>(a, row, n_rows, k0, kc, pack);
       constexpr int64_t kEsize = T == DType::kF32 ? 4 : 2;
-      PrefetchNextPanel(a, row, k0 * kEsize, kFloatKc * kEsize);
+      PrefetchNextPanel(a, row, kPanelRows, k0 * kEsize, kFloatKc * kEsize);
       for (int64_t b = 0, n = 0; b < a.batch; b += n) {
         n = ColumnTile(b, a.batch, kFloatCols);
         const float* xs[kFloatCols];

@@ -1,8 +1,8 @@
 // Always-inline helpers of the AVX-512 matrix-matrix kernels
 // (gemm_avx512.cpp: float weights; gemm_quant_avx512.cpp: block formats):
 // the panel shape, the 16 x 16 transpose that packs a panel, the
-// accumulator tiles' loads and stores, the column split and the prefetch of
-// the next panel. Include it only in files compiled with the AVX-512 flags;
+// accumulator tiles' loads and stores (gemm_common.h has the ISA-neutral
+// rest). Include it only in files compiled with the AVX-512 flags;
 // everything is static for the reason avx512_inline.h gives.
 #pragma once
 
@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/gemm_common.h"
 #include "kernels/cpu/matmul_impl.h"
 
 #define PI_INLINE inline __attribute__((always_inline))
@@ -18,21 +19,6 @@ namespace pi {
 namespace cpu_internal {
 
 constexpr int kPanelRows = 32;  // rows per packed panel: two 16-lane vectors
-
-static PI_INLINE int64_t Min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-
-// The width of the micro-kernel call at column b of a batch of `batch`
-// taken `max_cols` at a time: the calls are balanced (64 columns by 12 are
-// 11, 11, 11, 11, 10, 10, not 5 x 12 + 4) so that none runs with too few
-// accumulators to cover the FMA latency.
-static PI_INLINE int ColumnTile(int64_t b, int64_t batch, int max_cols) {
-  const int64_t calls = (batch + max_cols - 1) / max_cols;
-  const int64_t base = batch / calls, extra = batch % calls;
-  // The first `extra` calls take base + 1 columns.
-  return static_cast<int>(b < extra * (base + 1) ? base + 1 : base);
-}
 
 static PI_INLINE __mmask16 LaneMask(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
@@ -85,29 +71,6 @@ static PI_INLINE void StoreAcc(float* y, int64_t ldy, int n_rows, const __m512 (
     _mm512_mask_storeu_ps(y + j * ldy, m0, acc[0][j]);
     _mm512_mask_storeu_ps(y + j * ldy + 16, m1, acc[1][j]);
   }
-}
-
-// Prefetches (into L2) bytes [off, off + len) of rows [row, row + n_rows):
-// the next panel, while this one is computed. A panel's rows are short
-// pieces of rows far apart, which the hardware prefetchers do not follow.
-static PI_INLINE void PrefetchPanel(const MatMulArgs& a, int64_t row, int64_t n_rows, size_t off,
-                                    size_t len) {
-  for (int64_t i = 0; i < n_rows; ++i) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(a.w + (row + i) * a.row_bytes + off);
-    for (uintptr_t p = begin & ~uintptr_t{63}; p < begin + len; p += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
-    }
-  }
-}
-
-// The panel after (row, k-block kb) of kb_count: its rows and byte range.
-static PI_INLINE void PrefetchNextPanel(const MatMulArgs& a, int64_t row, int64_t kb,
-                                        int64_t kb_bytes) {
-  const int64_t next_kb = kb + kb_bytes < static_cast<int64_t>(a.row_bytes) ? kb + kb_bytes : 0;
-  const int64_t next_row = next_kb == 0 ? row + kPanelRows : row;
-  if (next_row >= a.r1) return;
-  PrefetchPanel(a, next_row, Min64(kPanelRows, a.r1 - next_row), static_cast<size_t>(next_kb),
-                static_cast<size_t>(Min64(kb_bytes, static_cast<int64_t>(a.row_bytes) - next_kb)));
 }
 
 }  // namespace cpu_internal

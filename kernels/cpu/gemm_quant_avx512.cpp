@@ -28,7 +28,7 @@
 
 #include "kernels/cpu/avx512_inline.h"
 #include "kernels/cpu/gemm_avx512_inline.h"
-#include "kernels/cpu/gemm_formats.h"
+#include "kernels/cpu/gemm_common.h"
 #include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul_impl.h"
 
@@ -237,7 +237,7 @@ void GemmQuant(const MatMulArgs& a) {
     for (int64_t blk0 = 0; blk0 < l.nb; blk0 += kQuantKb) {
       const int nblk = static_cast<int>(Min64(kQuantKb, l.nb - blk0));
       PackQuant<T>(a, row, n_rows, blk0, nblk, &panel);
-      PrefetchNextPanel(a, row, BlockBytes(T, blk0), BlockBytes(T, kQuantKb));
+      PrefetchNextPanel(a, row, kPanelRows, BlockBytes(T, blk0), BlockBytes(T, kQuantKb));
       for (int64_t b = 0, n = 0; b < a.batch; b += n) {
         n = ColumnTile(b, a.batch, kQuantCols);
         QuantCol xc[kQuantCols];

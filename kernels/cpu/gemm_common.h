@@ -1,0 +1,100 @@
+// What the matrix-matrix kernels of every level share (gemm_avx512.cpp,
+// gemm_quant_avx512.cpp, gemm_avx2.cpp), none of it ISA-specific: the block
+// formats as they see them — per 32 weights, per 16 for Q6_K, w = a * u + c
+// with u an unsigned byte; where c is a whole multiple of a the kernels fold
+// it into the integer dot's start (Offset), Q4_K and Q5_K carry it as an f32
+// min — the balanced column split, and the prefetch of the next panel.
+// Scalar code and SSE prefetches only, all static: each kernel file gets its
+// own copy (matmul_impl.h says why that matters for files with their own -m
+// flags).
+#pragma once
+
+#include <xmmintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/kquant.h"
+#include "kernels/cpu/matmul_impl.h"
+#include "kernels/dtype.h"
+
+namespace pi {
+namespace cpu_internal {
+
+static constexpr int kGemmQK = 32;  // weights per block (an activation block)
+
+static constexpr bool IsKFormat(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K;
+}
+// The integer offset folded into each dot: u - Offset is the signed weight.
+static constexpr int Offset(DType t) {
+  return t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : t == DType::kQ6_K ? 32 : 0;
+}
+static constexpr bool PerHalf(DType t) {  // scales per 16 weights
+  return t == DType::kQ6_K;
+}
+static constexpr bool HasMins(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ5_K;
+}
+// Bytes of `n` blocks of 32 (n a multiple of 8 for the K formats).
+static constexpr int64_t BlockBytes(DType t, int64_t n) {
+  return t == DType::kQ4_0   ? n * 18
+         : t == DType::kQ8_0 ? n * 34
+         : t == DType::kQ4_K ? n / 8 * int64_t{sizeof(BlockQ4_K)}
+         : t == DType::kQ5_K ? n / 8 * int64_t{sizeof(BlockQ5_K)}
+                             : n / 8 * int64_t{sizeof(BlockQ6_K)};
+}
+
+static inline int64_t Min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+// The width of the micro-kernel call at column b of a batch of `batch`
+// taken `max_cols` at a time: the calls are balanced (64 columns by 12 are
+// 11, 11, 11, 11, 10, 10, not 5 x 12 + 4) so that none runs with too few
+// accumulators to cover the FMA latency.
+static inline int ColumnTile(int64_t b, int64_t batch, int max_cols) {
+  const int64_t calls = (batch + max_cols - 1) / max_cols;
+  const int64_t base = batch / calls, extra = batch % calls;
+  // The first `extra` calls take base + 1 columns.
+  return static_cast<int>(b < extra * (base + 1) ? base + 1 : base);
+}
+
+// Prefetches (into L2) bytes [off, off + len) of rows [row, row + n_rows):
+// the next panel, while this one is computed. A panel's rows are short
+// pieces of rows far apart, which the hardware prefetchers do not follow.
+static inline void PrefetchPanel(const MatMulArgs& a, int64_t row, int64_t n_rows, size_t off,
+                                 size_t len) {
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(a.w + (row + i) * a.row_bytes + off);
+    for (uintptr_t p = begin & ~uintptr_t{63}; p < begin + len; p += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+    }
+  }
+}
+
+// The panel after the one of `panel_rows` rows at (row, bytes [kb, kb +
+// kb_bytes)), panels going k-block by k-block along their rows: its rows and
+// byte range.
+static inline void PrefetchNextPanel(const MatMulArgs& a, int64_t row, int panel_rows, int64_t kb,
+                                     int64_t kb_bytes) {
+  const int64_t next_kb = kb + kb_bytes < static_cast<int64_t>(a.row_bytes) ? kb + kb_bytes : 0;
+  const int64_t next_row = next_kb == 0 ? row + panel_rows : row;
+  if (next_row >= a.r1) return;
+  PrefetchPanel(a, next_row, Min64(panel_rows, a.r1 - next_row), static_cast<size_t>(next_kb),
+                static_cast<size_t>(Min64(kb_bytes, static_cast<int64_t>(a.row_bytes) - next_kb)));
+}
+
+// Sub-block j's 6-bit scale and min of a Q4_K/Q5_K super-block (ggml's
+// packing of `scales`).
+static inline void ScaleMinK4(const uint8_t* q, int j, float* sc, float* m) {
+  if (j < 4) {
+    *sc = static_cast<float>(q[j] & 63);
+    *m = static_cast<float>(q[j + 4] & 63);
+  } else {
+    *sc = static_cast<float>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<float>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+}  // namespace cpu_internal
+}  // namespace pi
