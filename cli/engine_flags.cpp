@@ -12,6 +12,8 @@
 #include "common/executable_path.h"
 #include "common/neuron_ffn.h"
 #include "common/tensor_check.h"
+#include "common/thread_pool.h"
+#include "common/weight_repack.h"
 #include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
 #ifdef PI_HAVE_GRPC
@@ -33,6 +35,8 @@ const char kEngineUsage[] =
     "  -b, --batch-size N      prompt batch size (default 64)\n" PI_FFN_ACTIVATION_USAGE
     "  --no-mmap               read the model into memory instead of mapping it\n"
     "  --mlock                 keep the model's bytes in RAM (never paged out)\n"
+    "  -nr, --no-repack        keep Q4_0/Q8_0 matrices in the file's layout (default: repacked\n"
+    "                          at load for the CPU's matrix kernels, where they have them)\n"
     "  -ngl N                  accepted for llama.cpp's scripts, ignored: --vram-budget places\n"
     "  --sparse MODE           FFN neurons computed per decoded token: off = all\n"
     "                          (default), oracle = exactly those that fire, predictor =\n"
@@ -72,6 +76,8 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
     e->no_mmap = true;
   } else if (f == "--mlock") {
     e->mlock = true;
+  } else if (f == "-nr" || f == "--no-repack") {
+    e->no_repack = true;
   } else if (f == "-ngl" || f == "--n-gpu-layers" || f == "--gpu-layers") {
     // llama.cpp's layer count: pi places by bytes, not layers.
     const int n = args->Int(f);
@@ -288,6 +294,23 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
   return Status::Ok();
 }
 
+// The dense matrices this process multiplies, repacked (common/weight_repack.h);
+// the FFN's only when this process computes it densely.
+Status RepackWeights(const char* tool, const EngineFlags& e, LlamaModel* model) {
+  if (e.no_repack) return Status::Ok();
+  const EngineOptions& o = e.opt;
+  const bool ffn_dense_here = o.sparse == SparseMode::kOff && !o.hot_backend && !o.hot_neurons &&
+                              !o.hot_shard && !o.device && o.cold_shards.empty();
+  ThreadPool pool(o.n_threads);
+  RepackStats stats;
+  PI_RETURN_IF_ERROR(RepackModelWeights(model, ffn_dense_here, &pool, &stats));
+  if (stats.matrices > 0) {
+    fprintf(stderr, "%s: %lld matrices (%.1f MiB) repacked for the CPU kernels (-nr: keep them)\n",
+            tool, static_cast<long long>(stats.matrices), stats.bytes / 1048576.0);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
@@ -346,6 +369,7 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
             w->name(), w->transport(), w->backend().c_str(), w->resident_bytes() / 1048576.0,
             static_cast<long long>(w->neurons()));
   }
+  PI_RETURN_IF_ERROR(RepackWeights(tool, *e, &out->model));
   return Engine::Create(&out->model, e->opt, &out->engine);
 }
 

@@ -49,6 +49,7 @@ struct EngineFlags {
   std::string ffn_activation;  // --ffn-activation (cli/activation_flag.h); local workers get it too
   bool no_mmap = false;        // --no-mmap: read the model into memory instead of mapping it
   bool mlock = false;          // --mlock: keep the model's bytes in RAM
+  bool no_repack = false;      // --no-repack: products read the file's layout (weight_repack.h)
   EngineFlags();
 };
 

@@ -43,6 +43,7 @@
 #include "common/progress.h"
 #include "common/time_model.h"
 #include "common/tokenizer.h"
+#include "common/weight_repack.h"
 #include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
 #include "coordinator/local_workers.h"
@@ -53,6 +54,7 @@
 #endif
 #include "gpu_worker/gpu_bandwidth.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/weight_panels.h"
 
 namespace {
 
@@ -72,6 +74,9 @@ void Usage() {
           "  -o, --output md|csv|json|jsonl   (default md)\n"
           "  --isa scalar|avx2|avx2-novnni|avx512   force a kernel level (default: best\n"
           "                           available; avx2-novnni: AVX2 without AVX-VNNI)\n"
+          "  -nr, --no-repack 0|1[,..] 1: keep Q4_0/Q8_0 matrices in the file's layout; 0,1\n"
+          "                           runs both, interleaved (default 0: repacked at load\n"
+          "                           for the CPU kernels; isa column +rp when used)\n"
           "  --no-bw                  skip the memory-bandwidth probes (CPU and GPU)\n"
           "  --link-gbs X             CPU-GPU link bandwidth in GB/s for the time bound\n"
           "                           (default unknown: transfers left out of the bound)\n"
@@ -111,6 +116,12 @@ std::vector<std::string> SplitList(const std::string& s) {
 // The cap on -p/-n keeps the token buffers small before the engine checks the
 // KV cache against the memory available; it is beyond any model's context.
 constexpr int64_t kMaxTokens = 1 << 24;
+
+// Whether the model has a repacked matrix the active level reads.
+bool UsesPanels(const pi::LlamaModel& model) {
+  return pi::WeightPanelsFast() &&
+         (model.output.panels || (!model.layers.empty() && model.layers[0].wq.panels));
+}
 
 std::vector<int> ToInts(const std::vector<int64_t>& v) {
   return std::vector<int>(v.begin(), v.end());
@@ -475,6 +486,7 @@ static int Run(int argc, char** argv) {
   double link_gbs = 0;
   std::vector<pi::SparseMode> sparse_modes = {pi::SparseMode::kOff};
   std::vector<std::string> transports = {"inproc"};
+  std::vector<int64_t> no_repack = {0};
   int worker_threads = 0;          // 0: each run's -t
   double coordinator_share = 0.0;  // of the cold neurons, in shm/grpc runs
   std::optional<float> sparse_threshold;
@@ -500,6 +512,8 @@ static int Run(int argc, char** argv) {
       out_fmt = args.String(f);
     else if (f == "--isa")
       isa_name = args.String(f);
+    else if (f == "-nr" || f == "--no-repack")
+      no_repack = args.IntList(f, 0, 1);
     else if (f == "--no-bw")
       bw_probe = false;
     else if (f == "--link-gbs")
@@ -600,6 +614,20 @@ static int Run(int argc, char** argv) {
       fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
       return 1;
     }
+    if (std::count(no_repack.begin(), no_repack.end(), 0) > 0) {
+      // The FFN only when every run computes it densely in this process.
+      const bool ffn_dense =
+          split_flags.vram_budget < 0 && transports.size() == 1 && transports[0] == "inproc" &&
+          std::count(sparse_modes.begin(), sparse_modes.end(), pi::SparseMode::kOff) ==
+              static_cast<int64_t>(sparse_modes.size());
+      pi::ThreadPool pool(*std::max_element(threads.begin(), threads.end()));
+      pi::RepackStats stats;
+      s = pi::RepackModelWeights(&model, ffn_dense, &pool, &stats);
+      if (!s.ok()) {
+        fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+        return 1;
+      }
+    }
     const pi::LlamaConfig& c = model.config;
     const int n_vocab = c.n_vocab;
     std::vector<int32_t> text_tokens;
@@ -678,12 +706,16 @@ static int Run(int argc, char** argv) {
         // Runs: every mode on every transport (prompt batches run here, dense).
         std::vector<pi::SparseMode> modes;
         std::vector<std::string> on;  // the transport of each run
-        for (pi::SparseMode m :
-             np > 0 ? std::vector<pi::SparseMode>{pi::SparseMode::kOff} : sparse_modes) {
-          for (const std::string& t : transports) {
-            if (np > 0 && t != transports[0]) continue;
-            modes.push_back(m);
-            on.push_back(np > 0 ? "inproc" : t);
+        std::vector<bool> repacked;   // whether it reads the repacked matrices
+        for (int64_t nr : no_repack) {
+          for (pi::SparseMode m :
+               np > 0 ? std::vector<pi::SparseMode>{pi::SparseMode::kOff} : sparse_modes) {
+            for (const std::string& t : transports) {
+              if (np > 0 && t != transports[0]) continue;
+              modes.push_back(m);
+              on.push_back(np > 0 ? "inproc" : t);
+              repacked.push_back(nr == 0);
+            }
           }
         }
         std::vector<int32_t> toks(std::max(np, ng));
@@ -693,6 +725,7 @@ static int Run(int argc, char** argv) {
         }
         struct Run {
           pi::SparseMode mode;
+          bool repacked = false;
           std::unique_ptr<pi::Engine> engine;
           Result r;
           double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;  // over the timed tg runs
@@ -704,6 +737,7 @@ static int Run(int argc, char** argv) {
         for (size_t m = 0; m < modes.size(); ++m) {
           Run& run = runs[m];
           run.mode = modes[m];
+          run.repacked = repacked[m];
           run.worker = workers.Get(on[m]);
           pi::EngineOptions opt;
           opt.n_threads = nt;
@@ -730,6 +764,7 @@ static int Run(int argc, char** argv) {
           r.model_n_params = model.ParameterCount();
           r.isa = pi::CpuIsaName(pi::ActiveCpuIsa());
           if (pi::ActiveCpuIsa() == pi::CpuIsa::kAvx2 && pi::AvxVnniEnabled()) r.isa += "+vnni";
+          if (run.repacked && UsesPanels(model)) r.isa += "+rp";
           r.n_threads = nt;
           r.n_batch = n_batch;
           r.n_prompt = np;
@@ -756,6 +791,7 @@ static int Run(int argc, char** argv) {
         int64_t done = 0;
         for (int rep = -1; rep < reps; ++rep) {  // rep -1: warmup
           for (Run& run : runs) {
+            pi::SetWeightPanelsEnabled(run.repacked);
             pi::Engine* engine = run.engine.get();
             for (int q = 0; q < par; ++q) engine->ResetSeq(q);
             if (run.worker) run.worker->ClearLatencies();

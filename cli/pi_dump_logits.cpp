@@ -14,6 +14,8 @@
 #include "cli/sparse_note.h"
 #include "cli/tool_main.h"
 #include "common/atomic_file.h"
+#include "common/thread_pool.h"
+#include "common/weight_repack.h"
 #include "coordinator/engine.h"
 
 namespace {
@@ -21,7 +23,9 @@ namespace {
 void Usage() {
   fprintf(stderr,
           "usage: pi-dump-logits -m MODEL --tokens 1,2,3 --out FILE [--mode decode|prompt] "
-          "[-t N] [-b N] [-c N] [--sparse off|oracle|predictor]\n");
+          "[-t N] [-b N] [-c N] [--sparse off|oracle|predictor] [-nr]\n"
+          "  -nr, --no-repack   keep Q4_0/Q8_0 matrices in the file's layout (default: repacked\n"
+          "                     for the CPU kernels, as pi-run does)\n");
   fputs(pi::kFfnActivationUsage, stderr);
 }
 
@@ -33,6 +37,7 @@ static int Run(int argc, char** argv) {
   std::string model_path, out_path, mode = "decode";
   std::vector<int64_t> token_list;
   pi::EngineOptions opt;
+  bool repack = true;
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
     if (f == "-m" || f == "--model")
@@ -49,6 +54,8 @@ static int Run(int argc, char** argv) {
       opt.n_batch = args.Int(f);
     else if (f == "-c" || f == "--ctx-size")
       opt.n_ctx = args.Int(f);
+    else if (f == "-nr" || f == "--no-repack")
+      repack = false;
     else if (f == "--sparse")
       pi::ParseSparseModeValue(args.String(f), &args, &opt.sparse);
     else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
@@ -79,6 +86,11 @@ static int Run(int argc, char** argv) {
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);
   if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-dump-logits", ffn_activation, &model);
+  if (s.ok() && repack) {
+    pi::ThreadPool pool(opt.n_threads);
+    pi::RepackStats stats;
+    s = pi::RepackModelWeights(&model, opt.sparse == pi::SparseMode::kOff, &pool, &stats);
+  }
   std::unique_ptr<pi::Engine> engine;
   if (s.ok()) s = pi::Engine::Create(&model, opt, &engine);
   if (!s.ok()) {

@@ -1,5 +1,6 @@
 #include "common/llama_model.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
@@ -325,6 +326,10 @@ Status LoadLlamaModel(std::unique_ptr<GgufFile> file, LlamaModel* model) {
   if (!s.ok()) return s.WithContext(where);
   model->file = std::move(file);
   return Status::Ok();
+}
+
+void LlamaModel::FreeBuffer::operator()(uint8_t* p) const {
+  std::free(p);
 }
 
 int64_t LlamaModel::DecodeWeightBytes() const {

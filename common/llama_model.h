@@ -102,6 +102,10 @@ struct Tensor {
   int64_t cols = 0;  // ne0
   int64_t rows = 1;  // ne1
   int64_t row_bytes = 0;
+  // The same matrix repacked for the CPU's matrix kernels
+  // (kernels/cpu/weight_panels.h; common/weight_repack.h makes it), or null.
+  // `data` stays valid: whatever reads single rows reads it.
+  const uint8_t* panels = nullptr;
 
   bool present() const { return data != nullptr; }
   const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
@@ -137,6 +141,11 @@ struct LlamaModel {
   Tensor output;         // [n_embd, n_vocab]      = token_embd when tied
   bool tied_output = false;
   std::vector<LlamaLayer> layers;
+  // The buffers Tensor::panels point into (common/weight_repack.h).
+  struct FreeBuffer {
+    void operator()(uint8_t* p) const;
+  };
+  std::vector<std::unique_ptr<uint8_t, FreeBuffer>> repacked;
 
   // Bytes of weights one decode step reads (every matrix once, one embedding row).
   int64_t DecodeWeightBytes() const;

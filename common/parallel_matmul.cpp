@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/weight_panels.h"
 
 namespace pi {
 
@@ -39,11 +40,21 @@ int32_t GemmMinRun(DType wtype) {
 
 namespace {
 
+bool UsePanels(const Tensor& w) {
+  return w.panels != nullptr && WeightPanelsEnabled() && WeightPanelsFast();
+}
+
 // Rows [r0, r1) of one job for every batch row: runs of consecutive batch
 // rows that take the same kernel go together.
 void MatMulChunk(const PreparedInput& in, const MatMulJob& job, int64_t r0, int64_t r1) {
   const Tensor& w = *job.w;
   const uint8_t* x = static_cast<const uint8_t*>(in.For(w.type));
+  if (UsePanels(w)) {
+    // One kernel for every row, prompt or decode: a row's bits do not
+    // depend on the batch (weight_panels.h).
+    WeightPanelRows(w.type, w.panels, w.cols, x, in.batch, job.y, job.ldy, r0, r1);
+    return;
+  }
   const size_t stride = PreparedActivationBytes(w.type, w.cols);
   const int32_t min_run = GemmMinRun(w.type);
   auto gemm_row = [&](int64_t b) { return in.run_length && in.run_length[b] >= min_run; };
@@ -86,7 +97,7 @@ void ParallelMatMul(ThreadPool* pool, const PreparedInput& in, const MatMulJob* 
     int64_t chunks =
         pool->size() == 1 || bytes < ThreadPool::kMinParallelBytes ? 1 : 4 * pool->size();
     int64_t rows = (w.rows + chunks - 1) / chunks;
-    const int64_t group = in.run_length ? 32 : 16;
+    const int64_t group = in.run_length || UsePanels(w) ? 32 : 16;
     rows = (rows + group - 1) / group * group;
     block_rows[j] = rows;
     first_chunk[j + 1] = first_chunk[j] + (w.rows + rows - 1) / rows;

@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/weight_panels.h"
 #include "kernels/dtype.h"
 
 namespace pi {
@@ -59,17 +60,26 @@ void Prepare(DType t) {
   }
 }
 
-// Each thread computes its share of the rows, as the engine's thread pool does.
-void BM_MatVec(benchmark::State& state, DType t, CpuIsa isa) {
+// Each thread computes its share of the rows, as the engine's thread pool
+// does. `panels`: the same product over repacked weights (weight_panels.h;
+// repacked, the arena's uniform bytes are the same bytes), rows split at
+// panel bounds.
+void BM_MatVec(benchmark::State& state, DType t, CpuIsa isa, bool panels) {
   SetCpuIsa(isa);
   const size_t matrix_bytes = static_cast<size_t>(RowBytes(t, kCols)) * kRows;
   const size_t copies = kArenaBytes / matrix_bytes;
-  const int64_t r0 = kRows * state.thread_index() / state.threads();
-  const int64_t r1 = kRows * (state.thread_index() + 1) / state.threads();
+  const int64_t unit = panels ? kWeightPanelRows : 1, units = kRows / unit;
+  const int64_t r0 = units * state.thread_index() / state.threads() * unit;
+  const int64_t r1 = units * (state.thread_index() + 1) / state.threads() * unit;
   static std::vector<float> y(kRows);
   size_t copy = 0;
   for (auto _ : state) {
-    MatVecRows(t, Arena() + copy * matrix_bytes, kCols, Prepared(t).data(), y.data(), r0, r1);
+    const uint8_t* w = Arena() + copy * matrix_bytes;
+    if (panels) {
+      WeightPanelRows(t, w, kCols, Prepared(t).data(), 1, y.data(), kRows, r0, r1);
+    } else {
+      MatVecRows(t, w, kCols, Prepared(t).data(), y.data(), r0, r1);
+    }
     benchmark::ClobberMemory();
     copy = (copy + 1) % copies;
   }
@@ -96,18 +106,28 @@ void BM_MatMul16(benchmark::State& state, DType t, CpuIsa isa) {
                          benchmark::Counter::kIsRate);
 }
 
+enum class BatchKernel { kMatMulRows, kGemm, kPanels };
+
 // A prompt batch of `batch` columns (state.range(0)) through the batch-exact
-// tiles (MatMulRows) or the matrix-matrix kernels (GemmRows), side by side:
-// compute-bound, so the figure is GFLOP/s (2 x rows x cols x batch).
-void BM_Batch(benchmark::State& state, DType t, bool gemm) {
+// tiles (MatMulRows), the matrix-matrix kernels (GemmRows) or the same over
+// repacked weights (WeightPanelRows), side by side: compute-bound, so the
+// figure is GFLOP/s (2 x rows x cols x batch).
+void BM_Batch(benchmark::State& state, DType t, BatchKernel kernel) {
   const int64_t batch = state.range(0);
   const size_t matrix_bytes = static_cast<size_t>(RowBytes(t, kCols)) * kRows;
   std::vector<float> y(kRows * batch);
+  const uint8_t* x = Prepared(t).data();
   for (auto _ : state) {
-    if (gemm) {
-      GemmRows(t, Arena(), kCols, Prepared(t).data(), batch, y.data(), kRows, 0, kRows);
-    } else {
-      MatMulRows(t, Arena(), kCols, Prepared(t).data(), batch, y.data(), kRows, 0, kRows);
+    switch (kernel) {
+      case BatchKernel::kMatMulRows:
+        MatMulRows(t, Arena(), kCols, x, batch, y.data(), kRows, 0, kRows);
+        break;
+      case BatchKernel::kGemm:
+        GemmRows(t, Arena(), kCols, x, batch, y.data(), kRows, 0, kRows);
+        break;
+      case BatchKernel::kPanels:
+        WeightPanelRows(t, Arena(), kCols, x, batch, y.data(), kRows, 0, kRows);
+        break;
     }
     benchmark::ClobberMemory();
   }
@@ -316,9 +336,18 @@ int main(int argc, char** argv) {
     for (DType t : types) {
       const std::string name =
           std::string("MatVec/") + pi::DTypeName(t) + "/" + pi::CpuIsaName(isa);
-      auto* b = benchmark::RegisterBenchmark(name.c_str(), pi::BM_MatVec, t, isa);
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), pi::BM_MatVec, t, isa, false);
       b->UseRealTime()->Threads(1);
       if (isa != CpuIsa::kScalar) b->Threads(2);
+    }
+  }
+  if (pi::WeightPanelsFast()) {
+    for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+      benchmark::RegisterBenchmark((std::string("MatVec/") + pi::DTypeName(t) + "/panels").c_str(),
+                                   pi::BM_MatVec, t, best, true)
+          ->UseRealTime()
+          ->Threads(1)
+          ->Threads(2);
     }
   }
   for (DType t : types) {
@@ -335,15 +364,21 @@ int main(int argc, char** argv) {
     }
   }
   //   bench-kernels --benchmark_filter='Batch' (one thread, best ISA)
+  using pi::BatchKernel;
   for (DType t : types) {
-    for (bool gemm : {false, true}) {
-      benchmark::RegisterBenchmark(
-          (std::string(gemm ? "Batch/Gemm/" : "Batch/MatMulRows/") + pi::DTypeName(t)).c_str(),
-          pi::BM_Batch, t, gemm)
-          ->Arg(16)
-          ->Arg(64)
-          ->Arg(256)
-          ->UseRealTime();
+    for (auto [kernel, name] :
+         {std::pair<BatchKernel, const char*>{BatchKernel::kMatMulRows, "MatMulRows"},
+          {BatchKernel::kGemm, "Gemm"},
+          {BatchKernel::kPanels, "Panels"}}) {
+      const bool panels = kernel == BatchKernel::kPanels;
+      if (panels && !(pi::WeightPanelsFast() && pi::CanRepackWeights(t, pi::kRows, pi::kCols))) {
+        continue;
+      }
+      auto* b = benchmark::RegisterBenchmark(
+          (std::string("Batch/") + name + "/" + pi::DTypeName(t)).c_str(), pi::BM_Batch, t, kernel);
+      // Batched decode's sizes, then prompts'.
+      if (kernel != BatchKernel::kMatMulRows) b->Arg(1)->Arg(4)->Arg(8);
+      b->Arg(16)->Arg(64)->Arg(256)->UseRealTime();
     }
   }
   // Sparse kernels (single thread, best ISA): sparsity 0 is the dense kernel.

@@ -23,12 +23,15 @@
 #include <vector>
 
 #include "common/synthetic_model.h"
+#include "common/thread_pool.h"
+#include "common/weight_repack.h"
 #include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
 #include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
 #include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/host_ffn_backend.h"
+#include "kernels/cpu/weight_panels.h"
 #include "tests/temp_path.h"
 
 namespace pi {
@@ -69,6 +72,7 @@ struct Params {
   SparseMode sparse;
   Workers workers = Workers::kNone;
   DType type = DType::kQ8_0;  // the weights'
+  bool repack = false;        // Q4_0/Q8_0 matrices repacked (common/weight_repack.h)
 };
 
 const char* WorkersName(Workers w) {
@@ -93,7 +97,8 @@ class EngineBatchTest : public ::testing::TestWithParam<Params> {};
 
 TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
   SyntheticModelOptions o;
-  o.n_vocab = 200;
+  // (A head of whole 32-row panels, so a repacked case repacks it too.)
+  o.n_vocab = GetParam().repack ? 224 : 200;
   // Float rows longer than the AVX-512 kernels' short-row cutoff (1024), so
   // decode takes the long-row mat-vec whose order the batch tiles must match.
   const DType t = GetParam().type;
@@ -116,6 +121,19 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
   } unlink_model{path};  // after the workers: they open the file by name
   LlamaModel m;
   ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  if (GetParam().repack) {
+    ThreadPool pool(2);
+    RepackStats stats;
+    const bool ffn = GetParam().sparse == SparseMode::kOff && GetParam().workers == Workers::kNone;
+    ASSERT_TRUE(RepackModelWeights(&m, ffn, &pool, &stats).ok());
+    // Without the fast kernel nothing is repacked: the case then runs as
+    // the unrepacked one does (and says so).
+    if (!WeightPanelsFast()) GTEST_SKIP() << "no AVX-512 VNNI: nothing is repacked";
+    // Q, K, V, O, the FFN's gate and up (falcon: no gate; the model's
+    // ffn_down_t is summed row by row, not repacked) and the head.
+    const int ffn_matrices = !ffn ? 0 : o.arch == "falcon" ? 1 : 2;
+    ASSERT_EQ(stats.matrices, (4 + ffn_matrices) * o.n_layer + 1);
+  }
 
   // Prompts of 1, a chunk and a bit, exactly two chunks, and three; the
   // sequences join at different steps, one after another has finished.
@@ -294,11 +312,16 @@ INSTANTIATE_TEST_SUITE_P(
                       // Float weights: their batch tiles sum as their mat-vec does.
                       Params{"llama", SparseMode::kOff, Workers::kNone, DType::kF16},
                       Params{"llama", SparseMode::kOracle, Workers::kNone, DType::kF32},
-                      Params{"falcon", SparseMode::kPredictor, Workers::kNone, DType::kBF16}),
+                      Params{"falcon", SparseMode::kPredictor, Workers::kNone, DType::kBF16},
+                      // Repacked weights: decode, batched decode and prompts in one kernel.
+                      Params{"llama", SparseMode::kOff, Workers::kNone, DType::kQ4_0, true},
+                      Params{"falcon", SparseMode::kOff, Workers::kNone, DType::kQ8_0, true},
+                      Params{"llama", SparseMode::kPredictor, Workers::kCold, DType::kQ8_0, true}),
     [](const auto& p) {
       return std::string(p.param.arch) + "_" + SparseModeName(p.param.sparse) + "_" +
              WorkersName(p.param.workers) +
-             (p.param.type == DType::kQ8_0 ? "" : std::string("_") + DTypeName(p.param.type));
+             (p.param.type == DType::kQ8_0 ? "" : std::string("_") + DTypeName(p.param.type)) +
+             (p.param.repack ? "_repacked" : "");
     });
 
 TEST(EngineBatchErrorsTest, BadRowsAreRefusedAndChangeNothing) {

@@ -149,6 +149,13 @@ void GemmQuantAvx512(const MatMulArgs& args);
 bool HasGemmAvx2(DType wtype);
 void GemmRowsAvx2(const MatMulArgs& args);
 void AxpyRowsBlocksAvx2(const AxpyArgs& args);
+// Products over repacked weights (weight_panels.h): the scalar reference and
+// the AVX-512 kernel; x is a batch of prepared activations, GetQActLayout
+// apart.
+void WeightPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
+                        int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1);
+void WeightPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
+                           int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
 }  // namespace cpu_internal
 }  // namespace pi

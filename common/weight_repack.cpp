@@ -1,0 +1,53 @@
+#include "common/weight_repack.h"
+
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/cpu/weight_panels.h"
+
+namespace pi {
+
+namespace {
+
+std::vector<Tensor*> Candidates(LlamaModel* model, bool ffn) {
+  std::vector<Tensor*> out;
+  for (LlamaLayer& l : model->layers) {
+    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo}) out.push_back(t);
+    if (ffn) {
+      for (Tensor* t : {&l.ffn_gate, &l.ffn_up, &l.ffn_down}) out.push_back(t);
+    }
+  }
+  out.push_back(&model->output);
+  return out;
+}
+
+}  // namespace
+
+Status RepackModelWeights(LlamaModel* model, bool ffn, ThreadPool* pool, RepackStats* stats) {
+  *stats = RepackStats();
+  if (!WeightPanelsFast()) return Status::Ok();
+  for (Tensor* t : Candidates(model, ffn)) {
+    if (!t->present() || t->panels || !CanRepackWeights(t->type, t->rows, t->cols)) continue;
+    const size_t bytes = WeightPanelBytes(t->type, t->rows, t->cols);
+    uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    if (!buf) {
+      return Status::Error("cannot allocate %.1f MiB to repack the weights (--no-repack: skip it)",
+                           bytes / 1048576.0);
+    }
+    model->repacked.emplace_back(buf);
+    // Whole panels per chunk, a few chunks per thread.
+    const int64_t panels = t->rows / kWeightPanelRows;
+    const int64_t chunks = std::min<int64_t>(panels, 4 * pool->size());
+    pool->ParallelFor(chunks, [&](int64_t chunk, int) {
+      const int64_t r0 = panels * chunk / chunks * kWeightPanelRows;
+      const int64_t r1 = panels * (chunk + 1) / chunks * kWeightPanelRows;
+      RepackWeights(t->type, t->data, t->cols, r0, r1, buf);
+    });
+    t->panels = buf;
+    ++stats->matrices;
+    stats->bytes += static_cast<int64_t>(bytes);
+  }
+  return Status::Ok();
+}
+
+}  // namespace pi

@@ -1,0 +1,32 @@
+// Repacks a loaded model's dense Q4_0/Q8_0 matrices for the CPU's matrix
+// kernels (kernels/cpu/weight_panels.h), once, at load: decode steps, batched
+// decode and prompts then read them with no per-call packing.
+//
+// The repacked copy is the matrix's own size, in memory of its own; the
+// file's bytes stay mapped for what reads single rows (embeddings, the sparse
+// FFN, GPU uploads) and are not read again by the products, so the page cache
+// may drop them. Only where it pays: the active CPU level has the fast kernel
+// (WeightPanelsFast), and only matrices read whole by every step.
+#pragma once
+
+#include <cstdint>
+
+#include "common/llama_model.h"
+#include "common/status.h"
+#include "common/thread_pool.h"
+
+namespace pi {
+
+struct RepackStats {
+  int64_t matrices = 0;
+  int64_t bytes = 0;
+};
+
+// Repacks the attention projections and the output head, and with `ffn` the
+// FFN matrices too (a caller passes it when this process computes the FFN
+// densely: sparse steps read FFN rows one by one, from the file's layout).
+// Matrices of other types or shapes are left alone. Fails only when the
+// memory cannot be had (the model is then as before). Threads from `pool`.
+Status RepackModelWeights(LlamaModel* model, bool ffn, ThreadPool* pool, RepackStats* stats);
+
+}  // namespace pi

@@ -1,0 +1,125 @@
+// Weight panels: the repack, the scalar reference product, and the dispatch
+// to the AVX-512 kernel (weight_panels_avx512.cpp). weight_panels.h says what
+// the layout is for; weight_panels_layout.h where each byte goes.
+#include "kernels/cpu/weight_panels.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/fp16.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/matmul_impl.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/weight_panels_layout.h"
+
+namespace pi {
+
+using cpu_internal::PanelBlockBytes;
+using cpu_internal::PanelDwords;
+using cpu_internal::PanelOffset;
+
+bool CanRepackWeights(DType wtype, int64_t rows, int64_t cols) {
+  return (wtype == DType::kQ4_0 || wtype == DType::kQ8_0) && rows > 0 &&
+         rows % kWeightPanelRows == 0 && cols > 0 && cols % kQK == 0;
+}
+
+bool WeightPanelsFast() {
+  return ActiveCpuIsa() == CpuIsa::kAvx512;
+}
+
+namespace {
+std::atomic<bool> g_panels_enabled{true};
+}  // namespace
+
+bool WeightPanelsEnabled() {
+  return g_panels_enabled.load(std::memory_order_relaxed);
+}
+
+void SetWeightPanelsEnabled(bool on) {
+  g_panels_enabled.store(on, std::memory_order_relaxed);
+}
+
+size_t WeightPanelBytes(DType wtype, int64_t rows, int64_t cols) {
+  return static_cast<size_t>(RowBytes(wtype, cols)) * static_cast<size_t>(rows);
+}
+
+void RepackWeights(DType wtype, const void* w, int64_t cols, int64_t r0, int64_t r1, void* panels) {
+  const int64_t nb = cols / kQK;
+  const bool q4 = wtype == DType::kQ4_0;
+  const size_t block_bytes = q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const int dwords = PanelDwords(wtype);
+  const uint8_t* src = static_cast<const uint8_t*>(w);
+  uint8_t* dst = static_cast<uint8_t*>(panels);
+  for (int64_t p = r0 / kWeightPanelRows; p < r1 / kWeightPanelRows; ++p) {
+    for (int64_t k = 0; k < nb; ++k) {
+      uint8_t* out = dst + PanelOffset(wtype, nb, p, k);
+      for (int i = 0; i < kWeightPanelRows; ++i) {
+        const int64_t row = p * kWeightPanelRows + i;
+        const uint8_t* blk = src + (row * nb + k) * block_bytes;
+        std::memcpy(out + 2 * i, blk, 2);  // the f16 scale
+        const int h = i / 16, lane = i % 16;
+        for (int c = 0; c < dwords; ++c) {
+          std::memcpy(out + 64 + (h * dwords + c) * 64 + 4 * lane, blk + 2 + 4 * c, 4);
+        }
+      }
+    }
+  }
+}
+
+namespace cpu_internal {
+
+// The scalar reference: the same sums as the AVX-512 kernel, in the same
+// order, so the two agree bit for bit (std::fma: one rounding, as vfmadd).
+void WeightPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
+                        int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t nb = cols / kQK;
+  const QActLayout l = GetQActLayout(cols);
+  const size_t x_stride = l.total;
+  const bool q4 = wtype == DType::kQ4_0;
+  const int dwords = PanelDwords(wtype);
+  const int offset = q4 ? 8 : 128;
+  for (int64_t b = 0; b < batch; ++b) {
+    const uint8_t* xb = x + b * x_stride;
+    const int8_t* qs = reinterpret_cast<const int8_t*>(xb + l.qs_off);
+    const float* dx = reinterpret_cast<const float*>(xb + l.dx_off);
+    const int16_t* b16 = reinterpret_cast<const int16_t*>(xb + l.b16_off);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t p = r / kWeightPanelRows;
+      const int i = static_cast<int>(r % kWeightPanelRows), h = i / 16, lane = i % 16;
+      float acc = 0.0f;
+      for (int64_t k = 0; k < nb; ++k) {
+        const uint8_t* blk = panels + PanelOffset(wtype, nb, p, k);
+        uint16_t d16;
+        std::memcpy(&d16, blk + 2 * i, 2);
+        int32_t dot = -offset * (b16[2 * k] + b16[2 * k + 1]);
+        for (int j = 0; j < kQK; ++j) {
+          // Weight j of the block: Q4_0 byte j % 16's low (j < 16) or high
+          // nibble; Q8_0 byte j, made unsigned.
+          const int byte = q4 ? j % 16 : j;
+          const uint8_t v = blk[64 + (h * dwords + byte / 4) * 64 + 4 * lane + byte % 4];
+          const int u = q4 ? (j < 16 ? v & 15 : v >> 4) : (v ^ 0x80);
+          dot += u * qs[k * kQK + j];
+        }
+        acc = std::fma(static_cast<float>(dot), F16ToF32(d16) * dx[k], acc);
+      }
+      y[b * ldy + r] = acc;
+    }
+  }
+}
+
+}  // namespace cpu_internal
+
+void WeightPanelRows(DType wtype, const void* panels, int64_t cols, const void* x_prepared,
+                     int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  if (r0 >= r1 || batch <= 0 || cols <= 0) return;
+  const uint8_t* p = static_cast<const uint8_t*>(panels);
+  const uint8_t* x = static_cast<const uint8_t*>(x_prepared);
+  if (WeightPanelsFast()) {
+    cpu_internal::WeightPanelRowsAvx512(wtype, p, cols, x, batch, y, ldy, r0, r1);
+  } else {
+    cpu_internal::WeightPanelRowsRef(wtype, p, cols, x, batch, y, ldy, r0, r1);
+  }
+}
+
+}  // namespace pi

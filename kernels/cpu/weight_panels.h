@@ -1,0 +1,61 @@
+// Weight panels: a Q4_0 or Q8_0 matrix repacked once, at load, into the
+// layout the matrix-matrix kernels read, so that decode steps, batched decode
+// and prompts all run one kernel with no per-call packing.
+//
+// GemmRows (matmul.h) packs each 32-row panel of the weights on every call:
+// cheap against a 512-token prompt, but at a batch of 8 (a continuous-batching
+// step, a short prompt chunk) the pack costs several times the arithmetic.
+// Repacked, the pack is paid once. A panel is 32 rows; for each block of 32
+// weights along the row it holds the 32 rows' f16 scales, then the weights
+// as dwords transposed so that one 64-byte vector holds the same 4 bytes of 16
+// rows (Q4_0 keeps its nibbles: the same bytes as the file, in another
+// order). Panel blocks follow each other along the row, panels follow each
+// other down the matrix: a matrix-vector product reads one linear stream, and
+// the repacked matrix has exactly the file's size.
+//
+// Every (row, column) is summed the same way whatever the batch: per block,
+// the exact integer dot (offset folded in, as GemmRows does), then
+// y = fma(dot, d_w * d_x, y), blocks in order. So a column's result depends
+// only on that column and row — batched decode gives each sequence the bits
+// of its lone decode, and a prompt row the bits of the same token decoded —
+// and equals GemmRows' for the same weights bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace pi {
+
+constexpr int kWeightPanelRows = 32;
+
+// Whether a [cols, rows] matrix of `wtype` can be repacked: Q4_0 or Q8_0,
+// rows a multiple of kWeightPanelRows. (The kernels for it exist at every
+// level: the AVX-512 one, and the scalar reference elsewhere, which is slow;
+// WeightPanelsFast() says whether repacking pays.)
+bool CanRepackWeights(DType wtype, int64_t rows, int64_t cols);
+// True when the active CPU level has the fast panel kernel (AVX-512 VNNI).
+bool WeightPanelsFast();
+// Whether callers holding repacked matrices use them (default on); pi-bench
+// and tests turn it off to run the file's layout side by side.
+bool WeightPanelsEnabled();
+void SetWeightPanelsEnabled(bool on);
+
+// Bytes of the repacked matrix (= the matrix's own bytes).
+size_t WeightPanelBytes(DType wtype, int64_t rows, int64_t cols);
+
+// Repacks rows [r0, r1) (multiples of kWeightPanelRows) of the matrix at `w`
+// into `panels` (WeightPanelBytes bytes for the whole matrix; 64-byte aligned);
+// disjoint row ranges may be repacked concurrently.
+void RepackWeights(DType wtype, const void* w, int64_t cols, int64_t r0, int64_t r1, void* panels);
+
+// Y[b * ldy + r] = dot(W[r, :], X_b) for b in [0, batch), r in [r0, r1)
+// (r0 a multiple of kWeightPanelRows; r1 too, or the matrix's last row), from
+// the repacked matrix; X_b is prepared for `wtype` (matmul.h) at
+// x_prepared + b * PreparedActivationBytes(wtype, cols). Single-threaded,
+// allocation-free.
+void WeightPanelRows(DType wtype, const void* panels, int64_t cols, const void* x_prepared,
+                     int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1);
+
+}  // namespace pi
