@@ -304,6 +304,7 @@ Status RepackWeights(const char* tool, const EngineFlags& e, LlamaModel* model) 
   ThreadPool pool(o.n_threads);
   RepackStats stats;
   PI_RETURN_IF_ERROR(RepackModelWeights(model, ffn_dense_here, &pool, &stats));
+  if (!stats.skipped.empty()) fprintf(stderr, "%s: note: %s\n", tool, stats.skipped.c_str());
   if (stats.matrices > 0) {
     fprintf(stderr, "%s: %lld matrices (%.1f MiB) repacked for the CPU kernels (-nr: keep them)\n",
             tool, static_cast<long long>(stats.matrices), stats.bytes / 1048576.0);

@@ -627,6 +627,7 @@ static int Run(int argc, char** argv) {
         fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
         return 1;
       }
+      if (!stats.skipped.empty()) fprintf(stderr, "pi-bench: note: %s\n", stats.skipped.c_str());
     }
     const pi::LlamaConfig& c = model.config;
     const int n_vocab = c.n_vocab;

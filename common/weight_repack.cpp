@@ -1,8 +1,10 @@
 #include "common/weight_repack.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
+#include "common/memory_limits.h"
 #include "kernels/cpu/weight_panels.h"
 
 namespace pi {
@@ -26,8 +28,19 @@ std::vector<Tensor*> Candidates(LlamaModel* model, bool ffn) {
 Status RepackModelWeights(LlamaModel* model, bool ffn, ThreadPool* pool, RepackStats* stats) {
   *stats = RepackStats();
   if (!WeightPanelsFast()) return Status::Ok();
+  std::vector<Tensor*> todo;
+  int64_t total = 0;
   for (Tensor* t : Candidates(model, ffn)) {
     if (!t->present() || t->panels || !CanRepackWeights(t->type, t->rows, t->cols)) continue;
+    todo.push_back(t);
+    total += static_cast<int64_t>(WeightPanelBytes(t->type, t->rows, t->cols));
+  }
+  const Status fits = CheckMemory("repacking the weights", total);
+  if (!fits.ok()) {
+    stats->skipped = fits.message() + "; the products read the file's layout";
+    return Status::Ok();
+  }
+  for (Tensor* t : todo) {
     const size_t bytes = WeightPanelBytes(t->type, t->rows, t->cols);
     uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
     if (!buf) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "common/llama_model.h"
 #include "common/status.h"
@@ -20,13 +21,19 @@ namespace pi {
 struct RepackStats {
   int64_t matrices = 0;
   int64_t bytes = 0;
+  // Set when nothing was repacked for want of memory (the repacked copy must
+  // fit in the memory available; a model bigger than RAM runs from the
+  // mapped file as before): says so, with the sizes.
+  std::string skipped;
 };
 
 // Repacks the attention projections and the output head, and with `ffn` the
 // FFN matrices too (a caller passes it when this process computes the FFN
 // densely: sparse steps read FFN rows one by one, from the file's layout).
-// Matrices of other types or shapes are left alone. Fails only when the
-// memory cannot be had (the model is then as before). Threads from `pool`.
+// Matrices of other types or shapes are left alone. When their bytes do not
+// fit in the memory available (common/memory_limits.h) nothing is repacked
+// (stats->skipped says why); fails only when an allocation fails all the
+// same. Threads from `pool`.
 Status RepackModelWeights(LlamaModel* model, bool ffn, ThreadPool* pool, RepackStats* stats);
 
 }  // namespace pi
