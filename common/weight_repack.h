@@ -1,4 +1,4 @@
-// Repacks a loaded model's dense Q4_0/Q8_0 matrices for the CPU's matrix
+// Repacks a loaded model's dense Q4_0 and float matrices for the CPU's matrix
 // kernels (kernels/cpu/weight_panels.h), once, at load: decode steps, batched
 // decode and prompts then read them with no per-call packing.
 //

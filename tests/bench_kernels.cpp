@@ -342,7 +342,7 @@ int main(int argc, char** argv) {
     }
   }
   if (pi::WeightPanelsFast()) {
-    for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
       benchmark::RegisterBenchmark((std::string("MatVec/") + pi::DTypeName(t) + "/panels").c_str(),
                                    pi::BM_MatVec, t, best, true)
           ->UseRealTime()

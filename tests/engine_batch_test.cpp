@@ -315,8 +315,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Params{"falcon", SparseMode::kPredictor, Workers::kNone, DType::kBF16},
                       // Repacked weights: decode, batched decode and prompts in one kernel.
                       Params{"llama", SparseMode::kOff, Workers::kNone, DType::kQ4_0, true},
-                      Params{"falcon", SparseMode::kOff, Workers::kNone, DType::kQ8_0, true},
-                      Params{"llama", SparseMode::kPredictor, Workers::kCold, DType::kQ8_0, true}),
+                      Params{"falcon", SparseMode::kOff, Workers::kNone, DType::kQ4_0, true},
+                      Params{"llama", SparseMode::kPredictor, Workers::kCold, DType::kQ4_0, true},
+                      Params{"llama", SparseMode::kOracle, Workers::kNone, DType::kF16, true}),
     [](const auto& p) {
       return std::string(p.param.arch) + "_" + SparseModeName(p.param.sparse) + "_" +
              WorkersName(p.param.workers) +

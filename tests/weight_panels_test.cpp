@@ -37,6 +37,10 @@ float Sentinel() {
   return f;
 }
 
+bool IsFloat(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+}
+
 struct Problem {
   DType type;
   int64_t rows, cols, batch;
@@ -70,9 +74,14 @@ Problem Make(DType t, int64_t rows, int64_t cols, int64_t batch, unsigned seed) 
   for (int64_t b = 0; b < batch; ++b) {
     for (float& f : v) f = (b % 2 ? 3.0f : 0.2f) * n(rng);
     PrepareActivation(t, v.data(), cols, p.xp.data() + b * p.stride);
-    // The kernels see the activation's Q8_0 copy (the prepared row's head).
-    DequantizeRow(DType::kQ8_0, p.xp.data() + b * p.stride, dec.data(), cols);
-    p.xd.insert(p.xd.end(), dec.begin(), dec.end());
+    // Block formats: the kernels see the activation's Q8_0 copy (the
+    // prepared row's head); floats the f32 row itself.
+    if (IsFloat(t)) {
+      p.xd.insert(p.xd.end(), v.begin(), v.end());
+    } else {
+      DequantizeRow(DType::kQ8_0, p.xp.data() + b * p.stride, dec.data(), cols);
+      p.xd.insert(p.xd.end(), dec.begin(), dec.end());
+    }
   }
   const size_t bytes = WeightPanelBytes(t, rows, cols);
   p.panels.assign(bytes + 64 + 64, kSentinelByte);
@@ -124,9 +133,11 @@ void CheckProblem(const Problem& p, int64_t r0, int64_t r1) {
       exact += t;
       abs_sum += std::fabs(t);
     }
-    // Each block's dot is exact; what remains is f32 rounding of the scaled
-    // block sums and of the f32 products of two scales.
-    ASSERT_NEAR(ref[i], exact, 1e-5 * abs_sum + 1e-30) << where << " b=" << b << " r=" << r;
+    // Block formats: each block's dot is exact; what remains is f32 rounding
+    // of the scaled block sums and of the f32 products of two scales. Floats:
+    // f32 rounding of a running sum over k.
+    const double tol = (IsFloat(p.type) ? 1e-6 * std::sqrt(static_cast<double>(p.cols)) : 1e-5);
+    ASSERT_NEAR(ref[i], exact, tol * abs_sum + 1e-30) << where << " b=" << b << " r=" << r;
     ASSERT_EQ(Bits(fast[i]), Bits(ref[i])) << where << " b=" << b << " r=" << r;
     if (avx512) {
       ASSERT_EQ(Bits(gemm[i]), Bits(ref[i])) << where << " (GemmRows) b=" << b << " r=" << r;
@@ -141,8 +152,15 @@ class WeightPanelsTest : public ::testing::TestWithParam<DType> {};
 // several, balanced or not.
 TEST_P(WeightPanelsTest, MatchesReferenceAndGemm) {
   unsigned seed = 1;
-  for (int64_t batch : {1, 3, 8, 9, 13, 40}) {
-    for (int64_t cols : {32, 96, 544, 4096 + 32}) {
+  // Floats: chunks of 128 k, a conversion from 24 columns, calls of 12.
+  const std::vector<int64_t> batches = IsFloat(GetParam())
+                                           ? std::vector<int64_t>{1, 5, 12, 13, 30}
+                                           : std::vector<int64_t>{1, 3, 8, 9, 13, 40};
+  const std::vector<int64_t> cols_list = IsFloat(GetParam())
+                                             ? std::vector<int64_t>{1, 33, 300, 1024}
+                                             : std::vector<int64_t>{32, 96, 544, 4096 + 32};
+  for (int64_t batch : batches) {
+    for (int64_t cols : cols_list) {
       for (int64_t rows : {32, 96}) {
         const Problem p = Make(GetParam(), rows, cols, batch, seed++);
         ExpectPanelSentinels(p);
@@ -195,7 +213,8 @@ TEST(WeightPanelsShapeTest, WhatCanBeRepacked) {
   EXPECT_TRUE(CanRepackWeights(DType::kQ8_0, 32, 32));
   EXPECT_FALSE(CanRepackWeights(DType::kQ4_0, 32001, 4096));  // rows not whole panels
   EXPECT_FALSE(CanRepackWeights(DType::kQ4_0, 0, 4096));
-  EXPECT_FALSE(CanRepackWeights(DType::kF16, 4096, 4096));
+  EXPECT_TRUE(CanRepackWeights(DType::kF16, 4096, 4100));    // float rows of any length
+  EXPECT_FALSE(CanRepackWeights(DType::kQ8_0, 4096, 4100));  // blocks of 32
   EXPECT_FALSE(CanRepackWeights(DType::kQ4_K, 4096, 4096));
 }
 
@@ -203,7 +222,9 @@ std::string TypeName(const ::testing::TestParamInfo<DType>& p) {
   return DTypeName(p.param);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, WeightPanelsTest, ::testing::Values(DType::kQ4_0, DType::kQ8_0),
+INSTANTIATE_TEST_SUITE_P(Types, WeightPanelsTest,
+                         ::testing::Values(DType::kQ4_0, DType::kQ8_0, DType::kF32, DType::kF16,
+                                           DType::kBF16),
                          TypeName);
 
 }  // namespace

@@ -34,6 +34,27 @@ QActLayout GetQActLayout(int64_t cols) {
   return l;
 }
 
+// The float matrix-matrix kernels read a dozen activation rows at the same
+// k at once; rows a multiple of 4 KiB apart (n_embd 4096: 16 KiB) all fall
+// in one L1 set and evict each other (measured 10-20 % slower). Such a
+// batch is copied, once per call, to rows 64 bytes further apart: the same
+// values, so the same results.
+const uint8_t* UnaliasedRows(const uint8_t* x, size_t stride, int64_t batch, int64_t cols,
+                             size_t* out_stride) {
+  *out_stride = stride;
+  if (batch < 2 || stride % 4096 != 0) return x;
+  thread_local std::vector<float> rows;  // grows to the largest prompt batch, once
+  const size_t padded = stride + 64;
+  rows.resize(static_cast<size_t>(batch) * padded / sizeof(float) + 16);
+  uint8_t* base = reinterpret_cast<uint8_t*>(rows.data());
+  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::memcpy(base + b * padded, x + b * stride, static_cast<size_t>(cols) * 4);
+  }
+  *out_stride = padded;
+  return base;
+}
+
 }  // namespace cpu_internal
 
 using cpu_internal::QActLayout;
@@ -109,25 +130,11 @@ cpu_internal::MatMulArgs MakeMatMulArgs(DType wtype, const void* w, int64_t cols
   return a;
 }
 
-// The float matrix-matrix kernel reads a dozen activation rows at the same
-// k at once; rows a multiple of 4 KiB apart (n_embd 4096: 16 KiB) all fall
-// in one L1 set and evict each other (measured 10-20 % slower). Such a
-// batch is copied, once per call, to rows 64 bytes further apart: the same
-// values, so the same results.
 cpu_internal::MatMulArgs WithUnaliasedRows(const cpu_internal::MatMulArgs& a) {
   const bool is_float = a.wtype == DType::kF32 || a.wtype == DType::kF16 || a.wtype == DType::kBF16;
-  if (!is_float || a.batch < 2 || a.x_stride % 4096 != 0) return a;
-  thread_local std::vector<float> rows;  // grows to the largest prompt batch, once
-  const size_t stride = a.x_stride + 64;
-  rows.resize(static_cast<size_t>(a.batch) * stride / sizeof(float) + 16);
-  uint8_t* base = reinterpret_cast<uint8_t*>(rows.data());
-  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
-  for (int64_t b = 0; b < a.batch; ++b) {
-    std::memcpy(base + b * stride, a.x + b * a.x_stride, static_cast<size_t>(a.cols) * 4);
-  }
+  if (!is_float) return a;
   cpu_internal::MatMulArgs copy = a;
-  copy.x = base;
-  copy.x_stride = stride;
+  copy.x = cpu_internal::UnaliasedRows(a.x, a.x_stride, a.batch, a.cols, &copy.x_stride);
   return copy;
 }
 

@@ -149,13 +149,22 @@ void GemmQuantAvx512(const MatMulArgs& args);
 bool HasGemmAvx2(DType wtype);
 void GemmRowsAvx2(const MatMulArgs& args);
 void AxpyRowsBlocksAvx2(const AxpyArgs& args);
+// A batch of f32 activation rows (`stride` bytes apart, `cols` each) as the
+// float matrix-matrix kernels want it: rows a multiple of 4 KiB apart are
+// copied (a thread-local buffer, grown once) to rows 64 bytes further apart;
+// *out_stride says where the rows are.
+const uint8_t* UnaliasedRows(const uint8_t* x, size_t stride, int64_t batch, int64_t cols,
+                             size_t* out_stride);
 // Products over repacked weights (weight_panels.h): the scalar reference and
-// the AVX-512 kernel; x is a batch of prepared activations, GetQActLayout
-// apart.
+// the AVX-512 kernels; x is a batch of prepared activations (block formats:
+// GetQActLayout apart; floats: x_stride apart).
 void WeightPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
                         int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1);
 void WeightPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
                            int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1);
+void FloatPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
+                          int64_t x_stride, int64_t batch, float* y, int64_t ldy, int64_t r0,
+                          int64_t r1);
 
 }  // namespace cpu_internal
 }  // namespace pi

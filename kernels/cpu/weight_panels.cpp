@@ -20,8 +20,9 @@ using cpu_internal::PanelDwords;
 using cpu_internal::PanelOffset;
 
 bool CanRepackWeights(DType wtype, int64_t rows, int64_t cols) {
-  return (wtype == DType::kQ4_0 || wtype == DType::kQ8_0) && rows > 0 &&
-         rows % kWeightPanelRows == 0 && cols > 0 && cols % kQK == 0;
+  const bool block = wtype == DType::kQ4_0 || wtype == DType::kQ8_0;
+  return (block || cpu_internal::IsFloatPanel(wtype)) && rows > 0 && rows % kWeightPanelRows == 0 &&
+         cols > 0 && (!block || cols % kQK == 0);
 }
 
 bool WeightPanelsFast() {
@@ -44,7 +45,34 @@ size_t WeightPanelBytes(DType wtype, int64_t rows, int64_t cols) {
   return static_cast<size_t>(RowBytes(wtype, cols)) * static_cast<size_t>(rows);
 }
 
+namespace {
+
+// Float rows into [k][32 rows], 64 k at a time so the writes stay in L1.
+void RepackFloat(DType wtype, const uint8_t* src, int64_t cols, int64_t r0, int64_t r1,
+                 uint8_t* dst) {
+  const size_t e = static_cast<size_t>(cpu_internal::PanelElemBytes(wtype));
+  const size_t row_bytes = static_cast<size_t>(RowBytes(wtype, cols));
+  for (int64_t p = r0 / kWeightPanelRows; p < r1 / kWeightPanelRows; ++p) {
+    uint8_t* out = dst + cpu_internal::FloatPanelOffset(wtype, cols, p, 0);
+    for (int64_t k0 = 0; k0 < cols; k0 += 64) {
+      const int64_t k1 = k0 + 64 < cols ? k0 + 64 : cols;
+      for (int i = 0; i < kWeightPanelRows; ++i) {
+        const uint8_t* row = src + (p * kWeightPanelRows + i) * row_bytes;
+        for (int64_t k = k0; k < k1; ++k) {
+          std::memcpy(out + (k * kWeightPanelRows + i) * e, row + k * e, e);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void RepackWeights(DType wtype, const void* w, int64_t cols, int64_t r0, int64_t r1, void* panels) {
+  if (cpu_internal::IsFloatPanel(wtype)) {
+    RepackFloat(wtype, static_cast<const uint8_t*>(w), cols, r0, r1, static_cast<uint8_t*>(panels));
+    return;
+  }
   const int64_t nb = cols / kQK;
   const bool q4 = wtype == DType::kQ4_0;
   const size_t block_bytes = q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
@@ -69,10 +97,47 @@ void RepackWeights(DType wtype, const void* w, int64_t cols, int64_t r0, int64_t
 
 namespace cpu_internal {
 
+namespace {
+
+float FloatAt(DType wtype, const uint8_t* p) {
+  if (wtype == DType::kF32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return wtype == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
+}
+
+// Float weights: one running sum over k per (row, column), k in order.
+void FloatPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
+                       int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int e = PanelElemBytes(wtype);
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* xb = reinterpret_cast<const float*>(x) + b * cols;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t p = r / kWeightPanelRows, i = r % kWeightPanelRows;
+      const uint8_t* w = panels + FloatPanelOffset(wtype, cols, p, 0) + i * e;
+      float acc = 0.0f;
+      for (int64_t k = 0; k < cols; ++k) {
+        acc = std::fma(FloatAt(wtype, w + k * kWeightPanelRows * e), xb[k], acc);
+      }
+      y[b * ldy + r] = acc;
+    }
+  }
+}
+
+}  // namespace
+
 // The scalar reference: the same sums as the AVX-512 kernel, in the same
 // order, so the two agree bit for bit (std::fma: one rounding, as vfmadd).
 void WeightPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
                         int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  if (IsFloatPanel(wtype)) {
+    FloatPanelRowsRef(wtype, panels, cols, x, batch, y, ldy, r0, r1);
+    return;
+  }
   const int64_t nb = cols / kQK;
   const QActLayout l = GetQActLayout(cols);
   const size_t x_stride = l.total;
@@ -115,7 +180,13 @@ void WeightPanelRows(DType wtype, const void* panels, int64_t cols, const void* 
   if (r0 >= r1 || batch <= 0 || cols <= 0) return;
   const uint8_t* p = static_cast<const uint8_t*>(panels);
   const uint8_t* x = static_cast<const uint8_t*>(x_prepared);
-  if (WeightPanelsFast()) {
+  if (WeightPanelsFast() && cpu_internal::IsFloatPanel(wtype)) {
+    size_t stride = 0;
+    const uint8_t* rows =
+        cpu_internal::UnaliasedRows(x, static_cast<size_t>(cols) * 4, batch, cols, &stride);
+    cpu_internal::FloatPanelRowsAvx512(wtype, p, cols, rows, static_cast<int64_t>(stride), batch, y,
+                                       ldy, r0, r1);
+  } else if (WeightPanelsFast()) {
     cpu_internal::WeightPanelRowsAvx512(wtype, p, cols, x, batch, y, ldy, r0, r1);
   } else {
     cpu_internal::WeightPanelRowsRef(wtype, p, cols, x, batch, y, ldy, r0, r1);

@@ -1,4 +1,5 @@
-// Weight panels: a Q4_0 or Q8_0 matrix repacked once, at load, into the
+// Weight panels: a Q4_0, Q8_0 or float (F32, F16, BF16) matrix repacked once,
+// at load, into the
 // layout the matrix-matrix kernels read, so that decode steps, batched decode
 // and prompts all run one kernel with no per-call packing.
 //
@@ -9,13 +10,15 @@
 // weights along the row it holds the 32 rows' f16 scales, then the weights
 // as dwords transposed so that one 64-byte vector holds the same 4 bytes of 16
 // rows (Q4_0 keeps its nibbles: the same bytes as the file, in another
-// order). Panel blocks follow each other along the row, panels follow each
-// other down the matrix: a matrix-vector product reads one linear stream, and
-// the repacked matrix has exactly the file's size.
+// order); float panels are [k][32 rows] in the weight's type
+// (weight_panels_layout.h). Panel pieces follow each other along the row,
+// panels follow each other down the matrix: a matrix-vector product reads
+// one linear stream, and the repacked matrix has exactly the file's size.
 //
 // Every (row, column) is summed the same way whatever the batch: per block,
 // the exact integer dot (offset folded in, as GemmRows does), then
-// y = fma(dot, d_w * d_x, y), blocks in order. So a column's result depends
+// y = fma(dot, d_w * d_x, y), blocks in order; floats y = fma(w, x, y) over
+// k in order. So a column's result depends
 // only on that column and row — batched decode gives each sequence the bits
 // of its lone decode, and a prompt row the bits of the same token decoded —
 // and equals GemmRows' for the same weights bit for bit.
@@ -30,8 +33,8 @@ namespace pi {
 
 constexpr int kWeightPanelRows = 32;
 
-// Whether a [cols, rows] matrix of `wtype` can be repacked: Q4_0 or Q8_0,
-// rows a multiple of kWeightPanelRows. (The kernels for it exist at every
+// Whether a [cols, rows] matrix of `wtype` can be repacked: Q4_0, Q8_0, F32,
+// F16 or BF16, rows a multiple of kWeightPanelRows. (The kernels for it exist at every
 // level: the AVX-512 one, and the scalar reference elsewhere, which is slow;
 // WeightPanelsFast() says whether repacking pays.)
 bool CanRepackWeights(DType wtype, int64_t rows, int64_t cols);
@@ -52,8 +55,8 @@ void RepackWeights(DType wtype, const void* w, int64_t cols, int64_t r0, int64_t
 
 // Y[b * ldy + r] = dot(W[r, :], X_b) for b in [0, batch), r in [r0, r1)
 // (r0 a multiple of kWeightPanelRows; r1 too, or the matrix's last row), from
-// the repacked matrix; X_b is prepared for `wtype` (matmul.h) at
-// x_prepared + b * PreparedActivationBytes(wtype, cols). Single-threaded,
+// the repacked matrix; X_b is prepared for `wtype` (matmul.h; f32 rows for
+// floats) at x_prepared + b * PreparedActivationBytes(wtype, cols). Single-threaded,
 // allocation-free.
 void WeightPanelRows(DType wtype, const void* panels, int64_t cols, const void* x_prepared,
                      int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1);

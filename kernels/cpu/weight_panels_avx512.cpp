@@ -141,6 +141,7 @@ void UnpackChunk(const uint8_t* blocks, int nblk, UnpackedChunk* out) {
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int b = 0; b < nblk; ++b) {
     const uint8_t* blk = blocks + b * PanelBlockBytes(T);
+    PrefetchAhead(blk, PanelBlockBytes(T));
     uint8_t* dst = out->u + b * 8 * 2 * 64;
     for (int h = 0; h < 2; ++h) {
       for (int c = 0; c < kDwords; ++c) {

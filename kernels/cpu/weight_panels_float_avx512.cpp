@@ -1,0 +1,129 @@
+// The weight-panel product on AVX-512 for float weights (weight_panels.h;
+// F32, F16, BF16). A panel is [k][32 rows] in the weight's type: per k, two
+// vectors of 16 rows (converted to f32 in registers), every batch column's
+// x[k] broadcast, 32 rows x N columns of running sums in registers — the
+// micro-kernel of gemm_avx512.cpp, which packs that layout per call, read
+// here from memory repacked at load. Each sum runs over k in order, as
+// GemmRows' does, so the two give the same bits. Long batches first convert
+// a chunk of an F16/BF16 panel to f32 in L1, once for all their columns.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include "kernels/cpu/gemm_avx512_inline.h"
+#include "kernels/cpu/gemm_common.h"
+#include "kernels/cpu/matmul_impl.h"
+#include "kernels/cpu/weight_panels_layout.h"
+
+namespace pi {
+namespace cpu_internal {
+namespace {
+
+// Everything here has internal linkage (see matmul_impl.h).
+
+constexpr int kCols = 12;              // batch columns per call: 24 sums in registers
+constexpr int kChunkK = 128;           // k per chunk: 8 KiB of F16 panel, 16 KiB as f32
+constexpr int kWideMinBatch = 13;      // from here, a chunk is converted once for all columns
+constexpr int kLeadBytes = 16 * 1024;  // software prefetch distance (decode)
+
+template <DType T>
+PI_INLINE __m512 Load16(const uint8_t* p) {
+  if (T == DType::kF32) return _mm512_load_ps(reinterpret_cast<const float*>(p));
+  const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+  if (T == DType::kF16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16
+}
+
+// Columns [0, N) over k in [0, kc) of one panel chunk `w` ([k][32] of T).
+template <DType T, int N>
+void FloatPanelMicro(const uint8_t* w, int kc, const float* const* xs, float* y, int64_t ldy,
+                     bool first, bool prefetch) {
+  constexpr int kE = PanelElemBytes(T);
+  __m512 acc[2][N];
+  LoadAcc<N>(y, ldy, kPanelRows, first, acc);
+  for (int k = 0; k < kc; ++k) {
+    const uint8_t* wk = w + k * 32 * kE;
+    if (prefetch) {
+      for (int l = 0; l < 32 * kE; l += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(wk + kLeadBytes + l), _MM_HINT_T0);
+      }
+    }
+    const __m512 w0 = Load16<T>(wk);
+    const __m512 w1 = Load16<T>(wk + 16 * kE);
+    for (int j = 0; j < N; ++j) {
+      const __m512 xv = _mm512_set1_ps(xs[j][k]);
+      acc[0][j] = _mm512_fmadd_ps(w0, xv, acc[0][j]);
+      acc[1][j] = _mm512_fmadd_ps(w1, xv, acc[1][j]);
+    }
+  }
+  StoreAcc<N>(y, ldy, kPanelRows, acc);
+}
+
+template <DType T>
+using FloatMicroFn = void (*)(const uint8_t*, int, const float* const*, float*, int64_t, bool,
+                              bool);
+template <DType T>
+constexpr FloatMicroFn<T> kFloatMicro[kCols] = {
+    FloatPanelMicro<T, 1>, FloatPanelMicro<T, 2>,  FloatPanelMicro<T, 3>,  FloatPanelMicro<T, 4>,
+    FloatPanelMicro<T, 5>, FloatPanelMicro<T, 6>,  FloatPanelMicro<T, 7>,  FloatPanelMicro<T, 8>,
+    FloatPanelMicro<T, 9>, FloatPanelMicro<T, 10>, FloatPanelMicro<T, 11>, FloatPanelMicro<T, 12>};
+
+template <DType T>
+void ConvertChunk(const uint8_t* w, int kc, float* out) {
+  constexpr int kE = PanelElemBytes(T);
+  for (int k = 0; k < kc; ++k) {
+    for (int l = 0; l < 32 * kE; l += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + k * 32 * kE + kLeadBytes + l), _MM_HINT_T0);
+    }
+    _mm512_store_ps(out + 32 * k, Load16<T>(w + k * 32 * kE));
+    _mm512_store_ps(out + 32 * k + 16, Load16<T>(w + (k * 32 + 16) * kE));
+  }
+}
+
+template <DType T>
+void FloatPanelRows(const uint8_t* panels, int64_t cols, const uint8_t* x, int64_t x_stride,
+                    int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const bool convert = T != DType::kF32 && batch >= kWideMinBatch;
+  alignas(64) float chunk[kChunkK * kPanelRows];
+  for (int64_t p = r0 / kPanelRows; p < r1 / kPanelRows; ++p) {
+    for (int64_t k0 = 0; k0 < cols; k0 += kChunkK) {
+      const int kc = static_cast<int>(Min64(kChunkK, cols - k0));
+      const uint8_t* w = panels + FloatPanelOffset(T, cols, p, k0);
+      if (convert) ConvertChunk<T>(w, kc, chunk);
+      for (int64_t b = 0, n = 0; b < batch; b += n) {
+        n = ColumnTile(b, batch, kCols);
+        const float* xs[kCols];
+        for (int j = 0; j < n; ++j) {
+          xs[j] = reinterpret_cast<const float*>(x + (b + j) * x_stride) + k0;
+        }
+        float* yb = y + b * ldy + p * kPanelRows;
+        if (convert) {
+          kFloatMicro<DType::kF32>[n - 1](reinterpret_cast<const uint8_t*>(chunk), kc, xs, yb, ldy,
+                                          k0 == 0, false);
+        } else {
+          kFloatMicro<T>[n - 1](w, kc, xs, yb, ldy, k0 == 0, b == 0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void FloatPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
+                          int64_t x_stride, int64_t batch, float* y, int64_t ldy, int64_t r0,
+                          int64_t r1) {
+  switch (wtype) {
+    case DType::kF32:
+      return FloatPanelRows<DType::kF32>(panels, cols, x, x_stride, batch, y, ldy, r0, r1);
+    case DType::kF16:
+      return FloatPanelRows<DType::kF16>(panels, cols, x, x_stride, batch, y, ldy, r0, r1);
+    case DType::kBF16:
+      return FloatPanelRows<DType::kBF16>(panels, cols, x, x_stride, batch, y, ldy, r0, r1);
+    default:
+      return;
+  }
+}
+
+}  // namespace cpu_internal
+}  // namespace pi
