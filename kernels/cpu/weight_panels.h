@@ -1,7 +1,7 @@
 // Weight panels: a Q4_0, Q8_0 or float (F32, F16, BF16) matrix repacked once,
-// at load, into the
-// layout the matrix-matrix kernels read, so that decode steps, batched decode
-// and prompts all run one kernel with no per-call packing.
+// at load, into the layout the matrix-matrix kernels read, so that decode
+// steps, batched decode and prompts all run one kernel with no per-call
+// packing.
 //
 // GemmRows (matmul.h) packs each 32-row panel of the weights on every call:
 // cheap against a 512-token prompt, but at a batch of 8 (a continuous-batching
