@@ -119,8 +119,9 @@ constexpr int64_t kMaxTokens = 1 << 24;
 
 // Whether the model has a repacked matrix the active level reads.
 bool UsesPanels(const pi::LlamaModel& model) {
-  return pi::WeightPanelsFast() &&
-         (model.output.panels || (!model.layers.empty() && model.layers[0].wq.panels));
+  const pi::Tensor& w = model.layers.empty() ? model.output : model.layers[0].wq;
+  return (w.panels && pi::WeightPanelsFast(w.type)) ||
+         (model.output.panels && pi::WeightPanelsFast(model.output.type));
 }
 
 std::vector<int> ToInts(const std::vector<int64_t>& v) {

@@ -41,7 +41,7 @@ int32_t GemmMinRun(DType wtype) {
 namespace {
 
 bool UsePanels(const Tensor& w) {
-  return w.panels != nullptr && WeightPanelsEnabled() && WeightPanelsFast();
+  return w.panels != nullptr && WeightPanelsEnabled() && WeightPanelsFast(w.type);
 }
 
 // Rows [r0, r1) of one job for every batch row: runs of consecutive batch

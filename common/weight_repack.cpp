@@ -36,11 +36,10 @@ bool RepackPays(DType t) {
 
 Status RepackModelWeights(LlamaModel* model, bool ffn, ThreadPool* pool, RepackStats* stats) {
   *stats = RepackStats();
-  if (!WeightPanelsFast()) return Status::Ok();
   std::vector<Tensor*> todo;
   int64_t total = 0;
   for (Tensor* t : Candidates(model, ffn)) {
-    if (!t->present() || t->panels || !RepackPays(t->type) ||
+    if (!t->present() || t->panels || !RepackPays(t->type) || !WeightPanelsFast(t->type) ||
         !CanRepackWeights(t->type, t->rows, t->cols)) {
       continue;
     }

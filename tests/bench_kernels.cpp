@@ -341,8 +341,9 @@ int main(int argc, char** argv) {
       if (isa != CpuIsa::kScalar) b->Threads(2);
     }
   }
-  if (pi::WeightPanelsFast()) {
+  {
     for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+      if (!pi::WeightPanelsFast(t)) continue;
       benchmark::RegisterBenchmark((std::string("MatVec/") + pi::DTypeName(t) + "/panels").c_str(),
                                    pi::BM_MatVec, t, best, true)
           ->UseRealTime()
@@ -371,7 +372,7 @@ int main(int argc, char** argv) {
           {BatchKernel::kGemm, "Gemm"},
           {BatchKernel::kPanels, "Panels"}}) {
       const bool panels = kernel == BatchKernel::kPanels;
-      if (panels && !(pi::WeightPanelsFast() && pi::CanRepackWeights(t, pi::kRows, pi::kCols))) {
+      if (panels && !(pi::WeightPanelsFast(t) && pi::CanRepackWeights(t, pi::kRows, pi::kCols))) {
         continue;
       }
       auto* b = benchmark::RegisterBenchmark(

@@ -128,7 +128,7 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
     ASSERT_TRUE(RepackModelWeights(&m, ffn, &pool, &stats).ok());
     // Without the fast kernel nothing is repacked: the case then runs as
     // the unrepacked one does (and says so).
-    if (!WeightPanelsFast()) GTEST_SKIP() << "no AVX-512 VNNI: nothing is repacked";
+    if (!WeightPanelsFast(t)) GTEST_SKIP() << "no SIMD panel kernel here: nothing is repacked";
     // Q, K, V, O, the FFN's gate and up (falcon: no gate; the model's
     // ffn_down_t is summed row by row, not repacked) and the head.
     const int ffn_matrices = !ffn ? 0 : o.arch == "falcon" ? 1 : 2;

@@ -1,5 +1,6 @@
-// Repacked weights (kernels/cpu/weight_panels.h): the AVX-512 kernel against
-// the scalar reference (bit for bit: the same sums in the same order), both
+// Repacked weights (kernels/cpu/weight_panels.h): the AVX-512 and AVX2
+// kernels against the scalar reference (bit for bit: the same sums in the
+// same order), all
 // against GemmRows over the file's layout (bit for bit: the same arithmetic,
 // packed independently) and against double-precision dots of the decoded
 // weights and activations; sentinels after every buffer; a column's bits
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/fp16.h"
@@ -98,12 +100,16 @@ void ExpectPanelSentinels(const Problem& p) {
 }
 
 // Rows [r0, r1) of every column into a sentinel-filled buffer (ldy = rows + 3).
-std::vector<float> RunPanels(const Problem& p, CpuIsa isa, int64_t r0, int64_t r1) {
+// `vnni`: the AVX2 level's AVX-VNNI kernels, else its vpmaddubsw ones.
+std::vector<float> RunPanels(const Problem& p, CpuIsa isa, int64_t r0, int64_t r1,
+                             bool vnni = true) {
   const int64_t ldy = p.rows + 3;
   std::vector<float> y(p.batch * ldy + 16, Sentinel());
   SetCpuIsa(isa);
+  SetAvxVnni(vnni);
   WeightPanelRows(p.type, p.panel(), p.cols, p.xp.data(), p.batch, y.data(), ldy, r0, r1);
   SetCpuIsa(DetectCpuIsa());
+  SetAvxVnni(true);
   return y;
 }
 
@@ -114,6 +120,12 @@ void CheckProblem(const Problem& p, int64_t r0, int64_t r1) {
                             " batch=" + std::to_string(p.batch) + " range=[" + std::to_string(r0) +
                             "," + std::to_string(r1) + ")";
   const std::vector<float> ref = RunPanels(p, CpuIsa::kScalar, r0, r1);
+  // Every SIMD level this CPU runs (AVX2 with and without AVX-VNNI).
+  std::vector<std::pair<std::string, std::vector<float>>> levels;
+  if (DetectCpuIsa() != CpuIsa::kScalar) {
+    if (HasAvxVnni()) levels.emplace_back("avx2+vnni", RunPanels(p, CpuIsa::kAvx2, r0, r1, true));
+    levels.emplace_back("avx2", RunPanels(p, CpuIsa::kAvx2, r0, r1, false));
+  }
   std::vector<float> fast = ref, gemm(ref.size(), Sentinel());
   const bool avx512 = DetectCpuIsa() == CpuIsa::kAvx512;
   if (avx512) {
@@ -125,6 +137,9 @@ void CheckProblem(const Problem& p, int64_t r0, int64_t r1) {
     if (b >= p.batch || r < r0 || r >= r1) {
       ASSERT_EQ(Bits(ref[i]), kSentinelBits) << where << ": reference wrote outside at " << i;
       ASSERT_EQ(Bits(fast[i]), kSentinelBits) << where << ": kernel wrote outside at " << i;
+      for (const auto& [name, y] : levels) {
+        ASSERT_EQ(Bits(y[i]), kSentinelBits) << where << ": " << name << " wrote outside at " << i;
+      }
       continue;
     }
     double exact = 0, abs_sum = 0;
@@ -139,6 +154,9 @@ void CheckProblem(const Problem& p, int64_t r0, int64_t r1) {
     const double tol = (IsFloat(p.type) ? 1e-6 * std::sqrt(static_cast<double>(p.cols)) : 1e-5);
     ASSERT_NEAR(ref[i], exact, tol * abs_sum + 1e-30) << where << " b=" << b << " r=" << r;
     ASSERT_EQ(Bits(fast[i]), Bits(ref[i])) << where << " b=" << b << " r=" << r;
+    for (const auto& [name, y] : levels) {
+      ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << where << " " << name << " b=" << b << " r=" << r;
+    }
     if (avx512) {
       ASSERT_EQ(Bits(gemm[i]), Bits(ref[i])) << where << " (GemmRows) b=" << b << " r=" << r;
     }

@@ -165,6 +165,12 @@ void WeightPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, con
 void FloatPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
                           int64_t x_stride, int64_t batch, float* y, int64_t ldy, int64_t r0,
                           int64_t r1);
+// The AVX2 level's (weight_panels_avx2.cpp): false where it has no kernel
+// for `wtype` (Q8_0 without AVX-VNNI).
+bool HasWeightPanelsAvx2(DType wtype);
+void WeightPanelRowsAvx2(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
+                         int64_t x_stride, int64_t batch, float* y, int64_t ldy, int64_t r0,
+                         int64_t r1);
 
 }  // namespace cpu_internal
 }  // namespace pi

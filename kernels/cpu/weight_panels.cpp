@@ -25,8 +25,16 @@ bool CanRepackWeights(DType wtype, int64_t rows, int64_t cols) {
          cols > 0 && (!block || cols % kQK == 0);
 }
 
-bool WeightPanelsFast() {
-  return ActiveCpuIsa() == CpuIsa::kAvx512;
+bool WeightPanelsFast(DType wtype) {
+  switch (ActiveCpuIsa()) {
+    case CpuIsa::kAvx512:
+      return true;
+    case CpuIsa::kAvx2:
+      return cpu_internal::HasWeightPanelsAvx2(wtype);
+    case CpuIsa::kScalar:
+      break;
+  }
+  return false;
 }
 
 namespace {
@@ -47,19 +55,20 @@ size_t WeightPanelBytes(DType wtype, int64_t rows, int64_t cols) {
 
 namespace {
 
-// Float rows into [k][32 rows], 64 k at a time so the writes stay in L1.
-void RepackFloat(DType wtype, const uint8_t* src, int64_t cols, int64_t r0, int64_t r1,
-                 uint8_t* dst) {
-  const size_t e = static_cast<size_t>(cpu_internal::PanelElemBytes(wtype));
-  const size_t row_bytes = static_cast<size_t>(RowBytes(wtype, cols));
+// Float rows into [k][32 rows], 64 k at a time so the writes stay in L1;
+// E: an unsigned integer of the element's size (the bits are copied).
+template <class E>
+void RepackFloat(const uint8_t* src, int64_t cols, int64_t r0, int64_t r1, uint8_t* dst) {
   for (int64_t p = r0 / kWeightPanelRows; p < r1 / kWeightPanelRows; ++p) {
-    uint8_t* out = dst + cpu_internal::FloatPanelOffset(wtype, cols, p, 0);
+    E* out = reinterpret_cast<E*>(dst) + p * cols * kWeightPanelRows;
     for (int64_t k0 = 0; k0 < cols; k0 += 64) {
       const int64_t k1 = k0 + 64 < cols ? k0 + 64 : cols;
       for (int i = 0; i < kWeightPanelRows; ++i) {
-        const uint8_t* row = src + (p * kWeightPanelRows + i) * row_bytes;
+        const uint8_t* row = src + (p * kWeightPanelRows + i) * cols * int64_t{sizeof(E)};
         for (int64_t k = k0; k < k1; ++k) {
-          std::memcpy(out + (k * kWeightPanelRows + i) * e, row + k * e, e);
+          E v;
+          std::memcpy(&v, row + k * int64_t{sizeof(E)}, sizeof(E));
+          out[k * kWeightPanelRows + i] = v;
         }
       }
     }
@@ -70,7 +79,13 @@ void RepackFloat(DType wtype, const uint8_t* src, int64_t cols, int64_t r0, int6
 
 void RepackWeights(DType wtype, const void* w, int64_t cols, int64_t r0, int64_t r1, void* panels) {
   if (cpu_internal::IsFloatPanel(wtype)) {
-    RepackFloat(wtype, static_cast<const uint8_t*>(w), cols, r0, r1, static_cast<uint8_t*>(panels));
+    const uint8_t* src = static_cast<const uint8_t*>(w);
+    uint8_t* dst = static_cast<uint8_t*>(panels);
+    if (wtype == DType::kF32) {
+      RepackFloat<uint32_t>(src, cols, r0, r1, dst);
+    } else {
+      RepackFloat<uint16_t>(src, cols, r0, r1, dst);
+    }
     return;
   }
   const int64_t nb = cols / kQK;
@@ -180,16 +195,23 @@ void WeightPanelRows(DType wtype, const void* panels, int64_t cols, const void* 
   if (r0 >= r1 || batch <= 0 || cols <= 0) return;
   const uint8_t* p = static_cast<const uint8_t*>(panels);
   const uint8_t* x = static_cast<const uint8_t*>(x_prepared);
-  if (WeightPanelsFast() && cpu_internal::IsFloatPanel(wtype)) {
-    size_t stride = 0;
-    const uint8_t* rows =
-        cpu_internal::UnaliasedRows(x, static_cast<size_t>(cols) * 4, batch, cols, &stride);
-    cpu_internal::FloatPanelRowsAvx512(wtype, p, cols, rows, static_cast<int64_t>(stride), batch, y,
+  const CpuIsa isa = ActiveCpuIsa();
+  if (!WeightPanelsFast(wtype)) {
+    cpu_internal::WeightPanelRowsRef(wtype, p, cols, x, batch, y, ldy, r0, r1);
+    return;
+  }
+  size_t stride = 0;
+  if (cpu_internal::IsFloatPanel(wtype)) {
+    x = cpu_internal::UnaliasedRows(x, static_cast<size_t>(cols) * 4, batch, cols, &stride);
+  }
+  if (isa == CpuIsa::kAvx512 && cpu_internal::IsFloatPanel(wtype)) {
+    cpu_internal::FloatPanelRowsAvx512(wtype, p, cols, x, static_cast<int64_t>(stride), batch, y,
                                        ldy, r0, r1);
-  } else if (WeightPanelsFast()) {
+  } else if (isa == CpuIsa::kAvx512) {
     cpu_internal::WeightPanelRowsAvx512(wtype, p, cols, x, batch, y, ldy, r0, r1);
   } else {
-    cpu_internal::WeightPanelRowsRef(wtype, p, cols, x, batch, y, ldy, r0, r1);
+    cpu_internal::WeightPanelRowsAvx2(wtype, p, cols, x, static_cast<int64_t>(stride), batch, y,
+                                      ldy, r0, r1);
   }
 }
 

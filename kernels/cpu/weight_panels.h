@@ -35,11 +35,13 @@ constexpr int kWeightPanelRows = 32;
 
 // Whether a [cols, rows] matrix of `wtype` can be repacked: Q4_0, Q8_0, F32,
 // F16 or BF16, rows a multiple of kWeightPanelRows. (The kernels for it exist at every
-// level: the AVX-512 one, and the scalar reference elsewhere, which is slow;
-// WeightPanelsFast() says whether repacking pays.)
+// level: AVX-512 and AVX2 kernels, and the scalar reference elsewhere, which
+// is slow; WeightPanelsFast says whether repacking pays.)
 bool CanRepackWeights(DType wtype, int64_t rows, int64_t cols);
-// True when the active CPU level has the fast panel kernel (AVX-512 VNNI).
-bool WeightPanelsFast();
+// True when the active CPU level has a SIMD panel kernel for `wtype`:
+// AVX-512 VNNI for all of them; AVX2 for the floats and Q4_0, and Q8_0 with
+// AVX-VNNI (isa.h).
+bool WeightPanelsFast(DType wtype);
 // Whether callers holding repacked matrices use them (default on); pi-bench
 // and tests turn it off to run the file's layout side by side.
 bool WeightPanelsEnabled();
