@@ -17,6 +17,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx_vnni_inline.h"
 #include "kernels/cpu/gemm_common.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kquant.h"
@@ -161,13 +162,6 @@ struct Col {
   const int16_t* b16;  // sums of 16 values, two per block
 };
 
-template <bool kVnni>
-PI_INLINE __m256i Dot(__m256i acc, __m256i w, __m256i x) {
-  if (kVnni) return _mm256_dpbusd_avx_epi32(acc, w, x);
-  const __m256i pairs = _mm256_maddubs_epi16(w, x);
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-}
-
 // Columns [b, b + N) over a panel: per block (or half-block), the exact
 // integer dot of each (row, column) in one lane, then scaled and added in
 // f32 in block order.
@@ -194,7 +188,7 @@ void Micro(const Panel* p, int nblk, const Col* xc, float* y, int64_t ldy, int n
         for (int j = 0; j < N; ++j) {
           int32_t xv;
           std::memcpy(&xv, xc[j].qs + b * kQK + 4 * c, sizeof(xv));
-          is[j] = Dot<kVnni>(is[j], w, _mm256_set1_epi32(xv));
+          is[j] = DotU8S8<kVnni>(is[j], w, _mm256_set1_epi32(xv));
         }
       }
       const __m256 a = _mm256_load_ps(p->a + (b * 2 + part) * 8);

@@ -14,6 +14,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx_vnni_inline.h"
 #include "kernels/cpu/gemm_common.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul_impl.h"
@@ -39,11 +40,21 @@ struct Col {
   const int16_t* b16;
 };
 
-template <bool kVnni>
-PI_INLINE __m256i Dot(__m256i acc, __m256i w, __m256i x) {
-  if (kVnni) return _mm256_dpbusd_avx_epi32(acc, w, x);
-  const __m256i pairs = _mm256_maddubs_epi16(w, x);
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+// The sums of octets [q0, q0 + G) (rows 8 q ..) of columns [0, N): from y,
+// or zero for a panel's first chunk; and back.
+template <int G, int N>
+PI_INLINE void LoadOctets(const float* y, int64_t ldy, int q0, bool first, __m256 (&acc)[G][N]) {
+  for (int g = 0; g < G; ++g) {
+    for (int j = 0; j < N; ++j) {
+      acc[g][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + j * ldy + 8 * (q0 + g));
+    }
+  }
+}
+template <int G, int N>
+PI_INLINE void StoreOctets(float* y, int64_t ldy, int q0, const __m256 (&acc)[G][N]) {
+  for (int g = 0; g < G; ++g) {
+    for (int j = 0; j < N; ++j) _mm256_storeu_ps(y + j * ldy + 8 * (q0 + g), acc[g][j]);
+  }
 }
 
 // One block's integer dots for rows 8q .. 8q + 7 x N columns.
@@ -66,15 +77,15 @@ PI_INLINE void OctetDots(const uint8_t* blk, int q, int b, const Col* xc, __m256
         int32_t x_lo, x_hi;
         std::memcpy(&x_lo, xc[j].qs + b * 32 + 4 * c, 4);
         std::memcpy(&x_hi, xc[j].qs + b * 32 + 16 + 4 * c, 4);
-        is[j] = Dot<kVnni>(is[j], lo, _mm256_set1_epi32(x_lo));
-        is[j] = Dot<kVnni>(is[j], hi, _mm256_set1_epi32(x_hi));
+        is[j] = DotU8S8<kVnni>(is[j], lo, _mm256_set1_epi32(x_lo));
+        is[j] = DotU8S8<kVnni>(is[j], hi, _mm256_set1_epi32(x_hi));
       }
     } else {
       const __m256i u = _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
       for (int j = 0; j < N; ++j) {
         int32_t xv;
         std::memcpy(&xv, xc[j].qs + b * 32 + 4 * c, 4);
-        is[j] = Dot<kVnni>(is[j], u, _mm256_set1_epi32(xv));
+        is[j] = DotU8S8<kVnni>(is[j], u, _mm256_set1_epi32(xv));
       }
     }
   }
@@ -91,11 +102,7 @@ void QuantMicro(const uint8_t* blocks, int nblk, const Col* xc, float* y, int64_
   constexpr int G = N == 1 ? 4 : 1;
   for (int q0 = 0; q0 < 4; q0 += G) {
     __m256 acc[G][N];
-    for (int g = 0; g < G; ++g) {
-      for (int j = 0; j < N; ++j) {
-        acc[g][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + j * ldy + 8 * (q0 + g));
-      }
-    }
+    LoadOctets<G, N>(y, ldy, q0, first, acc);
     for (int b = 0; b < nblk; ++b) {
       const uint8_t* blk = blocks + b * kBlockBytes;
       if (prefetch && q0 == 0) {
@@ -115,9 +122,7 @@ void QuantMicro(const uint8_t* blocks, int nblk, const Col* xc, float* y, int64_
         }
       }
     }
-    for (int g = 0; g < G; ++g) {
-      for (int j = 0; j < N; ++j) _mm256_storeu_ps(y + j * ldy + 8 * (q0 + g), acc[g][j]);
-    }
+    StoreOctets<G, N>(y, ldy, q0, acc);
   }
 }
 
@@ -166,11 +171,7 @@ void FloatMicro(const uint8_t* w, int kc, const float* const* xs, float* y, int6
   constexpr int G = N <= 2 ? 4 : 1;
   for (int q0 = 0; q0 < 4; q0 += G) {
     __m256 acc[G][N];
-    for (int g = 0; g < G; ++g) {
-      for (int j = 0; j < N; ++j) {
-        acc[g][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + j * ldy + 8 * (q0 + g));
-      }
-    }
+    LoadOctets<G, N>(y, ldy, q0, first, acc);
     for (int k = 0; k < kc; ++k) {
       const uint8_t* wk = w + k * 32 * kE;
       if (prefetch && q0 == 0) {
@@ -185,9 +186,7 @@ void FloatMicro(const uint8_t* w, int kc, const float* const* xs, float* y, int6
         }
       }
     }
-    for (int g = 0; g < G; ++g) {
-      for (int j = 0; j < N; ++j) _mm256_storeu_ps(y + j * ldy + 8 * (q0 + g), acc[g][j]);
-    }
+    StoreOctets<G, N>(y, ldy, q0, acc);
   }
 }
 
