@@ -18,10 +18,10 @@
 // Every (row, column) is summed the same way whatever the batch: per block,
 // the exact integer dot (offset folded in, as GemmRows does), then
 // y = fma(dot, d_w * d_x, y), blocks in order; floats y = fma(w, x, y) over
-// k in order. So a column's result depends
-// only on that column and row — batched decode gives each sequence the bits
-// of its lone decode, and a prompt row the bits of the same token decoded —
-// and equals GemmRows' for the same weights bit for bit.
+// k in order. So a column's result depends only on that column and row —
+// batched decode gives each sequence the bits of its lone decode, and a
+// prompt row the bits of the same token decoded — and equals GemmRows' for
+// the same weights bit for bit, at every level.
 #pragma once
 
 #include <cstddef>
@@ -34,9 +34,9 @@ namespace pi {
 constexpr int kWeightPanelRows = 32;
 
 // Whether a [cols, rows] matrix of `wtype` can be repacked: Q4_0, Q8_0, F32,
-// F16 or BF16, rows a multiple of kWeightPanelRows. (The kernels for it exist at every
-// level: AVX-512 and AVX2 kernels, and the scalar reference elsewhere, which
-// is slow; WeightPanelsFast says whether repacking pays.)
+// F16 or BF16, rows a multiple of kWeightPanelRows. (Every level computes
+// it: AVX-512 and AVX2 kernels, else the scalar reference, which is slow;
+// WeightPanelsFast says whether repacking pays.)
 bool CanRepackWeights(DType wtype, int64_t rows, int64_t cols);
 // True when the active CPU level has a SIMD panel kernel for `wtype`:
 // AVX-512 VNNI for all of them; AVX2 for the floats and Q4_0, and Q8_0 with
@@ -56,10 +56,11 @@ size_t WeightPanelBytes(DType wtype, int64_t rows, int64_t cols);
 void RepackWeights(DType wtype, const void* w, int64_t cols, int64_t r0, int64_t r1, void* panels);
 
 // Y[b * ldy + r] = dot(W[r, :], X_b) for b in [0, batch), r in [r0, r1)
-// (r0 a multiple of kWeightPanelRows; r1 too, or the matrix's last row), from
-// the repacked matrix; X_b is prepared for `wtype` (matmul.h; f32 rows for
-// floats) at x_prepared + b * PreparedActivationBytes(wtype, cols). Single-threaded,
-// allocation-free.
+// (multiples of kWeightPanelRows), from the repacked matrix; X_b is prepared
+// for `wtype` (matmul.h; f32 rows for floats) at x_prepared + b *
+// PreparedActivationBytes(wtype, cols). Single-threaded; allocates nothing
+// but, as GemmRows, the thread-local copy of a float batch whose rows are a
+// multiple of 4 KiB apart (grown once, never for one column).
 void WeightPanelRows(DType wtype, const void* panels, int64_t cols, const void* x_prepared,
                      int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
