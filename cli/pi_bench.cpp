@@ -617,13 +617,14 @@ static int Run(int argc, char** argv) {
     }
     if (std::count(no_repack.begin(), no_repack.end(), 0) > 0) {
       // The FFN only when every run computes it densely in this process.
-      const bool ffn_dense =
-          split_flags.vram_budget < 0 && transports.size() == 1 && transports[0] == "inproc" &&
-          std::count(sparse_modes.begin(), sparse_modes.end(), pi::SparseMode::kOff) ==
-              static_cast<int64_t>(sparse_modes.size());
+      pi::RepackScope scope;
+      scope.ffn = split_flags.vram_budget < 0 && transports.size() == 1 &&
+                  transports[0] == "inproc" &&
+                  std::count(sparse_modes.begin(), sparse_modes.end(), pi::SparseMode::kOff) ==
+                      static_cast<int64_t>(sparse_modes.size());
       pi::ThreadPool pool(*std::max_element(threads.begin(), threads.end()));
       pi::RepackStats stats;
-      s = pi::RepackModelWeights(&model, ffn_dense, &pool, &stats);
+      s = pi::RepackModelWeights(&model, scope, &pool, &stats);
       if (!s.ok()) {
         fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
         return 1;

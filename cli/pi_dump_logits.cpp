@@ -89,7 +89,9 @@ static int Run(int argc, char** argv) {
   if (s.ok() && repack) {
     pi::ThreadPool pool(opt.n_threads);
     pi::RepackStats stats;
-    s = pi::RepackModelWeights(&model, opt.sparse == pi::SparseMode::kOff, &pool, &stats);
+    pi::RepackScope scope;
+    scope.ffn = opt.sparse == pi::SparseMode::kOff;
+    s = pi::RepackModelWeights(&model, scope, &pool, &stats);
   }
   std::unique_ptr<pi::Engine> engine;
   if (s.ok()) s = pi::Engine::Create(&model, opt, &engine);

@@ -11,15 +11,17 @@ namespace pi {
 
 namespace {
 
-std::vector<Tensor*> Candidates(LlamaModel* model, bool ffn) {
+std::vector<Tensor*> Candidates(LlamaModel* model, const RepackScope& scope) {
   std::vector<Tensor*> out;
-  for (LlamaLayer& l : model->layers) {
+  for (size_t il = static_cast<size_t>(std::max(scope.first_layer, 0)); il < model->layers.size();
+       ++il) {
+    LlamaLayer& l = model->layers[il];
     for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo}) out.push_back(t);
-    if (ffn) {
+    if (scope.ffn) {
       for (Tensor* t : {&l.ffn_gate, &l.ffn_up, &l.ffn_down}) out.push_back(t);
     }
   }
-  out.push_back(&model->output);
+  if (scope.head) out.push_back(&model->output);
   return out;
 }
 
@@ -34,11 +36,12 @@ bool RepackPays(DType t) {
 
 }  // namespace
 
-Status RepackModelWeights(LlamaModel* model, bool ffn, ThreadPool* pool, RepackStats* stats) {
+Status RepackModelWeights(LlamaModel* model, const RepackScope& scope, ThreadPool* pool,
+                          RepackStats* stats) {
   *stats = RepackStats();
   std::vector<Tensor*> todo;
   int64_t total = 0;
-  for (Tensor* t : Candidates(model, ffn)) {
+  for (Tensor* t : Candidates(model, scope)) {
     if (!t->present() || t->panels || !RepackPays(t->type) || !WeightPanelsFast(t->type) ||
         !CanRepackWeights(t->type, t->rows, t->cols)) {
       continue;

@@ -27,13 +27,24 @@ struct RepackStats {
   std::string skipped;
 };
 
-// Repacks the attention projections and the output head, and with `ffn` the
-// FFN matrices too (a caller passes it when this process computes the FFN
-// densely: sparse steps read FFN rows one by one, from the file's layout).
-// Matrices of other types or shapes are left alone. When their bytes do not
+// What of the model this process multiplies.
+struct RepackScope {
+  // Layers below run elsewhere (a device holding a prefix of them,
+  // DevicePlan::n_layers): their matrices are not repacked here.
+  int first_layer = 0;
+  bool head = true;  // the output head (false: the device holds it)
+  // The FFN matrices too: when this process computes the FFN densely
+  // (sparse steps read FFN rows one by one, from the file's layout).
+  bool ffn = false;
+};
+
+// Repacks the attention projections of the layers in scope, the head and
+// the FFN matrices as `scope` says. Matrices of other types or shapes are
+// left alone. When their bytes do not
 // fit in the memory available (common/memory_limits.h) nothing is repacked
 // (stats->skipped says why); fails only when an allocation fails all the
 // same. Threads from `pool`.
-Status RepackModelWeights(LlamaModel* model, bool ffn, ThreadPool* pool, RepackStats* stats);
+Status RepackModelWeights(LlamaModel* model, const RepackScope& scope, ThreadPool* pool,
+                          RepackStats* stats);
 
 }  // namespace pi

@@ -125,7 +125,9 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
     ThreadPool pool(2);
     RepackStats stats;
     const bool ffn = GetParam().sparse == SparseMode::kOff && GetParam().workers == Workers::kNone;
-    ASSERT_TRUE(RepackModelWeights(&m, ffn, &pool, &stats).ok());
+    RepackScope scope;
+    scope.ffn = ffn;
+    ASSERT_TRUE(RepackModelWeights(&m, scope, &pool, &stats).ok());
     // Without the fast kernel nothing is repacked: the case then runs as
     // the unrepacked one does (and says so).
     if (!WeightPanelsFast(t)) GTEST_SKIP() << "no SIMD panel kernel here: nothing is repacked";
