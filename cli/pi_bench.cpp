@@ -74,7 +74,7 @@ void Usage() {
           "  -o, --output md|csv|json|jsonl   (default md)\n"
           "  --isa scalar|avx2|avx2-novnni|avx512   force a kernel level (default: best\n"
           "                           available; avx2-novnni: AVX2 without AVX-VNNI)\n"
-          "  -nr, --no-repack 0|1[,..] 1: keep Q4_0/Q8_0 matrices in the file's layout; 0,1\n"
+          "  -nr, --no-repack 0|1[,..] 1: keep Q4_0 and float matrices in the file layout; 0,1\n"
           "                           runs both, interleaved (default 0: repacked at load\n"
           "                           for the CPU kernels; isa column +rp when used)\n"
           "  --no-bw                  skip the memory-bandwidth probes (CPU and GPU)\n"
