@@ -295,21 +295,12 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
   return Status::Ok();
 }
 
-// The dense matrices this process multiplies, repacked (common/weight_repack.h);
-// the FFN's only when this process computes it densely.
+// The dense matrices this process multiplies, repacked (common/weight_repack.h).
 Status RepackWeights(const char* tool, const EngineFlags& e, LlamaModel* model) {
   if (e.no_repack) return Status::Ok();
-  const EngineOptions& o = e.opt;
-  RepackScope scope;
-  scope.ffn = o.sparse == SparseMode::kOff && !o.hot_backend && !o.hot_neurons && !o.hot_shard &&
-              !o.device && o.cold_shards.empty();
-  if (o.device) {  // its layers and maybe the head are computed there
-    scope.first_layer = o.device->plan().n_layers;
-    scope.head = !o.device->plan().output;
-  }
-  ThreadPool pool(o.n_threads);
+  ThreadPool pool(e.opt.n_threads);
   RepackStats stats;
-  PI_RETURN_IF_ERROR(RepackModelWeights(model, scope, &pool, &stats));
+  PI_RETURN_IF_ERROR(RepackModelWeights(model, HostRepackScope(e.opt), &pool, &stats));
   if (!stats.skipped.empty()) fprintf(stderr, "%s: note: %s\n", tool, stats.skipped.c_str());
   if (stats.matrices > 0) {
     fprintf(stderr, "%s: %lld matrices (%.1f MiB) repacked for the CPU kernels (-nr: keep them)\n",

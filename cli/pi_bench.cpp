@@ -615,22 +615,6 @@ static int Run(int argc, char** argv) {
       fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
       return 1;
     }
-    if (std::count(no_repack.begin(), no_repack.end(), 0) > 0) {
-      // The FFN only when every run computes it densely in this process.
-      pi::RepackScope scope;
-      scope.ffn = split_flags.vram_budget < 0 && transports.size() == 1 &&
-                  transports[0] == "inproc" &&
-                  std::count(sparse_modes.begin(), sparse_modes.end(), pi::SparseMode::kOff) ==
-                      static_cast<int64_t>(sparse_modes.size());
-      pi::ThreadPool pool(*std::max_element(threads.begin(), threads.end()));
-      pi::RepackStats stats;
-      s = pi::RepackModelWeights(&model, scope, &pool, &stats);
-      if (!s.ok()) {
-        fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
-        return 1;
-      }
-      if (!stats.skipped.empty()) fprintf(stderr, "pi-bench: note: %s\n", stats.skipped.c_str());
-    }
     const pi::LlamaConfig& c = model.config;
     const int n_vocab = c.n_vocab;
     std::vector<int32_t> text_tokens;
@@ -671,6 +655,22 @@ static int Run(int argc, char** argv) {
     if (!s.ok()) {
       fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
       return 1;
+    }
+    if (std::count(no_repack.begin(), no_repack.end(), 0) > 0) {
+      // What the split leaves this process; the FFN only when every run
+      // computes it densely here.
+      pi::RepackScope scope = pi::HostRepackScope(split_opt);
+      scope.ffn = scope.ffn && transports.size() == 1 && transports[0] == "inproc" &&
+                  std::count(sparse_modes.begin(), sparse_modes.end(), pi::SparseMode::kOff) ==
+                      static_cast<int64_t>(sparse_modes.size());
+      pi::ThreadPool pool(*std::max_element(threads.begin(), threads.end()));
+      pi::RepackStats stats;
+      s = pi::RepackModelWeights(&model, scope, &pool, &stats);
+      if (!s.ok()) {
+        fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+        return 1;
+      }
+      if (!stats.skipped.empty()) fprintf(stderr, "pi-bench: note: %s\n", stats.skipped.c_str());
     }
     const SplitInfo split_info = DescribeSplit(split);
     const double gpu_bw = GpuBandwidth(split_info, bw_probe, &gpu_bw_measured);

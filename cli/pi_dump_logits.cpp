@@ -89,9 +89,7 @@ static int Run(int argc, char** argv) {
   if (s.ok() && repack) {
     pi::ThreadPool pool(opt.n_threads);
     pi::RepackStats stats;
-    pi::RepackScope scope;
-    scope.ffn = opt.sparse == pi::SparseMode::kOff;
-    s = pi::RepackModelWeights(&model, scope, &pool, &stats);
+    s = pi::RepackModelWeights(&model, pi::HostRepackScope(opt), &pool, &stats);
   }
   std::unique_ptr<pi::Engine> engine;
   if (s.ok()) s = pi::Engine::Create(&model, opt, &engine);

@@ -512,4 +512,15 @@ Status Engine::RecoverDevice() {
   return Status::Ok();
 }
 
+RepackScope HostRepackScope(const EngineOptions& o) {
+  RepackScope scope;
+  scope.ffn = o.sparse == SparseMode::kOff && !o.hot_backend && !o.hot_neurons && !o.hot_shard &&
+              !o.device && o.cold_shards.empty();
+  if (o.device) {  // its layers and maybe the head are computed there
+    scope.first_layer = o.device->plan().n_layers;
+    scope.head = !o.device->plan().output;
+  }
+  return scope;
+}
+
 }  // namespace pi

@@ -30,6 +30,7 @@
 #include "common/llama_model.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
+#include "common/weight_repack.h"
 
 namespace pi {
 
@@ -75,6 +76,13 @@ struct EngineOptions {
   // replaced by this process's own computation (shard_failures()).
   std::vector<FfnShard*> cold_shards;
 };
+
+// What of the model an engine with these options multiplies on this host's
+// dense kernels, for RepackModelWeights: attention and the head but the
+// layers and head a device holds; the FFN only when every step computes it
+// here, densely (sparse steps and hot/cold splits read FFN rows one by one,
+// from the file's layout).
+RepackScope HostRepackScope(const EngineOptions& o);
 
 class Engine {
  public:

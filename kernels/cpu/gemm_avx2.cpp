@@ -156,17 +156,12 @@ void PackPanel(const MatMulArgs& args, int64_t row, int n_rows, int64_t blk0, in
   }
 }
 
-struct Col {
-  const int8_t* qs;    // int8 values
-  const float* dx;     // block scales
-  const int16_t* b16;  // sums of 16 values, two per block
-};
-
 // Columns [b, b + N) over a panel: per block (or half-block), the exact
 // integer dot of each (row, column) in one lane, then scaled and added in
 // f32 in block order.
 template <DType T, bool kVnni, int N>
-void Micro(const Panel* p, int nblk, const Col* xc, float* y, int64_t ldy, int n_rows, bool first) {
+void Micro(const Panel* p, int nblk, const QuantColumn* xc, float* y, int64_t ldy, int n_rows,
+           bool first) {
   constexpr int kParts = PerHalf(T) ? 2 : 1;
   constexpr int kDwords = 8 / kParts;
   const __m256i mask = RowMask(n_rows);
@@ -208,7 +203,7 @@ void Micro(const Panel* p, int nblk, const Col* xc, float* y, int64_t ldy, int n
   for (int j = 0; j < N; ++j) _mm256_maskstore_ps(y + j * ldy, mask, acc[j]);
 }
 
-using MicroFn = void (*)(const Panel*, int, const Col*, float*, int64_t, int, bool);
+using MicroFn = void (*)(const Panel*, int, const QuantColumn*, float*, int64_t, int, bool);
 template <DType T, bool kVnni>
 constexpr MicroFn kMicro[kMaxCols] = {Micro<T, kVnni, 1>, Micro<T, kVnni, 2>, Micro<T, kVnni, 3>,
                                       Micro<T, kVnni, 4>, Micro<T, kVnni, 5>, Micro<T, kVnni, 6>};
@@ -226,13 +221,8 @@ void Gemm(const MatMulArgs& a) {
       PrefetchNextPanel(a, row, kRows, BlockBytes(T, blk0), BlockBytes(T, kKb));
       for (int64_t b = 0, n = 0; b < a.batch; b += n) {
         n = ColumnTile(b, a.batch, kCols);
-        Col xc[kMaxCols];
-        for (int j = 0; j < n; ++j) {
-          const uint8_t* xb = a.x + (b + j) * a.x_stride;
-          xc[j].qs = reinterpret_cast<const int8_t*>(xb + l.qs_off) + blk0 * kQK;
-          xc[j].dx = reinterpret_cast<const float*>(xb + l.dx_off) + blk0;
-          xc[j].b16 = reinterpret_cast<const int16_t*>(xb + l.b16_off) + 2 * blk0;
-        }
+        QuantColumn xc[kMaxCols];
+        QuantColumnsAt(a.x, a.x_stride, l, b, n, blk0, xc);
         kMicro<T, kVnni>[n - 1](&panel, nblk, xc, a.y + b * a.ldy + row, a.ldy, n_rows, blk0 == 0);
       }
     }

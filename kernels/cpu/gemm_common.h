@@ -48,6 +48,26 @@ static inline int64_t Min64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
+// One column of a prepared activation batch (the Q8_0 layout, QActLayout)
+// from some block on: what the integer-dot micro-kernels read per column.
+struct QuantColumn {
+  const int8_t* qs;    // int8 values
+  const float* dx;     // block scales
+  const int16_t* b16;  // sums of 16 values, two per block
+};
+
+// Columns [b, b + n) of the prepared batch at x (columns x_stride bytes
+// apart), each from block blk0 on.
+static inline void QuantColumnsAt(const uint8_t* x, size_t x_stride, const QActLayout& l, int64_t b,
+                                  int n, int64_t blk0, QuantColumn* out) {
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* xb = x + static_cast<size_t>(b + j) * x_stride;
+    out[j].qs = reinterpret_cast<const int8_t*>(xb + l.qs_off) + blk0 * kGemmQK;
+    out[j].dx = reinterpret_cast<const float*>(xb + l.dx_off) + blk0;
+    out[j].b16 = reinterpret_cast<const int16_t*>(xb + l.b16_off) + 2 * blk0;
+  }
+}
+
 // The width of the micro-kernel call at column b of a batch of `batch`
 // taken `max_cols` at a time: the calls are balanced (64 columns by 12 are
 // 11, 11, 11, 11, 10, 10, not 5 x 12 + 4) so that none runs with too few

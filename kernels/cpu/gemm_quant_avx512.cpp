@@ -163,17 +163,11 @@ void PackQuant(const MatMulArgs& args, int64_t row, int n_rows, int64_t blk0, in
 }
 
 // A batch column's prepared activation, blocks from the panel's first.
-struct QuantCol {
-  const int8_t* qs;    // int8 values
-  const float* dx;     // block scales
-  const int16_t* b16;  // sums of 16 values, two per block
-};
-
 // Columns [b, b + N) over a packed panel: per block (or half-block), the
 // exact integer dot of each (row, column) in one lane, then scaled and
 // added in f32.
 template <DType T, int N>
-void QuantMicro(const QuantPanel* p, int nblk, const QuantCol* xc, float* y, int64_t ldy,
+void QuantMicro(const QuantPanel* p, int nblk, const QuantColumn* xc, float* y, int64_t ldy,
                 int n_rows, bool first) {
   constexpr int kParts = PerHalf(T) ? 2 : 1;  // integer dots per block
   constexpr int kDwords = 8 / kParts;
@@ -222,7 +216,8 @@ void QuantMicro(const QuantPanel* p, int nblk, const QuantCol* xc, float* y, int
   StoreAcc<N>(y, ldy, n_rows, acc);
 }
 
-using QuantMicroFn = void (*)(const QuantPanel*, int, const QuantCol*, float*, int64_t, int, bool);
+using QuantMicroFn = void (*)(const QuantPanel*, int, const QuantColumn*, float*, int64_t, int,
+                              bool);
 template <DType T>
 constexpr QuantMicroFn kQuantMicro[kQuantCols] = {QuantMicro<T, 1>, QuantMicro<T, 2>,
                                                   QuantMicro<T, 3>, QuantMicro<T, 4>,
@@ -240,13 +235,8 @@ void GemmQuant(const MatMulArgs& a) {
       PrefetchNextPanel(a, row, kPanelRows, BlockBytes(T, blk0), BlockBytes(T, kQuantKb));
       for (int64_t b = 0, n = 0; b < a.batch; b += n) {
         n = ColumnTile(b, a.batch, kQuantCols);
-        QuantCol xc[kQuantCols];
-        for (int j = 0; j < n; ++j) {
-          const uint8_t* xb = a.x + (b + j) * a.x_stride;
-          xc[j].qs = reinterpret_cast<const int8_t*>(xb + l.qs_off) + blk0 * kQK;
-          xc[j].dx = reinterpret_cast<const float*>(xb + l.dx_off) + blk0;
-          xc[j].b16 = reinterpret_cast<const int16_t*>(xb + l.b16_off) + 2 * blk0;
-        }
+        QuantColumn xc[kQuantCols];
+        QuantColumnsAt(a.x, a.x_stride, l, b, n, blk0, xc);
         kQuantMicro<T>[n - 1](&panel, nblk, xc, a.y + b * a.ldy + row, a.ldy, n_rows, blk0 == 0);
       }
     }

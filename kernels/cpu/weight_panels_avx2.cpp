@@ -34,12 +34,6 @@ constexpr int kChunkBlocks = 16;  // Q4_0: 9 KiB of panel per chunk
 constexpr int kChunkK = 128;      // floats: 8 KiB (F16) per chunk
 constexpr int kLeadBytes = 16 * 1024;
 
-struct Col {
-  const int8_t* qs;
-  const float* dx;
-  const int16_t* b16;
-};
-
 // The sums of octets [q0, q0 + G) (rows 8 q ..) of columns [0, N): from y,
 // or zero for a panel's first chunk; and back.
 template <int G, int N>
@@ -59,7 +53,8 @@ PI_INLINE void StoreOctets(float* y, int64_t ldy, int q0, const __m256 (&acc)[G]
 
 // One block's integer dots for rows 8q .. 8q + 7 x N columns.
 template <DType T, bool kVnni, int N>
-PI_INLINE void OctetDots(const uint8_t* blk, int q, int b, const Col* xc, __m256i (&is)[N]) {
+PI_INLINE void OctetDots(const uint8_t* blk, int q, int b, const QuantColumn* xc,
+                         __m256i (&is)[N]) {
   constexpr int kDwords = PanelDwords(T);
   constexpr int kOffset = T == DType::kQ4_0 ? 8 : 128;
   const int h = q / 2, part = q % 2;  // the 16-row half, and which 8 rows of it
@@ -96,8 +91,8 @@ PI_INLINE void OctetDots(const uint8_t* blk, int q, int b, const Col* xc, __m256
 // the chunk read once, in order), else one, so the octet's N sums and N dots
 // fit the 16 registers (the chunk is in L1 after the first pass).
 template <DType T, bool kVnni, int N>
-void QuantMicro(const uint8_t* blocks, int nblk, const Col* xc, float* y, int64_t ldy, bool first,
-                bool prefetch) {
+void QuantMicro(const uint8_t* blocks, int nblk, const QuantColumn* xc, float* y, int64_t ldy,
+                bool first, bool prefetch) {
   constexpr int kBlockBytes = PanelBlockBytes(T);
   constexpr int G = N == 1 ? 4 : 1;
   for (int q0 = 0; q0 < 4; q0 += G) {
@@ -129,7 +124,7 @@ void QuantMicro(const uint8_t* blocks, int nblk, const Col* xc, float* y, int64_
 template <DType T, bool kVnni>
 void QuantPanelRows(const uint8_t* panels, int64_t cols, const uint8_t* x, int64_t batch, float* y,
                     int64_t ldy, int64_t r0, int64_t r1) {
-  using Fn = void (*)(const uint8_t*, int, const Col*, float*, int64_t, bool, bool);
+  using Fn = void (*)(const uint8_t*, int, const QuantColumn*, float*, int64_t, bool, bool);
   static constexpr Fn kMicro[kCols] = {QuantMicro<T, kVnni, 1>, QuantMicro<T, kVnni, 2>,
                                        QuantMicro<T, kVnni, 3>, QuantMicro<T, kVnni, 4>,
                                        QuantMicro<T, kVnni, 5>, QuantMicro<T, kVnni, 6>};
@@ -141,13 +136,8 @@ void QuantPanelRows(const uint8_t* panels, int64_t cols, const uint8_t* x, int64
       const uint8_t* blocks = panels + PanelOffset(T, nb, p, k0);
       for (int64_t b = 0, n = 0; b < batch; b += n) {
         n = ColumnTile(b, batch, kCols);
-        Col xc[kCols];
-        for (int j = 0; j < n; ++j) {
-          const uint8_t* xb = x + (b + j) * l.total;
-          xc[j].qs = reinterpret_cast<const int8_t*>(xb + l.qs_off) + k0 * 32;
-          xc[j].dx = reinterpret_cast<const float*>(xb + l.dx_off) + k0;
-          xc[j].b16 = reinterpret_cast<const int16_t*>(xb + l.b16_off) + 2 * k0;
-        }
+        QuantColumn xc[kCols];
+        QuantColumnsAt(x, l.total, l, b, n, k0, xc);
         kMicro[n - 1](blocks, nblk, xc, y + b * ldy + p * 32, ldy, k0 == 0, b == 0);
       }
     }

@@ -32,17 +32,12 @@ constexpr int kChunkBlocks = 16;
 constexpr int kLeadBytes = 16 * 1024;
 
 // A batch column's prepared activation, from the chunk's first block.
-struct PanelCol {
-  const int8_t* qs;
-  const float* dx;
-  const int16_t* b16;
-};
-
 // One block's integer dots for 16 rows (half h) x N columns: the weights'
 // unsigned bytes against each column's 4 activation bytes, broadcast; the
 // offset starts each sum at -offset * sum(qx), so the dot is exact.
 template <DType T, int N>
-PI_INLINE void BlockDots(const uint8_t* blk, int h, int b, const PanelCol* xc, __m512i (&is)[N]) {
+PI_INLINE void BlockDots(const uint8_t* blk, int h, int b, const QuantColumn* xc,
+                         __m512i (&is)[N]) {
   constexpr int kDwords = PanelDwords(T);
   constexpr int kOffset = T == DType::kQ4_0 ? 8 : 128;
   for (int j = 0; j < N; ++j) {
@@ -74,7 +69,7 @@ PI_INLINE void BlockDots(const uint8_t* blk, int h, int b, const PanelCol* xc, _
 
 // acc[j] += dot * (d_w * d_x), the block's one f32 step per (row, column).
 template <int N>
-PI_INLINE void AddScaled(const uint8_t* blk, int h, int b, const PanelCol* xc,
+PI_INLINE void AddScaled(const uint8_t* blk, int h, int b, const QuantColumn* xc,
                          const __m512i (&is)[N], __m512 (&acc)[N]) {
   const __m512 a =
       _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 32 * h)));
@@ -96,7 +91,7 @@ PI_INLINE void PrefetchAhead(const uint8_t* blk, int bytes) {
 // chunk read for the first half is still in L1 for the second. Either way
 // each (row, column) adds the same terms in the same order.
 template <DType T, int N>
-void PanelMicro(const uint8_t* blocks, int nblk, const PanelCol* xc, float* y, int64_t ldy,
+void PanelMicro(const uint8_t* blocks, int nblk, const QuantColumn* xc, float* y, int64_t ldy,
                 bool first, bool prefetch) {
   constexpr int kBlockBytes = PanelBlockBytes(T);
   constexpr int kHalves = N <= 4 ? 2 : 1;  // halves per pass over the blocks
@@ -159,7 +154,7 @@ void UnpackChunk(const uint8_t* blocks, int nblk, UnpackedChunk* out) {
 }
 
 template <DType T, int N>
-void WideMicro(const uint8_t* blocks, const UnpackedChunk* w, int nblk, const PanelCol* xc,
+void WideMicro(const uint8_t* blocks, const UnpackedChunk* w, int nblk, const QuantColumn* xc,
                float* y, int64_t ldy, bool first) {
   constexpr int kOffset = T == DType::kQ4_0 ? 8 : 128;
   __m512 acc[2][N];
@@ -195,12 +190,12 @@ void WideMicro(const uint8_t* blocks, const UnpackedChunk* w, int nblk, const Pa
   StoreAcc<N>(y, ldy, kPanelRows, acc);
 }
 
-using PanelMicroFn = void (*)(const uint8_t*, int, const PanelCol*, float*, int64_t, bool, bool);
+using PanelMicroFn = void (*)(const uint8_t*, int, const QuantColumn*, float*, int64_t, bool, bool);
 template <DType T>
 constexpr PanelMicroFn kPanelMicro[kCols] = {PanelMicro<T, 1>, PanelMicro<T, 2>, PanelMicro<T, 3>,
                                              PanelMicro<T, 4>, PanelMicro<T, 5>, PanelMicro<T, 6>,
                                              PanelMicro<T, 7>, PanelMicro<T, 8>};
-using WideMicroFn = void (*)(const uint8_t*, const UnpackedChunk*, int, const PanelCol*, float*,
+using WideMicroFn = void (*)(const uint8_t*, const UnpackedChunk*, int, const QuantColumn*, float*,
                              int64_t, bool);
 template <DType T>
 constexpr WideMicroFn kWideMicro[kWideCols] = {WideMicro<T, 1>, WideMicro<T, 2>, WideMicro<T, 3>,
@@ -221,13 +216,8 @@ void PanelRows(const uint8_t* panels, int64_t cols, const uint8_t* x, int64_t ba
       if (wide) UnpackChunk<T>(blocks, nblk, &unpacked);
       for (int64_t b = 0, n = 0; b < batch; b += n) {
         n = ColumnTile(b, batch, max_cols);
-        PanelCol xc[kCols];
-        for (int j = 0; j < n; ++j) {
-          const uint8_t* xb = x + (b + j) * l.total;
-          xc[j].qs = reinterpret_cast<const int8_t*>(xb + l.qs_off) + k0 * 32;
-          xc[j].dx = reinterpret_cast<const float*>(xb + l.dx_off) + k0;
-          xc[j].b16 = reinterpret_cast<const int16_t*>(xb + l.b16_off) + 2 * k0;
-        }
+        QuantColumn xc[kCols];
+        QuantColumnsAt(x, l.total, l, b, n, k0, xc);
         float* yb = y + b * ldy + p * kPanelRows;
         if (wide) {
           kWideMicro<T>[n - 1](blocks, &unpacked, nblk, xc, yb, ldy, k0 == 0);
