@@ -35,9 +35,9 @@ const char kEngineUsage[] =
     "  -b, --batch-size N      prompt batch size (default 64)\n" PI_FFN_ACTIVATION_USAGE
     "  --no-mmap               read the model into memory instead of mapping it\n"
     "  --mlock                 keep the model's bytes in RAM (never paged out)\n"
-    "  -nr, --no-repack        keep Q4_0 and float matrices in the file's layout (default:\n"
-    "                          repacked at load for the CPU's matrix kernels, where they\n"
-    "                          have them)\n"
+    "  -nr, --no-repack        keep Q4_0, Q4_K, Q6_K and float matrices in the file's layout\n"
+    "                          (default: repacked at load for the CPU's matrix kernels,\n"
+    "                          where they have them)\n"
     "  -ngl N                  accepted for llama.cpp's scripts, ignored: --vram-budget places\n"
     "  --sparse MODE           FFN neurons computed per decoded token: off = all\n"
     "                          (default), oracle = exactly those that fire, predictor =\n"

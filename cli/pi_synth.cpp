@@ -25,7 +25,9 @@ void Usage() {
           "  --n-head-kv N         key/value heads (default: n-head)\n"
           "  --n-ff N              feed-forward size (default 768)\n"
           "  --n-ctx N             <arch>.context_length (default 2048)\n"
-          "  --type T              matrices: f32|f16|bf16|q8_0|q4_0 (default f32; norms are f32)\n"
+          "  --type T              matrices: f32|f16|bf16|q8_0|q4_0|q4_K|q5_K|q6_K (default\n"
+          "                        f32; norms are f32; the K types need n-embd, and n-ff\n"
+          "                        without --down-t, multiples of 256)\n"
           "  --arch A              llama|falcon (default llama). falcon: LayerNorm with biases,\n"
           "                        fused attn_qkv (jploski layout), NeoX RoPE, parallel\n"
           "                        residual, FFN without a gate\n"
@@ -58,6 +60,12 @@ bool ParseType(const std::string& s, pi::DType* t) {
     *t = pi::DType::kQ8_0;
   else if (s == "q4_0")
     *t = pi::DType::kQ4_0;
+  else if (s == "q4_K" || s == "q4_k")
+    *t = pi::DType::kQ4_K;
+  else if (s == "q5_K" || s == "q5_k")
+    *t = pi::DType::kQ5_K;
+  else if (s == "q6_K" || s == "q6_k")
+    *t = pi::DType::kQ6_K;
   else
     return false;
   return true;

@@ -51,8 +51,13 @@ void MatMulChunk(const PreparedInput& in, const MatMulJob& job, int64_t r0, int6
   const uint8_t* x = static_cast<const uint8_t*>(in.For(w.type));
   if (UsePanels(w)) {
     // One kernel for every row, prompt or decode: a row's bits do not
-    // depend on the batch (weight_panels.h).
-    WeightPanelRows(w.type, w.panels, w.cols, x, in.batch, job.y, job.ldy, r0, r1);
+    // depend on the batch (weight_panels.h); past WeightPanelsMaxBatch, the
+    // file layout's GEMM, which gives the same bits.
+    if (in.batch < WeightPanelsMaxBatch(w.type)) {
+      WeightPanelRows(w.type, w.panels, w.cols, x, in.batch, job.y, job.ldy, r0, r1);
+    } else {
+      GemmRows(w.type, w.data, w.cols, x, in.batch, job.y, job.ldy, r0, r1);
+    }
     return;
   }
   const size_t stride = PreparedActivationBytes(w.type, w.cols);

@@ -220,8 +220,9 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
     return Status::Error("n_head %d is not a multiple of n_head_kv %d", o.n_head, n_head_kv);
   }
   if (o.type != DType::kF32 && o.type != DType::kF16 && o.type != DType::kBF16 &&
-      o.type != DType::kQ8_0 && o.type != DType::kQ4_0) {
-    return Status::Error("type %s is not supported (f32, f16, bf16, q8_0, q4_0)",
+      o.type != DType::kQ8_0 && o.type != DType::kQ4_0 && o.type != DType::kQ4_K &&
+      o.type != DType::kQ5_K && o.type != DType::kQ6_K) {
+    return Status::Error("type %s is not supported (f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K)",
                          DTypeName(o.type));
   }
   const int block = GetDTypeInfo(static_cast<uint32_t>(o.type)).block_elems;
@@ -329,7 +330,7 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
   const int64_t ff = o.n_ff;
   const int64_t head_dim = d / o.n_head;
   const int64_t kv_dim = head_dim * n_head_kv;
-  const bool quantized = o.type == DType::kQ8_0 || o.type == DType::kQ4_0;
+  const bool quantized = o.type != DType::kF32 && o.type != DType::kF16 && o.type != DType::kBF16;
 
   const bool falcon = o.arch == "falcon";
   w->SetSparseMagic(o.down_t);

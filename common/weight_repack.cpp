@@ -31,7 +31,8 @@ std::vector<Tensor*> Candidates(LlamaModel* model, const RepackScope& scope) {
 // the file layout's (bench-kernels MatVec/q8_0/panels; tg32 -11 %), so it
 // stays as it is until that is found.
 bool RepackPays(DType t) {
-  return t == DType::kQ4_0 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF32;
+  return t == DType::kQ4_0 || t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kF16 ||
+         t == DType::kBF16 || t == DType::kF32;
 }
 
 }  // namespace

@@ -62,11 +62,12 @@ void Prepare(DType t) {
 
 // Each thread computes its share of the rows, as the engine's thread pool
 // does. `panels`: the same product over repacked weights (weight_panels.h;
-// repacked, the arena's uniform bytes are the same bytes), rows split at
-// panel bounds.
+// repacked, the arena's uniform bytes are the same bytes; bytes counted are
+// the repacked matrix's), rows split at panel bounds.
 void BM_MatVec(benchmark::State& state, DType t, CpuIsa isa, bool panels) {
   SetCpuIsa(isa);
-  const size_t matrix_bytes = static_cast<size_t>(RowBytes(t, kCols)) * kRows;
+  const size_t matrix_bytes =
+      panels ? WeightPanelBytes(t, kRows, kCols) : static_cast<size_t>(RowBytes(t, kCols)) * kRows;
   const size_t copies = kArenaBytes / matrix_bytes;
   const int64_t unit = panels ? kWeightPanelRows : 1, units = kRows / unit;
   const int64_t r0 = units * state.thread_index() / state.threads() * unit;
@@ -83,8 +84,8 @@ void BM_MatVec(benchmark::State& state, DType t, CpuIsa isa, bool panels) {
     benchmark::ClobberMemory();
     copy = (copy + 1) % copies;
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * RowBytes(t, kCols) *
-                          (r1 - r0));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(matrix_bytes / kRows) * (r1 - r0));
 }
 
 // Prompt-style batch of 16 activations; weights read once per batch.
@@ -342,7 +343,7 @@ int main(int argc, char** argv) {
     }
   }
   {
-    for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+    for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
       if (!pi::WeightPanelsFast(t)) continue;
       benchmark::RegisterBenchmark((std::string("MatVec/") + pi::DTypeName(t) + "/panels").c_str(),
                                    pi::BM_MatVec, t, best, true)

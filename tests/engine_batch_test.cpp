@@ -102,7 +102,10 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
   // Float rows longer than the AVX-512 kernels' short-row cutoff (1024), so
   // decode takes the long-row mat-vec whose order the batch tiles must match.
   const DType t = GetParam().type;
-  o.n_embd = t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 ? 1088 : 128;
+  // Q4_K: rows of whole super-blocks.
+  o.n_embd = t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 ? 1088
+             : t == DType::kQ4_K                                       ? 256
+                                                                       : 128;
   o.n_ff = 384;
   o.n_layer = 2;
   o.n_head = 4;
@@ -319,7 +322,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Params{"llama", SparseMode::kOff, Workers::kNone, DType::kQ4_0, true},
                       Params{"falcon", SparseMode::kOff, Workers::kNone, DType::kQ4_0, true},
                       Params{"llama", SparseMode::kPredictor, Workers::kCold, DType::kQ4_0, true},
-                      Params{"llama", SparseMode::kOracle, Workers::kNone, DType::kF16, true}),
+                      Params{"llama", SparseMode::kOracle, Workers::kNone, DType::kF16, true},
+                      Params{"llama", SparseMode::kOff, Workers::kNone, DType::kQ4_K, true},
+                      Params{"llama", SparseMode::kPredictor, Workers::kCold, DType::kQ4_K, true}),
     [](const auto& p) {
       return std::string(p.param.arch) + "_" + SparseModeName(p.param.sparse) + "_" +
              WorkersName(p.param.workers) +

@@ -297,13 +297,16 @@ TEST(SyntheticModelTest, DownTIsTheTransposeOfDown) {
 
 TEST(SyntheticModelTest, QuantizedFileIsTheF32FileQuantized) {
   SyntheticModelOptions o = Small();
+  o.n_embd = 256;  // whole K-quant super-blocks
+  o.down_t = true;
   o.tied = true;
   SynthFile ref(o, "f32.gguf");
-  for (DType type : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+  for (DType type : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                     DType::kQ5_K, DType::kQ6_K}) {
     SCOPED_TRACE(DTypeName(type));
     o.type = type;
     SynthFile q(o, std::string("q_") + DTypeName(type) + ".gguf");
-    const bool quantized = type == DType::kQ8_0 || type == DType::kQ4_0;
+    const bool quantized = type != DType::kF16 && type != DType::kBF16;
     EXPECT_EQ(q->Find("general.quantization_version") != nullptr, quantized);
     EXPECT_EQ(q->FindTensor("output.weight"), nullptr);  // tied
     EXPECT_EQ(U32(*q, "general.file_type"), GgufFileTypeOf(type));
@@ -354,8 +357,12 @@ TEST(SyntheticModelTest, RejectsBadShapes) {
   o.activation = "gelu";
   EXPECT_THAT(ValidateSyntheticModel(o).message(), HasSubstr("gelu"));
   o = Small();
-  o.type = DType::kQ4_K;
+  o.type = DType::kQ4_1;
   EXPECT_THAT(ValidateSyntheticModel(o).message(), HasSubstr("not supported"));
+  o = Small();
+  o.type = DType::kQ4_K;
+  o.down_t = true;
+  EXPECT_THAT(ValidateSyntheticModel(o).message(), HasSubstr("multiples of 256"));
   o = Small();
   o.n_layer = 0;
   EXPECT_THAT(ValidateSyntheticModel(o).message(), HasSubstr("positive"));

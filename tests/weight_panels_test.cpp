@@ -42,6 +42,9 @@ float Sentinel() {
 bool IsFloat(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
 }
+bool IsK(DType t) {  // super-blocks of 256
+  return t == DType::kQ4_K || t == DType::kQ6_K;
+}
 
 struct Problem {
   DType type;
@@ -171,12 +174,17 @@ class WeightPanelsTest : public ::testing::TestWithParam<DType> {};
 TEST_P(WeightPanelsTest, MatchesReferenceAndGemm) {
   unsigned seed = 1;
   // Floats: chunks of 128 k, a conversion from 24 columns, calls of 12.
-  const std::vector<int64_t> batches = IsFloat(GetParam())
-                                           ? std::vector<int64_t>{1, 5, 12, 13, 30}
+  // K formats: also a batch past WeightPanelsMaxBatch, where callers take
+  // GemmRows instead (its bits are checked equal below).
+  const std::vector<int64_t> batches = IsFloat(GetParam()) ? std::vector<int64_t>{1, 5, 12, 13, 30}
+                                       : IsK(GetParam())
+                                           ? std::vector<int64_t>{1, 3, 8, 9, 13, 40, 130}
                                            : std::vector<int64_t>{1, 3, 8, 9, 13, 40};
-  const std::vector<int64_t> cols_list = IsFloat(GetParam())
-                                             ? std::vector<int64_t>{1, 33, 300, 1024}
-                                             : std::vector<int64_t>{32, 96, 544, 4096 + 32};
+  // K formats: super-blocks of 256, chunks of 2.
+  const std::vector<int64_t> cols_list =
+      IsFloat(GetParam()) ? std::vector<int64_t>{1, 33, 300, 1024}
+      : IsK(GetParam())   ? std::vector<int64_t>{256, 768, 1280, 4096 + 256}
+                          : std::vector<int64_t>{32, 96, 544, 4096 + 32};
   for (int64_t batch : batches) {
     for (int64_t cols : cols_list) {
       for (int64_t rows : {32, 96}) {
@@ -192,20 +200,22 @@ TEST_P(WeightPanelsTest, MatchesReferenceAndGemm) {
 
 // Repacking disjoint row ranges (as threads do) gives the whole repack.
 TEST_P(WeightPanelsTest, RepackByRangesEqualsWhole) {
-  const Problem p = Make(GetParam(), 128, 800, 1, 7);
+  const Problem p = Make(GetParam(), 128, IsK(GetParam()) ? 768 : 800, 1, 7);
   std::vector<uint8_t> parts(p.panels.size() + 64, 0);
   uint8_t* dst = const_cast<uint8_t*>(Problem::Aligned(parts.data()));
   for (int64_t r0 : {96, 0, 64, 32}) RepackWeights(p.type, p.w.data(), p.cols, r0, r0 + 32, dst);
   const size_t bytes = WeightPanelBytes(p.type, p.rows, p.cols);
   ASSERT_EQ(std::memcmp(dst, p.panel(), bytes), 0);
-  // The same bytes as the file, in another order: every weight is kept.
-  EXPECT_EQ(bytes, p.w.size());
+  // The same bytes as the file, in another order: every weight is kept
+  // (Q4_K: its packed 6-bit scales and mins unpacked, 4736 bytes for 4608).
+  EXPECT_EQ(bytes, GetParam() == DType::kQ4_K ? p.w.size() / 4608 * 4736 : p.w.size());
 }
 
 // A column's bits depend only on that column and row: alone, in a larger
 // batch at another position, or over another row range.
 TEST_P(WeightPanelsTest, ColumnsDependOnlyOnTheirColumnAndRow) {
-  const Problem p = Make(GetParam(), 96, 1024 + 64, 37, 11);  // wide and narrow calls
+  // Wide and narrow calls.
+  const Problem p = Make(GetParam(), 96, IsK(GetParam()) ? 1024 + 256 : 1024 + 64, 37, 11);
   for (CpuIsa isa : {CpuIsa::kScalar, DetectCpuIsa()}) {
     SetCpuIsa(isa);
     std::vector<float> all(p.batch * p.rows), lone(p.rows), part(p.batch * p.rows);
@@ -233,7 +243,10 @@ TEST(WeightPanelsShapeTest, WhatCanBeRepacked) {
   EXPECT_FALSE(CanRepackWeights(DType::kQ4_0, 0, 4096));
   EXPECT_TRUE(CanRepackWeights(DType::kF16, 4096, 4100));    // float rows of any length
   EXPECT_FALSE(CanRepackWeights(DType::kQ8_0, 4096, 4100));  // blocks of 32
-  EXPECT_FALSE(CanRepackWeights(DType::kQ4_K, 4096, 4096));
+  EXPECT_TRUE(CanRepackWeights(DType::kQ4_K, 4096, 4096));
+  EXPECT_FALSE(CanRepackWeights(DType::kQ4_K, 4096, 4096 + 32));  // super-blocks of 256
+  EXPECT_TRUE(CanRepackWeights(DType::kQ6_K, 4096, 4096));
+  EXPECT_FALSE(CanRepackWeights(DType::kQ5_K, 4096, 4096));  // no panel layout
 }
 
 std::string TypeName(const ::testing::TestParamInfo<DType>& p) {
@@ -241,8 +254,8 @@ std::string TypeName(const ::testing::TestParamInfo<DType>& p) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, WeightPanelsTest,
-                         ::testing::Values(DType::kQ4_0, DType::kQ8_0, DType::kF32, DType::kF16,
-                                           DType::kBF16),
+                         ::testing::Values(DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K,
+                                           DType::kF32, DType::kF16, DType::kBF16),
                          TypeName);
 
 }  // namespace

@@ -162,7 +162,6 @@ void PackQuant(const MatMulArgs& args, int64_t row, int n_rows, int64_t blk0, in
   }
 }
 
-// A batch column's prepared activation, blocks from the panel's first.
 // Columns [b, b + N) over a packed panel: per block (or half-block), the
 // exact integer dot of each (row, column) in one lane, then scaled and
 // added in f32.

@@ -162,6 +162,8 @@ void WeightPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const 
                         int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1);
 void WeightPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
                            int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1);
+void KPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
+                      int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1);  // Q4_K, Q6_K
 void FloatPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
                           int64_t x_stride, int64_t batch, float* y, int64_t ldy, int64_t r0,
                           int64_t r1);

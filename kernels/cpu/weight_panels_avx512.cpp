@@ -31,7 +31,6 @@ constexpr int kChunkBlocks = 16;
 // DRAM reads in flight for a decode step (matmul_avx512.cpp's Prefetcher).
 constexpr int kLeadBytes = 16 * 1024;
 
-// A batch column's prepared activation, from the chunk's first block.
 // One block's integer dots for 16 rows (half h) x N columns: the weights'
 // unsigned bytes against each column's 4 activation bytes, broadcast; the
 // offset starts each sum at -offset * sum(qx), so the dot is exact.

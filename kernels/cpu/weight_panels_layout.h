@@ -10,8 +10,30 @@
 //     the block's bytes 4c .. 4c + 3 (after the scale) of rows 16h + i at 4i.
 // D = 4 for Q4_0 (16 bytes of nibbles: byte j holds weights j and j + 16)
 // and 8 for Q8_0. Blocks follow each other, then panels: block (p, k) is at
-// (p nb + k) PanelBlockBytes. Scalar constants only: included by the AVX-512
-// file too (matmul_impl.h says why that must stay static).
+// (p nb + k) PanelBlockBytes.
+//
+// Q4_K: panel p, super-block s (weights 256s .. 256s + 255 of each row):
+//   bytes [0, 64):    the 32 rows' d (f16), row i at 2i;
+//   bytes [64, 128):  their dmin (f16);
+//   byte 128 + 32j + i: sub-block j's 6-bit scale of row i, unpacked;
+//   byte 384 + 32j + i: its 6-bit min;
+//   then 4 x 2 x 8 vectors of 64 bytes, vector (q, h, c) at
+//     640 + ((2q + h) 8 + c) 64: bytes 4c .. 4c + 3 of the super-block's
+//     qs[32q ..] (low nibbles: sub-block 2q; high: 2q + 1) of rows 16h + i
+//     at 4i.
+// 4736 bytes for the file's 4608 (32 x 144): the scales and mins unpacked.
+//
+// Q6_K: panel p, super-block s:
+//   bytes [0, 64):   the 32 rows' d (f16), row i at 2i;
+//   byte 64 + 32t + i: sub-block t's (16 weights) int8 scale of row i;
+//   then ql vectors (H, part, h, c) at 576 + (((2H + part) 2 + h) 8 + c) 64:
+//     bytes 4c .. 4c + 3 of ql[64H + 32 part ..] of rows 16h + i at 4i;
+//   then qh vectors (H, h, c) at 4672 + ((2H + h) 8 + c) 64: of qh[32H ..].
+// Block j of half H (weights 128H + 32j ..) is ql part j % 2's low (j < 2)
+// or high nibbles with qh's bits 2j, 2j + 1 on top. 6720 bytes: the file's.
+// Super-blocks follow each other, then panels. Scalar constants only:
+// included by the AVX-512 files too (matmul_impl.h says why that must stay
+// static).
 #pragma once
 
 #include <cstddef>
@@ -41,6 +63,35 @@ static constexpr int PanelBlockBytes(DType wtype) {
 }
 static constexpr size_t PanelOffset(DType wtype, int64_t nb, int64_t p, int64_t k) {
   return static_cast<size_t>(p * nb + k) * PanelBlockBytes(wtype);
+}
+
+static constexpr int kKPanelScales = 128;  // Q4_K: the sub-blocks' scales
+static constexpr int kKPanelMins = 384;    // and mins
+static constexpr int kKPanelQs = 640;      // then the nibbles
+static constexpr int kKPanelSuperBytes = kKPanelQs + 4 * 2 * 8 * 64;
+// Where vector (q, h, c) of a Q4_K super-block's nibbles starts.
+static constexpr int KPanelVector(int q, int h, int c) {
+  return kKPanelQs + ((2 * q + h) * 8 + c) * 64;
+}
+
+static constexpr int kQ6PanelScales = 64;
+static constexpr int kQ6PanelQl = 576;
+static constexpr int kQ6PanelQh = kQ6PanelQl + 2 * 2 * 2 * 8 * 64;
+static constexpr int kQ6PanelSuperBytes = kQ6PanelQh + 2 * 2 * 8 * 64;
+static constexpr int Q6PanelQl(int H, int part, int h, int c) {
+  return kQ6PanelQl + (((2 * H + part) * 2 + h) * 8 + c) * 64;
+}
+static constexpr int Q6PanelQh(int H, int h, int c) {
+  return kQ6PanelQh + ((2 * H + h) * 8 + c) * 64;
+}
+
+// A K format's (Q4_K, Q6_K) bytes per panel super-block, and where
+// super-block s of panel p starts.
+static constexpr int KPanelSuperBytes(DType wtype) {
+  return wtype == DType::kQ4_K ? kKPanelSuperBytes : kQ6PanelSuperBytes;
+}
+static constexpr size_t KPanelOffset(DType wtype, int64_t nsb, int64_t p, int64_t s) {
+  return static_cast<size_t>(p * nsb + s) * KPanelSuperBytes(wtype);
 }
 
 }  // namespace cpu_internal

@@ -2,13 +2,14 @@
 // loads weights (Q4_0/Q4_K into CPU_REPACK, others plain): every 2-D weight
 // but token_embd times TOKENS activation vectors (1: a decode step; more: a
 // prompt batch, whose output.weight product takes the last token only, as
-// llama.cpp's), one graph per step. A lower bound on llama.cpp's time per
+// llama.cpp's; with `decode`, a step of TOKENS sequences decoding together,
+// each wanting its logits: the head over every token), one graph per step. A lower bound on llama.cpp's time per
 // step (no attention, norms, rope), to put beside `pi-bench -p 0 -n 64` or
 // `-p TOKENS -n 0` on the same file (a PWRI file needs its magic changed to
 // GGUF first: ggml reads only GGUF).
 //
 // A measurement tool, not part of the build; built as matvec.c says.
-//   ./model_matmuls MODEL.gguf THREADS [SECONDS] [TOKENS]
+//   ./model_matmuls MODEL.gguf THREADS [SECONDS] [TOKENS] [decode]
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,13 +28,14 @@ static double now(void) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: model_matmuls MODEL.gguf THREADS [SECONDS] [TOKENS]\n");
+    fprintf(stderr, "usage: model_matmuls MODEL.gguf THREADS [SECONDS] [TOKENS] [decode]\n");
     return 2;
   }
   const char* path = argv[1];
   int threads = atoi(argv[2]);
   double secs = argc > 3 ? atof(argv[3]) : 5.0;
   const int tokens = argc > 4 ? atoi(argv[4]) : 1;
+  const int decode = argc > 5 && strcmp(argv[5], "decode") == 0;
   if (tokens < 1 || tokens > 4096) {
     fprintf(stderr, "TOKENS must be 1..4096\n");
     return 2;
@@ -94,9 +96,11 @@ int main(int argc, char** argv) {
   int64_t xn[8], xt[8];
   int nx = 0;
   for (int k = 0; k < nw; ++k) {
-    /* The output head reads only the batch's last token, as llama.cpp's
-       prompt processing computes logits for it alone. */
-    const int64_t cols = strcmp(ggml_get_name(w[k]), "output.weight") == 0 ? 1 : tokens;
+    /* A prompt's output head reads only the batch's last token, as
+       llama.cpp's prompt processing computes logits for it alone; a
+       decode step of `tokens` sequences wants every sequence's. */
+    const int64_t cols =
+        !decode && strcmp(ggml_get_name(w[k]), "output.weight") == 0 ? 1 : tokens;
     int j = 0;
     while (j < nx && (xn[j] != w[k]->ne[0] || xt[j] != cols)) ++j;
     if (j == nx && nx == 8) return 3; /* more distinct widths than this tool expects */
@@ -124,9 +128,9 @@ int main(int argc, char** argv) {
   }
   double t = now() - t0;
   printf(
-      "ggml matmuls of %s t=%d x%d tokens: %d weights, %.1f MB, %.2f tokens/s bound "
+      "ggml matmuls of %s t=%d x%d tokens%s: %d weights, %.1f MB, %.2f tokens/s bound "
       "(%.2f ms a step), %.2f GB/s of weights\n",
-      path, threads, tokens, nw, bytes / 1e6, it * tokens / t, t / it * 1e3,
+      path, threads, tokens, decode ? " (decode step)" : "", nw, bytes / 1e6, it * tokens / t, t / it * 1e3,
       it * (double)bytes / t / 1e9);
   return 0;
 }

@@ -1,0 +1,213 @@
+// The weight-panel product on AVX-512 VNNI for the K formats Q4_K and Q6_K
+// (weight_panels.h, weight_panels_layout.h), per super-block and half of 16
+// rows. Q4_K: each nibble vector feeds two sub-blocks (low nibbles:
+// sub-block 2q, high: 2q + 1), so a pair's exact integer dots come from 8
+// vectors; then per sub-block
+//   y = fma(dot, (d sc) dx, y);  y = fma(-dmin m, dx sum(qx), y).
+// Q6_K: each block's 6-bit weights put together from its ql nibbles and qh
+// bits, per 16 weights the exact dot of (u - 32) and x, then
+//   y = fma(dot, (d sc) dx, y).
+// Both in block order — GemmRows' arithmetic (gemm_quant_avx512.cpp; d sc
+// and dmin m are exact in f32), so the two give the same bits, and a
+// column's bits do not depend on the batch around it.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/gemm_avx512_inline.h"
+#include "kernels/cpu/gemm_common.h"
+#include "kernels/cpu/matmul_impl.h"
+#include "kernels/cpu/weight_panels_layout.h"
+
+namespace pi {
+namespace cpu_internal {
+namespace {
+
+// Everything here has internal linkage (see matmul_impl.h).
+
+constexpr int kCols = 8;               // batch columns per micro-kernel call
+constexpr int kChunkSupers = 2;        // 9 KiB of panel, in L1 while every call passes over it
+constexpr int kLeadBytes = 16 * 1024;  // software prefetch distance (decode)
+
+// The integer dots of sub-blocks 2q (lo) and 2q + 1 (hi) of super-block
+// `sb` for 16 rows (half h) x N columns; blk: the sub-block 2q's activation
+// block.
+template <int N>
+PI_INLINE void PairDots(const uint8_t* sb, int h, int q, int64_t blk, const QuantColumn* xc,
+                        __m512i (&lo)[N], __m512i (&hi)[N]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int j = 0; j < N; ++j) lo[j] = hi[j] = _mm512_setzero_si512();
+  for (int c = 0; c < 8; ++c) {
+    const __m512i v = _mm512_load_si512(sb + KPanelVector(q, h, c));
+    const __m512i ul = _mm512_and_si512(v, m4);
+    const __m512i uh = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    for (int j = 0; j < N; ++j) {
+      int32_t xl, xh;
+      std::memcpy(&xl, xc[j].qs + blk * kGemmQK + 4 * c, 4);
+      std::memcpy(&xh, xc[j].qs + (blk + 1) * kGemmQK + 4 * c, 4);
+      lo[j] = _mm512_dpbusd_epi32(lo[j], ul, _mm512_set1_epi32(xl));
+      hi[j] = _mm512_dpbusd_epi32(hi[j], uh, _mm512_set1_epi32(xh));
+    }
+  }
+}
+
+// Sub-block s of the super-block (activation block blk): its dot term, then
+// its min term, for 16 rows (d16, dmin16: their f32 d and dmin).
+template <int N>
+PI_INLINE void AddSubBlock(const uint8_t* sb, int h, int s, int64_t blk, __m512 d16, __m512 dmin16,
+                           const QuantColumn* xc, const __m512i (&is)[N], __m512 (&acc)[N]) {
+  const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+      _mm_load_si128(reinterpret_cast<const __m128i*>(sb + kKPanelScales + 32 * s + 16 * h))));
+  const __m512 m = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+      _mm_load_si128(reinterpret_cast<const __m128i*>(sb + kKPanelMins + 32 * s + 16 * h))));
+  const __m512 a = _mm512_mul_ps(d16, sc);                                          // exact
+  const __m512 c = _mm512_mul_ps(_mm512_xor_ps(dmin16, _mm512_set1_ps(-0.0f)), m);  // -dmin m
+  for (int j = 0; j < N; ++j) {
+    const float dx = xc[j].dx[blk];
+    const float sum = static_cast<float>(xc[j].b16[2 * blk] + xc[j].b16[2 * blk + 1]);
+    acc[j] =
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[j]), _mm512_mul_ps(a, _mm512_set1_ps(dx)), acc[j]);
+    acc[j] = _mm512_fmadd_ps(c, _mm512_set1_ps(dx * sum), acc[j]);
+  }
+}
+
+PI_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
+  for (int l = 0; l < bytes; l += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + kLeadBytes + l), _MM_HINT_T0);
+  }
+}
+
+// Columns [0, N) over super-blocks [0, ns) of one panel chunk (its first
+// activation block blk0 = 8 x its first super-block). Few columns (decode):
+// both halves per pass, so the panel is read once, in order; more: one
+// half per pass, the chunk still in L1 for the second.
+template <int N>
+void KPanelMicro(const uint8_t* supers, int ns, const QuantColumn* xc, float* y, int64_t ldy,
+                 bool first, bool prefetch) {
+  constexpr int kHalves = N <= 4 ? 2 : 1;
+  for (int h0 = 0; h0 < 2; h0 += kHalves) {
+    __m512 acc[kHalves][N];
+    for (int g = 0; g < kHalves; ++g) {
+      for (int j = 0; j < N; ++j) {
+        acc[g][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + j * ldy + 16 * (h0 + g));
+      }
+    }
+    for (int s = 0; s < ns; ++s) {
+      const uint8_t* sb = supers + s * kKPanelSuperBytes;
+      if (prefetch && h0 == 0) PrefetchAhead(sb, kKPanelSuperBytes);
+      for (int g = 0; g < kHalves; ++g) {
+        const int h = h0 + g;
+        const __m512 d16 =
+            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 32 * h)));
+        const __m512 dmin16 =
+            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 64 + 32 * h)));
+        for (int q = 0; q < 4; ++q) {
+          const int64_t blk = 8 * s + 2 * q;
+          __m512i lo[N], hi[N];
+          PairDots<N>(sb, h, q, blk, xc, lo, hi);
+          AddSubBlock<N>(sb, h, 2 * q, blk, d16, dmin16, xc, lo, acc[g]);
+          AddSubBlock<N>(sb, h, 2 * q + 1, blk + 1, d16, dmin16, xc, hi, acc[g]);
+        }
+      }
+    }
+    for (int g = 0; g < kHalves; ++g) {
+      for (int j = 0; j < N; ++j) _mm512_storeu_ps(y + j * ldy + 16 * (h0 + g), acc[g][j]);
+    }
+  }
+}
+
+// Q6_K block j of half H, dwords c: the unsigned 6-bit weights of 16 rows.
+PI_INLINE __m512i Q6Weights(const uint8_t* sb, int H, int j, int h, int c) {
+  const __m512i ql = _mm512_load_si512(sb + Q6PanelQl(H, j % 2, h, c));
+  const __m512i qh = _mm512_load_si512(sb + Q6PanelQh(H, h, c));
+  const __m512i low = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * (j / 2)), _mm512_set1_epi8(0x0F));
+  const __m512i top = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * j), _mm512_set1_epi8(3));
+  return _mm512_or_si512(low, _mm512_slli_epi16(top, 4));
+}
+
+// Q6_K, as KPanelMicro: per block (H, j), each half of 16 weights' dot
+// (offset folded in) and its scaled term.
+template <int N>
+void Q6PanelMicro(const uint8_t* supers, int ns, const QuantColumn* xc, float* y, int64_t ldy,
+                  bool first, bool prefetch) {
+  constexpr int kHalves = N <= 4 ? 2 : 1;
+  for (int h0 = 0; h0 < 2; h0 += kHalves) {
+    __m512 acc[kHalves][N];
+    for (int g = 0; g < kHalves; ++g) {
+      for (int j = 0; j < N; ++j) {
+        acc[g][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + j * ldy + 16 * (h0 + g));
+      }
+    }
+    for (int s = 0; s < ns; ++s) {
+      const uint8_t* sb = supers + s * kQ6PanelSuperBytes;
+      if (prefetch && h0 == 0) PrefetchAhead(sb, kQ6PanelSuperBytes);
+      for (int g = 0; g < kHalves; ++g) {
+        const int h = h0 + g;
+        const __m512 d16 =
+            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 32 * h)));
+        for (int blk = 0; blk < 8; ++blk) {
+          const int H = blk / 4, jb = blk % 4;
+          const int64_t k = 8 * s + blk;  // the activation block
+          for (int part = 0; part < 2; ++part) {
+            __m512i is[N];
+            for (int j = 0; j < N; ++j) is[j] = _mm512_set1_epi32(-32 * xc[j].b16[2 * k + part]);
+            for (int c = 4 * part; c < 4 * part + 4; ++c) {
+              const __m512i u = Q6Weights(sb, H, jb, h, c);
+              for (int j = 0; j < N; ++j) {
+                int32_t xv;
+                std::memcpy(&xv, xc[j].qs + k * kGemmQK + 4 * c, 4);
+                is[j] = _mm512_dpbusd_epi32(is[j], u, _mm512_set1_epi32(xv));
+              }
+            }
+            const __m512 sc = _mm512_cvtepi32_ps(
+                _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(
+                    sb + kQ6PanelScales + 32 * (2 * blk + part) + 16 * h))));
+            const __m512 a = _mm512_mul_ps(d16, sc);  // exact
+            for (int j = 0; j < N; ++j) {
+              acc[g][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[j]),
+                                          _mm512_mul_ps(a, _mm512_set1_ps(xc[j].dx[k])), acc[g][j]);
+            }
+          }
+        }
+      }
+    }
+    for (int g = 0; g < kHalves; ++g) {
+      for (int j = 0; j < N; ++j) _mm512_storeu_ps(y + j * ldy + 16 * (h0 + g), acc[g][j]);
+    }
+  }
+}
+
+using KPanelMicroFn = void (*)(const uint8_t*, int, const QuantColumn*, float*, int64_t, bool,
+                               bool);
+constexpr KPanelMicroFn kKPanelMicro[kCols] = {KPanelMicro<1>, KPanelMicro<2>, KPanelMicro<3>,
+                                               KPanelMicro<4>, KPanelMicro<5>, KPanelMicro<6>,
+                                               KPanelMicro<7>, KPanelMicro<8>};
+constexpr KPanelMicroFn kQ6PanelMicro[kCols] = {Q6PanelMicro<1>, Q6PanelMicro<2>, Q6PanelMicro<3>,
+                                                Q6PanelMicro<4>, Q6PanelMicro<5>, Q6PanelMicro<6>,
+                                                Q6PanelMicro<7>, Q6PanelMicro<8>};
+
+}  // namespace
+
+void KPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
+                      int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const QActLayout l = GetQActLayout(cols);
+  const int64_t nsb = cols / 256;
+  const KPanelMicroFn* micro = wtype == DType::kQ4_K ? kKPanelMicro : kQ6PanelMicro;
+  for (int64_t p = r0 / kPanelRows; p < r1 / kPanelRows; ++p) {
+    for (int64_t s0 = 0; s0 < nsb; s0 += kChunkSupers) {
+      const int ns = static_cast<int>(Min64(kChunkSupers, nsb - s0));
+      const uint8_t* supers = panels + KPanelOffset(wtype, nsb, p, s0);
+      for (int64_t b = 0, n = 0; b < batch; b += n) {
+        n = ColumnTile(b, batch, kCols);
+        QuantColumn xc[kCols];
+        QuantColumnsAt(x, l.total, l, b, static_cast<int>(n), s0 * 8, xc);
+        micro[n - 1](supers, ns, xc, y + b * ldy + p * kPanelRows, ldy, s0 == 0, b == 0);
+      }
+    }
+  }
+}
+
+}  // namespace cpu_internal
+}  // namespace pi
