@@ -26,13 +26,14 @@ std::vector<Tensor*> Candidates(LlamaModel* model, const RepackScope& scope) {
 }
 
 // The types whose repacking pays for one user too: decode at least as fast
-// as from the file's layout. Q8_0 gains on prompts (+13 % pp512) and batched
-// decode but its decode mat-vec over the panels streams at about 0.8-0.9x
-// the file layout's (bench-kernels MatVec/q8_0/panels; tg32 -11 %), so it
-// stays as it is until that is found.
+// as from the file's layout. Q8_0 and Q6_K gain on batched decode (and Q8_0
+// on prompts, +13 % pp512), but their decode mat-vecs over the panels stream
+// slower than the file layout's (bench-kernels MatVec/q8_0/panels,
+// MatVec/q6_K/panels: 0.8-0.95x at -t 1, Q6_K 0.75x at -t 2), so they stay
+// as they are until that is found.
 bool RepackPays(DType t) {
-  return t == DType::kQ4_0 || t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kF16 ||
-         t == DType::kBF16 || t == DType::kF32;
+  return t == DType::kQ4_0 || t == DType::kQ4_K || t == DType::kF16 || t == DType::kBF16 ||
+         t == DType::kF32;
 }
 
 }  // namespace

@@ -118,13 +118,18 @@ void KPanelMicro(const uint8_t* supers, int ns, const QuantColumn* xc, float* y,
   }
 }
 
-// Q6_K block j of half H, dwords c: the unsigned 6-bit weights of 16 rows.
+// Q6_K block j of half H, dwords c: the unsigned 6-bit weights of 16 rows,
+// ql's nibble under qh's bits 2j, 2j + 1 moved to bits 4, 5 of each byte
+// (16-bit shifts: what crosses into the next byte is masked off).
 PI_INLINE __m512i Q6Weights(const uint8_t* sb, int H, int j, int h, int c) {
-  const __m512i ql = _mm512_load_si512(sb + Q6PanelQl(H, j % 2, h, c));
-  const __m512i qh = _mm512_load_si512(sb + Q6PanelQh(H, h, c));
-  const __m512i low = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * (j / 2)), _mm512_set1_epi8(0x0F));
-  const __m512i top = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * j), _mm512_set1_epi8(3));
-  return _mm512_or_si512(low, _mm512_slli_epi16(top, 4));
+  __m512i ql = _mm512_load_si512(sb + Q6PanelQl(H, j % 2, h, c));
+  __m512i qh = _mm512_load_si512(sb + Q6PanelQh(H, h, c));
+  if (j >= 2) ql = _mm512_srli_epi16(ql, 4);
+  if (j < 2) qh = _mm512_slli_epi16(qh, 4 - 2 * j);
+  if (j == 3) qh = _mm512_srli_epi16(qh, 2);
+  const __m512i top = _mm512_and_si512(qh, _mm512_set1_epi8(0x30));
+  // (ql & 0x0F) | top in one instruction: truth table of (a & c) | b.
+  return _mm512_ternarylogic_epi32(ql, top, _mm512_set1_epi8(0x0F), 0xEC);
 }
 
 // Q6_K, as KPanelMicro: per block (H, j), each half of 16 weights' dot
@@ -179,12 +184,77 @@ void Q6PanelMicro(const uint8_t* supers, int ns, const QuantColumn* xc, float* y
   }
 }
 
+// Q6_K for one column (a decode step): a half's ql and qh vectors loaded
+// once for the four blocks they hold, both halves per pass so the panel is
+// read once, in order; the same terms in the same order as Q6PanelMicro.
+void Q6PanelMicro1(const uint8_t* supers, int ns, const QuantColumn* xc, float* y, int64_t,
+                   bool first, bool prefetch) {
+  __m512 acc[2];
+  for (int h = 0; h < 2; ++h) acc[h] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + 16 * h);
+  const __m512i m30 = _mm512_set1_epi8(0x30), m0f = _mm512_set1_epi8(0x0F);
+  for (int s = 0; s < ns; ++s) {
+    const uint8_t* sb = supers + s * kQ6PanelSuperBytes;
+    if (prefetch) PrefetchAhead(sb, kQ6PanelSuperBytes);
+    for (int H = 0; H < 2; ++H) {
+      const int64_t k0 = 8 * s + 4 * H;  // the half's first activation block
+      __m512i is[2][2][4];               // [row half][part][block]
+      for (int part = 0; part < 2; ++part) {
+        for (int j = 0; j < 4; ++j) {
+          is[0][part][j] = is[1][part][j] = _mm512_set1_epi32(-32 * xc[0].b16[2 * (k0 + j) + part]);
+        }
+      }
+      for (int c = 0; c < 8; ++c) {
+        const int part = c / 4;
+        __m512i xv[4];
+        for (int j = 0; j < 4; ++j) {
+          int32_t v;
+          std::memcpy(&v, xc[0].qs + (k0 + j) * kGemmQK + 4 * c, 4);
+          xv[j] = _mm512_set1_epi32(v);
+        }
+        for (int h = 0; h < 2; ++h) {
+          const __m512i ql0 = _mm512_load_si512(sb + Q6PanelQl(H, 0, h, c));
+          const __m512i ql1 = _mm512_load_si512(sb + Q6PanelQl(H, 1, h, c));
+          const __m512i qh = _mm512_load_si512(sb + Q6PanelQh(H, h, c));
+          const __m512i u[4] = {
+              _mm512_ternarylogic_epi32(ql0, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m0f,
+                                        0xEC),
+              _mm512_ternarylogic_epi32(ql1, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m0f,
+                                        0xEC),
+              _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql0, 4), _mm512_and_si512(qh, m30), m0f,
+                                        0xEC),
+              _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql1, 4),
+                                        _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30), m0f,
+                                        0xEC)};
+          for (int j = 0; j < 4; ++j)
+            is[h][part][j] = _mm512_dpbusd_epi32(is[h][part][j], u[j], xv[j]);
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m512 d16 =
+            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 32 * h)));
+        for (int j = 0; j < 4; ++j) {
+          const int blk = 4 * H + j;
+          const __m512 dx = _mm512_set1_ps(xc[0].dx[k0 + j]);
+          for (int part = 0; part < 2; ++part) {
+            const __m512 sc = _mm512_cvtepi32_ps(
+                _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(
+                    sb + kQ6PanelScales + 32 * (2 * blk + part) + 16 * h))));
+            acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[h][part][j]),
+                                     _mm512_mul_ps(_mm512_mul_ps(d16, sc), dx), acc[h]);
+          }
+        }
+      }
+    }
+  }
+  for (int h = 0; h < 2; ++h) _mm512_storeu_ps(y + 16 * h, acc[h]);
+}
+
 using KPanelMicroFn = void (*)(const uint8_t*, int, const QuantColumn*, float*, int64_t, bool,
                                bool);
 constexpr KPanelMicroFn kKPanelMicro[kCols] = {KPanelMicro<1>, KPanelMicro<2>, KPanelMicro<3>,
                                                KPanelMicro<4>, KPanelMicro<5>, KPanelMicro<6>,
                                                KPanelMicro<7>, KPanelMicro<8>};
-constexpr KPanelMicroFn kQ6PanelMicro[kCols] = {Q6PanelMicro<1>, Q6PanelMicro<2>, Q6PanelMicro<3>,
+constexpr KPanelMicroFn kQ6PanelMicro[kCols] = {Q6PanelMicro1,   Q6PanelMicro<2>, Q6PanelMicro<3>,
                                                 Q6PanelMicro<4>, Q6PanelMicro<5>, Q6PanelMicro<6>,
                                                 Q6PanelMicro<7>, Q6PanelMicro<8>};
 
