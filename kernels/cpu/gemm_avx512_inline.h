@@ -73,5 +73,24 @@ static PI_INLINE void StoreAcc(float* y, int64_t ldy, int n_rows, const __m512 (
   }
 }
 
+// The sums of row halves [h0, h0 + G) (16 rows each) of columns [0, N) of
+// a 32-row panel: from y, or zero for its first chunk; and back.
+template <int G, int N>
+static PI_INLINE void LoadHalves(const float* y, int64_t ldy, int h0, bool first,
+                                 __m512 (&acc)[G][N]) {
+  for (int g = 0; g < G; ++g) {
+    for (int j = 0; j < N; ++j) {
+      acc[g][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + j * ldy + 16 * (h0 + g));
+    }
+  }
+}
+
+template <int G, int N>
+static PI_INLINE void StoreHalves(float* y, int64_t ldy, int h0, const __m512 (&acc)[G][N]) {
+  for (int g = 0; g < G; ++g) {
+    for (int j = 0; j < N; ++j) _mm512_storeu_ps(y + j * ldy + 16 * (h0 + g), acc[g][j]);
+  }
+}
+
 }  // namespace cpu_internal
 }  // namespace pi

@@ -95,59 +95,57 @@ void RepackFloat(const uint8_t* src, int64_t cols, int64_t r0, int64_t r1, uint8
   }
 }
 
-// Q4_K super-blocks into panels (weight_panels_layout.h).
-void RepackQ4K(const uint8_t* src, int64_t cols, int64_t r0, int64_t r1, uint8_t* dst) {
-  using cpu_internal::KPanelVector;
-  const int64_t nsb = cols / kQK_K;
-  for (int64_t p = r0 / kWeightPanelRows; p < r1 / kWeightPanelRows; ++p) {
-    for (int64_t s = 0; s < nsb; ++s) {
-      uint8_t* out = dst + cpu_internal::KPanelOffset(DType::kQ4_K, nsb, p, s);
-      for (int i = 0; i < kWeightPanelRows; ++i) {
-        const int64_t row = p * kWeightPanelRows + i;
-        const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(src) + row * nsb + s;
-        std::memcpy(out + 2 * i, &blk->d, 2);
-        std::memcpy(out + 64 + 2 * i, &blk->dmin, 2);
-        for (int j = 0; j < 8; ++j) {
-          float sc, m;
-          cpu_internal::ScaleMinK4(blk->scales, j, &sc, &m);
-          out[cpu_internal::kKPanelScales + 32 * j + i] = static_cast<uint8_t>(sc);
-          out[cpu_internal::kKPanelMins + 32 * j + i] = static_cast<uint8_t>(m);
-        }
-        const int h = i / 16, lane = i % 16;
-        for (int q = 0; q < 4; ++q) {
-          for (int c = 0; c < 8; ++c) {
-            std::memcpy(out + KPanelVector(q, h, c) + 4 * lane, blk->qs + 32 * q + 4 * c, 4);
-          }
-        }
-      }
+// Row i of a Q4_K super-block into its panel super-block `out`
+// (weight_panels_layout.h).
+void RepackQ4KRow(const BlockQ4_K& blk, int i, uint8_t* out) {
+  std::memcpy(out + 2 * i, &blk.d, 2);
+  std::memcpy(out + 64 + 2 * i, &blk.dmin, 2);
+  for (int j = 0; j < 8; ++j) {
+    float sc, m;
+    cpu_internal::ScaleMinK4(blk.scales, j, &sc, &m);
+    out[cpu_internal::kKPanelScales + 32 * j + i] = static_cast<uint8_t>(sc);
+    out[cpu_internal::kKPanelMins + 32 * j + i] = static_cast<uint8_t>(m);
+  }
+  const int h = i / 16, lane = i % 16;
+  for (int q = 0; q < 4; ++q) {
+    for (int c = 0; c < 8; ++c) {
+      std::memcpy(out + cpu_internal::KPanelVector(q, h, c) + 4 * lane, blk.qs + 32 * q + 4 * c, 4);
     }
   }
 }
 
-// Q6_K super-blocks into panels (weight_panels_layout.h).
-void RepackQ6K(const uint8_t* src, int64_t cols, int64_t r0, int64_t r1, uint8_t* dst) {
-  using cpu_internal::Q6PanelQh;
-  using cpu_internal::Q6PanelQl;
+// Row i of a Q6_K super-block, likewise.
+void RepackQ6KRow(const BlockQ6_K& blk, int i, uint8_t* out) {
+  std::memcpy(out + 2 * i, &blk.d, 2);
+  for (int t = 0; t < 16; ++t) {
+    std::memcpy(out + cpu_internal::kQ6PanelScales + 32 * t + i, &blk.scales[t], 1);
+  }
+  const int h = i / 16, lane = i % 16;
+  for (int H = 0; H < 2; ++H) {
+    for (int c = 0; c < 8; ++c) {
+      for (int part = 0; part < 2; ++part) {
+        std::memcpy(out + cpu_internal::Q6PanelQl(H, part, h, c) + 4 * lane,
+                    blk.ql + 64 * H + 32 * part + 4 * c, 4);
+      }
+      std::memcpy(out + cpu_internal::Q6PanelQh(H, h, c) + 4 * lane, blk.qh + 32 * H + 4 * c, 4);
+    }
+  }
+}
+
+// The K formats' super-blocks into panels.
+void RepackKFormat(DType wtype, const uint8_t* src, int64_t cols, int64_t r0, int64_t r1,
+                   uint8_t* dst) {
   const int64_t nsb = cols / kQK_K;
+  const size_t block_bytes = RowBytes(wtype, kQK_K);
   for (int64_t p = r0 / kWeightPanelRows; p < r1 / kWeightPanelRows; ++p) {
     for (int64_t s = 0; s < nsb; ++s) {
-      uint8_t* out = dst + cpu_internal::KPanelOffset(DType::kQ6_K, nsb, p, s);
+      uint8_t* out = dst + cpu_internal::KPanelOffset(wtype, nsb, p, s);
       for (int i = 0; i < kWeightPanelRows; ++i) {
-        const int64_t row = p * kWeightPanelRows + i;
-        const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(src) + row * nsb + s;
-        std::memcpy(out + 2 * i, &blk->d, 2);
-        for (int t = 0; t < 16; ++t) {
-          std::memcpy(out + cpu_internal::kQ6PanelScales + 32 * t + i, &blk->scales[t], 1);
-        }
-        const int h = i / 16, lane = i % 16;
-        for (int H = 0; H < 2; ++H) {
-          for (int c = 0; c < 8; ++c) {
-            for (int part = 0; part < 2; ++part) {
-              std::memcpy(out + Q6PanelQl(H, part, h, c) + 4 * lane,
-                          blk->ql + 64 * H + 32 * part + 4 * c, 4);
-            }
-            std::memcpy(out + Q6PanelQh(H, h, c) + 4 * lane, blk->qh + 32 * H + 4 * c, 4);
-          }
+        const uint8_t* blk = src + ((p * kWeightPanelRows + i) * nsb + s) * block_bytes;
+        if (wtype == DType::kQ4_K) {
+          RepackQ4KRow(*reinterpret_cast<const BlockQ4_K*>(blk), i, out);
+        } else {
+          RepackQ6KRow(*reinterpret_cast<const BlockQ6_K*>(blk), i, out);
         }
       }
     }
@@ -157,12 +155,9 @@ void RepackQ6K(const uint8_t* src, int64_t cols, int64_t r0, int64_t r1, uint8_t
 }  // namespace
 
 void RepackWeights(DType wtype, const void* w, int64_t cols, int64_t r0, int64_t r1, void* panels) {
-  if (wtype == DType::kQ4_K) {
-    RepackQ4K(static_cast<const uint8_t*>(w), cols, r0, r1, static_cast<uint8_t*>(panels));
-    return;
-  }
-  if (wtype == DType::kQ6_K) {
-    RepackQ6K(static_cast<const uint8_t*>(w), cols, r0, r1, static_cast<uint8_t*>(panels));
+  if (IsKPanel(wtype)) {
+    RepackKFormat(wtype, static_cast<const uint8_t*>(w), cols, r0, r1,
+                  static_cast<uint8_t*>(panels));
     return;
   }
   if (cpu_internal::IsFloatPanel(wtype)) {
@@ -230,79 +225,80 @@ void FloatPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const u
   }
 }
 
-// Q4_K: per sub-block, the exact integer dot, then its scaled term and its
-// min term (weight_panels_k_avx512.cpp says why in this form).
-void KPanelRowsRef(const uint8_t* panels, int64_t cols, const uint8_t* x, int64_t batch, float* y,
-                   int64_t ldy, int64_t r0, int64_t r1) {
-  const int64_t nsb = cols / kQK_K;
-  const QActLayout l = GetQActLayout(cols);
-  for (int64_t b = 0; b < batch; ++b) {
-    const uint8_t* xb = x + b * l.total;
-    const int8_t* qs = reinterpret_cast<const int8_t*>(xb + l.qs_off);
-    const float* dx = reinterpret_cast<const float*>(xb + l.dx_off);
-    const int16_t* b16 = reinterpret_cast<const int16_t*>(xb + l.b16_off);
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t p = r / kWeightPanelRows;
-      const int i = static_cast<int>(r % kWeightPanelRows), h = i / 16, lane = i % 16;
-      float acc = 0.0f;
-      for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* sb = panels + KPanelOffset(DType::kQ4_K, nsb, p, s);
-        uint16_t d16, dmin16;
-        std::memcpy(&d16, sb + 2 * i, 2);
-        std::memcpy(&dmin16, sb + 64 + 2 * i, 2);
-        const float d = F16ToF32(d16), dmin = F16ToF32(dmin16);
-        for (int j = 0; j < 8; ++j) {
-          const int64_t k = 8 * s + j;
-          int32_t dot = 0;
-          for (int t = 0; t < kQK; ++t) {
-            const uint8_t v = sb[KPanelVector(j / 2, h, t / 4) + 4 * lane + t % 4];
-            dot += (j % 2 ? v >> 4 : v & 15) * qs[k * kQK + t];
-          }
-          const float a = d * static_cast<float>(sb[kKPanelScales + 32 * j + i]);
-          const float c = -dmin * static_cast<float>(sb[kKPanelMins + 32 * j + i]);
-          acc = std::fma(static_cast<float>(dot), a * dx[k], acc);
-          acc = std::fma(c, dx[k] * static_cast<float>(b16[2 * k] + b16[2 * k + 1]), acc);
-        }
-      }
-      y[b * ldy + r] = acc;
+// A prepared activation column's pieces (QActLayout).
+struct RefColumn {
+  const int8_t* qs;
+  const float* dx;
+  const int16_t* b16;
+};
+
+// Row i of Q4_K super-block `sb` (its activation blocks from k0): per
+// sub-block the exact integer dot, then its scaled term and its min term
+// (weight_panels_k_avx512.cpp says why in this form).
+float Q4KSuperRef(const uint8_t* sb, int i, const RefColumn& x, int64_t k0, float acc) {
+  const int h = i / 16, lane = i % 16;
+  uint16_t d16, dmin16;
+  std::memcpy(&d16, sb + 2 * i, 2);
+  std::memcpy(&dmin16, sb + 64 + 2 * i, 2);
+  const float d = F16ToF32(d16), dmin = F16ToF32(dmin16);
+  for (int j = 0; j < 8; ++j) {
+    const int64_t k = k0 + j;
+    int32_t dot = 0;
+    for (int t = 0; t < kQK; ++t) {
+      const uint8_t v = sb[KPanelVector(j / 2, h, t / 4) + 4 * lane + t % 4];
+      dot += (j % 2 ? v >> 4 : v & 15) * x.qs[k * kQK + t];
     }
+    const float a = d * static_cast<float>(sb[kKPanelScales + 32 * j + i]);
+    const float c = -dmin * static_cast<float>(sb[kKPanelMins + 32 * j + i]);
+    acc = std::fma(static_cast<float>(dot), a * x.dx[k], acc);
+    acc = std::fma(c, x.dx[k] * static_cast<float>(x.b16[2 * k] + x.b16[2 * k + 1]), acc);
   }
+  return acc;
 }
 
 // Q6_K: per 16 weights, the exact integer dot of (u - 32) and x, then its
 // scaled term.
-void Q6PanelRowsRef(const uint8_t* panels, int64_t cols, const uint8_t* x, int64_t batch, float* y,
-                    int64_t ldy, int64_t r0, int64_t r1) {
+float Q6KSuperRef(const uint8_t* sb, int i, const RefColumn& x, int64_t k0, float acc) {
+  const int h = i / 16, lane = i % 16;
+  uint16_t d16;
+  std::memcpy(&d16, sb + 2 * i, 2);
+  const float d = F16ToF32(d16);
+  for (int blk = 0; blk < 8; ++blk) {
+    const int H = blk / 4, j = blk % 4;
+    const int64_t k = k0 + blk;
+    for (int part = 0; part < 2; ++part) {
+      int32_t dot = 0;
+      for (int t = 16 * part; t < 16 * part + 16; ++t) {
+        const uint8_t ql = sb[Q6PanelQl(H, j % 2, h, t / 4) + 4 * lane + t % 4];
+        const uint8_t qh = sb[Q6PanelQh(H, h, t / 4) + 4 * lane + t % 4];
+        const int u = ((ql >> (4 * (j / 2))) & 15) | (((qh >> (2 * j)) & 3) << 4);
+        dot += (u - 32) * x.qs[k * kQK + t];
+      }
+      const int8_t sc = static_cast<int8_t>(sb[kQ6PanelScales + 32 * (2 * blk + part) + i]);
+      acc = std::fma(static_cast<float>(dot), d * static_cast<float>(sc) * x.dx[k], acc);
+    }
+  }
+  return acc;
+}
+
+// The K formats: super-blocks in order.
+void KPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
+                   int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t nsb = cols / kQK_K;
   const QActLayout l = GetQActLayout(cols);
   for (int64_t b = 0; b < batch; ++b) {
     const uint8_t* xb = x + b * l.total;
-    const int8_t* qs = reinterpret_cast<const int8_t*>(xb + l.qs_off);
-    const float* dx = reinterpret_cast<const float*>(xb + l.dx_off);
+    const RefColumn xc{reinterpret_cast<const int8_t*>(xb + l.qs_off),
+                       reinterpret_cast<const float*>(xb + l.dx_off),
+                       reinterpret_cast<const int16_t*>(xb + l.b16_off)};
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t p = r / kWeightPanelRows;
-      const int i = static_cast<int>(r % kWeightPanelRows), h = i / 16, lane = i % 16;
+      const int i = static_cast<int>(r % kWeightPanelRows);
       float acc = 0.0f;
       for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* sb = panels + KPanelOffset(DType::kQ6_K, nsb, p, s);
-        uint16_t d16;
-        std::memcpy(&d16, sb + 2 * i, 2);
-        const float d = F16ToF32(d16);
-        for (int blk = 0; blk < 8; ++blk) {
-          const int H = blk / 4, j = blk % 4;
-          const int64_t k = 8 * s + blk;
-          for (int part = 0; part < 2; ++part) {
-            int32_t dot = 0;
-            for (int t = 16 * part; t < 16 * part + 16; ++t) {
-              const uint8_t ql = sb[Q6PanelQl(H, j % 2, h, t / 4) + 4 * lane + t % 4];
-              const uint8_t qh = sb[Q6PanelQh(H, h, t / 4) + 4 * lane + t % 4];
-              const int u = ((ql >> (4 * (j / 2))) & 15) | (((qh >> (2 * j)) & 3) << 4);
-              dot += (u - 32) * qs[k * kQK + t];
-            }
-            const int8_t sc = static_cast<int8_t>(sb[kQ6PanelScales + 32 * (2 * blk + part) + i]);
-            acc = std::fma(static_cast<float>(dot), d * static_cast<float>(sc) * dx[k], acc);
-          }
-        }
+        const uint8_t* sb = panels + KPanelOffset(wtype, nsb, p, s);
+        acc = wtype == DType::kQ4_K ? Q4KSuperRef(sb, i, xc, 8 * s, acc)
+                                    : Q6KSuperRef(sb, i, xc, 8 * s, acc);
       }
       y[b * ldy + r] = acc;
     }
@@ -319,12 +315,8 @@ void WeightPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const 
     FloatPanelRowsRef(wtype, panels, cols, x, batch, y, ldy, r0, r1);
     return;
   }
-  if (wtype == DType::kQ4_K) {
-    KPanelRowsRef(panels, cols, x, batch, y, ldy, r0, r1);
-    return;
-  }
-  if (wtype == DType::kQ6_K) {
-    Q6PanelRowsRef(panels, cols, x, batch, y, ldy, r0, r1);
+  if (wtype == DType::kQ4_K || wtype == DType::kQ6_K) {
+    KPanelRowsRef(wtype, panels, cols, x, batch, y, ldy, r0, r1);
     return;
   }
   const int64_t nb = cols / kQK;

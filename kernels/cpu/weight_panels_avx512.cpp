@@ -96,11 +96,7 @@ void PanelMicro(const uint8_t* blocks, int nblk, const QuantColumn* xc, float* y
   constexpr int kHalves = N <= 4 ? 2 : 1;  // halves per pass over the blocks
   for (int h0 = 0; h0 < 2; h0 += kHalves) {
     __m512 acc[kHalves][N];
-    for (int g = 0; g < kHalves; ++g) {
-      for (int j = 0; j < N; ++j) {
-        acc[g][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + j * ldy + 16 * (h0 + g));
-      }
-    }
+    LoadHalves<kHalves, N>(y, ldy, h0, first, acc);
     for (int b = 0; b < nblk; ++b) {
       const uint8_t* blk = blocks + b * kBlockBytes;
       if (prefetch && h0 == 0) PrefetchAhead(blk, kBlockBytes);
@@ -110,9 +106,7 @@ void PanelMicro(const uint8_t* blocks, int nblk, const QuantColumn* xc, float* y
         AddScaled<N>(blk, h0 + g, b, xc, is, acc[g]);
       }
     }
-    for (int g = 0; g < kHalves; ++g) {
-      for (int j = 0; j < N; ++j) _mm512_storeu_ps(y + j * ldy + 16 * (h0 + g), acc[g][j]);
-    }
+    StoreHalves<kHalves, N>(y, ldy, h0, acc);
   }
 }
 

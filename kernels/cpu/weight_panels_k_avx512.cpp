@@ -79,42 +79,21 @@ PI_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
   }
 }
 
-// Columns [0, N) over super-blocks [0, ns) of one panel chunk (its first
-// activation block blk0 = 8 x its first super-block). Few columns (decode):
-// both halves per pass, so the panel is read once, in order; more: one
-// half per pass, the chunk still in L1 for the second.
+// Q4_K super-block `sb` (activation blocks from k0), rows of half h, into
+// acc: per pair of sub-blocks their dots, then each one's terms in order.
 template <int N>
-void KPanelMicro(const uint8_t* supers, int ns, const QuantColumn* xc, float* y, int64_t ldy,
-                 bool first, bool prefetch) {
-  constexpr int kHalves = N <= 4 ? 2 : 1;
-  for (int h0 = 0; h0 < 2; h0 += kHalves) {
-    __m512 acc[kHalves][N];
-    for (int g = 0; g < kHalves; ++g) {
-      for (int j = 0; j < N; ++j) {
-        acc[g][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + j * ldy + 16 * (h0 + g));
-      }
-    }
-    for (int s = 0; s < ns; ++s) {
-      const uint8_t* sb = supers + s * kKPanelSuperBytes;
-      if (prefetch && h0 == 0) PrefetchAhead(sb, kKPanelSuperBytes);
-      for (int g = 0; g < kHalves; ++g) {
-        const int h = h0 + g;
-        const __m512 d16 =
-            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 32 * h)));
-        const __m512 dmin16 =
-            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 64 + 32 * h)));
-        for (int q = 0; q < 4; ++q) {
-          const int64_t blk = 8 * s + 2 * q;
-          __m512i lo[N], hi[N];
-          PairDots<N>(sb, h, q, blk, xc, lo, hi);
-          AddSubBlock<N>(sb, h, 2 * q, blk, d16, dmin16, xc, lo, acc[g]);
-          AddSubBlock<N>(sb, h, 2 * q + 1, blk + 1, d16, dmin16, xc, hi, acc[g]);
-        }
-      }
-    }
-    for (int g = 0; g < kHalves; ++g) {
-      for (int j = 0; j < N; ++j) _mm512_storeu_ps(y + j * ldy + 16 * (h0 + g), acc[g][j]);
-    }
+PI_INLINE void Q4KSuperHalf(const uint8_t* sb, int h, int64_t k0, const QuantColumn* xc,
+                            __m512 (&acc)[N]) {
+  const __m512 d16 =
+      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 32 * h)));
+  const __m512 dmin16 =
+      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 64 + 32 * h)));
+  for (int q = 0; q < 4; ++q) {
+    const int64_t blk = k0 + 2 * q;
+    __m512i lo[N], hi[N];
+    PairDots<N>(sb, h, q, blk, xc, lo, hi);
+    AddSubBlock<N>(sb, h, 2 * q, blk, d16, dmin16, xc, lo, acc);
+    AddSubBlock<N>(sb, h, 2 * q + 1, blk + 1, d16, dmin16, xc, hi, acc);
   }
 }
 
@@ -132,55 +111,63 @@ PI_INLINE __m512i Q6Weights(const uint8_t* sb, int H, int j, int h, int c) {
   return _mm512_ternarylogic_epi32(ql, top, _mm512_set1_epi8(0x0F), 0xEC);
 }
 
-// Q6_K, as KPanelMicro: per block (H, j), each half of 16 weights' dot
-// (offset folded in) and its scaled term.
+// Q6_K super-block `sb` (activation blocks from k0), rows of half h, into
+// acc: per block and half of 16 weights, the dot (offset folded in) and its
+// scaled term.
 template <int N>
-void Q6PanelMicro(const uint8_t* supers, int ns, const QuantColumn* xc, float* y, int64_t ldy,
-                  bool first, bool prefetch) {
-  constexpr int kHalves = N <= 4 ? 2 : 1;
-  for (int h0 = 0; h0 < 2; h0 += kHalves) {
-    __m512 acc[kHalves][N];
-    for (int g = 0; g < kHalves; ++g) {
+PI_INLINE void Q6KSuperHalf(const uint8_t* sb, int h, int64_t k0, const QuantColumn* xc,
+                            __m512 (&acc)[N]) {
+  const __m512 d16 =
+      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 32 * h)));
+  for (int blk = 0; blk < 8; ++blk) {
+    const int H = blk / 4, jb = blk % 4;
+    const int64_t k = k0 + blk;  // the activation block
+    for (int part = 0; part < 2; ++part) {
+      __m512i is[N];
+      for (int j = 0; j < N; ++j) is[j] = _mm512_set1_epi32(-32 * xc[j].b16[2 * k + part]);
+      for (int c = 4 * part; c < 4 * part + 4; ++c) {
+        const __m512i u = Q6Weights(sb, H, jb, h, c);
+        for (int j = 0; j < N; ++j) {
+          int32_t xv;
+          std::memcpy(&xv, xc[j].qs + k * kGemmQK + 4 * c, 4);
+          is[j] = _mm512_dpbusd_epi32(is[j], u, _mm512_set1_epi32(xv));
+        }
+      }
+      const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(
+          reinterpret_cast<const __m128i*>(sb + kQ6PanelScales + 32 * (2 * blk + part) + 16 * h))));
+      const __m512 a = _mm512_mul_ps(d16, sc);  // exact
       for (int j = 0; j < N; ++j) {
-        acc[g][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + j * ldy + 16 * (h0 + g));
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[j]),
+                                 _mm512_mul_ps(a, _mm512_set1_ps(xc[j].dx[k])), acc[j]);
       }
     }
+  }
+}
+
+// Columns [0, N) over super-blocks [0, ns) of one panel chunk (its first
+// activation block is 8 x its first super-block). Few columns (decode):
+// both halves per pass, so the panel is read once, in order; more: one
+// half per pass, the chunk still in L1 for the second.
+template <DType T, int N>
+void KPanelMicro(const uint8_t* supers, int ns, const QuantColumn* xc, float* y, int64_t ldy,
+                 bool first, bool prefetch) {
+  constexpr int kHalves = N <= 4 ? 2 : 1;
+  constexpr int kBytes = KPanelSuperBytes(T);
+  for (int h0 = 0; h0 < 2; h0 += kHalves) {
+    __m512 acc[kHalves][N];
+    LoadHalves<kHalves, N>(y, ldy, h0, first, acc);
     for (int s = 0; s < ns; ++s) {
-      const uint8_t* sb = supers + s * kQ6PanelSuperBytes;
-      if (prefetch && h0 == 0) PrefetchAhead(sb, kQ6PanelSuperBytes);
+      const uint8_t* sb = supers + s * kBytes;
+      if (prefetch && h0 == 0) PrefetchAhead(sb, kBytes);
       for (int g = 0; g < kHalves; ++g) {
-        const int h = h0 + g;
-        const __m512 d16 =
-            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 32 * h)));
-        for (int blk = 0; blk < 8; ++blk) {
-          const int H = blk / 4, jb = blk % 4;
-          const int64_t k = 8 * s + blk;  // the activation block
-          for (int part = 0; part < 2; ++part) {
-            __m512i is[N];
-            for (int j = 0; j < N; ++j) is[j] = _mm512_set1_epi32(-32 * xc[j].b16[2 * k + part]);
-            for (int c = 4 * part; c < 4 * part + 4; ++c) {
-              const __m512i u = Q6Weights(sb, H, jb, h, c);
-              for (int j = 0; j < N; ++j) {
-                int32_t xv;
-                std::memcpy(&xv, xc[j].qs + k * kGemmQK + 4 * c, 4);
-                is[j] = _mm512_dpbusd_epi32(is[j], u, _mm512_set1_epi32(xv));
-              }
-            }
-            const __m512 sc = _mm512_cvtepi32_ps(
-                _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(
-                    sb + kQ6PanelScales + 32 * (2 * blk + part) + 16 * h))));
-            const __m512 a = _mm512_mul_ps(d16, sc);  // exact
-            for (int j = 0; j < N; ++j) {
-              acc[g][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[j]),
-                                          _mm512_mul_ps(a, _mm512_set1_ps(xc[j].dx[k])), acc[g][j]);
-            }
-          }
+        if (T == DType::kQ4_K) {
+          Q4KSuperHalf<N>(sb, h0 + g, 8 * s, xc, acc[g]);
+        } else {
+          Q6KSuperHalf<N>(sb, h0 + g, 8 * s, xc, acc[g]);
         }
       }
     }
-    for (int g = 0; g < kHalves; ++g) {
-      for (int j = 0; j < N; ++j) _mm512_storeu_ps(y + j * ldy + 16 * (h0 + g), acc[g][j]);
-    }
+    StoreHalves<kHalves, N>(y, ldy, h0, acc);
   }
 }
 
@@ -251,12 +238,18 @@ void Q6PanelMicro1(const uint8_t* supers, int ns, const QuantColumn* xc, float* 
 
 using KPanelMicroFn = void (*)(const uint8_t*, int, const QuantColumn*, float*, int64_t, bool,
                                bool);
-constexpr KPanelMicroFn kKPanelMicro[kCols] = {KPanelMicro<1>, KPanelMicro<2>, KPanelMicro<3>,
-                                               KPanelMicro<4>, KPanelMicro<5>, KPanelMicro<6>,
-                                               KPanelMicro<7>, KPanelMicro<8>};
-constexpr KPanelMicroFn kQ6PanelMicro[kCols] = {Q6PanelMicro1,   Q6PanelMicro<2>, Q6PanelMicro<3>,
-                                                Q6PanelMicro<4>, Q6PanelMicro<5>, Q6PanelMicro<6>,
-                                                Q6PanelMicro<7>, Q6PanelMicro<8>};
+constexpr KPanelMicroFn kQ4KMicro[kCols] = {
+    KPanelMicro<DType::kQ4_K, 1>, KPanelMicro<DType::kQ4_K, 2>, KPanelMicro<DType::kQ4_K, 3>,
+    KPanelMicro<DType::kQ4_K, 4>, KPanelMicro<DType::kQ4_K, 5>, KPanelMicro<DType::kQ4_K, 6>,
+    KPanelMicro<DType::kQ4_K, 7>, KPanelMicro<DType::kQ4_K, 8>};
+constexpr KPanelMicroFn kQ6KMicro[kCols] = {Q6PanelMicro1,
+                                            KPanelMicro<DType::kQ6_K, 2>,
+                                            KPanelMicro<DType::kQ6_K, 3>,
+                                            KPanelMicro<DType::kQ6_K, 4>,
+                                            KPanelMicro<DType::kQ6_K, 5>,
+                                            KPanelMicro<DType::kQ6_K, 6>,
+                                            KPanelMicro<DType::kQ6_K, 7>,
+                                            KPanelMicro<DType::kQ6_K, 8>};
 
 }  // namespace
 
@@ -264,7 +257,7 @@ void KPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const ui
                       int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const QActLayout l = GetQActLayout(cols);
   const int64_t nsb = cols / 256;
-  const KPanelMicroFn* micro = wtype == DType::kQ4_K ? kKPanelMicro : kQ6PanelMicro;
+  const KPanelMicroFn* micro = wtype == DType::kQ4_K ? kQ4KMicro : kQ6KMicro;
   for (int64_t p = r0 / kPanelRows; p < r1 / kPanelRows; ++p) {
     for (int64_t s0 = 0; s0 < nsb; s0 += kChunkSupers) {
       const int ns = static_cast<int>(Min64(kChunkSupers, nsb - s0));
