@@ -35,7 +35,7 @@ const char kEngineUsage[] =
     "  -b, --batch-size N      prompt batch size (default 64)\n" PI_FFN_ACTIVATION_USAGE
     "  --no-mmap               read the model into memory instead of mapping it\n"
     "  --mlock                 keep the model's bytes in RAM (never paged out)\n"
-    "  -nr, --no-repack        keep Q4_0, Q4_K and float matrices in the file's layout\n"
+    "  -nr, --no-repack        keep Q4_0, Q4_K, Q5_K and float matrices in the file's layout\n"
     "                          (default: repacked at load for the CPU's matrix kernels,\n"
     "                          where they have them)\n"
     "  -ngl N                  accepted for llama.cpp's scripts, ignored: --vram-budget places\n"

@@ -74,7 +74,7 @@ void Usage() {
           "  -o, --output md|csv|json|jsonl   (default md)\n"
           "  --isa scalar|avx2|avx2-novnni|avx512   force a kernel level (default: best\n"
           "                           available; avx2-novnni: AVX2 without AVX-VNNI)\n"
-          "  -nr, --no-repack 0|1[,..] 1: keep Q4_0, Q4_K and float matrices in the file\n"
+          "  -nr, --no-repack 0|1[,..] 1: keep Q4_0, Q4_K, Q5_K and float matrices in the file\n"
           "                           layout; 0,1 runs both, interleaved (default 0:\n"
           "                           repacked at load for the CPU kernels; isa column +rp\n"
           "                           when used)\n"

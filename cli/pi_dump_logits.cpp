@@ -24,7 +24,7 @@ void Usage() {
   fprintf(stderr,
           "usage: pi-dump-logits -m MODEL --tokens 1,2,3 --out FILE [--mode decode|prompt] "
           "[-t N] [-b N] [-c N] [--sparse off|oracle|predictor] [-nr]\n"
-          "  -nr, --no-repack   keep Q4_0, Q4_K and float matrices in the file's layout\n"
+          "  -nr, --no-repack   keep Q4_0, Q4_K, Q5_K and float matrices in the file's layout\n"
           "                     (default: repacked for the CPU kernels, as pi-run does)\n");
   fputs(pi::kFfnActivationUsage, stderr);
 }

@@ -32,8 +32,8 @@ std::vector<Tensor*> Candidates(LlamaModel* model, const RepackScope& scope) {
 // MatVec/q6_K/panels: 0.8-0.95x at -t 1, Q6_K 0.75x at -t 2), so they stay
 // as they are until that is found.
 bool RepackPays(DType t) {
-  return t == DType::kQ4_0 || t == DType::kQ4_K || t == DType::kF16 || t == DType::kBF16 ||
-         t == DType::kF32;
+  return t == DType::kQ4_0 || t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kF16 ||
+         t == DType::kBF16 || t == DType::kF32;
 }
 
 }  // namespace

@@ -343,7 +343,8 @@ int main(int argc, char** argv) {
     }
   }
   {
-    for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+    for (DType t :
+         {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
       if (!pi::WeightPanelsFast(t)) continue;
       benchmark::RegisterBenchmark((std::string("MatVec/") + pi::DTypeName(t) + "/panels").c_str(),
                                    pi::BM_MatVec, t, best, true)

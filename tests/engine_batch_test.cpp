@@ -104,7 +104,7 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
   const DType t = GetParam().type;
   // Q4_K: rows of whole super-blocks.
   o.n_embd = t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 ? 1088
-             : t == DType::kQ4_K                                       ? 256
+             : t == DType::kQ4_K || t == DType::kQ5_K                  ? 256
                                                                        : 128;
   o.n_ff = 384;
   o.n_layer = 2;
@@ -324,7 +324,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Params{"llama", SparseMode::kPredictor, Workers::kCold, DType::kQ4_0, true},
                       Params{"llama", SparseMode::kOracle, Workers::kNone, DType::kF16, true},
                       Params{"llama", SparseMode::kOff, Workers::kNone, DType::kQ4_K, true},
-                      Params{"llama", SparseMode::kPredictor, Workers::kCold, DType::kQ4_K, true}),
+                      Params{"llama", SparseMode::kPredictor, Workers::kCold, DType::kQ4_K, true},
+                      Params{"falcon", SparseMode::kOff, Workers::kNone, DType::kQ5_K, true}),
     [](const auto& p) {
       return std::string(p.param.arch) + "_" + SparseModeName(p.param.sparse) + "_" +
              WorkersName(p.param.workers) +

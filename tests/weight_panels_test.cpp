@@ -43,7 +43,7 @@ bool IsFloat(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
 }
 bool IsK(DType t) {  // super-blocks of 256
-  return t == DType::kQ4_K || t == DType::kQ6_K;
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K;
 }
 
 struct Problem {
@@ -207,8 +207,12 @@ TEST_P(WeightPanelsTest, RepackByRangesEqualsWhole) {
   const size_t bytes = WeightPanelBytes(p.type, p.rows, p.cols);
   ASSERT_EQ(std::memcmp(dst, p.panel(), bytes), 0);
   // The same bytes as the file, in another order: every weight is kept
-  // (Q4_K: its packed 6-bit scales and mins unpacked, 4736 bytes for 4608).
-  EXPECT_EQ(bytes, GetParam() == DType::kQ4_K ? p.w.size() / 4608 * 4736 : p.w.size());
+  // (Q4_K, Q5_K: their packed 6-bit scales and mins unpacked, 4736 bytes
+  // for 4608, 5760 for 5632).
+  const size_t expect = GetParam() == DType::kQ4_K   ? p.w.size() / 4608 * 4736
+                        : GetParam() == DType::kQ5_K ? p.w.size() / 5632 * 5760
+                                                     : p.w.size();
+  EXPECT_EQ(bytes, expect);
 }
 
 // A column's bits depend only on that column and row: alone, in a larger
@@ -246,7 +250,8 @@ TEST(WeightPanelsShapeTest, WhatCanBeRepacked) {
   EXPECT_TRUE(CanRepackWeights(DType::kQ4_K, 4096, 4096));
   EXPECT_FALSE(CanRepackWeights(DType::kQ4_K, 4096, 4096 + 32));  // super-blocks of 256
   EXPECT_TRUE(CanRepackWeights(DType::kQ6_K, 4096, 4096));
-  EXPECT_FALSE(CanRepackWeights(DType::kQ5_K, 4096, 4096));  // no panel layout
+  EXPECT_TRUE(CanRepackWeights(DType::kQ5_K, 4096, 4096));
+  EXPECT_FALSE(CanRepackWeights(DType::kQ4_1, 4096, 4096));  // no panel layout
 }
 
 std::string TypeName(const ::testing::TestParamInfo<DType>& p) {
@@ -254,8 +259,8 @@ std::string TypeName(const ::testing::TestParamInfo<DType>& p) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, WeightPanelsTest,
-                         ::testing::Values(DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K,
-                                           DType::kF32, DType::kF16, DType::kBF16),
+                         ::testing::Values(DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K,
+                                           DType::kQ6_K, DType::kF32, DType::kF16, DType::kBF16),
                          TypeName);
 
 }  // namespace

@@ -23,7 +23,7 @@ using cpu_internal::PanelOffset;
 
 namespace {
 bool IsKPanel(DType wtype) {
-  return wtype == DType::kQ4_K || wtype == DType::kQ6_K;
+  return wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K;
 }
 }  // namespace
 
@@ -60,13 +60,15 @@ void SetWeightPanelsEnabled(bool on) {
 }
 
 int64_t WeightPanelsMaxBatch(DType wtype) {
-  // bench-kernels Batch/(Panels|Gemm)/q[46]_K: Q4_K's panels ahead at 64,
-  // behind at 256; Q6_K's ahead at 16, behind at 64.
-  return wtype == DType::kQ4_K ? 128 : wtype == DType::kQ6_K ? 48 : INT64_MAX;
+  // bench-kernels Batch/(Panels|Gemm)/q[456]_K: Q4_K's and Q5_K's panels
+  // ahead at 64, behind at 256; Q6_K's ahead at 16, behind at 64.
+  return wtype == DType::kQ4_K || wtype == DType::kQ5_K ? 128
+         : wtype == DType::kQ6_K                        ? 48
+                                                        : INT64_MAX;
 }
 
 size_t WeightPanelBytes(DType wtype, int64_t rows, int64_t cols) {
-  if (IsKPanel(wtype)) {  // Q4_K: its scales and mins unpacked
+  if (IsKPanel(wtype)) {  // Q4_K, Q5_K: their scales and mins unpacked
     return static_cast<size_t>(rows / kWeightPanelRows) * static_cast<size_t>(cols / kQK_K) *
            static_cast<size_t>(cpu_internal::KPanelSuperBytes(wtype));
   }
@@ -95,22 +97,24 @@ void RepackFloat(const uint8_t* src, int64_t cols, int64_t r0, int64_t r1, uint8
   }
 }
 
-// Row i of a Q4_K super-block into its panel super-block `out`
-// (weight_panels_layout.h).
-void RepackQ4KRow(const BlockQ4_K& blk, int i, uint8_t* out) {
-  std::memcpy(out + 2 * i, &blk.d, 2);
-  std::memcpy(out + 64 + 2 * i, &blk.dmin, 2);
+// Row i of a Q4_K or Q5_K super-block (qh: Q5_K's fifth bits, else null)
+// into its panel super-block `out` (weight_panels_layout.h).
+void RepackQ45KRow(uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qs,
+                   const uint8_t* qh, int i, uint8_t* out) {
+  std::memcpy(out + 2 * i, &d, 2);
+  std::memcpy(out + 64 + 2 * i, &dmin, 2);
   for (int j = 0; j < 8; ++j) {
     float sc, m;
-    cpu_internal::ScaleMinK4(blk.scales, j, &sc, &m);
+    cpu_internal::ScaleMinK4(scales, j, &sc, &m);
     out[cpu_internal::kKPanelScales + 32 * j + i] = static_cast<uint8_t>(sc);
     out[cpu_internal::kKPanelMins + 32 * j + i] = static_cast<uint8_t>(m);
   }
   const int h = i / 16, lane = i % 16;
-  for (int q = 0; q < 4; ++q) {
-    for (int c = 0; c < 8; ++c) {
-      std::memcpy(out + cpu_internal::KPanelVector(q, h, c) + 4 * lane, blk.qs + 32 * q + 4 * c, 4);
+  for (int c = 0; c < 8; ++c) {
+    for (int q = 0; q < 4; ++q) {
+      std::memcpy(out + cpu_internal::KPanelVector(q, h, c) + 4 * lane, qs + 32 * q + 4 * c, 4);
     }
+    if (qh) std::memcpy(out + cpu_internal::Q5PanelQh(h, c) + 4 * lane, qh + 4 * c, 4);
   }
 }
 
@@ -143,7 +147,11 @@ void RepackKFormat(DType wtype, const uint8_t* src, int64_t cols, int64_t r0, in
       for (int i = 0; i < kWeightPanelRows; ++i) {
         const uint8_t* blk = src + ((p * kWeightPanelRows + i) * nsb + s) * block_bytes;
         if (wtype == DType::kQ4_K) {
-          RepackQ4KRow(*reinterpret_cast<const BlockQ4_K*>(blk), i, out);
+          const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(blk);
+          RepackQ45KRow(b->d, b->dmin, b->scales, b->qs, nullptr, i, out);
+        } else if (wtype == DType::kQ5_K) {
+          const BlockQ5_K* b = reinterpret_cast<const BlockQ5_K*>(blk);
+          RepackQ45KRow(b->d, b->dmin, b->scales, b->qs, b->qh, i, out);
         } else {
           RepackQ6KRow(*reinterpret_cast<const BlockQ6_K*>(blk), i, out);
         }
@@ -232,10 +240,10 @@ struct RefColumn {
   const int16_t* b16;
 };
 
-// Row i of Q4_K super-block `sb` (its activation blocks from k0): per
-// sub-block the exact integer dot, then its scaled term and its min term
-// (weight_panels_k_avx512.cpp says why in this form).
-float Q4KSuperRef(const uint8_t* sb, int i, const RefColumn& x, int64_t k0, float acc) {
+// Row i of Q4_K (q5: Q5_K) super-block `sb` (its activation blocks from
+// k0): per sub-block the exact integer dot, then its scaled term and its
+// min term (weight_panels_k_avx512.cpp says why in this form).
+float Q45KSuperRef(const uint8_t* sb, bool q5, int i, const RefColumn& x, int64_t k0, float acc) {
   const int h = i / 16, lane = i % 16;
   uint16_t d16, dmin16;
   std::memcpy(&d16, sb + 2 * i, 2);
@@ -246,7 +254,8 @@ float Q4KSuperRef(const uint8_t* sb, int i, const RefColumn& x, int64_t k0, floa
     int32_t dot = 0;
     for (int t = 0; t < kQK; ++t) {
       const uint8_t v = sb[KPanelVector(j / 2, h, t / 4) + 4 * lane + t % 4];
-      dot += (j % 2 ? v >> 4 : v & 15) * x.qs[k * kQK + t];
+      const int fifth = q5 ? (sb[Q5PanelQh(h, t / 4) + 4 * lane + t % 4] >> j) & 1 : 0;
+      dot += ((j % 2 ? v >> 4 : v & 15) | fifth << 4) * x.qs[k * kQK + t];
     }
     const float a = d * static_cast<float>(sb[kKPanelScales + 32 * j + i]);
     const float c = -dmin * static_cast<float>(sb[kKPanelMins + 32 * j + i]);
@@ -297,8 +306,8 @@ void KPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const uint8
       float acc = 0.0f;
       for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* sb = panels + KPanelOffset(wtype, nsb, p, s);
-        acc = wtype == DType::kQ4_K ? Q4KSuperRef(sb, i, xc, 8 * s, acc)
-                                    : Q6KSuperRef(sb, i, xc, 8 * s, acc);
+        acc = wtype == DType::kQ6_K ? Q6KSuperRef(sb, i, xc, 8 * s, acc)
+                                    : Q45KSuperRef(sb, wtype == DType::kQ5_K, i, xc, 8 * s, acc);
       }
       y[b * ldy + r] = acc;
     }
@@ -315,7 +324,7 @@ void WeightPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const 
     FloatPanelRowsRef(wtype, panels, cols, x, batch, y, ldy, r0, r1);
     return;
   }
-  if (wtype == DType::kQ4_K || wtype == DType::kQ6_K) {
+  if (IsKPanel(wtype)) {
     KPanelRowsRef(wtype, panels, cols, x, batch, y, ldy, r0, r1);
     return;
   }

@@ -1,4 +1,4 @@
-// Weight panels: a Q4_0, Q8_0, Q4_K, Q6_K or float (F32, F16, BF16) matrix
+// Weight panels: a Q4_0, Q8_0, Q4_K, Q5_K, Q6_K or float (F32, F16, BF16) matrix
 // repacked once, at load, into the layout the matrix-matrix kernels read, so
 // that decode steps, batched decode and prompts all run one kernel with no
 // per-call packing.
@@ -11,8 +11,9 @@
 // as dwords transposed so that one 64-byte vector holds the same 4 bytes of 16
 // rows (Q4_0 keeps its nibbles: the same bytes as the file, in another
 // order); the K formats hold per 256-weight super-block the 32 rows' scales,
-// then their weight bytes transposed alike (Q4_K's packed 6-bit scales and
-// mins unpacked to bytes: 2.8 % more than the file; Q6_K: the file's size);
+// then their weight bytes transposed alike (Q4_K's and Q5_K's packed 6-bit
+// scales and mins unpacked to bytes: 2.3-2.8 % more than the file; Q6_K:
+// the file's size);
 // float panels are [k][32 rows] in the weight's type
 // (weight_panels_layout.h). Panel pieces follow each other along the row,
 // panels follow each other down the matrix: a matrix-vector product reads
@@ -20,8 +21,8 @@
 //
 // Every (row, column) is summed the same way whatever the batch: per block
 // (Q6_K: per 16 weights), the exact integer dot (offset folded in, as
-// GemmRows does), then y = fma(dot, d_w * d_x, y) (Q4_K: d_w = d * scale,
-// then its min term), blocks in order; floats y = fma(w, x, y) over k in
+// GemmRows does), then y = fma(dot, d_w * d_x, y) (Q4_K, Q5_K: d_w = d *
+// scale, then their min term), blocks in order; floats y = fma(w, x, y) over k in
 // order. So a column's result depends only on that column and row —
 // batched decode gives each sequence the bits of its lone decode, and a
 // prompt row the bits of the same token decoded — and equals GemmRows' for
@@ -38,7 +39,7 @@ namespace pi {
 constexpr int kWeightPanelRows = 32;
 
 // Whether a [cols, rows] matrix of `wtype` can be repacked: Q4_0, Q8_0
-// (cols a multiple of 32), Q4_K, Q6_K (of 256), F32, F16 or BF16, rows a
+// (cols a multiple of 32), Q4_K, Q5_K, Q6_K (of 256), F32, F16 or BF16, rows a
 // multiple of kWeightPanelRows. (Every level computes it: SIMD kernels, else
 // the scalar reference, which is slow; WeightPanelsFast says whether
 // repacking pays.)
@@ -52,7 +53,8 @@ bool WeightPanelsFast(DType wtype);
 bool WeightPanelsEnabled();
 void SetWeightPanelsEnabled(bool on);
 
-// Bytes of the repacked matrix (the matrix's own bytes; Q4_K's 2.8 % more).
+// Bytes of the repacked matrix (the matrix's own bytes; Q4_K's and Q5_K's
+// 2.3-2.8 % more).
 size_t WeightPanelBytes(DType wtype, int64_t rows, int64_t cols);
 
 // Repacks rows [r0, r1) (multiples of kWeightPanelRows) of the matrix at `w`

@@ -1,8 +1,8 @@
-// The weight-panel product on AVX-512 VNNI for the K formats Q4_K and Q6_K
+// The weight-panel product on AVX-512 VNNI for the K formats Q4_K, Q5_K, Q6_K
 // (weight_panels.h, weight_panels_layout.h), per super-block and half of 16
 // rows. Q4_K: each nibble vector feeds two sub-blocks (low nibbles:
-// sub-block 2q, high: 2q + 1), so a pair's exact integer dots come from 8
-// vectors; then per sub-block
+// sub-block 2q, high: 2q + 1; Q5_K puts its fifth bits on top), so a pair's
+// exact integer dots come from 8 vectors; then per sub-block
 //   y = fma(dot, (d sc) dx, y);  y = fma(-dmin m, dx sum(qx), y).
 // Q6_K: each block's 6-bit weights put together from its ql nibbles and qh
 // bits, per 16 weights the exact dot of (u - 32) and x, then
@@ -31,18 +31,30 @@ constexpr int kCols = 8;               // batch columns per micro-kernel call
 constexpr int kChunkSupers = 2;        // 9 KiB of panel, in L1 while every call passes over it
 constexpr int kLeadBytes = 16 * 1024;  // software prefetch distance (decode)
 
-// The integer dots of sub-blocks 2q (lo) and 2q + 1 (hi) of super-block
-// `sb` for 16 rows (half h) x N columns; blk: the sub-block 2q's activation
-// block.
-template <int N>
+// Q5_K's fifth bits of sub-block `bit` (bit `bit` of each qh byte) moved to
+// bit 4 (16-bit shifts: what crosses into the next byte is masked off).
+PI_INLINE __m512i FifthBits(__m512i qh, int bit) {
+  const __m512i t = bit <= 4 ? _mm512_slli_epi16(qh, 4 - bit) : _mm512_srli_epi16(qh, bit - 4);
+  return _mm512_and_si512(t, _mm512_set1_epi8(0x10));
+}
+
+// The integer dots of sub-blocks 2q (lo) and 2q + 1 (hi) of Q4_K or Q5_K
+// super-block `sb` for 16 rows (half h) x N columns; blk: sub-block 2q's
+// activation block.
+template <DType T, int N>
 PI_INLINE void PairDots(const uint8_t* sb, int h, int q, int64_t blk, const QuantColumn* xc,
                         __m512i (&lo)[N], __m512i (&hi)[N]) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int j = 0; j < N; ++j) lo[j] = hi[j] = _mm512_setzero_si512();
   for (int c = 0; c < 8; ++c) {
     const __m512i v = _mm512_load_si512(sb + KPanelVector(q, h, c));
-    const __m512i ul = _mm512_and_si512(v, m4);
-    const __m512i uh = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    __m512i ul = _mm512_and_si512(v, m4);
+    __m512i uh = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if (T == DType::kQ5_K) {
+      const __m512i qh = _mm512_load_si512(sb + Q5PanelQh(h, c));
+      ul = _mm512_or_si512(ul, FifthBits(qh, 2 * q));
+      uh = _mm512_or_si512(uh, FifthBits(qh, 2 * q + 1));
+    }
     for (int j = 0; j < N; ++j) {
       int32_t xl, xh;
       std::memcpy(&xl, xc[j].qs + blk * kGemmQK + 4 * c, 4);
@@ -79,11 +91,12 @@ PI_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
   }
 }
 
-// Q4_K super-block `sb` (activation blocks from k0), rows of half h, into
-// acc: per pair of sub-blocks their dots, then each one's terms in order.
-template <int N>
-PI_INLINE void Q4KSuperHalf(const uint8_t* sb, int h, int64_t k0, const QuantColumn* xc,
-                            __m512 (&acc)[N]) {
+// Q4_K or Q5_K super-block `sb` (activation blocks from k0), rows of half
+// h, into acc: per pair of sub-blocks their dots, then each one's terms in
+// order.
+template <DType T, int N>
+PI_INLINE void Q45KSuperHalf(const uint8_t* sb, int h, int64_t k0, const QuantColumn* xc,
+                             __m512 (&acc)[N]) {
   const __m512 d16 =
       _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 32 * h)));
   const __m512 dmin16 =
@@ -91,7 +104,7 @@ PI_INLINE void Q4KSuperHalf(const uint8_t* sb, int h, int64_t k0, const QuantCol
   for (int q = 0; q < 4; ++q) {
     const int64_t blk = k0 + 2 * q;
     __m512i lo[N], hi[N];
-    PairDots<N>(sb, h, q, blk, xc, lo, hi);
+    PairDots<T, N>(sb, h, q, blk, xc, lo, hi);
     AddSubBlock<N>(sb, h, 2 * q, blk, d16, dmin16, xc, lo, acc);
     AddSubBlock<N>(sb, h, 2 * q + 1, blk + 1, d16, dmin16, xc, hi, acc);
   }
@@ -160,10 +173,10 @@ void KPanelMicro(const uint8_t* supers, int ns, const QuantColumn* xc, float* y,
       const uint8_t* sb = supers + s * kBytes;
       if (prefetch && h0 == 0) PrefetchAhead(sb, kBytes);
       for (int g = 0; g < kHalves; ++g) {
-        if (T == DType::kQ4_K) {
-          Q4KSuperHalf<N>(sb, h0 + g, 8 * s, xc, acc[g]);
-        } else {
+        if (T == DType::kQ6_K) {
           Q6KSuperHalf<N>(sb, h0 + g, 8 * s, xc, acc[g]);
+        } else {
+          Q45KSuperHalf<T, N>(sb, h0 + g, 8 * s, xc, acc[g]);
         }
       }
     }
@@ -242,6 +255,10 @@ constexpr KPanelMicroFn kQ4KMicro[kCols] = {
     KPanelMicro<DType::kQ4_K, 1>, KPanelMicro<DType::kQ4_K, 2>, KPanelMicro<DType::kQ4_K, 3>,
     KPanelMicro<DType::kQ4_K, 4>, KPanelMicro<DType::kQ4_K, 5>, KPanelMicro<DType::kQ4_K, 6>,
     KPanelMicro<DType::kQ4_K, 7>, KPanelMicro<DType::kQ4_K, 8>};
+constexpr KPanelMicroFn kQ5KMicro[kCols] = {
+    KPanelMicro<DType::kQ5_K, 1>, KPanelMicro<DType::kQ5_K, 2>, KPanelMicro<DType::kQ5_K, 3>,
+    KPanelMicro<DType::kQ5_K, 4>, KPanelMicro<DType::kQ5_K, 5>, KPanelMicro<DType::kQ5_K, 6>,
+    KPanelMicro<DType::kQ5_K, 7>, KPanelMicro<DType::kQ5_K, 8>};
 constexpr KPanelMicroFn kQ6KMicro[kCols] = {Q6PanelMicro1,
                                             KPanelMicro<DType::kQ6_K, 2>,
                                             KPanelMicro<DType::kQ6_K, 3>,
@@ -257,7 +274,9 @@ void KPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const ui
                       int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const QActLayout l = GetQActLayout(cols);
   const int64_t nsb = cols / 256;
-  const KPanelMicroFn* micro = wtype == DType::kQ4_K ? kQ4KMicro : kQ6KMicro;
+  const KPanelMicroFn* micro = wtype == DType::kQ4_K   ? kQ4KMicro
+                               : wtype == DType::kQ5_K ? kQ5KMicro
+                                                       : kQ6KMicro;
   for (int64_t p = r0 / kPanelRows; p < r1 / kPanelRows; ++p) {
     for (int64_t s0 = 0; s0 < nsb; s0 += kChunkSupers) {
       const int ns = static_cast<int>(Min64(kChunkSupers, nsb - s0));

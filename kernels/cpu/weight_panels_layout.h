@@ -22,6 +22,9 @@
 //     qs[32q ..] (low nibbles: sub-block 2q; high: 2q + 1) of rows 16h + i
 //     at 4i.
 // 4736 bytes for the file's 4608 (32 x 144): the scales and mins unpacked.
+// Q5_K: Q4_K's layout, then its fifth bits: vector (h, c) at
+// 4736 + (8h + c) 64 holds bytes 4c .. 4c + 3 of qh (bit j: sub-block j)
+// of rows 16h + i at 4i; 5760 bytes for the file's 5632.
 //
 // Q6_K: panel p, super-block s:
 //   bytes [0, 64):   the 32 rows' d (f16), row i at 2i;
@@ -68,7 +71,12 @@ static constexpr size_t PanelOffset(DType wtype, int64_t nb, int64_t p, int64_t 
 static constexpr int kKPanelScales = 128;  // Q4_K: the sub-blocks' scales
 static constexpr int kKPanelMins = 384;    // and mins
 static constexpr int kKPanelQs = 640;      // then the nibbles
-static constexpr int kKPanelSuperBytes = kKPanelQs + 4 * 2 * 8 * 64;
+static constexpr int kKPanelSuperBytes = kKPanelQs + 4 * 2 * 8 * 64;  // Q4_K
+static constexpr int kQ5PanelSuperBytes = kKPanelSuperBytes + 2 * 8 * 64;
+// Where Q5_K's fifth-bit vector (h, c) starts.
+static constexpr int Q5PanelQh(int h, int c) {
+  return kKPanelSuperBytes + (8 * h + c) * 64;
+}
 // Where vector (q, h, c) of a Q4_K super-block's nibbles starts.
 static constexpr int KPanelVector(int q, int h, int c) {
   return kKPanelQs + ((2 * q + h) * 8 + c) * 64;
@@ -85,10 +93,12 @@ static constexpr int Q6PanelQh(int H, int h, int c) {
   return kQ6PanelQh + ((2 * H + h) * 8 + c) * 64;
 }
 
-// A K format's (Q4_K, Q6_K) bytes per panel super-block, and where
+// A K format's (Q4_K, Q5_K, Q6_K) bytes per panel super-block, and where
 // super-block s of panel p starts.
 static constexpr int KPanelSuperBytes(DType wtype) {
-  return wtype == DType::kQ4_K ? kKPanelSuperBytes : kQ6PanelSuperBytes;
+  return wtype == DType::kQ4_K   ? kKPanelSuperBytes
+         : wtype == DType::kQ5_K ? kQ5PanelSuperBytes
+                                 : kQ6PanelSuperBytes;
 }
 static constexpr size_t KPanelOffset(DType wtype, int64_t nsb, int64_t p, int64_t s) {
   return static_cast<size_t>(p * nsb + s) * KPanelSuperBytes(wtype);
