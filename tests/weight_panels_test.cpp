@@ -173,7 +173,7 @@ class WeightPanelsTest : public ::testing::TestWithParam<DType> {};
 // several, balanced or not.
 TEST_P(WeightPanelsTest, MatchesReferenceAndGemm) {
   unsigned seed = 1;
-  // Floats: chunks of 128 k, a conversion from 24 columns, calls of 12.
+  // Floats: chunks of 128 k, calls of 12.
   // K formats: also a batch past WeightPanelsMaxBatch, where callers take
   // GemmRows instead (its bits are checked equal below).
   const std::vector<int64_t> batches = IsFloat(GetParam()) ? std::vector<int64_t>{1, 5, 12, 13, 30}
