@@ -28,9 +28,9 @@ std::vector<Tensor*> Candidates(LlamaModel* model, const RepackScope& scope) {
 // The types whose repacking pays for one user too: decode at least as fast
 // as from the file's layout. Q8_0 and Q6_K gain on batched decode (and Q8_0
 // on prompts, +13 % pp512), but their decode mat-vecs over the panels stream
-// slower than the file layout's (bench-kernels MatVec/q8_0/panels,
-// MatVec/q6_K/panels: 0.8-0.95x at -t 1, Q6_K 0.75x at -t 2), so they stay
-// as they are until that is found.
+// slower than the file layout's (bench-kernels MatVec/q8_0/panels: 0.8-0.9x;
+// MatVec/q6_K/panels: 0.9x at -t 2, a Q4_K_M tg32 -8 %), so they stay as
+// they are until that is found.
 bool RepackPays(DType t) {
   return t == DType::kQ4_0 || t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kF16 ||
          t == DType::kBF16 || t == DType::kF32;
