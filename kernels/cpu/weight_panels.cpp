@@ -233,17 +233,10 @@ void FloatPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const u
   }
 }
 
-// A prepared activation column's pieces (QActLayout).
-struct RefColumn {
-  const int8_t* qs;
-  const float* dx;
-  const int16_t* b16;
-};
-
 // Row i of Q4_K (q5: Q5_K) super-block `sb` (its activation blocks from
 // k0): per sub-block the exact integer dot, then its scaled term and its
 // min term (weight_panels_k_avx512.cpp says why in this form).
-float Q45KSuperRef(const uint8_t* sb, bool q5, int i, const RefColumn& x, int64_t k0, float acc) {
+float Q45KSuperRef(const uint8_t* sb, bool q5, int i, const QuantColumn& x, int64_t k0, float acc) {
   const int h = i / 16, lane = i % 16;
   uint16_t d16, dmin16;
   std::memcpy(&d16, sb + 2 * i, 2);
@@ -267,7 +260,7 @@ float Q45KSuperRef(const uint8_t* sb, bool q5, int i, const RefColumn& x, int64_
 
 // Q6_K: per 16 weights, the exact integer dot of (u - 32) and x, then its
 // scaled term.
-float Q6KSuperRef(const uint8_t* sb, int i, const RefColumn& x, int64_t k0, float acc) {
+float Q6KSuperRef(const uint8_t* sb, int i, const QuantColumn& x, int64_t k0, float acc) {
   const int h = i / 16, lane = i % 16;
   uint16_t d16;
   std::memcpy(&d16, sb + 2 * i, 2);
@@ -296,10 +289,8 @@ void KPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const uint8
   const int64_t nsb = cols / kQK_K;
   const QActLayout l = GetQActLayout(cols);
   for (int64_t b = 0; b < batch; ++b) {
-    const uint8_t* xb = x + b * l.total;
-    const RefColumn xc{reinterpret_cast<const int8_t*>(xb + l.qs_off),
-                       reinterpret_cast<const float*>(xb + l.dx_off),
-                       reinterpret_cast<const int16_t*>(xb + l.b16_off)};
+    QuantColumn xc;
+    QuantColumnsAt(x, l.total, l, b, 1, 0, &xc);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t p = r / kWeightPanelRows;
       const int i = static_cast<int>(r % kWeightPanelRows);
@@ -330,15 +321,12 @@ void WeightPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const 
   }
   const int64_t nb = cols / kQK;
   const QActLayout l = GetQActLayout(cols);
-  const size_t x_stride = l.total;
   const bool q4 = wtype == DType::kQ4_0;
   const int dwords = PanelDwords(wtype);
   const int offset = q4 ? 8 : 128;
   for (int64_t b = 0; b < batch; ++b) {
-    const uint8_t* xb = x + b * x_stride;
-    const int8_t* qs = reinterpret_cast<const int8_t*>(xb + l.qs_off);
-    const float* dx = reinterpret_cast<const float*>(xb + l.dx_off);
-    const int16_t* b16 = reinterpret_cast<const int16_t*>(xb + l.b16_off);
+    QuantColumn xc;
+    QuantColumnsAt(x, l.total, l, b, 1, 0, &xc);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t p = r / kWeightPanelRows;
       const int i = static_cast<int>(r % kWeightPanelRows), h = i / 16, lane = i % 16;
@@ -347,16 +335,16 @@ void WeightPanelRowsRef(DType wtype, const uint8_t* panels, int64_t cols, const 
         const uint8_t* blk = panels + PanelOffset(wtype, nb, p, k);
         uint16_t d16;
         std::memcpy(&d16, blk + 2 * i, 2);
-        int32_t dot = -offset * (b16[2 * k] + b16[2 * k + 1]);
+        int32_t dot = -offset * (xc.b16[2 * k] + xc.b16[2 * k + 1]);
         for (int j = 0; j < kQK; ++j) {
           // Weight j of the block: Q4_0 byte j % 16's low (j < 16) or high
           // nibble; Q8_0 byte j, made unsigned.
           const int byte = q4 ? j % 16 : j;
           const uint8_t v = blk[64 + (h * dwords + byte / 4) * 64 + 4 * lane + byte % 4];
           const int u = q4 ? (j < 16 ? v & 15 : v >> 4) : (v ^ 0x80);
-          dot += u * qs[k * kQK + j];
+          dot += u * xc.qs[k * kQK + j];
         }
-        acc = std::fma(static_cast<float>(dot), F16ToF32(d16) * dx[k], acc);
+        acc = std::fma(static_cast<float>(dot), F16ToF32(d16) * xc.dx[k], acc);
       }
       y[b * ldy + r] = acc;
     }

@@ -110,18 +110,23 @@ PI_INLINE void Q45KSuperHalf(const uint8_t* sb, int h, int64_t k0, const QuantCo
   }
 }
 
-// Q6_K block j of half H, dwords c: the unsigned 6-bit weights of 16 rows,
-// ql's nibble under qh's bits 2j, 2j + 1 moved to bits 4, 5 of each byte
-// (16-bit shifts: what crosses into the next byte is masked off).
-PI_INLINE __m512i Q6Weights(const uint8_t* sb, int H, int j, int h, int c) {
-  __m512i ql = _mm512_load_si512(sb + Q6PanelQl(H, j % 2, h, c));
-  __m512i qh = _mm512_load_si512(sb + Q6PanelQh(H, h, c));
+// Q6_K block j's unsigned 6-bit weights from its ql vector (part j % 2) and
+// the qh vector: ql's nibble (low for j < 2) under qh's bits 2j, 2j + 1
+// moved to bits 4, 5 of each byte (16-bit shifts: what crosses into the
+// next byte is masked off).
+PI_INLINE __m512i Q6Assemble(__m512i ql, __m512i qh, int j) {
   if (j >= 2) ql = _mm512_srli_epi16(ql, 4);
   if (j < 2) qh = _mm512_slli_epi16(qh, 4 - 2 * j);
   if (j == 3) qh = _mm512_srli_epi16(qh, 2);
   const __m512i top = _mm512_and_si512(qh, _mm512_set1_epi8(0x30));
   // (ql & 0x0F) | top in one instruction: truth table of (a & c) | b.
   return _mm512_ternarylogic_epi32(ql, top, _mm512_set1_epi8(0x0F), 0xEC);
+}
+
+// Q6_K block j of half H, dwords c: the weights of 16 rows (half h).
+PI_INLINE __m512i Q6Weights(const uint8_t* sb, int H, int j, int h, int c) {
+  return Q6Assemble(_mm512_load_si512(sb + Q6PanelQl(H, j % 2, h, c)),
+                    _mm512_load_si512(sb + Q6PanelQh(H, h, c)), j);
 }
 
 // Q6_K super-block `sb` (activation blocks from k0), rows of half h, into
@@ -186,12 +191,11 @@ void KPanelMicro(const uint8_t* supers, int ns, const QuantColumn* xc, float* y,
 
 // Q6_K for one column (a decode step): a half's ql and qh vectors loaded
 // once for the four blocks they hold, both halves per pass so the panel is
-// read once, in order; the same terms in the same order as Q6PanelMicro.
+// read once, in order; the same terms in the same order as KPanelMicro.
 void Q6PanelMicro1(const uint8_t* supers, int ns, const QuantColumn* xc, float* y, int64_t,
                    bool first, bool prefetch) {
   __m512 acc[2];
   for (int h = 0; h < 2; ++h) acc[h] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + 16 * h);
-  const __m512i m30 = _mm512_set1_epi8(0x30), m0f = _mm512_set1_epi8(0x0F);
   for (int s = 0; s < ns; ++s) {
     const uint8_t* sb = supers + s * kQ6PanelSuperBytes;
     if (prefetch) PrefetchAhead(sb, kQ6PanelSuperBytes);
@@ -215,16 +219,8 @@ void Q6PanelMicro1(const uint8_t* supers, int ns, const QuantColumn* xc, float* 
           const __m512i ql0 = _mm512_load_si512(sb + Q6PanelQl(H, 0, h, c));
           const __m512i ql1 = _mm512_load_si512(sb + Q6PanelQl(H, 1, h, c));
           const __m512i qh = _mm512_load_si512(sb + Q6PanelQh(H, h, c));
-          const __m512i u[4] = {
-              _mm512_ternarylogic_epi32(ql0, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m0f,
-                                        0xEC),
-              _mm512_ternarylogic_epi32(ql1, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m0f,
-                                        0xEC),
-              _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql0, 4), _mm512_and_si512(qh, m30), m0f,
-                                        0xEC),
-              _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql1, 4),
-                                        _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30), m0f,
-                                        0xEC)};
+          const __m512i u[4] = {Q6Assemble(ql0, qh, 0), Q6Assemble(ql1, qh, 1),
+                                Q6Assemble(ql0, qh, 2), Q6Assemble(ql1, qh, 3)};
           for (int j = 0; j < 4; ++j)
             is[h][part][j] = _mm512_dpbusd_epi32(is[h][part][j], u[j], xv[j]);
         }
@@ -273,7 +269,7 @@ constexpr KPanelMicroFn kQ6KMicro[kCols] = {Q6PanelMicro1,
 void KPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const uint8_t* x,
                       int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const QActLayout l = GetQActLayout(cols);
-  const int64_t nsb = cols / 256;
+  const int64_t nsb = cols / kQK_K;
   const KPanelMicroFn* micro = wtype == DType::kQ4_K   ? kQ4KMicro
                                : wtype == DType::kQ5_K ? kQ5KMicro
                                                        : kQ6KMicro;
