@@ -173,16 +173,17 @@ class WeightPanelsTest : public ::testing::TestWithParam<DType> {};
 // several, balanced or not.
 TEST_P(WeightPanelsTest, MatchesReferenceAndGemm) {
   unsigned seed = 1;
-  // Floats: chunks of 128 k, calls of 12.
+  // Floats: chunks of 128 k, calls of 12; past 36 columns, blocks of 2048 k
+  // (the last one short) x 3 calls.
   // K formats: also a batch past WeightPanelsMaxBatch, where callers take
   // GemmRows instead (its bits are checked equal below).
-  const std::vector<int64_t> batches = IsFloat(GetParam()) ? std::vector<int64_t>{1, 5, 12, 13, 30}
-                                       : IsK(GetParam())
-                                           ? std::vector<int64_t>{1, 3, 8, 9, 13, 40, 130}
-                                           : std::vector<int64_t>{1, 3, 8, 9, 13, 40};
+  const std::vector<int64_t> batches =
+      IsFloat(GetParam()) ? std::vector<int64_t>{1, 5, 12, 13, 30, 40}
+      : IsK(GetParam())   ? std::vector<int64_t>{1, 3, 8, 9, 13, 40, 130}
+                          : std::vector<int64_t>{1, 3, 8, 9, 13, 40};
   // K formats: super-blocks of 256, chunks of 2.
   const std::vector<int64_t> cols_list =
-      IsFloat(GetParam()) ? std::vector<int64_t>{1, 33, 300, 1024}
+      IsFloat(GetParam()) ? std::vector<int64_t>{1, 33, 300, 1024, 2048 + 300}
       : IsK(GetParam())   ? std::vector<int64_t>{256, 768, 1280, 4096 + 256}
                           : std::vector<int64_t>{32, 96, 544, 4096 + 32};
   for (int64_t batch : batches) {
@@ -218,8 +219,11 @@ TEST_P(WeightPanelsTest, RepackByRangesEqualsWhole) {
 // A column's bits depend only on that column and row: alone, in a larger
 // batch at another position, or over another row range.
 TEST_P(WeightPanelsTest, ColumnsDependOnlyOnTheirColumnAndRow) {
-  // Wide and narrow calls.
-  const Problem p = Make(GetParam(), 96, IsK(GetParam()) ? 1024 + 256 : 1024 + 64, 37, 11);
+  // Wide and narrow calls; floats: a batch in column blocks over two k
+  // blocks and two blocks of 8 panels.
+  const bool fl = IsFloat(GetParam());
+  const Problem p =
+      Make(GetParam(), fl ? 288 : 96, IsK(GetParam()) ? 1024 + 256 : 2048 + 64, 37, 11);
   for (CpuIsa isa : {CpuIsa::kScalar, DetectCpuIsa()}) {
     SetCpuIsa(isa);
     std::vector<float> all(p.batch * p.rows), lone(p.rows), part(p.batch * p.rows);
