@@ -3,7 +3,8 @@
 // formats as they see them — per 32 weights, per 16 for Q6_K, w = a * u + c
 // with u an unsigned byte; where c is a whole multiple of a the kernels fold
 // it into the integer dot's start (Offset), Q4_K and Q5_K carry it as an f32
-// min — the balanced column split, and the prefetch of the next panel.
+// min — the balanced column split, the order of a weight-panel product's
+// calls, and the prefetch of the next panel.
 // Scalar code and SSE prefetches only, all static: each kernel file gets its
 // own copy (matmul_impl.h says why that matters for files with their own -m
 // flags).
@@ -77,6 +78,59 @@ static inline int ColumnTile(int64_t b, int64_t batch, int max_cols) {
   const int64_t base = batch / calls, extra = batch % calls;
   // The first `extra` calls take base + 1 columns.
   return static_cast<int>(b < extra * (base + 1) ? base + 1 : base);
+}
+
+// How a weight-panel driver (weight_panels_*.cpp) blocks a long batch: past
+// `tiles` calls of columns, as a GEMM's operands are blocked — per `panels`
+// panels and `k` units of k, the weights stay in L2/L3 while column blocks
+// pass over them, and a column block's activations (`tiles` calls) stay in
+// L2 while each of those panels passes over them. Unblocked (tiles 0, or a
+// batch of one column block), each panel's k runs in one pass and every
+// panel streams the whole batch's activations: fine while they fit in L2
+// (decode), or while the kernel spends long enough per byte.
+struct PanelBlocking {
+  int tiles = 0;
+  int64_t k = 0;
+  int64_t panels = 0;
+};
+
+// The calls of a panel product over panels [p0, p1), k units [0, nk) in
+// chunks of chunk_k (a chunk's weights in L1 for its calls) and columns
+// [0, batch) in balanced calls of at most max_cols (ColumnTile), in the
+// order `blocking` says: call(p, k0, kc, b, n, lead) for panel p, k units
+// [k0, k0 + kc), columns [b, b + n); `lead` marks a chunk's first call
+// (which prefetches ahead, or unpacks the chunk). Each (row, column) sees
+// its chunks in order of k, whatever the blocking, so its bits do not
+// depend on it.
+template <typename Call>
+static inline void ForEachPanelCall(int64_t p0, int64_t p1, int64_t nk, int64_t chunk_k,
+                                    int64_t batch, int max_cols, const PanelBlocking& blocking,
+                                    Call&& call) {
+  if (p0 >= p1 || batch <= 0) return;
+  const bool blocked = blocking.tiles > 0 && batch > int64_t{blocking.tiles} * max_cols;
+  const int64_t block_k = blocked ? blocking.k : nk;
+  const int64_t block_p = blocked ? blocking.panels : p1 - p0;
+  const int64_t tiles = blocked ? blocking.tiles : batch;
+  for (int64_t pb = p0; pb < p1; pb += block_p) {
+    const int64_t pb_end = Min64(p1, pb + block_p);
+    for (int64_t kb = 0; kb < nk; kb += block_k) {
+      const int64_t kb_end = Min64(nk, kb + block_k);
+      for (int64_t nb = 0, nb_end = 0; nb < batch; nb = nb_end) {
+        for (int64_t t = 0; t < tiles && nb_end < batch; ++t) {
+          nb_end += ColumnTile(nb_end, batch, max_cols);
+        }
+        for (int64_t p = pb; p < pb_end; ++p) {
+          for (int64_t k0 = kb; k0 < kb_end; k0 += chunk_k) {
+            const int kc = static_cast<int>(Min64(chunk_k, kb_end - k0));
+            for (int64_t b = nb, n = 0; b < nb_end; b += n) {
+              n = ColumnTile(b, batch, max_cols);
+              call(p, k0, kc, b, static_cast<int>(n), b == nb);
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // Prefetches (into L2) bytes [off, off + len) of rows [row, row + n_rows):

@@ -33,6 +33,8 @@ constexpr int kFloatCols = 12;    // floats: N sums, one weight and one broadcas
 constexpr int kChunkBlocks = 16;  // Q4_0: 9 KiB of panel per chunk
 constexpr int kChunkK = 128;      // floats: 8 KiB (F16) per chunk
 constexpr int kLeadBytes = 16 * 1024;
+// Floats' long batches: as the AVX-512 kernels' (weight_panels_float_avx512.cpp).
+constexpr PanelBlocking kFloatBlocking = {3, 2048, 8};
 
 // The sums of octets [q0, q0 + G) (rows 8 q ..) of columns [0, N): from y,
 // or zero for a panel's first chunk; and back.
@@ -130,18 +132,13 @@ void QuantPanelRows(const uint8_t* panels, int64_t cols, const uint8_t* x, int64
                                        QuantMicro<T, kVnni, 5>, QuantMicro<T, kVnni, 6>};
   const QActLayout l = GetQActLayout(cols);
   const int64_t nb = cols / 32;
-  for (int64_t p = r0 / 32; p < r1 / 32; ++p) {
-    for (int64_t k0 = 0; k0 < nb; k0 += kChunkBlocks) {
-      const int nblk = static_cast<int>(Min64(kChunkBlocks, nb - k0));
-      const uint8_t* blocks = panels + PanelOffset(T, nb, p, k0);
-      for (int64_t b = 0, n = 0; b < batch; b += n) {
-        n = ColumnTile(b, batch, kCols);
-        QuantColumn xc[kCols];
-        QuantColumnsAt(x, l.total, l, b, n, k0, xc);
-        kMicro[n - 1](blocks, nblk, xc, y + b * ldy + p * 32, ldy, k0 == 0, b == 0);
-      }
-    }
-  }
+  ForEachPanelCall(r0 / 32, r1 / 32, nb, kChunkBlocks, batch, kCols, PanelBlocking(),
+                   [&](int64_t p, int64_t k0, int nblk, int64_t b, int n, bool lead) {
+                     QuantColumn xc[kCols];
+                     QuantColumnsAt(x, l.total, l, b, n, k0, xc);
+                     kMicro[n - 1](panels + PanelOffset(T, nb, p, k0), nblk, xc,
+                                   y + b * ldy + p * 32, ldy, k0 == 0, lead);
+                   });
 }
 
 template <DType T>
@@ -188,20 +185,15 @@ void FloatPanelRows(const uint8_t* panels, int64_t cols, const uint8_t* x, int64
       FloatMicro<T, 1>, FloatMicro<T, 2>,  FloatMicro<T, 3>,  FloatMicro<T, 4>,
       FloatMicro<T, 5>, FloatMicro<T, 6>,  FloatMicro<T, 7>,  FloatMicro<T, 8>,
       FloatMicro<T, 9>, FloatMicro<T, 10>, FloatMicro<T, 11>, FloatMicro<T, 12>};
-  for (int64_t p = r0 / 32; p < r1 / 32; ++p) {
-    for (int64_t k0 = 0; k0 < cols; k0 += kChunkK) {
-      const int kc = static_cast<int>(Min64(kChunkK, cols - k0));
-      const uint8_t* w = panels + FloatPanelOffset(T, cols, p, k0);
-      for (int64_t b = 0, n = 0; b < batch; b += n) {
-        n = ColumnTile(b, batch, kFloatCols);
-        const float* xs[kFloatCols];
-        for (int j = 0; j < n; ++j) {
-          xs[j] = reinterpret_cast<const float*>(x + (b + j) * x_stride) + k0;
-        }
-        kMicro[n - 1](w, kc, xs, y + b * ldy + p * 32, ldy, k0 == 0, b == 0);
-      }
-    }
-  }
+  ForEachPanelCall(r0 / 32, r1 / 32, cols, kChunkK, batch, kFloatCols, kFloatBlocking,
+                   [&](int64_t p, int64_t k0, int kc, int64_t b, int n, bool lead) {
+                     const float* xs[kFloatCols];
+                     for (int j = 0; j < n; ++j) {
+                       xs[j] = reinterpret_cast<const float*>(x + (b + j) * x_stride) + k0;
+                     }
+                     kMicro[n - 1](panels + FloatPanelOffset(T, cols, p, k0), kc, xs,
+                                   y + b * ldy + p * 32, ldy, k0 == 0, lead);
+                   });
 }
 
 }  // namespace

@@ -202,24 +202,20 @@ void PanelRows(const uint8_t* panels, int64_t cols, const uint8_t* x, int64_t ba
   const bool wide = batch >= kWideMinBatch;
   const int max_cols = wide ? kWideCols : kCols;
   UnpackedChunk unpacked;
-  for (int64_t p = r0 / kPanelRows; p < r1 / kPanelRows; ++p) {
-    for (int64_t k0 = 0; k0 < nb; k0 += kChunkBlocks) {
-      const int nblk = static_cast<int>(Min64(kChunkBlocks, nb - k0));
-      const uint8_t* blocks = panels + PanelOffset(T, nb, p, k0);
-      if (wide) UnpackChunk<T>(blocks, nblk, &unpacked);
-      for (int64_t b = 0, n = 0; b < batch; b += n) {
-        n = ColumnTile(b, batch, max_cols);
-        QuantColumn xc[kCols];
-        QuantColumnsAt(x, l.total, l, b, n, k0, xc);
-        float* yb = y + b * ldy + p * kPanelRows;
-        if (wide) {
-          kWideMicro<T>[n - 1](blocks, &unpacked, nblk, xc, yb, ldy, k0 == 0);
-        } else {
-          kPanelMicro<T>[n - 1](blocks, nblk, xc, yb, ldy, k0 == 0, b == 0);
-        }
-      }
-    }
-  }
+  ForEachPanelCall(r0 / kPanelRows, r1 / kPanelRows, nb, kChunkBlocks, batch, max_cols,
+                   PanelBlocking(),
+                   [&](int64_t p, int64_t k0, int nblk, int64_t b, int n, bool lead) {
+                     const uint8_t* blocks = panels + PanelOffset(T, nb, p, k0);
+                     QuantColumn xc[kCols];
+                     QuantColumnsAt(x, l.total, l, b, n, k0, xc);
+                     float* yb = y + b * ldy + p * kPanelRows;
+                     if (wide) {
+                       if (lead) UnpackChunk<T>(blocks, nblk, &unpacked);
+                       kWideMicro<T>[n - 1](blocks, &unpacked, nblk, xc, yb, ldy, k0 == 0);
+                     } else {
+                       kPanelMicro<T>[n - 1](blocks, nblk, xc, yb, ldy, k0 == 0, lead);
+                     }
+                   });
 }
 
 }  // namespace

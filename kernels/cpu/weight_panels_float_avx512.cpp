@@ -25,10 +25,11 @@ namespace {
 constexpr int kCols = 12;     // batch columns per call: 24 sums in registers
 constexpr int kChunkK = 128;  // k per chunk: 8 KiB of F16 panel, in L1 for every column group
 constexpr int kLeadBytes = 16 * 1024;  // software prefetch distance (decode)
-// Blocks of a long batch: calls per column block, k and panels per weight block.
-constexpr int kBlockTiles = 3;
-constexpr int64_t kBlockK = 2048;
-constexpr int64_t kBlockPanels = 8;
+// Long batches (ForEachPanelCall): 3 calls of columns, 8 panels x 2048 k of
+// weights (1 MiB of F16) per block. Unblocked, every panel streamed the whole
+// batch's activations (22 MiB for a 7B down projection at 512 tokens) from L3
+// or memory.
+constexpr PanelBlocking kBlocking = {3, 2048, 8};
 
 template <DType T>
 PI_INLINE __m512 Load16(const uint8_t* p) {
@@ -72,47 +73,18 @@ constexpr FloatMicroFn<T> kFloatMicro[kCols] = {
     FloatPanelMicro<T, 5>, FloatPanelMicro<T, 6>,  FloatPanelMicro<T, 7>,  FloatPanelMicro<T, 8>,
     FloatPanelMicro<T, 9>, FloatPanelMicro<T, 10>, FloatPanelMicro<T, 11>, FloatPanelMicro<T, 12>};
 
-// Long batches are blocked as a GEMM's operands are: per kBlockPanels
-// panels and kBlockK k, the weights (1 MiB of F16) stay in L2/L3 while
-// column blocks pass over them, and a column block's activations (kBlockTiles
-// calls x kCols x kBlockK floats) stay in L2 while each of those panels
-// passes over them. Unblocked, every panel streamed the whole batch's
-// activations (22 MiB for a 7B down projection at 512 tokens) from L3 or
-// memory. A short batch is one column block and keeps each panel's k in one
-// pass (decode streams each panel once, in order). Every sum still runs over
-// k in order, so blocking leaves the bits as they were.
 template <DType T>
 void FloatPanelRows(const uint8_t* panels, int64_t cols, const uint8_t* x, int64_t x_stride,
                     int64_t batch, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  const bool blocked = batch > kBlockTiles * kCols;
-  const int64_t block_k = blocked ? kBlockK : cols;
-  const int64_t p_end = r1 / kPanelRows, block_p = blocked ? kBlockPanels : p_end;
-  for (int64_t pb = r0 / kPanelRows; pb < p_end; pb += block_p) {
-    const int64_t pb_end = Min64(p_end, pb + block_p);
-    for (int64_t kb = 0; kb < cols; kb += block_k) {
-      const int64_t kb_end = Min64(cols, kb + block_k);
-      for (int64_t nb = 0, nb_end = 0; nb < batch; nb = nb_end) {
-        for (int t = 0; t < kBlockTiles && nb_end < batch; ++t) {
-          nb_end += ColumnTile(nb_end, batch, kCols);
-        }
-        for (int64_t p = pb; p < pb_end; ++p) {
-          for (int64_t k0 = kb; k0 < kb_end; k0 += kChunkK) {
-            const int kc = static_cast<int>(Min64(kChunkK, kb_end - k0));
-            const uint8_t* w = panels + FloatPanelOffset(T, cols, p, k0);
-            for (int64_t b = nb, n = 0; b < nb_end; b += n) {
-              n = ColumnTile(b, batch, kCols);
-              const float* xs[kCols];
-              for (int j = 0; j < n; ++j) {
-                xs[j] = reinterpret_cast<const float*>(x + (b + j) * x_stride) + k0;
-              }
-              float* yb = y + b * ldy + p * kPanelRows;
-              kFloatMicro<T>[n - 1](w, kc, xs, yb, ldy, k0 == 0, b == nb);
-            }
-          }
-        }
-      }
-    }
-  }
+  ForEachPanelCall(r0 / kPanelRows, r1 / kPanelRows, cols, kChunkK, batch, kCols, kBlocking,
+                   [&](int64_t p, int64_t k0, int kc, int64_t b, int n, bool lead) {
+                     const float* xs[kCols];
+                     for (int j = 0; j < n; ++j) {
+                       xs[j] = reinterpret_cast<const float*>(x + (b + j) * x_stride) + k0;
+                     }
+                     kFloatMicro<T>[n - 1](panels + FloatPanelOffset(T, cols, p, k0), kc, xs,
+                                           y + b * ldy + p * kPanelRows, ldy, k0 == 0, lead);
+                   });
 }
 
 }  // namespace

@@ -273,18 +273,14 @@ void KPanelRowsAvx512(DType wtype, const uint8_t* panels, int64_t cols, const ui
   const KPanelMicroFn* micro = wtype == DType::kQ4_K   ? kQ4KMicro
                                : wtype == DType::kQ5_K ? kQ5KMicro
                                                        : kQ6KMicro;
-  for (int64_t p = r0 / kPanelRows; p < r1 / kPanelRows; ++p) {
-    for (int64_t s0 = 0; s0 < nsb; s0 += kChunkSupers) {
-      const int ns = static_cast<int>(Min64(kChunkSupers, nsb - s0));
-      const uint8_t* supers = panels + KPanelOffset(wtype, nsb, p, s0);
-      for (int64_t b = 0, n = 0; b < batch; b += n) {
-        n = ColumnTile(b, batch, kCols);
-        QuantColumn xc[kCols];
-        QuantColumnsAt(x, l.total, l, b, static_cast<int>(n), s0 * 8, xc);
-        micro[n - 1](supers, ns, xc, y + b * ldy + p * kPanelRows, ldy, s0 == 0, b == 0);
-      }
-    }
-  }
+  ForEachPanelCall(r0 / kPanelRows, r1 / kPanelRows, nsb, kChunkSupers, batch, kCols,
+                   PanelBlocking(),
+                   [&](int64_t p, int64_t s0, int ns, int64_t b, int n, bool lead) {
+                     QuantColumn xc[kCols];
+                     QuantColumnsAt(x, l.total, l, b, n, s0 * 8, xc);
+                     micro[n - 1](panels + KPanelOffset(wtype, nsb, p, s0), ns, xc,
+                                  y + b * ldy + p * kPanelRows, ldy, s0 == 0, lead);
+                   });
 }
 
 }  // namespace cpu_internal
