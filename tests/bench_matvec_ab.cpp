@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_limits.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant.h"
@@ -67,6 +68,12 @@ int Run(DType t, int threads, int reps, int64_t rows, int copies) {
   }
   const size_t file_bytes = static_cast<size_t>(RowBytes(t, kCols)) * rows;
   const size_t panel_bytes = WeightPanelBytes(t, rows, kCols);
+  const Status fits = CheckMemory("the matrix copies (--rows x --copies)",
+                                  static_cast<int64_t>((file_bytes + panel_bytes) * copies));
+  if (!fits.ok()) {
+    std::fprintf(stderr, "%s\n", fits.message().c_str());
+    return 1;
+  }
   std::vector<std::unique_ptr<AlignedBuffer>> file, panels;
   std::vector<float> v(kCols);
   for (int c = 0; c < copies; ++c) {
