@@ -151,10 +151,10 @@ void RunMatMul(const cpu_internal::MatMulArgs& a, bool gemm = false) {
     return;
   }
   if (IsBlockDequantDType(a.wtype)) {
-    // The block formats have one SIMD path (AVX2: it is what bounds them by
-    // memory bandwidth already), which the AVX-512 level runs too.
+    // The block formats have one SIMD driver (AVX2), which the AVX-512 level
+    // runs too, with its own row dots where AVX2's are arithmetic-bound (Q6_K).
     if (isa != CpuIsa::kScalar && cpu_internal::HasBlockKernelsAvx2(a.wtype)) {
-      cpu_internal::MatMulRowsBlocksAvx2(a);
+      cpu_internal::MatMulRowsBlocksAvx2(a, isa == CpuIsa::kAvx512);
     } else {
       cpu_internal::MatMulRowsRef(a);
     }

@@ -1,6 +1,7 @@
 // AVX2 kernels for the block formats of kquant.h (compiled with -mavx2 -mfma
-// -mf16c only here; the AVX-512 level runs them too: the products are bound
-// by memory bandwidth at this width already).
+// -mf16c only here; the AVX-512 level runs them too — most products are bound
+// by memory bandwidth at this width already — with its own row dots where
+// they are not, matmul_blocks_avx512.cpp).
 //
 // Every format is dotted against the Q8_0-prepared activation (matmul_impl.h)
 // 32 weights at a time, one activation block: the weights' small unsigned
@@ -54,12 +55,7 @@ PI_INLINE void Prefetch(const uint8_t* p, int bytes) {
     _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
 }
 
-// One batch column of the prepared activation.
-struct Act {
-  const int8_t* qs;    // the values
-  const float* dx;     // the scale of each 32
-  const int16_t* b16;  // the sum of each 16 values
-};
+using Act = BlockAct;  // one batch column of the prepared activation
 
 // ---- the legacy formats: blocks of 32 ------------------------------------------
 
@@ -346,17 +342,9 @@ void DotsLegacy(const uint8_t* row, const uint8_t* next, const Act* x, int64_t n
   for (int b = 0; b < N; ++b) out[b] = DotLegacy<T>(row, b == 0 ? next : row, x[b], nb);
 }
 
-// (row, the row to prefetch, N activations, blocks in a row, N results).
-using DotsFn = void (*)(const uint8_t*, const uint8_t*, const Act*, int64_t, float*);
+constexpr int kBatchTile = kBlockBatchTile;  // activations a row is dotted with per pass
 
-constexpr int kBatchTile = 4;  // activations a row is dotted with per pass
-
-struct BlockDots {
-  DotsFn one;   // N = 1
-  DotsFn tile;  // N = kBatchTile
-};
-
-BlockDots DotsFor(DType t) {
+BlockDotsFns DotsFor(DType t) {
   switch (t) {
     case DType::kQ4_1:
       return {DotsLegacy<DType::kQ4_1, 1>, DotsLegacy<DType::kQ4_1, kBatchTile>};
@@ -381,8 +369,9 @@ bool HasBlockKernelsAvx2(DType wtype) {
   return DotsFor(wtype).one != nullptr;
 }
 
-void MatMulRowsBlocksAvx2(const MatMulArgs& a) {
-  const BlockDots dots = DotsFor(a.wtype);
+void MatMulRowsBlocksAvx2(const MatMulArgs& a, bool avx512) {
+  const BlockDotsFns own = avx512 ? BlockDotsAvx512(a.wtype) : BlockDotsFns{nullptr, nullptr};
+  const BlockDotsFns dots = own.one ? own : DotsFor(a.wtype);
   const int block = GetDTypeInfo(static_cast<uint32_t>(a.wtype)).block_elems;
   const int64_t nb = a.cols / block;
   Act x[kBatchTile];

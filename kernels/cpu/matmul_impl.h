@@ -133,9 +133,29 @@ void AxpyRowsAvx2(const AxpyArgs& args);
 void MatMulRowsAvx512(const MatMulArgs& args);
 void AxpyRowsAvx512(const AxpyArgs& args);
 // The block formats of kquant.h on AVX2 (matmul_blocks_avx2.cpp); the AVX-512
-// level runs them too. False when `wtype` has no SIMD kernel there.
+// level runs them too, with its own row dots where it has them (`avx512`).
+// False when `wtype` has no SIMD kernel there.
 bool HasBlockKernelsAvx2(DType wtype);
-void MatMulRowsBlocksAvx2(const MatMulArgs& args);
+void MatMulRowsBlocksAvx2(const MatMulArgs& args, bool avx512);
+// One batch column of a prepared activation as the block-format row dots
+// read it (the Q8_0 layout, QActLayout).
+struct BlockAct {
+  const int8_t* qs;    // the values
+  const float* dx;     // the scale of each 32
+  const int16_t* b16;  // the sum of each 16 values
+};
+// One row's dots: (row, the row to prefetch, N activations, super-blocks or
+// blocks in a row, N results), for N = 1 and N = kBlockBatchTile; both give
+// each column the same bits.
+using BlockDotsFn = void (*)(const uint8_t*, const uint8_t*, const BlockAct*, int64_t, float*);
+struct BlockDotsFns {
+  BlockDotsFn one;
+  BlockDotsFn tile;
+};
+constexpr int kBlockBatchTile = 4;
+// The AVX-512 VNNI level's row dots (matmul_blocks_avx512.cpp): Q6_K; null
+// for the other types.
+BlockDotsFns BlockDotsAvx512(DType wtype);
 // Matrix-matrix products for prompt batches (gemm_avx512.cpp; matmul.h's
 // GemmRows). False when `wtype` has no such kernel there.
 bool HasGemmAvx512(DType wtype);
