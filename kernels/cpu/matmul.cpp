@@ -152,7 +152,7 @@ void RunMatMul(const cpu_internal::MatMulArgs& a, bool gemm = false) {
   }
   if (IsBlockDequantDType(a.wtype)) {
     // The block formats have one SIMD driver (AVX2), which the AVX-512 level
-    // runs too, with its own row dots where AVX2's are arithmetic-bound (Q6_K).
+    // runs too, with its own row dots where AVX2's are arithmetic-bound (the K formats).
     if (isa != CpuIsa::kScalar && cpu_internal::HasBlockKernelsAvx2(a.wtype)) {
       cpu_internal::MatMulRowsBlocksAvx2(a, isa == CpuIsa::kAvx512);
     } else {

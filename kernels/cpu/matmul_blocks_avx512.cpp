@@ -1,18 +1,18 @@
-// Row kernels for the block formats at the AVX-512 VNNI level, where the
-// AVX2 ones (matmul_blocks_avx2.cpp, which this level runs for the others)
-// are arithmetic-bound: Q6_K, whose AVX2 dot reads ~23 GB/s from L2 on one
-// core, below what memory gives. Driven by MatMulRowsBlocksAvx2 (rows,
-// sparse ids, batch tiles); only the per-row dots differ.
+// Row kernels for the K formats at the AVX-512 VNNI level, where the AVX2
+// ones (matmul_blocks_avx2.cpp, which this level runs for the other block
+// formats) are arithmetic-bound: in L2 on one core, Q4_K's AVX2 dot reads
+// ~13 GB/s, Q5_K's ~13 and Q6_K's ~23, below what memory gives. Driven by
+// MatMulRowsBlocksAvx2 (rows, sparse ids, batch tiles); only the per-row
+// dots differ. Each 64 unsigned weights are one vpdpbusd against 64
+// activation bytes; lanes are scaled in f32 by the weight scale times dx, the
+// offset or mins term subtracted at the end, as the AVX2 kernels do.
 //
 // Q6_K, one super-block (256 weights): per half h (128 weights) the 64 ql
 // bytes are one vector — bytes l and 32 + l hold the low nibbles of weights
 // l, 32 + l (blocks 4h, 4h + 1) and the high nibbles those of 64 + l, 96 + l
 // (blocks 4h + 2, 4h + 3) — and the 32 qh bytes, broadcast to both halves,
-// give each its bit pair by a per-half variable shift. Each of the four
-// vectors of 64 unsigned weights is one vpdpbusd against 64 activation
-// bytes: lane l sums 4 weights of scale group 4v + l / 4, activation block
-// 2v + l / 8. Lanes are scaled in f32 by d * sc * dx, the offset (32 x the
-// scale-weighted block sums) subtracted at the end, as the AVX2 kernel does.
+// give each its bit pair by a per-half variable shift. Vector v's lane l sums
+// 4 weights of scale group 4v + l / 4, activation block 2v + l / 8.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
@@ -40,6 +40,16 @@ PI_INLINE void Prefetch(const uint8_t* p, int bytes) {
   for (int off = 0; off < bytes; off += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
   }
+}
+
+PI_INLINE float ReduceAdd(__m512 v) {
+  return _mm512_reduce_add_ps(v);
+}
+PI_INLINE float ReduceAdd(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
 }
 
 // The four 64-weight vectors of a Q6_K super-block: v = 2h + j holds blocks
@@ -115,19 +125,103 @@ void DotsQ6K(const uint8_t* row, const uint8_t* next, const BlockAct* x, int64_t
       }
     }
   }
-  for (int b = 0; b < N; ++b) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(offsets[b]), _mm256_extractf128_ps(offsets[b], 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    out[b] = _mm512_reduce_add_ps(acc[b]) - _mm_cvtss_f32(s);
+  for (int b = 0; b < N; ++b) out[b] = ReduceAdd(acc[b]) - ReduceAdd(offsets[b]);
+}
+
+// The 8 six-bit scales and mins of a Q4_K/Q5_K super-block (ggml's packing,
+// kquant.cpp's ScaleMinK4), four bytes at a time: bytes 0-3 hold scales 0-3
+// and the top bits of 4-7, bytes 4-7 mins 0-3 and the top bits of mins 4-7,
+// bytes 8-11 the low nibbles of scales 4-7 and (high nibbles) mins 4-7.
+PI_INLINE void ScalesMinsK4(const uint8_t* q, __m256* sc, __m256* mn) {
+  uint32_t w[3];
+  std::memcpy(w, q, 12);
+  const uint32_t six = 0x3F3F3F3F, nib = 0x0F0F0F0F, two = 0x03030303;
+  const uint32_t sc03 = w[0] & six, mn03 = w[1] & six;
+  const uint32_t sc47 = (w[2] & nib) | (((w[0] >> 6) & two) << 4);
+  const uint32_t mn47 = ((w[2] >> 4) & nib) | (((w[1] >> 6) & two) << 4);
+  const __m128i v = _mm_setr_epi32(static_cast<int>(sc03), static_cast<int>(sc47),
+                                   static_cast<int>(mn03), static_cast<int>(mn47));
+  *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+  *mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+}
+
+// Q4_K and Q5_K: chunk j's 32 qs bytes hold sub-block 2j in the low nibbles
+// and 2j + 1 in the high ones (Q5_K's fifth bits: bit s of qh[l]), so the
+// chunk broadcast to both halves and shifted per half by 0 or 4 (1 more for
+// the fifth bit) gives the 64 unsigned weights of activation blocks 2j,
+// 2j + 1. Sub-block s is d*sc[s]*q - dmin*m[s]: lane l of chunk j's dot is
+// scaled by d*sc*dx of block 2j + l / 8; the mins term per block, as the
+// AVX2 kernel, subtracted at the end.
+template <bool kQ5, int N>
+void DotsQ45K(const uint8_t* row, const uint8_t* next, const BlockAct* x, int64_t nsb, float* out) {
+  constexpr int kBytes = kQ5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  const __m512i nibble_shift = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(4), 1);
+  const __m512i low4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+  __m512i block[4];  // lane l of chunk j: activation block 2j + l / 8
+  for (int j = 0; j < 4; ++j) {
+    block[j] = _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1);
   }
+  __m512 acc[N];
+  __m256 mins[N];
+  for (int b = 0; b < N; ++b) {
+    acc[b] = _mm512_setzero_ps();
+    mins[b] = _mm256_setzero_ps();
+  }
+  for (int64_t i = 0; i < nsb; ++i) {
+    const uint8_t* blk = row + i * kBytes;
+    Prefetch(next + i * kBytes, kBytes);
+    __m256 sc, mn;
+    ScalesMinsK4(blk + 4, &sc, &mn);
+    const __m256 dsc = _mm256_mul_ps(sc, _mm256_set1_ps(F16(blk)));
+    const __m256 dmn = _mm256_mul_ps(mn, _mm256_set1_ps(F16(blk + 2)));
+    const uint8_t* qs = blk + (kQ5 ? 48 : 16);
+    const __m512i qh =
+        kQ5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)))
+            : _mm512_setzero_si512();
+    __m512i u[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i q =
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j)));
+      u[j] = _mm512_and_si512(_mm512_srlv_epi16(q, nibble_shift), low4);
+      if (kQ5) {  // bit 2j of qh under the low half, 2j + 1 under the high one
+        const __m512i bit =
+            _mm512_inserti64x4(_mm512_set1_epi16(2 * j), _mm256_set1_epi16(2 * j + 1), 1);
+        const __m512i fifth = _mm512_and_si512(_mm512_srlv_epi16(qh, bit), one);
+        u[j] = _mm512_or_si512(u[j], _mm512_slli_epi16(fifth, 4));
+      }
+    }
+    for (int b = 0; b < N; ++b) {
+      const __m256 dx8 = _mm256_loadu_ps(x[b].dx + 8 * i);
+      // Block s's sum of activations: its two 16-sums.
+      const __m256i b16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].b16 + 16 * i));
+      const __m256i bsum = _mm256_madd_epi16(b16, _mm256_set1_epi16(1));
+      mins[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bsum), _mm256_mul_ps(dmn, dx8), mins[b]);
+      const __m512 scale = _mm512_castps256_ps512(_mm256_mul_ps(dsc, dx8));
+      const int8_t* xq = x[b].qs + kQK_K * i;
+      for (int j = 0; j < 4; ++j) {
+        const __m512i p =
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[j], _mm512_loadu_si512(xq + 64 * j));
+        acc[b] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(block[j], scale), acc[b]);
+      }
+    }
+  }
+  for (int b = 0; b < N; ++b) out[b] = ReduceAdd(acc[b]) - ReduceAdd(mins[b]);
 }
 
 }  // namespace
 
 BlockDotsFns BlockDotsAvx512(DType wtype) {
-  if (wtype == DType::kQ6_K) return {DotsQ6K<1>, DotsQ6K<kBlockBatchTile>};
-  return {nullptr, nullptr};
+  switch (wtype) {
+    case DType::kQ4_K:
+      return {DotsQ45K<false, 1>, DotsQ45K<false, kBlockBatchTile>};
+    case DType::kQ5_K:
+      return {DotsQ45K<true, 1>, DotsQ45K<true, kBlockBatchTile>};
+    case DType::kQ6_K:
+      return {DotsQ6K<1>, DotsQ6K<kBlockBatchTile>};
+    default:
+      return {nullptr, nullptr};
+  }
 }
 
 }  // namespace cpu_internal

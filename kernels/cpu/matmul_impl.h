@@ -153,8 +153,8 @@ struct BlockDotsFns {
   BlockDotsFn tile;
 };
 constexpr int kBlockBatchTile = 4;
-// The AVX-512 VNNI level's row dots (matmul_blocks_avx512.cpp): Q6_K; null
-// for the other types.
+// The AVX-512 VNNI level's row dots (matmul_blocks_avx512.cpp): Q4_K, Q5_K
+// and Q6_K; null for the other types.
 BlockDotsFns BlockDotsAvx512(DType wtype);
 // Matrix-matrix products for prompt batches (gemm_avx512.cpp; matmul.h's
 // GemmRows). False when `wtype` has no such kernel there.
