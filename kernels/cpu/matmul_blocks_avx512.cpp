@@ -19,6 +19,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx2_inline.h"
 #include "kernels/cpu/kquant.h"
 #include "kernels/cpu/matmul_impl.h"
 
@@ -40,16 +41,6 @@ PI_INLINE void Prefetch(const uint8_t* p, int bytes) {
   for (int off = 0; off < bytes; off += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
   }
-}
-
-PI_INLINE float ReduceAdd(__m512 v) {
-  return _mm512_reduce_add_ps(v);
-}
-PI_INLINE float ReduceAdd(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // The four 64-weight vectors of a Q6_K super-block: v = 2h + j holds blocks
@@ -125,7 +116,7 @@ void DotsQ6K(const uint8_t* row, const uint8_t* next, const BlockAct* x, int64_t
       }
     }
   }
-  for (int b = 0; b < N; ++b) out[b] = ReduceAdd(acc[b]) - ReduceAdd(offsets[b]);
+  for (int b = 0; b < N; ++b) out[b] = _mm512_reduce_add_ps(acc[b]) - HorizontalSum(offsets[b]);
 }
 
 // The 8 six-bit scales and mins of a Q4_K/Q5_K super-block (ggml's packing,
@@ -206,7 +197,7 @@ void DotsQ45K(const uint8_t* row, const uint8_t* next, const BlockAct* x, int64_
       }
     }
   }
-  for (int b = 0; b < N; ++b) out[b] = ReduceAdd(acc[b]) - ReduceAdd(mins[b]);
+  for (int b = 0; b < N; ++b) out[b] = _mm512_reduce_add_ps(acc[b]) - HorizontalSum(mins[b]);
 }
 
 }  // namespace
