@@ -96,9 +96,33 @@ int64_t ArgReader::VramBudget(const std::string& flag) {
   return Size(flag, 1024.0 * 1024 * 1024);
 }
 
+std::vector<int64_t> ArgReader::VramBudgets(const std::string& flag) {
+  const char* v = Value(flag);
+  if (!v) return {};
+  std::vector<int64_t> out;
+  const std::string list = v;
+  size_t start = 0;
+  while (!failed_) {
+    const size_t comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (item == "auto" || item == "-1") {
+      out.push_back(kVramBudgetAuto);
+    } else {
+      out.push_back(ParseSize(flag, item.c_str(), 1024.0 * 1024 * 1024));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 int64_t ArgReader::Size(const std::string& flag, double bare) {
   const char* v = Value(flag);
   if (!v) return 0;
+  return ParseSize(flag, v, bare);
+}
+
+int64_t ArgReader::ParseSize(const std::string& flag, const char* v, double bare) {
   char* end = nullptr;
   errno = 0;
   const double x = strtod(v, &end);

@@ -35,6 +35,8 @@ class ArgReader {
   // free memory less a margin, resolved where the device is known).
   static constexpr int64_t kVramBudgetAuto = -2;
   int64_t VramBudget(const std::string& flag);
+  // A comma list of them, one per device ("11G,7G"); one value is a list of one.
+  std::vector<int64_t> VramBudgets(const std::string& flag);
 
   // Prints "tool: message" to stderr and marks failure.
   void Fail(const std::string& message);
@@ -44,6 +46,7 @@ class ArgReader {
   const char* Value(const std::string& flag);
   // A size whose bare number is multiplied by `bare` (1: bytes).
   int64_t Size(const std::string& flag, double bare);
+  int64_t ParseSize(const std::string& flag, const char* v, double bare);
   const char* tool_;
   int argc_;
   char** argv_;

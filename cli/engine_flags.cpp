@@ -230,34 +230,29 @@ Status RemoteEndpoint(const EngineFlags& e, const std::string& address, GrpcEndp
 }
 #endif
 
-// Starts pi-gpu-worker running the device's plan (whole layers), or
-// connects the remote one.
-Status StartDeviceWorker(const EngineFlags& e, const LlamaModel& model, const GpuSplit& split,
-                         std::unique_ptr<DeviceWorker>* out) {
+// Starts a pi-gpu-worker per device of the split (whole layers; several
+// chained), or connects the remote one.
+Status StartDeviceWorkers(const EngineFlags& e, const LlamaModel& model, const GpuSplit& split,
+                          DeviceWorkers* out) {
   if (!e.remote_gpu_worker.empty()) {
 #ifdef PI_HAVE_GRPC
     GrpcDeviceLinkOptions o;
     PI_RETURN_IF_ERROR(RemoteEndpoint(e, e.remote_gpu_worker, &o));
     auto w = std::make_unique<DeviceWorker>(NewGrpcDeviceLink(o), e.worker_timeout_ms);
-    PI_RETURN_IF_ERROR(w->Load(model, split.device_plan));
-    *out = std::move(w);
+    PI_RETURN_IF_ERROR(w->Load(model, split.device_plans[0]));
+    out->workers.push_back(std::move(w));
     return Status::Ok();
 #else
     return Status::Error("--remote-gpu-worker needs a build with gRPC (PI_GRPC)");
 #endif
   }
-  DeviceWorkerOptions o;
-  o.process.binary = PathNextToExecutable("pi-gpu-worker");
-  o.process.role = "gpu worker";
-  o.process.model_path = e.model_path;
-  o.process.n_threads = e.opt.n_threads;  // the host backend's; a GPU needs one
-  o.process.extra_args = {"--ffn-backend", split.device_kind};
-  AddActivationArg(e, &o.process.extra_args);
-  o.step_timeout_ms = e.worker_timeout_ms;
-  auto w = std::make_unique<DeviceWorker>(o);
-  PI_RETURN_IF_ERROR(w->Load(model, split.device_plan));
-  *out = std::move(w);
-  return Status::Ok();
+  WorkerProcessOptions o;
+  o.binary = PathNextToExecutable("pi-gpu-worker");
+  o.role = "gpu worker";
+  o.model_path = e.model_path;
+  o.n_threads = e.opt.n_threads;  // the host backend's; a GPU needs one
+  AddActivationArg(e, &o.extra_args);
+  return StartDeviceWorkers(model, split, o, e.worker_timeout_ms, out);
 }
 
 // Starts the local workers and connects the remote ones, the non-hot
@@ -338,11 +333,18 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   PI_RETURN_IF_ERROR(
       SetUpGpuSplit(tool, e->model_path, model, e->split, n_ctx, &out->split, &e->opt));
   if (out->split.device_in_worker) {
-    PI_RETURN_IF_ERROR(StartDeviceWorker(*e, model, out->split, &out->device_worker));
-    e->opt.device = out->device_worker.get();
-    const DeviceWorker& g = *out->device_worker;
-    fprintf(stderr, "%s: %s (%s): %s backend, %.1f MiB of layers, KV cache and hot neurons\n", tool,
-            g.name(), g.transport(), g.backend().c_str(), g.resident_bytes() / 1048576.0);
+    PI_RETURN_IF_ERROR(StartDeviceWorkers(*e, model, out->split, &out->devices));
+    e->opt.device = out->devices.device();
+    for (const auto& w : out->devices.workers) {
+      const DevicePlan& p = w->plan();
+      const std::string layers =
+          p.n_layers > p.first_layer
+              ? "layers " + std::to_string(p.first_layer) + ".." + std::to_string(p.n_layers - 1)
+              : std::string("the head alone");
+      fprintf(stderr, "%s: %s (%s): %s backend, %s: %.1f MiB of layers, KV cache and hot neurons\n",
+              tool, w->name(), w->transport(), w->backend().c_str(), layers.c_str(),
+              w->resident_bytes() / 1048576.0);
+    }
   }
   if (e->gpu_worker && e->opt.hot_neurons) {
     PI_RETURN_IF_ERROR(StartGpuWorker(*e, model, *e->opt.hot_neurons, &out->gpu_worker));
@@ -372,11 +374,12 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
 }
 
 std::string HotBackendName(const LoadedEngine& loaded) {
-  return loaded.split.device    ? loaded.split.device->name()
-         : loaded.split.backend ? "host"
-         : loaded.gpu_worker    ? loaded.gpu_worker->backend()
-         : loaded.device_worker ? loaded.device_worker->backend()
-                                : "none";
+  return loaded.split.device               ? loaded.split.device->name()
+         : loaded.split.backend            ? "host"
+         : loaded.split.chain              ? loaded.split.device_kinds[0]
+         : loaded.gpu_worker               ? loaded.gpu_worker->backend()
+         : !loaded.devices.workers.empty() ? loaded.devices.workers[0]->backend()
+                                           : "none";
 }
 
 void StopWorkers(const char* tool, LoadedEngine* loaded) {
@@ -387,8 +390,8 @@ void StopWorkers(const char* tool, LoadedEngine* loaded) {
     if (!stopped.ok() && !failed_before)
       fprintf(stderr, "%s: %s\n", tool, stopped.message().c_str());
   }
-  if (loaded->device_worker) {
-    const Status stopped = loaded->device_worker->Stop();
+  for (auto& w : loaded->devices.workers) {
+    const Status stopped = w->Stop();
     if (!stopped.ok() && loaded->engine && loaded->engine->device_failures() == 0) {
       fprintf(stderr, "%s: %s\n", tool, stopped.message().c_str());
     }

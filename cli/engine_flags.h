@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/device_workers.h"
 #include "cli/gpu_split.h"
 #include "cli/worker_secrets.h"
 #include "common/llama_model.h"
@@ -70,7 +71,7 @@ struct LoadedEngine {
   std::unique_ptr<Tokenizer> tok;
   GpuSplit split;
   std::unique_ptr<CpuWorker> gpu_worker;            // the hot neurons' process, if any
-  std::unique_ptr<DeviceWorker> device_worker;      // or the device's (whole layers)
+  DeviceWorkers devices;                            // or the devices' (whole layers)
   std::vector<std::unique_ptr<CpuWorker>> workers;  // local ones first, then remote
   std::unique_ptr<Engine> engine;
 };

@@ -12,6 +12,7 @@
 #include "gpu_worker/ffn_backend_factory.h"
 #include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/hot_rows.h"
+#include "gpu_worker/layer_range_device.h"
 
 namespace pi {
 
@@ -20,7 +21,13 @@ const char kGpuSplitUsage[] =
     "                          blocks and hot neurons on the GPU (--ffn-backend), the rest\n"
     "                          on the CPU; needs pi-profile stats. A bare number is GiB as\n"
     "                          in PowerInfer (8 = 8 GiB); 512M, 11G, 4096B; auto or -1:\n"
-    "                          the GPU's free memory less a margin\n"
+    "                          the GPU's free memory less a margin; with --gpus, one for\n"
+    "                          each device or a list, one per device (11G,7G)\n"
+    "  --gpus LIST             several devices chained by layer range, each holding its\n"
+    "                          layers (attention, KV cache, predictor, hot neurons), one\n"
+    "                          gpu worker process each: CUDA device numbers (0,1; 0,0\n"
+    "                          shares one GPU: a test of the path) or host (a host-backend\n"
+    "                          worker standing in for a GPU: host,host)\n"
     "  --ffn-backend KIND      where the hot neurons run: auto (default: cuda when built\n"
     "                          with CUDA and a GPU is present, else host), cuda, host\n"
     "                          (host memory, on CPU threads)\n"
@@ -36,7 +43,29 @@ const char kGpuSplitUsage[] =
 
 bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* flags) {
   if (flag == "--vram-budget") {
-    flags->vram_budget = args->VramBudget(flag);
+    flags->vram_budgets = args->VramBudgets(flag);
+    flags->vram_budget = flags->vram_budgets.empty() ? -1 : flags->vram_budgets[0];
+  } else if (flag == "--gpus") {
+    flags->gpus.clear();
+    const std::string list = args->String(flag);
+    size_t start = 0;
+    while (!args->failed()) {
+      const size_t comma = list.find(',', start);
+      const std::string item =
+          list.substr(start, comma == std::string::npos ? comma : comma - start);
+      const bool number = !item.empty() && item.size() < 4 &&
+                          item.find_first_not_of("0123456789") == std::string::npos;
+      if (item != "host" && !number) {
+        args->Fail(
+            "--gpus expects CUDA device numbers or host, comma-separated (0,1; host,host), "
+            "got '" +
+            item + "'");
+      }
+      flags->gpus.push_back(item);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    if (flags->gpus.size() > 16) args->Fail("--gpus names more than 16 devices");
   } else if (flag == "--stats") {
     flags->stats_path = args->String(flag);
   } else if (flag == "--plan") {
@@ -107,9 +136,55 @@ Status ResolveAutoBudget(const char* tool, const GpuSplitFlags& flags, bool cuda
   return Status::Ok();
 }
 
+std::string JoinList(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : ",") + i;
+  return s;
+}
+
+// --gpus: a budget per device (one given: the same for each), checked.
+Status DeviceBudgets(const GpuSplitFlags& flags, std::vector<int64_t>* budgets) {
+  const size_t n = flags.gpus.size();
+  if (flags.remote_device) {
+    return Status::Error("--gpus with --remote-gpu-worker: one remote gpu worker at a time");
+  }
+  if (flags.host_device) {
+    return Status::Error("--gpus names each device's backend: host entries, not --host-device");
+  }
+  *budgets = flags.vram_budgets;
+  if (budgets->size() == 1) budgets->assign(n, flags.vram_budgets[0]);
+  if (budgets->size() != n) {
+    return Status::Error("--vram-budget gives %zu budgets for the %zu devices of --gpus %s",
+                         flags.vram_budgets.size(), n, JoinList(flags.gpus).c_str());
+  }
+  for (int64_t b : *budgets) {
+    if (b == ArgReader::kVramBudgetAuto) {
+      return Status::Error("--vram-budget auto with --gpus: give each device's size (11G,11G)");
+    }
+  }
+  return Status::Ok();
+}
+
 bool Exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
+}
+
+// The settings every device of the plan shares: context, sequences, cache
+// types, predictor.
+Status BaseDevicePlan(const LlamaModel& model, int n_ctx, const EngineOptions& options,
+                      DevicePlan* dp) {
+  dp->hot.assign(model.config.n_layer, {});
+  dp->n_ctx = n_ctx;
+  dp->n_seq = options.n_seq;
+  dp->cache_type_k = options.cache_type_k;
+  dp->cache_type_v = options.cache_type_v;
+  if (options.sparse == SparseMode::kPredictor) {
+    dp->mode = SparseMode::kPredictor;
+    PI_RETURN_IF_ERROR(
+        ResolvePredictorThreshold(model.config, options.sparse_threshold, &dp->threshold));
+  }
+  return Status::Ok();
 }
 
 // The GPU side of a plan: its layers are the prefix whose attention and KV
@@ -119,24 +194,16 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
                    const GpuSplitFlags& flags, GpuSplit* split, EngineOptions* options) {
   const LlamaConfig& c = model.config;
   DevicePlan dp;
+  PI_RETURN_IF_ERROR(BaseDevicePlan(model, n_ctx, *options, &dp));
   while (dp.n_layers < c.n_layer && plan.layers[dp.n_layers].attn_on_gpu &&
          plan.layers[dp.n_layers].kv_on_gpu) {
     ++dp.n_layers;
   }
   dp.output = plan.output_on_gpu;
-  dp.hot.assign(c.n_layer, {});
   int64_t n_hot = 0;
   for (int il = 0; il < dp.n_layers; ++il) {
     dp.hot[il] = plan.layers[il].gpu_neurons;
     n_hot += static_cast<int64_t>(dp.hot[il].size());
-  }
-  dp.n_ctx = n_ctx;
-  dp.n_seq = options->n_seq;
-  dp.cache_type_k = options->cache_type_k;
-  dp.cache_type_v = options->cache_type_v;
-  if (options->sparse == SparseMode::kPredictor) {
-    dp.mode = SparseMode::kPredictor;
-    PI_RETURN_IF_ERROR(ResolvePredictorThreshold(c, options->sparse_threshold, &dp.threshold));
   }
   if (dp.n_layers == 0 && !dp.output) {
     fprintf(stderr,
@@ -159,10 +226,14 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
               kind, what.c_str());
     }
     split->device_in_worker = true;
-    split->device_plan = std::move(dp);
-    split->device_kind = kind;
+    split->device_plans = {std::move(dp)};
+    split->device_kinds = {kind};
+    split->cuda_devices = {""};
     return Status::Ok();
   }
+  split->device_plans = {dp};
+  split->device_kinds = {kind};
+  split->cuda_devices = {""};
   std::unique_ptr<DeviceBackend> device;
   if (flags.host_device) {
     device = std::make_unique<HostDeviceBackend>(options->n_threads);
@@ -178,6 +249,84 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
   return Status::Ok();
 }
 
+// --gpus: device k of the plan (PlaceOnDevices) holds its range of layers on
+// flags.gpus[k]; the devices go to gpu worker processes (hot_in_worker) or
+// run here chained (host ones, or several on this process's GPU).
+Status SetUpDeviceChain(const char* tool, const LlamaModel& model, const Placement& plan, int n_ctx,
+                        const GpuSplitFlags& flags, GpuSplit* split, EngineOptions* options) {
+  const LlamaConfig& c = model.config;
+  DevicePlan base;
+  PI_RETURN_IF_ERROR(BaseDevicePlan(model, n_ctx, *options, &base));
+  std::string gpu_seen;
+  for (int k = 0, first = 0; k < static_cast<int>(flags.gpus.size()); ++k) {
+    const bool host = flags.gpus[k] == "host";
+    DevicePlan dp = base;
+    dp.first_layer = first;
+    dp.n_layers = first = first + plan.device_layers[k];
+    dp.output = plan.output_device == k;
+    int64_t n_hot = 0;
+    for (int il = dp.first_layer; il < dp.n_layers; ++il) {
+      dp.hot[il] = plan.layers[il].gpu_neurons;
+      n_hot += static_cast<int64_t>(dp.hot[il].size());
+    }
+    const std::string who = "device " + std::to_string(k) + " (" +
+                            (host ? std::string("host") : "GPU " + flags.gpus[k]) + ")";
+    if (dp.n_layers == dp.first_layer && !dp.output) {
+      fprintf(stderr, "%s: %s: its budget of %s holds no layer: left out\n", tool, who.c_str(),
+              HumanBytes(plan.device_budgets[k]).c_str());
+      continue;
+    }
+    fprintf(stderr, "%s: %s: layers %d..%d with %lld of %lld FFN neurons%s: %s of %s\n", tool,
+            who.c_str(), dp.first_layer, dp.n_layers - 1, static_cast<long long>(n_hot),
+            static_cast<long long>(dp.n_layers - dp.first_layer) * c.n_ff,
+            dp.output ? ", the output head" : "",
+            HumanBytes(DeviceUsedBytes(plan, model, k)).c_str(),
+            HumanBytes(plan.device_budgets[k]).c_str());
+    if (!host && gpu_seen.empty()) gpu_seen = flags.gpus[k];
+    if (!host && !flags.hot_in_worker && flags.gpus[k] != gpu_seen) {
+      return Status::Error(
+          "--gpus %s: several GPUs run in gpu worker processes, one each (pi-launch, pi-run "
+          "--gpu-worker, pi-bench --transport gpu-shm); this process runs on one",
+          JoinList(flags.gpus).c_str());
+    }
+    split->device_plans.push_back(std::move(dp));
+    split->device_kinds.push_back(host ? "host" : "cuda");
+    split->cuda_devices.push_back(host ? "" : flags.gpus[k]);
+  }
+  if (split->device_plans.empty()) {
+    fprintf(stderr,
+            "%s: the VRAM budgets hold no layer and not the output head: everything "
+            "runs on the CPU\n",
+            tool);
+    return Status::Ok();
+  }
+  if (flags.hot_in_worker) {
+    fprintf(stderr, "%s: %zu gpu worker processes, chained by layer; the rest here\n", tool,
+            split->device_plans.size());
+    split->device_in_worker = true;
+    return Status::Ok();
+  }
+  std::vector<DeviceBackend*> members;
+  for (size_t k = 0; k < split->device_plans.size(); ++k) {
+    std::unique_ptr<DeviceBackend> device;
+    if (split->device_kinds[k] == "host") {
+      device = std::make_unique<HostDeviceBackend>(options->n_threads);
+    } else {
+      PI_RETURN_IF_ERROR(CreateDeviceBackend(&device));
+    }
+    device = std::make_unique<LayerRangeDevice>(std::move(device));
+    PI_RETURN_IF_ERROR(device->Load(model, split->device_plans[k]));
+    members.push_back(device.get());
+    split->members.push_back(std::move(device));
+  }
+  split->chain = std::make_unique<DeviceChain>();
+  PI_RETURN_IF_ERROR(split->chain->Init(model, members));
+  fprintf(stderr, "%s: devices chained in this process: %s; %s in all; the rest on the CPU\n", tool,
+          split->chain->name(), HumanBytes(split->chain->resident_bytes()).c_str());
+  options->device = split->chain.get();
+  return Status::Ok();
+}
+
 }  // namespace
 
 namespace {
@@ -190,7 +339,9 @@ Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& f
                bool device_path, std::string why, Placement plan, const std::string& plan_path,
                bool reused, GpuSplit* split, EngineOptions* options) {
   if (device_path) {
-    PI_RETURN_IF_ERROR(SetUpDevice(tool, model, plan, n_ctx, flags, split, options));
+    PI_RETURN_IF_ERROR(flags.gpus.empty()
+                           ? SetUpDevice(tool, model, plan, n_ctx, flags, split, options)
+                           : SetUpDeviceChain(tool, model, plan, n_ctx, flags, split, options));
     fprintf(stderr, "%s: plan %s %s\n", tool, plan_path.c_str(), reused ? "reused" : "written");
     split->plan = std::move(plan);
     split->plan_path = plan_path;
@@ -245,11 +396,22 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
       fprintf(stderr, "%s: --ffn-backend %s has no effect without --vram-budget\n", tool,
               flags.ffn_backend.c_str());
     }
+    if (!flags.gpus.empty()) {
+      fprintf(stderr, "%s: --gpus has no effect without --vram-budget\n", tool);
+    }
     return Status::Ok();
   }
   if (flags.disable) {
     fprintf(stderr, "%s: --disable-gpu-index: no FFN split, every neuron on the CPU\n", tool);
     return Status::Ok();
+  }
+  const int n_gpus = static_cast<int>(flags.gpus.size());
+  PlacementOptions opt;
+  if (n_gpus > 0) {
+    PI_RETURN_IF_ERROR(DeviceBudgets(flags, &opt.device_budgets));
+  } else if (flags.vram_budgets.size() > 1) {
+    return Status::Error("--vram-budget lists %zu budgets: one per device of --gpus",
+                         flags.vram_budgets.size());
   }
   const std::string stats_path =
       flags.stats_path.empty() ? DefaultStatsPath(model_path) : flags.stats_path;
@@ -275,18 +437,22 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   }
   const bool cuda = !flags.host_device && !flags.remote_device && flags.ffn_backend != "host" &&
                     CudaFfnBackendAvailable(&why);
-  if (flags.ffn_backend == "cuda" && !cuda && !flags.remote_device) {
+  // --gpus names each device's backend; its workers (or CreateDeviceBackend) check.
+  if (flags.ffn_backend == "cuda" && !cuda && !flags.remote_device && n_gpus == 0) {
     return Status::Error("--ffn-backend cuda is not available: %s", why.c_str());
   }
   // The device path: a GPU (or the host standing in for one, or a remote
   // gpu worker) takes whole layers.
-  const bool device_path = cuda || flags.host_device || flags.remote_device;
+  const bool device_path = cuda || flags.host_device || flags.remote_device || n_gpus > 0;
   int64_t budget = flags.vram_budget;
+  if (n_gpus > 0) {
+    budget = 0;
+    for (int64_t b : opt.device_budgets) budget += b;  // each below 4 EiB (ArgReader)
+  }
   if (budget == ArgReader::kVramBudgetAuto) {
     PI_RETURN_IF_ERROR(ResolveAutoBudget(tool, flags, cuda, &budget));
   }
   split->vram_budget = budget;
-  PlacementOptions opt;
   opt.allow_partial_dense = true;  // what fits, said below
   opt.vram_budget = budget;
   // The device path keeps every sequence's KV cache (-np) on the GPU.
@@ -294,9 +460,9 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
   opt.cache_type_k = options->cache_type_k;
   opt.cache_type_v = options->cache_type_v;
   const std::string plan_path =
-      flags.plan_path.empty()
-          ? DefaultPlanPath(model_path, budget, opt.n_ctx, opt.cache_type_k, opt.cache_type_v)
-          : flags.plan_path;
+      flags.plan_path.empty() ? DefaultPlanPath(model_path, budget, opt.n_ctx, opt.cache_type_k,
+                                                opt.cache_type_v, std::max(1, n_gpus))
+                              : flags.plan_path;
   Placement plan;
   bool reused = false;
   if (!flags.reset && Exists(plan_path)) {
@@ -308,7 +474,9 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
       fprintf(stderr, "%s: not reusing %s: %s\n", tool, plan_path.c_str(), s.message().c_str());
     }
   }
-  if (!reused) {
+  if (!reused && n_gpus > 0) {
+    PI_RETURN_IF_ERROR(PlaceOnDevices(model, stats, opt, &plan));
+  } else if (!reused) {
     PI_RETURN_IF_ERROR(Place(model, stats, opt, &plan));
     UseGpuIndex(tool, model_path, model, stats, flags, &plan);
   }

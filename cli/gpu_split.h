@@ -8,6 +8,8 @@
 //                        with it and a GPU is present, else host), cuda, host
 //   --host-device        no GPU: the GPU's share (whole layers) on the host
 //                        device backend, as a GPU would run it
+//   --gpus LIST          several devices chained by layer range, each with
+//                        its layers' hot neurons (PlaceOnDevices)
 // As in PowerInfer, the plan is cached next to the model
 // (<model>.plan-<budget>.gguf) and reused only when it matches the model,
 // the statistics, the budget and the context (pi-place writes the same file).
@@ -22,6 +24,7 @@
 #include "common/ffn_backend.h"
 #include "common/llama_model.h"
 #include "common/placement.h"
+#include "coordinator/device_chain.h"
 #include "coordinator/engine.h"
 
 namespace pi {
@@ -30,6 +33,14 @@ struct GpuSplitFlags {
   // Bytes; -1: no split; ArgReader::kVramBudgetAuto: the device's free
   // memory less a margin (SetUpGpuSplit resolves it and says what it took).
   int64_t vram_budget = -1;
+  // --vram-budget's list (vram_budget is its first): with --gpus, one per
+  // device, or one for each.
+  std::vector<int64_t> vram_budgets;
+  // --gpus: the devices of a chain (coordinator/device_chain.h), in layer
+  // order — CUDA device numbers (each gpu_worker process sees only its own:
+  // CUDA_VISIBLE_DEVICES) or "host" (a host-backend worker standing in for
+  // a GPU). Empty: one device, as without the flag.
+  std::vector<std::string> gpus;
   std::string stats_path;
   std::string plan_path;  // --plan FILE; empty: DefaultPlanPath (placement.h)
   bool reset = false;
@@ -59,11 +70,17 @@ struct GpuSplit {
   std::unique_ptr<FfnBackend> backend;    // the host backend: hot neurons only
   std::unique_ptr<DeviceBackend> device;  // a GPU: a prefix of the layers and the head
   std::vector<std::vector<int32_t>> hot;
-  // The device path for a gpu_worker process (hot_in_worker): the plan the
-  // worker loads on the backend named by device_kind (cuda | host).
+  // The device path, a device per entry (one without --gpus): the plan each
+  // holds, its backend (cuda | host; auto for a remote worker) and the GPU
+  // its worker process sees (CUDA_VISIBLE_DEVICES; empty: inherited).
+  std::vector<DevicePlan> device_plans;
+  std::vector<std::string> device_kinds, cuda_devices;
+  // The devices are for gpu_worker processes (hot_in_worker): nothing loaded
+  // here; the caller starts a worker per plan (and chains several).
   bool device_in_worker = false;
-  DevicePlan device_plan;
-  std::string device_kind;
+  // --gpus in this process: the devices and their chain (options->device).
+  std::vector<std::unique_ptr<DeviceBackend>> members;
+  std::unique_ptr<DeviceChain> chain;
   Placement plan;            // the plan in use (read or made)
   std::string plan_path;     // where it is cached
   int64_t vram_budget = -1;  // the budget in bytes (auto resolved); -1: no split

@@ -30,6 +30,7 @@
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
+#include "cli/device_workers.h"
 #include "cli/gpu_split.h"
 #include "cli/read_file.h"
 #include "cli/server_bench.h"
@@ -348,6 +349,11 @@ SplitInfo DescribeSplit(const pi::GpuSplit& split) {
   // that gives the GPU nothing loads neither, and everything runs here.
   if (split.device) {
     info.backend = split.device->name();
+  } else if (!split.device_kinds.empty()) {  // --gpus: "cuda" when every device is one
+    info.backend = split.device_kinds[0];
+    for (const std::string& k : split.device_kinds) {
+      if (k != info.backend) info.backend = "mixed";
+    }
   } else if (split.backend) {
     info.backend = split.backend->name();
   }
@@ -388,10 +394,10 @@ void NoteOnce(const std::string& note, std::set<std::string>* printed) {
 namespace {
 
 // The worker processes of --transport shm and grpc (one each), the
-// loopback gRPC worker's process, and gpu-shm's gpu worker (the device).
+// loopback gRPC worker's process, and gpu-shm's gpu workers (the devices).
 struct BenchWorkers {
   std::unique_ptr<pi::CpuWorker> shm, grpc;
-  std::unique_ptr<pi::DeviceWorker> device;
+  pi::DeviceWorkers devices;
 #ifdef PI_HAVE_GRPC
   std::unique_ptr<pi::LoopbackWorker> grpc_process;
 #endif
@@ -402,27 +408,27 @@ struct BenchWorkers {
 
 pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const std::string& path,
                              const pi::LlamaModel& model, int n_threads, double coordinator_share,
-                             int max_batch, const pi::EngineOptions& split_opt, BenchWorkers* w) {
+                             int max_batch, const pi::EngineOptions& split_opt,
+                             const pi::GpuSplit& split, BenchWorkers* w) {
   auto wanted = [&](const char* t) {
     return std::find(transports.begin(), transports.end(), t) != transports.end();
   };
   if (wanted("gpu-shm")) {
-    // The same plan as the device in this process, on the same kind of backend.
-    const pi::DeviceBackend* local = split_opt.device;
-    if (!local || local->plan().n_layers == 0) {
+    // The split's devices (the same plans as in this process, when loaded
+    // here too), each on its backend in a process of its own.
+    int n_layers = 0;
+    for (const pi::DevicePlan& p : split.device_plans) n_layers += p.n_layers - p.first_layer;
+    if (n_layers == 0) {
       return pi::Status::Error(
-          "gpu-shm needs the device path with layers on the device (--vram-budget with a GPU or "
-          "--host-device)");
+          "gpu-shm needs the device path with layers on the device (--vram-budget with a GPU, "
+          "--host-device or --gpus)");
     }
-    pi::DeviceWorkerOptions o;
-    o.process.binary = pi::PathNextToExecutable("pi-gpu-worker");
-    o.process.role = "gpu worker";
-    o.process.model_path = path;
-    o.process.n_threads = split_opt.n_threads;  // as the host device in this process
-    o.process.extra_args = {"--ffn-backend", local->name()};
-    o.step_timeout_ms = 60000;
-    w->device = std::make_unique<pi::DeviceWorker>(o);
-    PI_RETURN_IF_ERROR(w->device->Load(model, local->plan()));
+    pi::WorkerProcessOptions o;
+    o.binary = pi::PathNextToExecutable("pi-gpu-worker");
+    o.role = "gpu worker";
+    o.model_path = path;
+    o.n_threads = split_opt.n_threads;  // as the host device in this process
+    PI_RETURN_IF_ERROR(pi::StartDeviceWorkers(model, split, o, 60000, &w->devices));
   }
   if (!wanted("shm") && !wanted("grpc")) return pi::Status::Ok();
   PI_RETURN_IF_ERROR(pi::CheckCpuWorkersPossible(model));
@@ -652,6 +658,11 @@ static int Run(int argc, char** argv) {
     split_opt.n_seq = *std::max_element(n_parallel.begin(), n_parallel.end());
     split_opt.n_threads =
         worker_threads > 0 ? worker_threads : *std::max_element(threads.begin(), threads.end());
+    // Several devices measured only in gpu worker processes (distinct GPUs
+    // cannot share this process): load nothing here.
+    split_flags.hot_in_worker =
+        !split_flags.gpus.empty() &&
+        std::find(transports.begin(), transports.end(), "inproc") == transports.end();
     s = pi::SetUpGpuSplit("pi-bench", path, model, split_flags, max_ctx, &split, &split_opt);
     if (!s.ok()) {
       fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
@@ -683,7 +694,7 @@ static int Run(int argc, char** argv) {
                             coordinator_share,
                             std::min(*std::max_element(n_parallel.begin(), n_parallel.end()),
                                      pi::NeuronFfn::kMaxRows),
-                            split_opt, &workers);
+                            split_opt, split, &workers);
       if (!s.ok()) {
         fprintf(stderr, "pi-bench: --transport: %s\n", s.message().c_str());
         return 1;
@@ -754,7 +765,7 @@ static int Run(int argc, char** argv) {
           opt.cache_type_v = cache_type_v;
           opt.hot_backend = split_opt.hot_backend;
           opt.hot_neurons = split_opt.hot_neurons;
-          opt.device = on[m] == "gpu-shm" ? workers.device.get() : split_opt.device;
+          opt.device = on[m] == "gpu-shm" ? workers.devices.device() : split_opt.device;
           if (run.worker) opt.cold_shards = {run.worker};
           s = pi::Engine::Create(&model, opt, &run.engine);
           if (!s.ok()) {

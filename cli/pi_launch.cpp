@@ -150,11 +150,10 @@ pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
   served.sparse = pi::SparseModeName(l.engine.opt.sparse);
   served.vram_budget = loaded.split.vram_budget;
   served.hot_backend = pi::HotBackendName(loaded);
-  if (loaded.device_worker) {
-    const pi::DeviceWorker& g = *loaded.device_worker;
+  for (const auto& g : loaded.devices.workers) {
     int64_t hot = 0;
-    for (const auto& layer : g.plan().hot) hot += static_cast<int64_t>(layer.size());
-    served.workers.push_back({g.name(), g.transport(), g.backend(), g.resident_bytes(), hot});
+    for (const auto& layer : g->plan().hot) hot += static_cast<int64_t>(layer.size());
+    served.workers.push_back({g->name(), g->transport(), g->backend(), g->resident_bytes(), hot});
   }
   if (loaded.gpu_worker) {
     const pi::CpuWorker& g = *loaded.gpu_worker;
@@ -194,7 +193,9 @@ static int Run(int argc, char** argv) {
     l.http.more_metrics = [&loaded](std::string* out) {
       std::vector<const pi::CpuWorker*> cpu;
       for (const auto& w : loaded.workers) cpu.push_back(w.get());
-      pi::AppendWorkerMetrics(cpu, loaded.gpu_worker.get(), loaded.device_worker.get(), out);
+      std::vector<const pi::DeviceWorker*> devices;
+      for (const auto& w : loaded.devices.workers) devices.push_back(w.get());
+      pi::AppendWorkerMetrics(cpu, loaded.gpu_worker.get(), devices, out);
     };
     s = http_server.Start(l.http, nullptr, &http_address);
     if (s.ok()) {

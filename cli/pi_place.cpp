@@ -33,7 +33,8 @@ void Usage() {
       "  --stats FILE            activation stats from pi-profile\n"
       "                          (default: MODEL without .gguf + .stats.gguf)\n"
       "  --vram-budget SIZE      VRAM to use: a bare number is GiB as in PowerInfer (8),\n"
-      "                          or 512M, 11G, 4096B\n"
+      "                          or 512M, 11G, 4096B; a list (11G,11G) plans for several\n"
+      "                          devices chained by layer, as --gpus runs them\n"
       "  -c, --ctx-size N        KV cache positions to reserve (default min(model ctx, 4096))\n"
       "  -ctk, -ctv TYPE         KV cache key / value rows the engine will use (default f16)\n"
       "  -o, --output FILE       plan (default: MODEL without .gguf + .plan-<budget>.gguf)\n"
@@ -96,6 +97,7 @@ static int Run(int argc, char** argv) {
   std::string model_path, stats_path, plan_path, gpuidx_path;
   bool want_gpuidx = false, reset = false;
   int64_t budget = -1;
+  std::vector<int64_t> budgets;
   pi::PlacementOptions opt;
   while (!args.Done() && !args.failed()) {
     const std::string f = args.Next();
@@ -103,9 +105,11 @@ static int Run(int argc, char** argv) {
       model_path = args.String(f);
     else if (f == "--stats")
       stats_path = args.String(f);
-    else if (f == "--vram-budget")
-      budget = args.VramBudget(f);
-    else if (f == "-c" || f == "--ctx-size")
+    else if (f == "--vram-budget") {
+      budgets = args.VramBudgets(f);
+      budget = 0;
+      for (int64_t b : budgets) budget = b < 0 ? b : budget + b;  // each below 4 EiB
+    } else if (f == "-c" || f == "--ctx-size")
       opt.n_ctx = args.Int(f);
     else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
     } else if (f == "-o" || f == "--output")
@@ -142,6 +146,14 @@ static int Run(int argc, char** argv) {
     return 2;
   }
   opt.vram_budget = budget;
+  if (budgets.size() > 1) {
+    if (want_gpuidx) {
+      fprintf(stderr, "pi-place: --gpuidx is PowerInfer's index for one GPU, not for %zu\n",
+              budgets.size());
+      return 2;
+    }
+    opt.device_budgets = budgets;
+  }
   if (stats_path.empty()) stats_path = pi::DefaultStatsPath(model_path);
   if (want_gpuidx && gpuidx_path.empty()) gpuidx_path = model_path + ".generated.gpuidx";
   if (!pi::CheckOutputs("pi-place", {plan_path, want_gpuidx ? gpuidx_path : ""})) return 1;
@@ -164,11 +176,13 @@ static int Run(int argc, char** argv) {
     opt.n_ctx = c.n_ctx_train > 0 ? std::min(c.n_ctx_train, 4096) : 4096;
   }
   if (plan_path.empty()) {  // every key of the plan in its name (placement.h)
-    plan_path =
-        pi::DefaultPlanPath(model_path, budget, opt.n_ctx, opt.cache_type_k, opt.cache_type_v);
+    plan_path = pi::DefaultPlanPath(model_path, budget, opt.n_ctx, opt.cache_type_k,
+                                    opt.cache_type_v, static_cast<int>(budgets.size()));
   }
   pi::Placement plan;
-  if (s.ok()) s = pi::Place(model, stats, opt, &plan);
+  if (s.ok())
+    s = budgets.size() > 1 ? pi::PlaceOnDevices(model, stats, opt, &plan)
+                           : pi::Place(model, stats, opt, &plan);
   if (!s.ok()) {
     fprintf(stderr, "pi-place: %s\n", s.message().c_str());
     return 1;
@@ -195,6 +209,16 @@ static int Run(int argc, char** argv) {
   }
   printf("output + output_norm on GPU: %s; KV cache for %d positions; groups of %d neurons\n",
          plan.output_on_gpu ? "yes" : "no", opt.n_ctx, opt.group);
+  for (size_t k = 0, first = 0; budgets.size() > 1 && k < budgets.size(); ++k) {
+    const int n = plan.device_layers[k];
+    const int64_t used = pi::DeviceUsedBytes(plan, model, static_cast<int>(k));
+    printf("device %zu: layers %s%s, %lld B (%s) of %lld B (%s)\n", k,
+           n == 0 ? "none" : (std::to_string(first) + ".." + std::to_string(first + n - 1)).c_str(),
+           plan.output_device == static_cast<int>(k) ? " and the output head" : "",
+           static_cast<long long>(used), pi::HumanBytes(used).c_str(),
+           static_cast<long long>(budgets[k]), pi::HumanBytes(budgets[k]).c_str());
+    first += n;
+  }
   printf(
       "dense %lld B (%s) + neurons %lld B (%s) = %lld B (%s) of budget %lld B (%s); %lld B "
       "(%s) left\n",

@@ -3,15 +3,17 @@
 // FfnBackend (ffn_backend.h) takes only the hot FFN rows, this takes what a
 // placement gives the device (common/placement.h):
 //
-//   layers [0, n_layers): attention (norms, QKV, RoPE, the KV cache, O),
-//     the predictor, and the layer's hot FFN neurons;
+//   layers [first_layer, n_layers): attention (norms, QKV, RoPE, the KV
+//     cache, O), the predictor, and the layer's hot FFN neurons — a prefix
+//     of the model's layers for one GPU; with several GPUs each holds a
+//     range, chained in layer order (coordinator/device_chain.h);
 //   the output norm and head (holds_output);
 //
 // A token runs through it as follows (the engine, coordinator/engine.h, is
 // the caller):
 //
-//   BeginToken(embedding row, sequence, pos)
-//   for il in [0, n_layers):
+//   BeginToken(h: embedding row, or the residual after layer first_layer - 1)
+//   for il in [first_layer, n_layers):
 //     RunLayer(il, &cold)            device: attention, FFN norm, [predictor],
 //     if cold.x:                     hot FFN; when the layer has cold neurons,
 //       cold.y = CPU's FFN part        returns once x (and the cold mask) is in
@@ -36,11 +38,15 @@
 namespace pi {
 
 struct DevicePlan {
-  int n_layers = 0;     // layers [0, n_layers) run on the device
+  // Layers [first_layer, n_layers) run on the device. The backends run a
+  // prefix (first_layer 0); gpu_worker/layer_range_device.h runs a range on
+  // any of them.
+  int first_layer = 0;
+  int n_layers = 0;
   bool output = false;  // output norm and head on the device
   // Per model layer, the sorted ids of its neurons on the device (empty for
-  // layers >= n_layers). A layer below n_layers with fewer than n_ff of them
-  // has a cold part, computed by the host.
+  // layers outside [first_layer, n_layers)). A layer of the range with fewer
+  // than n_ff of them has a cold part, computed by the host.
   std::vector<std::vector<int32_t>> hot;
   int n_ctx = 0;  // KV cache positions, per sequence
   // Sequences with a KV cache each (continuous batching, -np): a token names
@@ -73,10 +79,12 @@ class DeviceBackend {
   virtual Status Load(const LlamaModel& model, const DevicePlan& plan) = 0;
   virtual const DevicePlan& plan() const = 0;
 
-  // Starts a token of sequence seq < n_seq: h [n_embd] (its embedding row)
-  // at position pos < n_ctx of that sequence's KV cache.
+  // Starts a token of sequence seq < n_seq: h [n_embd] (its embedding row,
+  // or the residual stream after layer first_layer - 1) at position pos <
+  // n_ctx of that sequence's KV cache.
   virtual void BeginToken(const float* h, int seq, int pos) = 0;
-  // Runs layer il (the next one, in order, < n_layers). When the layer has a
+  // Runs layer il (the next one, in order, from first_layer up to n_layers -
+  // 1). When the layer has a
   // cold part, returns with *cold filled in; otherwise cold->x is null.
   virtual Status RunLayer(int il, ColdStep* cold) = 0;
   // Ends the token after layer n_layers - 1: with `h_out` the residual

@@ -15,7 +15,9 @@
 namespace pi {
 namespace {
 
-constexpr uint32_t kPlanVersion = 3;  // 2: KV cache row types; 3: attention + KV cache per layer
+// 2: KV cache row types; 3: attention + KV cache per layer; 4: several devices
+constexpr uint32_t kPlanVersion = 4;
+constexpr uint32_t kMaxDevices = 64;
 constexpr uint32_t kMaxLayers = 1u << 16;
 constexpr uint32_t kMaxFf = 1u << 24;
 
@@ -88,6 +90,55 @@ GgufValue FlagArray(const std::vector<LayerPlacement>& layers, bool LayerPlaceme
   std::vector<GgufValue> v;
   for (const LayerPlacement& l : layers) v.push_back(GgufValue::U8(l.*flag ? 1 : 0));
   return GgufValue::Array(GgufType::kU8, std::move(v));
+}
+
+}  // namespace
+
+namespace {
+
+// Stage 2 over layers [first, end): their neurons in groups of `group` by
+// firing count, ranked by firings per byte (Before), placed as a prefix of
+// that ranking while they fit in *left.
+void PlaceGroups(const LlamaModel& model, const ActivationStats& stats, int group, int first,
+                 int end, int64_t* left, Placement* p) {
+  const int n_ff = model.config.n_ff;
+  std::vector<std::vector<int32_t>> order(model.config.n_layer);
+  std::vector<Group> groups;
+  for (int il = first; il < end; ++il) {
+    const int64_t* counts = stats.counts(il);
+    std::vector<int32_t>& ord = order[il];
+    ord.resize(n_ff);
+    std::iota(ord.begin(), ord.end(), 0);
+    std::sort(ord.begin(), ord.end(), [counts](int32_t a, int32_t b) {
+      return counts[a] != counts[b] ? counts[a] > counts[b] : a < b;
+    });
+    const int64_t nb = NeuronBytes(model, il);
+    p->layers[il].neuron_bytes = nb;
+    for (int b = 0, g = 0; b < n_ff; b += group, ++g) {
+      Group gr{il, g, b, std::min(n_ff, b + group), 0, 0};
+      for (int i = gr.begin; i < gr.end; ++i) gr.firings += counts[ord[i]];
+      gr.bytes = nb * (gr.end - gr.begin);
+      groups.push_back(gr);
+    }
+  }
+  std::sort(groups.begin(), groups.end(), Before);
+  for (const Group& g : groups) {
+    if (g.bytes > *left) break;
+    *left -= g.bytes;
+    p->neuron_bytes += g.bytes;
+    std::vector<int32_t>& ids = p->layers[g.layer].gpu_neurons;
+    ids.insert(ids.end(), order[g.layer].begin() + g.begin, order[g.layer].begin() + g.end);
+  }
+}
+
+// Each layer's neuron bytes, sorted ids and firing share.
+void FinishLayers(const LlamaModel& model, const ActivationStats& stats, Placement* p) {
+  for (int il = 0; il < model.config.n_layer; ++il) {
+    LayerPlacement& lp = p->layers[il];
+    if (lp.neuron_bytes == 0) lp.neuron_bytes = NeuronBytes(model, il);
+    std::sort(lp.gpu_neurons.begin(), lp.gpu_neurons.end());
+    lp.firing_share = FiringShare(stats, il, lp.gpu_neurons);
+  }
 }
 
 }  // namespace
@@ -241,43 +292,163 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
   }
 
   // Stage 2: groups of hot neurons, only after the whole stage 1.
-  std::vector<std::vector<int32_t>> order(c.n_layer);
-  if (full) {
-    std::vector<Group> groups;
-    for (int il = 0; il < c.n_layer; ++il) {
-      const int64_t* counts = stats.counts(il);
-      std::vector<int32_t>& ord = order[il];
-      ord.resize(c.n_ff);
-      std::iota(ord.begin(), ord.end(), 0);
-      std::sort(ord.begin(), ord.end(), [counts](int32_t a, int32_t b) {
-        return counts[a] != counts[b] ? counts[a] > counts[b] : a < b;
-      });
-      const int64_t nb = NeuronBytes(model, il);
-      p.layers[il].neuron_bytes = nb;
-      for (int b = 0, g = 0; b < c.n_ff; b += opt.group, ++g) {
-        Group gr{il, g, b, std::min(c.n_ff, b + opt.group), 0, 0};
-        for (int i = gr.begin; i < gr.end; ++i) gr.firings += counts[ord[i]];
-        gr.bytes = nb * (gr.end - gr.begin);
-        groups.push_back(gr);
-      }
-    }
-    std::sort(groups.begin(), groups.end(), Before);
-    for (const Group& g : groups) {
-      if (g.bytes > left) break;
-      left -= g.bytes;
-      p.neuron_bytes += g.bytes;
-      std::vector<int32_t>& ids = p.layers[g.layer].gpu_neurons;
-      ids.insert(ids.end(), order[g.layer].begin() + g.begin, order[g.layer].begin() + g.end);
-    }
-  }
-  for (int il = 0; il < c.n_layer; ++il) {
-    LayerPlacement& lp = p.layers[il];
-    if (lp.neuron_bytes == 0) lp.neuron_bytes = NeuronBytes(model, il);
-    std::sort(lp.gpu_neurons.begin(), lp.gpu_neurons.end());
-    lp.firing_share = FiringShare(stats, il, lp.gpu_neurons);
-  }
+  if (full) PlaceGroups(model, stats, opt.group, 0, c.n_layer, &left, &p);
+  int n_gpu_layers = 0;
+  while (n_gpu_layers < c.n_layer && p.layers[n_gpu_layers].attn_on_gpu) ++n_gpu_layers;
+  p.device_budgets = {opt.vram_budget};
+  p.device_layers = {n_gpu_layers};
+  p.output_device = p.output_on_gpu ? 0 : -1;
+  FinishLayers(model, stats, &p);
   *out = std::move(p);
   return Status::Ok();
+}
+
+namespace {
+
+// Stage 1 of PlaceOnDevices: layers [0, n) in order onto the devices —
+// `proportional`: device k takes a layer while its dense bytes fit and the
+// weight so far (`weight`: what one device of all the budgets would hold of
+// each layer, dense and hot; the head's counted too, as it sits on a later
+// device) stays within device k's share of the budgets; else while the
+// dense bytes fit. used[k] starts with what the device holds already (the
+// head). Returns how many layers were placed; device_of[il] says where.
+int AssignLayers(const std::vector<int64_t>& dense, const std::vector<int64_t>& weight,
+                 int64_t head, const std::vector<int64_t>& budgets, bool proportional,
+                 std::vector<int64_t>* used, std::vector<int>* device_of) {
+  auto sum = [](const std::vector<int64_t>& v) {
+    double s = 0;
+    for (int64_t x : v) s += static_cast<double>(x);
+    return s;
+  };
+  const int n_dev = static_cast<int>(budgets.size());
+  const double total_budget = sum(budgets);
+  const double total_weight = static_cast<double>(head) + sum(weight);
+  double budget_upto = static_cast<double>(budgets[0]), placed = 0;
+  int k = 0, il = 0;
+  for (; il < static_cast<int>(dense.size()); ++il) {
+    while (k < n_dev) {
+      const bool fits = (*used)[k] + dense[il] <= budgets[k];
+      const bool in_share = !proportional || k == n_dev - 1 || total_budget <= 0 ||
+                            placed + weight[il] / 2.0 <= total_weight * budget_upto / total_budget;
+      if (fits && in_share) break;
+      if (++k < n_dev) budget_upto += static_cast<double>(budgets[k]);
+    }
+    if (k == n_dev) break;
+    (*device_of)[il] = k;
+    (*used)[k] += dense[il];
+    placed += static_cast<double>(weight[il]);
+  }
+  return il;
+}
+
+}  // namespace
+
+Status PlaceOnDevices(const LlamaModel& model, const ActivationStats& stats,
+                      const PlacementOptions& opt, Placement* out) {
+  const std::vector<int64_t>& budgets = opt.device_budgets;
+  if (budgets.size() < 2) {
+    PlacementOptions one = opt;
+    if (budgets.size() == 1) one.vram_budget = budgets[0];
+    one.device_budgets.clear();
+    return Place(model, stats, one, out);
+  }
+  int64_t total = 0;
+  for (int64_t b : budgets) {
+    if (b < 0) return Status::Error("a device's VRAM budget is negative");
+    if (b > INT64_MAX - total) return Status::Error("the devices' VRAM budgets overflow");
+    total += b;
+  }
+  // Place with a budget of 0 checks the options and names the dense bytes.
+  PlacementOptions check = opt;
+  check.vram_budget = 0;
+  check.device_budgets.clear();
+  check.allow_partial_dense = true;
+  Placement p;
+  PI_RETURN_IF_ERROR(Place(model, stats, check, &p));
+  const LlamaConfig& c = model.config;
+  const int n_dev = static_cast<int>(budgets.size());
+  p.vram_budget = total;
+  p.dense_bytes = 0;
+  p.output_on_gpu = false;
+  for (LayerPlacement& lp : p.layers) lp = LayerPlacement();
+  std::vector<int64_t> used(n_dev, 0);
+  // The head on the last device that holds it; without it, nothing (Place's prefix).
+  const int64_t head = OutputBytes(model);
+  for (int k = n_dev - 1; k >= 0 && p.output_device < 0; --k) {
+    if (head <= budgets[k]) p.output_device = k;
+  }
+  p.device_budgets = budgets;
+  p.device_layers.assign(n_dev, 0);
+  int placed = 0;
+  std::vector<int> device_of(c.n_layer, -1);
+  if (p.output_device >= 0) {
+    p.output_on_gpu = true;
+    used[p.output_device] = head;
+    std::vector<int64_t> dense(c.n_layer), weight(c.n_layer);
+    for (int il = 0; il < c.n_layer; ++il) {
+      dense[il] = AttentionBytes(model.layers[il]) + KvCacheBytes(c, opt) +
+                  PredictorBytes(model.layers[il]);
+    }
+    // What one device of all the budgets would hold of each layer: the split
+    // follows it, so each device gets room for about the hot neurons that
+    // one would give its layers.
+    PlacementOptions one = check;
+    one.vram_budget = total;
+    Placement global;
+    PI_RETURN_IF_ERROR(Place(model, stats, one, &global));
+    for (int il = 0; il < c.n_layer; ++il) {
+      weight[il] = dense[il] + NeuronBytes(model, il) *
+                                   static_cast<int64_t>(global.layers[il].gpu_neurons.size());
+    }
+    const std::vector<int64_t> head_only = used;
+    placed = AssignLayers(dense, weight, head, budgets, true, &used, &device_of);
+    if (placed < c.n_layer) {
+      used = head_only;
+      std::fill(device_of.begin(), device_of.end(), -1);
+      placed = AssignLayers(dense, weight, head, budgets, false, &used, &device_of);
+    }
+  }
+  for (int il = 0; il < placed; ++il) {
+    LayerPlacement& lp = p.layers[il];
+    lp.attn_on_gpu = lp.kv_on_gpu = true;
+    lp.predictor_on_gpu = PredictorBytes(model.layers[il]) > 0;
+    ++p.device_layers[device_of[il]];
+  }
+  for (int64_t u : used) p.dense_bytes += u;
+  p.dense_complete = placed == c.n_layer && p.output_on_gpu;
+  if (!p.dense_complete && !opt.allow_partial_dense) {
+    return Status::Error(
+        "VRAM budgets of %s in all are too small for the dense blocks: they need %s (output, "
+        "attention, KV cache for %d positions) before any FFN neuron; raise --vram-budget or "
+        "lower -c",
+        HumanBytes(total).c_str(), HumanBytes(DenseBytes(model, opt)).c_str(), opt.n_ctx);
+  }
+  if (p.dense_complete) {
+    for (int k = 0, first = 0; k < n_dev; first += p.device_layers[k], ++k) {
+      int64_t left = budgets[k] - used[k];
+      PlaceGroups(model, stats, opt.group, first, first + p.device_layers[k], &left, &p);
+    }
+  }
+  FinishLayers(model, stats, &p);
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+int64_t DeviceUsedBytes(const Placement& plan, const LlamaModel& model, int k) {
+  PlacementOptions opt;
+  opt.n_ctx = plan.n_ctx;
+  opt.cache_type_k = plan.cache_type_k;
+  opt.cache_type_v = plan.cache_type_v;
+  int64_t bytes = plan.output_device == k ? OutputBytes(model) : 0;
+  int first = 0;
+  for (int j = 0; j < k; ++j) first += plan.device_layers[j];
+  for (int il = first; il < first + plan.device_layers[k]; ++il) {
+    const LayerPlacement& lp = plan.layers[il];
+    bytes += AttentionBytes(model.layers[il]) + KvCacheBytes(model.config, opt) +
+             (lp.predictor_on_gpu ? PredictorBytes(model.layers[il]) : 0) +
+             NeuronBytes(model, il) * static_cast<int64_t>(lp.gpu_neurons.size());
+  }
+  return bytes;
 }
 
 Status WritePlan(const Placement& plan, const std::string& path) {
@@ -306,6 +477,12 @@ Status WritePlan(const Placement& plan, const std::string& path) {
   w.Set("pi.plan.gpu_neuron_count", GgufValue::I32Array(counts));
   w.Set("pi.plan.dense_bytes", GgufValue::U64(static_cast<uint64_t>(plan.dense_bytes)));
   w.Set("pi.plan.neuron_bytes", GgufValue::U64(static_cast<uint64_t>(plan.neuron_bytes)));
+  std::vector<GgufValue> budgets, layers;
+  for (int64_t b : plan.device_budgets) budgets.push_back(GgufValue::U64(static_cast<uint64_t>(b)));
+  for (int32_t n : plan.device_layers) layers.push_back(GgufValue::U32(static_cast<uint32_t>(n)));
+  w.Set("pi.plan.device_budgets", GgufValue::Array(GgufType::kU64, std::move(budgets)));
+  w.Set("pi.plan.device_layers", GgufValue::Array(GgufType::kU32, std::move(layers)));
+  w.Set("pi.plan.output_device", GgufValue::I32(plan.output_device));
   for (uint32_t il = 0; il < n_layer; ++il) {
     const std::vector<int32_t>& ids = plan.layers[il].gpu_neurons;
     if (ids.empty()) continue;
@@ -315,14 +492,76 @@ Status WritePlan(const Placement& plan, const std::string& path) {
   return w.Write(path).WithContext("writing plan " + path);
 }
 
+namespace {
+
+// The devices of a plan read so far (version 3: one, holding the GPU's
+// layers): budgets that add up to vram_budget, layer counts that add up to
+// the layers with attention on a GPU (a prefix), the head's device.
+Status ReadDevices(const GgufFile& f, uint32_t version, Placement* p) {
+  int n_gpu_layers = 0;
+  while (n_gpu_layers < static_cast<int>(p->layers.size()) && p->layers[n_gpu_layers].attn_on_gpu)
+    ++n_gpu_layers;
+  for (size_t il = n_gpu_layers; il < p->layers.size(); ++il) {
+    if (p->layers[il].attn_on_gpu) {
+      return Status::Error("pi.plan.attn_on_gpu: layer %zu on a GPU after a layer that is not", il);
+    }
+  }
+  if (version == 3) {
+    p->device_budgets = {p->vram_budget};
+    p->device_layers = {n_gpu_layers};
+    p->output_device = p->output_on_gpu ? 0 : -1;
+    return Status::Ok();
+  }
+  const GgufValue* budgets = f.Find("pi.plan.device_budgets");
+  const GgufValue* layers = f.Find("pi.plan.device_layers");
+  const GgufValue* head = f.Find("pi.plan.output_device");
+  if (!head || head->type != GgufType::kI32) {
+    return Status::Error("pi.plan.output_device is missing or not an i32");
+  }
+  const int64_t output_device = head->i;
+  if (!budgets || !layers || budgets->type != GgufType::kArray ||
+      layers->type != GgufType::kArray || budgets->array.empty() ||
+      budgets->array.size() > kMaxDevices || budgets->array.size() != layers->array.size()) {
+    return Status::Error(
+        "pi.plan.device_budgets and device_layers must be arrays of one entry "
+        "per device (1 to %u)",
+        kMaxDevices);
+  }
+  int64_t budget_sum = 0, layer_sum = 0;
+  for (size_t k = 0; k < budgets->array.size(); ++k) {
+    const GgufValue& b = budgets->array[k];
+    const GgufValue& n = layers->array[k];
+    if (b.type != GgufType::kU64 || n.type != GgufType::kU32 ||
+        b.u > static_cast<uint64_t>(p->vram_budget) || n.u > p->layers.size()) {
+      return Status::Error("pi.plan.device_budgets/device_layers[%zu] are not a device's", k);
+    }
+    budget_sum += static_cast<int64_t>(b.u);
+    layer_sum += static_cast<int64_t>(n.u);
+    p->device_budgets.push_back(static_cast<int64_t>(b.u));
+    p->device_layers.push_back(static_cast<int32_t>(n.u));
+  }
+  if (budget_sum != p->vram_budget || layer_sum != n_gpu_layers || output_device < -1 ||
+      output_device >= static_cast<int32_t>(p->device_budgets.size()) ||
+      (output_device >= 0) != p->output_on_gpu) {
+    return Status::Error("pi.plan's devices (budgets adding up to %" PRId64 " of %" PRId64
+                         ", %" PRId64 " of %d GPU layers, the head on %" PRId64
+                         ") do not match the plan",
+                         budget_sum, p->vram_budget, layer_sum, n_gpu_layers, output_device);
+  }
+  p->output_device = static_cast<int>(output_device);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ReadPlan(const GgufFile& f, Placement* out) {
   uint32_t version = 0, n_ctx = 0, group = 0, n_layer = 0, n_ff = 0;
   uint64_t budget = 0, n_tokens = 0, dense = 0, neurons = 0;
   std::string mfp, sfp;
   Placement p;
   PI_RETURN_IF_ERROR(f.GetU32("pi.plan.version", &version));
-  if (version != kPlanVersion) {
-    return Status::Error("pi.plan.version is %u, this build reads version %u", version,
+  if (version != kPlanVersion && version != 3) {
+    return Status::Error("pi.plan.version is %u, this build reads versions 3 and %u", version,
                          kPlanVersion);
   }
   PI_RETURN_IF_ERROR(f.GetU64("pi.plan.vram_budget", &budget));
@@ -416,6 +655,7 @@ Status ReadPlan(const GgufFile& f, Placement* out) {
       }
     }
   }
+  PI_RETURN_IF_ERROR(ReadDevices(f, version, &p));
   *out = std::move(p);
   return Status::Ok();
 }
@@ -446,9 +686,14 @@ Status CheckPlanMatches(const Placement& plan, const LlamaModel& model,
                          FingerprintHex(plan.stats_fingerprint).c_str(), plan.stats_n_tokens,
                          FingerprintHex(sfp).c_str(), stats.n_tokens());
   }
-  if (plan.vram_budget != opt.vram_budget) {
-    return Status::Error("the plan was made for a VRAM budget of %" PRId64 " bytes, not %" PRId64,
-                         plan.vram_budget, opt.vram_budget);
+  const std::vector<int64_t> budgets =
+      opt.device_budgets.empty() ? std::vector<int64_t>{opt.vram_budget} : opt.device_budgets;
+  if (plan.device_budgets != budgets) {
+    std::string was, is;
+    for (int64_t b : plan.device_budgets) was += (was.empty() ? "" : ",") + std::to_string(b);
+    for (int64_t b : budgets) is += (is.empty() ? "" : ",") + std::to_string(b);
+    return Status::Error("the plan was made for VRAM budgets of %s bytes, not %s", was.c_str(),
+                         is.c_str());
   }
   if (plan.n_ctx != opt.n_ctx) {
     return Status::Error("the plan reserves a KV cache for %d positions, not %d", plan.n_ctx,

@@ -55,6 +55,9 @@ struct PlacementOptions {
   // reserved cache will really take.
   DType cache_type_k = DType::kF16;
   DType cache_type_v = DType::kF16;
+  // Several devices (PlaceOnDevices, --gpus): each one's budget; empty: one
+  // device of vram_budget.
+  std::vector<int64_t> device_budgets;
 };
 
 struct LayerPlacement {
@@ -80,6 +83,12 @@ struct Placement {
   int64_t dense_bytes = 0;      // stage 1 bytes placed
   int64_t neuron_bytes = 0;     // stage 2 bytes placed
   std::vector<LayerPlacement> layers;
+  // The devices (one, or PlaceOnDevices'): each one's budget (vram_budget is
+  // their sum), how many of the GPU's layers each holds — consecutive
+  // ranges, device 0 from layer 0 — and which holds the head (-1: none).
+  std::vector<int64_t> device_budgets;
+  std::vector<int32_t> device_layers;
+  int output_device = -1;
 
   int64_t used_bytes() const { return dense_bytes + neuron_bytes; }
 };
@@ -114,8 +123,25 @@ uint64_t StatsFingerprint(const ActivationStats& stats);
 Status Place(const LlamaModel& model, const ActivationStats& stats, const PlacementOptions& opt,
              Placement* out);
 
+// The placement over several devices (opt.device_budgets, two or more; one
+// is Place). The devices run in a chain (coordinator/device_chain.h): device
+// k holds a range of layers — their attention, KV cache, predictor and hot
+// neurons — after device k - 1's, so a layer costs one hand-off as with one
+// GPU, and the head goes on the last device that holds it. Stage 1 splits
+// the layers so that each device's share of their dense bytes follows its
+// share of the budgets (each keeps room for hot neurons in proportion), or,
+// when that does not place them all, fills the devices in order; when not
+// every layer fits, the layers that do are placed and no neuron (as Place).
+// Stage 2 runs on each device over its own layers' groups (ranked as in
+// Place) with what that device has left. No device's bytes exceed its budget.
+Status PlaceOnDevices(const LlamaModel& model, const ActivationStats& stats,
+                      const PlacementOptions& opt, Placement* out);
+
+// The bytes device k of `plan` holds (dense blocks, KV cache, hot neurons).
+int64_t DeviceUsedBytes(const Placement& plan, const LlamaModel& model, int k);
+
 // The plan file: a small GGUF.
-//   pi.plan.version            u32     3
+//   pi.plan.version            u32     4 (3, one device, is read too)
 //   pi.plan.cache_type_k, pi.plan.cache_type_v   u32   ggml type ids of the KV rows
 //   pi.plan.vram_budget        u64     bytes
 //   pi.plan.n_ctx, pi.plan.group, pi.plan.n_layer, pi.plan.n_ff   u32
@@ -127,6 +153,10 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
 //                              array of u8 (0/1), one per layer
 //   pi.plan.gpu_neuron_count   array of i32, one per layer
 //   pi.plan.dense_bytes, pi.plan.neuron_bytes   u64
+//   pi.plan.device_budgets     array of u64, one per device
+//   pi.plan.device_layers      array of u32, one per device (their sum: the
+//                              layers with attention on a GPU)
+//   pi.plan.output_device      i32     the device holding the head, or -1
 //   blk.N.gpu_neurons          I32 [count], sorted ids; only for count > 0
 //                              (a GGUF tensor cannot be empty)
 Status WritePlan(const Placement& plan, const std::string& path);

@@ -16,10 +16,10 @@ constexpr size_t kMessageSlack = 1024;  // hello replies
 
 Status DeviceWorker::Load(const LlamaModel& model, const DevicePlan& plan) {
   const LlamaConfig& c = model.config;
-  if (plan.n_layers < 0 || plan.n_layers > c.n_layer ||
+  if (plan.first_layer < 0 || plan.first_layer > plan.n_layers || plan.n_layers > c.n_layer ||
       plan.hot.size() != static_cast<size_t>(c.n_layer)) {
-    return Status::Error("device plan: %d layers and %zu hot lists for a model of %d layers",
-                         plan.n_layers, plan.hot.size(), c.n_layer);
+    return Status::Error("device plan: layers [%d, %d) and %zu hot lists for a model of %d layers",
+                         plan.first_layer, plan.n_layers, plan.hot.size(), c.n_layer);
   }
   model_ = &model;
   plan_ = plan;
@@ -65,7 +65,9 @@ Status DeviceWorker::Exchange(DeviceOut out, DeviceReply* reply) {
 
 Status DeviceWorker::RunLayer(int il, ColdStep* cold) {
   *cold = ColdStep{};
-  if (il < 0 || il >= layout_.n_layers || !layout_.cold[il]) return Status::Ok();
+  if (il < layout_.first_layer || il >= layout_.n_layers || !layout_.cold[il]) {
+    return Status::Ok();
+  }
   if (!pending_) return Status::Error("%s: layer %d outside a token", name(), il);
   DeviceReply reply;
   PI_RETURN_IF_ERROR(Exchange(DeviceOut::kNothing, &reply));

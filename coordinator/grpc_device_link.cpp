@@ -26,6 +26,7 @@ class GrpcDeviceLink : public DeviceLink {
       hello.add_owned()->mutable_ids()->Add(ids.begin(), ids.end());
     }
     v1::DevicePlan* d = hello.mutable_device();
+    d->set_first_layer(plan.first_layer);
     d->set_n_layers(plan.n_layers);
     d->set_output(plan.output);
     d->set_n_ctx(plan.n_ctx);

@@ -6,13 +6,14 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
 
 extern char** environ;
 
 namespace pi {
 
 Status SpawnChild(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds,
-                  pid_t* pid) {
+                  pid_t* pid, const std::vector<std::string>& env) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   std::vector<int> temps;
@@ -32,8 +33,20 @@ Status SpawnChild(const std::vector<std::string>& argv, const std::vector<std::p
   std::vector<const char*> args;
   for (const std::string& a : argv) args.push_back(a.c_str());
   args.push_back(nullptr);
-  const int rc =
-      posix_spawn(pid, args[0], &fa, &attr, const_cast<char* const*>(args.data()), environ);
+  // This environment less the names env sets, then env.
+  std::vector<const char*> envp;
+  for (char** e = environ; *e; ++e) {
+    bool replaced = false;
+    for (const std::string& kv : env) {
+      const size_t eq = kv.find('=');
+      replaced = replaced || (eq != std::string::npos && strncmp(*e, kv.c_str(), eq + 1) == 0);
+    }
+    if (!replaced) envp.push_back(*e);
+  }
+  for (const std::string& kv : env) envp.push_back(kv.c_str());
+  envp.push_back(nullptr);
+  const int rc = posix_spawn(pid, args[0], &fa, &attr, const_cast<char* const*>(args.data()),
+                             const_cast<char* const*>(envp.data()));
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   for (int fd : temps) close(fd);

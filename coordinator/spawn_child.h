@@ -14,8 +14,9 @@
 
 namespace pi {
 
-// argv[0] is the binary; fds: (descriptor here, number in the child) pairs.
+// argv[0] is the binary; fds: (descriptor here, number in the child) pairs;
+// env: "NAME=value" entries replacing or adding to this process's environment.
 Status SpawnChild(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds,
-                  pid_t* pid);
+                  pid_t* pid, const std::vector<std::string>& env = {});
 
 }  // namespace pi

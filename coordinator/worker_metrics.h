@@ -11,8 +11,9 @@
 
 namespace pi {
 
-// `gpu` (hot neurons) and `device` (whole layers) may be null.
+// `gpu` (hot neurons) may be null; `devices` (whole layers: "gpu", or
+// "gpu 0", "gpu 1", ... for a chain) empty.
 void AppendWorkerMetrics(const std::vector<const CpuWorker*>& cpu_workers, const CpuWorker* gpu,
-                         const DeviceWorker* device, std::string* out);
+                         const std::vector<const DeviceWorker*>& devices, std::string* out);
 
 }  // namespace pi

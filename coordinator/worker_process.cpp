@@ -59,7 +59,7 @@ Status WorkerProcess::Spawn(const WorkerProcessOptions& o, const std::vector<uin
                                    "--parent-pid",
                                    std::to_string(getpid())};
   argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
-  PI_RETURN_IF_ERROR(SpawnChild(argv, {{channel_.fd(), kChannelFd}}, &pid_));
+  PI_RETURN_IF_ERROR(SpawnChild(argv, {{channel_.fd(), kChannelFd}}, &pid_, o.env));
   name_ = o.role + " " + std::to_string(pid_);
 
   memcpy(channel_.slot(ShmChannel::kRequest), hello.data(), hello.size());

@@ -22,6 +22,9 @@ struct WorkerProcessOptions {
   std::string binary;                   // pi-cpu-worker, pi-gpu-worker
   std::string role = "cpu worker";      // names it: "cpu worker 1234"
   std::vector<std::string> extra_args;  // after the common ones (e.g. --ffn-backend host)
+  // "NAME=value" entries set in the worker's environment on top of this
+  // process's (CUDA_VISIBLE_DEVICES=1: the GPU a gpu worker sees).
+  std::vector<std::string> env;
   std::string model_path;
   int n_threads = 1;
   int start_timeout_ms = 60000;  // spawn, model load and hello

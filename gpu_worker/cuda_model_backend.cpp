@@ -92,6 +92,12 @@ void CudaModelBackend::Die(const char* what, const std::string& error) const {
 
 Status CudaModelBackend::Validate(const LlamaModel& model, const DevicePlan& plan) const {
   const LlamaConfig& c = model.config;
+  if (plan.first_layer != 0) {
+    return Status::Error(
+        "CUDA model backend: it runs a prefix of the layers, not [%d, %d) "
+        "(gpu_worker/layer_range_device.h runs a range)",
+        plan.first_layer, plan.n_layers);
+  }
   if (plan.n_layers < 0 || plan.n_layers > c.n_layer ||
       plan.hot.size() != static_cast<size_t>(c.n_layer)) {
     return Status::Error(

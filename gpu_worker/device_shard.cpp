@@ -13,6 +13,7 @@
 #include "common/transport/hello_message.h"
 #include "gpu_worker/ffn_backend_factory.h"
 #include "gpu_worker/host_device_backend.h"
+#include "gpu_worker/layer_range_device.h"
 
 namespace pi {
 
@@ -31,7 +32,7 @@ Status DeviceShard::InitFromHello(const uint8_t* hello, size_t size, const Llama
   if (plan.mode == SparseMode::kPredictor) PI_RETURN_IF_ERROR(CheckPredictorPresent(model));
   PI_RETURN_IF_ERROR(
       CheckMemory("the device's KV cache for a context of " + std::to_string(plan.n_ctx),
-                  KvCache::BytesFor(std::max(plan.n_layers, 1), plan.n_ctx, c.n_head_kv, c.head_dim,
+                  KvCache::BytesFor(std::max(plan.n_layers - plan.first_layer, 1), plan.n_ctx, c.n_head_kv, c.head_dim,
                                     plan.cache_type_k, plan.cache_type_v)));
   std::string why;
   const bool cuda = kind_ != "host" && CudaFfnBackendAvailable(&why);
@@ -44,6 +45,8 @@ Status DeviceShard::InitFromHello(const uint8_t* hello, size_t size, const Llama
   } else {
     device = std::make_unique<HostDeviceBackend>(n_threads);
   }
+  // A range of a chain (--gpus) runs on the backend through a view of its layers.
+  device = std::make_unique<LayerRangeDevice>(std::move(device));
   PI_RETURN_IF_ERROR(device->Load(model, plan));
   device_ = std::move(device);
   layout_ = DeviceLayoutFor(c, plan);
@@ -88,7 +91,7 @@ Status DeviceShard::Answer(const DeviceRequest& r, uint8_t* reply, size_t* reply
       // A token left unfinished (its coordinator gave up on it) is dropped.
       device_->BeginToken(r.payload, r.seq, r.pos);
       in_token_ = true;
-      next_layer_ = 0;
+      next_layer_ = layout_.first_layer;
       waiting_layer_ = -1;
       return RunLayers(r.step_id, r.out, reply, reply_size);
     case DeviceOp::kResume:

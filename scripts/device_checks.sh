@@ -21,7 +21,9 @@
 #   5. a 7B-shaped planted-sparsity Q4_0 model (32 layers, ~3.9 GB, made by
 #      pi-synth, profiled by pi-profile): decode over VRAM budgets 0, 0.5, 1,
 #      1.5, 2, 3 GB and everything, against CPU-only dense and sparse decode
-#      with the same threads (sweep.jsonl: pi-bench's json rows).
+#      with the same threads (sweep.jsonl: pi-bench's json rows); then two gpu
+#      workers chained by layer on the one GPU (--gpus 0,0), each with half a
+#      budget, against one worker with the whole (sweep_gpus.jsonl).
 # SKIP_SANITIZER=1, SKIP_BENCH=1 (steps 3 and 4) and SKIP_SWEEP=1 leave steps out; NCU=1 adds Nsight
 # Compute's per-kernel GPU time of decode tokens at two budgets. Exit status 1 when a
 # test, a sanitizer or a benchmark's own check failed (listed at the end).
@@ -125,6 +127,17 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
       --vram-budget $budget --ffn-backend cuda -o jsonl 2>"$TMP/err" | tee -a "$SWEEP"
     check "sweep $budget"
     grep -E "GPU|error|pi-bench:" "$TMP/err" | sed "s/^/[$budget] /" | tee -a "$OUT/sweep_log.txt"
+  done
+  step "two gpu workers chained on one GPU (--gpus 0,0) against one, both in worker processes"
+  for spec in 2G: 1G:0,0 8G: 4G:0,0; do
+    budget=${spec%%:*}
+    gpus=${spec#*:}
+    timeout 150 "$BIN/pi-bench" -m "$BIG" -p 0 -n 32 -r 2 -t "$THREADS" --sparse oracle \
+      --vram-budget "$budget" --ffn-backend cuda --transport gpu-shm ${gpus:+--gpus "$gpus"} \
+      -o jsonl 2>"$TMP/err" | tee -a "$OUT/sweep_gpus.jsonl"
+    check "sweep gpus $spec"
+    grep -E "device|GPU|error|pi-bench:" "$TMP/err" | sed "s/^/[$spec] /" |
+      tee -a "$OUT/sweep_log.txt"
   done
   if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
     # Where a decode token's GPU time goes, kernel by kernel (two tokens of

@@ -25,9 +25,11 @@
 #include <vector>
 
 #include "common/synthetic_model.h"
+#include "coordinator/device_chain.h"
 #include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
 #include "gpu_worker/host_device_backend.h"
+#include "gpu_worker/layer_range_device.h"
 #include "tests/temp_path.h"
 #ifdef PI_HAVE_CUDA
 #include "gpu_worker/cuda_model_backend.h"
@@ -482,6 +484,132 @@ TEST(DeviceBackendPredictorTest, PredictedColdNeuronsMatchHostBackend) {
   }
 }
 
+// Several devices chained by layer range (coordinator/device_chain.h, what
+// --gpus runs): layers [0, a) on one, [a, b) on the next, maybe the rest on
+// the host, the head on any of them or a member of its own. Each layout
+// gives the logits of one device holding the same layers and hot neurons
+// (bit for bit on the host backend: the same arithmetic, only h crossing
+// between members) and the plain engine's greedy tokens.
+TEST(DeviceChainTest, TwoDevicesEqualOne) {
+  std::string skip;
+  if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
+  SyntheticModelOptions o;
+  o.n_vocab = 300;
+  o.n_embd = 256;
+  o.n_ff = 512;
+  o.n_layer = 4;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.type = DType::kQ8_0;
+  o.activation = "relu";
+  o.down_t = true;
+  o.planted_sparsity = 0.8;
+  const std::string path = TempPath("chain.gguf");
+  const RemoveAtExit remove{path};
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  const int n_ctx = 48;
+  // A member's plan: layers [first, end) with their 30 % hottest neurons.
+  auto range_plan = [&](int first, int end, bool head) {
+    DevicePlan dp = MakePlan(o, Plan::kSplit, n_ctx, DType::kF16);
+    dp.first_layer = first;
+    dp.n_layers = end;
+    dp.output = head;
+    for (int il = 0; il < o.n_layer; ++il) {
+      if (il < first || il >= end) dp.hot[il].clear();
+    }
+    return dp;
+  };
+  // In this process a range runs on LayerRangeDevice; a worker process does
+  // the same on its side.
+  const bool in_process = std::string(PI_TEST_DEVICE) == "host" ||
+                          std::string(PI_TEST_DEVICE) == "cuda";
+  auto member = [&]() -> std::unique_ptr<DeviceBackend> {
+    std::unique_ptr<DeviceBackend> b = MakeBackend(PI_TEST_DEVICE, &skip, path);
+    if (in_process) return std::make_unique<LayerRangeDevice>(std::move(b));
+    return b;
+  };
+  struct Layout {
+    const char* name;
+    std::vector<DevicePlan> members;
+  };
+  const Layout layouts[] = {
+      {"0-1 | 2-3 + head", {range_plan(0, 2, false), range_plan(2, 4, true)}},
+      {"0 + head | 1-2 | host 3", {range_plan(0, 1, true), range_plan(1, 3, false)}},
+      {"0-1 | 2-3 | head alone", {range_plan(0, 2, false), range_plan(2, 4, false),
+                                  range_plan(4, 4, true)}},
+  };
+  const int32_t prompt[5] = {1, 17, 42, 99, 5};
+  auto greedy = [&](DeviceBackend* device, std::vector<int32_t>* tokens,
+                    std::vector<std::vector<float>>* logits) {
+    EngineOptions opt;
+    opt.n_threads = 2;
+    opt.n_ctx = n_ctx;
+    opt.sparse = SparseMode::kOracle;
+    opt.device = device;
+    std::unique_ptr<Engine> e;
+    const Status s = Engine::Create(&m, opt, &e);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(e->Eval(prompt, 5).ok());
+    for (int step = 0; step < 12; ++step) {
+      const float* l = e->logits();
+      logits->emplace_back(l, l + e->n_vocab());
+      const int32_t t = static_cast<int32_t>(std::max_element(l, l + e->n_vocab()) - l);
+      tokens->push_back(t);
+      ASSERT_TRUE(e->Eval(&t, 1).ok());
+    }
+  };
+  std::vector<int32_t> plain_tokens;
+  std::vector<std::vector<float>> plain_logits;
+  greedy(nullptr, &plain_tokens, &plain_logits);
+  for (const Layout& layout : layouts) {
+    SCOPED_TRACE(layout.name);
+    // The one device holding what the members hold together.
+    DevicePlan whole = range_plan(0, 0, false);
+    std::vector<std::unique_ptr<DeviceBackend>> members;
+    std::vector<DeviceBackend*> raw;
+    for (const DevicePlan& p : layout.members) {
+      whole.n_layers = std::max(whole.n_layers, p.n_layers);
+      whole.output = whole.output || p.output;
+      for (int il = p.first_layer; il < p.n_layers; ++il) whole.hot[il] = p.hot[il];
+      members.push_back(member());
+      const Status s = members.back()->Load(m, p);
+      ASSERT_TRUE(s.ok()) << s.message();
+      raw.push_back(members.back().get());
+    }
+    DeviceChain chain;
+    const Status s = chain.Init(m, raw);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(chain.plan().n_layers, whole.n_layers);
+    EXPECT_EQ(chain.plan().hot, whole.hot);
+    std::unique_ptr<DeviceBackend> one = MakeBackend(PI_TEST_DEVICE, &skip, path);
+    ASSERT_TRUE(one->Load(m, whole).ok());
+    std::vector<int32_t> tokens[2];
+    std::vector<std::vector<float>> logits[2];
+    greedy(&chain, &tokens[0], &logits[0]);
+    greedy(one.get(), &tokens[1], &logits[1]);
+    EXPECT_EQ(tokens[0], tokens[1]);
+    EXPECT_EQ(tokens[0], plain_tokens);
+    const bool exact = std::string(PI_TEST_DEVICE).find("cuda") == std::string::npos;
+    for (size_t i = 0; i < logits[0].size(); ++i) {
+      if (exact) {
+        EXPECT_EQ(logits[0][i], logits[1][i]) << "step " << i;
+      } else {
+        EXPECT_LE(RelativeError(logits[0][i].data(), logits[1][i].data(), o.n_vocab), 1e-5);
+      }
+      EXPECT_LE(RelativeError(logits[0][i].data(), plain_logits[i].data(), o.n_vocab), 1e-2);
+    }
+  }
+  // Members that leave a gap, or overlap, are refused.
+  std::unique_ptr<DeviceBackend> a = member(), b = member();
+  ASSERT_TRUE(a->Load(m, range_plan(0, 1, false)).ok());
+  ASSERT_TRUE(b->Load(m, range_plan(2, 4, true)).ok());
+  DeviceChain chain;
+  EXPECT_THAT(chain.Init(m, {a.get(), b.get()}).message(),
+              ::testing::HasSubstr("the chain's next layer is 1"));
+}
+
 TEST(DeviceBackendErrorsTest, EngineRejectsMismatchedDevice) {
   SyntheticModelOptions o;
   o.activation = "relu";
@@ -510,6 +638,15 @@ TEST(DeviceBackendErrorsTest, EngineRejectsMismatchedDevice) {
   dp.n_layers = 1;
   dp.hot[1] = {0, 1};
   EXPECT_THAT(device.Load(m, dp).message(), ::testing::HasSubstr("layer 1 has hot neurons"));
+  // A range of layers needs LayerRangeDevice around a backend.
+  dp.hot[1].clear();
+  dp.first_layer = 1;
+  dp.n_layers = 2;
+  EXPECT_THAT(device.Load(m, dp).message(), ::testing::HasSubstr("runs a prefix of the layers"));
+  LayerRangeDevice range(std::make_unique<HostDeviceBackend>(1));
+  dp.hot[0] = {3};
+  EXPECT_THAT(range.Load(m, dp).message(),
+              ::testing::HasSubstr("gives layer 0 hot neurons outside its layers [1, 2)"));
 }
 
 }  // namespace

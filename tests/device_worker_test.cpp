@@ -284,7 +284,10 @@ TEST_F(DeviceWorkerTest, HellosThatDoNotFitAreRefusedWithTheirReason) {
   EXPECT_THAT(refusal(Options(), p), HasSubstr("layer 1"));
   p = Plan();
   p.n_layers = 1;  // hot neurons in layer 1, whose attention is not on the device
-  EXPECT_THAT(refusal(Options(), p), HasSubstr("layer 1 has hot neurons"));
+  EXPECT_THAT(refusal(Options(), p), HasSubstr("gives layer 1 hot neurons outside its layers"));
+  p = Plan();
+  p.first_layer = 1;  // a range of a chain (--gpus) whose layer 0 has hot neurons
+  EXPECT_THAT(refusal(Options(), p), HasSubstr("layer 0 hot neurons outside its layers [1, 3)"));
   p = Plan();
   p.n_ctx = 0;
   EXPECT_THAT(refusal(Options(), p), HasSubstr("not one a coordinator sends"));

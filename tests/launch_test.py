@@ -53,11 +53,11 @@ def client(bin_dir, address, *args, timeout=300):
     return p.returncode, p.stdout, p.stderr
 
 
-def generate_hitting_gpu_worker(stub, launch, request, sig):
-    """Streams `request`, sending `sig` to pi-launch's gpu worker after 20 tokens;
-    returns (whether it was sent, the ids, the Done)."""
+def generate_hitting_gpu_worker(stub, launch, request, sig, which=0):
+    """Streams `request`, sending `sig` to pi-launch's gpu worker (the `which`th, by
+    pid) after 20 tokens; returns (whether it was sent, the ids, the Done)."""
     # The current gpu worker (a restarted one has a new pid): pi-launch's child.
-    pid = child_pids(launch.proc.pid, "pi-gpu-worker")[0]
+    pid = sorted(child_pids(launch.proc.pid, "pi-gpu-worker"))[which]
     ids, acted, done = [], False, None
     for reply in stub.Generate(request, timeout=300):
         if reply.HasField("token"):
@@ -282,6 +282,29 @@ def main():
         check(stub.Health(pi_pb2.HealthRequest(), timeout=10).status == "ok",
               "the device gpu worker is back (Health ok)")
         check(launch.stop() == 0, "pi-launch with the device path stops cleanly")
+
+        # Two devices chained by layer (--gpus host,host: two host-backend gpu workers,
+        # each a range of layers with their KV cache and hot neurons): the golden greedy
+        # sequence; the second killed mid-generation is restarted, the answer unchanged.
+        launch = launch_server(bin_dir, tmp, *served, "--vram-budget", "10M", "--gpus",
+                               "host,host", "--worker-timeout", "300")
+        log = launch.stderr()
+        check(launch.address is not None and "device 0 (host): layers 0.." in log
+              and "device 1 (host): layers" in log and "2 gpu worker processes" in log,
+              "pi-launch --gpus host,host: two gpu workers, a range of layers each")
+        stub = pi_pb2_grpc.CoordinatorStub(grpc.insecure_channel(launch.address))
+        m = stub.Models(pi_pb2.ModelsRequest(), timeout=30)
+        gpu = [w for w in m.workers if w.name.startswith("gpu worker")]
+        check(len(gpu) == 2 and all(w.backend == "host" and w.neurons > 0 for w in gpu),
+              f"Models: two gpu workers with hot neurons ({[(w.name, w.neurons) for w in gpu]})")
+        rc, out, err = client(bin_dir, launch.address, *greedy, "--json")
+        check(rc == 0 and json.loads(out)["generated_tokens"] == golden["generated_tokens"],
+              "two chained gpu workers: the golden greedy sequence")
+        acted, ids, done = generate_hitting_gpu_worker(stub, launch, long_req, signal.SIGKILL, 1)
+        check(acted and ids == list(base.generated_ids) and "gpu worker" in done.warning,
+              f"the second gpu worker SIGKILLed mid-generation: the same 200 tokens "
+              f"({done.warning!r})")
+        check(launch.stop() == 0, "pi-launch with two gpu workers stops cleanly")
 
         # Queue limits: one running, one waiting, the next refused at once.
         launch = launch_server(bin_dir, tmp, *served, "--max-queue", "1")

@@ -169,6 +169,117 @@ TEST_P(PlacementSweep, NeverOverBudgetAndGrowsWithBudget) {
   }
 }
 
+// Two devices (PlaceOnDevices, --gpus): over a grid of budget pairs, equal
+// and not, from below one layer's dense blocks to everything, each device's
+// bytes (recomputed from the file's tensor sizes for its own layers and
+// head) stay within its budget, the ranges cover the GPU layers in order,
+// the plan file keeps the devices, and one device is Place.
+TEST_P(PlacementSweep, TwoDevicesNeverOverEitherBudget) {
+  const Variant v = GetParam();
+  const SyntheticModelOptions o = Opts(5, v.type, v.down_t, v.tied);
+  LlamaModel m;
+  ASSERT_NO_FATAL_FAILURE(LoadSynthetic(o, std::string(v.name) + "_2dev", &m));
+  ActivationStats st;
+  FillStats(m, 11, &st);
+  PlacementOptions opt;
+  opt.n_ctx = 100;
+  opt.group = 32;
+  opt.allow_partial_dense = true;
+  const int64_t dense = DenseBytes(m, opt);
+  int64_t all_neurons = 0;
+  for (int il = 0; il < o.n_layer; ++il) all_neurons += NeuronBytes(m, il) * o.n_ff;
+  const int64_t whole = dense + all_neurons;
+  int complete = 0, partial = 0;
+  for (int i = 0; i <= 12; ++i) {
+    for (int j = 0; j <= 12; ++j) {
+      opt.device_budgets = {whole * i / 16 + i * 7, whole * j / 9 + j * 3};
+      Placement p;
+      const Status s = PlaceOnDevices(m, st, opt, &p);
+      ASSERT_TRUE(s.ok()) << s.message();
+      SCOPED_TRACE("budgets " + std::to_string(opt.device_budgets[0]) + ", " +
+                   std::to_string(opt.device_budgets[1]));
+      ASSERT_EQ(p.device_budgets, opt.device_budgets);
+      ASSERT_EQ(p.device_layers.size(), 2u);
+      int first = 0, gpu_layers = 0;
+      for (const LayerPlacement& l : p.layers) gpu_layers += l.attn_on_gpu ? 1 : 0;
+      EXPECT_EQ(p.device_layers[0] + p.device_layers[1], gpu_layers);
+      int64_t sum = 0;
+      for (int k = 0; k < 2; ++k) {
+        Placement mine = p;  // only device k's layers and head
+        for (int il = 0; il < o.n_layer; ++il) {
+          if (il < first || il >= first + p.device_layers[k]) mine.layers[il] = LayerPlacement();
+        }
+        mine.output_on_gpu = p.output_device == k;
+        const int64_t bytes = IndependentBytes(m, o, mine);
+        EXPECT_LE(bytes, opt.device_budgets[k]) << "device " << k;
+        EXPECT_EQ(bytes, DeviceUsedBytes(p, m, k)) << "device " << k;
+        sum += bytes;
+        first += p.device_layers[k];
+      }
+      EXPECT_EQ(sum, p.used_bytes());
+      for (int il = 0; il < o.n_layer; ++il) {
+        const LayerPlacement& l = p.layers[il];
+        EXPECT_EQ(l.attn_on_gpu, il < gpu_layers) << "layer " << il;  // a prefix
+        if (!l.attn_on_gpu) {
+          EXPECT_TRUE(l.gpu_neurons.empty()) << "layer " << il;
+        }
+      }
+      if (p.dense_complete) {
+        ++complete;
+        EXPECT_TRUE(p.output_on_gpu);
+      } else {
+        ++partial;
+        EXPECT_EQ(p.neuron_bytes, 0);
+      }
+      if (i == 6 && j == 5) {  // the plan file keeps the devices
+        const std::string path = TempPath(std::string(v.name) + "_2dev.plan.gguf");
+        ASSERT_TRUE(WritePlan(p, path).ok());
+        Placement back;
+        const Status r = ReadPlan(path, &back);
+        ASSERT_TRUE(r.ok()) << r.message();
+        EXPECT_EQ(back.device_budgets, p.device_budgets);
+        EXPECT_EQ(back.device_layers, p.device_layers);
+        EXPECT_EQ(back.output_device, p.output_device);
+        EXPECT_TRUE(CheckPlanMatches(back, m, st, opt).ok());
+        PlacementOptions other = opt;
+        other.device_budgets = {opt.device_budgets[1], opt.device_budgets[0]};
+        EXPECT_THAT(CheckPlanMatches(back, m, st, other).message(),
+                    HasSubstr("made for VRAM budgets of"));
+        std::remove(path.c_str());
+      }
+    }
+  }
+  EXPECT_GT(complete, 20);
+  EXPECT_GT(partial, 5);
+  // Equal budgets holding every dense block: the layers split evenly, and
+  // each device has room left for its layers' hot neurons.
+  opt.device_budgets = {dense / 2 + all_neurons / 4, dense / 2 + all_neurons / 4};
+  Placement even;
+  ASSERT_TRUE(PlaceOnDevices(m, st, opt, &even).ok());
+  EXPECT_TRUE(even.dense_complete);
+  EXPECT_LE(std::abs(even.device_layers[0] - even.device_layers[1]), 1);
+  for (int il = 0; il < o.n_layer; ++il) {
+    EXPECT_GT(even.layers[il].gpu_neurons.size(), 0u) << "layer " << il;
+  }
+  // Unequal: the larger budget takes more layers.
+  opt.device_budgets = {dense / 4 + all_neurons / 8, 3 * dense / 4 + all_neurons / 3};
+  Placement uneven;
+  ASSERT_TRUE(PlaceOnDevices(m, st, opt, &uneven).ok());
+  EXPECT_TRUE(uneven.dense_complete);
+  EXPECT_LT(uneven.device_layers[0], uneven.device_layers[1]);
+  // One device is Place.
+  opt.device_budgets = {dense + all_neurons / 3};
+  Placement a, b;
+  ASSERT_TRUE(PlaceOnDevices(m, st, opt, &a).ok());
+  opt.vram_budget = opt.device_budgets[0];
+  opt.device_budgets.clear();
+  ASSERT_TRUE(Place(m, st, opt, &b).ok());
+  EXPECT_EQ(a.used_bytes(), b.used_bytes());
+  for (int il = 0; il < o.n_layer; ++il)
+    EXPECT_EQ(a.layers[il].gpu_neurons, b.layers[il].gpu_neurons);
+  EXPECT_EQ(a.device_layers, std::vector<int32_t>{o.n_layer});
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, PlacementSweep,
                          ::testing::Values(Variant{"f32_down_t", DType::kF32, true, false},
                                            Variant{"q8_0_down", DType::kQ8_0, false, false},

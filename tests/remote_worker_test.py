@@ -45,7 +45,7 @@ GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
 PROMPT = "In the beginning God created"
 TOKEN = "test-token-0123456789abcdef"
 
-PROTOCOL = 2  # kStepProtocolVersion
+PROTOCOL = 3  # kStepProtocolVersion
 
 
 def step_request(step_id, layer, batch, n_embd, x, ids):

@@ -9,6 +9,7 @@ namespace pi {
 DeviceLayout DeviceLayoutFor(const LlamaConfig& c, const DevicePlan& plan) {
   DeviceLayout l;
   l.n_layer = c.n_layer;
+  l.first_layer = plan.first_layer;
   l.n_layers = plan.n_layers;
   l.output = plan.output;
   l.n_embd = c.n_embd;
@@ -17,7 +18,7 @@ DeviceLayout DeviceLayoutFor(const LlamaConfig& c, const DevicePlan& plan) {
   l.n_ctx = plan.n_ctx;
   l.n_seq = plan.n_seq;
   l.cold.assign(plan.n_layers, 0);
-  for (int il = 0; il < plan.n_layers; ++il) {
+  for (int il = plan.first_layer; il < plan.n_layers; ++il) {
     l.cold[il] = static_cast<int>(plan.hot[il].size()) < c.n_ff;
   }
   return l;
@@ -92,7 +93,7 @@ Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& 
       return Status::Error("device request %" PRIu64 ": logits asked of a device without the head",
                            id);
     }
-    if (l.n_layers == 0) {
+    if (l.n_layers == l.first_layer) {
       return Status::Error("device request %" PRIu64 ": no layers on this device (the head only)",
                            id);
     }
@@ -107,9 +108,9 @@ Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& 
     return Status::Error("device request %" PRIu64 ": position %d is outside the context [0, %d)",
                          id, h.pos, l.n_ctx);
   }
-  if (op == DeviceOp::kResume && (h.layer < 0 || h.layer >= l.n_layers)) {
-    return Status::Error("device request %" PRIu64 ": layer %d is out of the device's [0, %d)", id,
-                         h.layer, l.n_layers);
+  if (op == DeviceOp::kResume && (h.layer < l.first_layer || h.layer >= l.n_layers)) {
+    return Status::Error("device request %" PRIu64 ": layer %d is out of the device's [%d, %d)",
+                         id, h.layer, l.first_layer, l.n_layers);
   }
   out->step_id = id;
   out->op = op;
@@ -178,7 +179,7 @@ Status ParseDeviceReply(const uint8_t* data, size_t size, uint64_t step_id, Devi
   reply->hot_fired = h.hot_fired;
   reply->worker_ns = h.worker_ns;
   if (h.kind == static_cast<int32_t>(DeviceReplyKind::kCold)) {
-    if (h.layer < 0 || h.layer >= l.n_layers || !l.cold[h.layer] ||
+    if (h.layer < l.first_layer || h.layer >= l.n_layers || !l.cold[h.layer] ||
         (h.mask_words != 0 && h.mask_words != static_cast<uint32_t>(l.mask_words())) ||
         h.payload_bytes != embd_bytes + sizeof(uint32_t) * h.mask_words) {
       return Status::Error("device reply: a cold part of layer %d with %u mask words in %" PRIu64

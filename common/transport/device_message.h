@@ -76,10 +76,10 @@ static_assert(sizeof(DeviceReplyHeader) == 56, "wire layout");
 // The sizes a device session works with (from the model and the plan).
 struct DeviceLayout {
   int n_layer = 0;   // the model's
-  int n_layers = 0;  // on the device
+  int first_layer = 0, n_layers = 0;  // layers [first_layer, n_layers) on the device
   bool output = false;
   int n_embd = 0, n_ff = 0, n_vocab = 0, n_ctx = 0, n_seq = 1;
-  std::vector<uint8_t> cold;  // [n_layers] 1: the layer has a cold part
+  std::vector<uint8_t> cold;  // [n_layers] 1: the layer is the device's and has a cold part
 
   int mask_words() const { return (n_ff + 31) / 32; }
 };

@@ -58,6 +58,7 @@ class WorkerService final : public v1::Worker::Service {
     if (in->has_device()) {
       const v1::DevicePlan& d = in->device();
       DevicePlan plan;
+      plan.first_layer = d.first_layer();
       plan.n_layers = d.n_layers();
       plan.output = d.output();
       plan.n_ctx = d.n_ctx();

@@ -48,15 +48,17 @@ static_assert(sizeof(HelloReply) == 40, "wire layout");
 //
 //   device hello = HelloHeader | DeviceHelloPlan | counts [n_layer] i32 | ids
 struct DeviceHelloPlan {
-  int32_t n_layers;  // layers [0, n_layers) on the device
+  int32_t n_layers;  // layers [first_layer, n_layers) on the device
   int32_t output;    // 1: the head too
   int32_t n_ctx;
   int32_t cache_type_k, cache_type_v;  // DType
   int32_t mode;                        // SparseMode
   float threshold;
   int32_t n_seq;  // sequences with a KV cache each (-np)
+  int32_t first_layer;  // 0, or where this device's range of a chain starts (--gpus)
+  int32_t reserved;     // 0
 };
-static_assert(sizeof(DeviceHelloPlan) == 32, "wire layout");
+static_assert(sizeof(DeviceHelloPlan) == 40, "wire layout");
 
 // The magic a hello starts with (kHelloMagic, kDeviceHelloMagic), or 0.
 uint32_t HelloMagic(const uint8_t* data, size_t size);

@@ -26,7 +26,7 @@
 
 namespace pi {
 
-inline constexpr uint32_t kStepProtocolVersion = 2;
+inline constexpr uint32_t kStepProtocolVersion = 3;
 inline constexpr uint32_t kStepRequestMagic = 0x54535049;  // bytes "IPST"
 inline constexpr uint32_t kStepReplyMagic = 0x52535049;    // bytes "IPSR"
 

@@ -38,8 +38,6 @@ BENCH_FIELDS = [
     "gpu_bw_gbs", "link_gbs", "bound_ms_per_token", "bound_fraction",
 ]
 COLUMNS = KEY_COLUMNS + RUN_COLUMNS + BENCH_FIELDS
-UNSUPPORTED_GPUS = ("unsupported: pi-bench runs one GPU worker; more than one needs the "
-                    "multi-GPU launcher (not written yet)")
 
 
 def parse_args(argv):
@@ -107,7 +105,7 @@ def machine():
     gpus = [line.split(":", 1)[1].split("(UUID")[0].strip()
             for line in run_text(["nvidia-smi", "-L"]).splitlines() if ":" in line]
     return {"hostname": socket.gethostname(), "cpu_model": cpu or "unknown",
-            "gpu_name": "; ".join(gpus) if gpus else "none"}
+            "gpu_name": "; ".join(gpus) if gpus else "none", "n_gpus": len(gpus)}
 
 
 def commit():
@@ -156,12 +154,25 @@ def key_of(row):
     return tuple(row.get(c, "") for c in KEY_COLUMNS)
 
 
-def bench_command(args, point):
+def device_list(n, ffn_backend, n_gpus):
+    """pi-bench --gpus for n devices: host workers, or the machine's GPUs in turn (more
+    workers than GPUs share them: two on one GPU test the path, they do not add VRAM)."""
+    if ffn_backend == "host":
+        return ",".join(["host"] * n)
+    return ",".join(str(k % max(1, n_gpus)) for k in range(n))
+
+
+def bench_command(args, point, n_gpus=1):
     cmd = [os.path.join(args.bin, "pi-bench"), "-m", point["model"], "-p", "0",
            "-n", point["n_gen"], "-r", str(args.repetitions), "-t", point["threads"],
            "--sparse", point["mode"], "-o", "jsonl"]
     if point["budget"] != "none":
         cmd += ["--vram-budget", point["budget"], "--ffn-backend", point["ffn_backend"]]
+        n = int(point["gpus"])
+        if n > 1:  # chained by layer; GPUs each in a gpu worker process, as pi-launch runs them
+            cmd += ["--gpus", device_list(n, point["ffn_backend"], n_gpus)]
+            if point["ffn_backend"] != "host":
+                cmd += ["--transport", "gpu-shm"]
     if args.text:
         cmd += ["--text", args.text]
     if args.no_bw:
@@ -178,11 +189,9 @@ def error_message(stderr, returncode):
     return lines[-1] if lines else f"pi-bench exited with status {returncode}"
 
 
-def measure(args, point):
+def measure(args, point, n_gpus=1):
     """(status, pi-bench's json row or {}) for one point."""
-    if int(point["gpus"]) > 1:
-        return UNSUPPORTED_GPUS, {}
-    cmd = bench_command(args, point)
+    cmd = bench_command(args, point, n_gpus)
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -239,6 +248,7 @@ def main(argv):
         if any(b != "none" for b in args.budgets):
             ensure_stats(args, model)
     where = machine()
+    n_gpus = where.pop("n_gpus")
     rev = commit()
     points = list(grid(args))
     done = {key_of(r) for r in read_rows(args.output)[1] if r.get("status") == "ok"}
@@ -248,7 +258,7 @@ def main(argv):
         if key_of(point) in done:
             print(f"{prefix}: done before, skipped", flush=True)
             continue
-        status, bench = measure(args, point)
+        status, bench = measure(args, point, n_gpus)
         row = dict(point, status=status, commit=rev,
                    timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(
                        timespec="seconds"), **where)

@@ -9,9 +9,11 @@ host backend. What is checked, against what the demo's shape implies (6
 layers, n_embd 256, n_ff 768, n_vocab 4096, f16 matrices; its dense blocks
 take ~4.3 MiB, its FFN rows 7.1 MB):
   - one row per point with every column; status "ok" for the runnable points
-    (none, 6M, 20M at one GPU), "unsupported: ..." for two GPU workers, and
-    for budget 0 either ok or the error pi-bench printed (below the dense
-    blocks, placement may refuse);
+    (none, 6M, 20M), and for budget 0 either ok or the error pi-bench printed
+    (below the dense blocks, placement may refuse); two GPU workers are two
+    host devices chained by layer (--gpus host,host), each of the budget: the
+    plan's budget twice it, at 20M every neuron hot, and at every budget a GPU
+    share at least one device's;
   - ok rows: t/s > 0; GPU + CPU bytes = pi-bench's weight bytes per token;
     CPU only: backend none, no GPU bytes, no transfers, GPU share 0;
     6M: some neurons hot, so 0 < GPU share < 1, and every layer's attention
@@ -67,9 +69,6 @@ def read(path):
 
 def check_row(r):
     point = f"{r['budget']}/{r['gpus']}/{r['mode']}"
-    if r["gpus"] == "2":
-        check(r["status"].startswith("unsupported:"), f"{point}: status {r['status']!r}")
-        return
     if r["budget"] == "0" and r["status"] != "ok":
         check(r["status"].startswith("pi-bench:"), f"{point}: status {r['status']!r}")
         return
@@ -91,9 +90,17 @@ def check_row(r):
         check(f["gpu_fired_share"] == 0 and f["gpu_bytes_per_token"] == 0 and
               f["xfer_bytes_per_token"] == 0, f"{point}: GPU share/bytes not 0")
         return
-    check(r["backend"] == "host", f"{point}: backend {r['backend']}")
+    # Two devices of budget 0 hold nothing: no device is loaded.
+    check(r["backend"] == "host" or (r["backend"] == "none" and r["gpus"] == "2" and
+                                     r["budget"] == "0"), f"{point}: backend {r['backend']}")
     check(len(r["plan_fingerprint"]) == 16 and int(r["plan_fingerprint"], 16) >= 0,
           f"{point}: plan fingerprint {r['plan_fingerprint']!r}")
+    if r["gpus"] == "2":  # two host devices chained, each of the budget
+        budget = {"0": 0, "6M": 6 << 20, "20M": 20 << 20}[r["budget"]]
+        check(f["vram_budget"] == 2 * budget, f"{point}: vram_budget {f['vram_budget']}")
+        if r["budget"] == "20M":
+            check(f["gpu_fired_share"] == 1, f"{point}: GPU share {f['gpu_fired_share']}")
+        return
     if r["budget"] == "0":  # nothing fits: no neuron is hot
         check(f["gpu_fired_share"] == 0, f"{point}: GPU share {f['gpu_fired_share']}")
     elif r["budget"] == "6M":
@@ -137,6 +144,14 @@ def main():
             check(all(r[c] for c in ["hostname", "cpu_model", "gpu_name", "commit", "timestamp"]),
                   "machine/commit/timestamp empty")
             check_row(r)
+        # Two devices of a budget serve at least the share one of them does.
+        share = {(r["budget"], r["gpus"], r["mode"]): float(r["gpu_fired_share"])
+                 for r in rows if r["status"] == "ok"}
+        for (budget, gpus, mode), s in share.items():
+            if gpus == "2" and budget != "none" and (budget, "1", mode) in share:
+                check(s >= share[(budget, "1", mode)],
+                      f"{budget}/{mode}: two devices' GPU share {s} below one's "
+                      f"{share[(budget, '1', mode)]}")
 
         out = run(cmd)  # resume: the ok points are skipped
         header2, rows2 = read(results)

@@ -52,6 +52,11 @@ bool WriteSet(const std::string& dir, const std::string& name, pi::SyntheticMode
   pi::Placement plan;
   if (!Check(pi::Place(model, stats, opt, &plan), "place")) return false;
   if (!Check(pi::WritePlan(plan, dir + "/" + name + ".plan.gguf"), "plan")) return false;
+  // A plan for two devices (--gpus): the devices' budgets, layers and head.
+  opt.device_budgets = {1 << 19, 1 << 19};
+  pi::Placement plan2;
+  if (!Check(pi::PlaceOnDevices(model, stats, opt, &plan2), "place on devices")) return false;
+  if (!Check(pi::WritePlan(plan2, dir + "/" + name + ".plan2.gguf"), "plan2")) return false;
   return Check(pi::WriteGpuIndex(pi::GpuIndexFromPlacement(plan), dir + "/" + name + ".gpuidx"),
                "gpuidx");
 }

@@ -1,0 +1,141 @@
+#include "coordinator/device_chain.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace pi {
+
+Status DeviceChain::Init(const LlamaModel& model, std::vector<DeviceBackend*> members) {
+  if (members.empty()) return Status::Error("a device chain of no devices");
+  const DevicePlan& p0 = members[0]->plan();
+  plan_ = DevicePlan();
+  plan_.hot.assign(model.config.n_layer, {});
+  plan_.n_ctx = p0.n_ctx;
+  plan_.n_seq = p0.n_seq;
+  plan_.cache_type_k = p0.cache_type_k;
+  plan_.cache_type_v = p0.cache_type_v;
+  plan_.mode = p0.mode;
+  plan_.threshold = p0.threshold;
+  runs_.clear();
+  head_ = -1;
+  name_.clear();
+  for (size_t k = 0; k < members.size(); ++k) {
+    const DevicePlan& p = members[k]->plan();
+    const std::string who = "device " + std::to_string(k) + " (" + members[k]->name() + ")";
+    if (p.hot.size() != plan_.hot.size()) {
+      return Status::Error("%s: a plan for %zu layers, the model has %zu", who.c_str(),
+                           p.hot.size(), plan_.hot.size());
+    }
+    if (p.n_layers > p.first_layer) {
+      if (p.first_layer != plan_.n_layers) {
+        return Status::Error("%s holds layers %d..%d; the chain's next layer is %d", who.c_str(),
+                             p.first_layer, p.n_layers - 1, plan_.n_layers);
+      }
+      plan_.n_layers = p.n_layers;
+      runs_.push_back(static_cast<int>(k));
+      for (int il = p.first_layer; il < p.n_layers; ++il) plan_.hot[il] = p.hot[il];
+    } else if (!p.output) {
+      return Status::Error("%s holds no layer and not the head", who.c_str());
+    }
+    if (p.output) {
+      if (head_ >= 0) return Status::Error("%s holds the head too", who.c_str());
+      head_ = static_cast<int>(k);
+    }
+    if (p.cache_type_k != plan_.cache_type_k || p.cache_type_v != plan_.cache_type_v ||
+        p.mode != plan_.mode || p.threshold != plan_.threshold) {
+      return Status::Error("%s was loaded with other cache types or predictor settings",
+                           who.c_str());
+    }
+    plan_.n_ctx = std::min(plan_.n_ctx, p.n_ctx);
+    plan_.n_seq = std::min(plan_.n_seq, p.n_seq);
+    name_ += (k ? " + " : "") + std::string(members[k]->name());
+  }
+  plan_.output = head_ >= 0;
+  members_ = std::move(members);
+  h_.assign(model.config.n_embd, 0.0f);
+  failed_ = -1;
+  return Status::Ok();
+}
+
+Status DeviceChain::Fail(int k, const Status& s) {
+  failed_ = k;
+  return s;
+}
+
+void DeviceChain::BeginToken(const float* h, int seq, int pos) {
+  seq_ = seq;
+  pos_ = pos;
+  current_ = 0;
+  fired_ = 0;
+  if (!runs_.empty()) members_[runs_[0]]->BeginToken(h, seq, pos);
+}
+
+Status DeviceChain::NextMember() {
+  const int k = runs_[current_];
+  int64_t fired = 0;
+  Status s = members_[k]->FinishToken(h_.data(), nullptr, &fired);
+  if (!s.ok()) return Fail(k, s);
+  fired_ += fired;
+  ++current_;
+  members_[runs_[current_]]->BeginToken(h_.data(), seq_, pos_);
+  return Status::Ok();
+}
+
+Status DeviceChain::RunLayer(int il, ColdStep* cold) {
+  if (il < 0 || il >= plan_.n_layers) {
+    return Status::Error("device chain: layer %d is not on a device", il);
+  }
+  while (il >= members_[runs_[current_]]->plan().n_layers) PI_RETURN_IF_ERROR(NextMember());
+  const int k = runs_[current_];
+  const Status s = members_[k]->RunLayer(il, cold);
+  return s.ok() ? s : Fail(k, s);
+}
+
+Status DeviceChain::FinishToken(float* h_out, float* logits, int64_t* hot_fired) {
+  if (runs_.empty()) return Status::Error("device chain: no layers to finish");
+  const int k = runs_[current_];
+  int64_t fired = 0;
+  if (logits && k != head_) {  // the head is on another device: h goes there
+    if (head_ < 0) return Status::Error("device chain: no device holds the head");
+    Status s = members_[k]->FinishToken(h_.data(), nullptr, &fired);
+    if (!s.ok()) return Fail(k, s);
+    if (h_out) std::memcpy(h_out, h_.data(), sizeof(float) * h_.size());
+    s = members_[head_]->Head(h_.data(), logits);
+    if (!s.ok()) return Fail(head_, s);
+  } else {
+    const Status s = members_[k]->FinishToken(h_out, logits, &fired);
+    if (!s.ok()) return Fail(k, s);
+  }
+  fired_ += fired;
+  if (hot_fired) *hot_fired = fired_;
+  return Status::Ok();
+}
+
+Status DeviceChain::Head(const float* h, float* logits) {
+  if (head_ < 0) return Status::Error("device chain: no device holds the head");
+  const Status s = members_[head_]->Head(h, logits);
+  return s.ok() ? s : Fail(head_, s);
+}
+
+Status DeviceChain::Recover() {
+  for (size_t k = 0; k < members_.size(); ++k) {
+    if (failed_ >= 0 && static_cast<int>(k) != failed_) continue;
+    PI_RETURN_IF_ERROR(members_[k]->Recover());
+  }
+  failed_ = -1;
+  return Status::Ok();
+}
+
+int64_t DeviceChain::resident_bytes() const {
+  int64_t n = 0;
+  for (const DeviceBackend* m : members_) n += m->resident_bytes();
+  return n;
+}
+
+int64_t DeviceChain::device_bytes() const {
+  int64_t n = 0;
+  for (const DeviceBackend* m : members_) n += m->device_bytes();
+  return n;
+}
+
+}  // namespace pi

@@ -1,0 +1,44 @@
+// LayerRangeDevice: a DeviceBackend for layers [first_layer, n_layers) made
+// of one that runs a prefix (HostDeviceBackend, CudaModelBackend): it hands
+// the inner backend a view of the model holding only the range's layers
+// (the same tensors, nothing copied) and a plan renumbered from 0, and maps
+// the layer numbers of every call. So a second GPU holds layers 16..31 with
+// the code that holds 0..15 on the first (coordinator/device_chain.h chains
+// them); a plan starting at layer 0 passes through unchanged.
+#pragma once
+
+#include <memory>
+
+#include "common/device_backend.h"
+#include "common/llama_model.h"
+
+namespace pi {
+
+class LayerRangeDevice : public DeviceBackend {
+ public:
+  explicit LayerRangeDevice(std::unique_ptr<DeviceBackend> inner) : inner_(std::move(inner)) {}
+
+  const char* name() const override { return inner_->name(); }
+  Status Load(const LlamaModel& model, const DevicePlan& plan) override;
+  const DevicePlan& plan() const override { return plan_; }
+
+  void BeginToken(const float* h, int seq, int pos) override { inner_->BeginToken(h, seq, pos); }
+  Status RunLayer(int il, ColdStep* cold) override {
+    return inner_->RunLayer(il - plan_.first_layer, cold);
+  }
+  Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override {
+    return inner_->FinishToken(h_out, logits, hot_fired);
+  }
+  Status Head(const float* h, float* logits) override { return inner_->Head(h, logits); }
+  Status Recover() override { return inner_->Recover(); }
+
+  int64_t resident_bytes() const override { return inner_->resident_bytes(); }
+  int64_t device_bytes() const override { return inner_->device_bytes(); }
+
+ private:
+  std::unique_ptr<DeviceBackend> inner_;
+  DevicePlan plan_;   // as given (model layer numbers)
+  LlamaModel range_;  // the view: config.n_layer = the range's layers, no file
+};
+
+}  // namespace pi
