@@ -153,6 +153,11 @@ struct Result {
   // compute), µs.
   double step_p50_us = 0, step_p99_us = 0, step_overhead_p50_us = 0;
   double bound_ms_per_token = 0;  // 0: not computable
+  // The device path's tg rows, per token (Engine::last_device_wait_ns and
+  // friends): µs waiting on the device, µs computing cold parts here, how
+  // many cold parts (hand-offs), and the CPU's bytes over the cold time (its
+  // rate while in them, when the host has no layers of its own).
+  double device_wait_us = 0, cold_us = 0, cold_parts = 0, cold_gbs = 0;
 
   double avg(const std::vector<double>& v) const {
     double s = 0;
@@ -247,6 +252,10 @@ std::string ToJson(const Result& r) {
   s += ",\"step_p50_us\":" + pi::JsonNumber(r.step_p50_us);
   s += ",\"step_p99_us\":" + pi::JsonNumber(r.step_p99_us);
   s += ",\"step_overhead_p50_us\":" + pi::JsonNumber(r.step_overhead_p50_us);
+  s += ",\"device_wait_us_per_token\":" + pi::JsonNumber(r.device_wait_us);
+  s += ",\"cold_us_per_token\":" + pi::JsonNumber(r.cold_us);
+  s += ",\"cold_parts_per_token\":" + pi::JsonNumber(r.cold_parts);
+  s += ",\"cold_gbs\":" + pi::JsonNumber(r.cold_gbs);
   return s + "}";
 }
 
@@ -284,12 +293,13 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
         "avg_gbs,mem_bw_gbs,bw_fraction,sparse,ffn_active,backend,vram_budget,plan_fingerprint,"
         "gpu_fired_share,gpu_bytes_per_token,cpu_bytes_per_token,xfer_bytes_per_token,gpu_bw_gbs,"
         "link_gbs,bound_ms_per_token,bound_fraction,step_p50_us,step_p99_us,step_overhead_p50_"
-        "us\n");
+        "us,device_wait_us_per_token,cold_us_per_token,cold_parts_per_token,cold_gbs\n");
     for (const Result& r : rs) {
       const std::vector<double> ts = r.samples_ts();
       printf(
           "\"%s\",\"%s\",%lld,%lld,%s,%d,%d,%d,%d,%s,%.0f,%.0f,%.6f,%.6f,%.0f,%.3f,%.3f,%.4f,%s,"
-          "%.4f,%s,%lld,%s,%.4f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%.4f,%.2f,%.2f,%.2f\n",
+          "%.4f,%s,%lld,%s,%.4f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%.4f,%.2f,%.2f,%.2f,%.1f,%.1f,%.2f,"
+          "%.3f\n",
           r.model_filename.c_str(), r.model_type.c_str(), static_cast<long long>(r.model_size),
           static_cast<long long>(r.model_n_params), r.isa.c_str(), r.n_batch, r.n_threads,
           r.n_prompt, r.n_gen, r.test_time.c_str(), r.avg(r.samples_ns), r.stddev(r.samples_ns),
@@ -298,7 +308,8 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
           r.backend.c_str(), static_cast<long long>(r.vram_budget), r.plan_fingerprint.c_str(),
           r.gpu_fired_share, r.device_bytes.gpu, r.device_bytes.cpu, r.device_bytes.xfer,
           r.gpu_bw_gbs, r.link_gbs, r.bound_ms_per_token, r.bound_fraction(), r.step_p50_us,
-          r.step_p99_us, r.step_overhead_p50_us);
+          r.step_p99_us, r.step_overhead_p50_us, r.device_wait_us, r.cold_us, r.cold_parts,
+          r.cold_gbs);
     }
   } else {
     printf(
@@ -744,6 +755,7 @@ static int Run(int argc, char** argv) {
           std::unique_ptr<pi::Engine> engine;
           Result r;
           double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;  // over the timed tg runs
+          double device_ns = 0, cold_ns = 0, cold_parts = 0;     // the same
           pi::CpuWorker* worker = nullptr;  // the process its cold neurons run in, if any
           std::vector<float> step_us;       // its step round trips over the timed runs
           std::vector<float> overhead_us;   // and their transport parts
@@ -820,6 +832,9 @@ static int Run(int argc, char** argv) {
                   run.ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
                   run.gate_rows += static_cast<double>(engine->last_ffn_gate_rows());
                   run.hot_fired += static_cast<double>(engine->last_ffn_hot_fired());
+                  run.device_ns += static_cast<double>(engine->last_device_wait_ns());
+                  run.cold_ns += static_cast<double>(engine->last_cold_ns());
+                  run.cold_parts += static_cast<double>(engine->last_cold_layers());
                 }
               }
             }
@@ -869,6 +884,18 @@ static int Run(int argc, char** argv) {
               r.gpu_fired_share = run.hot_fired / run.ffn_neurons;
             }
             r.device_bytes = pi::DecodeDeviceBytes(model, split_info.plan, k);
+            if (run.device_ns > 0) {
+              const double tokens = static_cast<double>(reps) * ng;
+              r.device_wait_us = run.device_ns / tokens / 1e3;
+              r.cold_us = run.cold_ns / tokens / 1e3;
+              r.cold_parts = run.cold_parts / tokens;
+              if (r.cold_us > 0) r.cold_gbs = r.device_bytes.cpu / (r.cold_us * 1e3);
+              fprintf(stderr,
+                      "pi-bench: %s %s -t %d: per token %.0f µs waiting on the device, %.0f µs in "
+                      "%.1f cold parts here (%.1f GB/s of the CPU's bytes while in them)\n",
+                      r.test.c_str(), r.sparse.c_str(), nt, r.device_wait_us, r.cold_us,
+                      r.cold_parts, r.cold_gbs);
+            }
             if (bw_probe) {
               const pi::TimeBound bound =
                   pi::ComputeTimeBound(r.device_bytes, gpu_bw, r.mem_bw_gbs, link_gbs);

@@ -33,6 +33,10 @@
 //     layers) that is: the embedding up and the logits down once some layer
 //     is on the GPU, and h down then up again when CPU layers follow GPU ones.
 //
+// Several devices chained by layer (--gpus) count as one GPU: their layers
+// run one after the other, each at one device's bandwidth, and the residual
+// row handed from one to the next (4 n_embd bytes each way) is left out.
+//
 // FFN rows are costed at layer 0's row sizes: the counters are sums over the
 // layers, and every tool here writes one type for all FFN matrices.
 #pragma once

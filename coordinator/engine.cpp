@@ -1,6 +1,7 @@
 #include "coordinator/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -155,9 +156,7 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
                                    static_cast<int64_t>(rows * n_vocab * sizeof(float))));
     logits_.resize(rows * n_vocab);
   }
-  last_ffn_neurons_ = 0;
-  last_ffn_gate_rows_ = 0;
-  last_ffn_hot_fired_ = 0;
+  ResetStepCounters();
   if (device_) {
     // A device lost earlier (its restart failed then): try again now.
     if (device_lost_) PI_RETURN_IF_ERROR(RecoverDevice());
@@ -309,10 +308,8 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
     }
     row_caches_[i] = SeqCache(s);
   }
+  ResetStepCounters();
   if (device_) return DeviceBatch(rows, n);
-  last_ffn_neurons_ = 0;
-  last_ffn_gate_rows_ = 0;
-  last_ffn_hot_fired_ = 0;
   const int64_t d = c.n_embd;
   for (int i = 0; i < n; ++i) {
     DequantizeRow(m.token_embd.type, m.token_embd.row(rows[i].token), h_.data() + i * d, d);
@@ -391,6 +388,7 @@ void Engine::HostHeadRows(const int* rows, int n, float* logits_out) {
 
 Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out) {
   const DevicePlan& plan = device_->plan();
+  int64_t t = NowNs();
   device_->BeginToken(h_.data(), seq, pos);
   for (int il = 0; il < plan.n_layers; ++il) {
     ColdStep cold;
@@ -399,16 +397,22 @@ Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out
       last_ffn_gate_rows_ += static_cast<int64_t>(plan.hot[il].size());
       continue;
     }
+    const int64_t cold_start = NowNs();
+    last_device_ns_ += cold_start - t;
     // The predictor's picks only in predictor mode (the device may
     // compute them for another engine sharing it).
     const uint32_t* mask = ffn_.mode() == SparseMode::kPredictor ? cold.mask : nullptr;
     ffn_.ForwardCold(il, cold.x, mask, cold.y, pool_.get());
+    t = NowNs();
+    last_cold_ns_ += t - cold_start;
+    ++last_cold_layers_;
     last_ffn_neurons_ += ffn_.last_cold_fired();
     last_ffn_gate_rows_ += ffn_.last_gate_rows();
     CountComputed(il, false, ffn_.last_cold_fired());
   }
   int64_t hot_fired = 0;
   PI_RETURN_IF_ERROR(device_->FinishToken(h_out, logits_out, &hot_fired));
+  last_device_ns_ += NowNs() - t;
   last_ffn_neurons_ += hot_fired;
   last_ffn_hot_fired_ += hot_fired;
   CountComputed(-1, true, hot_fired);
@@ -462,7 +466,9 @@ Status Engine::ForwardDeviceToken(int seq, int32_t token, float* logits_out) {
   if (host_layers) ForwardHostLayers(plan.n_layers, pos, 1, SeqCache(seq));
   if (logits_out) {
     if (plan.output && (host_layers || plan.n_layers == 0)) {
+      const int64_t t = NowNs();
       PI_RETURN_IF_ERROR(device_->Head(h_.data(), logits_out));
+      last_device_ns_ += NowNs() - t;
     } else if (!plan.output) {
       HostHead(0, 1, logits_out);
     }
@@ -489,7 +495,8 @@ Status Engine::RecoverDevice() {
   ++device_recoveries_;
   // The replay is not this Eval's work: its counts are put back.
   const int64_t neurons = last_ffn_neurons_, gate_rows = last_ffn_gate_rows_,
-                hot_fired = last_ffn_hot_fired_;
+                hot_fired = last_ffn_hot_fired_, device_ns = last_device_ns_,
+                cold_ns = last_cold_ns_, cold_layers = last_cold_layers_;
   const LlamaModel& m = *model_;
   Status replayed = Status::Ok();
   int replayed_tokens = 0;
@@ -503,6 +510,9 @@ Status Engine::RecoverDevice() {
   last_ffn_neurons_ = neurons;
   last_ffn_gate_rows_ = gate_rows;
   last_ffn_hot_fired_ = hot_fired;
+  last_device_ns_ = device_ns;
+  last_cold_ns_ = cold_ns;
+  last_cold_layers_ = cold_layers;
   if (!replayed.ok()) {
     NoteDeviceFailure(replayed);
     device_lost_ = true;
@@ -510,6 +520,21 @@ Status Engine::RecoverDevice() {
                          replayed.message().c_str());
   }
   return Status::Ok();
+}
+
+int64_t Engine::NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Engine::ResetStepCounters() {
+  last_ffn_neurons_ = 0;
+  last_ffn_gate_rows_ = 0;
+  last_ffn_hot_fired_ = 0;
+  last_device_ns_ = 0;
+  last_cold_ns_ = 0;
+  last_cold_layers_ = 0;
 }
 
 RepackScope HostRepackScope(const EngineOptions& o) {

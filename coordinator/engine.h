@@ -155,6 +155,14 @@ class Engine {
   // Of last_ffn_neurons(), those computed where the placement put them in
   // VRAM (the hot neurons of a split: the GPU's share of the fired neurons).
   int64_t last_ffn_hot_fired() const { return last_ffn_hot_fired_; }
+  // With a device (EngineOptions::device), where the last Eval's device
+  // steps spent their time here: waiting on the device (its layers and head,
+  // the transfers included) and computing its layers' cold parts on this
+  // host's threads, and how many cold parts there were (hand-offs). The rest
+  // of a token (embedding, host layers, head here, sampling) is neither.
+  int64_t last_device_wait_ns() const { return last_device_ns_; }
+  int64_t last_cold_ns() const { return last_cold_ns_; }
+  int64_t last_cold_layers() const { return last_cold_layers_; }
   int n_vocab() const { return model_->config.n_vocab; }
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
@@ -222,6 +230,9 @@ class Engine {
   void HostHeadRows(const int* rows, int n, float* logits_out);
   // Adds the FFN's last step to the counters above.
   void CountFfn(int il);
+  // Zeroes the last_* counters at the start of an Eval or EvalBatch.
+  void ResetStepCounters();
+  static int64_t NowNs();
   void CountComputed(int layer, bool hot, int64_t n) {
     computed_[2 * (layer + 1) + (hot ? 1 : 0)].fetch_add(n, std::memory_order_relaxed);
   }
@@ -245,6 +256,7 @@ class Engine {
   int64_t last_ffn_neurons_ = 0;
   int64_t last_ffn_gate_rows_ = 0;
   int64_t last_ffn_hot_fired_ = 0;
+  int64_t last_device_ns_ = 0, last_cold_ns_ = 0, last_cold_layers_ = 0;
   float predictor_threshold_ = 0.0f;
   int n_past_ = 0;
   // Where NaN/inf first appeared: a part ("attention", "FFN", ...) and its

@@ -213,6 +213,12 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
   }
   int64_t hot_fired = 0, fired = 0;
   double max_err = 0;
+  // A decode step hands the host one cold part per device layer with cold neurons.
+  const DevicePlan& plan = device->plan();
+  int64_t cold_layers = 0;
+  for (int il = 0; il < plan.n_layers; ++il) {
+    cold_layers += plan.hot[il].size() < static_cast<size_t>(o.n_ff);
+  }
   for (int step = 0; step < 8; ++step) {
     const float* r = ref->logits();
     const float* d = dev->logits();
@@ -225,6 +231,11 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
     ASSERT_TRUE(dev->Eval(&t_ref, 1).ok());
     hot_fired += dev->last_ffn_hot_fired();
     fired += dev->last_ffn_neurons();
+    EXPECT_EQ(dev->last_cold_layers(), cold_layers) << "decode step " << step;
+    EXPECT_EQ(dev->last_cold_ns() > 0, cold_layers > 0) << "decode step " << step;
+    EXPECT_EQ(dev->last_device_wait_ns() > 0, plan.n_layers > 0 || plan.output)
+        << "decode step " << step;
+    EXPECT_EQ(ref->last_device_wait_ns() + ref->last_cold_ns() + ref->last_cold_layers(), 0);
     // Both count the neurons that fired; float rounding may flip one near 0.
     EXPECT_NEAR(dev->last_ffn_neurons(), ref->last_ffn_neurons(),
                 2 + ref->last_ffn_neurons() / 100);
@@ -523,8 +534,8 @@ TEST(DeviceChainTest, TwoDevicesEqualOne) {
   };
   // In this process a range runs on LayerRangeDevice; a worker process does
   // the same on its side.
-  const bool in_process = std::string(PI_TEST_DEVICE) == "host" ||
-                          std::string(PI_TEST_DEVICE) == "cuda";
+  const bool in_process =
+      std::string(PI_TEST_DEVICE) == "host" || std::string(PI_TEST_DEVICE) == "cuda";
   auto member = [&]() -> std::unique_ptr<DeviceBackend> {
     std::unique_ptr<DeviceBackend> b = MakeBackend(PI_TEST_DEVICE, &skip, path);
     if (in_process) return std::make_unique<LayerRangeDevice>(std::move(b));
@@ -537,8 +548,8 @@ TEST(DeviceChainTest, TwoDevicesEqualOne) {
   const Layout layouts[] = {
       {"0-1 | 2-3 + head", {range_plan(0, 2, false), range_plan(2, 4, true)}},
       {"0 + head | 1-2 | host 3", {range_plan(0, 1, true), range_plan(1, 3, false)}},
-      {"0-1 | 2-3 | head alone", {range_plan(0, 2, false), range_plan(2, 4, false),
-                                  range_plan(4, 4, true)}},
+      {"0-1 | 2-3 | head alone",
+       {range_plan(0, 2, false), range_plan(2, 4, false), range_plan(4, 4, true)}},
   };
   const int32_t prompt[5] = {1, 17, 42, 99, 5};
   auto greedy = [&](DeviceBackend* device, std::vector<int32_t>* tokens,

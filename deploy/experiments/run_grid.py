@@ -36,6 +36,7 @@ BENCH_FIELDS = [
     "ffn_active", "bw_fraction", "backend", "vram_budget", "plan_fingerprint",
     "gpu_fired_share", "gpu_bytes_per_token", "cpu_bytes_per_token", "xfer_bytes_per_token",
     "gpu_bw_gbs", "link_gbs", "bound_ms_per_token", "bound_fraction",
+    "device_wait_us_per_token", "cold_us_per_token", "cold_parts_per_token", "cold_gbs",
 ]
 COLUMNS = KEY_COLUMNS + RUN_COLUMNS + BENCH_FIELDS
 

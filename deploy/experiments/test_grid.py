@@ -98,6 +98,15 @@ def check_row(r):
     if r["gpus"] == "2":  # two host devices chained, each of the budget
         budget = {"0": 0, "6M": 6 << 20, "20M": 20 << 20}[r["budget"]]
         check(f["vram_budget"] == 2 * budget, f"{point}: vram_budget {f['vram_budget']}")
+        # The device path's time split: waiting on the devices, and one cold part per
+        # layer that has cold neurons (none when every neuron is on a device).
+        wait, cold = float(r["device_wait_us_per_token"]), float(r["cold_us_per_token"])
+        parts = float(r["cold_parts_per_token"])
+        if budget > 0:
+            check(wait > 0, f"{point}: device wait {wait} µs per token")
+            check(0 <= parts <= N_LAYER and (parts > 0) == (cold > 0) and
+                  (parts > 0 or f["gpu_fired_share"] == 1),
+                  f"{point}: {parts} cold parts, {cold} µs, GPU share {f['gpu_fired_share']}")
         if r["budget"] == "20M":
             check(f["gpu_fired_share"] == 1, f"{point}: GPU share {f['gpu_fired_share']}")
         return
