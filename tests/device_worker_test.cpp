@@ -300,6 +300,27 @@ TEST_F(DeviceWorkerTest, HellosThatDoNotFitAreRefusedWithTheirReason) {
   EXPECT_THAT(ParseDeviceHello(hello.data(), hello.size(), ModelFingerprint(*model_.file), &parsed)
                   .message(),
               HasSubstr("is not this worker's"));
+  // A chain's range (--gpus) crosses the hello; a range that ends before it
+  // starts, or a reserved word set, does not.
+  DevicePlan range = Plan();
+  range.first_layer = 1;
+  range.hot[0].clear();
+  const uint64_t fp = ModelFingerprint(*model_.file);
+  std::vector<uint8_t> bytes = WriteDeviceHello(fp, range);
+  ASSERT_TRUE(ParseDeviceHello(bytes.data(), bytes.size(), fp, &parsed).ok());
+  EXPECT_EQ(parsed.first_layer, 1);
+  EXPECT_EQ(parsed.n_layers, range.n_layers);
+  EXPECT_EQ(parsed.hot, range.hot);
+  range.first_layer = range.n_layers + 1;
+  bytes = WriteDeviceHello(fp, range);
+  EXPECT_THAT(ParseDeviceHello(bytes.data(), bytes.size(), fp, &parsed).message(),
+              HasSubstr("not one a coordinator sends"));
+  range.first_layer = 0;
+  bytes = WriteDeviceHello(fp, range);
+  const size_t reserved = sizeof(HelloHeader) + offsetof(DeviceHelloPlan, reserved);
+  bytes[reserved] = 1;
+  EXPECT_THAT(ParseDeviceHello(bytes.data(), bytes.size(), fp, &parsed).message(),
+              HasSubstr("not one a coordinator sends"));
 }
 
 }  // namespace

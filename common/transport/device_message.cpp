@@ -109,8 +109,8 @@ Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& 
                          id, h.pos, l.n_ctx);
   }
   if (op == DeviceOp::kResume && (h.layer < l.first_layer || h.layer >= l.n_layers)) {
-    return Status::Error("device request %" PRIu64 ": layer %d is out of the device's [%d, %d)",
-                         id, h.layer, l.first_layer, l.n_layers);
+    return Status::Error("device request %" PRIu64 ": layer %d is out of the device's [%d, %d)", id,
+                         h.layer, l.first_layer, l.n_layers);
   }
   out->step_id = id;
   out->op = op;

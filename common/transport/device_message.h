@@ -75,7 +75,7 @@ static_assert(sizeof(DeviceReplyHeader) == 56, "wire layout");
 
 // The sizes a device session works with (from the model and the plan).
 struct DeviceLayout {
-  int n_layer = 0;   // the model's
+  int n_layer = 0;                    // the model's
   int first_layer = 0, n_layers = 0;  // layers [first_layer, n_layers) on the device
   bool output = false;
   int n_embd = 0, n_ff = 0, n_vocab = 0, n_ctx = 0, n_seq = 1;

@@ -141,17 +141,16 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
     return Status::Error("device hello: max batch %d (the device takes one token at a time)",
                          h.max_batch);
   }
-  if (p.n_layers < 0 || p.n_layers > h.n_layer || p.first_layer < 0 ||
-      p.first_layer > p.n_layers || p.reserved != 0 || (p.output != 0 && p.output != 1) ||
-      p.n_ctx < 1 ||
-      p.n_ctx > (1 << 24) || !cache_type_ok(p.cache_type_k) || !cache_type_ok(p.cache_type_v) ||
-      p.mode < 0 || p.mode > static_cast<int32_t>(SparseMode::kPredictor) ||
-      !std::isfinite(p.threshold) || p.n_seq < 1 || p.n_seq > 256) {
+  if (p.n_layers < 0 || p.n_layers > h.n_layer || p.first_layer < 0 || p.first_layer > p.n_layers ||
+      p.reserved != 0 || (p.output != 0 && p.output != 1) || p.n_ctx < 1 || p.n_ctx > (1 << 24) ||
+      !cache_type_ok(p.cache_type_k) || !cache_type_ok(p.cache_type_v) || p.mode < 0 ||
+      p.mode > static_cast<int32_t>(SparseMode::kPredictor) || !std::isfinite(p.threshold) ||
+      p.n_seq < 1 || p.n_seq > 256) {
     return Status::Error(
         "device hello: a plan of layers [%d, %d) of %d, output %d, context %d, cache types "
         "%d/%d, mode %d, threshold %g, %d sequences is not one a coordinator sends",
-        p.first_layer, p.n_layers, h.n_layer, p.output, p.n_ctx, p.cache_type_k, p.cache_type_v, p.mode,
-        p.threshold, p.n_seq);
+        p.first_layer, p.n_layers, h.n_layer, p.output, p.n_ctx, p.cache_type_k, p.cache_type_v,
+        p.mode, p.threshold, p.n_seq);
   }
   plan->first_layer = p.first_layer;
   plan->n_layers = p.n_layers;

@@ -54,7 +54,7 @@ struct DeviceHelloPlan {
   int32_t cache_type_k, cache_type_v;  // DType
   int32_t mode;                        // SparseMode
   float threshold;
-  int32_t n_seq;  // sequences with a KV cache each (-np)
+  int32_t n_seq;        // sequences with a KV cache each (-np)
   int32_t first_layer;  // 0, or where this device's range of a chain starts (--gpus)
   int32_t reserved;     // 0
 };
