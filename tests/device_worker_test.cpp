@@ -3,6 +3,7 @@
 // in for the GPU): killed or stopped mid-generation it is restarted, its KV
 // cache rebuilt from the tokens, and the greedy tokens equal those of the
 // same plan in one process; gone for good, it is a clear error naming it.
+// Two chained workers (--gpus): either one killed, the same tokens.
 // Malformed or out-of-order device messages get error replies and the
 // worker stays up; hellos that do not fit are refused with their reason.
 #include <gmock/gmock.h>
@@ -22,6 +23,7 @@
 #include "common/synthetic_model.h"
 #include "common/transport/device_message.h"
 #include "common/transport/hello_message.h"
+#include "coordinator/device_chain.h"
 #include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
 #include "gpu_worker/host_device_backend.h"
@@ -148,6 +150,47 @@ TEST_F(DeviceWorkerTest, KilledOrStoppedWorkerLeavesTheTokensUnchanged) {
   EXPECT_NE(kill(stopped, 0), 0) << "the stopped worker was killed and reaped";
   EXPECT_EQ(kill(worker.pid(), 0), 0) << "a fresh worker runs";
   EXPECT_TRUE(worker.Stop().ok());
+}
+
+// Two workers chained by layer (--gpus): either one killed mid-generation is
+// the one restarted, the context replayed through the chain, and the greedy
+// tokens stay those of one device holding every layer.
+TEST_F(DeviceWorkerTest, KilledMemberOfAChainLeavesTheTokensUnchanged) {
+  HostDeviceBackend local(2);
+  ASSERT_TRUE(local.Load(model_, Plan()).ok());
+  const std::vector<int32_t> want = Greedy(&local, 20, [](int) {});
+  ASSERT_EQ(want.size(), 20u);
+
+  DevicePlan first = Plan(), second = Plan();
+  first.n_layers = 1;
+  first.output = false;
+  for (size_t il = 1; il < first.hot.size(); ++il) first.hot[il].clear();
+  second.first_layer = 1;
+  second.hot[0].clear();
+  DeviceWorker a(Options()), b(Options());
+  ASSERT_TRUE(a.Load(model_, first).ok());
+  ASSERT_TRUE(b.Load(model_, second).ok());
+  DeviceChain chain;
+  ASSERT_TRUE(chain.Init(model_, {&a, &b}).ok());
+  const pid_t a_pid = a.pid(), b_pid = b.pid();
+  Engine* engine = nullptr;
+  const std::vector<int32_t> got = Greedy(
+      &chain, 20,
+      [&](int step) {
+        if (step == 5) kill(b.pid(), SIGKILL);
+        if (step == 12) kill(a.pid(), SIGKILL);
+      },
+      &engine);
+  EXPECT_EQ(got, want);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->device_failures(), 2);
+  EXPECT_EQ(engine->device_recoveries(), 2);
+  EXPECT_EQ(a.restarts(), 1);
+  EXPECT_EQ(b.restarts(), 1);
+  EXPECT_NE(a.pid(), a_pid);
+  EXPECT_NE(b.pid(), b_pid);
+  EXPECT_TRUE(a.Stop().ok());
+  EXPECT_TRUE(b.Stop().ok());
 }
 
 TEST_F(DeviceWorkerTest, WorkerGoneForGoodIsAClearErrorNamingIt) {
