@@ -39,15 +39,22 @@ int64_t ArgReader::Int64(const std::string& flag) {
   return x;
 }
 
+std::vector<std::string> SplitCommaList(const std::string& list) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    out.push_back(list.substr(at, comma - at));
+    if (comma == list.size()) return out;
+    at = comma + 1;
+  }
+}
+
 std::vector<int64_t> ArgReader::IntList(const std::string& flag, int64_t min, int64_t max) {
   std::vector<int64_t> out;
   const char* v = Value(flag);
   if (!v) return out;
-  const std::string list = v;
-  size_t at = 0;
-  while (true) {
-    const size_t comma = std::min(list.find(',', at), list.size());
-    const std::string item = list.substr(at, comma - at);
+  for (const std::string& item : SplitCommaList(v)) {
     char* end = nullptr;
     errno = 0;
     const long long x = strtoll(item.c_str(), &end, 10);
@@ -61,9 +68,8 @@ std::vector<int64_t> ArgReader::IntList(const std::string& flag, int64_t min, in
       return {};
     }
     out.push_back(x);
-    if (comma == list.size()) return out;
-    at = comma + 1;
   }
+  return out;
 }
 
 int ArgReader::Int(const std::string& flag) {
@@ -100,18 +106,13 @@ std::vector<int64_t> ArgReader::VramBudgets(const std::string& flag) {
   const char* v = Value(flag);
   if (!v) return {};
   std::vector<int64_t> out;
-  const std::string list = v;
-  size_t start = 0;
-  while (!failed_) {
-    const size_t comma = list.find(',', start);
-    const std::string item = list.substr(start, comma == std::string::npos ? comma : comma - start);
+  for (const std::string& item : SplitCommaList(v)) {
     if (item == "auto" || item == "-1") {
       out.push_back(kVramBudgetAuto);
     } else {
       out.push_back(ParseSize(flag, item.c_str(), 1024.0 * 1024 * 1024));
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+    if (failed_) break;
   }
   return out;
 }

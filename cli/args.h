@@ -9,6 +9,10 @@
 
 namespace pi {
 
+// "a,b,,c" -> {"a", "b", "", "c"}: every item of a comma list, empty ones
+// too, so the caller can name a bad one ("" -> {""}).
+std::vector<std::string> SplitCommaList(const std::string& list);
+
 class ArgReader {
  public:
   ArgReader(const char* tool, int argc, char** argv) : tool_(tool), argc_(argc), argv_(argv) {}

@@ -46,13 +46,9 @@ bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* 
     flags->vram_budgets = args->VramBudgets(flag);
     flags->vram_budget = flags->vram_budgets.empty() ? -1 : flags->vram_budgets[0];
   } else if (flag == "--gpus") {
-    flags->gpus.clear();
     const std::string list = args->String(flag);
-    size_t start = 0;
-    while (!args->failed()) {
-      const size_t comma = list.find(',', start);
-      const std::string item =
-          list.substr(start, comma == std::string::npos ? comma : comma - start);
+    flags->gpus = args->failed() ? std::vector<std::string>() : SplitCommaList(list);
+    for (const std::string& item : flags->gpus) {
       const bool number = !item.empty() && item.size() < 4 &&
                           item.find_first_not_of("0123456789") == std::string::npos;
       if (item != "host" && !number) {
@@ -60,10 +56,8 @@ bool ParseGpuSplitFlag(const std::string& flag, ArgReader* args, GpuSplitFlags* 
             "--gpus expects CUDA device numbers or host, comma-separated (0,1; host,host), "
             "got '" +
             item + "'");
+        break;
       }
-      flags->gpus.push_back(item);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
     }
     if (flags->gpus.size() > 16) args->Fail("--gpus names more than 16 devices");
   } else if (flag == "--stats") {
@@ -218,6 +212,9 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
       "KV cache" + (dp.mode == SparseMode::kPredictor ? ", predictor" : "") + ") with " +
       std::to_string(n_hot) + " of " + std::to_string(int64_t{dp.n_layers} * c.n_ff) +
       " FFN neurons, " + (dp.output ? "the output head" : "not the output head");
+  split->device_plans = {dp};
+  split->device_kinds = {kind};
+  split->cuda_devices = {""};
   if (flags.hot_in_worker || flags.remote_device) {
     if (flags.remote_device) {
       fprintf(stderr, "%s: GPU in the remote gpu worker: %s; the rest here\n", tool, what.c_str());
@@ -226,14 +223,8 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
               kind, what.c_str());
     }
     split->device_in_worker = true;
-    split->device_plans = {std::move(dp)};
-    split->device_kinds = {kind};
-    split->cuda_devices = {""};
     return Status::Ok();
   }
-  split->device_plans = {dp};
-  split->device_kinds = {kind};
-  split->cuda_devices = {""};
   std::unique_ptr<DeviceBackend> device;
   if (flags.host_device) {
     device = std::make_unique<HostDeviceBackend>(options->n_threads);

@@ -107,8 +107,9 @@ static int Run(int argc, char** argv) {
       stats_path = args.String(f);
     else if (f == "--vram-budget") {
       budgets = args.VramBudgets(f);
+      // Their sum (each is below 4 EiB); auto anywhere is auto, refused below.
       budget = 0;
-      for (int64_t b : budgets) budget = b < 0 ? b : budget + b;  // each below 4 EiB
+      for (int64_t b : budgets) budget = b < 0 || budget < 0 ? std::min(b, budget) : budget + b;
     } else if (f == "-c" || f == "--ctx-size")
       opt.n_ctx = args.Int(f);
     else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
