@@ -153,7 +153,7 @@ struct Result {
   // compute), µs.
   double step_p50_us = 0, step_p99_us = 0, step_overhead_p50_us = 0;
   double bound_ms_per_token = 0;  // 0: not computable
-  // The device path's tg rows, per token (Engine::last_device_wait_ns and
+  // The device path's tg rows, per token (Engine::last_device_wait_seconds and
   // friends): µs waiting on the device, µs computing cold parts here, how
   // many cold parts (hand-offs), and the CPU's bytes over the cold time (its
   // rate while in them, when the host has no layers of its own).
@@ -754,8 +754,8 @@ static int Run(int argc, char** argv) {
           bool repacked = false;
           std::unique_ptr<pi::Engine> engine;
           Result r;
-          double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;  // over the timed tg runs
-          double device_ns = 0, cold_ns = 0, cold_parts = 0;     // the same
+          double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;         // over the timed tg runs
+          double device_seconds = 0, cold_seconds = 0, cold_parts = 0;  // the same
           pi::CpuWorker* worker = nullptr;  // the process its cold neurons run in, if any
           std::vector<float> step_us;       // its step round trips over the timed runs
           std::vector<float> overhead_us;   // and their transport parts
@@ -832,8 +832,8 @@ static int Run(int argc, char** argv) {
                   run.ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
                   run.gate_rows += static_cast<double>(engine->last_ffn_gate_rows());
                   run.hot_fired += static_cast<double>(engine->last_ffn_hot_fired());
-                  run.device_ns += static_cast<double>(engine->last_device_wait_ns());
-                  run.cold_ns += static_cast<double>(engine->last_cold_ns());
+                  run.device_seconds += engine->last_device_wait_seconds();
+                  run.cold_seconds += engine->last_cold_seconds();
                   run.cold_parts += static_cast<double>(engine->last_cold_layers());
                 }
               }
@@ -884,10 +884,10 @@ static int Run(int argc, char** argv) {
               r.gpu_fired_share = run.hot_fired / run.ffn_neurons;
             }
             r.device_bytes = pi::DecodeDeviceBytes(model, split_info.plan, k);
-            if (run.device_ns > 0) {
+            if (run.device_seconds > 0) {
               const double tokens = static_cast<double>(reps) * ng;
-              r.device_wait_us = run.device_ns / tokens / 1e3;
-              r.cold_us = run.cold_ns / tokens / 1e3;
+              r.device_wait_us = run.device_seconds / tokens * 1e6;
+              r.cold_us = run.cold_seconds / tokens * 1e6;
               r.cold_parts = run.cold_parts / tokens;
               if (r.cold_us > 0) r.cold_gbs = r.device_bytes.cpu / (r.cold_us * 1e3);
               fprintf(stderr,

@@ -1,13 +1,13 @@
 #include "coordinator/engine.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <string>
 
 #include "common/memory_limits.h"
 #include "common/parallel_matmul.h"
 #include "common/predictor.h"
+#include "common/progress.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -388,7 +388,7 @@ void Engine::HostHeadRows(const int* rows, int n, float* logits_out) {
 
 Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out) {
   const DevicePlan& plan = device_->plan();
-  int64_t t = NowNs();
+  double t = NowSeconds();
   device_->BeginToken(h_.data(), seq, pos);
   for (int il = 0; il < plan.n_layers; ++il) {
     ColdStep cold;
@@ -397,14 +397,14 @@ Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out
       last_ffn_gate_rows_ += static_cast<int64_t>(plan.hot[il].size());
       continue;
     }
-    const int64_t cold_start = NowNs();
-    last_device_ns_ += cold_start - t;
+    const double cold_start = NowSeconds();
+    last_device_seconds_ += cold_start - t;
     // The predictor's picks only in predictor mode (the device may
     // compute them for another engine sharing it).
     const uint32_t* mask = ffn_.mode() == SparseMode::kPredictor ? cold.mask : nullptr;
     ffn_.ForwardCold(il, cold.x, mask, cold.y, pool_.get());
-    t = NowNs();
-    last_cold_ns_ += t - cold_start;
+    t = NowSeconds();
+    last_cold_seconds_ += t - cold_start;
     ++last_cold_layers_;
     last_ffn_neurons_ += ffn_.last_cold_fired();
     last_ffn_gate_rows_ += ffn_.last_gate_rows();
@@ -412,7 +412,7 @@ Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out
   }
   int64_t hot_fired = 0;
   PI_RETURN_IF_ERROR(device_->FinishToken(h_out, logits_out, &hot_fired));
-  last_device_ns_ += NowNs() - t;
+  last_device_seconds_ += NowSeconds() - t;
   last_ffn_neurons_ += hot_fired;
   last_ffn_hot_fired_ += hot_fired;
   CountComputed(-1, true, hot_fired);
@@ -466,9 +466,9 @@ Status Engine::ForwardDeviceToken(int seq, int32_t token, float* logits_out) {
   if (host_layers) ForwardHostLayers(plan.n_layers, pos, 1, SeqCache(seq));
   if (logits_out) {
     if (plan.output && (host_layers || plan.n_layers == 0)) {
-      const int64_t t = NowNs();
+      const double t = NowSeconds();
       PI_RETURN_IF_ERROR(device_->Head(h_.data(), logits_out));
-      last_device_ns_ += NowNs() - t;
+      last_device_seconds_ += NowSeconds() - t;
     } else if (!plan.output) {
       HostHead(0, 1, logits_out);
     }
@@ -495,8 +495,8 @@ Status Engine::RecoverDevice() {
   ++device_recoveries_;
   // The replay is not this Eval's work: its counts are put back.
   const int64_t neurons = last_ffn_neurons_, gate_rows = last_ffn_gate_rows_,
-                hot_fired = last_ffn_hot_fired_, device_ns = last_device_ns_,
-                cold_ns = last_cold_ns_, cold_layers = last_cold_layers_;
+                hot_fired = last_ffn_hot_fired_, cold_layers = last_cold_layers_;
+  const double device_seconds = last_device_seconds_, cold_seconds = last_cold_seconds_;
   const LlamaModel& m = *model_;
   Status replayed = Status::Ok();
   int replayed_tokens = 0;
@@ -510,8 +510,8 @@ Status Engine::RecoverDevice() {
   last_ffn_neurons_ = neurons;
   last_ffn_gate_rows_ = gate_rows;
   last_ffn_hot_fired_ = hot_fired;
-  last_device_ns_ = device_ns;
-  last_cold_ns_ = cold_ns;
+  last_device_seconds_ = device_seconds;
+  last_cold_seconds_ = cold_seconds;
   last_cold_layers_ = cold_layers;
   if (!replayed.ok()) {
     NoteDeviceFailure(replayed);
@@ -522,18 +522,12 @@ Status Engine::RecoverDevice() {
   return Status::Ok();
 }
 
-int64_t Engine::NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 void Engine::ResetStepCounters() {
   last_ffn_neurons_ = 0;
   last_ffn_gate_rows_ = 0;
   last_ffn_hot_fired_ = 0;
-  last_device_ns_ = 0;
-  last_cold_ns_ = 0;
+  last_device_seconds_ = 0;
+  last_cold_seconds_ = 0;
   last_cold_layers_ = 0;
 }
 

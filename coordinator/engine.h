@@ -160,8 +160,8 @@ class Engine {
   // the transfers included) and computing its layers' cold parts on this
   // host's threads, and how many cold parts there were (hand-offs). The rest
   // of a token (embedding, host layers, head here, sampling) is neither.
-  int64_t last_device_wait_ns() const { return last_device_ns_; }
-  int64_t last_cold_ns() const { return last_cold_ns_; }
+  double last_device_wait_seconds() const { return last_device_seconds_; }
+  double last_cold_seconds() const { return last_cold_seconds_; }
   int64_t last_cold_layers() const { return last_cold_layers_; }
   int n_vocab() const { return model_->config.n_vocab; }
   int n_past() const { return n_past_; }
@@ -232,7 +232,6 @@ class Engine {
   void CountFfn(int il);
   // Zeroes the last_* counters at the start of an Eval or EvalBatch.
   void ResetStepCounters();
-  static int64_t NowNs();
   void CountComputed(int layer, bool hot, int64_t n) {
     computed_[2 * (layer + 1) + (hot ? 1 : 0)].fetch_add(n, std::memory_order_relaxed);
   }
@@ -256,7 +255,8 @@ class Engine {
   int64_t last_ffn_neurons_ = 0;
   int64_t last_ffn_gate_rows_ = 0;
   int64_t last_ffn_hot_fired_ = 0;
-  int64_t last_device_ns_ = 0, last_cold_ns_ = 0, last_cold_layers_ = 0;
+  double last_device_seconds_ = 0, last_cold_seconds_ = 0;
+  int64_t last_cold_layers_ = 0;
   float predictor_threshold_ = 0.0f;
   int n_past_ = 0;
   // Where NaN/inf first appeared: a part ("attention", "FFN", ...) and its
