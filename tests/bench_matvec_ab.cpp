@@ -1,11 +1,13 @@
 // A decode mat-vec over the file's layout (MatVecRows) against the same
-// product over the repacked panels (WeightPanelRows), interleaved in one
-// process: on a shared machine whose memory speed swings from one minute to
-// the next, two benchmarks run one after the other compare two moments, not
-// two kernels. Each repetition runs both, each over the next of several
-// copies of the matrix (so DRAM, not the cache, unless --copies 1 with few
-// --rows: then the kernels' arithmetic rate), on the engine's thread pool
-// with the rows split evenly at panel bounds; the medians say which is faster.
+// product over the repacked panels (WeightPanelRows) and over every row
+// picked by id in the file's layout (MatVecRowsIndexed, what the sparse FFN
+// runs), interleaved in one process: on a shared machine whose
+// memory speed swings from one minute to the next, benchmarks run one after
+// the other compare moments, not kernels. Each repetition runs every variant,
+// each over the next of several copies of the matrix (so DRAM, not the
+// cache, unless --copies 1 with few --rows: then the kernels' arithmetic
+// rate), on the engine's thread pool with the rows split evenly at panel
+// bounds; the medians say which is faster.
 //
 //   bench-matvec-ab q8_0 -t 2 -r 300
 //   bench-matvec-ab q6_K -t 1 -r 2000 --rows 256 --copies 1   (in L2)
@@ -91,31 +93,39 @@ int Run(DType t, int threads, int reps, int64_t rows, int copies) {
   for (int64_t i = 0; i < kCols; ++i) v[i] = 0.001f * static_cast<float>((i * 37) % 101 - 50);
   PrepareActivation(t, v.data(), kCols, x.data());
   std::vector<float> y(rows);
+  std::vector<int32_t> ids(rows);
+  for (int64_t r = 0; r < rows; ++r) ids[r] = static_cast<int32_t>(r);
 
   ThreadPool pool(threads);
   const int64_t units = rows / kWeightPanelRows;
-  std::vector<double> gbs[2];
+  const char* names[3] = {"file layout", "panels     ", "file by id "};
+  constexpr int variants = 3;
+  std::vector<double> gbs[variants];
   for (int rep = 0, copy = 0; rep < reps; ++rep) {
-    for (int variant = 0; variant < 2; ++variant, copy = (copy + 1) % copies) {
+    for (int variant = 0; variant < variants; ++variant, copy = (copy + 1) % copies) {
       const auto t0 = std::chrono::steady_clock::now();
       pool.ParallelFor(threads, [&](int64_t chunk, int) {
         const int64_t r0 = units * chunk / threads * kWeightPanelRows;
         const int64_t r1 = units * (chunk + 1) / threads * kWeightPanelRows;
-        if (variant == 0) {
-          MatVecRows(t, file[copy]->p, kCols, x.data(), y.data(), r0, r1);
-        } else {
-          WeightPanelRows(t, panels[copy]->p, kCols, x.data(), 1, y.data(), rows, r0, r1);
+        switch (variant) {
+          case 0:
+            return MatVecRows(t, file[copy]->p, kCols, x.data(), y.data(), r0, r1);
+          case 1:
+            return WeightPanelRows(t, panels[copy]->p, kCols, x.data(), 1, y.data(), rows, r0, r1);
+          default:
+            return MatVecRowsIndexed(t, file[copy]->p, kCols, x.data(), ids.data() + r0, r1 - r0,
+                                     y.data());
         }
       });
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      gbs[variant].push_back(static_cast<double>(variant == 0 ? file_bytes : panel_bytes) / s /
+      gbs[variant].push_back(static_cast<double>(variant == 1 ? panel_bytes : file_bytes) / s /
                              1e9);
     }
   }
-  for (int variant = 0; variant < 2; ++variant) {
+  for (int variant = 0; variant < variants; ++variant) {
     const Quartiles q = Summarize(gbs[variant]);
     std::printf("%s %s -t %d: median %.1f GB/s (p25 %.1f, p75 %.1f)\n", DTypeName(t),
-                variant == 0 ? "file layout" : "panels     ", threads, q.median, q.p25, q.p75);
+                names[variant], threads, q.median, q.p25, q.p75);
   }
   return 0;
 }

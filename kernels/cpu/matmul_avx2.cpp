@@ -20,8 +20,7 @@ constexpr int kTileRows = 4;  // weight rows per tile for batched products
 constexpr int kMaxBatch = 2;  // batch columns per tile
 // Batch-1 tiles and prefetch distances: see matmul_avx512.cpp.
 constexpr int kVecRowsQ4 = 4;
-constexpr size_t kLeadBytes = 8 * 1024;
-constexpr size_t kLeadBytesQ4 = 16 * 1024;
+constexpr size_t kLeadBytes = 32 * 1024;
 constexpr int64_t kPanelBytes = 192 * 1024;
 
 constexpr int kQ4Bytes = 18;
@@ -35,8 +34,8 @@ PI_INLINE int64_t Min64(int64_t a, int64_t b) {
 // flight on their own (see matmul_avx512.cpp). Each row of a tile
 // prefetches a fixed distance ahead of its reads; past the row's end the
 // distance carries into the same row of the next tile (rows r+R...), which is
-// what runs next. The total lead is a few KiB: too far ahead and the lines
-// are evicted from L1 (48 KiB, shared with the activation) before use.
+// what runs next. The lines go into L2, tens of KiB ahead (matmul_avx512.cpp
+// says why; the AVX2 mat-vecs gained alike on the same Zen 4 core).
 // Addresses are integers: past the last tile they leave the matrix, which a
 // prefetch tolerates but pointer arithmetic does not.
 template <int R>
@@ -62,7 +61,7 @@ struct Prefetcher {
   PI_INLINE void Step(size_t bytes) {
     for (int i = 0; i < R; ++i) {
       for (size_t k = 0; k < bytes; k += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T1);
       }
       next[i] += bytes;
       if (next[i] >= end[i]) {
@@ -109,7 +108,7 @@ struct IdPrefetcher {
     for (int i = 0; i < R; ++i) {
       if (idx[i] >= stop) continue;
       for (size_t k = 0; k < bytes && next[i] + k < end[i]; k += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T1);
       }
       next[i] += bytes;
       if (next[i] >= end[i]) {
@@ -375,7 +374,7 @@ void TileQuant(const MatMulArgs& a, int64_t r, int64_t b0) {
   for (int i = 0; i < R; ++i) wr[i] = a.w + (r + i) * a.row_bytes;
   const uint8_t* xb[B];
   for (int j = 0; j < B; ++j) xb[j] = a.x + (b0 + j) * a.x_stride;
-  Prefetcher<R> pf(wr, a.row_bytes, kQ4 ? kLeadBytesQ4 : kLeadBytes);
+  Prefetcher<R> pf(wr, a.row_bytes, kLeadBytes);
   float out[R][B];
   QuantTileBody<kQ4, R, B>(a, wr, xb, &pf, out);
   for (int i = 0; i < R; ++i)
@@ -388,7 +387,7 @@ void TileQuantIds(const MatMulArgs& a, int64_t k) {
   const uint8_t* wr[R];
   for (int i = 0; i < R; ++i) wr[i] = a.w + static_cast<size_t>(a.ids[k + i]) * a.row_bytes;
   const uint8_t* xb[1] = {a.x};
-  IdPrefetcher<R> pf(a, k, kQ4 ? kLeadBytesQ4 : kLeadBytes);
+  IdPrefetcher<R> pf(a, k, kLeadBytes);
   float out[R][1];
   QuantTileBody<kQ4, R, 1>(a, wr, xb, &pf, out);
   for (int i = 0; i < R; ++i) a.y[a.ids[k + i]] = out[i][0];

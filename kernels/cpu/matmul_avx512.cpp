@@ -36,12 +36,11 @@ constexpr int kMaxBatch = 4;  // batch columns per tile
 // linear stream. Q4_0 needs more arithmetic per byte and runs fastest on
 // 4-row tiles, which share the activation loads and corrections.
 constexpr int kVecRowsQ4 = 4;
-// Prefetch distance (see Prefetcher), tuned on the same Zen 5 core.
-constexpr size_t kLeadBytes = 8 * 1024;
+// Prefetch distance into L2 (see Prefetcher), over all rows of a tile.
+constexpr size_t kLeadBytes = 32 * 1024;
 // Matvec rows at most this long go kTileRows at a time: their own loop is
 // too short to hide the horizontal sum and call overhead of a lone row.
 constexpr int64_t kShortRowCols = 1024;
-constexpr size_t kLeadBytesQ4 = 16 * 1024;
 // MatMulRows with a large batch walks the rows in panels of about this many
 // weight bytes, so a panel stays in L2 while every batch chunk passes over it.
 constexpr int64_t kPanelBytes = 192 * 1024;
@@ -54,12 +53,18 @@ PI_INLINE int64_t Min64(int64_t a, int64_t b) {
 }
 
 // Software prefetch. The hardware prefetchers keep too few DRAM requests in
-// flight on their own (measured: Q4_0 matvec at ~14 GB/s without this, ~40
-// with it, on a Zen 5 core that streams ~42 GB/s). Each row of a tile
-// prefetches a fixed distance ahead of its reads; past the row's end the
-// distance carries into the same row of the next tile (rows r+R...), which is
-// what runs next. The total lead is a few KiB: too far ahead and the lines
-// are evicted from L1 (48 KiB, shared with the activation) before use.
+// flight on their own (measured: Q4_0 matvec at a third of a Zen 5 core's
+// stream rate without this). Each row of a tile prefetches a fixed distance
+// ahead of its reads; past the row's end the distance carries into the same
+// row of the next tile (rows r+R...), which is what runs next. The lines go
+// into L2 (T1), not L1: L2 keeps more misses in flight and holds lines far
+// enough ahead to cover DRAM latency, where L1 (32-48 KiB, shared with the
+// activation) lets a lead of more than a few KiB be evicted before use, and
+// a few KiB do not cover it on every core (a Zen 4 core, prefetching into L1
+// 8-16 KiB ahead as first tuned on Zen 5, ran the F32/F16/Q8_0/Q4_0
+// mat-vecs and rows by id 1.3-1.6x slower: bench-kernels MatVec and
+// SparseMatVec; no loss on the Zen 4 at two threads). The kernels' own loads
+// then hit L2.
 // Addresses are integers: past the last tile they leave the matrix, which a
 // prefetch tolerates but pointer arithmetic does not.
 template <int R>
@@ -85,7 +90,7 @@ struct Prefetcher {
   PI_INLINE void Step(size_t bytes) {
     for (int i = 0; i < R; ++i) {
       for (size_t k = 0; k < bytes; k += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T1);
       }
       next[i] += bytes;
       if (next[i] >= end[i]) {
@@ -132,7 +137,7 @@ struct IdPrefetcher {
     for (int i = 0; i < R; ++i) {
       if (idx[i] >= stop) continue;
       for (size_t k = 0; k < bytes && next[i] + k < end[i]; k += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T1);
       }
       next[i] += bytes;
       if (next[i] >= end[i]) {
@@ -341,7 +346,7 @@ void TileQuant(const MatMulArgs& a, int64_t r, int64_t b0) {
   for (int i = 0; i < R; ++i) wr[i] = a.w + (r + i) * a.row_bytes;
   const uint8_t* xb[B];
   for (int j = 0; j < B; ++j) xb[j] = a.x + (b0 + j) * a.x_stride;
-  Prefetcher<R> pf(wr, a.row_bytes, kQ4 ? kLeadBytesQ4 : kLeadBytes);
+  Prefetcher<R> pf(wr, a.row_bytes, kLeadBytes);
   float out[R][B];
   QuantTileBody<kQ4, R, B>(a, wr, xb, &pf, out);
   for (int i = 0; i < R; ++i)
@@ -354,7 +359,7 @@ void TileQuantIds(const MatMulArgs& a, int64_t k) {
   const uint8_t* wr[R];
   for (int i = 0; i < R; ++i) wr[i] = a.w + static_cast<size_t>(a.ids[k + i]) * a.row_bytes;
   const uint8_t* xb[1] = {a.x};
-  IdPrefetcher<R> pf(a, k, kQ4 ? kLeadBytesQ4 : kLeadBytes);
+  IdPrefetcher<R> pf(a, k, kLeadBytes);
   float out[R][1];
   QuantTileBody<kQ4, R, 1>(a, wr, xb, &pf, out);
   for (int i = 0; i < R; ++i) a.y[a.ids[k + i]] = out[i][0];

@@ -29,7 +29,7 @@ namespace {
 
 constexpr int kCols = 8;               // batch columns per micro-kernel call
 constexpr int kChunkSupers = 2;        // 9 KiB of panel, in L1 while every call passes over it
-constexpr int kLeadBytes = 16 * 1024;  // software prefetch distance (decode)
+constexpr int kLeadBytes = 32 * 1024;  // software prefetch distance into L2 (decode)
 
 // Q5_K's fifth bits of sub-block `bit` (bit `bit` of each qh byte) moved to
 // bit 4 (16-bit shifts: what crosses into the next byte is masked off).
@@ -87,7 +87,7 @@ PI_INLINE void AddSubBlock(const uint8_t* sb, int h, int s, int64_t blk, __m512 
 
 PI_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
   for (int l = 0; l < bytes; l += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + kLeadBytes + l), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + kLeadBytes + l), _MM_HINT_T1);
   }
 }
 
