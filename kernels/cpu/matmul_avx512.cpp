@@ -479,7 +479,6 @@ void AxpyFloat(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
 template <bool kQ4, int K, int NB>
 PI_INLINE void AxpyQuantStep(const AxpyArgs& a, const AxpyGroup& g, __m256 av, int64_t ib) {
   constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
-  const __m512i m4 = _mm512_set1_epi32(0x0F);
   // Nibble n -> float (n - 8), by permute.
   const __m512 minus8 = _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8);
   alignas(32) float s[NB][8];
@@ -503,7 +502,8 @@ PI_INLINE void AxpyQuantStep(const AxpyArgs& a, const AxpyGroup& g, __m256 av, i
       if (kQ4) {
         const __m512i q =
             _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        w0 = _mm512_permutexvar_ps(_mm512_and_si512(q, m4), minus8);
+        // vpermps reads an index's low 4 bits only: the low nibble as it is.
+        w0 = _mm512_permutexvar_ps(q, minus8);
         w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), minus8);
       } else {
         w0 = _mm512_cvtepi32_ps(
