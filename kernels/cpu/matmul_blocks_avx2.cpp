@@ -55,6 +55,18 @@ PI_INLINE void Prefetch(const uint8_t* p, int bytes) {
     _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
 }
 
+// Rows picked by id defeat the hardware prefetchers, and the same offset of
+// the next row is too short a lead for them: the row that many ahead in the
+// list is also prefetched whole, into L2 (matmul_avx512.cpp's Prefetcher
+// says why L2). Dense rows keep the one-row lead alone, which measured
+// faster for them.
+constexpr int64_t kIdRowsAhead = 2;
+
+PI_INLINE void PrefetchRowL2(const uint8_t* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
+}
+
 using Act = BlockAct;  // one batch column of the prepared activation
 
 // ---- the legacy formats: blocks of 32 ------------------------------------------
@@ -382,6 +394,9 @@ void MatMulRowsBlocksAvx2(const MatMulArgs& a, bool avx512) {
     // The next row of this call (the last one prefetches itself: harmless).
     const int64_t r_next = k + 1 < a.r1 ? (a.ids ? a.ids[k + 1] : k + 1) : r;
     const uint8_t* next = a.w + r_next * a.row_bytes;
+    if (a.ids && k + kIdRowsAhead < a.r1) {
+      PrefetchRowL2(a.w + a.ids[k + kIdRowsAhead] * a.row_bytes, a.row_bytes);
+    }
     for (int64_t b0 = 0; b0 < a.batch; b0 += kBatchTile) {
       const int n = a.batch - b0 < kBatchTile ? static_cast<int>(a.batch - b0) : kBatchTile;
       for (int b = 0; b < n; ++b) {
