@@ -32,10 +32,7 @@ constexpr int kCols = 6;          // batch columns per call (Q4_0, Q8_0: N sums 
 constexpr int kFloatCols = 12;    // floats: N sums, one weight and one broadcast
 constexpr int kChunkBlocks = 16;  // Q4_0: 9 KiB of panel per chunk
 constexpr int kChunkK = 128;      // floats: 8 KiB (F16) per chunk
-// Software prefetch distances: quantized panels into L2 (as matmul_avx512.cpp's
-// Prefetcher), float panels into L1, which measured faster for them.
-constexpr int kLeadBytes = 32 * 1024;
-constexpr int kFloatLeadBytes = 16 * 1024;
+constexpr int kLeadBytes = 16 * 1024;
 // Floats' long batches: as the AVX-512 kernels' (weight_panels_float_avx512.cpp).
 constexpr PanelBlocking kFloatBlocking = {3, 2048, 8};
 
@@ -107,7 +104,7 @@ void QuantMicro(const uint8_t* blocks, int nblk, const QuantColumn* xc, float* y
       const uint8_t* blk = blocks + b * kBlockBytes;
       if (prefetch && q0 == 0) {
         for (int l = 0; l < kBlockBytes; l += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(blk + kLeadBytes + l), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(blk + kLeadBytes + l), _MM_HINT_T0);
         }
       }
       for (int g = 0; g < G; ++g) {
@@ -166,7 +163,7 @@ void FloatMicro(const uint8_t* w, int kc, const float* const* xs, float* y, int6
       const uint8_t* wk = w + k * 32 * kE;
       if (prefetch && q0 == 0) {
         for (int l = 0; l < 32 * kE; l += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(wk + kFloatLeadBytes + l), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(wk + kLeadBytes + l), _MM_HINT_T0);
         }
       }
       for (int g = 0; g < G; ++g) {

@@ -27,10 +27,9 @@ constexpr int kCols = 8;  // batch columns per micro-kernel call: 8 sums + 8 dot
 // Blocks per chunk: 9 KiB (Q4_0) or 17 KiB (Q8_0) of panel, in L1 while
 // both halves and every call pass over it.
 constexpr int kChunkBlocks = 16;
-// Software prefetch distance, into L2: the hardware prefetchers alone keep
-// too few DRAM reads in flight for a decode step (matmul_avx512.cpp's
-// Prefetcher says why L2).
-constexpr int kLeadBytes = 32 * 1024;
+// Software prefetch distance: the hardware prefetchers alone keep too few
+// DRAM reads in flight for a decode step (matmul_avx512.cpp's Prefetcher).
+constexpr int kLeadBytes = 16 * 1024;
 
 // One block's integer dots for 16 rows (half h) x N columns: the weights'
 // unsigned bytes against each column's 4 activation bytes, broadcast; the
@@ -81,7 +80,7 @@ PI_INLINE void AddScaled(const uint8_t* blk, int h, int b, const QuantColumn* xc
 
 PI_INLINE void PrefetchAhead(const uint8_t* blk, int bytes) {
   for (int l = 0; l < bytes; l += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(blk + kLeadBytes + l), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(blk + kLeadBytes + l), _MM_HINT_T0);
   }
 }
 

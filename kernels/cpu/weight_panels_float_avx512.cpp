@@ -24,10 +24,7 @@ namespace {
 
 constexpr int kCols = 12;     // batch columns per call: 24 sums in registers
 constexpr int kChunkK = 128;  // k per chunk: 8 KiB of F16 panel, in L1 for every column group
-// Software prefetch distance (decode), into L1: unlike the quantized
-// kernels (matmul_avx512.cpp's Prefetcher), the float panels measured faster
-// so than prefetching into L2.
-constexpr int kLeadBytes = 16 * 1024;
+constexpr int kLeadBytes = 16 * 1024;  // software prefetch distance (decode)
 // Long batches (ForEachPanelCall): 3 calls of columns, 8 panels x 2048 k of
 // weights (1 MiB of F16) per block. Unblocked, every panel streamed the whole
 // batch's activations (22 MiB for a 7B down projection at 512 tokens) from L3
