@@ -51,6 +51,7 @@ void NeuronFfn::Init(const LlamaConfig& config, int max_rows) {
   fired_.assign(r * kChunks, 0);
   union_.assign(ff, 0);
   marks_.assign(ff, 0);
+  chunk_active_.assign(static_cast<size_t>((c_.n_ff + 63) / 64 + 1), 0);
 }
 
 int64_t NeuronFfn::Union(int batch, const int32_t* const* lists, const int64_t* n, int32_t* out) {
@@ -145,10 +146,20 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
       [&](int64_t k, int) {
         int64_t k0, k1;
         ThreadPool::Split(n_all, k, gate_chunks, kGrain, &k0, &k1);
+        if (batch == 1) chunk_active_[k] = 0;
         if (k0 >= k1) return;
         if (batch == 1) {
           MatVecRowsIndexed(first->type, first->data, d, x_for(first, first_stride, 0), ids[0] + k0,
                             k1 - k0, gate_dots_.data());
+          // This chunk's gate-passing candidates, in order, at active_[k0..):
+          // the caller closes the gaps (one thread scanning every candidate
+          // would be the step's serial tail on a many-core host).
+          int32_t* active = active_.data() + k0;
+          int64_t m = 0;
+          for (int64_t j = k0; j < k1; ++j) {
+            if (gate_dots_[ids[0][j]] > 0.0f) active[m++] = ids[0][j];
+          }
+          chunk_active_[k] = m;
           return;
         }
         if (shared_range) {  // the batched product: each weight row dots every row at once
@@ -188,8 +199,17 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
     const float* gate_dots = gate_dots_.data() + b * ff;
     int32_t* active = active_.data() + b * ff;
     int64_t m = 0;
-    for (int64_t j = 0; j < n[b]; ++j) {
-      if (gate_dots[ids[b][j]] > 0.0f) active[m++] = ids[b][j];
+    if (batch == 1) {  // the chunks' lists, each at its first candidate's place, closed up
+      for (int64_t k = 0; k < gate_chunks; ++k) {
+        int64_t k0, k1;
+        ThreadPool::Split(n_all, k, gate_chunks, kGrain, &k0, &k1);
+        std::memmove(active + m, active + k0, sizeof(int32_t) * chunk_active_[k]);
+        m += chunk_active_[k];
+      }
+    } else {
+      for (int64_t j = 0; j < n[b]; ++j) {
+        if (gate_dots[ids[b][j]] > 0.0f) active[m++] = ids[b][j];
+      }
     }
     n_active_[b] = m;
     tail_bytes += m * ((gated_ ? rows.up->row_bytes : 0) + rows.down_t->row_bytes);
@@ -241,17 +261,28 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
       },
       small_tail);
   for (int b = 0; b < batch; ++b) {
-    int64_t fired = 0;
-    float* yb = y + b * d;
     fired_out[b] = 0;
-    if (n_active_[b] == 0) continue;  // nothing to add (not even a zero: -0 stays -0)
-    for (int k = 0; k < kChunks; ++k) {
-      fired += fired_[b * kChunks + k];
-      const float* part = partial_.data() + (static_cast<int64_t>(b) * kChunks + k) * d;
-      for (int64_t c = 0; c < d; ++c) yb[c] += part[c];
-    }
-    fired_out[b] = fired;
+    for (int k = 0; k < kChunks; ++k) fired_out[b] += fired_[b * kChunks + k];
   }
+  // The partial vectors added in chunk order, columns split among the
+  // threads: every y element sees the same additions in the same order
+  // however the columns are cut.
+  const int64_t sum_chunks = small_tail ? 1 : std::min<int64_t>(pool->size(), d / 256);
+  pool->ParallelFor(
+      std::max<int64_t>(sum_chunks, 1),
+      [&](int64_t s, int) {
+        int64_t c0, c1;
+        ThreadPool::Split(d, s, std::max<int64_t>(sum_chunks, 1), 16, &c0, &c1);
+        for (int b = 0; b < batch; ++b) {
+          if (n_active_[b] == 0) continue;  // nothing to add (not even a zero: -0 stays -0)
+          float* yb = y + b * d;
+          for (int k = 0; k < kChunks; ++k) {
+            const float* part = partial_.data() + (static_cast<int64_t>(b) * kChunks + k) * d;
+            for (int64_t c = c0; c < c1; ++c) yb[c] += part[c];
+          }
+        }
+      },
+      small_tail || sum_chunks <= 1);
 }
 
 }  // namespace pi

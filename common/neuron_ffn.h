@@ -73,7 +73,9 @@ class NeuronFfn {
 
  private:
   // Chunks of the up/down phase: enough for a 16-core host's threads; their
-  // partial vectors are added at the end (kChunks x n_embd adds, cheap).
+  // partial vectors are added at the end in chunk order (kChunks x n_embd
+  // adds, the columns split among the threads: on many cores one thread
+  // doing them all would be the step's serial tail).
   static constexpr int kChunks = 16;
   // The sorted union of `batch` sorted id lists into `out`; returns its size.
   int64_t Union(int batch, const int32_t* const* lists, const int64_t* n, int32_t* out);
@@ -85,16 +87,17 @@ class NeuronFfn {
   LlamaConfig c_;
   int max_rows_ = 0;
   bool gated_ = true, drelu_ = false;
-  std::vector<uint8_t> q8_;        // [max_rows] x prepared as Q8_0
-  std::vector<float> gate_dots_;   // [max_rows][n_ff] by row id
-  std::vector<float> up_dots_;     // [max_rows][n_ff] by row id
-  std::vector<int32_t> active_;    // [max_rows][n_ff] ids whose gate fired, in candidate order
-  std::vector<int64_t> n_active_;  // [max_rows]
-  std::vector<float> act_;         // [max_rows][n_ff] their activations
-  std::vector<float> partial_;     // [max_rows][kChunks][n_embd]
-  std::vector<int64_t> fired_;     // [max_rows][kChunks]
-  std::vector<int32_t> union_;     // [n_ff] the rows' candidates or active neurons, merged
-  std::vector<uint8_t> marks_;     // [n_ff] zero between calls (Union)
+  std::vector<uint8_t> q8_;            // [max_rows] x prepared as Q8_0
+  std::vector<float> gate_dots_;       // [max_rows][n_ff] by row id
+  std::vector<float> up_dots_;         // [max_rows][n_ff] by row id
+  std::vector<int32_t> active_;        // [max_rows][n_ff] ids whose gate fired, in candidate order
+  std::vector<int64_t> n_active_;      // [max_rows]
+  std::vector<float> act_;             // [max_rows][n_ff] their activations
+  std::vector<float> partial_;         // [max_rows][kChunks][n_embd]
+  std::vector<int64_t> fired_;         // [max_rows][kChunks]
+  std::vector<int32_t> union_;         // [n_ff] the rows' candidates or active neurons, merged
+  std::vector<uint8_t> marks_;         // [n_ff] zero between calls (Union)
+  std::vector<int64_t> chunk_active_;  // [gate chunks] one row's gate-passing count per chunk
 };
 
 }  // namespace pi

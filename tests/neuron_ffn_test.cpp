@@ -1,8 +1,9 @@
 // NeuronFfn::AccumulateRows — several rows, each with its own candidates —
 // against Accumulate run on each row alone: the sums, the fired counts and
 // the activations equal bit for bit, for every weight type, gated and
-// ungated activations, any thread count, candidate sets from empty to all
-// neurons, and more rows than one call's scratch holds.
+// ungated activations, any thread count (each giving one thread's bits),
+// candidate sets from empty to all neurons, and more rows than one call's
+// scratch holds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,12 +51,14 @@ TEST_P(NeuronFfnRowsTest, EachRowEqualsItsSoloSum) {
   const NeuronRows rows{&L.ffn_gate, &L.ffn_up, &L.ffn_down_t};
   const int64_t d = o.n_embd, ff = o.n_ff;
 
-  std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   // Every kernel level this CPU has (each groups its dots its own way), at
-  // 1 to 3 threads.
+  // 1 to 3 threads; at one level every thread count gives the bits of one
+  // thread (the same inputs: the generator restarts per level).
   const CpuIsa best = DetectCpuIsa();
+  std::vector<std::vector<float>> one_thread_y;  // per batch, at this level's first thread count
   for (int level = 0; level < 3 * 3; ++level) {
+    std::mt19937 rng(7);
     const CpuIsa isa = static_cast<CpuIsa>(level / 3);
     const int threads = 1 + level % 3;
     if (static_cast<int>(isa) > static_cast<int>(best)) break;
@@ -66,6 +69,8 @@ TEST_P(NeuronFfnRowsTest, EachRowEqualsItsSoloSum) {
     batched.Init(m.config, 5);  // 12 rows: groups of 5, 5 and 2
     // Batches of 1, 2, 5 and 12 rows with candidates of their own; then 3
     // and 12 rows all with every neuron (the oracle step: a shared range).
+    if (threads == 1) one_thread_y.clear();
+    int case_index = 0;
     for (int batch : {1, 2, 5, 12, -3, -12}) {
       const bool all_neurons = batch < 0;
       batch = std::abs(batch);
@@ -105,6 +110,16 @@ TEST_P(NeuronFfnRowsTest, EachRowEqualsItsSoloSum) {
       }
       // Something fired, or the comparison above proves little.
       EXPECT_GT(total, 0);
+      if (threads == 1) {
+        one_thread_y.push_back(y);
+      } else {
+        ASSERT_LT(case_index, static_cast<int>(one_thread_y.size()));
+        EXPECT_EQ(0,
+                  std::memcmp(y.data(), one_thread_y[case_index].data(), sizeof(float) * y.size()))
+            << CpuIsaName(isa) << " threads " << threads << " batch " << batch
+            << ": not the one-thread bits";
+      }
+      ++case_index;
     }
   }
   SetCpuIsa(best);
