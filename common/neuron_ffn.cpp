@@ -267,12 +267,13 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
   // The partial vectors added in chunk order, columns split among the
   // threads: every y element sees the same additions in the same order
   // however the columns are cut.
-  const int64_t sum_chunks = small_tail ? 1 : std::min<int64_t>(pool->size(), d / 256);
+  const int64_t sum_chunks =
+      small_tail ? 1 : std::max<int64_t>(1, std::min<int64_t>(pool->size(), d / 256));
   pool->ParallelFor(
-      std::max<int64_t>(sum_chunks, 1),
+      sum_chunks,
       [&](int64_t s, int) {
         int64_t c0, c1;
-        ThreadPool::Split(d, s, std::max<int64_t>(sum_chunks, 1), 16, &c0, &c1);
+        ThreadPool::Split(d, s, sum_chunks, 16, &c0, &c1);
         for (int b = 0; b < batch; ++b) {
           if (n_active_[b] == 0) continue;  // nothing to add (not even a zero: -0 stays -0)
           float* yb = y + b * d;
@@ -282,7 +283,7 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
           }
         }
       },
-      small_tail || sum_chunks <= 1);
+      sum_chunks == 1);
 }
 
 }  // namespace pi
