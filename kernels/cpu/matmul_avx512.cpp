@@ -17,6 +17,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx2_inline.h"
 #include "kernels/cpu/avx512_inline.h"
 #include "kernels/cpu/matmul_impl.h"
 
@@ -418,30 +419,8 @@ constexpr IdTileSet QuantIdTiles() {
 
 // ---- axpy ---------------------------------------------------------------------
 
-// Rows with a != 0 are processed kAxpyRows at a time, so y is loaded and
-// stored once per group; each y element still sees the rows' additions in
-// order. While one group runs, the next group's rows (known in advance:
-// DriveAxpy looks one group ahead) are prefetched at the same column
-// position, one group ahead -- the rows of a sparse `a` are scattered, which
-// no hardware prefetcher can follow.
-constexpr int kAxpyRows = 8;
-
-struct AxpyGroup {
-  const uint8_t* w[kAxpyRows];
-  float a[kAxpyRows];
-  int n;
-};
-
-// Prefetches bytes [off, off + len) of every row of group g (L2: the group
-// ahead is tens of KiB away).
-PI_INLINE void PrefetchGroup(const AxpyGroup& g, size_t off, size_t len) {
-  for (int k = 0; k < g.n; ++k) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(g.w[k]) + off;
-    for (uintptr_t p = begin & ~uintptr_t{63}; p < begin + len; p += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
-    }
-  }
-}
+// Groups of kAxpyRows rows with a != 0 (DriveAxpy, matmul_impl.h), the next
+// group prefetched at the same column position while one runs.
 
 // Float rows. Each y vector takes one FMA per row, a chain as long as the
 // group; a step covers 4 vectors so that 4 chains overlap.
@@ -533,37 +512,6 @@ void AxpyQuant(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
   for (; ib < nb; ++ib) {
     PrefetchGroup(next, ib * kBytes, kBytes);
     AxpyQuantStep<kQ4, K, 1>(a, g, av, ib);
-  }
-}
-
-using AxpyFn = void (*)(const AxpyArgs&, const AxpyGroup& g, const AxpyGroup& next);
-
-// Collects the rows with a != 0 into groups, one group ahead of the one
-// being computed. fns[k-1] handles a group of k rows.
-void DriveAxpy(const AxpyArgs& a, const AxpyFn (&fns)[kAxpyRows]) {
-  AxpyGroup groups[2];
-  int cur = 0;
-  groups[0].n = 0;
-  groups[1].n = 0;
-  int64_t r = a.r0;
-  // Fills groups[i] with the next nonzero rows; false when none are left.
-  auto fill = [&](AxpyGroup* g) {
-    g->n = 0;
-    for (; r < a.r1 && g->n < kAxpyRows; ++r) {
-      if (a.a[r] == 0.0f) continue;
-      const size_t row = a.ids ? static_cast<size_t>(a.ids[r]) : static_cast<size_t>(r);
-      g->w[g->n] = a.w + row * a.row_bytes;
-      g->a[g->n] = a.a[r];
-      ++g->n;
-    }
-    return g->n > 0;
-  };
-  if (!fill(&groups[cur])) return;
-  for (;;) {
-    fill(&groups[cur ^ 1]);
-    fns[groups[cur].n - 1](a, groups[cur], groups[cur ^ 1]);
-    if (groups[cur ^ 1].n == 0) return;
-    cur ^= 1;
   }
 }
 

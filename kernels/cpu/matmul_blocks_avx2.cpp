@@ -31,8 +31,6 @@ namespace {
 
 // Internal linkage only: see matmul_impl.h.
 
-constexpr int kAxpyRows = 8;  // rows of a transposed product summed per pass over y
-
 PI_INLINE float F16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -250,100 +248,150 @@ void DotsQ6K(const uint8_t* row, const uint8_t* next, const Act* x, int64_t nsb,
   for (int b = 0; b < N; ++b) out[b] = HorizontalSum(_mm256_sub_ps(acc[b], offsets[b]));
 }
 
-// ---- the transposed product: rows dequantized a block at a time ------------------
+// ---- the transposed product: y += sum over rows of a_r * row r ----------------
+//
+// Per group of rows (DriveAxpy), block by block. Every weight is formed whole
+// (dsc*q - dm, as kquant.cpp's formulas give it, up to the one rounding of
+// the fused form) before a_r scales it: folding a_r into dsc and dm would
+// save an instruction but round the min or offset term on its own, which can
+// be larger than the weight. Each y element sees the rows' fused
+// multiply-adds in row order. The AVX-512 level runs these kernels too.
+
+// acc += coef * (q * dsc - dm) for 8 weights' q as floats.
+PI_INLINE void AddFloats8(__m256 q, __m256 dsc, __m256 dm, __m256 coef, __m256* acc) {
+  *acc = _mm256_fmadd_ps(coef, _mm256_fmsub_ps(q, dsc, dm), *acc);
+}
+
+// 8 bytes as unsigned epi32 lanes.
+PI_INLINE __m256i Bytes8(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
 
 PI_INLINE void Store32(uint8_t* p, __m256i v) {
   _mm256_store_si256(reinterpret_cast<__m256i*>(p), v);
 }
 
-// Block i of a row as small unsigned integers q (32-byte aligned) and, per
-// `group` weights, the weight w = dsc*q - dm (as kquant.cpp's formulas give
-// it, up to the one rounding of the fused form). Returns the block's weights.
-int UnpackBlock(DType t, const uint8_t* row, int64_t i, uint8_t* q, float* dsc, float* dm,
-                int* group) {
-  if (t == DType::kQ6_K) {
-    const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row + i * sizeof(BlockQ6_K));
-    for (int h = 0; h < 2; ++h) {
-      __m256i v[4];
-      Q6KHalf(b, h, v);
-      for (int k = 0; k < 4; ++k) Store32(q + 128 * h + 32 * k, v[k]);
-    }
-    const float d = F16(reinterpret_cast<const uint8_t*>(&b->d));
-    for (int g = 0; g < 16; ++g) {
-      dsc[g] = d * b->scales[g];
-      dm[g] = 32.0f * dsc[g];
-    }
-    *group = 16;
-    return kQK_K;
-  }
-  if (t == DType::kQ4_K || t == DType::kQ5_K) {
-    const bool q5 = t == DType::kQ5_K;
-    const uint8_t* blk = row + i * (q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K));
-    const uint8_t* qs = blk + (q5 ? 48 : 16);
-    const __m256i qh = q5 ? Load32(blk + 16) : _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {
-      __m256i lo, hi;
-      if (q5) {
-        Q45KChunk<true>(qs, qh, j, &lo, &hi);
-      } else {
-        Q45KChunk<false>(qs, qh, j, &lo, &hi);
+// The K formats: a super-block a quarter (64 columns, 8 registers of y) at a
+// time, every row of the group adding its quarter, its scales formed once per
+// super-block. Q4_K's quarter j comes from the file's bytes: chunk j, weights
+// 64j + l in the low nibbles of qs[32j + l] (sub-block 2j), 64j + 32 + l in
+// the high ones (2j + 1). Q5_K's and Q6_K's quants are assembled in bytes
+// first (Q45KChunk, Q6KHalf: their high bits cost less per byte than per
+// lane), into a buffer the quarters read back; Q6_K's as q - 32, so each
+// weight is one product, d*sc * (q - 32) — exactly d*sc*q - 32*d*sc, rounded
+// once. The AVX-512 level runs these too: a 512-bit version (16 registers of
+// y, a whole super-block per row) measured slower on Zen 4, whose 512-bit
+// operations take two 256-bit passes.
+template <DType T>
+void AxpyK(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
+  constexpr bool kQ6 = T == DType::kQ6_K, kQ5 = T == DType::kQ5_K, kBytesFirst = kQ5 || kQ6;
+  constexpr size_t kBytes = kQ6 ? sizeof(BlockQ6_K) : kQ5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  alignas(32) float dsc[kAxpyRows][kQ6 ? 16 : 8], dm[kAxpyRows][8];  // per scale group
+  alignas(32) uint8_t q[kBytesFirst ? kAxpyRows : 1][kBytesFirst ? kQK_K : 32];
+  const __m256i low4 = _mm256_set1_epi32(0x0F);
+  const int64_t nsb = a.cols / kQK_K;
+  for (int64_t i = 0; i < nsb; ++i) {
+    PrefetchGroup(next, i * kBytes, kBytes);
+    for (int k = 0; k < g.n; ++k) {  // the rows' scales (and quants in bytes) for this block
+      const uint8_t* blk = g.w[k] + i * kBytes;
+      if (kQ6) {
+        const BlockQ6_K* b6 = reinterpret_cast<const BlockQ6_K*>(blk);
+        const __m256 d = _mm256_set1_ps(F16(reinterpret_cast<const uint8_t*>(&b6->d)));
+        for (int h = 0; h < 2; ++h) {
+          const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b6->scales + 8 * h))));
+          _mm256_store_ps(dsc[k] + 8 * h, _mm256_mul_ps(d, sc));
+          __m256i v[4];
+          Q6KHalf(b6, h, v);
+          for (int j = 0; j < 4; ++j) {
+            Store32(q[k] + 128 * h + 32 * j, _mm256_sub_epi8(v[j], _mm256_set1_epi8(32)));
+          }
+        }
+        continue;
       }
-      Store32(q + 64 * j, lo);
-      Store32(q + 64 * j + 32, hi);
+      __m256 sc, mn;
+      ScalesMinsK4Floats(blk + 4, &sc, &mn);
+      _mm256_store_ps(dsc[k], _mm256_mul_ps(_mm256_set1_ps(F16(blk)), sc));
+      _mm256_store_ps(dm[k], _mm256_mul_ps(_mm256_set1_ps(F16(blk + 2)), mn));
+      if (kQ5) {
+        const __m256i qh = Load32(blk + 16);
+        for (int j = 0; j < 4; ++j) {
+          __m256i lo, hi;
+          Q45KChunk<true>(blk + 48, qh, j, &lo, &hi);
+          Store32(q[k] + 64 * j, lo);
+          Store32(q[k] + 64 * j + 32, hi);
+        }
+      }
     }
-    uint8_t sc[8], mn[8];
-    ScalesMinsK4(blk + 4, sc, mn);
-    const float d = F16(blk), dmin = F16(blk + 2);
-    for (int s = 0; s < 8; ++s) {
-      dsc[s] = d * sc[s];
-      dm[s] = dmin * mn[s];
+    for (int j = 0; j < 4; ++j) {
+      float* y = a.y + i * kQK_K + 64 * j;
+      __m256 acc[8];
+      for (int v = 0; v < 8; ++v) acc[v] = _mm256_loadu_ps(y + 8 * v);
+      for (int k = 0; k < g.n; ++k) {
+        const __m256 coef = _mm256_set1_ps(g.a[k]);
+        if (kQ6) {  // weight 64j + 8v + l is byte 64j + 8v + l, q - 32 as int8
+          for (int v = 0; v < 8; ++v) {
+            const __m256 qf = _mm256_cvtepi32_ps(
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(
+                    reinterpret_cast<const int8_t*>(q[k]) + 64 * j + 8 * v))));
+            const __m256 w = _mm256_mul_ps(qf, _mm256_set1_ps(dsc[k][4 * j + v / 2]));
+            acc[v] = _mm256_fmadd_ps(coef, w, acc[v]);
+          }
+          continue;
+        }
+        if (kQ5) {  // weight 64j + 8v + l is byte 64j + 8v + l
+          for (int v = 0; v < 8; ++v) {
+            const __m256 qf = _mm256_cvtepi32_ps(Bytes8(q[k] + 64 * j + 8 * v));
+            AddFloats8(qf, _mm256_set1_ps(dsc[k][2 * j + v / 4]),
+                       _mm256_set1_ps(dm[k][2 * j + v / 4]), coef, &acc[v]);
+          }
+          continue;
+        }
+        const uint8_t* qs = g.w[k] + i * kBytes + 16 + 32 * j;
+        const __m256 dsc_lo = _mm256_set1_ps(dsc[k][2 * j]), dm_lo = _mm256_set1_ps(dm[k][2 * j]);
+        const __m256 dsc_hi = _mm256_set1_ps(dsc[k][2 * j + 1]);
+        const __m256 dm_hi = _mm256_set1_ps(dm[k][2 * j + 1]);
+        for (int m = 0; m < 4; ++m) {  // l in [8m, 8m + 8)
+          const __m256i z = Bytes8(qs + 8 * m);
+          AddFloats8(_mm256_cvtepi32_ps(_mm256_and_si256(z, low4)), dsc_lo, dm_lo, coef, &acc[m]);
+          AddFloats8(_mm256_cvtepi32_ps(_mm256_srli_epi32(z, 4)), dsc_hi, dm_hi, coef, &acc[4 + m]);
+        }
+      }
+      for (int v = 0; v < 8; ++v) _mm256_storeu_ps(y + 8 * v, acc[v]);
     }
-    *group = 32;
-    return kQK_K;
   }
-  // Q4_1, Q5_0, Q5_1.
-  const int bytes = t == DType::kQ4_1 ? 20 : t == DType::kQ5_0 ? 22 : 24;
-  const uint8_t* blk = row + i * bytes;
-  Store32(q, LegacyQuants(blk, bytes, t != DType::kQ4_1));
-  dsc[0] = F16(blk);
-  dm[0] = t == DType::kQ5_0 ? 16.0f * dsc[0] : -F16(blk + 2);
-  *group = 32;
-  return 32;
 }
 
-// y += sum over n (<= kAxpyRows) rows of coef[r] * row r: block by block,
-// each row's block unpacked to bytes, then y loaded and stored once per 8
-// columns for all the rows (a row at a time would move y through the core
-// once per row). Each weight is formed whole (dsc*q - dm) before it is
-// scaled, as the reference does: folding coef into dsc and dm would save an
-// instruction but round the min or offset term on its own, which can be
-// larger than the weight.
-void AxpyBlockRows(DType t, const uint8_t* const* rows, const float* coef, int n, int64_t cols,
-                   float* y) {
-  alignas(32) uint8_t q[kAxpyRows][kQK_K];
-  float dsc[kAxpyRows][16], dm[kAxpyRows][16];
-  const int64_t block_bytes = RowBytes(t, GetDTypeInfo(static_cast<uint32_t>(t)).block_elems);
-  for (int64_t i = 0, c = 0; c < cols; ++i) {
-    int group = 32, len = 0;
-    for (int r = 0; r < n; ++r) {
-      Prefetch(rows[r] + (i + 2) * block_bytes, static_cast<int>(block_bytes));
-      len = UnpackBlock(t, rows[r], i, q[r], dsc[r], dm[r], &group);
+// The legacy formats (Q4_1, Q5_0, Q5_1): block by block, each row's block
+// unpacked to bytes (w = dsc*q - dm), then y loaded and stored once per 8
+// columns for all the rows.
+void AxpyLegacy(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
+  const int bytes = a.wtype == DType::kQ4_1 ? 20 : a.wtype == DType::kQ5_0 ? 22 : 24;
+  alignas(32) uint8_t q[kAxpyRows][32];
+  float dsc[kAxpyRows], dm[kAxpyRows];
+  for (int64_t i = 0; i < a.cols / 32; ++i) {
+    PrefetchGroup(next, i * bytes, bytes);
+    for (int r = 0; r < g.n; ++r) {
+      const uint8_t* blk = g.w[r] + i * bytes;
+      Store32(q[r], LegacyQuants(blk, bytes, a.wtype != DType::kQ4_1));
+      dsc[r] = F16(blk);
+      dm[r] = a.wtype == DType::kQ5_0 ? 16.0f * dsc[r] : -F16(blk + 2);
     }
-    for (int g = 0; g < len / group; ++g) {
-      for (int j = g * group; j < (g + 1) * group; j += 8) {
-        __m256 acc = _mm256_loadu_ps(y + c + j);
-        for (int r = 0; r < n; ++r) {
-          const __m256 qf = _mm256_cvtepi32_ps(
-              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + j))));
-          const __m256 w = _mm256_fmsub_ps(qf, _mm256_set1_ps(dsc[r][g]), _mm256_set1_ps(dm[r][g]));
-          acc = _mm256_fmadd_ps(_mm256_set1_ps(coef[r]), w, acc);
-        }
-        _mm256_storeu_ps(y + c + j, acc);
+    for (int j = 0; j < 32; j += 8) {
+      __m256 acc = _mm256_loadu_ps(a.y + 32 * i + j);
+      for (int r = 0; r < g.n; ++r) {
+        const __m256 qf = _mm256_cvtepi32_ps(Bytes8(q[r] + j));
+        AddFloats8(qf, _mm256_set1_ps(dsc[r]), _mm256_set1_ps(dm[r]), _mm256_set1_ps(g.a[r]), &acc);
       }
+      _mm256_storeu_ps(a.y + 32 * i + j, acc);
     }
-    c += len;
   }
 }
+
+// One kernel for every group size: a row's work per block dwarfs the loop
+// over the group.
+template <AxpyFn F>
+constexpr AxpyFn kAxpyAll[kAxpyRows] = {F, F, F, F, F, F, F, F};
 
 // ---- drivers ----------------------------------------------------------------------
 
@@ -417,17 +465,15 @@ void MatMulRowsBlocksAvx2(const MatMulArgs& a, bool avx512) {
 }
 
 void AxpyRowsBlocksAvx2(const AxpyArgs& a) {
-  const uint8_t* rows[kAxpyRows];
-  float coef[kAxpyRows];
-  int64_t k = a.r0;
-  while (k < a.r1) {
-    int n = 0;
-    for (; k < a.r1 && n < kAxpyRows; ++k) {
-      if (a.a[k] == 0.0f) continue;  // exact: the row is not even read
-      rows[n] = a.w + (a.ids ? a.ids[k] : k) * a.row_bytes;
-      coef[n++] = a.a[k];
-    }
-    if (n > 0) AxpyBlockRows(a.wtype, rows, coef, n, a.cols, a.y);
+  switch (a.wtype) {
+    case DType::kQ4_K:
+      return DriveAxpy(a, kAxpyAll<AxpyK<DType::kQ4_K>>);
+    case DType::kQ5_K:
+      return DriveAxpy(a, kAxpyAll<AxpyK<DType::kQ5_K>>);
+    case DType::kQ6_K:
+      return DriveAxpy(a, kAxpyAll<AxpyK<DType::kQ6_K>>);
+    default:
+      return DriveAxpy(a, kAxpyAll<AxpyLegacy>);
   }
 }
 

@@ -119,23 +119,6 @@ void DotsQ6K(const uint8_t* row, const uint8_t* next, const BlockAct* x, int64_t
   for (int b = 0; b < N; ++b) out[b] = _mm512_reduce_add_ps(acc[b]) - HorizontalSum(offsets[b]);
 }
 
-// The 8 six-bit scales and mins of a Q4_K/Q5_K super-block (ggml's packing,
-// kquant.cpp's ScaleMinK4), four bytes at a time: bytes 0-3 hold scales 0-3
-// and the top bits of 4-7, bytes 4-7 mins 0-3 and the top bits of mins 4-7,
-// bytes 8-11 the low nibbles of scales 4-7 and (high nibbles) mins 4-7.
-PI_INLINE void ScalesMinsK4(const uint8_t* q, __m256* sc, __m256* mn) {
-  uint32_t w[3];
-  std::memcpy(w, q, 12);
-  const uint32_t six = 0x3F3F3F3F, nib = 0x0F0F0F0F, two = 0x03030303;
-  const uint32_t sc03 = w[0] & six, mn03 = w[1] & six;
-  const uint32_t sc47 = (w[2] & nib) | (((w[0] >> 6) & two) << 4);
-  const uint32_t mn47 = ((w[2] >> 4) & nib) | (((w[1] >> 6) & two) << 4);
-  const __m128i v = _mm_setr_epi32(static_cast<int>(sc03), static_cast<int>(sc47),
-                                   static_cast<int>(mn03), static_cast<int>(mn47));
-  *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-  *mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
-}
-
 // Q4_K and Q5_K: chunk j's 32 qs bytes hold sub-block 2j in the low nibbles
 // and 2j + 1 in the high ones (Q5_K's fifth bits: bit s of qh[l]), so the
 // chunk broadcast to both halves and shifted per half by 0 or 4 (1 more for
@@ -162,7 +145,7 @@ void DotsQ45K(const uint8_t* row, const uint8_t* next, const BlockAct* x, int64_
     const uint8_t* blk = row + i * kBytes;
     Prefetch(next + i * kBytes, kBytes);
     __m256 sc, mn;
-    ScalesMinsK4(blk + 4, &sc, &mn);
+    ScalesMinsK4Floats(blk + 4, &sc, &mn);
     const __m256 dsc = _mm256_mul_ps(sc, _mm256_set1_ps(F16(blk)));
     const __m256 dmn = _mm256_mul_ps(mn, _mm256_set1_ps(F16(blk + 2)));
     const uint8_t* qs = blk + (kQ5 ? 48 : 16);

@@ -1,5 +1,6 @@
 // The row walk every SIMD level shares (matmul_impl.h): which tile covers
-// which rows. Compiled without -m flags — it only calls the level's tiles.
+// which rows, and which rows a transposed product adds in which group.
+// Compiled without -m flags — it only calls the level's kernels.
 #include <algorithm>
 
 #include "kernels/cpu/matmul_impl.h"
@@ -40,6 +41,33 @@ void DriveIdTiles(const MatMulArgs& a, const IdTileSet& t) {
   }
   for (; k + t.vec_rows <= a.r1; k += t.vec_rows) t.vec(a, k);
   for (; k < a.r1; ++k) t.single(a, k);
+}
+
+void DriveAxpy(const AxpyArgs& a, const AxpyFn (&fns)[kAxpyRows]) {
+  AxpyGroup groups[2];
+  int cur = 0;
+  groups[0].n = 0;
+  groups[1].n = 0;
+  int64_t r = a.r0;
+  // Fills *g with the next nonzero rows; false when none are left.
+  auto fill = [&](AxpyGroup* g) {
+    g->n = 0;
+    for (; r < a.r1 && g->n < kAxpyRows; ++r) {
+      if (a.a[r] == 0.0f) continue;  // exact: the row is not even read
+      const size_t row = a.ids ? static_cast<size_t>(a.ids[r]) : static_cast<size_t>(r);
+      g->w[g->n] = a.w + row * a.row_bytes;
+      g->a[g->n] = a.a[r];
+      ++g->n;
+    }
+    return g->n > 0;
+  };
+  if (!fill(&groups[cur])) return;
+  for (;;) {
+    fill(&groups[cur ^ 1]);
+    fns[groups[cur].n - 1](a, groups[cur], groups[cur ^ 1]);
+    if (groups[cur ^ 1].n == 0) return;
+    cur ^= 1;
+  }
 }
 
 }  // namespace cpu_internal

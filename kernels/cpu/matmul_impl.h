@@ -126,6 +126,23 @@ struct IdTileSet {
 void DriveTiles(const MatMulArgs& a, const TileSet& t);
 void DriveIdTiles(const MatMulArgs& a, const IdTileSet& t);
 
+// The transposed product's walk (every SIMD level): the rows with a != 0 go
+// kAxpyRows at a time, so y is loaded and stored once per group while each
+// y element still sees the rows' additions in order. The next group's rows
+// are known one group ahead, so the kernel prefetches them at the column
+// position it is at -- the rows of a sparse `a` are scattered, which no
+// hardware prefetcher can follow.
+constexpr int kAxpyRows = 8;
+struct AxpyGroup {
+  const uint8_t* w[kAxpyRows];
+  float a[kAxpyRows];
+  int n;
+};
+// Adds group g (fns[g.n - 1] handles g.n rows); `next` is the group after it
+// (n = 0 at the end).
+using AxpyFn = void (*)(const AxpyArgs&, const AxpyGroup& g, const AxpyGroup& next);
+void DriveAxpy(const AxpyArgs& a, const AxpyFn (&fns)[kAxpyRows]);
+
 void MatMulRowsRef(const MatMulArgs& args);
 void AxpyRowsRef(const AxpyArgs& args);
 void MatMulRowsAvx2(const MatMulArgs& args);
