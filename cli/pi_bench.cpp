@@ -158,6 +158,11 @@ struct Result {
   // many cold parts (hand-offs), and the CPU's bytes over the cold time (its
   // rate while in them, when the host has no layers of its own).
   double device_wait_us = 0, cold_us = 0, cold_parts = 0, cold_gbs = 0;
+  // Sparse tg rows: per token, µs the CPU's sparse FFN spent in each phase
+  // (common/neuron_ffn.h: quantizing the input, the deciding gate dots,
+  // listing the neurons that passed, their up/down rows, adding the partial
+  // sums) — on a many-core host, whether fixed costs or bytes dominate.
+  pi::NeuronFfnTimes ffn_phase_us;
 
   double avg(const std::vector<double>& v) const {
     double s = 0;
@@ -212,6 +217,17 @@ std::string JsonArray(const std::vector<double>& v) {
   return s + "]";
 }
 
+// *acc += now - before, phase by phase.
+void AddTimesSince(const pi::NeuronFfnTimes& now, const pi::NeuronFfnTimes& before,
+                   pi::NeuronFfnTimes* acc) {
+  acc->prepare += now.prepare - before.prepare;
+  acc->gate += now.gate - before.gate;
+  acc->select += now.select - before.select;
+  acc->up_down += now.up_down - before.up_down;
+  acc->sum += now.sum - before.sum;
+  acc->calls += now.calls - before.calls;
+}
+
 std::string ToJson(const Result& r) {
   const std::vector<double> ts = r.samples_ts();
   std::string s = "{";
@@ -256,6 +272,12 @@ std::string ToJson(const Result& r) {
   s += ",\"cold_us_per_token\":" + pi::JsonNumber(r.cold_us);
   s += ",\"cold_parts_per_token\":" + pi::JsonNumber(r.cold_parts);
   s += ",\"cold_gbs\":" + pi::JsonNumber(r.cold_gbs);
+  const pi::NeuronFfnTimes& f = r.ffn_phase_us;
+  s += ",\"ffn_prepare_us_per_token\":" + pi::JsonNumber(f.prepare);
+  s += ",\"ffn_gate_us_per_token\":" + pi::JsonNumber(f.gate);
+  s += ",\"ffn_select_us_per_token\":" + pi::JsonNumber(f.select);
+  s += ",\"ffn_up_down_us_per_token\":" + pi::JsonNumber(f.up_down);
+  s += ",\"ffn_sum_us_per_token\":" + pi::JsonNumber(f.sum);
   return s + "}";
 }
 
@@ -293,13 +315,15 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
         "avg_gbs,mem_bw_gbs,bw_fraction,sparse,ffn_active,backend,vram_budget,plan_fingerprint,"
         "gpu_fired_share,gpu_bytes_per_token,cpu_bytes_per_token,xfer_bytes_per_token,gpu_bw_gbs,"
         "link_gbs,bound_ms_per_token,bound_fraction,step_p50_us,step_p99_us,step_overhead_p50_"
-        "us,device_wait_us_per_token,cold_us_per_token,cold_parts_per_token,cold_gbs\n");
+        "us,device_wait_us_per_token,cold_us_per_token,cold_parts_per_token,cold_gbs,"
+        "ffn_prepare_us_per_token,ffn_gate_us_per_token,ffn_select_us_per_token,"
+        "ffn_up_down_us_per_token,ffn_sum_us_per_token\n");
     for (const Result& r : rs) {
       const std::vector<double> ts = r.samples_ts();
       printf(
           "\"%s\",\"%s\",%lld,%lld,%s,%d,%d,%d,%d,%s,%.0f,%.0f,%.6f,%.6f,%.0f,%.3f,%.3f,%.4f,%s,"
           "%.4f,%s,%lld,%s,%.4f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%.4f,%.2f,%.2f,%.2f,%.1f,%.1f,%.2f,"
-          "%.3f\n",
+          "%.3f,%.1f,%.1f,%.1f,%.1f,%.1f\n",
           r.model_filename.c_str(), r.model_type.c_str(), static_cast<long long>(r.model_size),
           static_cast<long long>(r.model_n_params), r.isa.c_str(), r.n_batch, r.n_threads,
           r.n_prompt, r.n_gen, r.test_time.c_str(), r.avg(r.samples_ns), r.stddev(r.samples_ns),
@@ -309,7 +333,8 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
           r.gpu_fired_share, r.device_bytes.gpu, r.device_bytes.cpu, r.device_bytes.xfer,
           r.gpu_bw_gbs, r.link_gbs, r.bound_ms_per_token, r.bound_fraction(), r.step_p50_us,
           r.step_p99_us, r.step_overhead_p50_us, r.device_wait_us, r.cold_us, r.cold_parts,
-          r.cold_gbs);
+          r.cold_gbs, r.ffn_phase_us.prepare, r.ffn_phase_us.gate, r.ffn_phase_us.select,
+          r.ffn_phase_us.up_down, r.ffn_phase_us.sum);
     }
   } else {
     printf(
@@ -756,6 +781,7 @@ static int Run(int argc, char** argv) {
           Result r;
           double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;         // over the timed tg runs
           double device_seconds = 0, cold_seconds = 0, cold_parts = 0;  // the same
+          pi::NeuronFfnTimes ffn_times;     // the CPU's sparse FFN phases, the same
           pi::CpuWorker* worker = nullptr;  // the process its cold neurons run in, if any
           std::vector<float> step_us;       // its step round trips over the timed runs
           std::vector<float> overhead_us;   // and their transport parts
@@ -822,6 +848,7 @@ static int Run(int argc, char** argv) {
             pi::Engine* engine = run.engine.get();
             for (int q = 0; q < par; ++q) engine->ResetSeq(q);
             if (run.worker) run.worker->ClearLatencies();
+            const pi::NeuronFfnTimes times_before = engine->ffn_neuron_times();
             const double t0 = pi::NowSeconds();
             if (np > 0) {
               s = engine->Eval(toks.data(), np);
@@ -844,6 +871,8 @@ static int Run(int argc, char** argv) {
               return 1;
             }
             if (rep >= 0) run.r.samples_ns.push_back(dt * 1e9);
+            if (rep >= 0 && ng > 0)
+              AddTimesSince(engine->ffn_neuron_times(), times_before, &run.ffn_times);
             if (rep >= 0 && run.worker) {
               const std::vector<float>& l = run.worker->latencies_us();
               run.step_us.insert(run.step_us.end(), l.begin(), l.end());
@@ -884,6 +913,21 @@ static int Run(int argc, char** argv) {
               r.gpu_fired_share = run.hot_fired / run.ffn_neurons;
             }
             r.device_bytes = pi::DecodeDeviceBytes(model, split_info.plan, k);
+            if (run.ffn_times.calls > 0) {
+              const double per_token = 1e6 / (static_cast<double>(reps) * ng);
+              pi::NeuronFfnTimes& f = r.ffn_phase_us;
+              AddTimesSince(run.ffn_times, pi::NeuronFfnTimes(), &f);
+              for (double* t : {&f.prepare, &f.gate, &f.select, &f.up_down, &f.sum}) {
+                *t *= per_token;
+              }
+              fprintf(stderr,
+                      "pi-bench: %s %s -t %d: per token %.0f µs in the CPU's sparse FFN (%.1f "
+                      "calls): input %.0f, gate dots %.0f, select %.0f, up/down %.0f, sum %.0f\n",
+                      r.test.c_str(), r.sparse.c_str(), nt,
+                      f.prepare + f.gate + f.select + f.up_down + f.sum,
+                      static_cast<double>(f.calls) / (static_cast<double>(reps) * ng), f.prepare,
+                      f.gate, f.select, f.up_down, f.sum);
+            }
             if (run.device_seconds > 0) {
               const double tokens = static_cast<double>(reps) * ng;
               r.device_wait_us = run.device_seconds / tokens * 1e6;

@@ -119,6 +119,9 @@ class FfnBlock {
   // Of those, on the split's backend and on the CPU (sparse split steps).
   int64_t last_hot_fired() const { return last_hot_; }
   int64_t last_cold_fired() const { return last_cold_; }
+  // The phases of the CPU's sparse steps (all neurons, or the cold part of a
+  // split), summed since Init.
+  const NeuronFfnTimes& neuron_times() const { return neurons_.times(); }
   // Gate rows the last Forward read (a sparse step reads its candidates'
   // gate rows, fired or not, and the backend all of its hot ones).
   int64_t last_gate_rows() const { return last_gate_rows_; }

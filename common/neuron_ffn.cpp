@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/parallel_matmul.h"
+#include "common/progress.h"
 #include "kernels/cpu/matmul.h"
 
 namespace pi {
@@ -52,6 +53,7 @@ void NeuronFfn::Init(const LlamaConfig& config, int max_rows) {
   union_.assign(ff, 0);
   marks_.assign(ff, 0);
   chunk_active_.assign(static_cast<size_t>((c_.n_ff + 63) / 64 + 1), 0);
+  times_ = NeuronFfnTimes();
 }
 
 int64_t NeuronFfn::Union(int batch, const int32_t* const* lists, const int64_t* n, int32_t* out) {
@@ -109,9 +111,11 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
     }
     return;
   }
+  const double t_start = NowSeconds();
   // Quantized rows dot a Q8_0 copy of x; float rows read x itself.
   const PreparedInput in = PrepareInput(x, d, batch, q8_.data(), pool,
                                         ReadsQ8(rows.gate->type) || ReadsQ8(rows.up->type));
+  const double t_prepared = NowSeconds();
   // Ungated (falcon's relu(up x)): the up rows play the gate's role, one dot
   // per candidate, and the activation is that dot itself.
   const Tensor* first = gated_ ? rows.gate : rows.up;
@@ -188,6 +192,7 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
         }
       },
       small);
+  const double t_gated = NowSeconds();
 
   // 2. Each row's fired (or, gated, gate-passing) neurons, then up and down
   // for them only, cut into a fixed number of chunks each summed into its
@@ -220,6 +225,7 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
     for (int b = 0; b < batch; ++b) lists[b] = active_.data() + b * ff;
     n_union = Union(batch, lists, n_active_.data(), union_.data());
   }
+  const double t_selected = NowSeconds();
   const int64_t block = BlockNeurons((gated_ ? rows.up->row_bytes : 0) + rows.down_t->row_bytes);
   const bool small_tail = tail_bytes < ThreadPool::kMinParallelBytes / 8;
   pool->ParallelFor(
@@ -260,6 +266,7 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
         }
       },
       small_tail);
+  const double t_up_down = NowSeconds();
   for (int b = 0; b < batch; ++b) {
     fired_out[b] = 0;
     for (int k = 0; k < kChunks; ++k) fired_out[b] += fired_[b * kChunks + k];
@@ -284,6 +291,13 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
         }
       },
       sum_chunks == 1);
+  const double t_end = NowSeconds();
+  times_.prepare += t_prepared - t_start;
+  times_.gate += t_gated - t_prepared;
+  times_.select += t_selected - t_gated;
+  times_.up_down += t_up_down - t_selected;
+  times_.sum += t_end - t_up_down;
+  ++times_.calls;
 }
 
 }  // namespace pi

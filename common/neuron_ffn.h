@@ -43,6 +43,19 @@ struct NeuronRows {
   const Tensor* down_t;  // rows = neurons, cols = n_embd
 };
 
+// Wall time of NeuronFfn's phases, summed over its calls (as the calling
+// thread sees them: a parallel phase ends when its last chunk does). Where a
+// sparse step's CPU time goes — on a many-core host, how much of it is the
+// fixed cost of a phase rather than its bytes.
+struct NeuronFfnTimes {
+  double prepare = 0;  // the input quantized for the dots
+  double gate = 0;     // every candidate's deciding dot
+  double select = 0;   // the neurons that passed listed
+  double up_down = 0;  // their up dots and down_t rows
+  double sum = 0;      // the partial vectors added into y
+  int64_t calls = 0;
+};
+
 class NeuronFfn {
  public:
   // The most rows one AccumulateRows call takes (its scratch grows with it).
@@ -71,6 +84,9 @@ class NeuronFfn {
                       const int64_t* n, const float* x, float* y, ThreadPool* pool, int64_t* fired,
                       float* act = nullptr);
 
+  // The phases' times since Init.
+  const NeuronFfnTimes& times() const { return times_; }
+
  private:
   // Chunks of the up/down phase: enough for a 16-core host's threads; their
   // partial vectors are added at the end in chunk order (kChunks x n_embd
@@ -98,6 +114,7 @@ class NeuronFfn {
   std::vector<int32_t> union_;         // [n_ff] the rows' candidates or active neurons, merged
   std::vector<uint8_t> marks_;         // [n_ff] zero between calls (Union)
   std::vector<int64_t> chunk_active_;  // [gate chunks] one row's gate-passing count per chunk
+  NeuronFfnTimes times_;
 };
 
 }  // namespace pi

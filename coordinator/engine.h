@@ -163,6 +163,9 @@ class Engine {
   double last_device_wait_seconds() const { return last_device_seconds_; }
   double last_cold_seconds() const { return last_cold_seconds_; }
   int64_t last_cold_layers() const { return last_cold_layers_; }
+  // Where the CPU's sparse FFN time went (every sparse step's, or the cold
+  // parts' on the device path), phase by phase, summed since the engine began.
+  const NeuronFfnTimes& ffn_neuron_times() const { return ffn_.neuron_times(); }
   int n_vocab() const { return model_->config.n_vocab; }
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }

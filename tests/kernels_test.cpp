@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -398,6 +399,71 @@ TEST(PrepareTest, LayoutContract) {
     std::vector<float> fp(cols);
     PrepareActivation(DType::kF16, x.data(), cols, fp.data());
     EXPECT_EQ(0, std::memcmp(fp.data(), x.data(), cols * 4));
+  }
+}
+
+// The SIMD levels' preparation (one pass, prepare_avx2.cpp) gives the scalar
+// path's bytes, the whole layout: random rows, and blocks that stress the
+// quantizer — all zeros, ties of the rounding (d = 1: x.5 values), the
+// largest magnitude at either sign, tiny and huge scales, an infinity, NaNs
+// at the start, the end and inside a block (the reference's running max
+// keeps a NaN or drops it by its place).
+TEST(PrepareTest, SimdLevelsGiveTheScalarBytes) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t cols : {32, 96, 320, 4096, 11008}) {
+    std::mt19937 rng(static_cast<unsigned>(cols) + 5);
+    std::vector<float> x = RandomRow(&rng, cols, 3.0f);
+    const int64_t nb = cols / 32;
+    for (int64_t i = 0; i < nb; ++i) {
+      float* b = &x[i * 32];
+      switch (i % 9) {
+        case 1:
+          std::fill(b, b + 32, 0.0f);
+          b[7] = -0.0f;
+          break;
+        case 2:  // d = 127 / 127 = 1: every x.5 is a tie
+          for (int j = 0; j < 32; ++j) b[j] = static_cast<float>(j % 9) - 4.5f;
+          b[31] = -127.0f;
+          break;
+        case 3:
+          for (int j = 0; j < 32; ++j) b[j] *= 1e-30f;
+          break;
+        case 4:
+          for (int j = 0; j < 32; ++j) b[j] *= 1e30f;
+          break;
+        case 5:
+          b[3] = inf;
+          b[9] = -inf;
+          break;
+        case 6:
+          b[0] = nan;
+          break;
+        case 7:
+          b[31] = nan;
+          break;
+        case 8:
+          b[26] = nan;
+          b[20] = -nan;
+          break;
+        default:
+          break;
+      }
+    }
+    const size_t bytes = PreparedActivationBytes(DType::kQ8_0, cols);
+    std::vector<uint8_t> want(bytes, 0xA5);
+    SetCpuIsa(CpuIsa::kScalar);
+    PrepareActivation(DType::kQ8_0, x.data(), cols, want.data());
+    for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+      if (static_cast<int>(isa) > static_cast<int>(DetectCpuIsa())) continue;
+      std::vector<uint8_t> got(bytes, 0x5A);  // stale bytes differ from want's
+      SetCpuIsa(isa);
+      PrepareActivation(DType::kQ8_0, x.data(), cols, got.data());
+      for (size_t k = 0; k < bytes; ++k) {
+        ASSERT_EQ(got[k], want[k]) << CpuIsaName(isa) << " cols=" << cols << " byte " << k;
+      }
+    }
+    SetCpuIsa(DetectCpuIsa());
   }
 }
 

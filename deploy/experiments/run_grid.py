@@ -37,6 +37,8 @@ BENCH_FIELDS = [
     "gpu_fired_share", "gpu_bytes_per_token", "cpu_bytes_per_token", "xfer_bytes_per_token",
     "gpu_bw_gbs", "link_gbs", "bound_ms_per_token", "bound_fraction",
     "device_wait_us_per_token", "cold_us_per_token", "cold_parts_per_token", "cold_gbs",
+    "ffn_prepare_us_per_token", "ffn_gate_us_per_token", "ffn_select_us_per_token",
+    "ffn_up_down_us_per_token", "ffn_sum_us_per_token",
 ]
 COLUMNS = KEY_COLUMNS + RUN_COLUMNS + BENCH_FIELDS
 

@@ -82,6 +82,7 @@ void PrepareActivation(DType wtype, const float* x, int64_t cols, void* prepared
   }
   const QActLayout l = cpu_internal::GetQActLayout(cols);
   uint8_t* base = static_cast<uint8_t*>(prepared);
+  if (ActiveCpuIsa() != CpuIsa::kScalar) return cpu_internal::PrepareQ8Avx2(x, l, base);
   BlockQ8_0* blocks = reinterpret_cast<BlockQ8_0*>(base);
   QuantizeRowQ8_0(x, blocks, l.nb * kQK);
 

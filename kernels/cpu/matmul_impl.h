@@ -47,6 +47,11 @@ struct QActLayout {
 
 QActLayout GetQActLayout(int64_t cols);
 
+// The whole prepared activation of x (l.nb * 32 values) into `out`, bytes
+// identical to the scalar path's, at the AVX2 level and above
+// (prepare_avx2.cpp).
+void PrepareQ8Avx2(const float* x, const QActLayout& l, uint8_t* out);
+
 // What every ISA implements; matmul.h documents the semantics. row_bytes is
 // RowBytes(wtype, cols); x_stride is PreparedActivationBytes(wtype, cols) (a
 // float GEMM's may be a padded copy's: matmul.cpp, WithUnaliasedRows);
