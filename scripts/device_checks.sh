@@ -173,7 +173,7 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
     step "predictors for the planted model, then predictor-mode decode (CPU only, 2G, 2.75G, 3G)"
     BIGP="$TMP/planted-7b-q4_0-predictors.gguf"
     timeout 300 "$BIN/pi-train-predictor" -m "$BIG" -f "$TEXT" -o "$BIGP" --max-tokens 3000 \
-      --epochs 5 -t "$THREADS" 2>&1 | grep -vE "epoch|collect:" | tail -6 |
+      --epochs 5 -t "$THREADS" 2>&1 | grep -vE "epoch|collect:" | tail -40 |
       tee "$OUT/predictor_train.txt"
     check "train predictors"
     timeout 200 "$BIN/pi-profile" -m "$BIGP" -f "$TEXT" --max-tokens 256 -t "$THREADS" 2>&1 | tail -1
