@@ -1,9 +1,10 @@
 // Always-inline AVX2 helpers shared by the kernel files compiled with the
-// AVX2 flags or above (matmul_avx2.cpp, matmul_blocks_avx2.cpp and the
-// AVX-512 files matmul_avx512.cpp, matmul_blocks_avx512.cpp). Include it only
-// there, and keep everything here static: each file gets its own copy, so the
-// linker can never hand AVX2 code to a file compiled without those flags
-// (matmul_impl.h says why that matters).
+// AVX2 flags or above (matmul_avx2.cpp, matmul_blocks_avx2.cpp, ops_avx2.cpp,
+// prepare_avx2.cpp and the AVX-512 files matmul_avx512.cpp,
+// matmul_blocks_avx512.cpp). Include it only there, and keep everything here
+// static: each file gets its own copy, so the linker can never hand AVX2 code
+// to a file compiled without those flags (matmul_impl.h says why that
+// matters).
 #pragma once
 
 #include <immintrin.h>
@@ -23,6 +24,14 @@ static inline __attribute__((always_inline)) float HorizontalSum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// The largest of v's 8 floats.
+static inline __attribute__((always_inline)) float HorizontalMax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
 }
 
 // Prefetches bytes [off, off + len) of every row of an axpy group (into L2:

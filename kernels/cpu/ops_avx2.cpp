@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/avx2_inline.h"
 #include "kernels/cpu/ops_impl.h"
 
 namespace pi {
@@ -45,14 +46,8 @@ inline __m256 Exp8(__m256 x) {
   return _mm256_andnot_ps(under, y);
 }
 
-inline float HorizontalMax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
-inline double HorizontalSum(__m256 v) {
+// The sum of v's 8 floats, added in double.
+inline double HorizontalSumDouble(__m256 v) {
   alignas(32) float f[8];
   _mm256_store_ps(f, v);
   double s = 0;
@@ -82,7 +77,7 @@ void SoftmaxAvx2(float* x, int64_t n) {
       _mm256_storeu_ps(x + i, e);
       acc = _mm256_add_ps(acc, e);
     }
-    sum += HorizontalSum(acc);
+    sum += HorizontalSumDouble(acc);
   }
   if (i < n) {
     // The tail through the same exp, so every value is computed alike.

@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx2_inline.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/matmul_impl.h"
 #include "kernels/cpu/quant.h"
@@ -20,13 +21,6 @@ namespace cpu_internal {
 namespace {
 
 // Internal linkage only: see matmul_impl.h.
-
-PI_INLINE float HorizontalMax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
 
 // RoundQ8 on 8 lanes: clamped to [-127.5, 127.5] (NaN, from inf * 0, to
 // -127.5: maxps returns its second operand when the first is NaN), then
