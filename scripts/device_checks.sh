@@ -38,6 +38,7 @@
 # command may run 10 minutes, so a fresh machine takes two, e.g.
 #   BUILD=1 SKIP_SWEEP=1 scripts/device_checks.sh build-cuda/bin $OUT/a
 #   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 scripts/device_checks.sh build-cuda/bin $OUT/b
+# The sweeps end in a markdown table (summary.md, scripts/sweep_summary.py).
 # NCU=1 adds Nsight
 # Compute's per-kernel GPU time of decode tokens at two budgets. Exit status 1 when a
 # test, a sanitizer or a benchmark's own check failed (listed at the end).
@@ -201,6 +202,11 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
       grep -E "^  [A-Za-z_].*\(|gpu__time_duration.sum" "$OUT/ncu_$budget.txt" | head -80
     done
   fi
+fi
+
+if [ -z "${SKIP_SWEEP:-}" ] && command -v python3 >/dev/null; then
+  step "summary (x dense CPU, GPU share of the fired neurons, bytes, where the time went)"
+  python3 scripts/sweep_summary.py "$OUT" | tee "$OUT/summary.md"
 fi
 
 echo
