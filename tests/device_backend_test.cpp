@@ -418,8 +418,10 @@ TEST(DeviceBackendSequencesTest, InterleavedSequencesEqualEachAlone) {
 // thresholds: everything predicted (also equal to the plain engine's
 // oracle), nothing predicted, and a calibrated one (where a score within
 // rounding of the threshold may go either way, so only the greedy tokens
-// are compared, most of them).
-TEST(DeviceBackendPredictorTest, PredictedColdNeuronsMatchHostBackend) {
+// are compared, most of them). The predictor's matrices in `predictor_type`
+// (pi-train-predictor --predictor-type: f16, or q8_0, whose input the device
+// quantizes first).
+void CheckPredictorAgainstHostBackend(const std::string& predictor_type) {
   std::string skip;
   if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
   const std::string demo_t = TempPath("demo-down-t.gguf"), pred = TempPath("demo-pred.gguf");
@@ -430,7 +432,8 @@ TEST(DeviceBackendPredictorTest, PredictedColdNeuronsMatchHostBackend) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   cmd = bin + "pi-train-predictor -m " + demo_t + " -f " + PI_SOURCE_DIR +
         "/models/kjv-valid.txt -o " + pred +
-        " --max-tokens 1500 --epochs 3 --rank 64 -t 2 >/dev/null 2>&1";
+        " --max-tokens 1500 --epochs 3 --rank 64 -t 2 --predictor-type " + predictor_type +
+        " >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::remove(demo_t.c_str());
   LlamaModel m;
@@ -494,6 +497,16 @@ TEST(DeviceBackendPredictorTest, PredictedColdNeuronsMatchHostBackend) {
       EXPECT_EQ(tokens[2], tokens[0]) << "all predicted = oracle";
     }
   }
+}
+
+TEST(DeviceBackendPredictorTest, PredictedColdNeuronsMatchHostBackend) {
+  CheckPredictorAgainstHostBackend("f16");
+}
+
+// q8_0 predictors take half of f16's memory: on a GPU, half the VRAM they
+// would take from hot neurons.
+TEST(DeviceBackendPredictorTest, Q8_0PredictorMatchesHostBackend) {
+  CheckPredictorAgainstHostBackend("q8_0");
 }
 
 // Several devices chained by layer range (coordinator/device_chain.h, what
