@@ -916,7 +916,7 @@ static int Run(int argc, char** argv) {
             if (run.ffn_times.calls > 0) {
               const double per_token = 1e6 / (static_cast<double>(reps) * ng);
               pi::NeuronFfnTimes& f = r.ffn_phase_us;
-              AddTimesSince(run.ffn_times, pi::NeuronFfnTimes(), &f);
+              f = run.ffn_times;
               for (double* t : {&f.prepare, &f.gate, &f.select, &f.up_down, &f.sum}) {
                 *t *= per_token;
               }
