@@ -368,36 +368,37 @@ static int Run(int argc, char** argv) {
   std::mutex print_mu;
   std::atomic<int64_t> epochs_done{0};
   const double t_start = pi::NowSeconds();
-  {
-    pi::ThreadPool pool(std::min(n_threads, c.n_layer));
-    pool.ParallelFor(c.n_layer, [&](int64_t l, int) {
-      pi::TrainLayerPredictor(
-          data, static_cast<int>(l), n_train, n_total, tp, &preds[l],
-          [&](int epoch, double train_loss, double val, bool best) {
-            const int64_t done = ++epochs_done;
-            const double el = pi::NowSeconds() - t_start;
-            const double eta = el / done * (static_cast<double>(c.n_layer) * tp.epochs - done);
-            std::lock_guard<std::mutex> lock(print_mu);
-            fprintf(stderr,
-                    "  layer %2lld epoch %2d/%d  train loss %.4f  held-out %.4f%s  [%.0f s, ETA <= "
-                    "%.0f s]\n",
-                    static_cast<long long>(l), epoch, tp.epochs, train_loss, val, best ? " *" : "",
-                    el, eta);
-          });
-    });
-  }
+  pi::ThreadPool pool(std::min(n_threads, c.n_layer));  // a layer per task
+  pool.ParallelFor(c.n_layer, [&](int64_t l, int) {
+    pi::TrainLayerPredictor(
+        data, static_cast<int>(l), n_train, n_total, tp, &preds[l],
+        [&](int epoch, double train_loss, double val, bool best) {
+          const int64_t done = ++epochs_done;
+          const double el = pi::NowSeconds() - t_start;
+          const double eta = el / done * (static_cast<double>(c.n_layer) * tp.epochs - done);
+          std::lock_guard<std::mutex> lock(print_mu);
+          fprintf(stderr,
+                  "  layer %2lld epoch %2d/%d  train loss %.4f  held-out %.4f%s  [%.0f s, ETA <= "
+                  "%.0f s]\n",
+                  static_cast<long long>(l), epoch, tp.epochs, train_loss, val, best ? " *" : "",
+                  el, eta);
+        });
+  });
   fprintf(stderr, "pi-train-predictor: trained in %.1f s\n", pi::NowSeconds() - t_start);
 
-  // 3. Calibrate on the held-out tail.
+  // 3. Calibrate on the held-out tail, layers in parallel.
   const double cal_target = std::min(1.0, target + margin);
   std::vector<std::vector<float>> w1(c.n_layer), w2(c.n_layer), scores(c.n_layer);
   std::vector<float> t_layer(c.n_layer);
-  for (int l = 0; l < c.n_layer; ++l) {
-    pi::FinalPredictorWeights(preds[l], c.n_embd, c.n_ff, wtype, 1.0f, &w1[l], &w2[l]);
+  // Scores of layer l's held-out tokens with fc2 scaled by `fc2_scale`, and
+  // the largest threshold meeting the calibration target on them.
+  auto score_layer = [&](int l, float fc2_scale) {
+    pi::FinalPredictorWeights(preds[l], c.n_embd, c.n_ff, wtype, fc2_scale, &w1[l], &w2[l]);
     pi::PredictorScores(data, l, n_train, n_hold, c.n_embd, c.n_ff, w1[l], w2[l], preds[l].rank,
                         &scores[l]);
     t_layer[l] = pi::ThresholdForRecall(data, l, n_train, n_hold, c.n_ff, scores[l], cal_target);
-  }
+  };
+  pool.ParallelFor(c.n_layer, [&](int64_t l, int) { score_layer(static_cast<int>(l), 1.0f); });
   bool all_neg = true, all_pos = true;
   for (float t : t_layer) {
     all_neg &= t < 0 && std::isfinite(t);
@@ -408,21 +409,15 @@ static int Run(int argc, char** argv) {
   std::vector<float> fc2_scale(c.n_layer, 1.0f);
   if (per_layer) {
     threshold = all_neg ? -1.0f : 1.0f;
-    for (int l = 0; l < c.n_layer; ++l) {
-      fc2_scale[l] = 1.0f / std::fabs(t_layer[l]);
-      pi::FinalPredictorWeights(preds[l], c.n_embd, c.n_ff, wtype, fc2_scale[l], &w1[l], &w2[l]);
-      pi::PredictorScores(data, l, n_train, n_hold, c.n_embd, c.n_ff, w1[l], w2[l], preds[l].rank,
-                          &scores[l]);
-    }
+    for (int l = 0; l < c.n_layer; ++l) fc2_scale[l] = 1.0f / std::fabs(t_layer[l]);
+    pool.ParallelFor(c.n_layer,
+                     [&](int64_t l, int) { score_layer(static_cast<int>(l), fc2_scale[l]); });
+    // Rounding the scaled weights to F16 moves scores slightly: nudge the
+    // threshold down until every layer meets the target again.
+    for (int l = 0; l < c.n_layer; ++l) threshold = std::min(threshold, t_layer[l]);
   } else {
     threshold = *std::min_element(t_layer.begin(), t_layer.end());
     if (!std::isfinite(threshold)) threshold = 0.0f;
-  }
-  // Rounding the scaled weights to F16 moves scores slightly: nudge the
-  // threshold down until every layer meets the target again.
-  for (int l = 0; l < c.n_layer; ++l) {
-    threshold = std::min(
-        threshold, pi::ThresholdForRecall(data, l, n_train, n_hold, c.n_ff, scores[l], cal_target));
   }
 
   printf(

@@ -49,6 +49,8 @@ class PredictorSamples : public FfnObserver {
   // out[0, n_embd) = layer's input for token t, as f32.
   void Input(int layer, int64_t t, float* out) const;
   bool fired(int layer, int64_t t, int i) const { return (Mask(layer, t)[i / 64] >> (i % 64)) & 1; }
+  // Token t's firing bits: bit i % 64 of word i / 64 is neuron i.
+  const uint64_t* fired_mask(int layer, int64_t t) const { return Mask(layer, t); }
 
  private:
   uint16_t* H(int layer, int64_t t) const;

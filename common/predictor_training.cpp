@@ -11,14 +11,22 @@
 namespace pi {
 namespace {
 
-// Softplus, stable for large |x|: log(1 + e^x).
-inline double Softplus(double x) {
-  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+// dst[c * rows + r] = src[r * cols + c], in tiles that stay in L1.
+void Transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
+  constexpr int64_t kTile = 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t r1 = std::min(rows, r0 + kTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
+      }
+    }
+  }
 }
 
-// Trains one layer. All work on one thread; the f32 kernels of
-// kernels/cpu/matmul.h do the products (MatMulRows for the forward pass,
-// AxpyRows for the transposed ones).
+// Trains one layer on one thread: epochs of shuffled batches, Adam, early
+// stopping on the held-out loss.
 class LayerTrainer {
  public:
   LayerTrainer(const PredictorSamples& data, int layer, int d, int ff, int64_t n_train,
@@ -30,7 +38,8 @@ class LayerTrainer {
         n_train_(n_train),
         n_total_(n_total),
         p_(p),
-        out_(out) {}
+        out_(out),
+        batch_(d, ff, out->rank, p.batch) {}
 
   // Runs the epochs; `report(epoch, train_loss, val_loss, best)` after each.
   void Train(const EpochReport& report) {
@@ -54,10 +63,6 @@ class LayerTrainer {
     g1_.assign(w1_.size(), 0), g2_.assign(w2_.size(), 0);
     m1_.assign(w1_.size(), 0), v1_.assign(w1_.size(), 0);
     m2_.assign(w2_.size(), 0), v2_.assign(w2_.size(), 0);
-    x_.resize(static_cast<size_t>(B) * d_), xt_.resize(static_cast<size_t>(B) * d_);
-    z_.resize(static_cast<size_t>(B) * R), r_.resize(static_cast<size_t>(B) * R);
-    s_.resize(static_cast<size_t>(B) * ff_), gt_.resize(static_cast<size_t>(B) * ff_);
-    dr_.resize(static_cast<size_t>(B) * R), dzt_.resize(static_cast<size_t>(B) * R);
 
     std::vector<int64_t> order(n_train_);
     for (int64_t i = 0; i < n_train_; ++i) order[i] = i;
@@ -69,7 +74,11 @@ class LayerTrainer {
       double train_loss = 0;
       for (int64_t k = 0; k < n_train_; k += B) {
         const int nb = static_cast<int>(std::min<int64_t>(B, n_train_ - k));
-        train_loss += Step(order.data() + k, nb, ++step);
+        batch_.Load(data_, layer_, order.data() + k, nb, 1.0f / out_->in_scale);
+        train_loss += batch_.Run(w1_.data(), w2_.data(), p_.pos_weight, g1_.data(), g2_.data());
+        ++step;
+        Adam(&w1_, g1_, &m1_, &v1_, step);
+        Adam(&w2_, g2_, &m2_, &v2_, step);
       }
       train_loss /= static_cast<double>(n_train_) * ff_;
       const double val = Evaluate();
@@ -91,96 +100,23 @@ class LayerTrainer {
   }
 
  private:
-  // Forward for nb tokens whose (scaled) inputs are in x_: z_, r_, s_.
-  void Forward(int nb) {
-    const int R = out_->rank;
-    MatMulRows(DType::kF32, w1_.data(), d_, x_.data(), nb, z_.data(), R, 0, R);
-    for (int64_t i = 0; i < static_cast<int64_t>(nb) * R; ++i) r_[i] = std::max(z_[i], 0.0f);
-    MatMulRows(DType::kF32, w2_.data(), R, r_.data(), nb, s_.data(), ff_, 0, ff_);
-  }
-
-  void Gather(const int64_t* idx, int nb) {
-    const float inv = 1.0f / out_->in_scale;
-    for (int b = 0; b < nb; ++b) {
-      float* x = x_.data() + static_cast<size_t>(b) * d_;
-      data_.Input(layer_, idx[b], x);
-      for (int j = 0; j < d_; ++j) x[j] *= inv;
-    }
-  }
-
-  // Sum over the batch of the weighted BCE; gradient d loss / d s into gt_
-  // (transposed: [ff][nb]) when `grad`.
-  double Loss(const int64_t* idx, int nb, bool grad) {
-    double loss = 0;
-    const float pw = p_.pos_weight;
-    for (int b = 0; b < nb; ++b) {
-      for (int i = 0; i < ff_; ++i) {
-        const float s = s_[static_cast<size_t>(b) * ff_ + i];
-        const bool y = data_.fired(layer_, idx[b], i);
-        loss += y ? pw * Softplus(-s) : Softplus(s);
-        if (grad) {
-          const float sig = 1.0f / (1.0f + std::exp(-s));
-          gt_[static_cast<size_t>(i) * nb + b] = (y ? pw * (sig - 1.0f) : sig) / nb;
-        }
-      }
-    }
-    return loss;
-  }
-
-  double Step(const int64_t* idx, int nb, int step) {
-    const int R = out_->rank;
-    Gather(idx, nb);
-    Forward(nb);
-    const double loss = Loss(idx, nb, true);
-    // dW2[i][:] = sum_b g[b][i] r[b][:]
-    std::fill(g2_.begin(), g2_.end(), 0.0f);
-    for (int i = 0; i < ff_; ++i) {
-      AxpyRows(DType::kF32, r_.data(), R, gt_.data() + static_cast<size_t>(i) * nb,
-               g2_.data() + static_cast<size_t>(i) * R, 0, nb);
-    }
-    // dr[b][:] = sum_i g[b][i] W2[i][:]; needs g by token: transpose back into s_.
-    for (int i = 0; i < ff_; ++i) {
-      for (int b = 0; b < nb; ++b) {
-        s_[static_cast<size_t>(b) * ff_ + i] = gt_[static_cast<size_t>(i) * nb + b];
-      }
-    }
-    std::fill(dr_.begin(), dr_.end(), 0.0f);
-    for (int b = 0; b < nb; ++b) {
-      AxpyRows(DType::kF32, w2_.data(), R, s_.data() + static_cast<size_t>(b) * ff_,
-               dr_.data() + static_cast<size_t>(b) * R, 0, ff_);
-    }
-    // dz = dr * (z > 0), transposed [R][nb]; dW1[j][:] = sum_b dz[b][j] x[b][:]
-    for (int b = 0; b < nb; ++b) {
-      for (int j = 0; j < R; ++j) {
-        const size_t bj = static_cast<size_t>(b) * R + j;
-        dzt_[static_cast<size_t>(j) * nb + b] = z_[bj] > 0.0f ? dr_[bj] : 0.0f;
-      }
-    }
-    std::fill(g1_.begin(), g1_.end(), 0.0f);
-    for (int j = 0; j < R; ++j) {
-      AxpyRows(DType::kF32, x_.data(), d_, dzt_.data() + static_cast<size_t>(j) * nb,
-               g1_.data() + static_cast<size_t>(j) * d_, 0, nb);
-    }
-    Adam(&w1_, g1_, &m1_, &v1_, step);
-    Adam(&w2_, g2_, &m2_, &v2_, step);
-    return loss;
-  }
-
   void Adam(std::vector<float>* w, const std::vector<float>& g, std::vector<float>* m,
             std::vector<float>* v, int step) {
     constexpr float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    // Bias corrections: m / (1 - b1^t) and v / (1 - b2^t).
     const float c1 = 1.0f / (1.0f - std::pow(b1, static_cast<float>(step)));
     const float c2 = 1.0f / (1.0f - std::pow(b2, static_cast<float>(step)));
     const float lr = p_.lr;
-    float* wp = w->data();
-    float* mp = m->data();
-    float* vp = v->data();
-    const float* gp = g.data();
+    float* __restrict wp = w->data();
+    float* __restrict mp = m->data();
+    float* __restrict vp = v->data();
+    const float* __restrict gp = g.data();
     const size_t n = w->size();
     for (size_t i = 0; i < n; ++i) {
-      mp[i] = b1 * mp[i] + (1 - b1) * gp[i];
-      vp[i] = b2 * vp[i] + (1 - b2) * gp[i] * gp[i];
-      wp[i] -= lr * (mp[i] * c1) / (std::sqrt(vp[i] * c2) + eps);
+      const float mi = b1 * mp[i] + (1 - b1) * gp[i];
+      const float vi = b2 * vp[i] + (1 - b2) * gp[i] * gp[i];
+      mp[i] = mi, vp[i] = vi;
+      wp[i] -= lr * (mi * c1) / (std::sqrt(vi * c2) + eps);
     }
   }
 
@@ -191,9 +127,8 @@ class LayerTrainer {
     for (int64_t t = n_train_; t < n_total_; t += p_.batch) {
       const int nb = static_cast<int>(std::min<int64_t>(p_.batch, n_total_ - t));
       for (int b = 0; b < nb; ++b) idx[b] = t + b;
-      Gather(idx.data(), nb);
-      Forward(nb);
-      loss += Loss(idx.data(), nb, false);
+      batch_.Load(data_, layer_, idx.data(), nb, 1.0f / out_->in_scale);
+      loss += batch_.Run(w1_.data(), w2_.data(), p_.pos_weight, nullptr, nullptr);
     }
     return loss / (static_cast<double>(std::max<int64_t>(1, n_total_ - n_train_)) * ff_);
   }
@@ -203,11 +138,88 @@ class LayerTrainer {
   int64_t n_train_, n_total_;
   PredictorTrainParams p_;
   LayerPredictor* out_;
+  PredictorBatch batch_;
   std::vector<float> w1_, w2_, g1_, g2_, m1_, v1_, m2_, v2_;
-  std::vector<float> x_, xt_, z_, r_, s_, gt_, dr_, dzt_;
 };
 
 }  // namespace
+
+PredictorBatch::PredictorBatch(int d, int ff, int rank, int max_batch)
+    : d_(d), ff_(ff), rank_(rank), masks_(max_batch) {
+  const size_t B = static_cast<size_t>(max_batch);
+  x_.resize(B * d), xt_.resize(B * d);
+  z_.resize(B * rank), r_.resize(B * rank), rt_.resize(B * rank);
+  s_.resize(B * ff), gt_.resize(B * ff);
+  w2t_.resize(static_cast<size_t>(rank) * ff);
+  dr_.resize(B * rank), dzt_.resize(B * rank);
+}
+
+void PredictorBatch::Load(const PredictorSamples& data, int layer, const int64_t* idx, int nb,
+                          float in_mul) {
+  nb_ = std::min(nb, static_cast<int>(masks_.size()));
+  for (int b = 0; b < nb_; ++b) {
+    float* x = x_.data() + static_cast<size_t>(b) * d_;
+    data.Input(layer, idx[b], x);
+    for (int j = 0; j < d_; ++j) x[j] *= in_mul;
+    masks_[b] = data.fired_mask(layer, idx[b]);
+  }
+}
+
+double PredictorBatch::Run(const float* w1, const float* w2, float pos_weight, float* g1,
+                           float* g2) {
+  const int nb = nb_, R = rank_;
+  if (nb == 0) return 0;
+  GemmRows(DType::kF32, w1, d_, x_.data(), nb, z_.data(), R, 0, R);
+  for (size_t i = 0; i < static_cast<size_t>(nb) * R; ++i) r_[i] = std::max(z_[i], 0.0f);
+  GemmRows(DType::kF32, w2, R, r_.data(), nb, s_.data(), ff_, 0, ff_);
+  // Weighted BCE: y ? pw * softplus(-s) : softplus(s), with one exp and one
+  // log per score: softplus(+-s) = max(+-s, 0) + log(1 + e^-|s|) (log1p
+  // would be exact for tiny e^-|s| too, but costs several logs). Its
+  // derivative over the batch size replaces the scores in s_.
+  const bool grad = g1 != nullptr && g2 != nullptr;
+  const float inv_nb = 1.0f / nb;
+  double loss = 0;
+  for (int b = 0; b < nb; ++b) {
+    const uint64_t* fired = masks_[b];
+    float* s = s_.data() + static_cast<size_t>(b) * ff_;
+    double row = 0;
+    for (int i = 0; i < ff_; ++i) {
+      const bool y = (fired[i / 64] >> (i % 64)) & 1;
+      const float e = std::exp(-std::fabs(s[i]));
+      const float l1p = std::log(1.0f + e);
+      row += y ? pos_weight * (std::max(-s[i], 0.0f) + l1p) : std::max(s[i], 0.0f) + l1p;
+      if (grad) {
+        const float sig = s[i] >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+        s[i] = (y ? pos_weight * (sig - 1.0f) : sig) * inv_nb;
+      }
+    }
+    loss += row;
+  }
+  if (grad) Gradients(w2, g1, g2);
+  return loss;
+}
+
+// With dL/ds by token in s_: g2 = g^T r, dr = g W2, dz = dr * [z > 0],
+// g1 = dz^T x, each as GemmRows over the contiguous reduction dimension.
+void PredictorBatch::Gradients(const float* w2, float* g1, float* g2) {
+  const int nb = nb_, R = rank_;
+  Transpose(s_.data(), nb, ff_, gt_.data());
+  Transpose(r_.data(), nb, R, rt_.data());
+  // g2[i][j] = sum_b gt[i][b] rt[j][b]: rt's rows are the weights, gt's the batch.
+  GemmRows(DType::kF32, rt_.data(), nb, gt_.data(), ff_, g2, R, 0, R);
+  // dr[b][j] = sum_i w2t[j][i] g[b][i].
+  Transpose(w2, ff_, R, w2t_.data());
+  GemmRows(DType::kF32, w2t_.data(), ff_, s_.data(), nb, dr_.data(), R, 0, R);
+  for (int b = 0; b < nb; ++b) {
+    for (int j = 0; j < R; ++j) {
+      const size_t bj = static_cast<size_t>(b) * R + j;
+      dzt_[static_cast<size_t>(j) * nb + b] = z_[bj] > 0.0f ? dr_[bj] : 0.0f;
+    }
+  }
+  // g1[j][c] = sum_b dzt[j][b] xt[c][b].
+  Transpose(x_.data(), nb, d_, xt_.data());
+  GemmRows(DType::kF32, xt_.data(), nb, dzt_.data(), R, g1, d_, 0, d_);
+}
 
 void TrainLayerPredictor(const PredictorSamples& data, int layer, int64_t n_train, int64_t n_total,
                          const PredictorTrainParams& p, LayerPredictor* out,
@@ -235,27 +247,19 @@ void FinalPredictorWeights(const LayerPredictor& p, int d, int ff, DType type, f
   }
 }
 
-// scores [n][ff] of tokens [t0, t0 + n) in double precision from final weights.
+// Chunks of tokens, each two GemmRows: h [nb][d] -> hidden [nb][rank] -> scores.
 void PredictorScores(const PredictorSamples& data, int layer, int64_t t0, int64_t n, int d, int ff,
                      const std::vector<float>& w1, const std::vector<float>& w2, int rank,
                      std::vector<float>* scores) {
+  constexpr int64_t kChunk = 64;
   scores->assign(static_cast<size_t>(n) * ff, 0.0f);
-  std::vector<double> hid(rank);
-  std::vector<float> h(d);
-  for (int64_t t = 0; t < n; ++t) {
-    data.Input(layer, t0 + t, h.data());
-    for (int j = 0; j < rank; ++j) {
-      double acc = 0;
-      const float* row = w1.data() + static_cast<size_t>(j) * d;
-      for (int c = 0; c < d; ++c) acc += static_cast<double>(row[c]) * h[c];
-      hid[j] = std::max(acc, 0.0);
-    }
-    for (int i = 0; i < ff; ++i) {
-      double acc = 0;
-      const float* row = w2.data() + static_cast<size_t>(i) * rank;
-      for (int j = 0; j < rank; ++j) acc += row[j] * hid[j];
-      (*scores)[static_cast<size_t>(t) * ff + i] = static_cast<float>(acc);
-    }
+  std::vector<float> h(static_cast<size_t>(kChunk) * d), hid(static_cast<size_t>(kChunk) * rank);
+  for (int64_t t = 0; t < n; t += kChunk) {
+    const int64_t nb = std::min(kChunk, n - t);
+    for (int64_t b = 0; b < nb; ++b) data.Input(layer, t0 + t + b, h.data() + b * d);
+    GemmRows(DType::kF32, w1.data(), d, h.data(), nb, hid.data(), rank, 0, rank);
+    for (int64_t i = 0; i < nb * rank; ++i) hid[i] = std::max(hid[i], 0.0f);
+    GemmRows(DType::kF32, w2.data(), rank, hid.data(), nb, scores->data() + t * ff, ff, 0, ff);
   }
 }
 

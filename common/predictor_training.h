@@ -4,7 +4,7 @@
 // term is weighted (a miss corrupts the output, a false alarm only costs
 // time), on the first n_train tokens; the rest, a contiguous tail, is held
 // out for early stopping and then for calibrating the threshold. All f32 on
-// one thread per layer (the kernels of kernels/cpu/matmul.h do the products),
+// one thread per layer (GemmRows of kernels/cpu/matmul.h does the products),
 // so results do not depend on how many layers train at once.
 #pragma once
 
@@ -36,6 +36,37 @@ struct LayerPredictor {
   int epochs_run = 0;
 };
 
+// One batch's loss and gradient, the products of a training step. Forward:
+// z = W1 x, r = relu(z), s = W2 r; the weighted cross-entropy of s against
+// what fired; backward: dL/dW2 = g r^T and dL/dW1 = (W2^T g * [z > 0]) x^T,
+// g = dL/ds. The five products are matrix-matrix products (GemmRows), which
+// need each one's reduction dimension contiguous, so the batch transposes
+// what it must (r, x, g and W2): far fewer bytes than the products move.
+// Buffers are sized once, for batches of up to max_batch tokens.
+class PredictorBatch {
+ public:
+  PredictorBatch(int d, int ff, int rank, int max_batch);
+
+  // Tokens idx[0, nb) of `layer` (nb <= max_batch), inputs times in_mul.
+  void Load(const PredictorSamples& data, int layer, const int64_t* idx, int nb, float in_mul);
+
+  // The loss summed over the batch's (token, neuron) pairs, each firing
+  // term weighted by pos_weight. With g1 and g2 non-null, also its gradient
+  // divided by the batch size: g1 [rank][d], g2 [ff][rank] (overwritten).
+  double Run(const float* w1, const float* w2, float pos_weight, float* g1, float* g2);
+
+ private:
+  void Gradients(const float* w2, float* g1, float* g2);
+
+  int d_, ff_, rank_, nb_ = 0;
+  std::vector<const uint64_t*> masks_;  // [max_batch] firing bits per token
+  std::vector<float> x_, xt_;           // [nb][d] inputs, [d][nb]
+  std::vector<float> z_, r_, rt_;       // [nb][rank] pre-activation, relu; [rank][nb]
+  std::vector<float> s_, gt_;           // [nb][ff] scores, then dL/ds; [ff][nb] dL/ds
+  std::vector<float> w2t_;              // [rank][ff]
+  std::vector<float> dr_, dzt_;         // [nb][rank] dL/dr; [rank][nb] dL/dz
+};
+
 // Called after every epoch: (epoch, train loss, held-out loss, whether the
 // held-out loss is the best so far).
 using EpochReport = std::function<void(int, double, double, bool)>;
@@ -52,7 +83,8 @@ void TrainLayerPredictor(const PredictorSamples& data, int layer, int64_t n_trai
 void FinalPredictorWeights(const LayerPredictor& p, int d, int ff, DType type, float fc2_scale,
                            std::vector<float>* w1, std::vector<float>* w2);
 
-// scores [n][ff] of tokens [t0, t0 + n) in double precision from final weights.
+// scores [n][ff] of tokens [t0, t0 + n) from final weights, in f32 (GemmRows)
+// as the engine scores them, if not bit for bit.
 void PredictorScores(const PredictorSamples& data, int layer, int64_t t0, int64_t n, int d, int ff,
                      const std::vector<float>& w1, const std::vector<float>& w2, int rank,
                      std::vector<float>* scores);
