@@ -142,11 +142,12 @@ struct Result {
   std::string sparse = "off";
   double ffn_active = 1.0;  // tg: share of FFN neurons computed per token
   // The split (--vram-budget) and the time model (tg rows; see time_model.h).
-  std::string backend = "none";  // the hot neurons' backend
-  int64_t vram_budget = -1;      // the plan's budget; -1 without a split
-  std::string plan_fingerprint;  // FNV-1a 64 of the plan file; "" without
-  double gpu_fired_share = 0;    // of the fired FFN neurons, those on the hot side
-  pi::DeviceBytes device_bytes;  // per token
+  std::string backend = "none";         // the hot neurons' backend
+  int64_t vram_budget = -1;             // the plan's budget; -1 without a split
+  std::vector<int64_t> device_budgets;  // each device's share of it (--gpus: several)
+  std::string plan_fingerprint;         // FNV-1a 64 of the plan file; "" without
+  double gpu_fired_share = 0;           // of the fired FFN neurons, those on the hot side
+  pi::DeviceBytes device_bytes;         // per token
   double gpu_bw_gbs = 0, link_gbs = 0;
   // The worker step round trip of a shm run (p50, p99 over its timed steps),
   // and the p50 of its transport part (the round trip less the worker's
@@ -211,6 +212,15 @@ std::string Fmt(const char* fmt, double v) {
   return buf;
 }
 
+// Each device's budget, as integers joined by `sep` ("+" in csv, "," in json).
+std::string DeviceBudgets(const Result& r, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < r.device_budgets.size(); ++i) {
+    s += (i ? sep : "") + std::to_string(r.device_budgets[i]);
+  }
+  return s;
+}
+
 std::string JsonArray(const std::vector<double>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + pi::JsonNumber(v[i]);
@@ -256,6 +266,7 @@ std::string ToJson(const Result& r) {
   s += ",\"bw_fraction\":" + pi::JsonNumber(r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0);
   s += ",\"backend\":" + pi::JsonEscape(r.backend);
   s += ",\"vram_budget\":" + std::to_string(r.vram_budget);
+  s += ",\"device_budgets\":[" + DeviceBudgets(r, ",") + "]";
   s += ",\"plan_fingerprint\":" + pi::JsonEscape(r.plan_fingerprint);
   s += ",\"gpu_fired_share\":" + pi::JsonNumber(r.gpu_fired_share);
   s += ",\"gpu_bytes_per_token\":" + pi::JsonNumber(r.device_bytes.gpu);
@@ -287,7 +298,14 @@ std::string SplitColumns(const Result& r) {
   const bool split = r.vram_budget >= 0;
   const bool tg = r.n_gen > 0 && r.n_parallel == 1;
   const pi::DeviceBytes& b = r.device_bytes;
-  std::string s = split ? r.backend + " " + pi::BudgetString(r.vram_budget) : "none";
+  std::string s = split ? r.backend + " " : "none";
+  if (split && r.device_budgets.size() > 1) {  // a chain: each device's budget
+    for (size_t i = 0; i < r.device_budgets.size(); ++i) {
+      s += (i ? "+" : "") + pi::BudgetString(r.device_budgets[i]);
+    }
+  } else if (split) {
+    s += pi::BudgetString(r.vram_budget);
+  }
   s += " | ";
   if (tg && split) s += Fmt("%.1f", 100 * r.gpu_fired_share) + "%";
   s += " | ";
@@ -312,8 +330,9 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
     printf(
         "model_filename,model_type,model_size,model_n_params,cpu_isa,n_batch,n_threads,"
         "n_prompt,n_gen,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts,weight_bytes_per_token,"
-        "avg_gbs,mem_bw_gbs,bw_fraction,sparse,ffn_active,backend,vram_budget,plan_fingerprint,"
-        "gpu_fired_share,gpu_bytes_per_token,cpu_bytes_per_token,xfer_bytes_per_token,gpu_bw_gbs,"
+        "avg_gbs,mem_bw_gbs,bw_fraction,sparse,ffn_active,backend,vram_budget,device_budgets,"
+        "plan_fingerprint,gpu_fired_share,gpu_bytes_per_token,cpu_bytes_per_token,xfer_bytes_per_"
+        "token,gpu_bw_gbs,"
         "link_gbs,bound_ms_per_token,bound_fraction,step_p50_us,step_p99_us,step_overhead_p50_"
         "us,device_wait_us_per_token,cold_us_per_token,cold_parts_per_token,cold_gbs,"
         "ffn_prepare_us_per_token,ffn_gate_us_per_token,ffn_select_us_per_token,"
@@ -322,19 +341,20 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
       const std::vector<double> ts = r.samples_ts();
       printf(
           "\"%s\",\"%s\",%lld,%lld,%s,%d,%d,%d,%d,%s,%.0f,%.0f,%.6f,%.6f,%.0f,%.3f,%.3f,%.4f,%s,"
-          "%.4f,%s,%lld,%s,%.4f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%.4f,%.2f,%.2f,%.2f,%.1f,%.1f,%.2f,"
+          "%.4f,%s,%lld,%s,%s,%.4f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%.4f,%.2f,%.2f,%.2f,%.1f,%.1f,%."
+          "2f,"
           "%.3f,%.1f,%.1f,%.1f,%.1f,%.1f\n",
           r.model_filename.c_str(), r.model_type.c_str(), static_cast<long long>(r.model_size),
           static_cast<long long>(r.model_n_params), r.isa.c_str(), r.n_batch, r.n_threads,
           r.n_prompt, r.n_gen, r.test_time.c_str(), r.avg(r.samples_ns), r.stddev(r.samples_ns),
           r.avg(ts), r.stddev(ts), r.weight_bytes_per_token, r.avg_gbs(), r.mem_bw_gbs,
           r.mem_bw_gbs > 0 ? r.avg_gbs() / r.mem_bw_gbs : 0.0, r.sparse.c_str(), r.ffn_active,
-          r.backend.c_str(), static_cast<long long>(r.vram_budget), r.plan_fingerprint.c_str(),
-          r.gpu_fired_share, r.device_bytes.gpu, r.device_bytes.cpu, r.device_bytes.xfer,
-          r.gpu_bw_gbs, r.link_gbs, r.bound_ms_per_token, r.bound_fraction(), r.step_p50_us,
-          r.step_p99_us, r.step_overhead_p50_us, r.device_wait_us, r.cold_us, r.cold_parts,
-          r.cold_gbs, r.ffn_phase_us.prepare, r.ffn_phase_us.gate, r.ffn_phase_us.select,
-          r.ffn_phase_us.up_down, r.ffn_phase_us.sum);
+          r.backend.c_str(), static_cast<long long>(r.vram_budget), DeviceBudgets(r, "+").c_str(),
+          r.plan_fingerprint.c_str(), r.gpu_fired_share, r.device_bytes.gpu, r.device_bytes.cpu,
+          r.device_bytes.xfer, r.gpu_bw_gbs, r.link_gbs, r.bound_ms_per_token, r.bound_fraction(),
+          r.step_p50_us, r.step_p99_us, r.step_overhead_p50_us, r.device_wait_us, r.cold_us,
+          r.cold_parts, r.cold_gbs, r.ffn_phase_us.prepare, r.ffn_phase_us.gate,
+          r.ffn_phase_us.select, r.ffn_phase_us.up_down, r.ffn_phase_us.sum);
     }
   } else {
     printf(
@@ -374,6 +394,7 @@ void PrintResults(const std::vector<Result>& rs, const std::string& fmt) {
 struct SplitInfo {
   std::string backend = "none";
   int64_t vram_budget = -1;
+  std::vector<int64_t> device_budgets;  // one per device; empty without a split
   std::string plan_fingerprint;
   const pi::Placement* plan = nullptr;
 };
@@ -394,6 +415,8 @@ SplitInfo DescribeSplit(const pi::GpuSplit& split) {
     info.backend = split.backend->name();
   }
   info.vram_budget = split.plan.vram_budget;
+  info.device_budgets = split.plan.device_budgets;
+  if (info.device_budgets.empty()) info.device_budgets.push_back(info.vram_budget);
   info.plan = &split.plan;
   // The file's bytes, as written or reused: the same fingerprint means the
   // same placement, whichever run or machine made it.
@@ -834,6 +857,7 @@ static int Run(int argc, char** argv) {
                      (run.worker || on[m] == "gpu-shm" ? "+" + on[m] : "");
           r.backend = split_info.backend;
           r.vram_budget = split_info.vram_budget;
+          r.device_budgets = split_info.device_budgets;
           r.plan_fingerprint = split_info.plan_fingerprint;
           r.gpu_bw_gbs = gpu_bw;
           r.link_gbs = link_gbs;

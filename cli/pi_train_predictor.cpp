@@ -496,7 +496,8 @@ static int Run(int argc, char** argv) {
     fprintf(stderr, "pi-train-predictor: %s\n", s.message().c_str());
     return 1;
   }
-  fprintf(stderr, "pi-train-predictor: wrote %s (threshold %g)\n", out_path.c_str(), threshold);
+  fprintf(stderr, "pi-train-predictor: wrote %s (%s predictors, threshold %g)\n", out_path.c_str(),
+          predictor_type.c_str(), threshold);
   return 0;
 }
 

@@ -40,6 +40,12 @@
 #   BUILD=1 SKIP_SWEEP=1 scripts/device_checks.sh build-cuda/bin $OUT/a
 #   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 scripts/device_checks.sh build-cuda/bin $OUT/b
 # The sweeps end in a markdown table (summary.md, scripts/sweep_summary.py).
+# DEVICE=host is a dry run without a GPU: the sweeps on the host backend
+# (--host-device, --gpus host,host), for a model shaped by N_LAYER, N_EMBD,
+# N_FF, N_HEAD and N_VOCAB (default the 7B shape). ctest's
+# device_checks_dry_run runs it on a small model with SKIP_TESTS,
+# SKIP_SANITIZER and SKIP_BENCH, so the script's own steps are known to work
+# before a GPU session spends its minutes on them.
 # NCU=1 adds Nsight
 # Compute's per-kernel GPU time of decode tokens at two budgets. Exit status 1 when a
 # test, a sanitizer or a benchmark's own check failed (listed at the end).
@@ -48,6 +54,14 @@ cd "$(dirname "$0")/.."
 BIN="${1:-build-cuda/bin}"
 OUT="${2:-${OUT:-/tmp/device-out}}"
 THREADS="${THREADS:-$(nproc)}"
+DEVICE="${DEVICE:-cuda}"
+if [ "$DEVICE" = host ]; then
+  ON_DEVICE=(--host-device)
+  TWO_GPUS=host,host
+else
+  ON_DEVICE=(--ffn-backend cuda)
+  TWO_GPUS=0,0
+fi
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$OUT"
@@ -68,7 +82,8 @@ if [ -n "${BUILD:-}" ]; then
 fi
 
 step "device"
-{ nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total,clocks.max.memory --format=csv
+{ if [ "$DEVICE" = host ]; then echo "DEVICE=host: a dry run on the host backend, no GPU"
+  else nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total,clocks.max.memory --format=csv; fi
   echo "host cores: $(nproc)"; grep -m1 "model name" /proc/cpuinfo; } 2>&1 | tee "$OUT/device.txt"
 
 if [ -z "${SKIP_TESTS:-}" ]; then
@@ -128,9 +143,10 @@ if [ -z "${SKIP_BENCH:-}" ]; then
 fi
 
 if [ -z "${SKIP_SWEEP:-}" ]; then
-  step "7B-shaped planted Q4_0 model, 32 layers"
+  step "planted Q4_0 model, ${N_LAYER:-32} layers, n_embd ${N_EMBD:-4096}"
   BIG="$TMP/planted-7b-q4_0.gguf"
-  "$BIN/pi-synth" -o "$BIG" --n-vocab 32000 --n-embd 4096 --n-ff 11008 --n-layer 32 --n-head 32 \
+  "$BIN/pi-synth" -o "$BIG" --n-vocab "${N_VOCAB:-32000}" --n-embd "${N_EMBD:-4096}" \
+    --n-ff "${N_FF:-11008}" --n-layer "${N_LAYER:-32}" --n-head "${N_HEAD:-32}" \
     --type q4_0 --activation relu --down-t --planted-sparsity 0.9 --tokenizer bytes 2>&1 | tail -1
   timeout 200 "$BIN/pi-profile" -m "$BIG" -f models/kjv-valid.txt --max-tokens 256 -t "$THREADS" \
     2>&1 | tail -1
@@ -143,22 +159,27 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
   check "sweep cpu"
   for budget in 0 512M 1G 1536M 2G 3G 8G; do
     timeout 150 "$BIN/pi-bench" -m "$BIG" -p 0 -n 32 -r 2 -t "$THREADS" --sparse oracle \
-      --vram-budget $budget --ffn-backend cuda --text "$TEXT" -o jsonl 2>"$TMP/err" |
+      --vram-budget $budget "${ON_DEVICE[@]}" --text "$TEXT" -o jsonl 2>"$TMP/err" |
       tee -a "$SWEEP"
     check "sweep $budget"
     grep -E "GPU|error|pi-bench:" "$TMP/err" | sed "s/^/[$budget] /" | tee -a "$OUT/sweep_log.txt"
   done
   step "2G on random token ids (stop 13's inputs)"
   timeout 150 "$BIN/pi-bench" -m "$BIG" -p 0 -n 32 -r 2 -t "$THREADS" --sparse oracle \
-    --vram-budget 2G --ffn-backend cuda -o jsonl 2>"$TMP/err" | tee "$OUT/sweep_random_ids.jsonl"
+    --vram-budget 2G "${ON_DEVICE[@]}" -o jsonl 2>"$TMP/err" | tee "$OUT/sweep_random_ids.jsonl"
   check "sweep 2G random ids"
   grep -E "error|pi-bench:" "$TMP/err" | sed "s/^/[2G random] /" | tee -a "$OUT/sweep_log.txt"
-  step "two gpu workers chained on one GPU (--gpus 0,0) against one, both in worker processes"
-  for spec in 2G: 1G:0,0 8G: 4G:0,0; do
+  step "two gpu workers chained on one GPU (--gpus $TWO_GPUS) against one, both in worker processes"
+  for spec in 2G: 1G:$TWO_GPUS 8G: 4G:$TWO_GPUS; do
     budget=${spec%%:*}
     gpus=${spec#*:}
+    where=("${ON_DEVICE[@]}")
+    if [ -n "$gpus" ]; then
+      where=(--gpus "$gpus")  # host entries name their backend
+      [ "$DEVICE" = host ] || where+=(--ffn-backend cuda)
+    fi
     timeout 150 "$BIN/pi-bench" -m "$BIG" -p 0 -n 32 -r 2 -t "$THREADS" --sparse oracle \
-      --vram-budget "$budget" --ffn-backend cuda --transport gpu-shm ${gpus:+--gpus "$gpus"} \
+      --vram-budget "$budget" "${where[@]}" --transport gpu-shm \
       --text "$TEXT" -o jsonl 2>"$TMP/err" | tee -a "$OUT/sweep_gpus.jsonl"
     check "sweep gpus $spec"
     grep -E "device|GPU|error|pi-bench:" "$TMP/err" | sed "s/^/[$spec] /" |
@@ -182,7 +203,7 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
     timeout 200 "$BIN/pi-profile" -m "$BIGP" -f "$TEXT" --max-tokens 256 -t "$THREADS" 2>&1 | tail -1
     : >"$OUT/sweep_predictor.jsonl"
     for budget in cpu 2G 2256M 2816M; do
-      where=(--vram-budget "$budget" --ffn-backend cuda)
+      where=(--vram-budget "$budget" "${ON_DEVICE[@]}")
       [ "$budget" = cpu ] && where=()
       timeout 150 "$BIN/pi-bench" -m "$BIGP" -p 0 -n 32 -r 2 -t "$THREADS" --sparse predictor \
         ${where[@]+"${where[@]}"} --text "$TEXT" -o jsonl 2>"$TMP/err" |
@@ -192,7 +213,7 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
         tee -a "$OUT/sweep_log.txt"
     done
   fi
-  if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
+  if [ -n "${NCU:-}" ] && [ "$DEVICE" != host ] && command -v ncu >/dev/null; then
     # Where a decode token's GPU time goes, kernel by kernel (two tokens of
     # pi-bench's warmup run and two timed; the summary sums by kernel name).
     for budget in ${NCU_BUDGETS:-8G 2G}; do

@@ -6,13 +6,13 @@ Usage: scripts/sweep_summary.py OUT_DIR
 Reads the pi-bench json rows OUT_DIR/sweep*.jsonl holds (sweep.jsonl,
 sweep_random_ids.jsonl, sweep_gpus.jsonl, sweep_predictor.jsonl: whichever
 exist) and prints, per tg row, what the GPU hybrid's targets are stated in:
-tokens/s and its ratio to CPU-only dense decode at the same threads
-(sweep.jsonl's `off` row — the predictor file's model has the same weights;
-"-" when there is none), the GPU's share of the
-fired neurons, the bytes per token by device, the share of the time model's
-bound, where a token's time went (waiting on the device, the cold parts and
-their GB/s) and the CPU's sparse FFN phases (input, gate dots, select,
-up/down, sum; µs per token).
+the budget (per device for a --gpus chain), tokens/s and its ratio to
+CPU-only dense decode at the same threads (sweep.jsonl's `off` row — the
+predictor file's model has the same weights; "-" when there is none), the
+GPU's share of the fired neurons, the bytes per token by device, the share
+of the time model's bound, where a token's time went (waiting on the device,
+the cold parts and their GB/s) and the CPU's sparse FFN phases (input, gate
+dots, select, up/down, sum; µs per token).
 """
 import json
 import os
@@ -44,6 +44,9 @@ def budget(r):
     b = r.get("vram_budget", -1)
     if b is None or b < 0:
         return "CPU only"
+    per_device = r.get("device_budgets") or []
+    if len(per_device) > 1:  # a --gpus chain: each device's budget
+        return "+".join(f"{d / 2**30:.2f}G" for d in per_device)
     return f"{b / 2**30:.2f}G"
 
 

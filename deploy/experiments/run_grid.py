@@ -33,7 +33,7 @@ BENCH_FIELDS = [
     "model_filename", "model_type", "model_size", "model_n_params", "cpu_isa", "n_batch",
     "n_threads", "n_prompt", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
     "samples_ns", "samples_ts", "weight_bytes_per_token", "avg_gbs", "mem_bw_gbs", "sparse",
-    "ffn_active", "bw_fraction", "backend", "vram_budget", "plan_fingerprint",
+    "ffn_active", "bw_fraction", "backend", "vram_budget", "device_budgets", "plan_fingerprint",
     "gpu_fired_share", "gpu_bytes_per_token", "cpu_bytes_per_token", "xfer_bytes_per_token",
     "gpu_bw_gbs", "link_gbs", "bound_ms_per_token", "bound_fraction",
     "device_wait_us_per_token", "cold_us_per_token", "cold_parts_per_token", "cold_gbs",
