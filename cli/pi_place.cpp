@@ -229,6 +229,8 @@ static int Run(int argc, char** argv) {
       static_cast<long long>(budget), pi::HumanBytes(budget).c_str(),
       static_cast<long long>(budget - plan.used_bytes()),
       pi::HumanBytes(budget - plan.used_bytes()).c_str());
+  printf("budgets at -c %d: %s\n", opt.n_ctx,
+         pi::RegimeBudgetsString(pi::GetRegimeBudgets(model, opt)).c_str());
 
   // The files: reused only when they say exactly this placement.
   const std::string plan_stale =

@@ -192,15 +192,32 @@ std::string PartialDenseNote(const Placement& p, const LlamaModel& model) {
   const int64_t needed = DenseBytes(model, opt);
   int layers = 0;
   for (const LayerPlacement& l : p.layers) layers += l.attn_on_gpu ? 1 : 0;
-  char buf[512];
+  char buf[768];
   snprintf(buf, sizeof buf,
            "a VRAM budget of %s holds the dense blocks of %d of %zu layers%s (%s of the %" PRId64
            " bytes they need: output + output_norm, attention, KV cache for %d positions), no "
-           "FFN neuron; raise --vram-budget for hot neurons or lower -c",
+           "FFN neuron; raise --vram-budget for hot neurons or lower -c (at this context: %s)",
            HumanBytes(p.vram_budget).c_str(), layers, p.layers.size(),
            p.output_on_gpu ? " and the output head" : "", HumanBytes(p.dense_bytes).c_str(), needed,
-           p.n_ctx);
+           p.n_ctx, RegimeBudgetsString(GetRegimeBudgets(model, opt)).c_str());
   return buf;
+}
+
+RegimeBudgets GetRegimeBudgets(const LlamaModel& model, const PlacementOptions& opt) {
+  RegimeBudgets b;
+  b.dense = DenseBytes(model, opt);
+  int64_t ffn = 0;
+  for (int il = 0; il < model.config.n_layer; ++il) {
+    ffn += NeuronBytes(model, il) * model.config.n_ff;
+  }
+  b.dense_and_quarter_ffn = b.dense + ffn / 4;
+  b.everything = b.dense + ffn;
+  return b;
+}
+
+std::string RegimeBudgetsString(const RegimeBudgets& b) {
+  return "dense blocks " + HumanBytes(b.dense) + ", with a quarter of the FFN " +
+         HumanBytes(b.dense_and_quarter_ffn) + ", everything " + HumanBytes(b.everything);
 }
 
 int64_t DenseBytes(const LlamaModel& model, const PlacementOptions& opt) {

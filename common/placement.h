@@ -108,11 +108,24 @@ double FiringShare(const ActivationStats& stats, int layer, const std::vector<in
 // Bytes of the whole stage 1 (every dense block and the KV cache).
 int64_t DenseBytes(const LlamaModel& model, const PlacementOptions& opt);
 
+// Budgets that mark a model's regimes at opt's context and cache types:
+// every dense block and the KV cache (stage 1 complete, no neuron); those
+// and a quarter of the FFN's bytes (PowerInfer's regime, where the hot
+// quarter serves most firings); everything. What pi-place prints, and the
+// note of a budget below the dense blocks, to help pick --vram-budget.
+struct RegimeBudgets {
+  int64_t dense = 0, dense_and_quarter_ffn = 0, everything = 0;
+};
+RegimeBudgets GetRegimeBudgets(const LlamaModel& model, const PlacementOptions& opt);
+// "dense blocks 1.65 GiB, with a quarter of the FFN 2.22 GiB, everything 3.92 GiB".
+std::string RegimeBudgetsString(const RegimeBudgets& b);
+
 // For a plan whose budget did not hold every dense block (!dense_complete):
 // what it holds, of what the dense blocks need, and what to do — "a VRAM
 // budget of 16.00 MiB holds the dense blocks of 2 of 6 layers and the output
 // head (15.20 MiB of the 29.64 MiB they need: 31078400 bytes ...), no FFN
-// neuron; raise --vram-budget for hot neurons or lower -c".
+// neuron; raise --vram-budget for hot neurons or lower -c (at this context:
+// dense blocks ..., with a quarter of the FFN ..., everything ...)".
 std::string PartialDenseNote(const Placement& plan, const LlamaModel& model);
 
 // FNV-1a 64 over n_layer, n_ff, n_tokens and every count (all as

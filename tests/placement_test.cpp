@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/gpu_index.h"
+#include "common/memory_limits.h"
 #include "common/synthetic_model.h"
 #include "tests/temp_path.h"
 
@@ -167,6 +168,53 @@ TEST_P(PlacementSweep, NeverOverBudgetAndGrowsWithBudget) {
     EXPECT_EQ(static_cast<int>(l.gpu_neurons.size()), o.n_ff);
     EXPECT_DOUBLE_EQ(l.firing_share, 1.0);
   }
+}
+
+// The regime budgets (pi-place's "budgets at -c N" line), against plans made
+// at them and their bytes recomputed from the file's tensor sizes: at
+// `dense` every dense block and no neuron; at `everything` every neuron,
+// the budget used to the byte; at `dense_and_quarter_ffn` every dense block
+// and neurons of a quarter of the FFN's bytes, to within a group per layer.
+TEST_P(PlacementSweep, RegimeBudgetsMarkDenseQuarterAndEverything) {
+  const Variant v = GetParam();
+  const SyntheticModelOptions o = Opts(3, v.type, v.down_t, v.tied);
+  LlamaModel m;
+  ASSERT_NO_FATAL_FAILURE(LoadSynthetic(o, std::string(v.name) + "_regimes", &m));
+  ActivationStats st;
+  FillStats(m, 5, &st);
+  PlacementOptions opt;
+  opt.n_ctx = 64;
+  opt.group = 32;
+  const RegimeBudgets b = GetRegimeBudgets(m, opt);
+  ASSERT_LT(b.dense, b.dense_and_quarter_ffn);
+  ASSERT_LT(b.dense_and_quarter_ffn, b.everything);
+  int64_t max_neuron = 0;
+  for (int il = 0; il < o.n_layer; ++il) max_neuron = std::max(max_neuron, NeuronBytes(m, il));
+  auto place = [&](int64_t budget, Placement* p, int64_t* neurons) {
+    opt.vram_budget = budget;
+    const Status s = Place(m, st, opt, p);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(p->dense_complete) << budget;
+    EXPECT_EQ(IndependentBytes(m, o, *p), p->used_bytes()) << budget;
+    *neurons = 0;
+    for (const LayerPlacement& l : p->layers)
+      *neurons += static_cast<int64_t>(l.gpu_neurons.size());
+  };
+  Placement p;
+  int64_t neurons = 0;
+  ASSERT_NO_FATAL_FAILURE(place(b.dense, &p, &neurons));
+  EXPECT_EQ(neurons, 0);
+  EXPECT_EQ(p.used_bytes(), b.dense);
+  ASSERT_NO_FATAL_FAILURE(place(b.everything, &p, &neurons));
+  EXPECT_EQ(neurons, int64_t{o.n_layer} * o.n_ff);
+  EXPECT_EQ(p.used_bytes(), b.everything);
+  const int64_t ffn = b.everything - b.dense;
+  ASSERT_NO_FATAL_FAILURE(place(b.dense_and_quarter_ffn, &p, &neurons));
+  EXPECT_LE(p.used_bytes(), b.dense_and_quarter_ffn);
+  EXPECT_GT(p.neuron_bytes, ffn / 4 - int64_t{o.n_layer} * opt.group * max_neuron);
+  EXPECT_NE(RegimeBudgetsString(b).find("with a quarter of the FFN " +
+                                        HumanBytes(b.dense_and_quarter_ffn)),
+            std::string::npos);
 }
 
 // Two devices (PlaceOnDevices, --gpus): over a grid of budget pairs, equal
