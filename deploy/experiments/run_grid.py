@@ -176,6 +176,8 @@ def bench_command(args, point, n_gpus=1):
             cmd += ["--gpus", device_list(n, point["ffn_backend"], n_gpus)]
             if point["ffn_backend"] != "host":
                 cmd += ["--transport", "gpu-shm"]
+        elif point["ffn_backend"] == "host":  # whole layers on a host device, as with N > 1
+            cmd.append("--host-device")
     if args.text:
         cmd += ["--text", args.text]
     if args.no_bw:

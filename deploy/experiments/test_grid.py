@@ -11,9 +11,10 @@ take ~4.3 MiB, its FFN rows 7.1 MB):
   - one row per point with every column; status "ok" for the runnable points
     (none, 6M, 20M), and for budget 0 either ok or the error pi-bench printed
     (below the dense blocks, placement may refuse); two GPU workers are two
-    host devices chained by layer (--gpus host,host), each of the budget: the
-    plan's budget twice it, at 20M every neuron hot, and at every budget a GPU
-    share at least one device's;
+    host devices chained by layer (--gpus host,host), one a host device
+    (--host-device: whole layers, the same path), each of the budget: the
+    plan's budget n times it, at 20M every neuron hot, and at every budget a
+    GPU share at least one device's;
   - ok rows: t/s > 0; GPU + CPU bytes = pi-bench's weight bytes per token;
     CPU only: backend none, no GPU bytes, no transfers, GPU share 0;
     6M: some neurons hot, so 0 < GPU share < 1, and every layer's attention
@@ -26,6 +27,7 @@ take ~4.3 MiB, its FFN rows 7.1 MB):
 """
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -90,25 +92,29 @@ def check_row(r):
         check(f["gpu_fired_share"] == 0 and f["gpu_bytes_per_token"] == 0 and
               f["xfer_bytes_per_token"] == 0, f"{point}: GPU share/bytes not 0")
         return
-    # Two devices of budget 0 hold nothing: no device is loaded.
-    check(r["backend"] == "host" or (r["backend"] == "none" and r["gpus"] == "2" and
-                                     r["budget"] == "0"), f"{point}: backend {r['backend']}")
+    # Devices of budget 0 hold nothing: no device is loaded.
+    check(r["backend"] == "host" or (r["backend"] == "none" and r["budget"] == "0"),
+          f"{point}: backend {r['backend']}")
     check(len(r["plan_fingerprint"]) == 16 and int(r["plan_fingerprint"], 16) >= 0,
           f"{point}: plan fingerprint {r['plan_fingerprint']!r}")
-    if r["gpus"] == "2":  # two host devices chained, each of the budget
-        budget = {"0": 0, "6M": 6 << 20, "20M": 20 << 20}[r["budget"]]
-        check(f["vram_budget"] == 2 * budget, f"{point}: vram_budget {f['vram_budget']}")
-        # The device path's time split: waiting on the devices, and one cold part per
-        # layer that has cold neurons (none when every neuron is on a device).
-        wait, cold = float(r["device_wait_us_per_token"]), float(r["cold_us_per_token"])
-        parts = float(r["cold_parts_per_token"])
-        if budget > 0:
-            check(wait > 0, f"{point}: device wait {wait} µs per token")
-            check(0 <= parts <= N_LAYER and (parts > 0) == (cold > 0) and
-                  (parts > 0 or f["gpu_fired_share"] == 1),
-                  f"{point}: {parts} cold parts, {cold} µs, GPU share {f['gpu_fired_share']}")
-        if r["budget"] == "20M":
-            check(f["gpu_fired_share"] == 1, f"{point}: GPU share {f['gpu_fired_share']}")
+    # One host device (--host-device) or two chained (--gpus host,host), each of the budget.
+    n = int(r["gpus"])
+    budget = {"0": 0, "6M": 6 << 20, "20M": 20 << 20}[r["budget"]]
+    check(f["vram_budget"] == n * budget, f"{point}: vram_budget {f['vram_budget']}")
+    check(json.loads(r["device_budgets"]) == [budget] * n,
+          f"{point}: device_budgets {r['device_budgets']}")
+    # The device path's time split: waiting on the devices, and one cold part per
+    # layer that has cold neurons (none when every neuron is on a device).
+    wait, cold = float(r["device_wait_us_per_token"]), float(r["cold_us_per_token"])
+    parts = float(r["cold_parts_per_token"])
+    if budget > 0:
+        check(wait > 0, f"{point}: device wait {wait} µs per token")
+        check(0 <= parts <= N_LAYER and (parts > 0) == (cold > 0) and
+              (parts > 0 or f["gpu_fired_share"] == 1),
+              f"{point}: {parts} cold parts, {cold} µs, GPU share {f['gpu_fired_share']}")
+    if r["budget"] == "20M":
+        check(f["gpu_fired_share"] == 1, f"{point}: GPU share {f['gpu_fired_share']}")
+    if n == 2:
         return
     if r["budget"] == "0":  # nothing fits: no neuron is hot
         check(f["gpu_fired_share"] == 0, f"{point}: GPU share {f['gpu_fired_share']}")
