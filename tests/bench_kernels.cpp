@@ -324,7 +324,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   pi::Arena();
   const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                         DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                         DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   for (DType t : types) pi::Prepare(t);
   const CpuIsa best = pi::DetectCpuIsa();
 
