@@ -20,9 +20,10 @@ Status RunConversation(const ConversationOptions& o, LoadedEngine* loaded, Sampl
     if (line.empty()) continue;
     messages.push_back({"user", line});
     std::string text;
-    PI_RETURN_IF_ERROR(RenderChat(o.chat_template, messages, true, &text));
+    std::vector<TextSpan> contents;  // typed text: never control tokens
+    PI_RETURN_IF_ERROR(RenderChat(o.chat_template, messages, true, &text, &contents));
     GenerationRequest job;
-    PI_RETURN_IF_ERROR(tok.Encode(text, tok.add_bos_token(), &job.prompt, true));
+    PI_RETURN_IF_ERROR(tok.Encode(text, tok.add_bos_token(), &job.prompt, true, &contents));
     if (static_cast<int>(job.prompt.size()) >= engine->n_ctx()) {
       return Status::Error(
           "the conversation is %zu tokens, more than the context holds (%d): raise -c or start "

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/api_key_flags.h"
 #include "cli/args.h"
 #include "cli/request_flags.h"
 #include "cli/tool_main.h"
@@ -35,6 +36,7 @@ void Usage() {
       "  --timeout S             give up on a server that does not answer within S seconds\n"
       "                          of connecting (default 10)\n",
       stderr);
+  fputs(pi::kApiKeyUsage, stderr);
   fputs(pi::kRequestUsage, stderr);
 }
 
@@ -43,6 +45,8 @@ struct ClientFlags {
   pi::RequestFlags request;
   bool json = false, health = false, models = false;
   int timeout_s = 10;
+  pi::ApiKeyFlags api_key_flags;
+  std::string api_key;  // sent with every call when set
 };
 
 int ParseFlags(int argc, char** argv, ClientFlags* c) {
@@ -59,6 +63,11 @@ int ParseFlags(int argc, char** argv, ClientFlags* c) {
       c->models = true;
     else if (f == "--timeout")
       c->timeout_s = args.Int(f);
+    else if (f == "--api-key") {
+      c->api_key_flags.key = args.String(f);
+      c->api_key_flags.key_given = true;
+    } else if (f == "--api-key-file")
+      c->api_key_flags.key_file = args.String(f);
     else if (pi::ParseRequestFlag(f, &args, &c->request)) {
     } else if (f == "-h" || f == "--help") {
       Usage();
@@ -71,6 +80,7 @@ int ParseFlags(int argc, char** argv, ClientFlags* c) {
   if (s.ok() && (c->timeout_s < 1 || c->timeout_s > 86400)) {
     s = pi::Status::Error("--timeout must be 1 to 86400 seconds, got %d", c->timeout_s);
   }
+  if (s.ok()) s = pi::ResolveApiKey(c->api_key_flags, &c->api_key);
   if (!s.ok()) {
     fprintf(stderr, "pi-client: %s\n", s.message().c_str());
     return 2;
@@ -97,12 +107,23 @@ int Failed(const ClientFlags& c, const grpc::Status& status) {
     case grpc::StatusCode::CANCELLED:
       what = "cancelled";
       break;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      what = "not allowed (--api-key-file)";
+      break;
+    case grpc::StatusCode::INTERNAL:
+      what = "failed";
+      break;
     default:
       break;
   }
   fprintf(stderr, "pi-client: %s: %s: %s\n", c.server.c_str(), what,
           status.error_message().c_str());
   return 1;
+}
+
+// The API key on a call, as pi-launch asks for it.
+void Authorize(const ClientFlags& c, grpc::ClientContext* context) {
+  if (!c.api_key.empty()) context->AddMetadata("authorization", "Bearer " + c.api_key);
 }
 
 // Waits for SIGINT/SIGTERM (blocked in every thread) and cancels `context`;
@@ -167,6 +188,7 @@ int Generate(const ClientFlags& c, pi::v1::Coordinator::Stub* stub) {
   pi::v1::GenerateRequest req;
   FillRequest(c.request, &req);
   grpc::ClientContext context;
+  Authorize(c, &context);
   std::atomic<bool> done{false}, interrupted{false};
   std::thread canceller(CancelOnSignal, &context, &done, &interrupted);
   std::unique_ptr<grpc::ClientReader<pi::v1::GenerateReply>> reader = stub->Generate(&context, req);
@@ -214,6 +236,7 @@ int Generate(const ClientFlags& c, pi::v1::Coordinator::Stub* stub) {
 
 int Health(const ClientFlags& c, pi::v1::Coordinator::Stub* stub) {
   grpc::ClientContext context;
+  Authorize(c, &context);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(c.timeout_s));
   pi::v1::HealthReply h;
   const grpc::Status status = stub->Health(&context, pi::v1::HealthRequest(), &h);
@@ -225,6 +248,7 @@ int Health(const ClientFlags& c, pi::v1::Coordinator::Stub* stub) {
 
 int Models(const ClientFlags& c, pi::v1::Coordinator::Stub* stub) {
   grpc::ClientContext context;
+  Authorize(c, &context);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(c.timeout_s));
   pi::v1::ModelsReply m;
   const grpc::Status status = stub->Models(&context, pi::v1::ModelsRequest(), &m);

@@ -7,16 +7,15 @@
 #include <cstdio>
 #include <string>
 
+#include "cli/api_key_flags.h"
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
 #include "cli/engine_flags.h"
 #include "cli/gpu_split.h"
-#include "cli/read_file.h"
 #include "cli/tool_main.h"
 #include "common/chat_template.h"
 #include "common/sparse_mode.h"
-#include "common/transport/auth_token.h"
 #include "common/transport/listen_address.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/http_server.h"
@@ -38,7 +37,18 @@ void Usage() {
       "  --http HOST:PORT        also serve the OpenAI-style HTTP API there (e.g.\n"
       "                          127.0.0.1:8080): /v1/completions, /v1/models, /health,\n"
       "                          /tokenize, /detokenize\n"
-      "  --api-key KEY, --api-key-file F  HTTP clients must send Authorization: Bearer KEY\n"
+      "  --api-key-file F        every client (HTTP and gRPC; /health and Health excepted)\n"
+      "                          must send Authorization: Bearer KEY, KEY on F's first line\n"
+      "                          (16+ printable characters)\n"
+      "  --api-key KEY           the same, KEY on the command line (where `ps` shows it)\n"
+      "  -to, --timeout S        an HTTP body's read and each write (a streamed token's\n"
+      "                          too) must finish within S seconds, or the connection\n"
+      "                          closes and its request is cancelled (default 30)\n"
+      "  --http-idle-timeout S   an HTTP connection waits S seconds for a request (and a\n"
+      "                          request's headers take at most min(S, 10)) (default 15)\n"
+      "  --http-max-connections N             open HTTP connections (default 256)\n"
+      "  --http-max-connections-per-client N  of them from one address (default 32; 0:\n"
+      "                          no limit, e.g. behind a reverse proxy)\n"
       "  --chat-template NAME    how /v1/chat/completions renders messages: chatml, llama2,\n"
       "                          llama3, mistral, zephyr, gemma, vicuna, phi3 (default: the\n"
       "                          model's tokenizer.chat_template, when it is one of these)\n"
@@ -62,7 +72,9 @@ struct LaunchFlags {
   bool cpu_workers_given = false;
   pi::HttpServerOptions http;
   bool http_enabled = false;
-  std::string api_key_file;
+  pi::ApiKeyFlags api_key;
+  int timeout_s = 30;
+  int idle_timeout_s = 15;
 };
 
 // Returns -1 to go on, else the exit status (0 after --help).
@@ -80,10 +92,19 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
     else if (f == "--http") {
       l->http.listen = args.String(f);
       l->http_enabled = true;
-    } else if (f == "--api-key")
-      l->http.api_key = args.String(f);
-    else if (f == "--api-key-file")
-      l->api_key_file = args.String(f);
+    } else if (f == "--api-key") {
+      l->api_key.key = args.String(f);
+      l->api_key.key_given = true;
+    } else if (f == "--api-key-file")
+      l->api_key.key_file = args.String(f);
+    else if (f == "-to" || f == "--timeout")
+      l->timeout_s = args.Int(f);
+    else if (f == "--http-idle-timeout")
+      l->idle_timeout_s = args.Int(f);
+    else if (f == "--http-max-connections")
+      l->http.max_connections = args.Int(f);
+    else if (f == "--http-max-connections-per-client")
+      l->http.max_connections_per_client = args.Int(f);
     else if (f == "--chat-template") {
       const std::string name = args.String(f);
       pi::ChatTemplate t;
@@ -107,6 +128,28 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
   if (s.ok() && (l->max_queue < 0 || l->max_queue > 100000)) {
     s = pi::Status::Error("--max-queue must be 0 to 100000, got %d", l->max_queue);
   }
+  if (s.ok() && (l->timeout_s < 1 || l->timeout_s > 86400)) {
+    s = pi::Status::Error("--timeout must be 1 to 86400 seconds, got %d", l->timeout_s);
+  }
+  if (s.ok() && (l->idle_timeout_s < 1 || l->idle_timeout_s > 86400)) {
+    s = pi::Status::Error("--http-idle-timeout must be 1 to 86400 seconds, got %d",
+                          l->idle_timeout_s);
+  }
+  if (s.ok() && (l->http.max_connections < 1 || l->http.max_connections > 100000)) {
+    s = pi::Status::Error("--http-max-connections must be 1 to 100000, got %d",
+                          l->http.max_connections);
+  }
+  if (s.ok() &&
+      (l->http.max_connections_per_client < 0 || l->http.max_connections_per_client > 100000)) {
+    s = pi::Status::Error("--http-max-connections-per-client must be 0 to 100000, got %d",
+                          l->http.max_connections_per_client);
+  }
+  if (s.ok() && l->api_key.key_given && !l->api_key.key_file.empty()) {
+    s = pi::Status::Error("--api-key and --api-key-file: give one of them");
+  }
+  l->http.io_timeout_ms = l->timeout_s * 1000;
+  l->http.idle_timeout_ms = l->idle_timeout_s * 1000;
+  l->http.header_timeout_ms = std::min(l->idle_timeout_s, 10) * 1000;
   if (!s.ok()) {
     fprintf(stderr, "pi-launch: %s\n", s.message().c_str());
     return 2;
@@ -120,14 +163,6 @@ std::string ModelId(const std::string& path) {
   if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0)
     name.resize(name.size() - 5);
   return name;
-}
-
-// --api-key-file: the key on its first line (the worker token's rules).
-pi::Status ReadApiKey(LaunchFlags* l) {
-  if (l->api_key_file.empty()) return pi::Status::Ok();
-  std::string contents;
-  PI_RETURN_IF_ERROR(pi::ReadWholeFile(l->api_key_file, &contents).WithContext("--api-key-file"));
-  return pi::ParseAuthToken(contents, &l->http.api_key).WithContext("--api-key-file");
 }
 
 // The chat template: --chat-template, else the model's when it is a known
@@ -175,16 +210,32 @@ static int Run(int argc, char** argv) {
   LaunchFlags l;
   const int flags_status = ParseFlags(argc, argv, &l);
   if (flags_status >= 0) return flags_status;
-  if (!pi::IsLoopbackHost(l.listen)) {
-    fprintf(stderr,
-            "pi-launch: warning: --listen %s is beyond loopback: anyone who can reach it may "
-            "submit requests (there is no client authentication or TLS yet)\n",
-            l.listen.c_str());
-  }
   pi::LoadedEngine loaded;
   pi::HttpServer http_server;
   std::unique_ptr<pi::RequestRunner> runner;  // shut down http_server before it goes
-  pi::Status s = ReadApiKey(&l);
+  // The key file is read here (exit 1 when it cannot be), its rules checked with the flag's.
+  pi::Status s = pi::ResolveApiKey(l.api_key, &l.http.api_key);
+  if (!s.ok() && l.api_key.key_file.empty()) {
+    fprintf(stderr, "pi-launch: %s\n", s.message().c_str());
+    return 2;
+  }
+  if (!pi::IsLoopbackHost(l.listen) && l.http.api_key.empty()) {
+    fprintf(stderr,
+            "pi-launch: warning: --listen %s is beyond loopback with no --api-key-file: anyone "
+            "who can reach it may submit requests\n",
+            l.listen.c_str());
+  }
+  if (l.http_enabled && !pi::IsLoopbackHost(l.http.listen) && l.http.api_key.empty()) {
+    fprintf(stderr,
+            "pi-launch: warning: --http %s is beyond loopback with no --api-key-file: anyone "
+            "who can reach it may submit requests\n",
+            l.http.listen.c_str());
+  }
+  if (l.api_key.key_given) {
+    fprintf(stderr,
+            "pi-launch: note: --api-key shows the key to every user of this machine (ps); "
+            "--api-key-file F keeps it in a file\n");
+  }
   std::string address, http_address;
   if (s.ok() && l.http_enabled) {
     // Up while the model loads: /health says 503 "loading" until it is ready.
@@ -208,12 +259,14 @@ static int Run(int argc, char** argv) {
     runner = std::make_unique<pi::RequestRunner>(loaded.engine.get(), loaded.tok.get(), l.max_queue,
                                                  "pi-launch");
     pi::CoordinatorServer rpc_server;
-    s = rpc_server.Start(l.listen, Describe(l, loaded), runner.get(), &address);
+    pi::CoordinatorServiceOptions rpc;
+    rpc.api_key = l.http.api_key;
+    s = rpc_server.Start(l.listen, Describe(l, loaded), runner.get(), rpc, &address);
     if (s.ok()) {
       fprintf(stderr,
-              "pi-launch: serving %s on %s (%d cpu worker(s), %d at once (-np), max queue %d)\n",
+              "pi-launch: serving %s on %s (%d cpu worker(s), %d at once (-np), max queue %d)%s\n",
               l.engine.model_path.c_str(), address.c_str(), static_cast<int>(loaded.workers.size()),
-              l.engine.opt.n_seq, l.max_queue);
+              l.engine.opt.n_seq, l.max_queue, l.http.api_key.empty() ? "" : " (API key required)");
     }
     if (s.ok() && l.http_enabled) {
       ResolveChatTemplate(loaded.model, &l.http);

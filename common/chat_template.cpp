@@ -36,10 +36,25 @@ Status Split(const std::vector<ChatMessage>& messages, std::string* system,
   return Status::Ok();
 }
 
+// The rendered text, with where each message's own text lies in it.
+struct Rendered {
+  std::string* text;
+  std::vector<TextSpan>* spans;  // may be null
+  Rendered& Markup(const std::string& s) {
+    *text += s;
+    return *this;
+  }
+  Rendered& Content(const std::string& s) {
+    if (spans && !s.empty()) spans->push_back({text->size(), text->size() + s.size()});
+    *text += s;
+    return *this;
+  }
+};
+
 // Families whose turns are "<open role>content<close>": chatml, llama3,
 // zephyr, phi3 (the system message is a turn of its own).
 void RenderTagged(ChatTemplate t, const std::vector<ChatMessage>& messages, bool gen,
-                  std::string* out) {
+                  Rendered* out) {
   auto open = [t](const std::string& role) {
     switch (t) {
       case ChatTemplate::kChatml:
@@ -54,8 +69,8 @@ void RenderTagged(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
                       : t == ChatTemplate::kLlama3 ? "<|eot_id|>"
                       : t == ChatTemplate::kPhi3   ? "<|end|>\n"
                                                    : "</s>\n";  // zephyr
-  for (const ChatMessage& m : messages) *out += open(m.role) + m.content + close;
-  if (gen) *out += open("assistant");
+  for (const ChatMessage& m : messages) out->Markup(open(m.role)).Content(m.content).Markup(close);
+  if (gen) out->Markup(open("assistant"));
 }
 
 }  // namespace
@@ -108,8 +123,10 @@ Status DetectChatTemplate(const std::string& text, ChatTemplate* out) {
 }
 
 Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool gen,
-                  std::string* out) {
-  out->clear();
+                  std::string* text, std::vector<TextSpan>* content_spans) {
+  text->clear();
+  if (content_spans) content_spans->clear();
+  Rendered out{text, content_spans};
   std::string system;
   std::vector<const ChatMessage*> turns;
   PI_RETURN_IF_ERROR(Split(messages, &system, &turns));
@@ -118,7 +135,7 @@ Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
     case ChatTemplate::kLlama3:
     case ChatTemplate::kZephyr:
     case ChatTemplate::kPhi3:
-      RenderTagged(t, messages, gen, out);
+      RenderTagged(t, messages, gen, &out);
       return Status::Ok();
     case ChatTemplate::kLlama2: {
       // Meta's format: the system block inside the first [INST]; each
@@ -126,13 +143,15 @@ Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
       bool first = true;
       for (const ChatMessage* m : turns) {
         if (m->role == "user") {
-          if (!first) *out += "<s>";
-          *out += "[INST] ";
-          if (first && !system.empty()) *out += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
-          *out += m->content + " [/INST]";
+          if (!first) out.Markup("<s>");
+          out.Markup("[INST] ");
+          if (first && !system.empty()) {
+            out.Markup("<<SYS>>\n").Content(system).Markup("\n<</SYS>>\n\n");
+          }
+          out.Content(m->content).Markup(" [/INST]");
           first = false;
         } else {
-          *out += " " + m->content + " </s>";
+          out.Markup(" ").Content(m->content).Markup(" </s>");
         }
       }
       return Status::Ok();
@@ -142,11 +161,12 @@ Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
       bool first = true;
       for (const ChatMessage* m : turns) {
         if (m->role == "user") {
-          *out += "[INST] " + (first && !system.empty() ? system + "\n\n" : "") + m->content +
-                  " [/INST]";
+          out.Markup("[INST] ");
+          if (first && !system.empty()) out.Content(system).Markup("\n\n");
+          out.Content(m->content).Markup(" [/INST]");
           first = false;
         } else {
-          *out += " " + m->content + "</s>";
+          out.Markup(" ").Content(m->content).Markup("</s>");
         }
       }
       return Status::Ok();
@@ -156,21 +176,24 @@ Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
       bool first = true;
       for (const ChatMessage* m : turns) {
         const bool user = m->role == "user";
-        *out += std::string("<start_of_turn>") + (user ? "user" : "model") + "\n";
-        if (user && first && !system.empty()) *out += system + "\n\n";
-        *out += m->content + "<end_of_turn>\n";
+        out.Markup(std::string("<start_of_turn>") + (user ? "user" : "model") + "\n");
+        if (user && first && !system.empty()) out.Content(system).Markup("\n\n");
+        out.Content(m->content).Markup("<end_of_turn>\n");
         if (user) first = false;
       }
-      if (gen) *out += "<start_of_turn>model\n";
+      if (gen) out.Markup("<start_of_turn>model\n");
       return Status::Ok();
     }
     case ChatTemplate::kVicuna: {
-      if (!system.empty()) *out += system + "\n\n";
+      if (!system.empty()) out.Content(system).Markup("\n\n");
       for (const ChatMessage* m : turns) {
-        *out += m->role == "user" ? "USER: " + m->content + "\n"
-                                  : "ASSISTANT: " + m->content + "</s>\n";
+        if (m->role == "user") {
+          out.Markup("USER: ").Content(m->content).Markup("\n");
+        } else {
+          out.Markup("ASSISTANT: ").Content(m->content).Markup("</s>\n");
+        }
       }
-      if (gen) *out += "ASSISTANT:";
+      if (gen) out.Markup("ASSISTANT:");
       return Status::Ok();
     }
   }

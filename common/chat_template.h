@@ -3,9 +3,10 @@
 // llama.cpp recognises without a Jinja engine. The family is detected from
 // the GGUF's tokenizer.chat_template (the Jinja text, by the markers each
 // family's template contains) or named by --chat-template. The rendered
-// text holds the family's control tokens literally; it must be tokenized
-// with special tokens parsed (Tokenizer::Encode's parse_special), the BOS
-// added by the tokenizer as usual.
+// text holds the family's control tokens literally; it is tokenized with
+// special tokens parsed (Tokenizer::Encode's parse_special) outside the
+// messages' own text (the content spans), so no message can write a
+// control token, the BOS added by the tokenizer as usual.
 #pragma once
 
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "common/gguf.h"
 #include "common/status.h"
+#include "common/tokenizer.h"
 
 namespace pi {
 
@@ -41,7 +43,10 @@ Status ChatTemplateOfModel(const GgufFile& file, ChatTemplate* out);
 
 // Renders `messages` (roles system, user, assistant; a system message only
 // first) and, with add_generation_prompt, opens the assistant's turn.
+// *content_spans (when given): where the messages' contents are in *out,
+// in order.
 Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages,
-                  bool add_generation_prompt, std::string* out);
+                  bool add_generation_prompt, std::string* out,
+                  std::vector<TextSpan>* content_spans = nullptr);
 
 }  // namespace pi

@@ -14,14 +14,18 @@ Status CheckSamplerParams(const SamplerParams& sp) {
   if (!(sp.min_p >= 0.0f && sp.min_p <= 1.0f)) {
     return Status::Error("min-p out of range: must be in [0, 1], got %g", sp.min_p);
   }
-  if (!(sp.repeat_penalty > 0.0f)) {
-    return Status::Error("repeat-penalty out of range: must be > 0, got %g", sp.repeat_penalty);
+  // A penalty far from 1 divides or multiplies logits out of float's range
+  // (then the least likely token could win).
+  if (!(sp.repeat_penalty >= 1e-3f && sp.repeat_penalty <= 1e3f)) {
+    return Status::Error("repeat-penalty out of range: must be in [0.001, 1000], got %g",
+                         sp.repeat_penalty);
   }
   if (sp.repeat_last_n < -1) {
     return Status::Error("repeat-last-n out of range: must be -1 or more, got %d",
                          sp.repeat_last_n);
   }
-  if (sp.temp != sp.temp) return Status::Error("temp out of range: not a number");
+  if (!std::isfinite(sp.temp))
+    return Status::Error("temp out of range: must be finite, got %g", sp.temp);
   return Status::Ok();
 }
 

@@ -26,7 +26,7 @@ struct SamplerParams {
 };
 
 // An error naming the first parameter out of range (by llama.cpp's flag
-// name: "top-k out of range: ..."); temp may be anything but NaN.
+// name: "top-k out of range: ..."); temp may be any finite value.
 Status CheckSamplerParams(const SamplerParams& params);
 
 // repeat_last_n for a context of n_ctx: -1 means the whole context, and

@@ -222,6 +222,7 @@ Status Tokenizer::Init() {
   }
   std::stable_sort(special_ids_.begin(), special_ids_.end(),
                    [&](int32_t a, int32_t b) { return v.tokens[a].size() > v.tokens[b].size(); });
+  MeasureTokenBytes();
 
   for (int32_t id : {v.eos, v.eot, v.eom}) {
     if (id >= 0) eog_ids_.insert(id);
@@ -243,7 +244,38 @@ Status Tokenizer::Init() {
   return Status::Ok();
 }
 
+void Tokenizer::MeasureTokenBytes() {
+  const TokenizerVocab& v = vocab_;
+  max_token_bytes_ = 0;
+  if (v.model == "llama") {
+    if (v.remove_extra_whitespaces) return;
+    int byte_tokens = 0;
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+      byte_tokens += v.types[i] == TokenType::kByte && SpmParseByteToken(v.tokens[i]) >= 0;
+    }
+    if (byte_tokens < 256) return;  // unknown characters may fold into one token
+  }
+  // A token is read from its piece's bytes, or a special token from its vocabulary text.
+  for (const std::string& piece : pieces_)
+    max_token_bytes_ = std::max(max_token_bytes_, piece.size());
+  for (int32_t id : special_ids_) {
+    max_token_bytes_ = std::max(max_token_bytes_, v.tokens[id].size());
+  }
+  max_token_bytes_ = std::max<size_t>(max_token_bytes_, 4);  // a whole UTF-8 character
+}
+
+// Whether [begin, end) overlaps a span of `literal` (sorted).
+static bool InLiteral(const std::vector<TextSpan>* literal, size_t begin, size_t end) {
+  if (!literal) return false;
+  for (const TextSpan& s : *literal) {
+    if (s.begin >= end) break;
+    if (s.end > begin) return true;
+  }
+  return false;
+}
+
 void Tokenizer::Partition(const std::string& text, bool parse_special,
+                          const std::vector<TextSpan>* literal,
                           std::vector<Fragment>* fragments) const {
   fragments->clear();
   if (text.empty()) return;
@@ -260,13 +292,17 @@ void Tokenizer::Partition(const std::string& text, bool parse_special,
         next.push_back(f);
         continue;
       }
-      size_t pos = f.begin;
-      while (pos < f.end) {
-        const size_t hit = text.find(s, pos);
+      size_t pos = f.begin, from = f.begin;
+      while (from < f.end) {
+        const size_t hit = text.find(s, from);
         if (hit == std::string::npos || hit + s.size() > f.end) break;
+        if (InLiteral(literal, hit, hit + s.size())) {  // a message's own text
+          from = hit + 1;
+          continue;
+        }
         if (hit > pos) next.push_back({-1, pos, hit});
         next.push_back({id, hit, hit + s.size()});
-        pos = hit + s.size();
+        pos = from = hit + s.size();
         found = true;
       }
       if (pos < f.end) next.push_back({-1, pos, f.end});
@@ -276,15 +312,21 @@ void Tokenizer::Partition(const std::string& text, bool parse_special,
 }
 
 Status Tokenizer::Encode(const std::string& input, bool add_bos, std::vector<int32_t>* ids,
-                         bool parse_special) const {
+                         bool parse_special, const std::vector<TextSpan>* literal) const {
   ids->clear();
   if (add_bos && vocab_.bos >= 0) ids->push_back(vocab_.bos);
   // sentencepiece normalizes the whole text before it looks for pieces.
   const std::string text =
       spm_ && vocab_.remove_extra_whitespaces ? SpmRemoveExtraWhitespaces(input) : input;
 
+  // Spans are of the input: with the spaces dropped, they move with the text.
+  std::vector<TextSpan> moved;
+  if (literal && text.size() != input.size()) {
+    moved = SpmMapSpans(input, *literal);
+    literal = &moved;
+  }
   std::vector<Fragment> fragments;
-  Partition(text, parse_special, &fragments);
+  Partition(text, parse_special, literal, &fragments);
   bool prev_special = true;  // the text's start counts as after a special token
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {

@@ -55,6 +55,12 @@ struct TokenizerVocab {
   bool remove_extra_whitespaces = false;  // SPM: sentencepiece's normalizer option
 };
 
+// Bytes [begin, end) of a text.
+struct TextSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 class Tokenizer {
  public:
   ~Tokenizer();
@@ -71,8 +77,11 @@ class Tokenizer {
   // Replaces *ids with the tokens of `text`, preceded by bos when add_bos is set (and the
   // vocabulary has one). With parse_special, control tokens written literally in the text
   // ("<s>", "<|eot_id|>") become those tokens; without it they are ordinary text.
+  // With `literal` (sorted, not overlapping), no control token is read inside those
+  // spans: a chat message's content stays text while the template's markers around it
+  // are parsed (the text is split where they are, exactly as without spans).
   Status Encode(const std::string& text, bool add_bos, std::vector<int32_t>* ids,
-                bool parse_special = false) const;
+                bool parse_special = false, const std::vector<TextSpan>* literal = nullptr) const;
   // The text of `ids`: control tokens vanish, byte tokens become their bytes (the result
   // may hold invalid UTF-8 if the ids do), and for SPM with add_space_prefix the space
   // that Encode prepended is removed. Ids out of range are skipped.
@@ -93,6 +102,11 @@ class Tokenizer {
   bool add_bos_token() const { return vocab_.add_bos; }
   bool add_eos_token() const { return vocab_.add_eos; }
   bool is_spm() const { return spm_ != nullptr; }
+  // The most bytes of text one token can stand for, so that a text of more than
+  // n * max_token_bytes() bytes is more than n tokens (checked before tokenizing it);
+  // 0 when there is no such bound (an SPM vocabulary without byte tokens folds a run of
+  // unknown characters into one token, and one that drops extra spaces shrinks the text).
+  size_t max_token_bytes() const { return max_token_bytes_; }
   const TokenizerVocab& vocab() const { return vocab_; }
   // End of generation: eos, eot, eom, and control tokens that chat models use to end a
   // turn ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>").
@@ -101,6 +115,7 @@ class Tokenizer {
  private:
   Tokenizer();
   Status Init();
+  void MeasureTokenBytes();  // max_token_bytes_, once the pieces are known
   // Splits `text` into runs of raw text and special tokens (llama.cpp's
   // tokenizer_st_partition): longest special tokens first, leftmost occurrences.
   struct Fragment {
@@ -108,7 +123,7 @@ class Tokenizer {
     size_t begin = 0;
     size_t end = 0;
   };
-  void Partition(const std::string& text, bool parse_special,
+  void Partition(const std::string& text, bool parse_special, const std::vector<TextSpan>* literal,
                  std::vector<Fragment>* fragments) const;
 
   TokenizerVocab vocab_;
@@ -116,6 +131,7 @@ class Tokenizer {
   std::vector<std::string> pieces_;   // TokenToPiece, precomputed
   std::vector<int32_t> special_ids_;  // by text length, longest first
   std::unordered_set<int32_t> eog_ids_;
+  size_t max_token_bytes_ = 0;
   std::unique_ptr<SpmEncoder> spm_;
   std::unique_ptr<BpeEncoder> bpe_;
 };

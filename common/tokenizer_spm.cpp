@@ -82,6 +82,28 @@ std::string SpmRemoveExtraWhitespaces(const std::string& text) {
   return out;
 }
 
+std::vector<TextSpan> SpmMapSpans(const std::string& text, const std::vector<TextSpan>& spans) {
+  // at[i]: where input byte i lands (or would: a dropped space maps to the next byte kept).
+  std::vector<size_t> at(text.size() + 1);
+  size_t kept = 0;
+  bool prev_space = true;
+  for (size_t i = 0; i < text.size(); ++i) {
+    at[i] = kept;
+    const bool space = text[i] == ' ';
+    if (!space || !prev_space) ++kept;
+    prev_space = space;
+  }
+  at[text.size()] = kept;
+  const size_t size = SpmRemoveExtraWhitespaces(text).size();  // trailing spaces trimmed
+  std::vector<TextSpan> out;
+  out.reserve(spans.size());
+  for (const TextSpan& s : spans) {
+    out.push_back({std::min(at[std::min(s.begin, text.size())], size),
+                   std::min(at[std::min(s.end, text.size())], size)});
+  }
+  return out;
+}
+
 int SpmParseByteToken(const std::string& text) {
   // Exactly "<0x" + two uppercase or lowercase hex digits + ">".
   if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;

@@ -51,6 +51,8 @@ std::string SpmUnescape(const std::string& text);
 // sentencepiece's remove_extra_whitespaces: drops leading and trailing ' ' and collapses
 // runs of ' ' into one (only U+0020 counts, as in sentencepiece's normalizer).
 std::string SpmRemoveExtraWhitespaces(const std::string& text);
+// Spans of `text` moved to where their bytes are in SpmRemoveExtraWhitespaces(text).
+std::vector<TextSpan> SpmMapSpans(const std::string& text, const std::vector<TextSpan>& spans);
 
 // "<0x41>" -> 0x41; -1 when `text` is not a byte token spelling.
 int SpmParseByteToken(const std::string& text);

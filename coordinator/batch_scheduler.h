@@ -7,71 +7,60 @@
 // every sequence as it would alone, so a request's tokens are those it gets
 // running by itself.
 //
-// One thread of its own drives the engine; a request's tokens reach its
-// caller's thread through a queue, so a slow client never holds the step.
+// One thread of its own drives the engine; a request's tokens go to its
+// stream, which never blocks, so a slow client never holds the step.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
-#include "common/sampler.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
-#include "coordinator/generation.h"
+#include "coordinator/request_job.h"
 
 namespace pi {
 
-class BatchScheduler {
+class BatchScheduler final : public Scheduler {
  public:
   // `engine` (with n_seq sequences; not used by anything else meanwhile)
-  // and `tok` must outlive the scheduler.
-  BatchScheduler(Engine* engine, const Tokenizer* tok);
-  ~BatchScheduler();  // finishes the running requests as cancelled, stops the thread
+  // and `tok` must outlive the scheduler. The caller admits at most n_seq
+  // running jobs beyond those waiting; the scheduler starts them as
+  // sequences free up.
+  BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks);
+  ~BatchScheduler() override;  // finishes the running and waiting jobs as cancelled
   BatchScheduler(const BatchScheduler&) = delete;
   BatchScheduler& operator=(const BatchScheduler&) = delete;
 
-  // Runs one request (checked already) once a sequence is free — the caller
-  // admits at most n_seq at a time — calling on_token on this thread for
-  // each token; returns when it is done, or soon after cancelled() (polled)
-  // or on_token says stop (stop reason "cancelled").
-  void Run(const GenerationRequest& request, Sampler* sampler,
-           const std::function<bool()>& cancelled, const TokenCallback& on_token,
-           GenerationResult* out);
-
-  // The engine's cold-shard failures and recoveries, and the last failure's
-  // message, as of the last step (the engine itself is the loop's alone).
-  struct WorkerHealth {
-    int64_t failures = 0, recoveries = 0;
-    std::string error;
-  };
-  WorkerHealth worker_health() const;
+  void Submit(std::shared_ptr<RequestJob> job) override;
+  WorkerHealth worker_health() const override;
 
  private:
-  struct Job;
+  struct Slot;
   void Loop();
   // One step: the rows of the running jobs, EvalBatch, then each job's Next.
-  void Step(std::vector<Job*>* running);
+  void Step(std::vector<Slot*>* running);
+  void Leave(Slot* slot);
 
   Engine* engine_;
   const Tokenizer* tok_;
+  const SchedulerHooks hooks_;
   std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<Job*> pending_;  // submitted, waiting for the loop to take them
-  bool stopping_ = false;
-  std::thread thread_;
+  std::deque<std::shared_ptr<RequestJob>> pending_;  // submitted, not yet joined
+  std::atomic<bool> stopping_{false};
   std::vector<Engine::BatchRow> rows_;  // a step's rows (reserved)
-  std::vector<Job*> row_job_;           // the job of each row asking for logits
+  std::vector<Slot*> row_slot_;         // the job of each row asking for logits
   std::vector<int> free_seqs_;
-  std::vector<Job*> done_;  // a step's finished jobs (reserved)
+  std::vector<Slot*> done_;  // a step's finished jobs (reserved)
   mutable std::mutex health_mu_;
   WorkerHealth health_;
+  std::thread thread_;  // last: starts once the rest is built
 };
 
 }  // namespace pi

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/sampler.h"
+#include "common/transport/auth_token.h"
 #include "coordinator/generate_request.h"
 #include "coordinator/generation.h"
 
@@ -47,20 +48,46 @@ void FillDone(const GenerationRequest& request, const GenerationResult& g, uint3
 
 }  // namespace
 
-CoordinatorService::CoordinatorService(ServedModel served, RequestRunner* runner)
-    : served_(std::move(served)), runner_(runner) {}
+CoordinatorService::CoordinatorService(ServedModel served, RequestRunner* runner,
+                                       CoordinatorServiceOptions options)
+    : served_(std::move(served)), runner_(runner), options_(std::move(options)) {}
+
+grpc::Status CoordinatorService::Authenticate(const grpc::ServerContext& context,
+                                              const char* call) const {
+  if (options_.api_key.empty()) return grpc::Status::OK;
+  const auto it = context.client_metadata().find(kAuthMetadataKey);
+  const std::string presented = it == context.client_metadata().end()
+                                    ? ""
+                                    : std::string(it->second.data(), it->second.size());
+  if (BearerMatches(presented, options_.api_key)) return grpc::Status::OK;
+  fprintf(stderr, "pi-launch: refused %s from %s: %s API key\n", call, context.peer().c_str(),
+          presented.empty() ? "no" : "a wrong");
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "a valid API key is required (authorization: Bearer KEY)");
+}
 
 grpc::Status CoordinatorService::Generate(grpc::ServerContext* context,
                                           const v1::GenerateRequest* in,
                                           grpc::ServerWriter<v1::GenerateReply>* writer) {
+  grpc::Status auth = Authenticate(*context, "Generate");
+  if (!auth.ok()) return auth;
   const Engine& engine = runner_->engine();
   GenerationRequest request;
   SamplerParams sampling;
-  const Status parsed = ParseGenerateRequest(*in, engine.n_vocab(), engine.n_ctx(),
-                                             runner_->tokenizer(), &request, &sampling);
+  Status parsed;
+  {
+    WorkGate::Pass pass = runner_->tokenize_gate().Enter();
+    if (!pass) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "too many prompts being tokenized at once; retry shortly");
+    }
+    parsed = ParseGenerateRequest(*in, engine.n_vocab(), engine.n_ctx(), runner_->tokenizer(),
+                                  &request, &sampling);
+  }
   if (!parsed.ok()) return InvalidArgument(parsed.message());
   v1::GenerateReply reply;
   RunOutcome run;
+  bool write_failed = false;
   runner_->Run(
       request, sampling, [context] { return context->IsCancelled(); },
       [&](int32_t token, const std::string& text) {
@@ -68,7 +95,8 @@ grpc::Status CoordinatorService::Generate(grpc::ServerContext* context,
         v1::Token* t = reply.mutable_token();
         t->set_id(token);
         t->set_text(text);
-        return writer->Write(reply);
+        write_failed = !writer->Write(reply);
+        return !write_failed;
       },
       &run);
   if (run.kind == RunOutcome::kQueueFull) {
@@ -80,7 +108,12 @@ grpc::Status CoordinatorService::Generate(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while waiting");
   }
   if (std::string(run.result.stop_reason) == "cancelled") {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+    return grpc::Status(grpc::StatusCode::CANCELLED, write_failed
+                                                         ? "the client did not read its stream"
+                                                         : "cancelled by the client");
+  }
+  if (std::string(run.result.stop_reason) == "error") {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "the generation failed: " + run.result.error);
   }
   reply.Clear();
   FillDone(request, run.result, run.seed, run.queue_s, reply.mutable_done());
@@ -89,9 +122,20 @@ grpc::Status CoordinatorService::Generate(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest* in,
-                                          v1::TokenizeReply* reply) {
+grpc::Status CoordinatorService::Tokenize(grpc::ServerContext* context,
+                                          const v1::TokenizeRequest* in, v1::TokenizeReply* reply) {
+  grpc::Status auth = Authenticate(*context, "Tokenize");
+  if (!auth.ok()) return auth;
   const Tokenizer& tok = runner_->tokenizer();
+  if (in->text().size() > kMaxTokenizeBytes) {
+    return InvalidArgument("text is " + std::to_string(in->text().size()) + " bytes, at most " +
+                           std::to_string(kMaxTokenizeBytes));
+  }
+  WorkGate::Pass pass = runner_->tokenize_gate().Enter();
+  if (!pass) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "too many texts being tokenized at once; retry shortly");
+  }
   std::vector<int32_t> ids;
   const Status s =
       tok.Encode(in->text(), in->has_add_bos() ? in->add_bos() : tok.add_bos_token(), &ids);
@@ -112,8 +156,10 @@ grpc::Status CoordinatorService::Health(grpc::ServerContext*, const v1::HealthRe
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Models(grpc::ServerContext*, const v1::ModelsRequest*,
+grpc::Status CoordinatorService::Models(grpc::ServerContext* context, const v1::ModelsRequest*,
                                         v1::ModelsReply* reply) {
+  grpc::Status auth = Authenticate(*context, "Models");
+  if (!auth.ok()) return auth;
   const Engine& e = runner_->engine();
   const LlamaConfig& c = e.model().config;
   reply->set_model_path(served_.model_path);

@@ -3,7 +3,13 @@
 // Models answer what is loaded. Requests run through the RequestRunner the
 // front ends share (one at a time in arrival order; beyond --max-queue
 // waiting they are refused with RESOURCE_EXHAUSTED at once), and a client
-// that cancels frees the engine at the next token. pi-launch serves it.
+// that cancels frees the engine at the next token. With an API key, every
+// call but Health must carry it (authorization: Bearer KEY), as on HTTP.
+// The engine never waits on a client: a request's tokens reach this
+// handler's thread through its bounded stream (request_stream.h), and
+// gRPC 1.51 takes a stream's messages into its buffers without waiting for
+// the client to read them. A generation that fails ends with INTERNAL
+// naming why, never a normal end. pi-launch serves it.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +40,15 @@ struct ServedModel {
   std::vector<WorkerDescription> workers;
 };
 
+struct CoordinatorServiceOptions {
+  std::string api_key;  // empty: none asked for
+};
+
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
   // `runner` (not owned) runs the requests; it must outlive the service.
-  CoordinatorService(ServedModel served, RequestRunner* runner);
+  CoordinatorService(ServedModel served, RequestRunner* runner,
+                     CoordinatorServiceOptions options = CoordinatorServiceOptions());
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateReply>* writer) override;
@@ -49,8 +60,11 @@ class CoordinatorService final : public v1::Coordinator::Service {
                       v1::ModelsReply* reply) override;
 
  private:
+  grpc::Status Authenticate(const grpc::ServerContext& context, const char* call) const;
+
   const ServedModel served_;
   RequestRunner* runner_;
+  const CoordinatorServiceOptions options_;
 };
 
 }  // namespace pi

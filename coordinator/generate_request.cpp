@@ -1,5 +1,6 @@
 #include "coordinator/generate_request.h"
 
+#include <cstdint>
 #include <string>
 
 namespace pi {
@@ -14,14 +15,19 @@ SamplerParams SamplingFrom(const v1::SamplingParams& s) {
   if (s.has_min_p()) p.min_p = s.min_p();
   if (s.has_repeat_penalty()) p.repeat_penalty = s.repeat_penalty();
   if (s.has_repeat_last_n()) p.repeat_last_n = s.repeat_last_n();
-  if (s.has_seed()) p.seed = static_cast<uint32_t>(s.seed());
+  if (s.has_seed()) p.seed = static_cast<uint32_t>(s.seed());  // (checked: -1 .. 2^32 - 1)
   return p;
 }
 
 }  // namespace
 
+size_t MaxPromptBytes(const Tokenizer& tok, int n_ctx) {
+  return tok.max_token_bytes() * static_cast<size_t>(n_ctx < 0 ? 0 : n_ctx);
+}
+
 Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ctx,
-                            const Tokenizer& tok, GenerationRequest* out, SamplerParams* sampling) {
+                            const Tokenizer& tok, GenerationRequest* out, SamplerParams* sampling,
+                            const std::vector<TextSpan>* literal) {
   if (in.input_case() == v1::GenerateRequest::INPUT_NOT_SET) {
     return Status::Error("no prompt: set prompt (text) or prompt_ids");
   }
@@ -34,8 +40,15 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
       }
     }
   } else {
+    const size_t bound = MaxPromptBytes(tok, n_ctx);
+    if (bound > 0 && in.prompt().size() > bound) {
+      return Status::Error(
+          "the prompt is %zu bytes: more than the context (%d tokens) can hold (at most %zu "
+          "bytes with this vocabulary)",
+          in.prompt().size(), n_ctx, bound);
+    }
     PI_RETURN_IF_ERROR(
-        tok.Encode(in.prompt(), tok.add_bos_token(), &out->prompt, in.parse_special())
+        tok.Encode(in.prompt(), tok.add_bos_token(), &out->prompt, in.parse_special(), literal)
             .WithContext("prompt"));
   }
   if (out->prompt.empty()) return Status::Error("the prompt is empty (no tokens)");
@@ -50,9 +63,20 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
     return Status::Error("top_logprobs must be 0 to 20, got %d", in.top_logprobs());
   }
   out->logprobs = in.logprobs() ? in.top_logprobs() : -1;
+  if (static_cast<size_t>(in.stop_size()) > kMaxStopStrings) {
+    return Status::Error("stop: %d strings, at most %zu", in.stop_size(), kMaxStopStrings);
+  }
   for (const std::string& stop : in.stop()) {
     if (stop.empty()) return Status::Error("stop: an empty string never matches");
+    if (stop.size() > kMaxStopBytes) {
+      return Status::Error("stop: a string of %zu bytes, at most %zu", stop.size(), kMaxStopBytes);
+    }
     out->stops.push_back(stop);
+  }
+  if (in.sampling().has_seed() &&
+      (in.sampling().seed() < -1 || in.sampling().seed() > UINT32_MAX)) {
+    return Status::Error("seed must be -1 (random) to 4294967295, got %lld",
+                         static_cast<long long>(in.sampling().seed()));
   }
   *sampling = SamplingFrom(in.sampling());
   PI_RETURN_IF_ERROR(CheckSamplerParams(*sampling));

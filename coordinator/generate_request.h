@@ -4,7 +4,10 @@
 // the stop strings, and the sampling parameters over llama.cpp's defaults
 // (repeat_last_n resolved against the context, so the sampler is sized by
 // n_ctx at most).
-// The error names the field; the server answers it as INVALID_ARGUMENT.
+// Sizes are checked before work: a prompt text that cannot fit the context
+// is refused before it is tokenized, stop strings are bounded in number and
+// length. The error names the field; the server answers it as
+// INVALID_ARGUMENT.
 // Fuzzed by request_fuzz.
 #pragma once
 
@@ -16,7 +19,21 @@
 
 namespace pi {
 
+// At most this many stop strings, each at most this many bytes: each is
+// looked for after every token.
+inline constexpr size_t kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopBytes = 1024;
+// Text a tokenize call (HTTP /tokenize, gRPC Tokenize) takes at most.
+inline constexpr size_t kMaxTokenizeBytes = 1 << 20;
+
+// The most bytes of prompt text that could fit a context of n_ctx tokens
+// (n_ctx times the most bytes one token stands for); 0: no bound is known.
+size_t MaxPromptBytes(const Tokenizer& tok, int n_ctx);
+
+// `literal`: spans of the prompt text read as text even with parse_special
+// (a chat's messages between its template's markers).
 Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ctx,
-                            const Tokenizer& tok, GenerationRequest* out, SamplerParams* sampling);
+                            const Tokenizer& tok, GenerationRequest* out, SamplerParams* sampling,
+                            const std::vector<TextSpan>* literal = nullptr);
 
 }  // namespace pi

@@ -109,17 +109,23 @@ void Generation::RecordLogprob(const float* logits, int32_t id) {
   TokenLogprob t;
   t.id = id;
   t.logprob = logits[id] - log_z;
-  // The top few by repeated scans: k is at most 20, so no sort of the vocabulary.
-  const int k = std::min(request_.logprobs, n);
-  for (int j = 0; j < k; ++j) {
-    int best = -1;
-    for (int i = 0; i < n; ++i) {
-      bool taken = false;
-      for (const auto& [tid, lp] : t.top) taken |= tid == i;
-      if (!taken && (best < 0 || logits[i] > logits[best])) best = i;
+  // The top few in one pass: a sorted list of at most k (k <= 20) that a
+  // logit enters only when it beats the list's last; ties keep the lower id.
+  constexpr int kMaxTop = 20;
+  const int k = std::min({request_.logprobs, n, kMaxTop});
+  std::pair<float, int32_t> best[kMaxTop];
+  int kept = 0;
+  for (int i = 0; i < n && k > 0; ++i) {
+    const float v = logits[i];
+    if (kept == k && !(v > best[kept - 1].first)) continue;
+    int at = kept < k ? kept++ : kept - 1;
+    while (at > 0 && v > best[at - 1].first) {
+      best[at] = best[at - 1];
+      --at;
     }
-    t.top.emplace_back(best, logits[best] - log_z);
+    best[at] = {v, i};
   }
+  for (int j = 0; j < kept; ++j) t.top.emplace_back(best[j].second, best[j].first - log_z);
   g_->logprobs.push_back(std::move(t));
 }
 

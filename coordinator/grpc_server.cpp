@@ -33,12 +33,22 @@ CoordinatorServer::~CoordinatorServer() {
 }
 
 Status CoordinatorServer::Start(const std::string& listen, ServedModel served,
-                                RequestRunner* runner, std::string* address) {
+                                RequestRunner* runner, CoordinatorServiceOptions options,
+                                std::string* address) {
   std::string host;
   int requested_port = 0;
   PI_RETURN_IF_ERROR(SplitHostPort(listen, "--listen", &host, &requested_port));
-  service_ = std::make_unique<CoordinatorService>(std::move(served), runner);
+  service_ = std::make_unique<CoordinatorService>(std::move(served), runner, std::move(options));
   grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 32);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 15 * 60 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  // A client that went away without closing (a host gone) is found by
+  // pings: its calls end and their requests are cancelled.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+  builder.SetMaxReceiveMessageSize(4 << 20);
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(service_.get());

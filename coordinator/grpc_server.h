@@ -28,9 +28,12 @@ class CoordinatorServer {
   CoordinatorServer();
   ~CoordinatorServer();
   // listen: host:port (port 0 picks a free one); *address: what was bound.
-  // `runner` must outlive the server.
+  // `runner` must outlive the server. Streams are capped at 32 per
+  // connection, messages at 4 MiB; pings faster than one a second while
+  // idle end the connection (GOAWAY), as does 15 minutes without a call or
+  // a minute's ping unanswered for 20 s.
   Status Start(const std::string& listen, ServedModel served, RequestRunner* runner,
-               std::string* address);
+               CoordinatorServiceOptions options, std::string* address);
   void Shutdown(int grace_ms);
 
  private:

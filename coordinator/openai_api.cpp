@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "coordinator/generate_request.h"
+
 namespace pi {
 namespace {
 
@@ -26,8 +28,10 @@ Status Integer(const json& j, const char* key, int64_t lo, int64_t hi, int64_t* 
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::Ok();
   if (!it->is_number_integer()) return Status::Error("%s must be an integer", key);
-  const int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi) {
+  // Read as what it is: an unsigned value over INT64_MAX must not wrap to a negative one.
+  const bool too_big = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{INT64_MAX};
+  const int64_t v = too_big ? INT64_MAX : it->get<int64_t>();
+  if (too_big || v < lo || v > hi) {
     return Status::Error("%s is out of range [%lld, %lld]", key, static_cast<long long>(lo),
                          static_cast<long long>(hi));
   }
@@ -71,6 +75,9 @@ Status Stops(const json& j, v1::GenerateRequest* req) {
     return Status::Ok();
   }
   if (!it->is_array()) return Status::Error("stop must be a string or an array of strings");
+  if (it->size() > kMaxStopStrings) {
+    return Status::Error("stop: %zu strings, at most %zu", it->size(), kMaxStopStrings);
+  }
   for (const json& s : *it) {
     if (!s.is_string()) return Status::Error("stop must be a string or an array of strings");
     req->add_stop(s.get<std::string>());
@@ -94,7 +101,7 @@ Status Sampling(const json& j, v1::SamplingParams* s) {
   if (present) s->set_top_k(static_cast<int32_t>(i));
   PI_RETURN_IF_ERROR(Integer(j, "repeat_last_n", INT32_MIN, INT32_MAX, &i, &present));
   if (present) s->set_repeat_last_n(static_cast<int32_t>(i));
-  PI_RETURN_IF_ERROR(Integer(j, "seed", INT64_MIN, INT64_MAX, &i, &present));
+  PI_RETURN_IF_ERROR(Integer(j, "seed", -1, UINT32_MAX, &i, &present));
   if (present) s->set_seed(i);
   return Status::Ok();
 }
@@ -193,9 +200,9 @@ Status ParseChatRequest(const std::string& body, const std::string& model_id,
         ChatTemplateNames());
   }
   std::string prompt;
-  PI_RETURN_IF_ERROR(RenderChat(*chat_template, chat, true, &prompt));
+  PI_RETURN_IF_ERROR(RenderChat(*chat_template, chat, true, &prompt, &out->content_spans));
   out->request.set_prompt(prompt);
-  out->request.set_parse_special(true);
+  out->request.set_parse_special(true);  // the template's markers; never the contents
   // logprobs: true, with top_logprobs (0 to 20) most likely tokens beside each.
   const auto logprobs = j.find("logprobs");
   if (logprobs != j.end() && !logprobs->is_null() && !logprobs->is_boolean()) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/chat_template.h"
 #include "common/status.h"
@@ -20,6 +21,9 @@ namespace pi {
 struct CompletionRequest {
   v1::GenerateRequest request;  // prompt or ids, n_predict, stops, sampling, logprobs
   bool stream = false;
+  // A chat's messages in the prompt text: tokenized as text, never as
+  // control tokens (ParseGenerateRequest's `literal`).
+  std::vector<TextSpan> content_spans;
 };
 
 // Reads a /v1/completions body: prompt (a string, token ids, or one string
@@ -34,7 +38,8 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
 
 // Reads a /v1/chat/completions body: messages (an array of {role, content}:
 // system, user, assistant), rendered with `chat_template` into the prompt
-// (special tokens parsed), and the completion's other fields. A null
+// (the template's special tokens parsed, the messages' contents as text:
+// content_spans), and the completion's other fields. A null
 // template: this model has none (400 saying to choose one).
 Status ParseChatRequest(const std::string& body, const std::string& model_id,
                         const ChatTemplate* chat_template, CompletionRequest* out,

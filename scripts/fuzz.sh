@@ -8,6 +8,9 @@
 #   request_fuzz  what a client sends the coordinator (GenerateRequest and
 #               TokenizeRequest bytes: protobuf, the validator, the tokenizer);
 #   http_body_fuzz  the HTTP API's /v1/completions bodies (JSON);
+#   http_framing_fuzz  what a client sends on an HTTP connection (request lines,
+#               headers, chunked bodies and trailers) through the server's own
+#               connection code;
 #   hf_fuzz     what pi-convert reads: safetensors, config.json, tokenizer.model,
 #               tokenizer.json.
 #
@@ -33,6 +36,7 @@ cmake -S "$root" -B "$build" -G Ninja \
   -DPI_CUDA=OFF -DPI_GRPC=ON -DPI_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build "$build" -j"$jobs" --target gguf_fuzz gguf_fuzz_seeds model_fuzz model_fuzz_seeds \
   step_fuzz step_fuzz_seeds device_fuzz device_fuzz_seeds request_fuzz request_fuzz_seeds http_body_fuzz \
+  http_framing_fuzz http_framing_fuzz_seeds \
   hf_fuzz hf_fuzz_seeds
 
 # run_fuzzer TARGET MAX_LEN [libFuzzer flags...]
@@ -79,5 +83,6 @@ run_fuzzer step_fuzz 4096
 run_fuzzer device_fuzz 8192
 run_fuzzer request_fuzz 4096
 run_http_fuzzer
+run_fuzzer http_framing_fuzz 131072
 run_fuzzer hf_fuzz 65536
 echo "fuzz.sh: no failures in ${seconds}s per target"

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,6 +94,42 @@ TEST_F(GenerationTest, LengthContextAndStreamedText) {
   ASSERT_EQ(req.prompt.size() + full.ids.size(), n_ctx + 1u);  // one more sampled than evaluated
   // The same greedy prefix either way.
   EXPECT_EQ(std::vector<int32_t>(full.ids.begin(), full.ids.begin() + 6), g.ids);
+}
+
+// Each token's log-probability and its most likely alternatives, against a
+// log-softmax and a full stable sort written here (ties: the lower id first).
+TEST_F(GenerationTest, LogprobsTopListsMatchAFullSort) {
+  const int n = tok_->n_vocab();
+  std::vector<float> logits(n);
+  for (int i = 0; i < n; ++i) logits[i] = static_cast<float>((i * 7919) % 97) * 0.25f;  // ties
+  for (int k : {0, 1, 5, 20}) {
+    GenerationRequest req = Prompt();
+    req.logprobs = k;
+    SamplerParams sp;
+    sp.temp = 0;
+    Sampler sampler(sp, n);
+    GenerationResult g;
+    Generation gen(*tok_, &sampler, req, 64, n, &g);
+    gen.PromptDone(0);
+    int32_t next = -1;
+    gen.Next(logits.data(), static_cast<int>(req.prompt.size()), nullptr, &next);
+    ASSERT_EQ(g.logprobs.size(), 1u);
+    std::vector<int> order(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return logits[a] > logits[b]; });
+    double z = 0;
+    for (float v : logits) z += std::exp(static_cast<double>(v) - logits[order[0]]);
+    const double log_z = logits[order[0]] + std::log(z);
+    const TokenLogprob& t = g.logprobs[0];
+    EXPECT_EQ(t.id, order[0]);  // greedy
+    EXPECT_NEAR(t.logprob, logits[order[0]] - log_z, 1e-4);
+    ASSERT_EQ(t.top.size(), static_cast<size_t>(k));
+    for (int j = 0; j < k; ++j) {
+      EXPECT_EQ(t.top[j].first, order[j]) << "k " << k << " rank " << j;
+      EXPECT_NEAR(t.top[j].second, logits[order[j]] - log_z, 1e-4);
+    }
+  }
 }
 
 TEST_F(GenerationTest, StopStringCancelAndError) {

@@ -1,0 +1,38 @@
+// HttpServerOptions: what pi-launch --http serves and the limits that keep
+// one client from holding the server: sizes, deadlines, connections.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/chat_template.h"
+
+namespace pi {
+
+struct HttpServerOptions {
+  std::string listen = "127.0.0.1:8080";  // port 0 picks a free one
+  std::string api_key;                    // empty: no key required
+  std::string model_id = "pi";            // what /v1/models lists and "model" must name
+  // The chat template /v1/chat/completions renders messages with; unset:
+  // the model has none (chat requests get a 400 saying how to choose one).
+  std::optional<ChatTemplate> chat_template;
+  size_t max_body_bytes = 1 << 20;
+  size_t max_header_bytes = 16 << 10;  // the request line and fields (and a body's trailer)
+  // Deadlines (ms): a connection's wait for a request's first byte (between
+  // keep-alive requests too); the first byte to the end of the headers; the
+  // body's read; each write (a streamed event's too). Past one, the
+  // connection closes (and its request, if one runs, is cancelled).
+  int idle_timeout_ms = 15000;
+  int header_timeout_ms = 10000;
+  int io_timeout_ms = 30000;
+  int max_connections = 256;
+  int max_connections_per_client = 32;  // by address; 0: no limit (behind a proxy)
+  int max_requests_per_connection = 1000;
+  int io_threads = 2;
+  // Appends more of /metrics (the workers'); may be empty.
+  std::function<void(std::string*)> more_metrics;
+};
+
+}  // namespace pi

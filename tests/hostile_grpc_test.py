@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""pi-launch's gRPC client port and its failures, against hostile or broken clients (Python
+gRPC stubs generated here from proto/pi.proto, and raw sockets), all on 127.0.0.1:
+
+- one key for every client port: with --api-key-file, Generate, Tokenize and Models without
+  the key are UNAUTHENTICATED (Health stays open), pi-client --api-key-file is served; an
+  empty --api-key, a short one, and both flags at once are refused at start;
+- a Generate that is never read (a raw HTTP/2 client that grants no flow-control window past
+  the first 64 KiB), -np 1: the engine finishes it while its client reads nothing (the
+  engine never writes to a client; gRPC takes the replies into its buffers), and a normal
+  request is served the golden text after it;
+- 12 concurrent Tokenize calls of 0.9 MB: each served or refused RESOURCE_EXHAUSTED (a few
+  tokenize at once), the server's memory bounded; 3.9 MB: INVALID_ARGUMENT;
+- a generation that fails mid-stream (the gpu worker of the device path killed after its
+  model file was deleted, so it cannot come back): the SSE stream ends with an error event
+  in OpenAI's shape and no [DONE]; gRPC's Generate ends with INTERNAL naming the failure;
+  /metrics counts the requests as errors.
+
+Usage: hostile_grpc_test.py BIN_DIR PROTOC GRPC_PYTHON_PLUGIN
+"""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from served_process import (ServerProcess, check, child_pids, demo_down_t, finish,  # noqa: E402
+                            import_stubs)
+import h2_raw  # noqa: E402
+
+GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
+PROMPT = "In the beginning God created"
+KEY = "a-grpc-test-key-0123456789"
+
+
+def launch(bin_dir, tmp, *args, http=False):
+    argv = [os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", "--timeout", "3", *args]
+    if http:
+        argv += ["--http", "127.0.0.1:0"]
+    p = ServerProcess(argv, os.path.join(tmp, f"launch-{time.monotonic_ns()}.log"))
+    p.http = None
+    if http:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and p.http is None and p.proc.poll() is None:
+            for line in p.stderr().splitlines():
+                if "HTTP API" in line:
+                    p.http = line.rsplit("http://", 1)[1].split()[0]
+            time.sleep(0.05)
+    return p
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
+def key_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
+    key_file = os.path.join(tmp, "key")
+    with open(key_file, "w") as f:
+        f.write(KEY + "\n")
+    launcher = os.path.join(bin_dir, "pi-launch")
+    for args, words in ((["--api-key", ""], "empty"), (["--api-key", "a"], "16 to 4096"),
+                        (["--api-key", KEY, "--api-key-file", key_file], "give one")):
+        p = subprocess.run([launcher, "--listen", "127.0.0.1:0", *args], capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 2 and words in p.stderr,
+              f"pi-launch {' '.join(args)[:40]!r}: refused ({p.stderr.strip()[-80:]!r})")
+    s = launch(bin_dir, tmp, "--cpu-workers", "0", "--api-key-file", key_file)
+    stub = pb_grpc.CoordinatorStub(grpc.insecure_channel(s.address))
+    req = pb.GenerateRequest(prompt=PROMPT, n_predict=4)
+    for name, call in (("Generate", lambda md: list(stub.Generate(req, metadata=md, timeout=60))),
+                       ("Tokenize", lambda md: stub.Tokenize(pb.TokenizeRequest(text="a"),
+                                                             metadata=md, timeout=60)),
+                       ("Models", lambda md: stub.Models(pb.ModelsRequest(), metadata=md,
+                                                         timeout=60))):
+        codes = []
+        for md in ((), (("authorization", "Bearer wrong-key-0123456789"),),
+                   (("authorization", "Bearer " + KEY),)):
+            try:
+                call(md)
+                codes.append("OK")
+            except grpc.RpcError as e:
+                codes.append(e.code().name)
+        check(codes == ["UNAUTHENTICATED", "UNAUTHENTICATED", "OK"],
+              f"{name}: no key, a wrong key, the key: {codes}")
+    check(stub.Health(pb.HealthRequest(), timeout=30).status == "ok", "Health needs no key")
+    client = os.path.join(bin_dir, "pi-client")
+    n = len(golden["generated_tokens"])
+    p = subprocess.run([client, "--server", s.address, "-p", PROMPT, "-n", str(n), "--temp", "0",
+                        "--json", "--api-key-file", key_file], capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0 and json.loads(p.stdout)["generated_tokens"] == golden["generated_tokens"],
+          "pi-client --api-key-file: the golden greedy sequence")
+    p = subprocess.run([client, "--server", s.address, "-p", PROMPT, "-n", "4"],
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 1 and "not allowed" in p.stderr,
+          f"pi-client without the key: refused ({p.stderr.strip()[-80:]!r})")
+    check(s.stop() == 0, "pi-launch stops cleanly")
+
+
+def stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
+    s = launch(bin_dir, tmp, "--cpu-workers", "0", "-c", "4096")
+    channel = grpc.insecure_channel(s.address)
+    stub = pb_grpc.CoordinatorStub(channel)
+    # Never read: the call is made, no flow-control window granted past HTTP/2's first 64 KiB
+    # (the replies come to ~400 KB). The engine must not wait on it.
+    stuck = h2_raw.Attacker(s.address, "/pi.v1.Coordinator/Generate", pb.GenerateRequest(
+        prompt=PROMPT, n_predict=1500, ignore_eos=True, logprobs=True,
+        top_logprobs=20).SerializeToString())
+    stuck.open()
+    time.sleep(0.3)
+    n = len(golden["generated_tokens"])
+    other = pb_grpc.CoordinatorStub(grpc.insecure_channel(s.address))
+    ids = [r.token.id for r in other.Generate(pb.GenerateRequest(
+        prompt=PROMPT, n_predict=n, sampling=pb.SamplingParams(temperature=0)), timeout=300)
+        if r.HasField("token") and r.token.id >= 0]
+    log = s.stderr()
+    check("request 1: 6 prompt + 1500 tokens" in log and "request 2:" in log,
+          "a Generate never read: the engine finishes it while its client reads nothing, then "
+          "serves the next")
+    check(ids == golden["generated_tokens"], "... the next is served the golden sequence")
+    stuck.sock.close()
+
+    base = rss_mb(s.proc.pid)
+    peak = [base]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_mb(s.proc.pid))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    codes = []
+    text = "And God said " * 70000  # 0.9 MB
+
+    def tokenize():
+        try:
+            stub.Tokenize(pb.TokenizeRequest(text=text), timeout=120)
+            codes.append("OK")
+        except grpc.RpcError as e:
+            codes.append(e.code().name)
+
+    threads = [threading.Thread(target=tokenize) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    watcher.join()
+    check(len(codes) == 12 and set(codes) <= {"OK", "RESOURCE_EXHAUSTED"} and "OK" in codes,
+          f"12 concurrent 0.9 MB Tokenize calls: served or refused ({sorted(codes)})")
+    check(peak[0] - base < 600, f"... the server's memory rose {peak[0] - base:.0f} MB (from "
+          f"{base:.0f} MB)")
+    try:
+        stub.Tokenize(pb.TokenizeRequest(text="x" * (3900 << 10)), timeout=60)
+        code = "OK"
+    except grpc.RpcError as e:
+        code = e.code().name
+    check(code == "INVALID_ARGUMENT", f"a 3.9 MB Tokenize: {code}")
+    check(s.stop() == 0, "pi-launch stops cleanly")
+
+
+def mid_stream_failure_case(bin_dir, tmp, grpc, pb, pb_grpc):
+    model = demo_down_t(bin_dir, tmp, profile=True)
+    s = launch(bin_dir, tmp, "-m", model, "--sparse", "oracle", "--vram-budget", "20M",
+               "--host-device", "--worker-timeout", "300", "--chat-template", "chatml", http=True)
+    check(s.http is not None, "pi-launch --host-device --http serves")
+    # The model's files gone (the coordinator keeps its mapping): a gpu worker that dies
+    # cannot be brought back.
+    for name in os.listdir(tmp):
+        if name.startswith("demo-down-t"):
+            os.remove(os.path.join(tmp, name))
+    host, port = s.http.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    conn.request("POST", "/v1/completions", json.dumps({
+        "prompt": PROMPT, "max_tokens": 200, "ignore_eos": True, "stream": True,
+        "temperature": 0}))
+    r = conn.getresponse()
+    events, killed = [], False
+    for line in r:
+        line = line.decode().strip()
+        if not line.startswith("data: "):
+            continue
+        events.append(line[6:])
+        if len(events) == 10 and not killed:
+            for pid in child_pids(s.proc.pid, "pi-gpu-worker"):
+                os.kill(pid, signal.SIGKILL)
+            killed = True
+    conn.close()
+    last = json.loads(events[-1]) if events and events[-1] != "[DONE]" else {}
+    check(killed and "error" in last and last["error"]["code"] == 500
+          and "[DONE]" not in events
+          and not any('"finish_reason":"stop"' in e or '"finish_reason": "stop"' in e
+                      for e in events),
+          f"SSE: a failure mid-stream ends with an error event, no [DONE] "
+          f"({last.get('error', {}).get('message', events[-1] if events else '')[:100]!r})")
+    stub = pb_grpc.CoordinatorStub(grpc.insecure_channel(s.address))
+    try:
+        list(stub.Generate(pb.GenerateRequest(prompt=PROMPT, n_predict=20), timeout=120))
+        code, details = "OK", ""
+    except grpc.RpcError as e:
+        code, details = e.code().name, e.details()
+    check(code == "INTERNAL" and "failed" in details,
+          f"gRPC: the failing generation ends with {code} ({details[:100]!r})")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("GET", "/metrics")
+    metrics = conn.getresponse().read().decode()
+    errors = [line for line in metrics.splitlines()
+              if line.startswith('pi_requests_total{outcome="error"}')]
+    check(errors and float(errors[0].split()[-1]) >= 2,
+          f"/metrics counts them as errors ({errors})")
+    s.stop()
+
+
+def main():
+    bin_dir, protoc, plugin = sys.argv[1], sys.argv[2], sys.argv[3]
+    with open(GOLDEN) as f:
+        golden = json.load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        stubs = os.path.join(tmp, "stubs")
+        os.makedirs(stubs)
+        pb, pb_grpc = import_stubs(protoc, plugin, stubs)
+        import grpc
+        key_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden)
+        stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden)
+        mid_stream_failure_case(bin_dir, tmp, grpc, pb, pb_grpc)
+    finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""pi-launch --http against hostile clients, each a raw socket on 127.0.0.0/8 (nothing here
+uses our own client code). Each case was a way to stop, stall or exhaust the server:
+
+- a chunked body whose trailer has a 70 KiB field (it aborted the process), 100k tiny
+  trailer fields, a 1 MiB chunk extension: 431 (401 first without the key), the server
+  alive;
+- malformed framing (a bad Content-Length, a header line without a colon, a NUL byte): 400
+  in OpenAI's error shape;
+- a header sent a byte at a time: the connection closed at the header deadline;
+- idle connections filling the per-client cap: one more from that address is refused 503
+  at once, a client from another address (127.0.0.2) is served, and the idle ones are closed
+  at the idle deadline (they held every slot for over 70 s);
+- a client that half-closes after its request (shutdown(SHUT_WR)) still gets its answer,
+  whole and streamed;
+- clients that never read their stream (1 KiB receive buffer, events bigger than the
+  kernel's buffers hold) with -np 1 and -np 2: a normal client is still served the golden
+  text, and the stuck ones are cancelled (their stream full, or the write deadline);
+- integers in [2^63, 2^64): 400 naming the field, never a wrap to -1;
+- 48 concurrent 1 MB prompts (answered 400 before tokenizing, by the byte bound) and 100k
+  stop strings: refused at once, the server's memory bounded;
+- a restart on the same port right after the server closed connections (TIME_WAIT): it
+  binds (SO_REUSEADDR).
+
+Usage: hostile_http_test.py BIN_DIR
+"""
+
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from served_process import ServerProcess, check, finish  # noqa: E402
+
+MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
+GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
+PROMPT = "In the beginning God created"
+KEY = "a-hostile-test-key-0123456789"
+AUTH = f"Authorization: Bearer {KEY}\r\n"
+TIMEOUT_S = 3  # --timeout: the body's read and each write
+IDLE_S = 2     # --http-idle-timeout (and the header deadline)
+PER_CLIENT = 8
+
+
+def launch(bin_dir, tmp, *args, port=0):
+    p = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", "--http",
+                       f"127.0.0.1:{port}", "--cpu-workers", "0", "-c", "4096", "--timeout",
+                       str(TIMEOUT_S), "--http-idle-timeout", str(IDLE_S),
+                       "--http-max-connections-per-client", str(PER_CLIENT), *args],
+                      os.path.join(tmp, f"launch-{time.monotonic_ns()}.log"))
+    deadline = time.monotonic() + 60
+    p.http = None
+    while time.monotonic() < deadline and p.http is None and p.proc.poll() is None:
+        for line in p.stderr().splitlines():
+            if "HTTP API" in line:
+                p.http = line.rsplit("http://", 1)[1].split()[0]
+        time.sleep(0.05)
+    return p
+
+
+def connect(address, source="127.0.0.1", rcvbuf=None):
+    host, port = address.split(":")
+    s = socket.socket()
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.bind((source, 0))
+    s.connect((host, int(port)))
+    return s
+
+
+def exchange(address, raw, source="127.0.0.1", timeout=20, half_close=False):
+    """Sends raw bytes; returns everything read until the server closes (or the timeout)."""
+    s = connect(address, source)
+    s.settimeout(timeout)
+    try:
+        s.sendall(raw)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    data = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    except OSError:
+        pass
+    s.close()
+    return data
+
+
+def request(path, body=None, key=True, extra="", raw=None):
+    data = raw.encode() if raw is not None else json.dumps(body).encode() if body is not None else b""
+    post = body is not None or raw is not None
+    head = (f"{'POST' if post else 'GET'} {path} HTTP/1.1\r\nHost: x\r\n"
+            f"{AUTH if key else ''}Connection: close\r\nContent-Type: application/json\r\n{extra}"
+            f"Content-Length: {len(data)}\r\n\r\n")
+    return head.encode() + data
+
+
+def final(reply):
+    """The reply without the interim 1xx responses before it (which clients skip)."""
+    while reply.startswith(b"HTTP/1.1 1") and b"\r\n\r\n" in reply:
+        reply = reply.split(b"\r\n\r\n", 1)[1]
+    return reply
+
+
+def status_of(reply):
+    reply = final(reply)
+    try:
+        return int(reply.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def body_of(reply):
+    """The body of a reply (chunked bodies joined)."""
+    head, _, rest = final(reply).partition(b"\r\n\r\n")
+    if b"chunked" not in head.lower():
+        return rest
+    out = b""
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out += rest[:size]
+        rest = rest[size + 2:]
+    return out
+
+
+def healthy(address, source="127.0.0.1"):
+    return status_of(exchange(address, request("/health"), source=source, timeout=10)) == 200
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
+def framing_cases(a):
+    body = json.dumps({"prompt": PROMPT, "max_tokens": 4, "temperature": 0}).encode()
+    head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\n{{auth}}Transfer-Encoding: chunked\r\n"
+            f"Connection: close\r\n\r\n").replace("{auth}", "{}")
+    chunk = b"%x\r\n" % len(body) + body + b"\r\n"
+    big_trailer = chunk + b"0\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n"
+    r = exchange(a, head.format("").encode() + big_trailer)
+    check(status_of(r) == 401, f"a 70 KiB trailer without the key: 401 before the body "
+          f"({r[:12]!r})")
+    r = exchange(a, head.format(AUTH).encode() + big_trailer)
+    check(status_of(r) == 431 and b"trailer" in body_of(r), f"a 70 KiB trailer with the key: 431 "
+          f"({body_of(r)[:80]!r})")
+    check(healthy(a), "the server is alive after it")
+    tiny = chunk + b"0\r\n" + b"".join(b"T%d: v\r\n" % i for i in range(100000)) + b"\r\n"
+    r = exchange(a, head.format(AUTH).encode() + tiny)
+    check(status_of(r) == 431, f"100k tiny trailer fields: 431 ({r[:12]!r})")
+    r = exchange(a, head.format(AUTH).encode() + b"%x;" % len(body) + b"e" * (1 << 20) + b"\r\n")
+    check(status_of(r) == 431, f"a 1 MiB chunk extension: 431 ({r[:12]!r})")
+    r = exchange(a, head.format(AUTH).encode() + chunk + b"0\r\n\r\n")
+    check(status_of(r) == 200 and json.loads(body_of(r))["usage"]["completion_tokens"] == 4,
+          "a well-formed chunked body is served")
+    for raw, what in ((b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+                       "a bad Content-Length"),
+                      (b"GET /health HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+                       "a header line without a colon"),
+                      (b"GET /health HTTP/1.1\r\nHo\x00st: x\r\n\r\n", "a NUL byte"),
+                      (b"GET /health HTTP/9.9\r\nHost: x\r\n\r\n", "a bad version")):
+        r = exchange(a, raw)
+        err = json.loads(body_of(r) or b"{}").get("error", {})
+        check(status_of(r) == 400 and err.get("code") == 400, f"{what}: 400 ({err.get('message')!r})")
+    check(healthy(a), "the server is alive after the framing cases")
+
+
+def slow_and_idle_cases(a):
+    # A header a byte at a time: closed at the header deadline.
+    s = connect(a)
+    s.settimeout(10)
+    t0 = time.monotonic()
+    closed_at = None
+    for ch in b"GET /health HTTP/1.1\r\nHost: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\n":
+        try:
+            s.sendall(bytes([ch]))
+        except OSError:
+            closed_at = time.monotonic() - t0
+            break
+        time.sleep(0.25)
+        s.setblocking(False)
+        try:
+            if s.recv(1) == b"":
+                closed_at = time.monotonic() - t0
+                break
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed_at = time.monotonic() - t0
+            break
+        s.setblocking(True)
+        s.settimeout(10)
+    s.close()
+    check(closed_at is not None and closed_at < IDLE_S + 2,
+          f"a header sent a byte at a time: closed at the header deadline ({closed_at} s)")
+    # Idle connections up to the per-client cap.
+    idle = [connect(a) for _ in range(PER_CLIENT)]
+    time.sleep(0.2)
+    r = exchange(a, request("/health"))
+    check(status_of(r) == 503 and b"127.0.0.1" in body_of(r),
+          f"one more from 127.0.0.1: 503 at once ({body_of(r)[:90]!r})")
+    t0 = time.monotonic()
+    check(healthy(a, source="127.0.0.2") and time.monotonic() - t0 < 2,
+          "a client from 127.0.0.2 is served meanwhile")
+    time.sleep(IDLE_S + 1)
+    closed = 0
+    for s in idle:
+        s.settimeout(2)
+        try:
+            closed += s.recv(1) == b""
+        except OSError:
+            closed += 1
+        s.close()
+    check(closed == PER_CLIENT, f"the idle connections are closed at the idle deadline "
+          f"({closed} of {PER_CLIENT})")
+    check(healthy(a), "127.0.0.1 is served again")
+
+
+def half_close_cases(a, golden):
+    n = len(golden["generated_tokens"])
+    greedy = {"prompt": PROMPT, "max_tokens": n, "temperature": 0}
+    r = exchange(a, request("/v1/completions", greedy), half_close=True)
+    check(status_of(r) == 200 and json.loads(body_of(r))["choices"][0]["text"] == golden["text"],
+          "a half-closed client gets its whole answer")
+    r = exchange(a, request("/v1/completions", dict(greedy, stream=True)), half_close=True)
+    events = [e[6:] for e in body_of(r).decode().split("\n") if e.startswith("data: ")]
+    text = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
+    check(status_of(r) == 200 and events and events[-1] == "[DONE]" and text == golden["text"],
+          "a half-closed client gets its whole stream")
+
+
+def never_reading_case(bin_dir, tmp, golden, n_seq):
+    s = launch(bin_dir, tmp, "-np", str(n_seq), "--chat-template", "chatml")
+    a = s.http
+    n = len(golden["generated_tokens"])
+    stuck = []
+    # Events of ~1.7 KB (20 alternatives each): more than the kernel's socket buffers hold
+    # long before the context is full, so the server's writes block.
+    long_req = request("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": PROMPT}], "max_tokens": -1, "ignore_eos": True,
+        "stream": True, "logprobs": True, "top_logprobs": 20, "temperature": 0})
+    for _ in range(n_seq):
+        c = connect(a, rcvbuf=1024)
+        c.sendall(long_req)
+        stuck.append(c)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    r = exchange(a, request("/v1/completions", {"prompt": PROMPT, "max_tokens": n,
+                                                "temperature": 0}), timeout=180)
+    took = time.monotonic() - t0
+    ok = status_of(r) == 200 and json.loads(body_of(r))["choices"][0]["text"] == golden["text"]
+    check(ok, f"-np {n_seq}: {n_seq} never-reading client(s), a normal one served the golden "
+          f"text in {took:.1f} s")
+    deadline = time.monotonic() + 60
+    log = ""
+    while time.monotonic() < deadline:
+        log = s.stderr()
+        if log.count("did not") >= n_seq:
+            break
+        time.sleep(0.1)
+    check(log.count("did not") >= n_seq, f"-np {n_seq}: the stuck clients were cancelled "
+          f"({log.count('did not')} of {n_seq} logged)")
+    check(healthy(a), f"-np {n_seq}: the server is healthy after them")
+    for c in stuck:
+        c.close()
+    check(s.stop() == 0, f"-np {n_seq}: pi-launch stops cleanly")
+
+
+def size_cases(s, a):
+    for field in ("max_tokens", "top_k"):
+        # Written by hand: 2^64 - 1 is an unsigned JSON integer.
+        r = exchange(a, request("/v1/completions",
+                                raw=f'{{"prompt": "{PROMPT}", "{field}": 18446744073709551615}}'))
+        msg = json.loads(body_of(r) or b"{}").get("error", {}).get("message", "")
+        check(status_of(r) == 400 and field in msg and "got -1" not in msg,
+              f"{field} 2^64-1: 400 naming it ({msg!r})")
+    r = exchange(a, request("/v1/completions", {"prompt": PROMPT, "stop": ["x"] * 100000}))
+    msg = json.loads(body_of(r) or b"{}").get("error", {}).get("message", "")
+    check(status_of(r) == 400 and "stop" in msg, f"100k stop strings: 400 ({msg!r})")
+    base = rss_mb(s.proc.pid)
+    peak = [base]
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_mb(s.proc.pid))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    results = []
+    big = request("/v1/completions", {"prompt": "And God said " * 76000, "max_tokens": 1})
+
+    def flood(i):
+        results.append(exchange(a, big, source=f"127.0.1.{i % 200 + 1}", timeout=60))
+
+    threads = [threading.Thread(target=flood, args=(i,)) for i in range(48)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    watcher.join()
+    statuses = [status_of(r) for r in results]
+    msgs = {json.loads(body_of(r) or b"{}").get("error", {}).get("message", "")[:60] for r in results}
+    check(statuses.count(400) == 48, f"48 concurrent 1 MB prompts: all 400 ({msgs})")
+    check(peak[0] - base < 400, f"... the server's memory rose {peak[0] - base:.0f} MB (from "
+          f"{base:.0f} MB; it was 2 GiB before prompts were bounded by bytes)")
+
+
+def main():
+    bin_dir = sys.argv[1]
+    with open(GOLDEN) as f:
+        golden = json.load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        key_file = os.path.join(tmp, "key")
+        with open(key_file, "w") as f:
+            f.write(KEY + "\n")
+        s = launch(bin_dir, tmp, "--api-key-file", key_file)
+        check(s.http is not None, "pi-launch --http serves")
+        a = s.http
+        framing_cases(a)
+        slow_and_idle_cases(a)
+        half_close_cases(a, golden)
+        size_cases(s, a)
+        # Connections the server closed itself (Connection: close) leave TIME_WAIT on its port.
+        for _ in range(3):
+            exchange(a, request("/health"))
+        port = int(a.split(":")[1])
+        check(s.stop() == 0 and "terminate" not in s.stderr(), "pi-launch stops cleanly")
+        s = launch(bin_dir, tmp, "--api-key-file", key_file, port=port)
+        check(s.http == a and healthy(a), f"a restart on the same port binds at once ({s.http})")
+        check(s.stop() == 0, "pi-launch stops cleanly")
+        for n_seq in (1, 2):
+            never_reading_case(bin_dir, tmp, golden, n_seq)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
