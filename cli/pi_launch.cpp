@@ -261,7 +261,9 @@ static int Run(int argc, char** argv) {
     pi::CoordinatorServer rpc_server;
     pi::CoordinatorServiceOptions rpc;
     rpc.api_key = l.http.api_key;
-    s = rpc_server.Start(l.listen, Describe(l, loaded), runner.get(), rpc, &address);
+    // A thread for each request running or waiting, and some for the rest.
+    const int max_threads = std::min(4096, l.engine.opt.n_seq + l.max_queue + 16);
+    s = rpc_server.Start(l.listen, Describe(l, loaded), runner.get(), rpc, max_threads, &address);
     if (s.ok()) {
       fprintf(stderr,
               "pi-launch: serving %s on %s (%d cpu worker(s), %d at once (-np), max queue %d)%s\n",

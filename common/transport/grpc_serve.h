@@ -4,9 +4,13 @@
 // then flow on one long-lived bidirectional stream, each frame the same step
 // bytes as over shared memory, answered by the same shard code. Every
 // call must carry the shared token (auth_token.h): without it, or with
-// another, the call is UNAUTHENTICATED and logged. One session at a time: a
-// new Hello replaces the old one (a restarted coordinator reconnects), whose
-// stream then ends with ABORTED.
+// another, the call is UNAUTHENTICATED and logged (on TLS before the call
+// starts; on plaintext by each handler before it reads a message). One
+// session at a time, and one live Steps stream per session (a second is
+// ALREADY_EXISTS): a new Hello (a restarted coordinator reconnects) first
+// ends the old session — its stream cancelled (ABORTED) and its shard
+// freed — then makes its own. Plaintext is served behind an H2Guard
+// (h2_guard.h); at most 16 threads and 4 streams per connection.
 #pragma once
 
 #include <functional>

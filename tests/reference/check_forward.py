@@ -58,6 +58,17 @@ ACT_QUANTIZED = ("q8_0", "q4_0") + tuple(QUANTIZE)
 # two sides are each larger than the dot: the f32 error, hence how near a boundary two
 # implementations may round an activation differently, is some ten times larger.
 BOUNDARY_FACTOR = {t: 10.0 for t in QUANTIZE}
+# A Q8_0 cache beside an f16 one: f16 rows round V (or K) to 11 bits, and a value the two
+# sides compute a few f32 ulps apart may round to neighbouring f16 values -- a 1e-3 relative
+# step that moves the hidden state some 2e-5 relative (measured: f32/f16 cases). That moves
+# the next q or K rows, which are rounded to Q8_0, by ~2.5e-3 quanta: near a Q8_0 boundary
+# within that, the two sides may round differently (measured: silu-f32-gqa-kv_q8_0k_f16v,
+# q rounded the other way at position 25 alone, 5.3e-4 quanta from the boundary). Such a q
+# changes its own position only (q is not cached), so a mixed case may go beyond the tight
+# bound at scattered positions only (measured: 11 of 64 there): at most MIXED_SPREAD of
+# them, where a systematic error (a row read with the other row's type) shows at nearly all.
+MIXED_CACHE_BOUNDARY_FACTOR = 100.0
+MIXED_SPREAD = 0.5
 BOUNDARY = 2e-5
 SCALE_BOUNDARY = 3e-7
 LOOSE = 3e-2
@@ -96,6 +107,16 @@ CASES = [
      ["-ctk", "q8_0", "-ctv", "q8_0"]),
     ("falcon-relu-f32-mqa-kv_f16k_q8_0v", "relu", "f32", 1, False, True,
      ["--arch", "falcon", "--n-head", "2"], ["-ctk", "f16", "-ctv", "q8_0"]),
+    # The other mixes of K and V row types (plain -ctk q8_0 leaves V at f16).
+    ("silu-f32-gqa-kv_q8_0k_f16v", "silu", "f32", 1, False, False, ["--n-head", "2"],
+     ["-ctk", "q8_0"]),
+    ("falcon-gelu-f16-mqa-kv_q8_0k_f32v", "gelu", "f16", 1, False, False,
+     ["--arch", "falcon", "--n-head", "2"], ["-ctk", "q8_0", "-ctv", "f32"]),
+    ("relu-f32-gqa-kv_f32k_q8_0v", "relu", "f32", 1, False, True, ["--n-head", "2"],
+     ["-ctk", "f32", "-ctv", "q8_0"]),
+    ("silu-f16-gqa-kv_f32k_f16v", "silu", "f16", 2, False, False, [], ["-ctk", "f32", "-ctv", "f16"]),
+    ("drelu-f32-mha-kv_f16k_f32v", "drelu", "f32", 4, False, True, [], ["-ctk", "f16", "-ctv", "f32"]),
+    ("silu-f32-gqa-kv_f32", "silu", "f32", 2, False, False, [], ["-ctk", "f32", "-ctv", "f32"]),
     # RoPE frequency bases beyond LLaMA-2's 10000: LLaMA-3's 500000, and 1e6.
     ("silu-f32-gqa-theta500k", "silu", "f32", 2, False, False, ["--rope-theta", "500000"]),
     ("relu-f16-mha-theta1m-downt", "relu", "f16", 4, False, True, ["--rope-theta", "1000000"]),
@@ -159,8 +180,9 @@ def main():
         extra = case[6] if len(case) > 6 else []
         # Without a case's own cache types, an exact f32 cache (the engine's default is f16).
         dump_flags = case[7] if len(case) > 7 else ["-ctk", "f32", "-ctv", "f32"]
-        cache_k = dump_flags[dump_flags.index("-ctk") + 1] if "-ctk" in dump_flags else "f32"
-        cache_v = dump_flags[dump_flags.index("-ctv") + 1] if "-ctv" in dump_flags else "f32"
+        # A type a case does not name is the engine's default, f16 (llama.cpp's).
+        cache_k = dump_flags[dump_flags.index("-ctk") + 1] if "-ctk" in dump_flags else "f16"
+        cache_v = dump_flags[dump_flags.index("-ctv") + 1] if "-ctv" in dump_flags else "f16"
         falcon = "falcon" in extra
         if args.filter not in name:
             continue
@@ -231,9 +253,12 @@ def main():
                     rest = float(np.max(err[p0:]))
                     factor = BOUNDARY_FACTOR.get(wtype, 1.0)
                     q8_cache = "q8_0" in (cache_k, cache_v)
+                    mixed = q8_cache and "f16" in (cache_k, cache_v)
+                    if mixed:
+                        factor = max(factor, MIXED_CACHE_BOUNDARY_FACTOR)
                     if (wtype in ACT_QUANTIZED or q8_cache) and (near < BOUNDARY * factor
                                                    or near_scale < SCALE_BOUNDARY * factor):
-                        ok = rest <= LOOSE
+                        ok = rest <= LOOSE and (not mixed or np.mean(err > tol) <= MIXED_SPREAD)
                         note = ("  [diverges from pos %d, where an activation is %.1e quanta "
                                 "(a scale %.1e relative) from a Q8_0 rounding boundary; rel "
                                 "err from there %.2e, tol %.0e]"
