@@ -5,14 +5,14 @@ gRPC stubs generated here from proto/pi.proto, and raw sockets), all on 127.0.0.
 - one key for every client port: with --api-key-file, Generate, Tokenize and Models without
   the key are UNAUTHENTICATED (Health stays open), pi-client --api-key-file is served; an
   empty --api-key, a short one, and both flags at once are refused at start;
-- a Generate that is never read (a raw HTTP/2 client that grants no flow-control window past
-  the first 64 KiB), -np 1: the engine finishes it while its client reads nothing (the
-  engine never writes to a client; gRPC takes the replies into its buffers), and a normal
-  request is served the golden text after it;
+- Generates that are never read (a raw HTTP/2 client that grants no flow-control window
+  past the first 64 KiB), one with -np 1 and two with -np 2: the engine finishes them while
+  their clients read nothing (the engine never writes to a client; gRPC takes the replies
+  into its buffers), and a normal request is served the golden text after them;
 - 12 concurrent Tokenize calls of 0.9 MB: each served or refused RESOURCE_EXHAUSTED (a few
   tokenize at once), the server's memory bounded; 3.9 MB: INVALID_ARGUMENT;
 - HTTP/2 rapid reset (a hand-written client: streams opened and reset at once, reconnecting
-  when cut), 4 connections for 8 s: the guard cuts each connection past its reset budget,
+  when cut), 4 connections for 5 s: the guard cuts each connection past its reset budget,
   threads and memory stay bounded, Health answers at once after; connections beyond the
   per-client cap are closed at once;
 - a generation that fails mid-stream (the gpu worker of the device path killed after its
@@ -117,16 +117,17 @@ def key_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
     check(s.stop() == 0, "pi-launch stops cleanly")
 
 
-def stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
-    s = launch(bin_dir, tmp, "--cpu-workers", "0", "-c", "4096")
-    channel = grpc.insecure_channel(s.address)
-    stub = pb_grpc.CoordinatorStub(channel)
-    # Never read: the call is made, no flow-control window granted past HTTP/2's first 64 KiB
-    # (the replies come to ~400 KB). The engine must not wait on it.
-    stuck = h2_raw.Attacker(s.address, "/pi.v1.Coordinator/Generate", pb.GenerateRequest(
-        prompt=PROMPT, n_predict=1500, ignore_eos=True, logprobs=True,
-        top_logprobs=20).SerializeToString())
-    stuck.open()
+def never_read_case(s, grpc, pb, pb_grpc, golden, n_seq):
+    """n_seq Generate calls never read (a raw HTTP/2 client that grants no flow-control window
+    past the first 64 KiB; their replies come to ~150 KB each), then a normal one: the engine
+    must not wait on them."""
+    stuck = []
+    for _ in range(n_seq):
+        a = h2_raw.Attacker(s.address, "/pi.v1.Coordinator/Generate", pb.GenerateRequest(
+            prompt=PROMPT, n_predict=600, ignore_eos=True, logprobs=True,
+            top_logprobs=20).SerializeToString())
+        a.open()
+        stuck.append(a)
     time.sleep(0.3)
     n = len(golden["generated_tokens"])
     other = pb_grpc.CoordinatorStub(grpc.insecure_channel(s.address))
@@ -134,11 +135,20 @@ def stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
         prompt=PROMPT, n_predict=n, sampling=pb.SamplingParams(temperature=0)), timeout=300)
         if r.HasField("token") and r.token.id >= 0]
     log = s.stderr()
-    check("request 1: 6 prompt + 1500 tokens" in log and "request 2:" in log,
-          "a Generate never read: the engine finishes it while its client reads nothing, then "
-          "serves the next")
-    check(ids == golden["generated_tokens"], "... the next is served the golden sequence")
-    stuck.sock.close()
+    finished = log.count("6 prompt + 600 tokens")
+    check(finished == n_seq and f"request {n_seq + 1}:" in log,
+          f"-np {n_seq}: {n_seq} Generate(s) never read: the engine finishes them while their "
+          f"clients read nothing ({finished} logged), then serves the next")
+    check(ids == golden["generated_tokens"], f"-np {n_seq}: the next is served the golden sequence")
+    for a in stuck:
+        a.sock.close()
+
+
+def stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
+    s = launch(bin_dir, tmp, "--cpu-workers", "0", "-c", "4096")
+    channel = grpc.insecure_channel(s.address)
+    stub = pb_grpc.CoordinatorStub(channel)
+    never_read_case(s, grpc, pb, pb_grpc, golden, 1)
 
     base = rss_mb(s.proc.pid)
     peak = [base]
@@ -179,6 +189,9 @@ def stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
         code = e.code().name
     check(code == "INVALID_ARGUMENT", f"a 3.9 MB Tokenize: {code}")
     check(s.stop() == 0, "pi-launch stops cleanly")
+    s = launch(bin_dir, tmp, "--cpu-workers", "0", "-c", "4096", "-np", "2")
+    never_read_case(s, grpc, pb, pb_grpc, golden, 2)
+    check(s.stop() == 0, "pi-launch -np 2 stops cleanly")
 
 
 def threads_of(pid):
@@ -206,7 +219,7 @@ def rapid_reset_case(bin_dir, tmp, grpc, pb, pb_grpc):
     watcher = threading.Thread(target=watch)
     watcher.start()
     message = pb.GenerateRequest(prompt=PROMPT, n_predict=8).SerializeToString()
-    streams, connections = h2_raw.attack(s.address, "/pi.v1.Coordinator/Generate", message, 4, 8)
+    streams, connections = h2_raw.attack(s.address, "/pi.v1.Coordinator/Generate", message, 4, 5)
     done.set()
     watcher.join()
     t0 = time.monotonic()
@@ -214,7 +227,7 @@ def rapid_reset_case(bin_dir, tmp, grpc, pb, pb_grpc):
     took = time.monotonic() - t0
     # 25 gRPC threads at most (-np 1 + --max-queue 8 + 16) and the process's own.
     check(peak[0] - base_threads <= 40 and peak[1] - base_rss < 200 * MEMORY,
-          f"rapid reset, 4 connections x 8 s ({streams} streams, {connections} connections): "
+          f"rapid reset, 4 connections x 5 s ({streams} streams, {connections} connections): "
           f"threads {base_threads} -> {peak[0]}, RSS {base_rss:.0f} -> {peak[1]:.0f} MB (it was "
           f"6,793 threads without a cap, 3.5 GB queued with a cap alone)")
     check(health == "ok" and took < 5, f"... Health answers at once after it ({took:.2f} s)")
