@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/transport/listen_address.h"
+#include "common/transport/peer_address.h"
 #include "coordinator/http_connection.h"
 #include "coordinator/openai_api.h"
 
@@ -17,18 +18,6 @@ namespace {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
-
-// The address a connection counts under: IPv4-mapped IPv6 as IPv4.
-std::string ClientAddress(const tcp::socket& socket) {
-  boost::system::error_code ec;
-  const tcp::endpoint peer = socket.remote_endpoint(ec);
-  if (ec) return "?";
-  net::ip::address a = peer.address();
-  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
-    a = net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6());
-  }
-  return a.to_string();
-}
 
 // Over a cap: a short 503 without reading anything, then close. A fresh
 // socket's send buffer always takes it whole, so this never blocks.
@@ -82,7 +71,7 @@ void HttpServer::Impl::OnAccept(boost::system::error_code ec, tcp::socket socket
   // A streamed token is a small write: without this, Nagle's algorithm
   // holds it until the client's delayed ACK of the one before (40 ms).
   socket.set_option(tcp::no_delay(true), ignored);
-  const std::string client = ClientAddress(socket);
+  const std::string client = PeerAddress(socket);
   const HttpServerOptions& o = shared.options;
   std::string refused;
   {

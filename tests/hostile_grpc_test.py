@@ -26,7 +26,6 @@ Usage: hostile_grpc_test.py BIN_DIR PROTOC GRPC_PYTHON_PLUGIN
 import http.client
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -39,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from served_process import (ServerProcess, asan_memory_factor, check, child_pids,  # noqa: E402
-                            demo_down_t, finish, import_stubs)
+                            demo_down_t, finish, import_stubs, proc_status, rss_mb)
 import h2_raw  # noqa: E402
 
 GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
@@ -63,14 +62,6 @@ def launch(bin_dir, tmp, *args, http=False):
                     p.http = line.rsplit("http://", 1)[1].split()[0]
             time.sleep(0.05)
     return p
-
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0
 
 
 def key_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
@@ -194,25 +185,17 @@ def stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
     check(s.stop() == 0, "pi-launch -np 2 stops cleanly")
 
 
-def threads_of(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    return 0
-
-
 def rapid_reset_case(bin_dir, tmp, grpc, pb, pb_grpc):
     s = launch(bin_dir, tmp, "--cpu-workers", "0")
     stub = pb_grpc.CoordinatorStub(grpc.insecure_channel(s.address))
     stub.Health(pb.HealthRequest(), timeout=30)
-    base_threads, base_rss = threads_of(s.proc.pid), rss_mb(s.proc.pid)
+    base_threads, base_rss = proc_status(s.proc.pid, "Threads:"), rss_mb(s.proc.pid)
     peak = [base_threads, base_rss]
     done = threading.Event()
 
     def watch():
         while not done.is_set():
-            peak[0] = max(peak[0], threads_of(s.proc.pid))
+            peak[0] = max(peak[0], proc_status(s.proc.pid, "Threads:"))
             peak[1] = max(peak[1], rss_mb(s.proc.pid))
             time.sleep(0.01)
 

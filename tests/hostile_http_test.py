@@ -36,7 +36,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from served_process import ServerProcess, asan_memory_factor, check, finish  # noqa: E402
+from served_process import (asan_memory_factor, check, finish, http_body,  # noqa: E402
+                            http_status, launch_http, rss_mb)
 
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
@@ -51,18 +52,10 @@ MEMORY = asan_memory_factor()  # memory bounds under AddressSanitizer
 
 
 def launch(bin_dir, tmp, *args, port=0):
-    p = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", "--http",
-                       f"127.0.0.1:{port}", "--cpu-workers", "0", "-c", "4096", "--timeout",
-                       str(TIMEOUT_S), "--http-idle-timeout", str(IDLE_S),
-                       "--http-max-connections-per-client", str(PER_CLIENT), *args],
-                      os.path.join(tmp, f"launch-{time.monotonic_ns()}.log"))
-    deadline = time.monotonic() + 60
-    p.http = None
-    while time.monotonic() < deadline and p.http is None and p.proc.poll() is None:
-        for line in p.stderr().splitlines():
-            if "HTTP API" in line:
-                p.http = line.rsplit("http://", 1)[1].split()[0]
-        time.sleep(0.05)
+    p = launch_http(bin_dir, os.path.join(tmp, f"launch-{time.monotonic_ns()}.log"),
+                    "--cpu-workers", "0", "-c", "4096", "--timeout", str(TIMEOUT_S),
+                    "--http-idle-timeout", str(IDLE_S), "--http-max-connections-per-client",
+                    str(PER_CLIENT), *args, http_port=port)
     return p
 
 
@@ -108,69 +101,31 @@ def request(path, body=None, key=True, extra="", raw=None):
     return head.encode() + data
 
 
-def final(reply):
-    """The reply without the interim 1xx responses before it (which clients skip)."""
-    while reply.startswith(b"HTTP/1.1 1") and b"\r\n\r\n" in reply:
-        reply = reply.split(b"\r\n\r\n", 1)[1]
-    return reply
-
-
-def status_of(reply):
-    reply = final(reply)
-    try:
-        return int(reply.split(b" ", 2)[1])
-    except (IndexError, ValueError):
-        return 0
-
-
-def body_of(reply):
-    """The body of a reply (chunked bodies joined)."""
-    head, _, rest = final(reply).partition(b"\r\n\r\n")
-    if b"chunked" not in head.lower():
-        return rest
-    out = b""
-    while rest:
-        size_line, _, rest = rest.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        out += rest[:size]
-        rest = rest[size + 2:]
-    return out
-
-
 def healthy(address, source="127.0.0.1"):
-    return status_of(exchange(address, request("/health"), source=source, timeout=10)) == 200
-
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0
+    return http_status(exchange(address, request("/health"), source=source, timeout=10)) == 200
 
 
 def framing_cases(a):
     body = json.dumps({"prompt": PROMPT, "max_tokens": 4, "temperature": 0}).encode()
-    head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\n{{auth}}Transfer-Encoding: chunked\r\n"
-            f"Connection: close\r\n\r\n").replace("{auth}", "{}")
+    # {} takes the Authorization line, or nothing.
+    head = ("POST /v1/completions HTTP/1.1\r\nHost: x\r\n{}Transfer-Encoding: chunked\r\n"
+            "Connection: close\r\n\r\n")
     chunk = b"%x\r\n" % len(body) + body + b"\r\n"
     big_trailer = chunk + b"0\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n"
     r = exchange(a, head.format("").encode() + big_trailer)
-    check(status_of(r) == 401, f"a 70 KiB trailer without the key: 401 before the body "
+    check(http_status(r) == 401, f"a 70 KiB trailer without the key: 401 before the body "
           f"({r[:12]!r})")
     r = exchange(a, head.format(AUTH).encode() + big_trailer)
-    check(status_of(r) == 431 and b"trailer" in body_of(r), f"a 70 KiB trailer with the key: 431 "
-          f"({body_of(r)[:80]!r})")
+    check(http_status(r) == 431 and b"trailer" in http_body(r), f"a 70 KiB trailer with the key: 431 "
+          f"({http_body(r)[:80]!r})")
     check(healthy(a), "the server is alive after it")
     tiny = chunk + b"0\r\n" + b"".join(b"T%d: v\r\n" % i for i in range(100000)) + b"\r\n"
     r = exchange(a, head.format(AUTH).encode() + tiny)
-    check(status_of(r) == 431, f"100k tiny trailer fields: 431 ({r[:12]!r})")
+    check(http_status(r) == 431, f"100k tiny trailer fields: 431 ({r[:12]!r})")
     r = exchange(a, head.format(AUTH).encode() + b"%x;" % len(body) + b"e" * (1 << 20) + b"\r\n")
-    check(status_of(r) == 431, f"a 1 MiB chunk extension: 431 ({r[:12]!r})")
+    check(http_status(r) == 431, f"a 1 MiB chunk extension: 431 ({r[:12]!r})")
     r = exchange(a, head.format(AUTH).encode() + chunk + b"0\r\n\r\n")
-    check(status_of(r) == 200 and json.loads(body_of(r))["usage"]["completion_tokens"] == 4,
+    check(http_status(r) == 200 and json.loads(http_body(r))["usage"]["completion_tokens"] == 4,
           "a well-formed chunked body is served")
     for raw, what in ((b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
                        "a bad Content-Length"),
@@ -179,8 +134,8 @@ def framing_cases(a):
                       (b"GET /health HTTP/1.1\r\nHo\x00st: x\r\n\r\n", "a NUL byte"),
                       (b"GET /health HTTP/9.9\r\nHost: x\r\n\r\n", "a bad version")):
         r = exchange(a, raw)
-        err = json.loads(body_of(r) or b"{}").get("error", {})
-        check(status_of(r) == 400 and err.get("code") == 400, f"{what}: 400 ({err.get('message')!r})")
+        err = json.loads(http_body(r) or b"{}").get("error", {})
+        check(http_status(r) == 400 and err.get("code") == 400, f"{what}: 400 ({err.get('message')!r})")
     check(healthy(a), "the server is alive after the framing cases")
 
 
@@ -216,8 +171,8 @@ def slow_and_idle_cases(a):
     idle = [connect(a) for _ in range(PER_CLIENT)]
     time.sleep(0.2)
     r = exchange(a, request("/health"))
-    check(status_of(r) == 503 and b"127.0.0.1" in body_of(r),
-          f"one more from 127.0.0.1: 503 at once ({body_of(r)[:90]!r})")
+    check(http_status(r) == 503 and b"127.0.0.1" in http_body(r),
+          f"one more from 127.0.0.1: 503 at once ({http_body(r)[:90]!r})")
     t0 = time.monotonic()
     check(healthy(a, source="127.0.0.2") and time.monotonic() - t0 < 2,
           "a client from 127.0.0.2 is served meanwhile")
@@ -239,12 +194,12 @@ def half_close_cases(a, golden):
     n = len(golden["generated_tokens"])
     greedy = {"prompt": PROMPT, "max_tokens": n, "temperature": 0}
     r = exchange(a, request("/v1/completions", greedy), half_close=True)
-    check(status_of(r) == 200 and json.loads(body_of(r))["choices"][0]["text"] == golden["text"],
+    check(http_status(r) == 200 and json.loads(http_body(r))["choices"][0]["text"] == golden["text"],
           "a half-closed client gets its whole answer")
     r = exchange(a, request("/v1/completions", dict(greedy, stream=True)), half_close=True)
-    events = [e[6:] for e in body_of(r).decode().split("\n") if e.startswith("data: ")]
+    events = [e[6:] for e in http_body(r).decode().split("\n") if e.startswith("data: ")]
     text = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
-    check(status_of(r) == 200 and events and events[-1] == "[DONE]" and text == golden["text"],
+    check(http_status(r) == 200 and events and events[-1] == "[DONE]" and text == golden["text"],
           "a half-closed client gets its whole stream")
 
 
@@ -267,7 +222,7 @@ def never_reading_case(bin_dir, tmp, golden, n_seq):
     r = exchange(a, request("/v1/completions", {"prompt": PROMPT, "max_tokens": n,
                                                 "temperature": 0}), timeout=180)
     took = time.monotonic() - t0
-    ok = status_of(r) == 200 and json.loads(body_of(r))["choices"][0]["text"] == golden["text"]
+    ok = http_status(r) == 200 and json.loads(http_body(r))["choices"][0]["text"] == golden["text"]
     check(ok, f"-np {n_seq}: {n_seq} never-reading client(s), a normal one served the golden "
           f"text in {took:.1f} s")
     deadline = time.monotonic() + 60
@@ -290,12 +245,12 @@ def size_cases(s, a):
         # Written by hand: 2^64 - 1 is an unsigned JSON integer.
         r = exchange(a, request("/v1/completions",
                                 raw=f'{{"prompt": "{PROMPT}", "{field}": 18446744073709551615}}'))
-        msg = json.loads(body_of(r) or b"{}").get("error", {}).get("message", "")
-        check(status_of(r) == 400 and field in msg and "got -1" not in msg,
+        msg = json.loads(http_body(r) or b"{}").get("error", {}).get("message", "")
+        check(http_status(r) == 400 and field in msg and "got -1" not in msg,
               f"{field} 2^64-1: 400 naming it ({msg!r})")
     r = exchange(a, request("/v1/completions", {"prompt": PROMPT, "stop": ["x"] * 100000}))
-    msg = json.loads(body_of(r) or b"{}").get("error", {}).get("message", "")
-    check(status_of(r) == 400 and "stop" in msg, f"100k stop strings: 400 ({msg!r})")
+    msg = json.loads(http_body(r) or b"{}").get("error", {}).get("message", "")
+    check(http_status(r) == 400 and "stop" in msg, f"100k stop strings: 400 ({msg!r})")
     base = rss_mb(s.proc.pid)
     peak = [base]
     stop = threading.Event()
@@ -320,8 +275,8 @@ def size_cases(s, a):
         t.join()
     stop.set()
     watcher.join()
-    statuses = [status_of(r) for r in results]
-    msgs = {json.loads(body_of(r) or b"{}").get("error", {}).get("message", "")[:60] for r in results}
+    statuses = [http_status(r) for r in results]
+    msgs = {json.loads(http_body(r) or b"{}").get("error", {}).get("message", "")[:60] for r in results}
     check(statuses.count(400) == 48, f"48 concurrent 1 MB prompts: all 400 ({msgs})")
     check(peak[0] - base < 400 * MEMORY, f"... the server's memory rose {peak[0] - base:.0f} MB (from "
           f"{base:.0f} MB; it was 2 GiB before prompts were bounded by bytes)")

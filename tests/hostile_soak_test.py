@@ -22,7 +22,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from served_process import ServerProcess, asan_memory_factor, check, finish  # noqa: E402
+from served_process import (asan_memory_factor, check, finish, http_body,  # noqa: E402
+                            http_final, launch_http, proc_status)
 
 SOAK_S = 20
 PROMPTS = ["In the beginning God created", "And the earth was without form",
@@ -32,19 +33,9 @@ MEMORY = asan_memory_factor()  # memory bounds under AddressSanitizer
 
 
 def launch(bin_dir, tmp):
-    p = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", "--http",
-                       "127.0.0.1:0", "--cpu-workers", "0", "-np", "2", "-c", "2048",
-                       "--timeout", "3", "--http-idle-timeout", "2",
-                       "--http-max-connections-per-client", "24"],
-                      os.path.join(tmp, "soak.log"))
-    deadline = time.monotonic() + 60
-    p.http = None
-    while time.monotonic() < deadline and p.http is None and p.proc.poll() is None:
-        for line in p.stderr().splitlines():
-            if "HTTP API" in line:
-                p.http = line.rsplit("http://", 1)[1].split()[0]
-        time.sleep(0.05)
-    return p
+    return launch_http(bin_dir, os.path.join(tmp, "soak.log"), "--cpu-workers", "0", "-np", "2",
+                       "-c", "2048", "--timeout", "3", "--http-idle-timeout", "2",
+                       "--http-max-connections-per-client", "24")
 
 
 def connect(address, source, rcvbuf=None):
@@ -76,27 +67,6 @@ def read_all(s):
     return data
 
 
-def final(reply):
-    while reply.startswith(b"HTTP/1.1 1") and b"\r\n\r\n" in reply:
-        reply = reply.split(b"\r\n\r\n", 1)[1]
-    return reply
-
-
-def body_of(reply):
-    head, _, rest = final(reply).partition(b"\r\n\r\n")
-    if b"chunked" not in head.lower():
-        return rest
-    out = b""
-    while rest:
-        size_line, _, rest = rest.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        out += rest[:size]
-        rest = rest[size + 2:]
-    return out
-
-
 def completion(address, prompt, stream):
     """The text of a greedy completion (None if the request failed)."""
     body = json.dumps({"prompt": prompt, "max_tokens": 16, "temperature": 0,
@@ -107,23 +77,15 @@ def completion(address, prompt, stream):
         reply = read_all(s)
     finally:
         s.close()
-    if not final(reply).startswith(b"HTTP/1.1 200"):
+    if not http_final(reply).startswith(b"HTTP/1.1 200"):
         return None
-    data = body_of(reply).decode(errors="replace")
+    data = http_body(reply).decode(errors="replace")
     if not stream:
         return json.loads(data)["choices"][0]["text"]
     events = [e[6:] for e in data.split("\n") if e.startswith("data: ")]
     if not events or events[-1] != "[DONE]":
         return None
     return "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
-
-
-def proc_status(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1])
-    return 0
 
 
 def fds(pid):
@@ -185,7 +147,7 @@ def hostile(address, kind, deadline, counts):
                     pass
                 reply = read_all(s)
                 s.close()
-                status = final(reply)[9:12]
+                status = http_final(reply)[9:12]
                 if status not in (b"400", b"413", b"431"):
                     counts["bad_refusals"] = counts.get("bad_refusals", 0) + 1
             counts[kind] = counts.get(kind, 0) + 1

@@ -33,7 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from served_process import ServerProcess, check, finish  # noqa: E402
+from served_process import check, finish, launch_http  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 TOKENIZER = os.path.join(ROOT, "models", "demo-tokenizer.model")
@@ -43,16 +43,7 @@ KEY = "an-api-key-0123456789abcdef"
 
 def launch(bin_dir, tmp, *args):
     """pi-launch with --http on free ports; the HTTP address from its log."""
-    p = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", "--http",
-                       "127.0.0.1:0", *args], os.path.join(tmp, f"launch-{time.monotonic_ns()}.log"))
-    deadline = time.monotonic() + 60
-    p.http = None
-    while time.monotonic() < deadline and p.http is None and p.proc.poll() is None:
-        for line in p.stderr().splitlines():
-            if "HTTP API" in line:
-                p.http = line.rsplit("http://", 1)[1].split()[0]
-        time.sleep(0.05)
-    return p
+    return launch_http(bin_dir, os.path.join(tmp, f"launch-{time.monotonic_ns()}.log"), *args)
 
 
 def call(address, method, path, body=None, headers=None, raw=None):

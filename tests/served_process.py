@@ -94,6 +94,65 @@ class ServerProcess:
         return rc
 
 
+def launch_http(bin_dir, log_path, *args, http_port=0):
+    """pi-launch with its gRPC port and --http on 127.0.0.1 (free ports unless `http_port`;
+    the HTTP address, from its log, in `.http`; None when it exited or took over 60 s)."""
+    p = ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", "--http",
+                       f"127.0.0.1:{http_port}", *args], log_path)
+    deadline = time.monotonic() + 60
+    p.http = None
+    while time.monotonic() < deadline and p.http is None and p.proc.poll() is None:
+        for line in p.stderr().splitlines():
+            if "HTTP API" in line:
+                p.http = line.rsplit("http://", 1)[1].split()[0]
+        time.sleep(0.05)
+    return p
+
+
+def http_final(reply):
+    """A raw HTTP reply without the interim 1xx responses before it (which clients skip)."""
+    while reply.startswith(b"HTTP/1.1 1") and b"\r\n\r\n" in reply:
+        reply = reply.split(b"\r\n\r\n", 1)[1]
+    return reply
+
+
+def http_status(reply):
+    """A raw reply's final status (0 when there is none)."""
+    try:
+        return int(http_final(reply).split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def http_body(reply):
+    """A raw reply's final body, a chunked one joined."""
+    head, _, rest = http_final(reply).partition(b"\r\n\r\n")
+    if b"chunked" not in head.lower():
+        return rest
+    out = b""
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out += rest[:size]
+        rest = rest[size + 2:]
+    return out
+
+
+def proc_status(pid, key):
+    """A number from /proc/PID/status ("Threads:", "VmRSS:" in kB)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1])
+    return 0
+
+
+def rss_mb(pid):
+    return proc_status(pid, "VmRSS:") / 1024
+
+
 def child_pids(parent, name):
     """The pids of `parent`'s children whose command line mentions `name` (from /proc)."""
     found = []

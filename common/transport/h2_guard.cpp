@@ -20,6 +20,7 @@
 
 #include "common/transport/h2_frames.h"
 #include "common/transport/listen_address.h"
+#include "common/transport/peer_address.h"
 
 namespace pi {
 namespace {
@@ -31,17 +32,6 @@ using error_code = boost::system::error_code;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string ClientOf(const tcp::socket& s) {
-  error_code ec;
-  const tcp::endpoint peer = s.remote_endpoint(ec);
-  if (ec) return "?";
-  net::ip::address a = peer.address();
-  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
-    a = net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6());
-  }
-  return a.to_string();
 }
 
 }  // namespace
@@ -241,7 +231,7 @@ void H2Guard::Impl::Accept() {
       timer->async_wait([this, timer](error_code) { Accept(); });
       return;
     }
-    const std::string client = ClientOf(socket);
+    const std::string client = PeerAddress(socket);
     bool admitted = false;
     {
       std::lock_guard<std::mutex> lock(mu);
