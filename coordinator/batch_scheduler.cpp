@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "common/progress.h"
-#include "coordinator/serial_scheduler.h"
 
 namespace pi {
 
@@ -20,35 +19,17 @@ struct BatchScheduler::Slot {
 };
 
 BatchScheduler::BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks)
-    : engine_(engine), tok_(tok), hooks_(std::move(hooks)) {
+    : Scheduler(std::move(hooks)), engine_(engine), tok_(tok) {
   const int n_seq = engine->n_seq();
   rows_.reserve(engine->max_batch_rows());
   row_slot_.reserve(n_seq);
   done_.reserve(n_seq);
   for (int s = n_seq - 1; s >= 0; --s) free_seqs_.push_back(s);
-  thread_ = std::thread([this] { Loop(); });
+  StartLoop();
 }
 
 BatchScheduler::~BatchScheduler() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
-}
-
-void BatchScheduler::Submit(std::shared_ptr<RequestJob> job) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(std::move(job));
-  }
-  wake_.notify_all();
-}
-
-WorkerHealth BatchScheduler::worker_health() const {
-  std::lock_guard<std::mutex> lock(health_mu_);
-  return health_;
+  StopLoop();
 }
 
 void BatchScheduler::Loop() {
@@ -88,13 +69,7 @@ void BatchScheduler::Loop() {
     Leave(slot);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& job : pending_) {
-    if (!job->Start()) continue;
-    hooks_.started(job.get());
-    job->result.stop_reason = "cancelled";
-    hooks_.finished(job.get());
-  }
-  pending_.clear();
+  CancelPending();
 }
 
 void BatchScheduler::Leave(Slot* slot) {
@@ -149,12 +124,12 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
   }
   const Status s = engine_->EvalBatch(rows_.data(), static_cast<int>(rows_.size()));
   // The worker failures this step saw (copied only when they change).
-  if (engine_->shard_failures() != health_.failures ||
-      engine_->shard_recoveries() != health_.recoveries ||
-      engine_->device_failures() != health_.device_failures ||
-      engine_->device_recoveries() != health_.device_recoveries) {
-    std::lock_guard<std::mutex> lock(health_mu_);
-    health_ = ReadWorkerHealth(*engine_);
+  const WorkerHealth& seen = loop_health();
+  if (engine_->shard_failures() != seen.failures ||
+      engine_->shard_recoveries() != seen.recoveries ||
+      engine_->device_failures() != seen.device_failures ||
+      engine_->device_recoveries() != seen.device_recoveries) {
+    SetHealth(ReadWorkerHealth(*engine_));
   }
   // Each job asking: its logits, in row order.
   std::vector<Slot*>& done = done_;

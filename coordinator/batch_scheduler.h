@@ -11,18 +11,12 @@
 // stream, which never blocks, so a slow client never holds the step.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
-#include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
-#include "coordinator/request_job.h"
+#include "coordinator/scheduler.h"
 
 namespace pi {
 
@@ -34,33 +28,20 @@ class BatchScheduler final : public Scheduler {
   // sequences free up.
   BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks);
   ~BatchScheduler() override;  // finishes the running and waiting jobs as cancelled
-  BatchScheduler(const BatchScheduler&) = delete;
-  BatchScheduler& operator=(const BatchScheduler&) = delete;
-
-  void Submit(std::shared_ptr<RequestJob> job) override;
-  WorkerHealth worker_health() const override;
 
  private:
   struct Slot;
-  void Loop();
+  void Loop() override;
   // One step: the rows of the running jobs, EvalBatch, then each job's Next.
   void Step(std::vector<Slot*>* running);
   void Leave(Slot* slot);
 
   Engine* engine_;
   const Tokenizer* tok_;
-  const SchedulerHooks hooks_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<std::shared_ptr<RequestJob>> pending_;  // submitted, not yet joined
-  std::atomic<bool> stopping_{false};
   std::vector<Engine::BatchRow> rows_;  // a step's rows (reserved)
   std::vector<Slot*> row_slot_;         // the job of each row asking for logits
   std::vector<int> free_seqs_;
   std::vector<Slot*> done_;  // a step's finished jobs (reserved)
-  mutable std::mutex health_mu_;
-  WorkerHealth health_;
-  std::thread thread_;  // last: starts once the rest is built
 };
 
 }  // namespace pi

@@ -8,8 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/transport/listen_address.h"
-#include "common/transport/peer_address.h"
+#include "common/transport/tcp_listen.h"
 #include "coordinator/http_connection.h"
 #include "coordinator/openai_api.h"
 
@@ -123,33 +122,13 @@ HttpServer::~HttpServer() {
 
 Status HttpServer::Start(const HttpServerOptions& options, RequestRunner* runner,
                          std::string* address) {
-  std::string host;
-  int port = 0;
-  PI_RETURN_IF_ERROR(SplitHostPort(options.listen, "--http", &host, &port));
   Impl& m = *impl_;
   m.shared.options = options;
   m.shared.runner.store(runner, std::memory_order_release);
   m.shared.started_at = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-  boost::system::error_code ec;
-  const net::ip::address ip = net::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
-  if (ec) {
-    return Status::Error("--http %s: '%s' is not an IP address", options.listen.c_str(),
-                         host.c_str());
-  }
-  m.acceptor = std::make_unique<tcp::acceptor>(m.ioc);
-  const tcp::endpoint endpoint(ip, static_cast<uint16_t>(port));
-  m.acceptor->open(endpoint.protocol(), ec);
-  // A restart on the same port binds at once (no wait for TIME_WAIT).
-  if (!ec) m.acceptor->set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) m.acceptor->bind(endpoint, ec);
-  if (!ec) m.acceptor->listen(net::socket_base::max_listen_connections, ec);
-  if (ec) {
-    m.acceptor.reset();
-    return Status::Error("cannot listen on %s: %s", options.listen.c_str(), ec.message().c_str());
-  }
-  *address = host + ":" + std::to_string(m.acceptor->local_endpoint().port());
+  PI_RETURN_IF_ERROR(ListenTcp(m.ioc, options.listen, "--http", &m.acceptor, address));
   m.work.emplace(m.ioc.get_executor());
   m.Accept();
   for (int i = 0; i < std::max(1, options.io_threads); ++i) {

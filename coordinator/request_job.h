@@ -53,7 +53,7 @@ struct RequestJob {
 
 // What a scheduler tells its owner of a job, on the scheduler's thread:
 // started (it runs now), each token (false stops it), finished (the result
-// is final; the owner ends the stream).
+// is final; the owner ends the stream). Schedulers: scheduler.h.
 struct SchedulerHooks {
   std::function<void(RequestJob*)> started;
   std::function<bool(RequestJob*, int32_t id, const std::string& text)> token;
@@ -67,16 +67,6 @@ struct WorkerHealth {
   std::string error;
   int64_t device_failures = 0, device_recoveries = 0;
   std::string device_error;
-};
-
-// Runs submitted jobs on an engine, on a thread of its own: one at a time
-// (SerialScheduler) or many batched step by step (BatchScheduler).
-class Scheduler {
- public:
-  virtual ~Scheduler() = default;
-  // Queues a job (its admission already decided); the hooks follow.
-  virtual void Submit(std::shared_ptr<RequestJob> job) = 0;
-  virtual WorkerHealth worker_health() const = 0;
 };
 
 }  // namespace pi

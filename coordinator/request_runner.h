@@ -24,6 +24,7 @@
 #include "coordinator/generation.h"
 #include "coordinator/metrics.h"
 #include "coordinator/request_job.h"
+#include "coordinator/scheduler.h"
 #include "coordinator/work_gate.h"
 
 namespace pi {

@@ -4,40 +4,13 @@
 
 namespace pi {
 
-WorkerHealth ReadWorkerHealth(const Engine& engine) {
-  WorkerHealth h;
-  h.failures = engine.shard_failures();
-  h.recoveries = engine.shard_recoveries();
-  h.error = engine.shard_error();
-  h.device_failures = engine.device_failures();
-  h.device_recoveries = engine.device_recoveries();
-  h.device_error = engine.device_error();
-  return h;
-}
-
 SerialScheduler::SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks)
-    : engine_(engine), tok_(tok), hooks_(std::move(hooks)), thread_([this] { Loop(); }) {}
+    : Scheduler(std::move(hooks)), engine_(engine), tok_(tok) {
+  StartLoop();
+}
 
 SerialScheduler::~SerialScheduler() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
-}
-
-void SerialScheduler::Submit(std::shared_ptr<RequestJob> job) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(std::move(job));
-  }
-  wake_.notify_all();
-}
-
-WorkerHealth SerialScheduler::worker_health() const {
-  std::lock_guard<std::mutex> lock(health_mu_);
-  return health_;
+  StopLoop();
 }
 
 void SerialScheduler::Loop() {
@@ -52,15 +25,8 @@ void SerialScheduler::Loop() {
     }
     if (job->Start()) RunJob(job.get());  // else its client left while it waited
   }
-  // Stopping: the jobs still waiting end as cancelled.
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& job : pending_) {
-    if (!job->Start()) continue;
-    hooks_.started(job.get());
-    job->result.stop_reason = "cancelled";
-    hooks_.finished(job.get());
-  }
-  pending_.clear();
+  CancelPending();
 }
 
 void SerialScheduler::RunJob(RequestJob* job) {
@@ -73,10 +39,7 @@ void SerialScheduler::RunJob(RequestJob* job) {
         return hooks_.token(job, id, text);
       },
       &job->result);
-  {
-    std::lock_guard<std::mutex> lock(health_mu_);
-    health_ = ReadWorkerHealth(*engine_);
-  }
+  SetHealth(ReadWorkerHealth(*engine_));
   hooks_.finished(job);
 }
 

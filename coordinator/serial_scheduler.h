@@ -5,16 +5,9 @@
 // stream, which never blocks (request_stream.h).
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <memory>
-#include <mutex>
-#include <thread>
-
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
-#include "coordinator/request_job.h"
+#include "coordinator/scheduler.h"
 
 namespace pi {
 
@@ -26,26 +19,12 @@ class SerialScheduler final : public Scheduler {
   // token) and stops the thread.
   ~SerialScheduler() override;
 
-  void Submit(std::shared_ptr<RequestJob> job) override;
-  WorkerHealth worker_health() const override;
-
  private:
-  void Loop();
+  void Loop() override;
   void RunJob(RequestJob* job);
 
   Engine* engine_;
   const Tokenizer* tok_;
-  const SchedulerHooks hooks_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<std::shared_ptr<RequestJob>> pending_;
-  std::atomic<bool> stopping_{false};
-  mutable std::mutex health_mu_;
-  WorkerHealth health_;
-  std::thread thread_;  // last: starts once the rest is built
 };
-
-// The engine's failure counters now (its own thread's view).
-WorkerHealth ReadWorkerHealth(const Engine& engine);
 
 }  // namespace pi

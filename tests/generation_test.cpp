@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/synthetic_model.h"
+#include "tests/in_memory_model.h"
 
 namespace pi {
 namespace {
@@ -30,13 +31,7 @@ class GenerationTest : public ::testing::Test {
     o.n_ff = 128;
     o.n_ctx = 64;
     o.byte_tokenizer = true;
-    GgufWriter w;
-    ASSERT_TRUE(AddSyntheticModel(o, &w).ok());
-    bytes_ = w.Serialize();
-    std::unique_ptr<GgufFile> f;
-    ASSERT_TRUE(GgufFile::OpenBuffer(bytes_.data(), bytes_.size(), &f).ok());
-    ASSERT_TRUE(LoadLlamaModel(std::move(f), &model_).ok());
-    ASSERT_TRUE(Tokenizer::FromGguf(*model_.file, &tok_).ok());
+    ASSERT_TRUE(built_.Build(o).ok());
   }
   // Greedy generation (ignoring end of text) on a fresh engine of n_ctx.
   GenerationResult Run(GenerationRequest req, int n_ctx, const TokenCallback& cb = nullptr) {
@@ -58,9 +53,9 @@ class GenerationTest : public ::testing::Test {
     r.ignore_eos = true;
     return r;
   }
-  std::vector<uint8_t> bytes_;
-  LlamaModel model_;
-  std::unique_ptr<Tokenizer> tok_;
+  InMemoryModel built_;
+  LlamaModel& model_ = built_.model;
+  std::unique_ptr<Tokenizer>& tok_ = built_.tok;
 };
 
 TEST_F(GenerationTest, LengthContextAndStreamedText) {

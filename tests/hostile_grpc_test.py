@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from served_process import (ServerProcess, asan_memory_factor, check, child_pids,  # noqa: E402
-                            demo_down_t, finish, import_stubs, proc_status, rss_mb)
+                            demo_down_t, finish, import_stubs, launch_http, Peaks)
 import h2_raw  # noqa: E402
 
 GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
@@ -49,19 +49,11 @@ MEMORY = asan_memory_factor()  # memory bounds under AddressSanitizer
 
 
 def launch(bin_dir, tmp, *args, http=False):
-    argv = [os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0", "--timeout", "3", *args]
+    log = os.path.join(tmp, f"launch-{time.monotonic_ns()}.log")
     if http:
-        argv += ["--http", "127.0.0.1:0"]
-    p = ServerProcess(argv, os.path.join(tmp, f"launch-{time.monotonic_ns()}.log"))
-    p.http = None
-    if http:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and p.http is None and p.proc.poll() is None:
-            for line in p.stderr().splitlines():
-                if "HTTP API" in line:
-                    p.http = line.rsplit("http://", 1)[1].split()[0]
-            time.sleep(0.05)
-    return p
+        return launch_http(bin_dir, log, "--timeout", "3", *args)
+    return ServerProcess([os.path.join(bin_dir, "pi-launch"), "--listen", "127.0.0.1:0",
+                          "--timeout", "3", *args], log)
 
 
 def key_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
@@ -141,17 +133,6 @@ def stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
     stub = pb_grpc.CoordinatorStub(channel)
     never_read_case(s, grpc, pb, pb_grpc, golden, 1)
 
-    base = rss_mb(s.proc.pid)
-    peak = [base]
-    done = threading.Event()
-
-    def watch():
-        while not done.is_set():
-            peak[0] = max(peak[0], rss_mb(s.proc.pid))
-            time.sleep(0.02)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
     codes = []
     text = "And God said " * 70000  # 0.9 MB
 
@@ -162,17 +143,16 @@ def stuck_and_flood_cases(bin_dir, tmp, grpc, pb, pb_grpc, golden):
         except grpc.RpcError as e:
             codes.append(e.code().name)
 
-    threads = [threading.Thread(target=tokenize) for _ in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    done.set()
-    watcher.join()
+    with Peaks(s.proc.pid) as peaks:
+        threads = [threading.Thread(target=tokenize) for _ in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     check(len(codes) == 12 and set(codes) <= {"OK", "RESOURCE_EXHAUSTED"} and "OK" in codes,
           f"12 concurrent 0.9 MB Tokenize calls: served or refused ({sorted(codes)})")
-    check(peak[0] - base < 600 * MEMORY, f"... the server's memory rose {peak[0] - base:.0f} MB (from "
-          f"{base:.0f} MB)")
+    check(peaks.rss - peaks.base_rss < 600 * MEMORY, f"... the server's memory rose "
+          f"{peaks.rss - peaks.base_rss:.0f} MB (from {peaks.base_rss:.0f} MB)")
     try:
         stub.Tokenize(pb.TokenizeRequest(text="x" * (3900 << 10)), timeout=60)
         code = "OK"
@@ -189,29 +169,18 @@ def rapid_reset_case(bin_dir, tmp, grpc, pb, pb_grpc):
     s = launch(bin_dir, tmp, "--cpu-workers", "0")
     stub = pb_grpc.CoordinatorStub(grpc.insecure_channel(s.address))
     stub.Health(pb.HealthRequest(), timeout=30)
-    base_threads, base_rss = proc_status(s.proc.pid, "Threads:"), rss_mb(s.proc.pid)
-    peak = [base_threads, base_rss]
-    done = threading.Event()
-
-    def watch():
-        while not done.is_set():
-            peak[0] = max(peak[0], proc_status(s.proc.pid, "Threads:"))
-            peak[1] = max(peak[1], rss_mb(s.proc.pid))
-            time.sleep(0.01)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
     message = pb.GenerateRequest(prompt=PROMPT, n_predict=8).SerializeToString()
-    streams, connections = h2_raw.attack(s.address, "/pi.v1.Coordinator/Generate", message, 4, 5)
-    done.set()
-    watcher.join()
+    with Peaks(s.proc.pid) as peaks:
+        streams, connections = h2_raw.attack(s.address, "/pi.v1.Coordinator/Generate", message,
+                                             4, 5)
     t0 = time.monotonic()
     health = stub.Health(pb.HealthRequest(), timeout=30).status
     took = time.monotonic() - t0
     # 25 gRPC threads at most (-np 1 + --max-queue 8 + 16) and the process's own.
-    check(peak[0] - base_threads <= 40 and peak[1] - base_rss < 200 * MEMORY,
+    check(peaks.threads - peaks.base_threads <= 40 and peaks.rss - peaks.base_rss < 200 * MEMORY,
           f"rapid reset, 4 connections x 5 s ({streams} streams, {connections} connections): "
-          f"threads {base_threads} -> {peak[0]}, RSS {base_rss:.0f} -> {peak[1]:.0f} MB (it was "
+          f"threads {peaks.base_threads} -> {peaks.threads}, RSS {peaks.base_rss:.0f} -> "
+          f"{peaks.rss:.0f} MB (it was "
           f"6,793 threads without a cap, 3.5 GB queued with a cap alone)")
     check(health == "ok" and took < 5, f"... Health answers at once after it ({took:.2f} s)")
     check(s.stderr().count("reset streams faster than its budget") >= 4,

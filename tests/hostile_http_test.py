@@ -36,8 +36,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from served_process import (asan_memory_factor, check, finish, http_body,  # noqa: E402
-                            http_status, launch_http, rss_mb)
+from served_process import (Peaks, asan_memory_factor, check, finish, http_body,  # noqa: E402
+                            http_status, launch_http, recv_all)
 
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
@@ -79,15 +79,7 @@ def exchange(address, raw, source="127.0.0.1", timeout=20, half_close=False):
             s.shutdown(socket.SHUT_WR)
     except OSError:
         pass
-    data = b""
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
-    except OSError:
-        pass
+    data = recv_all(s)
     s.close()
     return data
 
@@ -251,35 +243,24 @@ def size_cases(s, a):
     r = exchange(a, request("/v1/completions", {"prompt": PROMPT, "stop": ["x"] * 100000}))
     msg = json.loads(http_body(r) or b"{}").get("error", {}).get("message", "")
     check(http_status(r) == 400 and "stop" in msg, f"100k stop strings: 400 ({msg!r})")
-    base = rss_mb(s.proc.pid)
-    peak = [base]
-    stop = threading.Event()
-
-    def watch():
-        while not stop.is_set():
-            peak[0] = max(peak[0], rss_mb(s.proc.pid))
-            time.sleep(0.02)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
     results = []
     big = request("/v1/completions", {"prompt": "And God said " * 76000, "max_tokens": 1})
 
     def flood(i):
         results.append(exchange(a, big, source=f"127.0.1.{i % 200 + 1}", timeout=60))
 
-    threads = [threading.Thread(target=flood, args=(i,)) for i in range(48)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    stop.set()
-    watcher.join()
+    with Peaks(s.proc.pid) as peaks:
+        threads = [threading.Thread(target=flood, args=(i,)) for i in range(48)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     statuses = [http_status(r) for r in results]
     msgs = {json.loads(http_body(r) or b"{}").get("error", {}).get("message", "")[:60] for r in results}
     check(statuses.count(400) == 48, f"48 concurrent 1 MB prompts: all 400 ({msgs})")
-    check(peak[0] - base < 400 * MEMORY, f"... the server's memory rose {peak[0] - base:.0f} MB (from "
-          f"{base:.0f} MB; it was 2 GiB before prompts were bounded by bytes)")
+    check(peaks.rss - peaks.base_rss < 400 * MEMORY, f"... the server's memory rose "
+          f"{peaks.rss - peaks.base_rss:.0f} MB (from {peaks.base_rss:.0f} MB; it was 2 GiB before "
+          f"prompts were bounded by bytes)")
 
 
 def main():

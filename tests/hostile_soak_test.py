@@ -23,7 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from served_process import (asan_memory_factor, check, finish, http_body,  # noqa: E402
-                            http_final, launch_http, proc_status)
+                            http_final, launch_http, proc_status, recv_all)
 
 SOAK_S = 20
 PROMPTS = ["In the beginning God created", "And the earth was without form",
@@ -54,19 +54,6 @@ def post(path, body_bytes, extra=b""):
             b"Content-Length: %d\r\n\r\n" % len(body_bytes) + body_bytes)
 
 
-def read_all(s):
-    data = b""
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
-    except OSError:
-        pass
-    return data
-
-
 def completion(address, prompt, stream):
     """The text of a greedy completion (None if the request failed)."""
     body = json.dumps({"prompt": prompt, "max_tokens": 16, "temperature": 0,
@@ -74,7 +61,7 @@ def completion(address, prompt, stream):
     s = connect(address, "127.0.0.2")
     try:
         s.sendall(post("/v1/completions", body))
-        reply = read_all(s)
+        reply = recv_all(s)
     finally:
         s.close()
     if not http_final(reply).startswith(b"HTTP/1.1 200"):
@@ -100,7 +87,7 @@ def hostile(address, kind, deadline, counts):
             if kind == "idle":
                 s = connect(address, "127.0.0.1")
                 s.settimeout(5)
-                read_all(s)  # until the idle deadline closes it
+                recv_all(s)  # until the idle deadline closes it
                 s.close()
             elif kind == "slow":
                 s = connect(address, "127.0.0.1")
@@ -145,7 +132,7 @@ def hostile(address, kind, deadline, counts):
                     s.sendall(raw)
                 except OSError:
                     pass
-                reply = read_all(s)
+                reply = recv_all(s)
                 s.close()
                 status = http_final(reply)[9:12]
                 if status not in (b"400", b"413", b"431"):

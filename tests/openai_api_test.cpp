@@ -19,6 +19,7 @@
 #include "coordinator/completion_reply.h"
 #include "coordinator/generate_request.h"
 #include "coordinator/openai_api.h"
+#include "tests/in_memory_model.h"
 
 namespace pi {
 namespace {
@@ -192,20 +193,15 @@ class GenerateRequestTest : public ::testing::Test {
     o.n_head = 2;
     o.n_ff = 128;
     o.byte_tokenizer = true;
-    GgufWriter w;
-    ASSERT_TRUE(AddSyntheticModel(o, &w).ok());
-    bytes_ = w.Serialize();
-    std::unique_ptr<GgufFile> f;
-    ASSERT_TRUE(GgufFile::OpenBuffer(bytes_.data(), bytes_.size(), &f).ok());
-    ASSERT_TRUE(Tokenizer::FromGguf(*f, &tok_).ok());
+    ASSERT_TRUE(built_.Build(o).ok());
   }
   Status Parse(const v1::GenerateRequest& in, int n_ctx = 64) {
     GenerationRequest out;
     SamplerParams sampling;
     return ParseGenerateRequest(in, tok_->n_vocab(), n_ctx, *tok_, &out, &sampling);
   }
-  std::vector<uint8_t> bytes_;
-  std::unique_ptr<Tokenizer> tok_;
+  InMemoryModel built_;
+  std::unique_ptr<Tokenizer>& tok_ = built_.tok;
 };
 
 TEST_F(GenerateRequestTest, FloatsAreFiniteAndInRange) {

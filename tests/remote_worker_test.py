@@ -41,7 +41,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from served_process import (ServerProcess, asan_memory_factor, check, finish,  # noqa: E402
-                            import_stubs)
+                            import_stubs, proc_status, rss_mb)
 ROOT = os.path.dirname(HERE)
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
@@ -269,8 +269,7 @@ def main():
         junk = b"\x7a" + b"\xff\xff\xff\x0e" + b"\x00" * (30 << 20)  # field 15, 30 MB
         raw_hello = channel.unary_unary("/pi.v1.Worker/Hello", request_serializer=lambda b: b,
                                         response_deserializer=lambda b: b)
-        with open(f"/proc/{w.proc.pid}/status") as f:
-            rss0 = int([x for x in f if x.startswith("VmRSS:")][0].split()[1]) >> 10
+        rss0 = rss_mb(w.proc.pid)
         outcomes = []
 
         def big_hello():
@@ -285,20 +284,17 @@ def main():
             t.start()
         for t in calls:
             t.join()
-        with open(f"/proc/{w.proc.pid}/status") as f:
-            rss1 = int([x for x in f if x.startswith("VmRSS:")][0].split()[1]) >> 10
+        rss1 = rss_mb(w.proc.pid)
         check("OK" not in outcomes and "sent more bytes than a message before any answer"
               in w.stderr() and rss1 - rss0 < 200 * asan_memory_factor(),
               f"three unauthenticated 30 MB hellos on one connection: cut ({sorted(outcomes)}), "
-              f"worker RSS {rss0} -> {rss1} MB")
+              f"worker RSS {rss0:.0f} -> {rss1:.0f} MB")
         # Rapid reset on the worker's port (its H2Guard cuts each connection past its budget).
         sys.path.insert(0, HERE)
         import h2_raw
-        with open(f"/proc/{w.proc.pid}/status") as f:
-            before = int([x for x in f if x.startswith("Threads:")][0].split()[1])
+        before = proc_status(w.proc.pid, "Threads:")
         streams, conns = h2_raw.attack(w.address, "/pi.v1.Worker/Health", b"", 2, 4)
-        with open(f"/proc/{w.proc.pid}/status") as f:
-            after = int([x for x in f if x.startswith("Threads:")][0].split()[1])
+        after = proc_status(w.proc.pid, "Threads:")
         h = None
         deadline = time.monotonic() + 5  # the calls let through before each cut, drained
         while h is None and time.monotonic() < deadline:

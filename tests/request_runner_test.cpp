@@ -20,6 +20,7 @@
 #include "coordinator/admission.h"
 #include "coordinator/request_runner.h"
 #include "coordinator/request_stream.h"
+#include "tests/in_memory_model.h"
 
 namespace pi {
 namespace {
@@ -131,13 +132,7 @@ class RequestRunnerTest : public ::testing::TestWithParam<int> {
     o.n_ff = 256;
     o.n_ctx = 4096;
     o.byte_tokenizer = true;
-    GgufWriter w;
-    ASSERT_TRUE(AddSyntheticModel(o, &w).ok());
-    bytes_ = w.Serialize();
-    std::unique_ptr<GgufFile> f;
-    ASSERT_TRUE(GgufFile::OpenBuffer(bytes_.data(), bytes_.size(), &f).ok());
-    ASSERT_TRUE(LoadLlamaModel(std::move(f), &model_).ok());
-    ASSERT_TRUE(Tokenizer::FromGguf(*model_.file, &tok_).ok());
+    ASSERT_TRUE(built_.Build(o).ok());
   }
   std::unique_ptr<Engine> MakeEngine(int n_seq) {
     EngineOptions opt;
@@ -182,9 +177,9 @@ class RequestRunnerTest : public ::testing::TestWithParam<int> {
     }
     return ids;
   }
-  std::vector<uint8_t> bytes_;
-  LlamaModel model_;
-  std::unique_ptr<Tokenizer> tok_;
+  InMemoryModel built_;
+  LlamaModel& model_ = built_.model;
+  std::unique_ptr<Tokenizer>& tok_ = built_.tok;
 };
 
 TEST_P(RequestRunnerTest, RunGivesTheTokensOfTheRequestAlone) {

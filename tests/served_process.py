@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -151,6 +152,47 @@ def proc_status(pid, key):
 
 def rss_mb(pid):
     return proc_status(pid, "VmRSS:") / 1024
+
+
+class Peaks:
+    """With-block: the most threads and RSS (MB) a process reached during it, sampled every
+    10 ms (`base_threads`, `base_rss` at its start; `threads`, `rss` the peaks)."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def __enter__(self):
+        self.base_threads = self.threads = proc_status(self.pid, "Threads:")
+        self.base_rss = self.rss = rss_mb(self.pid)
+        self._done = threading.Event()
+        self._watcher = threading.Thread(target=self._watch)
+        self._watcher.start()
+        return self
+
+    def _watch(self):
+        while not self._done.is_set():
+            self.threads = max(self.threads, proc_status(self.pid, "Threads:"))
+            self.rss = max(self.rss, rss_mb(self.pid))
+            time.sleep(0.01)
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._watcher.join()
+        return False
+
+
+def recv_all(sock):
+    """Everything a socket gives until the peer closes it (or an error or timeout)."""
+    data = b""
+    try:
+        while True:
+            d = sock.recv(65536)
+            if not d:
+                break
+            data += d
+    except OSError:
+        pass
+    return data
 
 
 def child_pids(parent, name):

@@ -26,6 +26,7 @@
 #include "coordinator/shm_worker.h"
 #include "cpu_worker/cold_shard.h"
 #include "kernels/cpu/quant.h"
+#include "tests/in_memory_model.h"
 #include "tests/temp_path.h"
 
 namespace pi {
@@ -101,12 +102,7 @@ std::vector<double> Reference(const LlamaModel& m, int layer, const float* x,
 class StepProtocolTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    GgufWriter w;
-    ASSERT_TRUE(AddSyntheticModel(ReluModel(DType::kF32), &w).ok());
-    bytes_ = w.Serialize();
-    std::unique_ptr<GgufFile> f;
-    ASSERT_TRUE(GgufFile::OpenBuffer(bytes_.data(), bytes_.size(), &f).ok());
-    ASSERT_TRUE(LoadLlamaModel(std::move(f), &model_).ok());
+    ASSERT_TRUE(built_.Build(ReluModel(DType::kF32)).ok());
     layout_ = Layout(model_.config, 2);
   }
   // Every row with the candidates `ids` (null: all owned neurons).
@@ -131,8 +127,8 @@ class StepProtocolTest : public ::testing::Test {
                      out.data());
     return out;
   }
-  std::vector<uint8_t> bytes_;
-  LlamaModel model_;
+  InMemoryModel built_;
+  LlamaModel& model_ = built_.model;
   ShardLayout layout_;
 };
 

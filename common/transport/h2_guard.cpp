@@ -19,8 +19,7 @@
 #include <vector>
 
 #include "common/transport/h2_frames.h"
-#include "common/transport/listen_address.h"
-#include "common/transport/peer_address.h"
+#include "common/transport/tcp_listen.h"
 
 namespace pi {
 namespace {
@@ -279,25 +278,8 @@ Status H2Guard::Start(const std::string& listen, const H2GuardOptions& options,
                       std::string* bound) {
   Impl& m = *impl_;
   if (m.socket_path.empty()) return Status::Error("H2Guard: no backend address made");
-  std::string host;
-  int port = 0;
-  PI_RETURN_IF_ERROR(SplitHostPort(listen, "--listen", &host, &port));
   m.options = options;
-  error_code ec;
-  const net::ip::address ip = net::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
-  if (ec)
-    return Status::Error("--listen %s: '%s' is not an IP address", listen.c_str(), host.c_str());
-  m.acceptor = std::make_unique<tcp::acceptor>(m.ioc);
-  const tcp::endpoint endpoint(ip, static_cast<uint16_t>(port));
-  m.acceptor->open(endpoint.protocol(), ec);
-  if (!ec) m.acceptor->set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) m.acceptor->bind(endpoint, ec);
-  if (!ec) m.acceptor->listen(net::socket_base::max_listen_connections, ec);
-  if (ec) {
-    m.acceptor.reset();
-    return Status::Error("cannot listen on %s (%s)", listen.c_str(), ec.message().c_str());
-  }
-  *bound = host + ":" + std::to_string(m.acceptor->local_endpoint().port());
+  PI_RETURN_IF_ERROR(ListenTcp(m.ioc, listen, "--listen", &m.acceptor, bound));
   m.work.emplace(m.ioc.get_executor());
   m.Accept();
   m.thread = std::thread([&m] { m.ioc.run(); });
