@@ -156,11 +156,10 @@ void HttpConnection::OnHeader(beast::error_code ec) {
   keep_alive_ = req.keep_alive();
   const std::string target(req.target());
   const std::string path = target.substr(0, target.find('?'));
-  HttpRoute route;
   int status = 0;
   std::string allow;
   const bool no_body = parser_->is_done();
-  if (!FindRoute(path, std::string(req.method_string()), &route, &status, &allow)) {
+  if (!FindRoute(path, std::string(req.method_string()), &route_, &status, &allow)) {
     HttpReply r = ErrorReply(
         status, status == 405
                     ? std::string(req.method_string()) + " " + path + ": this path takes " + allow
@@ -168,7 +167,7 @@ void HttpConnection::OnHeader(beast::error_code ec) {
     return Reply(r, !no_body);
   }
   const std::string& key = options().api_key;
-  if (!IsPublic(route) && !key.empty() &&
+  if (!IsPublic(route_) && !key.empty() &&
       !BearerMatches(std::string(req[http::field::authorization]), key)) {
     return Reply(ErrorReply(401, "a valid API key is required (Authorization: Bearer)"), !no_body);
   }
@@ -201,12 +200,7 @@ void HttpConnection::ReadBody() {
 
 void HttpConnection::Dispatch() {
   const auto& req = parser_->get();
-  const std::string target(req.target());
-  const std::string path = target.substr(0, target.find('?'));
-  HttpRoute route;
-  int status = 0;
-  std::string allow;
-  FindRoute(path, std::string(req.method_string()), &route, &status, &allow);
+  const HttpRoute route = route_;
   HttpContext c;
   c.options = &options();
   c.runner = shared_->runner.load(std::memory_order_acquire);
@@ -299,9 +293,7 @@ void HttpConnection::CancelJob(const std::string& why) {
   if (!job_) return;
   job_->stream.SetNotify(nullptr);
   if (RequestRunner* runner = shared_->runner.load()) runner->Cancel(job_, why);
-  job_.reset();
-  reply_.reset();
-  self_while_job_.reset();
+  ReleaseJob();
 }
 
 void HttpConnection::Drain() {
@@ -318,11 +310,7 @@ void HttpConnection::Drain() {
         (!reply_->started() && events_.empty() && std::string(g.stop_reason) == "error")) {
       std::string body;
       const int status = reply_->WholeResponse(g, n_prompt_, &body);
-      streaming_ = false;
-      job_.reset();
-      reply_.reset();
-      probe_timer_.cancel();
-      auto keep = std::move(self_while_job_);
+      ReleaseJob();
       HttpReply r;
       r.status = status;
       r.body = std::move(body);
@@ -373,14 +361,19 @@ void HttpConnection::OnWritten(beast::error_code ec) {
   Drain();
 }
 
-void HttpConnection::EndJob() {
-  const bool keep_alive = head_ && head_->keep_alive() && !peer_eof_;
+void HttpConnection::ReleaseJob() {
   job_.reset();
   reply_.reset();
+  streaming_ = false;
   serializer_.reset();
   head_.reset();
   probe_timer_.cancel();
-  auto keep = std::move(self_while_job_);
+  self_while_job_.reset();  // (the handler running this holds the connection too)
+}
+
+void HttpConnection::EndJob() {
+  const bool keep_alive = head_ && head_->keep_alive() && !peer_eof_;
+  ReleaseJob();
   if (!keep_alive) return Close();
   if (watching_) {  // its completion goes on to the next request
     await_after_watch_ = true;

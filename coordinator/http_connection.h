@@ -85,7 +85,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void StartJob(CompletionStart start);
   void Drain();  // the job's tokens (or its end) that are there, written
   void OnWritten(ErrorCode ec);
-  void EndJob();  // after its last byte: the next request, or close
+  void EndJob();      // after its last byte: the next request, or close
+  void ReleaseJob();  // the finished job's state let go
   void CancelJob(const std::string& why);
   void Watch();
   void OnWatch(ErrorCode ec);
@@ -101,6 +102,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   HttpShared* const shared_;
   const std::string client_;
   int requests_ = 0;
+  HttpRoute route_ = HttpRoute::kHealth;  // the request's (from its headers)
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool closed_ = false;
