@@ -5,6 +5,7 @@
 
 #include "common/sampler.h"
 #include "common/transport/auth_token.h"
+#include "common/transport/grpc_metadata.h"
 #include "coordinator/generate_request.h"
 #include "coordinator/generation.h"
 
@@ -13,6 +14,10 @@ namespace {
 
 grpc::Status InvalidArgument(const std::string& message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+}
+
+grpc::Status Exhausted(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message);
 }
 
 void FillDone(const GenerationRequest& request, const GenerationResult& g, uint32_t seed,
@@ -55,10 +60,7 @@ CoordinatorService::CoordinatorService(ServedModel served, RequestRunner* runner
 grpc::Status CoordinatorService::Authenticate(const grpc::ServerContext& context,
                                               const char* call) const {
   if (options_.api_key.empty()) return grpc::Status::OK;
-  const auto it = context.client_metadata().find(kAuthMetadataKey);
-  const std::string presented = it == context.client_metadata().end()
-                                    ? ""
-                                    : std::string(it->second.data(), it->second.size());
+  const std::string presented = ClientMetadata(context, kAuthMetadataKey);
   if (BearerMatches(presented, options_.api_key)) return grpc::Status::OK;
   fprintf(stderr, "pi-launch: refused %s from %s: %s API key\n", call, context.peer().c_str(),
           presented.empty() ? "no" : "a wrong");
@@ -74,17 +76,11 @@ grpc::Status CoordinatorService::Generate(grpc::ServerContext* context,
   const Engine& engine = runner_->engine();
   GenerationRequest request;
   SamplerParams sampling;
-  Status parsed;
-  {
-    WorkGate::Pass pass = runner_->tokenize_gate().Enter();
-    if (!pass) {
-      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          "too many prompts being tokenized at once; retry shortly");
-    }
-    parsed = ParseGenerateRequest(*in, engine.n_vocab(), engine.n_ctx(), runner_->tokenizer(),
-                                  &request, &sampling);
-  }
-  if (!parsed.ok()) return InvalidArgument(parsed.message());
+  bool busy = false;
+  const Status parsed =
+      ParseGenerateRequestGated(&runner_->tokenize_gate(), *in, engine.n_vocab(), engine.n_ctx(),
+                                runner_->tokenizer(), &request, &sampling, nullptr, &busy);
+  if (!parsed.ok()) return busy ? Exhausted(parsed.message()) : InvalidArgument(parsed.message());
   // The call is answered now (its headers), so the front door counts its
   // prompt as taken while it waits for the engine (h2_guard.h).
   writer->SendInitialMetadata();
@@ -130,19 +126,12 @@ grpc::Status CoordinatorService::Tokenize(grpc::ServerContext* context,
   grpc::Status auth = Authenticate(*context, "Tokenize");
   if (!auth.ok()) return auth;
   const Tokenizer& tok = runner_->tokenizer();
-  if (in->text().size() > kMaxTokenizeBytes) {
-    return InvalidArgument("text is " + std::to_string(in->text().size()) + " bytes, at most " +
-                           std::to_string(kMaxTokenizeBytes));
-  }
-  WorkGate::Pass pass = runner_->tokenize_gate().Enter();
-  if (!pass) {
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "too many texts being tokenized at once; retry shortly");
-  }
   std::vector<int32_t> ids;
+  bool busy = false;
   const Status s =
-      tok.Encode(in->text(), in->has_add_bos() ? in->add_bos() : tok.add_bos_token(), &ids);
-  if (!s.ok()) return InvalidArgument(s.message());
+      TokenizeGated(&runner_->tokenize_gate(), tok, in->text(),
+                    in->has_add_bos() ? in->add_bos() : tok.add_bos_token(), &ids, &busy);
+  if (!s.ok()) return busy ? Exhausted(s.message()) : InvalidArgument(s.message());
   for (int32_t id : ids) {
     reply->add_ids(id);
     reply->add_pieces(tok.TokenToPiece(id));

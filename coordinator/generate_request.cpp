@@ -86,4 +86,26 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
   return Status::Ok();
 }
 
+Status ParseGenerateRequestGated(WorkGate* gate, const v1::GenerateRequest& in, int n_vocab,
+                                 int n_ctx, const Tokenizer& tok, GenerationRequest* out,
+                                 SamplerParams* sampling, const std::vector<TextSpan>* literal,
+                                 bool* busy) {
+  WorkGate::Pass pass = gate->Enter();
+  *busy = !pass;
+  if (!pass) return Status::Error("too many prompts being tokenized at once; retry shortly");
+  return ParseGenerateRequest(in, n_vocab, n_ctx, tok, out, sampling, literal);
+}
+
+Status TokenizeGated(WorkGate* gate, const Tokenizer& tok, const std::string& text, bool add_bos,
+                     std::vector<int32_t>* ids, bool* busy) {
+  *busy = false;
+  if (text.size() > kMaxTokenizeBytes) {
+    return Status::Error("the text is %zu bytes, at most %zu", text.size(), kMaxTokenizeBytes);
+  }
+  WorkGate::Pass pass = gate->Enter();
+  *busy = !pass;
+  if (!pass) return Status::Error("too many texts being tokenized at once; retry shortly");
+  return tok.Encode(text, add_bos, ids);
+}
+
 }  // namespace pi

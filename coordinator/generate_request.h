@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "common/tokenizer.h"
 #include "coordinator/generation.h"
+#include "coordinator/work_gate.h"
 #include "proto/pi.pb.h"
 
 namespace pi {
@@ -35,5 +36,19 @@ size_t MaxPromptBytes(const Tokenizer& tok, int n_ctx);
 Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ctx,
                             const Tokenizer& tok, GenerationRequest* out, SamplerParams* sampling,
                             const std::vector<TextSpan>* literal = nullptr);
+
+}  // namespace pi
+
+namespace pi {
+
+// What the front ends run under the tokenize gate (a few at once for the
+// whole server): *busy (and an error) when the gate is full, else the call
+// itself. Tokenize also refuses a text over kMaxTokenizeBytes first.
+Status ParseGenerateRequestGated(WorkGate* gate, const v1::GenerateRequest& in, int n_vocab,
+                                 int n_ctx, const Tokenizer& tok, GenerationRequest* out,
+                                 SamplerParams* sampling, const std::vector<TextSpan>* literal,
+                                 bool* busy);
+Status TokenizeGated(WorkGate* gate, const Tokenizer& tok, const std::string& text, bool add_bos,
+                     std::vector<int32_t>* ids, bool* busy);
 
 }  // namespace pi

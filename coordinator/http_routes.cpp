@@ -19,10 +19,6 @@ HttpReply JsonReply(const json& j) {
   return r;
 }
 
-HttpReply Busy(const char* what) {
-  return ErrorReply(503, std::string("too many ") + what + " at once; retry shortly", 1);
-}
-
 HttpReply Models(const HttpContext& c) {
   const Engine& e = c.runner->engine();
   const HttpServerOptions& o = *c.options;
@@ -63,18 +59,13 @@ HttpReply Tokenize(const HttpContext& c, const json& j) {
   if (content == j.end() || !content->is_string()) {
     return ErrorReply(400, "content must be a string");
   }
-  const std::string& text = content->get_ref<const std::string&>();
-  if (text.size() > kMaxTokenizeBytes) {
-    return ErrorReply(400, "content is " + std::to_string(text.size()) + " bytes, at most " +
-                               std::to_string(kMaxTokenizeBytes));
-  }
   const auto special = j.find("add_special");
   const bool add_bos = special != j.end() && special->is_boolean() ? special->get<bool>() : false;
-  WorkGate::Pass pass = c.runner->tokenize_gate().Enter();
-  if (!pass) return Busy("texts being tokenized");
   std::vector<int32_t> ids;
-  const Status s = tok.Encode(text, add_bos && tok.add_bos_token(), &ids);
-  if (!s.ok()) return ErrorReply(400, s.message());
+  bool busy = false;
+  const Status s = TokenizeGated(&c.runner->tokenize_gate(), tok, content->get<std::string>(),
+                                 add_bos && tok.add_bos_token(), &ids, &busy);
+  if (!s.ok()) return busy ? ErrorReply(503, s.message(), 1) : ErrorReply(400, s.message());
   return JsonReply({{"tokens", ids}});
 }
 
@@ -185,17 +176,12 @@ void StartCompletion(const HttpContext& c, bool chat, const std::string& body, u
   const Engine& engine = runner->engine();
   GenerationRequest request;
   SamplerParams sampling;
-  {
-    WorkGate::Pass pass = runner->tokenize_gate().Enter();
-    if (!pass) {
-      out->refusal = Busy("prompts being tokenized");
-      return;
-    }
-    s = ParseGenerateRequest(cr.request, engine.n_vocab(), engine.n_ctx(), runner->tokenizer(),
-                             &request, &sampling, &cr.content_spans);
-  }
+  bool busy = false;
+  s = ParseGenerateRequestGated(&runner->tokenize_gate(), cr.request, engine.n_vocab(),
+                                engine.n_ctx(), runner->tokenizer(), &request, &sampling,
+                                &cr.content_spans, &busy);
   if (!s.ok()) {
-    out->refusal = ErrorReply(400, s.message());
+    out->refusal = busy ? ErrorReply(503, s.message(), 1) : ErrorReply(400, s.message());
     return;
   }
   const int n_prompt = static_cast<int>(request.prompt.size());

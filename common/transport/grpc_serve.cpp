@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/transport/auth_token.h"
+#include "common/transport/grpc_metadata.h"
 #include "common/transport/h2_guard.h"
 #include "common/transport/hello_message.h"
 #include "common/transport/listen_address.h"
@@ -60,12 +61,6 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
  private:
   const std::string token_;
 };
-
-std::string Metadata(const grpc::ServerContext& context, const char* key) {
-  const auto it = context.client_metadata().find(key);
-  return it == context.client_metadata().end() ? ""
-                                               : std::string(it->second.data(), it->second.size());
-}
 
 class WorkerService final : public v1::Worker::Service {
  public:
@@ -139,7 +134,7 @@ class WorkerService final : public v1::Worker::Service {
                      grpc::ServerReaderWriter<v1::StepFrame, v1::StepFrame>* stream) override {
     grpc::Status auth = Authenticate(*context, "Steps");
     if (!auth.ok()) return auth;
-    const std::string named = Metadata(*context, kSessionKey);
+    const std::string named = ClientMetadata(*context, kSessionKey);
     std::shared_ptr<Session> session = Current();
     if (!session || named != std::to_string(session->id)) {
       return grpc::Status(
@@ -227,7 +222,7 @@ class WorkerService final : public v1::Worker::Service {
   }
 
   grpc::Status Authenticate(const grpc::ServerContext& context, const char* call) {
-    const std::string presented = Metadata(context, kAuthMetadataKey);
+    const std::string presented = ClientMetadata(context, kAuthMetadataKey);
     if (BearerMatches(presented, options_.auth_token)) return grpc::Status::OK;
     fprintf(stderr, "%s: refused %s from %s: %s token\n", options_.log_prefix.c_str(), call,
             context.peer().c_str(), presented.empty() ? "no" : "a wrong");
