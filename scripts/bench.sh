@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's performance tables: pi-bench on the demo model and on a
+# The performance tables of docs/performance.md: pi-bench on the demo model and on a
 # synthetic big-layer model (n_embd 4096, n_ff 11008, 2 layers, 32000 vocab)
 # in F16, Q8_0 and Q4_0 (the demo quantized with pi-quantize), at -t 1 and -t 2.
 # Usage: scripts/bench.sh [BUILD_DIR] [MODEL_DIR]   (models are made once, ~2.4 GB)

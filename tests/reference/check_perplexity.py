@@ -11,7 +11,7 @@
 - The text output: one running "[i]ppl" per chunk and "Final estimate: PPL = X +/- Y".
 - The bundled demo model over models/kjv-valid.txt with -c 256: the token count equals
   python3-sentencepiece's, the first two chunks agree with llama_ref.py, and the PPL over
-  the whole file is the README's 23.74 +/- 0.63 to the digits given.
+  the whole file is docs/tools.md's 23.74 +/- 0.63 to the digits given.
 - Bad input: a text shorter than one chunk, no -f, a missing file, a bad --chunks.
 
 Usage: check_perplexity.py BIN_DIR      (BIN_DIR holds pi-perplexity and pi-synth)
@@ -36,10 +36,10 @@ from llama_ref import LlamaRef  # noqa: E402
 DEMO_MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 DEMO_TOKENIZER = os.path.join(ROOT, "models", "demo-tokenizer.model")
 DEMO_TEXT = os.path.join(ROOT, "models", "kjv-valid.txt")
-# The README's claim: pi-perplexity and the numpy computation agree within 2e-6 (the
+# docs/tools.md's claim: pi-perplexity and the numpy computation agree within 2e-6 (the
 # largest difference seen is 1.4e-6, from float32 logits).
 REL_TOL = 2e-6
-# The README's figure for the bundled demo model over kjv-valid.txt at -c 256: PPL 23.74
+# docs/tools.md's figure for the bundled demo model over kjv-valid.txt at -c 256: PPL 23.74
 # +/- 0.63. The run must print that, to the digits given.
 DEMO_PPL, DEMO_STDERR = 23.74, 0.63
 
@@ -233,7 +233,7 @@ def demo_checks(bin_dir):
           and isinstance(got["ppl_stderr"], (int, float))
           and round(got["ppl_stderr"], 2) == DEMO_STDERR)
     check(ok, "demo: kjv-valid.txt -c 256: PPL = %s +/- %s over %s chunks, %s tokens scored "
-          "(the README's %.2f +/- %.2f), %.0f tokens/s"
+          "(docs/tools.md's %.2f +/- %.2f), %.0f tokens/s"
           % (ppl, got["ppl_stderr"], got["n_chunks"], got["n_tokens_scored"], DEMO_PPL,
              DEMO_STDERR, got.get("tokens_per_second") or 0))
     if n_expect is not None:
