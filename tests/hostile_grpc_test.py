@@ -117,8 +117,16 @@ def never_read_case(s, grpc, pb, pb_grpc, golden, n_seq):
     ids = [r.token.id for r in other.Generate(pb.GenerateRequest(
         prompt=PROMPT, n_predict=n, sampling=pb.SamplingParams(temperature=0)), timeout=300)
         if r.HasField("token") and r.token.id >= 0]
-    log = s.stderr()
-    finished = log.count("6 prompt + 600 tokens")
+    # With -np 2 on a fast machine the next request can share the batch with the second stuck
+    # one and end first; what matters is that every stuck one ends while its client reads
+    # nothing, so wait for them (bounded) instead of racing them.
+    deadline = time.time() + 120
+    while True:
+        log = s.stderr()
+        finished = log.count("6 prompt + 600 tokens")
+        if finished >= n_seq or time.time() > deadline:
+            break
+        time.sleep(0.2)
     check(finished == n_seq and f"request {n_seq + 1}:" in log,
           f"-np {n_seq}: {n_seq} Generate(s) never read: the engine finishes them while their "
           f"clients read nothing ({finished} logged), then serves the next")
