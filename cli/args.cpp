@@ -13,6 +13,19 @@ void ArgReader::Fail(const std::string& message) {
   failed_ = true;
 }
 
+int ArgReader::ReadFlags(const std::function<bool(const std::string& flag)>& handle,
+                         const std::function<void()>& usage) {
+  while (!Done() && !failed_) {
+    const std::string flag = Next();
+    if (flag == "-h" || flag == "--help") {
+      usage();
+      return 0;
+    }
+    if (!handle(flag) && !failed_) Fail("unknown flag '" + flag + "' (see --help)");
+  }
+  return failed_ ? 2 : -1;
+}
+
 const char* ArgReader::Value(const std::string& flag) {
   if (i_ >= argc_) {
     Fail(flag + " expects a value");

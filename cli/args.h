@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,13 @@ std::vector<std::string> SplitCommaList(const std::string& list);
 class ArgReader {
  public:
   ArgReader(const char* tool, int argc, char** argv) : tool_(tool), argc_(argc), argv_(argv) {}
+
+  // The flag loop of every tool. Each argument goes to `handle`, which reads the
+  // flag's values and returns false for one it does not know (an "unknown flag"
+  // error); -h or --help prints `usage` instead. Returns 0 after --help, 2 after
+  // an error (already printed), and -1 once every argument was read.
+  int ReadFlags(const std::function<bool(const std::string& flag)>& handle,
+                const std::function<void()>& usage);
 
   bool Done() const { return i_ >= argc_; }
   // The current flag, advancing past it.

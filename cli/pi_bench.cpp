@@ -533,13 +533,8 @@ pi::Status DecodeStep(pi::Engine* engine, const std::vector<int32_t>& toks, int 
   return engine->EvalBatch(rows->data(), par);
 }
 
-}  // namespace
-
-static int Run(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--server") return pi::RunServerBench(argc, argv);
-  }
-  pi::ArgReader args("pi-bench", argc, argv);
+// What the flags ask for.
+struct BenchFlags {
   std::string ffn_activation;  // --ffn-activation
   pi::GpuSplitFlags split_flags;
   std::vector<std::string> models;
@@ -559,428 +554,502 @@ static int Run(int argc, char** argv) {
   std::optional<float> sparse_threshold;
   std::string text_path, text;
   pi::DType cache_type_k = pi::DType::kF16, cache_type_v = pi::DType::kF16;
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "-m" || f == "--model") {
-      for (const std::string& m : SplitList(args.String(f))) models.push_back(m);
-    } else if (f == "-p" || f == "--n-prompt") {
-      n_prompt = ToInts(args.IntList(f, 0, kMaxTokens));
-    } else if (f == "-n" || f == "--n-gen") {
-      n_gen = ToInts(args.IntList(f, 0, kMaxTokens));
-    } else if (f == "-np" || f == "--parallel") {
-      n_parallel = ToInts(args.IntList(f, 1, 256));
-    } else if (f == "-t" || f == "--threads") {
-      threads = ToInts(args.IntList(f, 1, 512));
-    } else if (f == "-r" || f == "--repetitions")
-      reps = args.Int(f);
-    else if (f == "-b" || f == "--batch-size")
-      n_batch = args.Int(f);
-    else if (f == "-o" || f == "--output")
-      out_fmt = args.String(f);
-    else if (f == "--isa")
-      isa_name = args.String(f);
-    else if (f == "-nr" || f == "--no-repack")
-      no_repack = args.IntList(f, 0, 1);
-    else if (f == "--no-bw")
-      bw_probe = false;
-    else if (f == "--link-gbs")
-      link_gbs = args.Float(f);
-    else if (f == "--worker-threads")
-      worker_threads = args.Int(f);
-    else if (f == "--coordinator-share")
-      coordinator_share = args.Float(f);
-    else if (f == "--transport") {
-      transports = SplitList(args.String(f));
-      for (const std::string& t : transports) {
-        if (t != "inproc" && t != "shm" && t != "grpc" && t != "gpu-shm")
-          args.Fail("--transport expects inproc, shm, grpc or gpu-shm, got '" + t + "'");
-      }
-      if (transports.empty()) args.Fail("--transport expects inproc[,shm][,grpc][,gpu-shm]");
-    } else if (f == "--sparse") {
-      sparse_modes.clear();
-      for (const std::string& m : SplitList(args.String(f))) {
-        pi::SparseMode mode = pi::SparseMode::kOff;
-        pi::ParseSparseModeValue(m, &args, &mode);
-        sparse_modes.push_back(mode);
-      }
-    } else if (f == "--sparse-threshold") {
-      sparse_threshold = args.Float(f);
-    } else if (f == "--text") {
-      text_path = args.String(f);
-    } else if (pi::ParseCacheTypeFlag(f, &args, &cache_type_k, &cache_type_v)) {
-    } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
-    } else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
-    } else if (f == "-h" || f == "--help") {
-      Usage();
-      return 0;
-    } else
-      args.Fail("unknown flag '" + f + "' (see --help)");
+
+  int max_parallel() const { return *std::max_element(n_parallel.begin(), n_parallel.end()); }
+  int max_threads() const { return *std::max_element(threads.begin(), threads.end()); }
+};
+
+bool ParseBenchFlag(const std::string& f, pi::ArgReader* args, BenchFlags* b) {
+  if (f == "-m" || f == "--model") {
+    for (const std::string& m : SplitList(args->String(f))) b->models.push_back(m);
+  } else if (f == "-p" || f == "--n-prompt") {
+    b->n_prompt = ToInts(args->IntList(f, 0, kMaxTokens));
+  } else if (f == "-n" || f == "--n-gen") {
+    b->n_gen = ToInts(args->IntList(f, 0, kMaxTokens));
+  } else if (f == "-np" || f == "--parallel") {
+    b->n_parallel = ToInts(args->IntList(f, 1, 256));
+  } else if (f == "-t" || f == "--threads") {
+    b->threads = ToInts(args->IntList(f, 1, 512));
+  } else if (f == "-r" || f == "--repetitions")
+    b->reps = args->Int(f);
+  else if (f == "-b" || f == "--batch-size")
+    b->n_batch = args->Int(f);
+  else if (f == "-o" || f == "--output")
+    b->out_fmt = args->String(f);
+  else if (f == "--isa")
+    b->isa_name = args->String(f);
+  else if (f == "-nr" || f == "--no-repack")
+    b->no_repack = args->IntList(f, 0, 1);
+  else if (f == "--no-bw")
+    b->bw_probe = false;
+  else if (f == "--link-gbs")
+    b->link_gbs = args->Float(f);
+  else if (f == "--worker-threads")
+    b->worker_threads = args->Int(f);
+  else if (f == "--coordinator-share")
+    b->coordinator_share = args->Float(f);
+  else if (f == "--transport") {
+    b->transports = SplitList(args->String(f));
+    for (const std::string& t : b->transports) {
+      if (t != "inproc" && t != "shm" && t != "grpc" && t != "gpu-shm")
+        args->Fail("--transport expects inproc, shm, grpc or gpu-shm, got '" + t + "'");
+    }
+    if (b->transports.empty()) args->Fail("--transport expects inproc[,shm][,grpc][,gpu-shm]");
+  } else if (f == "--sparse") {
+    b->sparse_modes.clear();
+    for (const std::string& m : SplitList(args->String(f))) {
+      pi::SparseMode mode = pi::SparseMode::kOff;
+      pi::ParseSparseModeValue(m, args, &mode);
+      b->sparse_modes.push_back(mode);
+    }
+  } else if (f == "--sparse-threshold") {
+    b->sparse_threshold = args->Float(f);
+  } else if (f == "--text") {
+    b->text_path = args->String(f);
+  } else if (pi::ParseCacheTypeFlag(f, args, &b->cache_type_k, &b->cache_type_v)) {
+  } else if (pi::ParseGpuSplitFlag(f, args, &b->split_flags)) {
+  } else {
+    return pi::ParseFfnActivationFlag(f, args, &b->ffn_activation);
   }
-  if (args.failed()) return 2;
+  return true;
+}
+
+// --isa: the kernels' instruction set for the whole run. The exit status
+// when it cannot be had, else -1.
+int SetIsa(const std::string& isa_name) {
+  pi::CpuIsa isa;
+  if (isa_name == "scalar")
+    isa = pi::CpuIsa::kScalar;
+  else if (isa_name == "avx2" || isa_name == "avx2-novnni")
+    isa = pi::CpuIsa::kAvx2;
+  else if (isa_name == "avx512")
+    isa = pi::CpuIsa::kAvx512;
+  else {
+    fprintf(stderr, "pi-bench: unknown --isa '%s'\n", isa_name.c_str());
+    return 2;
+  }
+  pi::SetCpuIsa(isa);
+  pi::SetAvxVnni(isa_name != "avx2-novnni");
+  if (pi::ActiveCpuIsa() != isa) {
+    fprintf(stderr, "pi-bench: --isa %s is not available on this CPU/build\n", isa_name.c_str());
+    return 2;
+  }
+  return -1;
+}
+
+// Reads and checks the flags (and --text's file): -1 to go on, else the exit status.
+int ParseBenchFlags(int argc, char** argv, BenchFlags* b) {
+  pi::ArgReader args("pi-bench", argc, argv);
+  const int flags_rc =
+      args.ReadFlags([&](const std::string& f) { return ParseBenchFlag(f, &args, b); }, Usage);
+  if (flags_rc >= 0) return flags_rc;
   const char* bad =
-      reps < 1                                     ? "-r must be at least 1"
-      : n_batch < 1                                ? "-b must be at least 1"
-      : link_gbs < 0                               ? "--link-gbs must not be negative"
-      : worker_threads < 0 || worker_threads > 512 ? "--worker-threads must be 0 to 512"
-      : !(coordinator_share >= 0 && coordinator_share <= 0.9)
+      b->reps < 1                                        ? "-r must be at least 1"
+      : b->n_batch < 1                                   ? "-b must be at least 1"
+      : b->link_gbs < 0                                  ? "--link-gbs must not be negative"
+      : b->worker_threads < 0 || b->worker_threads > 512 ? "--worker-threads must be 0 to 512"
+      : !(b->coordinator_share >= 0 && b->coordinator_share <= 0.9)
           ? "--coordinator-share must be 0 to 0.9"
-      : (out_fmt != "md" && out_fmt != "csv" && out_fmt != "json" && out_fmt != "jsonl")
+      : (b->out_fmt != "md" && b->out_fmt != "csv" && b->out_fmt != "json" && b->out_fmt != "jsonl")
           ? "-o expects md, csv, json or jsonl"
           : nullptr;
   if (bad) {
     fprintf(stderr, "pi-bench: %s\n", bad);
     return 2;
   }
-  for (int t : threads) {
+  for (int t : b->threads) {
     if (t < 1) {
       fprintf(stderr, "pi-bench: threads must be >= 1\n");
       return 2;
     }
   }
-  if (!isa_name.empty()) {
-    pi::CpuIsa isa;
-    if (isa_name == "scalar")
-      isa = pi::CpuIsa::kScalar;
-    else if (isa_name == "avx2" || isa_name == "avx2-novnni")
-      isa = pi::CpuIsa::kAvx2;
-    else if (isa_name == "avx512")
-      isa = pi::CpuIsa::kAvx512;
-    else {
-      fprintf(stderr, "pi-bench: unknown --isa '%s'\n", isa_name.c_str());
-      return 2;
-    }
-    pi::SetCpuIsa(isa);
-    pi::SetAvxVnni(isa_name != "avx2-novnni");
-    if (pi::ActiveCpuIsa() != isa) {
-      fprintf(stderr, "pi-bench: --isa %s is not available on this CPU/build\n", isa_name.c_str());
-      return 2;
-    }
+  if (!b->isa_name.empty()) {
+    const int rc = SetIsa(b->isa_name);
+    if (rc >= 0) return rc;
   }
-  if (models.empty()) models.push_back(pi::DefaultModelPath());
-  if (!text_path.empty()) {
-    const pi::Status rs = pi::ReadWholeFile(text_path, &text);
+  if (b->models.empty()) b->models.push_back(pi::DefaultModelPath());
+  if (!b->text_path.empty()) {
+    const pi::Status rs = pi::ReadWholeFile(b->text_path, &b->text);
     if (!rs.ok()) {
       fprintf(stderr, "pi-bench: --text: %s\n", rs.message().c_str());
       return 1;
     }
-    if (text.empty()) {
-      fprintf(stderr, "pi-bench: --text: '%s' is empty\n", text_path.c_str());
+    if (b->text.empty()) {
+      fprintf(stderr, "pi-bench: --text: '%s' is empty\n", b->text_path.c_str());
       return 1;
     }
   }
+  return -1;
+}
 
-  std::vector<Result> results;
-  std::mt19937 rng(1234);
+// What a whole benchmark shares across its models: the stream of random
+// tokens, the GPU bandwidth once measured, the notes printed, the results.
+struct BenchState {
+  std::mt19937 rng{1234};
   std::optional<double> gpu_bw_measured;
   std::set<std::string> notes;
-  for (const std::string& path : models) {
-    pi::LlamaModel model;
-    pi::Status s = pi::LoadLlamaModel(path, &model);
-    if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-bench", ffn_activation, &model);
-    if (!s.ok()) {
-      fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
-      return 1;
-    }
-    const pi::LlamaConfig& c = model.config;
-    const int n_vocab = c.n_vocab;
-    std::vector<int32_t> text_tokens;
-    if (!text.empty()) {
-      std::unique_ptr<pi::Tokenizer> tok;
-      s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(path);
-      if (s.ok()) s = tok->Encode(text, /*add_bos=*/false, &text_tokens).WithContext(text_path);
-      if (s.ok() && text_tokens.empty()) s = pi::Status::Error("%s: no tokens", text_path.c_str());
-      if (!s.ok()) {
-        fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
-        return 1;
-      }
-    }
-    std::string ftype = DTypeName(model.layers[0].ffn_up.type);
-    for (char& ch : ftype) ch = static_cast<char>(toupper(ch));
-    const std::string model_type =
-        c.arch + " " + Fmt("%.0f", model.ParameterCount() / 1e6) + "M " + ftype;
+  std::vector<Result> results;
+};
 
-    // One placement per model, its KV cache sized for the longest test.
-    int max_ctx = 16;
-    for (int pp : n_prompt) max_ctx = std::max(max_ctx, pp);
-    for (int tg : n_gen) max_ctx = std::max(max_ctx, tg);
-    pi::GpuSplit split;
-    pi::EngineOptions split_opt;
-    split_opt.cache_type_k = cache_type_k;
-    split_opt.cache_type_v = cache_type_v;
-    // A GPU evaluates its layers' predictors when a predictor run is asked for.
-    for (pi::SparseMode m : sparse_modes) {
-      if (m == pi::SparseMode::kPredictor) split_opt.sparse = m;
-    }
-    split_opt.sparse_threshold = sparse_threshold;
-    // --host-device's threads (in this process and in gpu-shm's worker alike).
-    // The device holds a KV cache for every sequence of the -np tests.
-    split_opt.n_seq = *std::max_element(n_parallel.begin(), n_parallel.end());
-    split_opt.n_threads =
-        worker_threads > 0 ? worker_threads : *std::max_element(threads.begin(), threads.end());
-    // Several devices measured only in gpu worker processes (distinct GPUs
-    // cannot share this process): load nothing here.
-    split_flags.hot_in_worker =
-        !split_flags.gpus.empty() &&
-        std::find(transports.begin(), transports.end(), "inproc") == transports.end();
-    s = pi::SetUpGpuSplit("pi-bench", path, model, split_flags, max_ctx, &split, &split_opt);
-    if (!s.ok()) {
-      fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
-      return 1;
-    }
-    if (std::count(no_repack.begin(), no_repack.end(), 0) > 0) {
-      // What the split leaves this process; the FFN only when every run
-      // computes it densely here.
-      pi::RepackScope scope = pi::HostRepackScope(split_opt);
-      scope.ffn = scope.ffn && transports.size() == 1 && transports[0] == "inproc" &&
-                  std::count(sparse_modes.begin(), sparse_modes.end(), pi::SparseMode::kOff) ==
-                      static_cast<int64_t>(sparse_modes.size());
-      pi::ThreadPool pool(*std::max_element(threads.begin(), threads.end()));
-      pi::RepackStats stats;
-      s = pi::RepackModelWeights(&model, scope, &pool, &stats);
-      if (!s.ok()) {
-        fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
-        return 1;
-      }
-      if (!stats.skipped.empty()) fprintf(stderr, "pi-bench: note: %s\n", stats.skipped.c_str());
-    }
-    const SplitInfo split_info = DescribeSplit(split);
-    const double gpu_bw = GpuBandwidth(split_info, bw_probe, &gpu_bw_measured);
+// One model as its tests run it: loaded, split, repacked.
+struct BenchModel {
+  std::string path;
+  pi::LlamaModel model;
+  std::vector<int32_t> text_tokens;  // --text's, or none
+  std::string model_type;            // "llama 7M F16"
+  pi::GpuSplit split;
+  pi::EngineOptions split_opt;  // what the split gives each engine
+  SplitInfo split_info;
+  double gpu_bw = 0;
+};
 
-    for (int nt : threads) {
-      // One worker per process transport, with this run's thread count.
-      BenchWorkers workers;
-      s = StartBenchWorkers(transports, path, model, worker_threads > 0 ? worker_threads : nt,
-                            coordinator_share,
-                            std::min(*std::max_element(n_parallel.begin(), n_parallel.end()),
-                                     pi::NeuronFfn::kMaxRows),
-                            split_opt, split, &workers);
-      if (!s.ok()) {
-        fprintf(stderr, "pi-bench: --transport: %s\n", s.message().c_str());
-        return 1;
-      }
-      double bw = 0;
-      if (bw_probe) {
-        pi::ThreadPool probe_pool(nt);
-        bw = pi::MeasureReadBandwidthGBs(&probe_pool);
-      }
-      // (n_prompt, n_gen, sequences): pp tests, then tg tests.
-      std::vector<std::tuple<int, int, int>> tests;
-      for (int pp : n_prompt)
-        if (pp > 0) tests.emplace_back(pp, 0, 1);
-      for (int tg : n_gen) {
-        for (int par : n_parallel)
-          if (tg > 0) tests.emplace_back(0, tg, par);
-      }
-      for (const auto& [np, ng, par] : tests) {
-        // Every mode of a test gets an engine, and their repetitions are
-        // interleaved (rep 1 of each mode, then rep 2, ...), so the ratios
-        // between modes hold even when other work on a shared machine comes
-        // and goes during the run. Prompt batches always run dense: one pp
-        // row is enough.
-        // Runs: every mode on every transport (prompt batches run here, dense).
-        std::vector<pi::SparseMode> modes;
-        std::vector<std::string> on;  // the transport of each run
-        std::vector<bool> repacked;   // whether it reads the repacked matrices
-        for (int64_t nr : no_repack) {
-          for (pi::SparseMode m :
-               np > 0 ? std::vector<pi::SparseMode>{pi::SparseMode::kOff} : sparse_modes) {
-            for (const std::string& t : transports) {
-              if (np > 0 && t != transports[0]) continue;
-              modes.push_back(m);
-              on.push_back(np > 0 ? "inproc" : t);
-              repacked.push_back(nr == 0);
-            }
-          }
-        }
-        std::vector<int32_t> toks(std::max(np, ng));
-        for (size_t i = 0; i < toks.size(); ++i) {
-          toks[i] = text_tokens.empty() ? static_cast<int32_t>(rng() % n_vocab)
-                                        : text_tokens[i % text_tokens.size()];
-        }
-        struct Run {
-          pi::SparseMode mode;
-          bool repacked = false;
-          std::unique_ptr<pi::Engine> engine;
-          Result r;
-          double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;         // over the timed tg runs
-          double device_seconds = 0, cold_seconds = 0, cold_parts = 0;  // the same
-          pi::NeuronFfnTimes ffn_times;     // the CPU's sparse FFN phases, the same
-          pi::CpuWorker* worker = nullptr;  // the process its cold neurons run in, if any
-          std::vector<float> step_us;       // its step round trips over the timed runs
-          std::vector<float> overhead_us;   // and their transport parts
-        };
-        std::vector<Run> runs(modes.size());
-        for (size_t m = 0; m < modes.size(); ++m) {
-          Run& run = runs[m];
-          run.mode = modes[m];
-          run.repacked = repacked[m];
-          run.worker = workers.Get(on[m]);
-          pi::EngineOptions opt;
-          opt.n_threads = nt;
-          opt.n_batch = n_batch;
-          opt.n_ctx = std::max(np + ng, 16);
-          opt.n_seq = par;
-          opt.sparse = run.mode;
-          opt.sparse_threshold = sparse_threshold;
-          opt.cache_type_k = cache_type_k;
-          opt.cache_type_v = cache_type_v;
-          opt.hot_backend = split_opt.hot_backend;
-          opt.hot_neurons = split_opt.hot_neurons;
-          opt.device = on[m] == "gpu-shm" ? workers.devices.device() : split_opt.device;
-          if (run.worker) opt.cold_shards = {run.worker};
-          s = pi::Engine::Create(&model, opt, &run.engine);
-          if (!s.ok()) {
-            fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
-            return 1;
-          }
-          Result& r = run.r;
-          r.model_filename = path;
-          r.model_type = model_type;
-          r.model_size = model.TotalWeightBytes();
-          r.model_n_params = model.ParameterCount();
-          r.isa = pi::CpuIsaName(pi::ActiveCpuIsa());
-          if (pi::ActiveCpuIsa() == pi::CpuIsa::kAvx2 && pi::AvxVnniEnabled()) r.isa += "+vnni";
-          if (run.repacked && UsesPanels(model)) r.isa += "+rp";
-          r.n_threads = nt;
-          r.n_batch = n_batch;
-          r.n_prompt = np;
-          r.n_gen = ng;
-          r.n_parallel = par;
-          r.test = np > 0 ? "pp" + std::to_string(np) : "tg" + std::to_string(ng);
-          if (par > 1) r.test += "x" + std::to_string(par);
-          r.test_time = IsoNow();
-          r.mem_bw_gbs = bw;
-          r.sparse = std::string(pi::SparseModeName(opt.sparse)) +
-                     (opt.device                  ? "+gpu"
-                      : opt.hot_backend && ng > 0 ? "+split"
-                                                  : "") +
-                     (run.worker || on[m] == "gpu-shm" ? "+" + on[m] : "");
-          r.backend = split_info.backend;
-          r.vram_budget = split_info.vram_budget;
-          r.device_budgets = split_info.device_budgets;
-          r.plan_fingerprint = split_info.plan_fingerprint;
-          r.gpu_bw_gbs = gpu_bw;
-          r.link_gbs = link_gbs;
-        }
-        std::vector<pi::Engine::BatchRow> rows(par);
-        pi::ProgressBar bar("pi-bench " + runs[0].r.test + " t=" + std::to_string(nt),
-                            (reps + 1) * static_cast<int64_t>(runs.size()), "runs");
-        int64_t done = 0;
-        for (int rep = -1; rep < reps; ++rep) {  // rep -1: warmup
-          for (Run& run : runs) {
-            pi::SetWeightPanelsEnabled(run.repacked);
-            pi::Engine* engine = run.engine.get();
-            for (int q = 0; q < par; ++q) engine->ResetSeq(q);
-            if (run.worker) run.worker->ClearLatencies();
-            const pi::NeuronFfnTimes times_before = engine->ffn_neuron_times();
-            const double t0 = pi::NowSeconds();
-            if (np > 0) {
-              s = engine->Eval(toks.data(), np);
-            } else {
-              for (int i = 0; i < ng && s.ok(); ++i) {
-                s = DecodeStep(engine, toks, i, par, &rows);
-                if (rep >= 0) {
-                  run.ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
-                  run.gate_rows += static_cast<double>(engine->last_ffn_gate_rows());
-                  run.hot_fired += static_cast<double>(engine->last_ffn_hot_fired());
-                  run.device_seconds += engine->last_device_wait_seconds();
-                  run.cold_seconds += engine->last_cold_seconds();
-                  run.cold_parts += static_cast<double>(engine->last_cold_layers());
-                }
-              }
-            }
-            const double dt = pi::NowSeconds() - t0;
-            if (!s.ok()) {
-              fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
-              return 1;
-            }
-            if (rep >= 0) run.r.samples_ns.push_back(dt * 1e9);
-            if (rep >= 0 && ng > 0)
-              AddTimesSince(engine->ffn_neuron_times(), times_before, &run.ffn_times);
-            if (rep >= 0 && run.worker) {
-              const std::vector<float>& l = run.worker->latencies_us();
-              run.step_us.insert(run.step_us.end(), l.begin(), l.end());
-              const std::vector<float>& o = run.worker->overheads_us();
-              run.overhead_us.insert(run.overhead_us.end(), o.begin(), o.end());
-            }
-            bar.Update(++done);
-          }
-        }
-        bar.Finish();
-        for (Run& run : runs) {
-          Result& r = run.r;
-          if (!run.step_us.empty()) {
-            std::sort(run.step_us.begin(), run.step_us.end());
-            r.step_p50_us = run.step_us[run.step_us.size() / 2];
-            r.step_p99_us = run.step_us[run.step_us.size() * 99 / 100];
-            std::sort(run.overhead_us.begin(), run.overhead_us.end());
-            r.step_overhead_p50_us = run.overhead_us[run.overhead_us.size() / 2];
-          }
-          if (ng > 0 && par > 1) {
-            // Per token of a sequence; weight bytes and bounds are left out:
-            // the sequences of a step share their reads.
-            r.ffn_active =
-                run.ffn_neurons / (static_cast<double>(reps) * ng * par * c.n_layer * c.n_ff);
-          } else if (ng > 0) {
-            pi::DecodeCounters k;
-            k.mode = run.mode;
-            k.n_gen = ng;
-            k.reps = reps;
-            k.kv_cache_bytes = run.engine->kv_cache_bytes();
-            k.n_ctx = run.engine->n_ctx();
-            k.ffn_neurons = run.ffn_neurons;
-            k.gate_rows = run.gate_rows;
-            k.hot_fired = run.hot_fired;
-            r.weight_bytes_per_token = pi::DecodeBytesPerToken(model, k);
-            r.ffn_active = run.ffn_neurons / (static_cast<double>(reps) * ng * c.n_layer * c.n_ff);
-            if (split_info.plan && run.ffn_neurons > 0) {
-              r.gpu_fired_share = run.hot_fired / run.ffn_neurons;
-            }
-            r.device_bytes = pi::DecodeDeviceBytes(model, split_info.plan, k);
-            if (run.ffn_times.calls > 0) {
-              const double per_token = 1e6 / (static_cast<double>(reps) * ng);
-              pi::NeuronFfnTimes& f = r.ffn_phase_us;
-              f = run.ffn_times;
-              for (double* t : {&f.prepare, &f.gate, &f.select, &f.up_down, &f.sum}) {
-                *t *= per_token;
-              }
-              fprintf(stderr,
-                      "pi-bench: %s %s -t %d: per token %.0f µs in the CPU's sparse FFN (%.1f "
-                      "calls): input %.0f, gate dots %.0f, select %.0f, up/down %.0f, sum %.0f\n",
-                      r.test.c_str(), r.sparse.c_str(), nt,
-                      f.prepare + f.gate + f.select + f.up_down + f.sum,
-                      static_cast<double>(f.calls) / (static_cast<double>(reps) * ng), f.prepare,
-                      f.gate, f.select, f.up_down, f.sum);
-            }
-            if (run.device_seconds > 0) {
-              const double tokens = static_cast<double>(reps) * ng;
-              r.device_wait_us = run.device_seconds / tokens * 1e6;
-              r.cold_us = run.cold_seconds / tokens * 1e6;
-              r.cold_parts = run.cold_parts / tokens;
-              if (r.cold_us > 0) r.cold_gbs = r.device_bytes.cpu / (r.cold_us * 1e3);
-              fprintf(stderr,
-                      "pi-bench: %s %s -t %d: per token %.0f µs waiting on the device, %.0f µs in "
-                      "%.1f cold parts here (%.1f GB/s of the CPU's bytes while in them)\n",
-                      r.test.c_str(), r.sparse.c_str(), nt, r.device_wait_us, r.cold_us,
-                      r.cold_parts, r.cold_gbs);
-            }
-            if (bw_probe) {
-              const pi::TimeBound bound =
-                  pi::ComputeTimeBound(r.device_bytes, gpu_bw, r.mem_bw_gbs, link_gbs);
-              if (bound.computable) r.bound_ms_per_token = bound.seconds * 1e3;
-              if (!bound.note.empty()) {
-                NoteOnce(
-                    std::string(bound.computable ? "time bound: " : "no time bound: ") + bound.note,
-                    &notes);
-              }
-            }
-          }
-          results.push_back(std::move(r));
-        }
+// Loads the model, tokenizes --text with it and makes its placement (one per
+// model, its KV cache sized for the longest test), then repacks what this
+// process computes.
+pi::Status LoadBenchModel(const BenchFlags& b, BenchState* st, BenchModel* m) {
+  PI_RETURN_IF_ERROR(pi::LoadLlamaModel(m->path, &m->model));
+  PI_RETURN_IF_ERROR(pi::ApplyFfnActivationFlag("pi-bench", b.ffn_activation, &m->model));
+  pi::LlamaModel& model = m->model;
+  if (!b.text.empty()) {
+    std::unique_ptr<pi::Tokenizer> tok;
+    PI_RETURN_IF_ERROR(pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(m->path));
+    PI_RETURN_IF_ERROR(
+        tok->Encode(b.text, /*add_bos=*/false, &m->text_tokens).WithContext(b.text_path));
+    if (m->text_tokens.empty()) return pi::Status::Error("%s: no tokens", b.text_path.c_str());
+  }
+  std::string ftype = DTypeName(model.layers[0].ffn_up.type);
+  for (char& ch : ftype) ch = static_cast<char>(toupper(ch));
+  m->model_type =
+      model.config.arch + " " + Fmt("%.0f", model.ParameterCount() / 1e6) + "M " + ftype;
+
+  int max_ctx = 16;
+  for (int pp : b.n_prompt) max_ctx = std::max(max_ctx, pp);
+  for (int tg : b.n_gen) max_ctx = std::max(max_ctx, tg);
+  pi::EngineOptions& split_opt = m->split_opt;
+  split_opt.cache_type_k = b.cache_type_k;
+  split_opt.cache_type_v = b.cache_type_v;
+  // A GPU evaluates its layers' predictors when a predictor run is asked for.
+  for (pi::SparseMode mode : b.sparse_modes) {
+    if (mode == pi::SparseMode::kPredictor) split_opt.sparse = mode;
+  }
+  split_opt.sparse_threshold = b.sparse_threshold;
+  // --host-device's threads (in this process and in gpu-shm's worker alike).
+  // The device holds a KV cache for every sequence of the -np tests.
+  split_opt.n_seq = b.max_parallel();
+  split_opt.n_threads = b.worker_threads > 0 ? b.worker_threads : b.max_threads();
+  // Several devices measured only in gpu worker processes (distinct GPUs
+  // cannot share this process): load nothing here.
+  pi::GpuSplitFlags split_flags = b.split_flags;
+  split_flags.hot_in_worker =
+      !split_flags.gpus.empty() &&
+      std::find(b.transports.begin(), b.transports.end(), "inproc") == b.transports.end();
+  PI_RETURN_IF_ERROR(
+      pi::SetUpGpuSplit("pi-bench", m->path, model, split_flags, max_ctx, &m->split, &split_opt));
+  if (std::count(b.no_repack.begin(), b.no_repack.end(), 0) > 0) {
+    // What the split leaves this process; the FFN only when every run
+    // computes it densely here.
+    pi::RepackScope scope = pi::HostRepackScope(split_opt);
+    scope.ffn = scope.ffn && b.transports.size() == 1 && b.transports[0] == "inproc" &&
+                std::count(b.sparse_modes.begin(), b.sparse_modes.end(), pi::SparseMode::kOff) ==
+                    static_cast<int64_t>(b.sparse_modes.size());
+    pi::ThreadPool pool(b.max_threads());
+    pi::RepackStats stats;
+    PI_RETURN_IF_ERROR(pi::RepackModelWeights(&model, scope, &pool, &stats));
+    if (!stats.skipped.empty()) fprintf(stderr, "pi-bench: note: %s\n", stats.skipped.c_str());
+  }
+  m->split_info = DescribeSplit(m->split);
+  m->gpu_bw = GpuBandwidth(m->split_info, b.bw_probe, &st->gpu_bw_measured);
+  return pi::Status::Ok();
+}
+
+// One test: a prompt of n_prompt tokens (pp), or n_gen decode steps of
+// n_parallel sequences (tg), at n_threads.
+struct BenchTest {
+  int n_prompt = 0, n_gen = 0, n_parallel = 1, n_threads = 1;
+  double mem_bw_gbs = 0;  // this thread count's probe
+};
+
+// A test's run: one sparsity mode on one transport, with or without repacking.
+struct BenchRun {
+  pi::SparseMode mode;
+  bool repacked = false;
+  std::unique_ptr<pi::Engine> engine;
+  Result r;
+  double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;         // over the timed tg runs
+  double device_seconds = 0, cold_seconds = 0, cold_parts = 0;  // the same
+  pi::NeuronFfnTimes ffn_times;     // the CPU's sparse FFN phases, the same
+  pi::CpuWorker* worker = nullptr;  // the process its cold neurons run in, if any
+  std::vector<float> step_us;       // its step round trips over the timed runs
+  std::vector<float> overhead_us;   // and their transport parts
+};
+
+// The result row a run starts with: what was measured, on what.
+Result DescribeRun(const BenchFlags& b, const BenchModel& m, const BenchTest& t,
+                   const pi::EngineOptions& opt, const std::string& on, const BenchRun& run) {
+  Result r;
+  r.model_filename = m.path;
+  r.model_type = m.model_type;
+  r.model_size = m.model.TotalWeightBytes();
+  r.model_n_params = m.model.ParameterCount();
+  r.isa = pi::CpuIsaName(pi::ActiveCpuIsa());
+  if (pi::ActiveCpuIsa() == pi::CpuIsa::kAvx2 && pi::AvxVnniEnabled()) r.isa += "+vnni";
+  if (run.repacked && UsesPanels(m.model)) r.isa += "+rp";
+  r.n_threads = t.n_threads;
+  r.n_batch = b.n_batch;
+  r.n_prompt = t.n_prompt;
+  r.n_gen = t.n_gen;
+  r.n_parallel = t.n_parallel;
+  r.test = t.n_prompt > 0 ? "pp" + std::to_string(t.n_prompt) : "tg" + std::to_string(t.n_gen);
+  if (t.n_parallel > 1) r.test += "x" + std::to_string(t.n_parallel);
+  r.test_time = IsoNow();
+  r.mem_bw_gbs = t.mem_bw_gbs;
+  r.sparse = std::string(pi::SparseModeName(opt.sparse)) +
+             (opt.device                       ? "+gpu"
+              : opt.hot_backend && t.n_gen > 0 ? "+split"
+                                               : "") +
+             (run.worker || on == "gpu-shm" ? "+" + on : "");
+  r.backend = m.split_info.backend;
+  r.vram_budget = m.split_info.vram_budget;
+  r.device_budgets = m.split_info.device_budgets;
+  r.plan_fingerprint = m.split_info.plan_fingerprint;
+  r.gpu_bw_gbs = m.gpu_bw;
+  r.link_gbs = b.link_gbs;
+  return r;
+}
+
+// Every mode of a test gets an engine: every mode on every transport, each
+// with and without repacking as -nr asks (prompt batches run here, dense:
+// one pp row is enough).
+pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t,
+                    BenchWorkers* workers, std::vector<BenchRun>* runs) {
+  const bool pp = t.n_prompt > 0;
+  for (int64_t nr : b.no_repack) {
+    for (pi::SparseMode mode :
+         pp ? std::vector<pi::SparseMode>{pi::SparseMode::kOff} : b.sparse_modes) {
+      for (const std::string& transport : b.transports) {
+        if (pp && transport != b.transports[0]) continue;
+        const std::string on = pp ? "inproc" : transport;
+        BenchRun& run = runs->emplace_back();
+        run.mode = mode;
+        run.repacked = nr == 0;
+        run.worker = workers->Get(on);
+        pi::EngineOptions opt;
+        opt.n_threads = t.n_threads;
+        opt.n_batch = b.n_batch;
+        opt.n_ctx = std::max(t.n_prompt + t.n_gen, 16);
+        opt.n_seq = t.n_parallel;
+        opt.sparse = run.mode;
+        opt.sparse_threshold = b.sparse_threshold;
+        opt.cache_type_k = b.cache_type_k;
+        opt.cache_type_v = b.cache_type_v;
+        opt.hot_backend = m.split_opt.hot_backend;
+        opt.hot_neurons = m.split_opt.hot_neurons;
+        opt.device = on == "gpu-shm" ? workers->devices.device() : m.split_opt.device;
+        if (run.worker) opt.cold_shards = {run.worker};
+        PI_RETURN_IF_ERROR(pi::Engine::Create(&m.model, opt, &run.engine));
+        run.r = DescribeRun(b, m, t, opt, on, run);
       }
     }
   }
-  PrintResults(results, out_fmt);
+  return pi::Status::Ok();
+}
+
+// The timed repetitions, interleaved (rep 1 of each run, then rep 2, ...), so
+// the ratios between runs hold even when other work on a shared machine comes
+// and goes during the benchmark; one warm-up round first.
+pi::Status TimeRuns(const BenchFlags& b, const BenchTest& t, const std::vector<int32_t>& toks,
+                    std::vector<BenchRun>* runs) {
+  const int np = t.n_prompt, ng = t.n_gen, par = t.n_parallel;
+  std::vector<pi::Engine::BatchRow> rows(par);
+  pi::ProgressBar bar("pi-bench " + (*runs)[0].r.test + " t=" + std::to_string(t.n_threads),
+                      (b.reps + 1) * static_cast<int64_t>(runs->size()), "runs");
+  int64_t done = 0;
+  for (int rep = -1; rep < b.reps; ++rep) {  // rep -1: warmup
+    for (BenchRun& run : *runs) {
+      pi::SetWeightPanelsEnabled(run.repacked);
+      pi::Engine* engine = run.engine.get();
+      for (int q = 0; q < par; ++q) engine->ResetSeq(q);
+      if (run.worker) run.worker->ClearLatencies();
+      const pi::NeuronFfnTimes times_before = engine->ffn_neuron_times();
+      const double t0 = pi::NowSeconds();
+      pi::Status s;
+      if (np > 0) {
+        s = engine->Eval(toks.data(), np);
+      } else {
+        for (int i = 0; i < ng && s.ok(); ++i) {
+          s = DecodeStep(engine, toks, i, par, &rows);
+          if (rep >= 0) {
+            run.ffn_neurons += static_cast<double>(engine->last_ffn_neurons());
+            run.gate_rows += static_cast<double>(engine->last_ffn_gate_rows());
+            run.hot_fired += static_cast<double>(engine->last_ffn_hot_fired());
+            run.device_seconds += engine->last_device_wait_seconds();
+            run.cold_seconds += engine->last_cold_seconds();
+            run.cold_parts += static_cast<double>(engine->last_cold_layers());
+          }
+        }
+      }
+      const double dt = pi::NowSeconds() - t0;
+      PI_RETURN_IF_ERROR(s);
+      if (rep >= 0) run.r.samples_ns.push_back(dt * 1e9);
+      if (rep >= 0 && ng > 0)
+        AddTimesSince(engine->ffn_neuron_times(), times_before, &run.ffn_times);
+      if (rep >= 0 && run.worker) {
+        const std::vector<float>& l = run.worker->latencies_us();
+        run.step_us.insert(run.step_us.end(), l.begin(), l.end());
+        const std::vector<float>& o = run.worker->overheads_us();
+        run.overhead_us.insert(run.overhead_us.end(), o.begin(), o.end());
+      }
+      bar.Update(++done);
+    }
+  }
+  bar.Finish();
+  return pi::Status::Ok();
+}
+
+// A single-sequence tg run's derived figures: bytes per token, the share of
+// neurons computed and on the GPU, the CPU's sparse FFN phases, the device
+// wait, the time bound.
+void AddDecodeFigures(const BenchFlags& b, const BenchModel& m, const BenchTest& t, BenchRun* run,
+                      std::set<std::string>* notes) {
+  const pi::LlamaConfig& c = m.model.config;
+  const int ng = t.n_gen, nt = t.n_threads, reps = b.reps;
+  Result& r = run->r;
+  pi::DecodeCounters k;
+  k.mode = run->mode;
+  k.n_gen = ng;
+  k.reps = reps;
+  k.kv_cache_bytes = run->engine->kv_cache_bytes();
+  k.n_ctx = run->engine->n_ctx();
+  k.ffn_neurons = run->ffn_neurons;
+  k.gate_rows = run->gate_rows;
+  k.hot_fired = run->hot_fired;
+  r.weight_bytes_per_token = pi::DecodeBytesPerToken(m.model, k);
+  r.ffn_active = run->ffn_neurons / (static_cast<double>(reps) * ng * c.n_layer * c.n_ff);
+  if (m.split_info.plan && run->ffn_neurons > 0)
+    r.gpu_fired_share = run->hot_fired / run->ffn_neurons;
+  r.device_bytes = pi::DecodeDeviceBytes(m.model, m.split_info.plan, k);
+  if (run->ffn_times.calls > 0) {
+    const double per_token = 1e6 / (static_cast<double>(reps) * ng);
+    pi::NeuronFfnTimes& f = r.ffn_phase_us;
+    f = run->ffn_times;
+    for (double* p : {&f.prepare, &f.gate, &f.select, &f.up_down, &f.sum}) *p *= per_token;
+    fprintf(stderr,
+            "pi-bench: %s %s -t %d: per token %.0f µs in the CPU's sparse FFN (%.1f "
+            "calls): input %.0f, gate dots %.0f, select %.0f, up/down %.0f, sum %.0f\n",
+            r.test.c_str(), r.sparse.c_str(), nt, f.prepare + f.gate + f.select + f.up_down + f.sum,
+            static_cast<double>(f.calls) / (static_cast<double>(reps) * ng), f.prepare, f.gate,
+            f.select, f.up_down, f.sum);
+  }
+  if (run->device_seconds > 0) {
+    const double tokens = static_cast<double>(reps) * ng;
+    r.device_wait_us = run->device_seconds / tokens * 1e6;
+    r.cold_us = run->cold_seconds / tokens * 1e6;
+    r.cold_parts = run->cold_parts / tokens;
+    if (r.cold_us > 0) r.cold_gbs = r.device_bytes.cpu / (r.cold_us * 1e3);
+    fprintf(stderr,
+            "pi-bench: %s %s -t %d: per token %.0f µs waiting on the device, %.0f µs in "
+            "%.1f cold parts here (%.1f GB/s of the CPU's bytes while in them)\n",
+            r.test.c_str(), r.sparse.c_str(), nt, r.device_wait_us, r.cold_us, r.cold_parts,
+            r.cold_gbs);
+  }
+  if (b.bw_probe) {
+    const pi::TimeBound bound =
+        pi::ComputeTimeBound(r.device_bytes, m.gpu_bw, r.mem_bw_gbs, b.link_gbs);
+    if (bound.computable) r.bound_ms_per_token = bound.seconds * 1e3;
+    if (!bound.note.empty()) {
+      NoteOnce(std::string(bound.computable ? "time bound: " : "no time bound: ") + bound.note,
+               notes);
+    }
+  }
+}
+
+// The figures a run's samples and counters give, into its result row.
+void FinishRun(const BenchFlags& b, const BenchModel& m, const BenchTest& t, BenchRun* run,
+               std::set<std::string>* notes) {
+  Result& r = run->r;
+  if (!run->step_us.empty()) {
+    std::sort(run->step_us.begin(), run->step_us.end());
+    r.step_p50_us = run->step_us[run->step_us.size() / 2];
+    r.step_p99_us = run->step_us[run->step_us.size() * 99 / 100];
+    std::sort(run->overhead_us.begin(), run->overhead_us.end());
+    r.step_overhead_p50_us = run->overhead_us[run->overhead_us.size() / 2];
+  }
+  if (t.n_gen > 0 && t.n_parallel > 1) {
+    // Per token of a sequence; weight bytes and bounds are left out: the
+    // sequences of a step share their reads.
+    const pi::LlamaConfig& c = m.model.config;
+    r.ffn_active = run->ffn_neurons /
+                   (static_cast<double>(b.reps) * t.n_gen * t.n_parallel * c.n_layer * c.n_ff);
+  } else if (t.n_gen > 0) {
+    AddDecodeFigures(b, m, t, run, notes);
+  }
+}
+
+// Every test of one model at every thread count: pp tests, then tg tests.
+pi::Status BenchOneModel(const BenchFlags& b, const BenchModel& m, BenchState* st) {
+  for (int nt : b.threads) {
+    // One worker per process transport, with this run's thread count.
+    BenchWorkers workers;
+    pi::Status s = StartBenchWorkers(
+        b.transports, m.path, m.model, b.worker_threads > 0 ? b.worker_threads : nt,
+        b.coordinator_share, std::min(b.max_parallel(), pi::NeuronFfn::kMaxRows), m.split_opt,
+        m.split, &workers);
+    PI_RETURN_IF_ERROR(s.WithContext("--transport"));
+    BenchTest t;
+    t.n_threads = nt;
+    if (b.bw_probe) {
+      pi::ThreadPool probe_pool(nt);
+      t.mem_bw_gbs = pi::MeasureReadBandwidthGBs(&probe_pool);
+    }
+    std::vector<std::tuple<int, int, int>> tests;  // (n_prompt, n_gen, sequences)
+    for (int pp : b.n_prompt)
+      if (pp > 0) tests.emplace_back(pp, 0, 1);
+    for (int tg : b.n_gen) {
+      for (int par : b.n_parallel)
+        if (tg > 0) tests.emplace_back(0, tg, par);
+    }
+    for (const auto& [np, ng, par] : tests) {
+      t.n_prompt = np;
+      t.n_gen = ng;
+      t.n_parallel = par;
+      std::vector<BenchRun> runs;
+      PI_RETURN_IF_ERROR(MakeRuns(b, m, t, &workers, &runs));
+      std::vector<int32_t> toks(std::max(np, ng));
+      for (size_t i = 0; i < toks.size(); ++i) {
+        toks[i] = m.text_tokens.empty() ? static_cast<int32_t>(st->rng() % m.model.config.n_vocab)
+                                        : m.text_tokens[i % m.text_tokens.size()];
+      }
+      PI_RETURN_IF_ERROR(TimeRuns(b, t, toks, &runs));
+      for (BenchRun& run : runs) {
+        FinishRun(b, m, t, &run, &st->notes);
+        st->results.push_back(std::move(run.r));
+      }
+    }
+  }
+  return pi::Status::Ok();
+}
+
+}  // namespace
+
+static int Run(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--server") return pi::RunServerBench(argc, argv);
+  }
+  BenchFlags b;
+  const int rc = ParseBenchFlags(argc, argv, &b);
+  if (rc >= 0) return rc;
+  BenchState st;
+  for (const std::string& path : b.models) {
+    BenchModel m;
+    m.path = path;
+    pi::Status s = LoadBenchModel(b, &st, &m);
+    if (s.ok()) s = BenchOneModel(b, m, &st);
+    if (!s.ok()) {
+      fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  PrintResults(st.results, b.out_fmt);
   return 0;
 }
 

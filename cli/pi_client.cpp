@@ -51,31 +51,31 @@ struct ClientFlags {
 
 int ParseFlags(int argc, char** argv, ClientFlags* c) {
   pi::ArgReader args("pi-client", argc, argv);
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "--server")
-      c->server = args.String(f);
-    else if (f == "--json")
-      c->json = true;
-    else if (f == "--health")
-      c->health = true;
-    else if (f == "--models")
-      c->models = true;
-    else if (f == "--timeout")
-      c->timeout_s = args.Int(f);
-    else if (f == "--api-key") {
-      c->api_key_flags.key = args.String(f);
-      c->api_key_flags.key_given = true;
-    } else if (f == "--api-key-file")
-      c->api_key_flags.key_file = args.String(f);
-    else if (pi::ParseRequestFlag(f, &args, &c->request)) {
-    } else if (f == "-h" || f == "--help") {
-      Usage();
-      return 0;
-    } else
-      args.Fail("unknown flag '" + f + "' (see --help)");
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& f) {
+        if (f == "--server")
+          c->server = args.String(f);
+        else if (f == "--json")
+          c->json = true;
+        else if (f == "--health")
+          c->health = true;
+        else if (f == "--models")
+          c->models = true;
+        else if (f == "--timeout")
+          c->timeout_s = args.Int(f);
+        else if (f == "--api-key") {
+          c->api_key_flags.key = args.String(f);
+          c->api_key_flags.key_given = true;
+        } else if (f == "--api-key-file")
+          c->api_key_flags.key_file = args.String(f);
+        else if (pi::ParseRequestFlag(f, &args, &c->request)) {
+        } else {
+          return false;
+        }
+        return true;
+      },
+      Usage);
+  if (flags_rc >= 0) return flags_rc;
   pi::Status s = pi::CheckRequestFlags(c->request);
   if (s.ok() && (c->timeout_s < 1 || c->timeout_s > 86400)) {
     s = pi::Status::Error("--timeout must be 1 to 86400 seconds, got %d", c->timeout_s);

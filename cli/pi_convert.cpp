@@ -50,34 +50,33 @@ int Run(int argc, char** argv) {
   pi::ArgReader args("pi-convert", argc, argv);
   std::string dir, out, outtype = "f16";
   pi::HfConvertOptions o;
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "-o" || f == "--outfile") {
-      out = args.String(f);
-    } else if (f == "--outtype") {
-      outtype = args.String(f);
-    } else if (f == "--down-t") {
-      o.down_t = true;
-    } else if (f == "--ffn-activation") {
-      o.activation = args.String(f);
-    } else if (f == "--predictors") {
-      o.predictors_dir = args.String(f);
-    } else if (f == "--activations") {
-      o.activations_dir = args.String(f);
-    } else if (f == "--name") {
-      o.name = args.String(f);
-    } else if (f == "-h" || f == "--help") {
-      Usage();
-      return 0;
-    } else if (!f.empty() && f[0] == '-') {
-      args.Fail("unknown flag '" + f + "' (see --help)");
-    } else if (dir.empty()) {
-      dir = f;
-    } else {
-      args.Fail("one model folder, got '" + dir + "' and '" + f + "'");
-    }
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& f) {
+        if (f == "-o" || f == "--outfile") {
+          out = args.String(f);
+        } else if (f == "--outtype") {
+          outtype = args.String(f);
+        } else if (f == "--down-t") {
+          o.down_t = true;
+        } else if (f == "--ffn-activation") {
+          o.activation = args.String(f);
+        } else if (f == "--predictors") {
+          o.predictors_dir = args.String(f);
+        } else if (f == "--activations") {
+          o.activations_dir = args.String(f);
+        } else if (f == "--name") {
+          o.name = args.String(f);
+        } else if (!f.empty() && f[0] == '-') {
+          return false;
+        } else if (dir.empty()) {
+          dir = f;
+        } else {
+          args.Fail("one model folder, got '" + dir + "' and '" + f + "'");
+        }
+        return true;
+      },
+      Usage);
+  if (flags_rc >= 0) return flags_rc;
   if (dir.empty() || out.empty()) {
     Usage();
     return 2;

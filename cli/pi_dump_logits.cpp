@@ -38,35 +38,35 @@ static int Run(int argc, char** argv) {
   std::vector<int64_t> token_list;
   pi::EngineOptions opt;
   bool repack = true;
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "-m" || f == "--model")
-      model_path = args.String(f);
-    else if (f == "--tokens")
-      token_list = args.IntList(f, INT32_MIN, INT32_MAX);
-    else if (f == "--out")
-      out_path = args.String(f);
-    else if (f == "--mode")
-      mode = args.String(f);
-    else if (f == "-t" || f == "--threads")
-      opt.n_threads = args.Int(f);
-    else if (f == "-b" || f == "--batch-size")
-      opt.n_batch = args.Int(f);
-    else if (f == "-c" || f == "--ctx-size")
-      opt.n_ctx = args.Int(f);
-    else if (f == "-nr" || f == "--no-repack")
-      repack = false;
-    else if (f == "--sparse")
-      pi::ParseSparseModeValue(args.String(f), &args, &opt.sparse);
-    else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
-    } else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
-    } else if (f == "-h" || f == "--help") {
-      Usage();
-      return 0;
-    } else
-      args.Fail("unknown flag '" + f + "'");
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& f) {
+        if (f == "-m" || f == "--model")
+          model_path = args.String(f);
+        else if (f == "--tokens")
+          token_list = args.IntList(f, INT32_MIN, INT32_MAX);
+        else if (f == "--out")
+          out_path = args.String(f);
+        else if (f == "--mode")
+          mode = args.String(f);
+        else if (f == "-t" || f == "--threads")
+          opt.n_threads = args.Int(f);
+        else if (f == "-b" || f == "--batch-size")
+          opt.n_batch = args.Int(f);
+        else if (f == "-c" || f == "--ctx-size")
+          opt.n_ctx = args.Int(f);
+        else if (f == "-nr" || f == "--no-repack")
+          repack = false;
+        else if (f == "--sparse")
+          pi::ParseSparseModeValue(args.String(f), &args, &opt.sparse);
+        else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
+        } else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
+        } else {
+          return false;
+        }
+        return true;
+      },
+      Usage);
+  if (flags_rc >= 0) return flags_rc;
   const std::string bad = model_path.empty()   ? "-m MODEL is required"
                           : token_list.empty() ? "--tokens 1,2,3 is required"
                           : out_path.empty()   ? "--out FILE is required"

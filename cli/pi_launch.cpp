@@ -81,45 +81,45 @@ struct LaunchFlags {
 int ParseFlags(int argc, char** argv, LaunchFlags* l) {
   pi::ArgReader args("pi-launch", argc, argv);
   l->engine.gpu_worker = true;  // the hot neurons in a pi-gpu-worker process
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "--listen")
-      l->listen = args.String(f);
-    else if (f == "-np" || f == "--parallel")
-      l->engine.opt.n_seq = args.Int(f);
-    else if (f == "--max-queue")
-      l->max_queue = args.Int(f);
-    else if (f == "--http") {
-      l->http.listen = args.String(f);
-      l->http_enabled = true;
-    } else if (f == "--api-key") {
-      l->api_key.key = args.String(f);
-      l->api_key.key_given = true;
-    } else if (f == "--api-key-file")
-      l->api_key.key_file = args.String(f);
-    else if (f == "-to" || f == "--timeout")
-      l->timeout_s = args.Int(f);
-    else if (f == "--http-idle-timeout")
-      l->idle_timeout_s = args.Int(f);
-    else if (f == "--http-max-connections")
-      l->http.max_connections = args.Int(f);
-    else if (f == "--http-max-connections-per-client")
-      l->http.max_connections_per_client = args.Int(f);
-    else if (f == "--chat-template") {
-      const std::string name = args.String(f);
-      pi::ChatTemplate t;
-      const pi::Status known = pi::ParseChatTemplateName(name, &t);
-      if (!args.failed() && !known.ok()) args.Fail("--chat-template: " + known.message());
-      l->http.chat_template = t;
-    } else if (pi::ParseEngineFlag(f, &args, &l->engine)) {
-      if (f == "--cpu-workers") l->cpu_workers_given = true;
-    } else if (f == "-h" || f == "--help") {
-      Usage();
-      return 0;
-    } else
-      args.Fail("unknown flag '" + f + "' (see --help)");
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& f) {
+        if (f == "--listen")
+          l->listen = args.String(f);
+        else if (f == "-np" || f == "--parallel")
+          l->engine.opt.n_seq = args.Int(f);
+        else if (f == "--max-queue")
+          l->max_queue = args.Int(f);
+        else if (f == "--http") {
+          l->http.listen = args.String(f);
+          l->http_enabled = true;
+        } else if (f == "--api-key") {
+          l->api_key.key = args.String(f);
+          l->api_key.key_given = true;
+        } else if (f == "--api-key-file")
+          l->api_key.key_file = args.String(f);
+        else if (f == "-to" || f == "--timeout")
+          l->timeout_s = args.Int(f);
+        else if (f == "--http-idle-timeout")
+          l->idle_timeout_s = args.Int(f);
+        else if (f == "--http-max-connections")
+          l->http.max_connections = args.Int(f);
+        else if (f == "--http-max-connections-per-client")
+          l->http.max_connections_per_client = args.Int(f);
+        else if (f == "--chat-template") {
+          const std::string name = args.String(f);
+          pi::ChatTemplate t;
+          const pi::Status known = pi::ParseChatTemplateName(name, &t);
+          if (!args.failed() && !known.ok()) args.Fail("--chat-template: " + known.message());
+          l->http.chat_template = t;
+        } else if (pi::ParseEngineFlag(f, &args, &l->engine)) {
+          if (f == "--cpu-workers") l->cpu_workers_given = true;
+        } else {
+          return false;
+        }
+        return true;
+      },
+      Usage);
+  if (flags_rc >= 0) return flags_rc;
   l->engine.cpu_workers_auto = !l->cpu_workers_given;
   pi::Status s = pi::CheckEngineFlags(l->engine);
   if (s.ok() && (l->engine.opt.n_seq < 1 || l->engine.opt.n_seq > 256)) {

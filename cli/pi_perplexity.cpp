@@ -22,6 +22,7 @@
 #include "cli/activation_flag.h"
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
+#include "cli/corpus.h"
 #include "cli/default_model.h"
 #include "cli/gpu_split.h"
 #include "cli/read_file.h"
@@ -30,7 +31,6 @@
 #include "common/json.h"
 #include "common/llama_model.h"
 #include "common/progress.h"
-#include "common/tensor_check.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
 
@@ -57,18 +57,6 @@ void Usage() {
   fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
   fputs(pi::kFfnActivationUsage, stderr);
-}
-
-// How the logits are produced. Issue 3 adds the FFN sparsity mode
-// (--sparse off|oracle|predictor) here; CreateEvaluator is the only place that
-// turns these settings into something that computes logits.
-struct EvalSettings {
-  pi::EngineOptions engine;
-};
-
-pi::Status CreateEvaluator(const pi::LlamaModel* model, const EvalSettings& settings,
-                           std::unique_ptr<pi::Engine>* out) {
-  return pi::Engine::Create(model, settings.engine, out);
 }
 
 // -log softmax(logits)[target], in double: the exponentials of a large vocabulary
@@ -150,157 +138,75 @@ pi::Status ScoreChunks(pi::Engine* engine, const std::vector<int32_t>& tokens, i
   return pi::Status::Ok();
 }
 
-}  // namespace
-
-static int Run(int argc, char** argv) {
-  pi::ArgReader args("pi-perplexity", argc, argv);
+// What the flags ask for.
+struct Options {
   std::string ffn_activation;  // --ffn-activation
   pi::GpuSplitFlags split_flags;
   std::string model_path, text_path;
   bool json = false, check_tensors = false;
   int n_ctx = 0;
   int max_chunks = -1;
-  EvalSettings settings;
-  settings.engine.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "-m" || f == "--model")
-      model_path = args.String(f);
-    else if (f == "-f" || f == "--file")
-      text_path = args.String(f);
-    else if (f == "-c" || f == "--ctx-size")
-      n_ctx = args.Int(f);
-    else if (f == "-b" || f == "--batch-size")
-      settings.engine.n_batch = args.Int(f);
-    else if (f == "-t" || f == "--threads")
-      settings.engine.n_threads = args.Int(f);
-    else if (f == "--chunks")
-      max_chunks = args.Int(f);
-    else if (f == "--check-tensors")
-      check_tensors = true;
-    else if (f == "--json")
-      json = true;
-    else if (pi::ParseSparseFlag(f, &args, &settings.engine.sparse,
-                                 &settings.engine.sparse_threshold)) {
-    } else if (pi::ParseCacheTypeFlag(f, &args, &settings.engine.cache_type_k,
-                                      &settings.engine.cache_type_v)) {
-    } else if (pi::ParseGpuSplitFlag(f, &args, &split_flags)) {
-    } else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
-    } else if (f == "-h" || f == "--help") {
-      Usage();
-      return 0;
-    } else
-      args.Fail("unknown flag '" + f + "' (see --help)");
-  }
-  if (args.failed()) return 2;
-  if (text_path.empty()) {
+  pi::EngineOptions engine;
+};
+
+bool ParseFlag(const std::string& f, pi::ArgReader* args, Options* o) {
+  pi::EngineOptions& e = o->engine;
+  if (f == "-m" || f == "--model")
+    o->model_path = args->String(f);
+  else if (f == "-f" || f == "--file")
+    o->text_path = args->String(f);
+  else if (f == "-c" || f == "--ctx-size")
+    o->n_ctx = args->Int(f);
+  else if (f == "-b" || f == "--batch-size")
+    e.n_batch = args->Int(f);
+  else if (f == "-t" || f == "--threads")
+    e.n_threads = args->Int(f);
+  else if (f == "--chunks")
+    o->max_chunks = args->Int(f);
+  else if (f == "--check-tensors")
+    o->check_tensors = true;
+  else if (f == "--json")
+    o->json = true;
+  else
+    return pi::ParseSparseFlag(f, args, &e.sparse, &e.sparse_threshold) ||
+           pi::ParseCacheTypeFlag(f, args, &e.cache_type_k, &e.cache_type_v) ||
+           pi::ParseGpuSplitFlag(f, args, &o->split_flags) ||
+           pi::ParseFfnActivationFlag(f, args, &o->ffn_activation);
+  return true;
+}
+
+// Reads and checks the flags: -1 to go on, else the exit status.
+int ParseOptions(int argc, char** argv, Options* o) {
+  pi::ArgReader args("pi-perplexity", argc, argv);
+  o->engine.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int flags_rc =
+      args.ReadFlags([&](const std::string& f) { return ParseFlag(f, &args, o); }, Usage);
+  if (flags_rc >= 0) return flags_rc;
+  if (o->text_path.empty()) {
     fprintf(stderr, "pi-perplexity: -f FILE is required (see --help)\n");
     return 2;
   }
-  if (settings.engine.n_threads < 1 || settings.engine.n_batch < 1) {
+  if (o->engine.n_threads < 1 || o->engine.n_batch < 1) {
     fprintf(stderr, "pi-perplexity: -t and -b must be >= 1\n");
     return 2;
   }
   // Fewer than 4 tokens per chunk leaves the second half without a prediction
   // to score (n_ctx - 1 - n_ctx/2 predictions per chunk).
-  if (n_ctx != 0 && n_ctx < 4) {
-    fprintf(stderr, "pi-perplexity: -c must be 0 (default) or >= 4, got %d\n", n_ctx);
+  if (o->n_ctx != 0 && o->n_ctx < 4) {
+    fprintf(stderr, "pi-perplexity: -c must be 0 (default) or >= 4, got %d\n", o->n_ctx);
     return 2;
   }
-  if (max_chunks == 0 || max_chunks < -1) {
-    fprintf(stderr, "pi-perplexity: --chunks must be >= 1 (or -1 for all), got %d\n", max_chunks);
+  if (o->max_chunks == 0 || o->max_chunks < -1) {
+    fprintf(stderr, "pi-perplexity: --chunks must be >= 1 (or -1 for all), got %d\n",
+            o->max_chunks);
     return 2;
   }
-  if (model_path.empty()) model_path = pi::DefaultModelPath();
+  if (o->model_path.empty()) o->model_path = pi::DefaultModelPath();
+  return -1;
+}
 
-  std::string text;
-  {
-    const pi::Status rs = pi::ReadWholeFile(text_path, &text);
-    if (!rs.ok()) {
-      fprintf(stderr, "pi-perplexity: %s\n", rs.message().c_str());
-      return 1;
-    }
-  }
-
-  const double t_start = pi::NowSeconds();
-  pi::LlamaModel model;
-  pi::Status s = pi::LoadLlamaModel(model_path, &model);
-  if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-perplexity", ffn_activation, &model);
-  if (s.ok() && check_tensors) s = pi::CheckTensorValues(*model.file, true).WithContext(model_path);
-  std::unique_ptr<pi::Tokenizer> tok;
-  if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
-  std::vector<int32_t> tokens;
-  if (s.ok()) s = tok->Encode(text, tok->add_bos_token(), &tokens).WithContext(text_path);
-  if (!s.ok()) {
-    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
-    return 1;
-  }
-  if (n_ctx == 0) n_ctx = std::min(model.config.n_ctx_train, kDefaultCtx);
-  pi::NoteSparseSupport("pi-perplexity", model, settings.engine.sparse);
-  // Sparse modes act on single-token steps (prompt batches run dense), so a
-  // sparse perplexity feeds the chunk one token at a time: the same path
-  // generation takes.
-  if (settings.engine.sparse != pi::SparseMode::kOff) settings.engine.n_batch = 1;
-  // Checked before the engine exists: the KV cache is sized by n_ctx, and the
-  // text bounds any n_ctx worth allocating.
-  const int64_t n_tokens = static_cast<int64_t>(tokens.size());
-  if (n_tokens < n_ctx) {
-    fprintf(stderr,
-            "pi-perplexity: '%s' is %lld tokens, fewer than one chunk of %d (-c); use a "
-            "longer text or a smaller -c\n",
-            text_path.c_str(), static_cast<long long>(n_tokens), n_ctx);
-    return 1;
-  }
-  if (n_ctx > model.config.n_ctx_train) {
-    fprintf(stderr, "pi-perplexity: warning: -c %d is beyond the model's training context %d\n",
-            n_ctx, model.config.n_ctx_train);
-  }
-  int n_chunks = static_cast<int>(std::min<int64_t>(n_tokens / n_ctx, 1 << 30));
-  if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
-
-  settings.engine.n_ctx = n_ctx;
-  pi::GpuSplit split;
-  s = pi::SetUpGpuSplit("pi-perplexity", model_path, model, split_flags, n_ctx, &split,
-                        &settings.engine);
-  if (!s.ok()) {
-    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
-    return 1;
-  }
-  // The split, like the sparse modes, acts on single-token steps.
-  if (settings.engine.hot_backend) settings.engine.n_batch = 1;
-  std::unique_ptr<pi::Engine> engine;
-  s = CreateEvaluator(&model, settings, &engine);
-  if (!s.ok()) {
-    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
-    return 1;
-  }
-  const int32_t bos = tok->add_bos_token() ? tok->bos() : -1;
-  fprintf(stderr,
-          "pi-perplexity: %s, %.1f M params, %d threads; '%s': %lld tokens, %d chunks of %d "
-          "(scoring the last %d of each), load %.2f s\n",
-          model_path.c_str(), model.ParameterCount() / 1e6, engine->n_threads(), text_path.c_str(),
-          static_cast<long long>(n_tokens), n_chunks, n_ctx, n_ctx - 1 - n_ctx / 2,
-          pi::NowSeconds() - t_start);
-
-  // The running values go to stdout; when stdout shares the terminal with
-  // stderr they are the progress report, and a redrawn bar would erase them.
-  const bool show_bar = json || isatty(fileno(stdout)) == 0 || isatty(fileno(stderr)) == 0;
-  std::unique_ptr<pi::ProgressBar> bar;
-  if (show_bar) {
-    bar = std::make_unique<pi::ProgressBar>("pi-perplexity", static_cast<int64_t>(n_chunks) * n_ctx,
-                                            "tokens");
-  }
-  Report report;
-  report.n_tokens = n_tokens;
-  s = ScoreChunks(engine.get(), tokens, n_ctx, n_chunks, bos, json ? nullptr : stdout, bar.get(),
-                  &report);
-  if (!json) fputs("\n", stdout);
-  if (!s.ok()) {
-    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
-    return 1;
-  }
-  if (bar) bar->Finish();
-
+// The estimate, its error and the speed, as text or one JSON object.
+void PrintResult(const Options& o, const Report& report, int n_threads) {
   const double nll_mean = report.nll.Mean();
   const double ppl = std::exp(nll_mean);
   // As llama.cpp: the error of exp(mean nll) to first order, ppl * stderr(nll).
@@ -310,22 +216,107 @@ static int Run(int argc, char** argv) {
   fprintf(stderr, "pi-perplexity: %lld tokens evaluated in %.2f s (%.1f tokens/s), %lld scored\n",
           static_cast<long long>(n_evaluated), report.seconds, tokens_per_s,
           static_cast<long long>(report.nll.count));
-  if (json) {
+  if (o.json) {
     printf(
         "{\"model\":%s,\"file\":%s,\"ppl\":%s,\"ppl_stderr\":%s,\"nll_mean\":%s,"
         "\"n_chunks\":%d,\"n_ctx\":%d,\"n_tokens\":%lld,\"n_tokens_scored\":%lld,"
         "\"n_threads\":%d,\"sparse\":\"%s\",\"seconds\":%s,\"tokens_per_second\":%s}\n",
-        pi::JsonEscape(model_path).c_str(), pi::JsonEscape(text_path).c_str(),
+        pi::JsonEscape(o.model_path).c_str(), pi::JsonEscape(o.text_path).c_str(),
         pi::JsonNumber(ppl).c_str(), pi::JsonNumber(ppl_stderr).c_str(),
         pi::JsonNumber(nll_mean).c_str(), report.n_chunks, report.n_ctx,
         static_cast<long long>(report.n_tokens), static_cast<long long>(report.nll.count),
-        engine->n_threads(), pi::SparseModeName(settings.engine.sparse),
-        pi::JsonNumber(report.seconds).c_str(), pi::JsonNumber(tokens_per_s).c_str());
+        n_threads, pi::SparseModeName(o.engine.sparse), pi::JsonNumber(report.seconds).c_str(),
+        pi::JsonNumber(tokens_per_s).c_str());
   } else if (std::isfinite(ppl_stderr)) {
     printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_stderr);
   } else {
     printf("Final estimate: PPL = %.4f (too few tokens scored for an error estimate)\n", ppl);
   }
+}
+
+}  // namespace
+
+static int Run(int argc, char** argv) {
+  Options o;
+  const int rc = ParseOptions(argc, argv, &o);
+  if (rc >= 0) return rc;
+  std::string text;
+  pi::Status s = pi::ReadWholeFile(o.text_path, &text);
+  const double t_start = pi::NowSeconds();
+  pi::LlamaModel model;
+  std::unique_ptr<pi::Tokenizer> tok;
+  if (s.ok()) {
+    s = pi::LoadModelAndTokenizer("pi-perplexity", o.model_path, o.ffn_activation, o.check_tensors,
+                                  &model, &tok);
+  }
+  std::vector<int32_t> tokens;
+  if (s.ok()) s = tok->Encode(text, tok->add_bos_token(), &tokens).WithContext(o.text_path);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
+    return 1;
+  }
+  const int n_ctx = o.n_ctx != 0 ? o.n_ctx : std::min(model.config.n_ctx_train, kDefaultCtx);
+  pi::NoteSparseSupport("pi-perplexity", model, o.engine.sparse);
+  // Sparse modes act on single-token steps (prompt batches run dense), so a
+  // sparse perplexity feeds the chunk one token at a time: the same path
+  // generation takes.
+  if (o.engine.sparse != pi::SparseMode::kOff) o.engine.n_batch = 1;
+  // Checked before the engine exists: the KV cache is sized by n_ctx, and the
+  // text bounds any n_ctx worth allocating.
+  const int64_t n_tokens = static_cast<int64_t>(tokens.size());
+  if (n_tokens < n_ctx) {
+    fprintf(stderr,
+            "pi-perplexity: '%s' is %lld tokens, fewer than one chunk of %d (-c); use a "
+            "longer text or a smaller -c\n",
+            o.text_path.c_str(), static_cast<long long>(n_tokens), n_ctx);
+    return 1;
+  }
+  if (n_ctx > model.config.n_ctx_train) {
+    fprintf(stderr, "pi-perplexity: warning: -c %d is beyond the model's training context %d\n",
+            n_ctx, model.config.n_ctx_train);
+  }
+  int n_chunks = static_cast<int>(std::min<int64_t>(n_tokens / n_ctx, 1 << 30));
+  if (o.max_chunks > 0) n_chunks = std::min(n_chunks, o.max_chunks);
+
+  o.engine.n_ctx = n_ctx;
+  pi::GpuSplit split;
+  s = pi::SetUpGpuSplit("pi-perplexity", o.model_path, model, o.split_flags, n_ctx, &split,
+                        &o.engine);
+  // The split, like the sparse modes, acts on single-token steps.
+  if (o.engine.hot_backend) o.engine.n_batch = 1;
+  std::unique_ptr<pi::Engine> engine;
+  if (s.ok()) s = pi::Engine::Create(&model, o.engine, &engine);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
+    return 1;
+  }
+  const int32_t bos = tok->add_bos_token() ? tok->bos() : -1;
+  fprintf(stderr,
+          "pi-perplexity: %s, %.1f M params, %d threads; '%s': %lld tokens, %d chunks of %d "
+          "(scoring the last %d of each), load %.2f s\n",
+          o.model_path.c_str(), model.ParameterCount() / 1e6, engine->n_threads(),
+          o.text_path.c_str(), static_cast<long long>(n_tokens), n_chunks, n_ctx,
+          n_ctx - 1 - n_ctx / 2, pi::NowSeconds() - t_start);
+
+  // The running values go to stdout; when stdout shares the terminal with
+  // stderr they are the progress report, and a redrawn bar would erase them.
+  const bool show_bar = o.json || isatty(fileno(stdout)) == 0 || isatty(fileno(stderr)) == 0;
+  std::unique_ptr<pi::ProgressBar> bar;
+  if (show_bar) {
+    bar = std::make_unique<pi::ProgressBar>("pi-perplexity", static_cast<int64_t>(n_chunks) * n_ctx,
+                                            "tokens");
+  }
+  Report report;
+  report.n_tokens = n_tokens;
+  s = ScoreChunks(engine.get(), tokens, n_ctx, n_chunks, bos, o.json ? nullptr : stdout, bar.get(),
+                  &report);
+  if (!o.json) fputs("\n", stdout);
+  if (!s.ok()) {
+    fprintf(stderr, "pi-perplexity: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (bar) bar->Finish();
+  PrintResult(o, report, engine->n_threads());
   return 0;
 }
 

@@ -80,6 +80,89 @@ std::string StaleIndexReason(const std::string& path, const pi::GpuIndex& want) 
   return "";
 }
 
+// The plan as a table: per layer what is on the GPU, per device its layers,
+// the bytes against the budget.
+void PrintPlan(const pi::Placement& plan, const pi::LlamaModel& model,
+               const pi::PlacementOptions& opt, const std::vector<int64_t>& budgets) {
+  const pi::LlamaConfig& c = model.config;
+  const int64_t budget = opt.vram_budget;
+  printf("layer | dense on GPU        | hot neurons on GPU       | firings served by GPU\n");
+  for (int il = 0; il < c.n_layer; ++il) {
+    const pi::LayerPlacement& l = plan.layers[il];
+    std::string dense;
+    dense += l.attn_on_gpu ? "attn" : "-";
+    dense += l.predictor_on_gpu ? " pred" : "";
+    dense += l.kv_on_gpu ? " kv" : "";
+    printf("%5d | %-19s | %7zu / %-7d %6.2f%% | %6.2f%%\n", il, dense.c_str(), l.gpu_neurons.size(),
+           c.n_ff, 100.0 * l.gpu_neurons.size() / c.n_ff, 100.0 * l.firing_share);
+  }
+  printf("output + output_norm on GPU: %s; KV cache for %d positions; groups of %d neurons\n",
+         plan.output_on_gpu ? "yes" : "no", opt.n_ctx, opt.group);
+  for (size_t k = 0, first = 0; budgets.size() > 1 && k < budgets.size(); ++k) {
+    const int n = plan.device_layers[k];
+    const int64_t used = pi::DeviceUsedBytes(plan, model, static_cast<int>(k));
+    printf("device %zu: layers %s%s, %lld B (%s) of %lld B (%s)\n", k,
+           n == 0 ? "none" : (std::to_string(first) + ".." + std::to_string(first + n - 1)).c_str(),
+           plan.output_device == static_cast<int>(k) ? " and the output head" : "",
+           static_cast<long long>(used), pi::HumanBytes(used).c_str(),
+           static_cast<long long>(budgets[k]), pi::HumanBytes(budgets[k]).c_str());
+    first += n;
+  }
+  printf(
+      "dense %lld B (%s) + neurons %lld B (%s) = %lld B (%s) of budget %lld B (%s); %lld B "
+      "(%s) left\n",
+      static_cast<long long>(plan.dense_bytes), pi::HumanBytes(plan.dense_bytes).c_str(),
+      static_cast<long long>(plan.neuron_bytes), pi::HumanBytes(plan.neuron_bytes).c_str(),
+      static_cast<long long>(plan.used_bytes()), pi::HumanBytes(plan.used_bytes()).c_str(),
+      static_cast<long long>(budget), pi::HumanBytes(budget).c_str(),
+      static_cast<long long>(budget - plan.used_bytes()),
+      pi::HumanBytes(budget - plan.used_bytes()).c_str());
+  printf("budgets at -c %d: %s\n", opt.n_ctx,
+         pi::RegimeBudgetsString(pi::GetRegimeBudgets(model, opt)).c_str());
+}
+
+// The plan (and, when `gpuidx_path` is set, PowerInfer's index), each reused
+// only when it says exactly this placement. The exit status.
+int WriteFiles(const pi::Placement& plan, const pi::LlamaModel& model,
+               const pi::ActivationStats& stats, const pi::PlacementOptions& opt, bool reset,
+               const std::string& plan_path, const std::string& gpuidx_path) {
+  pi::Status s;
+  const std::string plan_stale =
+      reset || !Exists(plan_path) ? "" : StalePlanReason(plan_path, plan, model, stats, opt);
+  if (!reset && Exists(plan_path) && plan_stale.empty()) {
+    printf("plan %s is up to date\n", plan_path.c_str());
+  } else {
+    if (!plan_stale.empty()) {
+      printf("replacing %s: %s\n", plan_path.c_str(), plan_stale.c_str());
+    }
+    s = pi::WritePlan(plan, plan_path);
+    if (!s.ok()) {
+      fprintf(stderr, "pi-place: %s\n", s.message().c_str());
+      return 1;
+    }
+    printf("wrote plan %s\n", plan_path.c_str());
+  }
+  if (!gpuidx_path.empty()) {
+    const pi::GpuIndex index = pi::GpuIndexFromPlacement(plan);
+    const std::string stale =
+        reset || !Exists(gpuidx_path) ? "" : StaleIndexReason(gpuidx_path, index);
+    if (!reset && Exists(gpuidx_path) && stale.empty()) {
+      printf("gpu index %s is up to date\n", gpuidx_path.c_str());
+    } else {
+      if (!stale.empty()) {
+        printf("replacing %s: %s\n", gpuidx_path.c_str(), stale.c_str());
+      }
+      s = pi::WriteGpuIndex(index, gpuidx_path);
+      if (!s.ok()) {
+        fprintf(stderr, "pi-place: %s\n", s.message().c_str());
+        return 1;
+      }
+      printf("wrote gpu index %s\n", gpuidx_path.c_str());
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 static int Run(int argc, char** argv) {
@@ -99,38 +182,38 @@ static int Run(int argc, char** argv) {
   int64_t budget = -1;
   std::vector<int64_t> budgets;
   pi::PlacementOptions opt;
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "-m" || f == "--model")
-      model_path = args.String(f);
-    else if (f == "--stats")
-      stats_path = args.String(f);
-    else if (f == "--vram-budget") {
-      budgets = args.VramBudgets(f);
-      // Their sum (each is below 4 EiB); auto anywhere is auto, refused below.
-      budget = 0;
-      for (int64_t b : budgets) budget = b < 0 || budget < 0 ? std::min(b, budget) : budget + b;
-    } else if (f == "-c" || f == "--ctx-size")
-      opt.n_ctx = args.Int(f);
-    else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
-    } else if (f == "-o" || f == "--output")
-      plan_path = args.String(f);
-    else if (f == "--gpuidx") {
-      gpuidx_path = args.String(f);
-      want_gpuidx = true;
-    } else if (f == "--group")
-      opt.group = args.Int(f);
-    else if (f == "--partial-dense")
-      opt.allow_partial_dense = true;
-    else if (f == "--reset-gpu-index")
-      reset = true;
-    else if (f == "-h" || f == "--help") {
-      Usage();
-      return 0;
-    } else
-      args.Fail("unknown flag '" + f + "' (see --help)");
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& f) {
+        if (f == "-m" || f == "--model")
+          model_path = args.String(f);
+        else if (f == "--stats")
+          stats_path = args.String(f);
+        else if (f == "--vram-budget") {
+          budgets = args.VramBudgets(f);
+          // Their sum (each is below 4 EiB); auto anywhere is auto, refused below.
+          budget = 0;
+          for (int64_t b : budgets) budget = b < 0 || budget < 0 ? std::min(b, budget) : budget + b;
+        } else if (f == "-c" || f == "--ctx-size")
+          opt.n_ctx = args.Int(f);
+        else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
+        } else if (f == "-o" || f == "--output")
+          plan_path = args.String(f);
+        else if (f == "--gpuidx") {
+          gpuidx_path = args.String(f);
+          want_gpuidx = true;
+        } else if (f == "--group")
+          opt.group = args.Int(f);
+        else if (f == "--partial-dense")
+          opt.allow_partial_dense = true;
+        else if (f == "--reset-gpu-index")
+          reset = true;
+        else {
+          return false;
+        }
+        return true;
+      },
+      Usage);
+  if (flags_rc >= 0) return flags_rc;
   if (budget == pi::ArgReader::kVramBudgetAuto) {
     fprintf(stderr,
             "pi-place: --vram-budget auto is resolved by the tools that load the model on the "
@@ -197,76 +280,8 @@ static int Run(int argc, char** argv) {
             why.c_str());
   }
 
-  // The table.
-  printf("layer | dense on GPU        | hot neurons on GPU       | firings served by GPU\n");
-  for (int il = 0; il < c.n_layer; ++il) {
-    const pi::LayerPlacement& l = plan.layers[il];
-    std::string dense;
-    dense += l.attn_on_gpu ? "attn" : "-";
-    dense += l.predictor_on_gpu ? " pred" : "";
-    dense += l.kv_on_gpu ? " kv" : "";
-    printf("%5d | %-19s | %7zu / %-7d %6.2f%% | %6.2f%%\n", il, dense.c_str(), l.gpu_neurons.size(),
-           c.n_ff, 100.0 * l.gpu_neurons.size() / c.n_ff, 100.0 * l.firing_share);
-  }
-  printf("output + output_norm on GPU: %s; KV cache for %d positions; groups of %d neurons\n",
-         plan.output_on_gpu ? "yes" : "no", opt.n_ctx, opt.group);
-  for (size_t k = 0, first = 0; budgets.size() > 1 && k < budgets.size(); ++k) {
-    const int n = plan.device_layers[k];
-    const int64_t used = pi::DeviceUsedBytes(plan, model, static_cast<int>(k));
-    printf("device %zu: layers %s%s, %lld B (%s) of %lld B (%s)\n", k,
-           n == 0 ? "none" : (std::to_string(first) + ".." + std::to_string(first + n - 1)).c_str(),
-           plan.output_device == static_cast<int>(k) ? " and the output head" : "",
-           static_cast<long long>(used), pi::HumanBytes(used).c_str(),
-           static_cast<long long>(budgets[k]), pi::HumanBytes(budgets[k]).c_str());
-    first += n;
-  }
-  printf(
-      "dense %lld B (%s) + neurons %lld B (%s) = %lld B (%s) of budget %lld B (%s); %lld B "
-      "(%s) left\n",
-      static_cast<long long>(plan.dense_bytes), pi::HumanBytes(plan.dense_bytes).c_str(),
-      static_cast<long long>(plan.neuron_bytes), pi::HumanBytes(plan.neuron_bytes).c_str(),
-      static_cast<long long>(plan.used_bytes()), pi::HumanBytes(plan.used_bytes()).c_str(),
-      static_cast<long long>(budget), pi::HumanBytes(budget).c_str(),
-      static_cast<long long>(budget - plan.used_bytes()),
-      pi::HumanBytes(budget - plan.used_bytes()).c_str());
-  printf("budgets at -c %d: %s\n", opt.n_ctx,
-         pi::RegimeBudgetsString(pi::GetRegimeBudgets(model, opt)).c_str());
-
-  // The files: reused only when they say exactly this placement.
-  const std::string plan_stale =
-      reset || !Exists(plan_path) ? "" : StalePlanReason(plan_path, plan, model, stats, opt);
-  if (!reset && Exists(plan_path) && plan_stale.empty()) {
-    printf("plan %s is up to date\n", plan_path.c_str());
-  } else {
-    if (!plan_stale.empty()) {
-      printf("replacing %s: %s\n", plan_path.c_str(), plan_stale.c_str());
-    }
-    s = pi::WritePlan(plan, plan_path);
-    if (!s.ok()) {
-      fprintf(stderr, "pi-place: %s\n", s.message().c_str());
-      return 1;
-    }
-    printf("wrote plan %s\n", plan_path.c_str());
-  }
-  if (want_gpuidx) {
-    const pi::GpuIndex index = pi::GpuIndexFromPlacement(plan);
-    const std::string stale =
-        reset || !Exists(gpuidx_path) ? "" : StaleIndexReason(gpuidx_path, index);
-    if (!reset && Exists(gpuidx_path) && stale.empty()) {
-      printf("gpu index %s is up to date\n", gpuidx_path.c_str());
-    } else {
-      if (!stale.empty()) {
-        printf("replacing %s: %s\n", gpuidx_path.c_str(), stale.c_str());
-      }
-      s = pi::WriteGpuIndex(index, gpuidx_path);
-      if (!s.ok()) {
-        fprintf(stderr, "pi-place: %s\n", s.message().c_str());
-        return 1;
-      }
-      printf("wrote gpu index %s\n", gpuidx_path.c_str());
-    }
-  }
-  return 0;
+  PrintPlan(plan, model, opt, budgets);
+  return WriteFiles(plan, model, stats, opt, reset, plan_path, want_gpuidx ? gpuidx_path : "");
 }
 
 int main(int argc, char** argv) {

@@ -5,9 +5,6 @@
 //
 //   pi-profile -m model.gguf -f corpus.txt
 //   pi-profile -m model.gguf -f texts/ -c 256 --max-tokens 100000 -o m.stats.gguf --csv m.csv
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -16,7 +13,7 @@
 
 #include "cli/activation_flag.h"
 #include "cli/args.h"
-#include "cli/read_file.h"
+#include "cli/corpus.h"
 #include "cli/tool_main.h"
 #include "common/activation_stats.h"
 #include "common/atomic_file.h"
@@ -40,34 +37,6 @@ void Usage() {
           "  --csv FILE              also write layer,neuron,count,frequency\n",
           std::max(1u, std::thread::hardware_concurrency()));
   fputs(pi::kFfnActivationUsage, stderr);
-}
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The corpus files: `path` itself, or the *.txt files of a folder, sorted by name.
-pi::Status ListCorpus(const std::string& path, std::vector<std::string>* files) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return pi::Status::Error("cannot open '%s'", path.c_str());
-  if (!S_ISDIR(st.st_mode)) {
-    files->push_back(path);
-    return pi::Status::Ok();
-  }
-  DIR* dir = opendir(path.c_str());
-  if (dir == nullptr) return pi::Status::Error("cannot read folder '%s'", path.c_str());
-  std::vector<std::string> names;
-  while (dirent* e = readdir(dir)) {
-    const std::string name = e->d_name;
-    if (EndsWith(name, ".txt")) names.push_back(name);
-  }
-  closedir(dir);
-  std::sort(names.begin(), names.end());
-  if (names.empty()) return pi::Status::Error("folder '%s' has no *.txt files", path.c_str());
-  const std::string sep = EndsWith(path, "/") ? "" : "/";
-  for (const std::string& n : names) files->push_back(path + sep + n);
-  return pi::Status::Ok();
 }
 
 pi::Status WriteCsv(const pi::ActivationStats& st, const std::string& path) {
@@ -98,32 +67,32 @@ static int Run(int argc, char** argv) {
   int64_t max_tokens = -1;
   pi::EngineOptions opt;
   opt.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "-m" || f == "--model")
-      model_path = args.String(f);
-    else if (f == "-f" || f == "--file")
-      corpus = args.String(f);
-    else if (f == "-c" || f == "--ctx-size")
-      opt.n_ctx = args.Int(f);
-    else if (f == "-b" || f == "--batch-size")
-      opt.n_batch = args.Int(f);
-    else if (f == "-t" || f == "--threads")
-      opt.n_threads = args.Int(f);
-    else if (f == "--max-tokens")
-      max_tokens = args.Int64(f);
-    else if (f == "-o" || f == "--output")
-      out_path = args.String(f);
-    else if (f == "--csv")
-      csv_path = args.String(f);
-    else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
-    } else if (f == "-h" || f == "--help") {
-      Usage();
-      return 0;
-    } else
-      args.Fail("unknown flag '" + f + "' (see --help)");
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& f) {
+        if (f == "-m" || f == "--model")
+          model_path = args.String(f);
+        else if (f == "-f" || f == "--file")
+          corpus = args.String(f);
+        else if (f == "-c" || f == "--ctx-size")
+          opt.n_ctx = args.Int(f);
+        else if (f == "-b" || f == "--batch-size")
+          opt.n_batch = args.Int(f);
+        else if (f == "-t" || f == "--threads")
+          opt.n_threads = args.Int(f);
+        else if (f == "--max-tokens")
+          max_tokens = args.Int64(f);
+        else if (f == "-o" || f == "--output")
+          out_path = args.String(f);
+        else if (f == "--csv")
+          csv_path = args.String(f);
+        else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
+        } else {
+          return false;
+        }
+        return true;
+      },
+      Usage);
+  if (flags_rc >= 0) return flags_rc;
   if (model_path.empty() || corpus.empty()) {
     fprintf(stderr, "pi-profile: -m MODEL and -f FILE|DIR are required (see --help)\n");
     return 2;
@@ -136,98 +105,45 @@ static int Run(int argc, char** argv) {
   if (!pi::CheckOutputs("pi-profile", {out_path, csv_path})) return 1;
 
   pi::LlamaModel model;
-  pi::Status s = pi::LoadLlamaModel(model_path, &model);
-  if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-profile", ffn_activation, &model);
   std::unique_ptr<pi::Tokenizer> tok;
-  if (s.ok()) s = pi::Tokenizer::FromGguf(*model.file, &tok).WithContext(model_path);
-  std::vector<std::string> files;
-  if (s.ok()) s = ListCorpus(corpus, &files);
-  if (!s.ok()) {
-    fprintf(stderr, "pi-profile: %s\n", s.message().c_str());
-    return 1;
-  }
+  pi::Status s =
+      pi::LoadModelAndTokenizer("pi-profile", model_path, ffn_activation, false, &model, &tok);
+  pi::Corpus text;
+  if (s.ok()) s = pi::ReadCorpus(corpus, *tok, max_tokens, &text);
   const pi::LlamaConfig& c = model.config;
   if (opt.n_ctx == 0) opt.n_ctx = std::min(c.n_ctx_train > 0 ? c.n_ctx_train : 512, 512);
   std::unique_ptr<pi::Engine> engine;
-  s = pi::Engine::Create(&model, opt, &engine);
+  if (s.ok()) s = pi::Engine::Create(&model, opt, &engine);
   if (!s.ok()) {
     fprintf(stderr, "pi-profile: %s\n", s.message().c_str());
     return 1;
   }
-
-  // Tokenize every file (no bos: each chunk gets its own), concatenated in order.
-  std::vector<int32_t> tokens, ids;
-  std::string text;
-  size_t files_read = 0;
-  for (const std::string& path : files) {
-    s = pi::ReadWholeFile(path, &text);
-    if (s.ok()) s = tok->Encode(text, false, &ids).WithContext(path);
-    if (!s.ok()) {
-      fprintf(stderr, "pi-profile: %s\n", s.message().c_str());
-      return 1;
-    }
-    tokens.insert(tokens.end(), ids.begin(), ids.end());
-    ++files_read;
-    if (max_tokens > 0 && static_cast<int64_t>(tokens.size()) >= max_tokens) break;
-  }
-  if (tokens.empty()) {
-    fprintf(stderr, "pi-profile: the corpus '%s' encodes to no tokens\n", corpus.c_str());
-    return 1;
-  }
-
-  // Chunks of n_ctx positions; with a bos token each chunk starts with it, as
-  // every real prompt does. --max-tokens counts evaluated positions.
-  const int n_ctx = engine->n_ctx();
-  const bool bos = tok->add_bos_token() && tok->bos() >= 0;
-  const int per_chunk = bos ? n_ctx - 1 : n_ctx;
-  if (per_chunk < 1) {
-    fprintf(stderr, "pi-profile: -c %d leaves no room for text after bos\n", n_ctx);
+  // --max-tokens counts evaluated positions.
+  pi::CorpusChunks chunks;
+  s = pi::CorpusChunks::Make(&text.tokens, engine->n_ctx(), tok->add_bos_token() ? tok->bos() : -1,
+                             max_tokens, &chunks);
+  if (!s.ok()) {  // -c too small: a flag out of range
+    fprintf(stderr, "pi-profile: %s\n", s.message().c_str());
     return 2;
   }
-  int64_t total = 0;
-  for (size_t i = 0; i < tokens.size(); i += per_chunk) {
-    total += std::min<int64_t>(per_chunk, tokens.size() - i) + (bos ? 1 : 0);
-  }
-  if (max_tokens > 0) total = std::min(total, max_tokens);
 
   pi::ActivationStats stats;
   pi::InitActivationStatsFor(model, &stats);
-  // The path as given; for a folder also how many of its *.txt files were read.
-  stats.corpus = files.size() == 1 ? files[0]
-                                   : corpus + " (" + std::to_string(files_read) + " of " +
-                                         std::to_string(files.size()) + " *.txt files)";
-  stats.n_ctx = n_ctx;
+  stats.corpus = text.name;
+  stats.n_ctx = engine->n_ctx();
   engine->SetFfnObserver(&stats);
   fprintf(stderr,
           "pi-profile: %s (%s, %d layers, n_ff %d, %s), %zu corpus tokens from %zu of %zu file(s), "
-          "chunks "
-          "of %d, batch %d, %d threads\n",
+          "chunks of %d, batch %d, %d threads\n",
           model_path.c_str(), c.arch.c_str(), c.n_layer, c.n_ff,
-          pi::FfnActivationName(c.activation), tokens.size(), files_read, files.size(), n_ctx,
-          opt.n_batch, engine->n_threads());
+          pi::FfnActivationName(c.activation), text.tokens.size(), text.files_read,
+          text.files_found, engine->n_ctx(), opt.n_batch, engine->n_threads());
 
-  pi::ProgressBar bar("pi-profile", total, "tok");
-  std::vector<int32_t> chunk;
-  chunk.reserve(n_ctx);
-  int64_t done = 0;
-  for (size_t i = 0; i < tokens.size() && done < total; i += per_chunk) {
-    chunk.clear();
-    if (bos) chunk.push_back(tok->bos());
-    const size_t end = std::min(tokens.size(), i + per_chunk);
-    chunk.insert(chunk.end(), tokens.begin() + i, tokens.begin() + end);
-    if (static_cast<int64_t>(chunk.size()) > total - done) chunk.resize(total - done);
-    engine->Reset();
-    // Batch by batch, so the bar moves within a chunk.
-    for (size_t j = 0; j < chunk.size(); j += opt.n_batch) {
-      const int n = static_cast<int>(std::min<size_t>(opt.n_batch, chunk.size() - j));
-      s = engine->Eval(chunk.data() + j, n);
-      if (!s.ok()) {
-        fprintf(stderr, "\npi-profile: %s\n", s.message().c_str());
-        return 1;
-      }
-      done += n;
-      bar.Update(done);
-    }
+  pi::ProgressBar bar("pi-profile", chunks.positions(), "tok");
+  s = chunks.Eval(engine.get(), opt.n_batch, &bar);
+  if (!s.ok()) {
+    fprintf(stderr, "\npi-profile: %s\n", s.message().c_str());
+    return 1;
   }
   bar.Finish();
 

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/args.h"
 #include "cli/tool_main.h"
 #include "common/activation_stats.h"
 #include "common/gguf.h"
@@ -163,26 +164,91 @@ bool IsFfnDown(const std::string& name) {
   return name.compare(0, 4, "blk.") == 0 && EndsWith(name, ".ffn_down.weight");
 }
 
+// What the tensors became, for the summary.
+struct Converted {
+  bool any_quantized = false;
+  int n_converted = 0;
+  int n_fallback = 0;  // written in a fallback type (rows not whole K-quant blocks)
+};
+
+// Tensor i of `in` added to `w` in the type `mixed` asks for: ffn_down
+// transposed with --down-t, a matrix converted where its rows fit the type's
+// blocks, anything else copied.
+pi::Status AddTensor(const pi::GgufFile& in, int i, pi::DType mixed, bool down_t, pi::GgufWriter* w,
+                     Converted* n) {
+  const pi::TensorInfo& t = in.tensors()[i];
+  const int n_tensors = static_cast<int>(in.tensors().size());
+  if (down_t && IsFfnDown(t.name) && t.n_dims == 2 && pi::IsComputeDType(t.type) &&
+      t.n_elements() > 0) {
+    // Rows of the result run along n_embd = ne[1]: blocks must fit there.
+    const pi::DType want = FitRows(mixed, t.ne[1]);
+    const int block = pi::GetDTypeInfo(static_cast<uint32_t>(want)).block_elems;
+    n->n_fallback += want != mixed;
+    const pi::DType out_type = t.ne[1] % block == 0 ? want : pi::DType::kF32;
+    const std::string name = t.name.substr(0, t.name.size() - 7) + "_t.weight";
+    n->any_quantized |= IsQuantized(out_type);
+    ++n->n_converted;
+    return w->AddTensorFill(name, out_type, {t.ne[1], t.ne[0]},
+                            [&t, name, out_type, i, n_tensors](void* dst) {
+                              fprintf(stderr, "[%*d/%d] %-32s %-14s %5s -> %s (transposed)\n",
+                                      static_cast<int>(std::to_string(n_tensors).size()), i + 1,
+                                      n_tensors, name.c_str(), t.ShapeString().c_str(),
+                                      pi::DTypeName(t.type), pi::DTypeName(out_type));
+                              pi::TransposeTensor(t, out_type, static_cast<uint8_t*>(dst));
+                              return pi::Status::Ok();
+                            });
+  }
+  const bool matrix = t.n_dims == 2 && EndsWith(t.name, ".weight");
+  const pi::DType want = matrix ? FitRows(mixed, t.ne[0]) : mixed;
+  const int block = pi::GetDTypeInfo(static_cast<uint32_t>(want)).block_elems;
+  const bool convert =
+      matrix && t.ne[0] % block == 0 && pi::IsComputeDType(t.type) && t.type != want;
+  n->n_fallback += convert && want != mixed;
+  const pi::DType out_type = convert ? want : t.type;
+  n->any_quantized |= IsQuantized(out_type);
+  n->n_converted += convert;
+  if (!convert && t.n_dims == 2 && EndsWith(t.name, ".weight") && t.type != want) {
+    fprintf(stderr, "pi-quantize: keeping %s as %s (%s)\n", t.name.c_str(), pi::DTypeName(t.type),
+            pi::IsComputeDType(t.type) ? "ne0 is not a multiple of the block size"
+                                       : "cannot decode this type");
+  }
+  std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+  // Tensors are produced while the file is written, one at a time, straight
+  // from the input mapping: memory stays at one tensor.
+  return w->AddTensorFill(t.name, out_type, ne, [&t, out_type, convert, i, n_tensors](void* dst) {
+    fprintf(stderr, "[%*d/%d] %-32s %-14s %5s -> %s\n",
+            static_cast<int>(std::to_string(n_tensors).size()), i + 1, n_tensors, t.name.c_str(),
+            t.ShapeString().c_str(), pi::DTypeName(t.type), pi::DTypeName(out_type));
+    if (convert) {
+      ConvertRows(t, out_type, static_cast<uint8_t*>(dst));
+    } else {
+      memcpy(dst, t.data, t.nbytes);
+    }
+    return pi::Status::Ok();
+  });
+}
+
 }  // namespace
 
 static int Run(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
-    Usage();
-    return 0;
-  }
+  pi::ArgReader args("pi-quantize", argc, argv);
   bool down_t = false;
   std::string set_activation;
   std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--down-t") {
-      down_t = true;
-    } else if (a == "--set-activation" && i + 1 < argc) {
-      set_activation = argv[++i];
-    } else {
-      positional.push_back(a);
-    }
-  }
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& a) {
+        if (a == "--down-t")
+          down_t = true;
+        else if (a == "--set-activation")
+          set_activation = args.String(a);
+        else if (!a.empty() && a[0] == '-')
+          return false;
+        else
+          positional.push_back(a);
+        return true;
+      },
+      Usage);
+  if (flags_rc >= 0) return flags_rc;
   if (positional.size() != 3) {
     Usage();
     return 2;
@@ -221,73 +287,19 @@ static int Run(int argc, char** argv) {
       n_layer = static_cast<int>(n->u);
     }
   }
-  bool any_quantized = false;
-  int n_converted = 0, n_fallback = 0;
-  for (int i = 0; i < n_tensors; ++i) {
-    const pi::TensorInfo& t = in->tensors()[i];
-    const pi::DType mixed = MixType(mix_file_type != 0, target, t.name, n_layer);
-    if (down_t && IsFfnDown(t.name) && t.n_dims == 2 && pi::IsComputeDType(t.type) &&
-        t.n_elements() > 0) {
-      // Rows of the result run along n_embd = ne[1]: blocks must fit there.
-      const pi::DType want = FitRows(mixed, t.ne[1]);
-      const int block = pi::GetDTypeInfo(static_cast<uint32_t>(want)).block_elems;
-      n_fallback += want != mixed;
-      const pi::DType out_type = t.ne[1] % block == 0 ? want : pi::DType::kF32;
-      const std::string name = t.name.substr(0, t.name.size() - 7) + "_t.weight";
-      any_quantized |= IsQuantized(out_type);
-      ++n_converted;
-      s = w.AddTensorFill(name, out_type, {t.ne[1], t.ne[0]},
-                          [&t, name, out_type, i, n_tensors](void* dst) {
-                            fprintf(stderr, "[%*d/%d] %-32s %-14s %5s -> %s (transposed)\n",
-                                    static_cast<int>(std::to_string(n_tensors).size()), i + 1,
-                                    n_tensors, name.c_str(), t.ShapeString().c_str(),
-                                    pi::DTypeName(t.type), pi::DTypeName(out_type));
-                            pi::TransposeTensor(t, out_type, static_cast<uint8_t*>(dst));
-                            return pi::Status::Ok();
-                          });
-      if (!s.ok()) {
-        fprintf(stderr, "pi-quantize: %s\n", s.message().c_str());
-        return 1;
-      }
-      continue;
-    }
-    const bool matrix = t.n_dims == 2 && EndsWith(t.name, ".weight");
-    const pi::DType want = matrix ? FitRows(mixed, t.ne[0]) : mixed;
-    const int block = pi::GetDTypeInfo(static_cast<uint32_t>(want)).block_elems;
-    const bool convert =
-        matrix && t.ne[0] % block == 0 && pi::IsComputeDType(t.type) && t.type != want;
-    n_fallback += convert && want != mixed;
-    const pi::DType out_type = convert ? want : t.type;
-    any_quantized |= IsQuantized(out_type);
-    n_converted += convert;
-    if (!convert && t.n_dims == 2 && EndsWith(t.name, ".weight") && t.type != want) {
-      fprintf(stderr, "pi-quantize: keeping %s as %s (%s)\n", t.name.c_str(), pi::DTypeName(t.type),
-              pi::IsComputeDType(t.type) ? "ne0 is not a multiple of the block size"
-                                         : "cannot decode this type");
-    }
-    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
-    // Tensors are produced while the file is written, one at a time, straight
-    // from the input mapping: memory stays at one tensor.
-    s = w.AddTensorFill(t.name, out_type, ne, [&t, out_type, convert, i, n_tensors](void* dst) {
-      fprintf(stderr, "[%*d/%d] %-32s %-14s %5s -> %s\n",
-              static_cast<int>(std::to_string(n_tensors).size()), i + 1, n_tensors, t.name.c_str(),
-              t.ShapeString().c_str(), pi::DTypeName(t.type), pi::DTypeName(out_type));
-      if (convert) {
-        ConvertRows(t, out_type, static_cast<uint8_t*>(dst));
-      } else {
-        memcpy(dst, t.data, t.nbytes);
-      }
-      return pi::Status::Ok();
-    });
-    if (!s.ok()) {
-      fprintf(stderr, "pi-quantize: %s\n", s.message().c_str());
-      return 1;
-    }
+  Converted n;
+  for (int i = 0; i < n_tensors && s.ok(); ++i) {
+    const pi::DType mixed = MixType(mix_file_type != 0, target, in->tensors()[i].name, n_layer);
+    s = AddTensor(*in, i, mixed, down_t, &w, &n);
+  }
+  if (!s.ok()) {
+    fprintf(stderr, "pi-quantize: %s\n", s.message().c_str());
+    return 1;
   }
 
   for (const auto& kv : in->metadata()) {
     // A file with nothing quantized left carries no quantization version.
-    if (kv.first == "general.quantization_version" && !any_quantized) continue;
+    if (kv.first == "general.quantization_version" && !n.any_quantized) continue;
     w.Set(kv.first, kv.second);
   }
   w.Set("general.file_type",
@@ -304,7 +316,7 @@ static int Run(int argc, char** argv) {
     }
     w.Set(pi::kFfnActivationKey, pi::GgufValue::String(set_activation));
   }
-  if (any_quantized) w.Set("general.quantization_version", pi::GgufValue::U32(2));
+  if (n.any_quantized) w.Set("general.quantization_version", pi::GgufValue::U32(2));
 
   const auto start = std::chrono::steady_clock::now();
   s = w.Write(out_path);
@@ -315,12 +327,12 @@ static int Run(int argc, char** argv) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fprintf(stderr, "pi-quantize: wrote %s: %d of %d tensors converted to %s in %.1f s\n",
-          out_path.c_str(), n_converted, n_tensors, pi::DTypeName(target), secs);
-  if (n_fallback > 0) {
+          out_path.c_str(), n.n_converted, n_tensors, pi::DTypeName(target), secs);
+  if (n.n_fallback > 0) {
     fprintf(stderr,
             "pi-quantize: %d of them have rows that are not whole 256s: written as q5_0, q5_1 or "
             "q8_0 for q4_K, q5_K or q6_K, as llama-quantize falls back\n",
-            n_fallback);
+            n.n_fallback);
   }
   CarryStatsOver(in_path, out_path);
   return 0;

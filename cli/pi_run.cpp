@@ -74,44 +74,44 @@ struct RunFlags {
 // Returns -1 to go on, else the exit status (0 after --help).
 int ParseFlags(int argc, char** argv, RunFlags* r) {
   pi::ArgReader args("pi-run", argc, argv);
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "--json") {
-      r->json = true;
-    } else if (f == "-cnv" || f == "--conversation") {
-      r->conversation = true;
-    } else if (f == "--keep") {
-      r->keep = args.Int(f);
-      if (!args.failed() && r->keep < -1) args.Fail("--keep expects -1 or more");
-    } else if (f == "--no-context-shift") {
-      r->context_shift = false;
-    } else if (f == "-i" || f == "--interactive") {
-      r->is_interactive = true;
-    } else if (f == "-if" || f == "--interactive-first") {
-      r->is_interactive = r->interactive.input_first = true;
-    } else if (f == "-r" || f == "--reverse-prompt") {
-      r->interactive.reverse_prompts.push_back(args.String(f));
-      r->is_interactive = true;
-    } else if (f == "--in-prefix") {
-      r->interactive.in_prefix = args.String(f);
-    } else if (f == "--in-suffix") {
-      r->interactive.in_suffix = args.String(f);
-    } else if (f == "-sys" || f == "--system-prompt") {
-      r->system_prompt = args.String(f);
-    } else if (f == "--chat-template") {
-      pi::ChatTemplate t;
-      const pi::Status s = pi::ParseChatTemplateName(args.String(f), &t);
-      if (!s.ok() && !args.failed()) args.Fail(s.message());
-      r->chat_template = t;
-    } else if (pi::ParseRequestFlag(f, &args, &r->request) ||
-               pi::ParseEngineFlag(f, &args, &r->engine)) {
-    } else if (f == "-h" || f == "--help") {
-      Usage();
-      return 0;
-    } else
-      args.Fail("unknown flag '" + f + "' (see --help)");
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& f) {
+        if (f == "--json") {
+          r->json = true;
+        } else if (f == "-cnv" || f == "--conversation") {
+          r->conversation = true;
+        } else if (f == "--keep") {
+          r->keep = args.Int(f);
+          if (!args.failed() && r->keep < -1) args.Fail("--keep expects -1 or more");
+        } else if (f == "--no-context-shift") {
+          r->context_shift = false;
+        } else if (f == "-i" || f == "--interactive") {
+          r->is_interactive = true;
+        } else if (f == "-if" || f == "--interactive-first") {
+          r->is_interactive = r->interactive.input_first = true;
+        } else if (f == "-r" || f == "--reverse-prompt") {
+          r->interactive.reverse_prompts.push_back(args.String(f));
+          r->is_interactive = true;
+        } else if (f == "--in-prefix") {
+          r->interactive.in_prefix = args.String(f);
+        } else if (f == "--in-suffix") {
+          r->interactive.in_suffix = args.String(f);
+        } else if (f == "-sys" || f == "--system-prompt") {
+          r->system_prompt = args.String(f);
+        } else if (f == "--chat-template") {
+          pi::ChatTemplate t;
+          const pi::Status s = pi::ParseChatTemplateName(args.String(f), &t);
+          if (!s.ok() && !args.failed()) args.Fail(s.message());
+          r->chat_template = t;
+        } else if (pi::ParseRequestFlag(f, &args, &r->request) ||
+                   pi::ParseEngineFlag(f, &args, &r->engine)) {
+        } else {
+          return false;
+        }
+        return true;
+      },
+      Usage);
+  if (flags_rc >= 0) return flags_rc;
   pi::Status s = pi::CheckEngineFlags(r->engine);
   if (s.ok()) s = pi::CheckRequestFlags(r->request);
   if (s.ok() && r->conversation && r->json) s = pi::Status::Error("-cnv prints text, not --json");

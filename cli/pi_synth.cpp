@@ -78,69 +78,68 @@ static int Run(int argc, char** argv) {
   pi::SyntheticModelOptions o;
   std::string out;
   bool activation_set = false;
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "-o" || f == "--output") {
-      out = args.String(f);
-    } else if (f == "--n-vocab") {
-      o.n_vocab = args.Int(f);
-    } else if (f == "--n-embd") {
-      o.n_embd = args.Int(f);
-    } else if (f == "--n-layer") {
-      o.n_layer = args.Int(f);
-    } else if (f == "--n-head") {
-      o.n_head = args.Int(f);
-    } else if (f == "--n-head-kv") {
-      o.n_head_kv = args.Int(f);
-    } else if (f == "--n-ff") {
-      o.n_ff = args.Int(f);
-    } else if (f == "--n-ctx") {
-      o.n_ctx = args.Int(f);
-    } else if (f == "--type") {
-      const std::string t = args.String(f);
-      if (!args.failed() && !ParseType(t, &o.type)) {
-        args.Fail("--type expects f32, f16, bf16, q8_0 or q4_0, got '" + t + "'");
-      }
-    } else if (f == "--arch") {
-      o.arch = args.String(f);
-    } else if (f == "--attn-norm-2") {
-      o.attn_norm_2 = true;
-    } else if (f == "--activation") {
-      o.activation = args.String(f);
-      activation_set = true;
-    } else if (f == "--no-activation-key") {
-      o.activation_key = false;
-    } else if (f == "--tied") {
-      o.tied = true;
-    } else if (f == "--down-t") {
-      o.down_t = true;
-    } else if (f == "--rope-theta") {
-      o.rope_theta = args.Float(f);
-    } else if (f == "--norm-eps") {
-      o.norm_eps = args.Float(f);
-    } else if (f == "--seed") {
-      o.seed = static_cast<uint64_t>(args.Int64(f));
-    } else if (f == "--tokenizer") {
-      const std::string t = args.String(f);
-      if (t == "bytes") {
-        o.byte_tokenizer = true;
-      } else if (t == "none") {
-        o.byte_tokenizer = false;
-      } else if (!args.failed()) {
-        args.Fail("--tokenizer expects none or bytes, got '" + t + "'");
-      }
-    } else if (f == "--planted-sparsity") {
-      o.planted_sparsity = args.Float(f);
-    } else if (f == "--planted-alpha") {
-      o.planted_alpha = args.Float(f);
-    } else if (f == "-h" || f == "--help") {
-      Usage();
-      return 0;
-    } else {
-      args.Fail("unknown flag '" + f + "' (see --help)");
-    }
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& f) {
+        if (f == "-o" || f == "--output") {
+          out = args.String(f);
+        } else if (f == "--n-vocab") {
+          o.n_vocab = args.Int(f);
+        } else if (f == "--n-embd") {
+          o.n_embd = args.Int(f);
+        } else if (f == "--n-layer") {
+          o.n_layer = args.Int(f);
+        } else if (f == "--n-head") {
+          o.n_head = args.Int(f);
+        } else if (f == "--n-head-kv") {
+          o.n_head_kv = args.Int(f);
+        } else if (f == "--n-ff") {
+          o.n_ff = args.Int(f);
+        } else if (f == "--n-ctx") {
+          o.n_ctx = args.Int(f);
+        } else if (f == "--type") {
+          const std::string t = args.String(f);
+          if (!args.failed() && !ParseType(t, &o.type)) {
+            args.Fail("--type expects f32, f16, bf16, q8_0 or q4_0, got '" + t + "'");
+          }
+        } else if (f == "--arch") {
+          o.arch = args.String(f);
+        } else if (f == "--attn-norm-2") {
+          o.attn_norm_2 = true;
+        } else if (f == "--activation") {
+          o.activation = args.String(f);
+          activation_set = true;
+        } else if (f == "--no-activation-key") {
+          o.activation_key = false;
+        } else if (f == "--tied") {
+          o.tied = true;
+        } else if (f == "--down-t") {
+          o.down_t = true;
+        } else if (f == "--rope-theta") {
+          o.rope_theta = args.Float(f);
+        } else if (f == "--norm-eps") {
+          o.norm_eps = args.Float(f);
+        } else if (f == "--seed") {
+          o.seed = static_cast<uint64_t>(args.Int64(f));
+        } else if (f == "--tokenizer") {
+          const std::string t = args.String(f);
+          if (t == "bytes") {
+            o.byte_tokenizer = true;
+          } else if (t == "none") {
+            o.byte_tokenizer = false;
+          } else if (!args.failed()) {
+            args.Fail("--tokenizer expects none or bytes, got '" + t + "'");
+          }
+        } else if (f == "--planted-sparsity") {
+          o.planted_sparsity = args.Float(f);
+        } else if (f == "--planted-alpha") {
+          o.planted_alpha = args.Float(f);
+        } else {
+          return false;
+        }
+        return true;
+      },
+      Usage);
+  if (flags_rc >= 0) return flags_rc;
   if (!activation_set && o.arch == "falcon") o.activation = "gelu";  // falcon's default
   if (out.empty()) {
     fprintf(stderr, "pi-synth: -o OUT.gguf is required (see --help)\n");

@@ -200,40 +200,39 @@ static int Run(int argc, char** argv) {
   bool have_text = false, parse_special = false;
   int bos = -1;  // -1: the tokenizer's default
   Mode mode = Mode::kText;
-  while (!args.Done() && !args.failed()) {
-    const std::string flag = args.Next();
-    if (flag == "-m" || flag == "--model") {
-      model_path = args.String(flag);
-    } else if (flag == "--ids-jsonl") {
-      mode = Mode::kIdsJsonl;
-      jsonl_path = args.String(flag);
-    } else if (flag == "--decode-jsonl") {
-      mode = Mode::kDecodeJsonl;
-      jsonl_path = args.String(flag);
-    } else if (flag == "--stream-jsonl") {
-      mode = Mode::kStreamJsonl;
-      jsonl_path = args.String(flag);
-    } else if (flag == "--bos") {
-      bos = 1;
-    } else if (flag == "--no-bos") {
-      bos = 0;
-    } else if (flag == "--parse-special") {
-      parse_special = true;
-    } else if (flag == "--info") {
-      mode = Mode::kInfo;
-    } else if (flag == "-h" || flag == "--help") {
-      Usage();
-      return 0;
-    } else if (!flag.empty() && flag[0] == '-' && flag != "-") {
-      args.Fail("unknown flag '" + flag + "' (see --help)");
-    } else if (!have_text) {
-      text = flag;
-      have_text = true;
-    } else {
-      args.Fail("more than one TEXT argument");
-    }
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& flag) {
+        if (flag == "-m" || flag == "--model") {
+          model_path = args.String(flag);
+        } else if (flag == "--ids-jsonl") {
+          mode = Mode::kIdsJsonl;
+          jsonl_path = args.String(flag);
+        } else if (flag == "--decode-jsonl") {
+          mode = Mode::kDecodeJsonl;
+          jsonl_path = args.String(flag);
+        } else if (flag == "--stream-jsonl") {
+          mode = Mode::kStreamJsonl;
+          jsonl_path = args.String(flag);
+        } else if (flag == "--bos") {
+          bos = 1;
+        } else if (flag == "--no-bos") {
+          bos = 0;
+        } else if (flag == "--parse-special") {
+          parse_special = true;
+        } else if (flag == "--info") {
+          mode = Mode::kInfo;
+        } else if (!flag.empty() && flag[0] == '-' && flag != "-") {
+          return false;
+        } else if (!have_text) {
+          text = flag;
+          have_text = true;
+        } else {
+          args.Fail("more than one TEXT argument");
+        }
+        return true;
+      },
+      Usage);
+  if (flags_rc >= 0) return flags_rc;
   if (model_path.empty() || (mode == Mode::kText && !have_text)) {
     fprintf(stderr, "pi-tokenize: %s (see --help)\n",
             model_path.empty() ? "-m MODEL is required" : "give a TEXT to encode or a mode flag");

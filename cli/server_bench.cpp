@@ -282,51 +282,53 @@ void Print(const Flags& f, const std::vector<Row>& rows) {
   }
 }
 
+void ServerBenchUsage() {
+  fprintf(stderr,
+          "usage: pi-bench --server HOST:PORT [options]   (a running pi-launch --http)\n"
+          "  --clients C[,C]         concurrent clients per run (default 1,8)\n"
+          "  --requests N            streamed requests per run, shared by the clients\n"
+          "                          (default 32)\n"
+          "  -n, --n-gen N           max_tokens of each request (default 64; ignore_eos)\n"
+          "  --prompt TEXT, --prompt-file F  the prompt (default: a sentence)\n"
+          "  --background-prompt-file F  meanwhile one more client sends this prompt\n"
+          "                          (max_tokens 1) back to back: the clients' time to\n"
+          "                          first token while a long prompt is prefilled\n"
+          "  --api-key-file F        the server's API key\n"
+          "  -o, --output md|json    (default md)\n");
+}
+
 }  // namespace
 
 int RunServerBench(int argc, char** argv) {
   ArgReader args("pi-bench", argc, argv);
   Flags f;
   std::string prompt_file, key_file, background_file;
-  while (!args.Done() && !args.failed()) {
-    const std::string flag = args.Next();
-    if (flag == "--server")
-      f.server = args.String(flag);
-    else if (flag == "--clients")
-      f.clients = args.IntList(flag, 1, 256);
-    else if (flag == "--requests")
-      f.requests = args.Int(flag);
-    else if (flag == "-n" || flag == "--n-gen")
-      f.max_tokens = args.Int(flag);
-    else if (flag == "--prompt")
-      f.prompt = args.String(flag);
-    else if (flag == "--prompt-file")
-      prompt_file = args.String(flag);
-    else if (flag == "--background-prompt-file")
-      background_file = args.String(flag);
-    else if (flag == "--api-key-file")
-      key_file = args.String(flag);
-    else if (flag == "-o" || flag == "--output")
-      f.out = args.String(flag);
-    else if (flag == "-h" || flag == "--help") {
-      fprintf(stderr,
-              "usage: pi-bench --server HOST:PORT [options]   (a running pi-launch --http)\n"
-              "  --clients C[,C]         concurrent clients per run (default 1,8)\n"
-              "  --requests N            streamed requests per run, shared by the clients\n"
-              "                          (default 32)\n"
-              "  -n, --n-gen N           max_tokens of each request (default 64; ignore_eos)\n"
-              "  --prompt TEXT, --prompt-file F  the prompt (default: a sentence)\n"
-              "  --background-prompt-file F  meanwhile one more client sends this prompt\n"
-              "                          (max_tokens 1) back to back: the clients' time to\n"
-              "                          first token while a long prompt is prefilled\n"
-              "  --api-key-file F        the server's API key\n"
-              "  -o, --output md|json    (default md)\n");
-      return 0;
-    } else {
-      args.Fail("unknown flag '" + flag + "' with --server (see pi-bench --server --help)");
-    }
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& flag) {
+        if (flag == "--server")
+          f.server = args.String(flag);
+        else if (flag == "--clients")
+          f.clients = args.IntList(flag, 1, 256);
+        else if (flag == "--requests")
+          f.requests = args.Int(flag);
+        else if (flag == "-n" || flag == "--n-gen")
+          f.max_tokens = args.Int(flag);
+        else if (flag == "--prompt")
+          f.prompt = args.String(flag);
+        else if (flag == "--prompt-file")
+          prompt_file = args.String(flag);
+        else if (flag == "--background-prompt-file")
+          background_file = args.String(flag);
+        else if (flag == "--api-key-file")
+          key_file = args.String(flag);
+        else if (flag == "-o" || flag == "--output")
+          f.out = args.String(flag);
+        else
+          args.Fail("unknown flag '" + flag + "' with --server (see pi-bench --server --help)");
+        return true;
+      },
+      ServerBenchUsage);
+  if (flags_rc >= 0) return flags_rc;
   std::string host;
   int port = 0;
   Status s = SplitHostPort(f.server, "--server", &host, &port);

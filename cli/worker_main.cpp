@@ -33,35 +33,34 @@ int ParseWorkerFlags(const char* tool, int argc, char** argv, const std::functio
                      const std::function<bool(const std::string&, ArgReader*)>& own_flag,
                      WorkerFlags* w) {
   ArgReader args(tool, argc, argv);
-  while (!args.Done() && !args.failed()) {
-    const std::string f = args.Next();
-    if (f == "-m" || f == "--model")
-      w->model_path = args.String(f);
-    else if (f == "--shm-fd")
-      w->shm_fd = args.Int(f);
-    else if (f == "-t" || f == "--threads")
-      w->shm.n_threads = args.Int(f);
-    else if (f == "--parent-pid")
-      w->shm.parent_pid = static_cast<pid_t>(args.Int(f));
-    else if (f == "--listen")
-      w->listen = args.String(f);
-    else if (f == "--auth-token-file")
-      w->secrets.token = args.String(f);
-    else if (f == "--tls-cert")
-      w->secrets.tls_cert = args.String(f);
-    else if (f == "--tls-key")
-      w->secrets.tls_key = args.String(f);
-    else if (f == "--tls-ca")
-      w->secrets.tls_ca = args.String(f);
-    else if (ParseFfnActivationFlag(f, &args, &w->ffn_activation)) {
-    } else if (f == "-h" || f == "--help") {
-      usage();
-      return 0;
-    } else if (!own_flag(f, &args)) {
-      args.Fail("unknown flag '" + f + "' (see --help)");
-    }
-  }
-  if (args.failed()) return 2;
+  const int flags_rc = args.ReadFlags(
+      [&](const std::string& f) {
+        if (f == "-m" || f == "--model")
+          w->model_path = args.String(f);
+        else if (f == "--shm-fd")
+          w->shm_fd = args.Int(f);
+        else if (f == "-t" || f == "--threads")
+          w->shm.n_threads = args.Int(f);
+        else if (f == "--parent-pid")
+          w->shm.parent_pid = static_cast<pid_t>(args.Int(f));
+        else if (f == "--listen")
+          w->listen = args.String(f);
+        else if (f == "--auth-token-file")
+          w->secrets.token = args.String(f);
+        else if (f == "--tls-cert")
+          w->secrets.tls_cert = args.String(f);
+        else if (f == "--tls-key")
+          w->secrets.tls_key = args.String(f);
+        else if (f == "--tls-ca")
+          w->secrets.tls_ca = args.String(f);
+        else if (ParseFfnActivationFlag(f, &args, &w->ffn_activation)) {
+        } else {
+          return own_flag(f, &args);
+        }
+        return true;
+      },
+      usage);
+  if (flags_rc >= 0) return flags_rc;
   Status s;
   if (w->model_path.empty())
     s = Status::Error("-m MODEL is required");

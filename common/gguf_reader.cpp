@@ -283,6 +283,179 @@ Status GetUnsigned(const GgufFile& file, const std::string& key, uint64_t max, u
   return Status::Ok();
 }
 
+// The header: the magic (GGUF, or PowerInfer's PWRI), the version, and the
+// counts of tensors and metadata entries, each checked against the bytes left.
+Status ReadHeader(Cursor* c, bool* sparse_magic, uint32_t* version, uint64_t* tensor_count,
+                  uint64_t* kv_count) {
+  char magic[4];
+  PI_RETURN_IF_ERROR(c->Read(magic, 4, "magic"));
+  if (memcmp(magic, "GGUF", 4) == 0) {
+    *sparse_magic = false;
+  } else if (memcmp(magic, "PWRI", 4) == 0) {
+    *sparse_magic = true;
+  } else {
+    return Status::Error(
+        "bad magic at byte 0: %02x %02x %02x %02x (\"%s\"), expected \"GGUF\" or \"PWRI\"",
+        static_cast<uint8_t>(magic[0]), static_cast<uint8_t>(magic[1]),
+        static_cast<uint8_t>(magic[2]), static_cast<uint8_t>(magic[3]),
+        Printable(std::string(magic, 4)).c_str());
+  }
+  PI_RETURN_IF_ERROR(c->U32(version, "version"));
+  if (*version == 1) {
+    return Status::Error(
+        "unsupported GGUF version 1 at byte 4: v1 files are no longer "
+        "supported, re-convert the model (need version 2 or 3)");
+  }
+  if (*version < 2 || *version > 3) {
+    // A byte-swapped small version has its low 16 bits zero.
+    const bool swapped = (*version & 0xffff) == 0;
+    return Status::Error("unsupported GGUF version %u at byte 4 (need 2 or 3)%s", *version,
+                         swapped ? "; the file looks big-endian, which is not supported" : "");
+  }
+  PI_RETURN_IF_ERROR(c->U64(tensor_count, "tensor count"));
+  PI_RETURN_IF_ERROR(c->U64(kv_count, "metadata count"));
+  if (*kv_count > c->remaining() / kMinKvBytes) {
+    return Status::Error("metadata count %" PRIu64
+                         " at byte 16 exceeds what the %zu bytes left in the file can hold",
+                         *kv_count, c->remaining());
+  }
+  if (*tensor_count > c->remaining() / kMinTensorInfoBytes) {
+    return Status::Error("tensor count %" PRIu64
+                         " at byte 8 exceeds what the %zu bytes left in the file can hold",
+                         *tensor_count, c->remaining());
+  }
+  return Status::Ok();
+}
+
+// Tensor t's info: name (unique in `index`), shape, type and data offset,
+// every size checked for overflow; *offset_at = where the offset field is.
+Status ReadTensorInfo(Cursor* c, uint64_t t, uint32_t alignment,
+                      const std::map<std::string, size_t>& index, TensorInfo* info,
+                      size_t* offset_at) {
+  const size_t name_at = c->pos();
+  PI_RETURN_IF_ERROR(c->String(&info->name, "name of tensor " + std::to_string(t)));
+  const std::string name = Printable(info->name);
+  if (info->name.size() > kMaxTensorName) {
+    return Status::Error("tensor name '%s' at byte %zu is %zu bytes long; the limit is %zu",
+                         name.c_str(), name_at, info->name.size(), kMaxTensorName);
+  }
+  if (index.count(info->name) != 0) {
+    return Status::Error("duplicate tensor name '%s' at byte %zu", name.c_str(), name_at);
+  }
+  const size_t dims_at = c->pos();
+  uint32_t n_dims = 0;
+  PI_RETURN_IF_ERROR(c->U32(&n_dims, "n_dims of tensor '" + name + "'"));
+  if (n_dims > kMaxDims) {
+    return Status::Error("tensor '%s': n_dims %u at byte %zu is more than %d", name.c_str(), n_dims,
+                         dims_at, kMaxDims);
+  }
+  info->n_dims = static_cast<int>(n_dims);
+  int64_t n_elements = 1;
+  for (int d = 0; d < info->n_dims; ++d) {
+    const size_t dim_at = c->pos();
+    uint64_t raw = 0;
+    PI_RETURN_IF_ERROR(
+        c->U64(&raw, "dimension " + std::to_string(d) + " of tensor '" + name + "'"));
+    const int64_t ne = static_cast<int64_t>(raw);
+    if (ne < 0) {
+      return Status::Error("tensor '%s': dimension %d = %" PRId64 " at byte %zu is negative",
+                           name.c_str(), d, ne, dim_at);
+    }
+    // A zero dimension is an empty tensor, as ggml allows (PowerInfer's
+    // gpuidx writes an empty gpu_bucket for a layer with no GPU neurons).
+    if (ne != 0 && n_elements > std::numeric_limits<int64_t>::max() / ne) {
+      return Status::Error("tensor '%s': element count overflows int64 at dimension %d (byte %zu)",
+                           name.c_str(), d, dim_at);
+    }
+    n_elements *= ne;
+    info->ne[d] = ne;
+  }
+  const size_t type_at = c->pos();
+  uint32_t type = 0;
+  PI_RETURN_IF_ERROR(c->U32(&type, "type of tensor '" + name + "'"));
+  if (!IsValidDType(type)) {
+    return Status::Error("tensor '%s': unknown tensor type id %u at byte %zu", name.c_str(), type,
+                         type_at);
+  }
+  info->type = static_cast<DType>(type);
+  const DTypeInfo dt = GetDTypeInfo(type);
+  if (info->ne[0] % dt.block_elems != 0) {
+    return Status::Error("tensor '%s': ne[0] = %" PRId64
+                         " (byte %zu) is not a multiple of the %s block size %d",
+                         name.c_str(), info->ne[0], dims_at + 4, dt.name, dt.block_elems);
+  }
+  uint64_t row_bytes = 0;
+  uint64_t nbytes = 0;
+  const uint64_t n_rows = static_cast<uint64_t>(info->n_rows());
+  if (__builtin_mul_overflow(static_cast<uint64_t>(info->ne[0] / dt.block_elems),
+                             static_cast<uint64_t>(dt.block_bytes), &row_bytes) ||
+      __builtin_mul_overflow(row_bytes, n_rows, &nbytes) ||
+      // Rows are sized in int64 (TensorInfo::row_bytes): even an empty
+      // tensor's row size must fit.
+      row_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+      nbytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Status::Error("tensor '%s': byte size of shape %s overflows (byte %zu)", name.c_str(),
+                         info->ShapeString().c_str(), dims_at);
+  }
+  info->nbytes = nbytes;
+  *offset_at = c->pos();
+  PI_RETURN_IF_ERROR(c->U64(&info->offset, "data offset of tensor '" + name + "'"));
+  if (info->offset % alignment != 0) {
+    return Status::Error("tensor '%s': misaligned data offset %" PRIu64
+                         " at byte %zu is not a multiple of the alignment %u",
+                         name.c_str(), info->offset, *offset_at, alignment);
+  }
+  return Status::Ok();
+}
+
+// The data section: it starts at the first multiple of the alignment after
+// the infos (a file without tensors may end before that padding); every
+// tensor's bytes lie inside the file and overlap no other tensor's.
+Status PlaceTensorData(const uint8_t* base, size_t size, size_t infos_end, uint32_t alignment,
+                       const std::vector<size_t>& offset_at, std::vector<TensorInfo>* tensors) {
+  const uint64_t data_start =
+      (static_cast<uint64_t>(infos_end) + alignment - 1) / alignment * alignment;
+  if (!tensors->empty() && data_start > size) {
+    return Status::Error("truncated file: the tensor data section starts at byte %" PRIu64
+                         " but the file has %zu bytes",
+                         data_start, size);
+  }
+  for (size_t t = 0; t < tensors->size(); ++t) {
+    TensorInfo& info = (*tensors)[t];
+    const uint64_t data_size = size - data_start;
+    if (info.offset > data_size || info.nbytes > data_size - info.offset) {
+      return Status::Error("tensor '%s': data out of file bounds: %" PRIu64
+                           " bytes at data offset %" PRIu64
+                           " (offset field at byte %zu, file byte %" PRIu64
+                           ") run past the end of the file (%zu bytes; truncated?)",
+                           Printable(info.name).c_str(), info.nbytes, info.offset, offset_at[t],
+                           data_start + info.offset, size);
+    }
+    info.data = base + data_start + info.offset;
+  }
+  // Tensor data regions must not overlap (a writer bug or a crafted file that
+  // would alias two weights).
+  std::vector<size_t> order;  // empty tensors occupy no bytes: nothing to overlap
+  for (size_t t = 0; t < tensors->size(); ++t) {
+    if ((*tensors)[t].nbytes > 0) order.push_back(t);
+  }
+  std::sort(order.begin(), order.end(),
+            [tensors](size_t a, size_t b) { return (*tensors)[a].offset < (*tensors)[b].offset; });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const TensorInfo& prev = (*tensors)[order[k - 1]];
+    const TensorInfo& cur = (*tensors)[order[k]];
+    if (cur.offset < prev.offset + prev.nbytes) {
+      return Status::Error("tensor '%s' data [%" PRIu64 ", %" PRIu64
+                           ") overlaps tensor '%s' data [%" PRIu64 ", %" PRIu64
+                           ") (offset field at byte %zu)",
+                           Printable(cur.name).c_str(), cur.offset, cur.offset + cur.nbytes,
+                           Printable(prev.name).c_str(), prev.offset, prev.offset + prev.nbytes,
+                           offset_at[order[k]]);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 GgufFile::~GgufFile() = default;
@@ -348,47 +521,9 @@ Status GgufFile::OpenBuffer(const uint8_t* data, size_t size, std::unique_ptr<Gg
 
 Status GgufFile::Parse() {
   Cursor c(base_, size_);
-
-  // ---- header ----
-  char magic[4];
-  PI_RETURN_IF_ERROR(c.Read(magic, 4, "magic"));
-  if (memcmp(magic, "GGUF", 4) == 0) {
-    sparse_magic_ = false;
-  } else if (memcmp(magic, "PWRI", 4) == 0) {
-    sparse_magic_ = true;
-  } else {
-    return Status::Error(
-        "bad magic at byte 0: %02x %02x %02x %02x (\"%s\"), expected \"GGUF\" or \"PWRI\"",
-        static_cast<uint8_t>(magic[0]), static_cast<uint8_t>(magic[1]),
-        static_cast<uint8_t>(magic[2]), static_cast<uint8_t>(magic[3]),
-        Printable(std::string(magic, 4)).c_str());
-  }
-  PI_RETURN_IF_ERROR(c.U32(&version_, "version"));
-  if (version_ == 1) {
-    return Status::Error(
-        "unsupported GGUF version 1 at byte 4: v1 files are no longer "
-        "supported, re-convert the model (need version 2 or 3)");
-  }
-  if (version_ < 2 || version_ > 3) {
-    // A byte-swapped small version has its low 16 bits zero.
-    const bool swapped = (version_ & 0xffff) == 0;
-    return Status::Error("unsupported GGUF version %u at byte 4 (need 2 or 3)%s", version_,
-                         swapped ? "; the file looks big-endian, which is not supported" : "");
-  }
   uint64_t tensor_count = 0;
   uint64_t kv_count = 0;
-  PI_RETURN_IF_ERROR(c.U64(&tensor_count, "tensor count"));
-  PI_RETURN_IF_ERROR(c.U64(&kv_count, "metadata count"));
-  if (kv_count > c.remaining() / kMinKvBytes) {
-    return Status::Error("metadata count %" PRIu64
-                         " at byte 16 exceeds what the %zu bytes left in the file can hold",
-                         kv_count, c.remaining());
-  }
-  if (tensor_count > c.remaining() / kMinTensorInfoBytes) {
-    return Status::Error("tensor count %" PRIu64
-                         " at byte 8 exceeds what the %zu bytes left in the file can hold",
-                         tensor_count, c.remaining());
-  }
+  PI_RETURN_IF_ERROR(ReadHeader(&c, &sparse_magic_, &version_, &tensor_count, &kv_count));
 
   // ---- metadata ----
   kv_.clear();
@@ -442,130 +577,14 @@ Status GgufFile::Parse() {
   std::vector<size_t> offset_at;  // byte offset of each tensor's offset field
   offset_at.reserve(static_cast<size_t>(tensor_count));
   for (uint64_t t = 0; t < tensor_count; ++t) {
-    const size_t name_at = c.pos();
     TensorInfo info;
-    PI_RETURN_IF_ERROR(c.String(&info.name, "name of tensor " + std::to_string(t)));
-    const std::string name = Printable(info.name);
-    if (info.name.size() > kMaxTensorName) {
-      return Status::Error("tensor name '%s' at byte %zu is %zu bytes long; the limit is %zu",
-                           name.c_str(), name_at, info.name.size(), kMaxTensorName);
-    }
-    if (tensor_index_.count(info.name) != 0) {
-      return Status::Error("duplicate tensor name '%s' at byte %zu", name.c_str(), name_at);
-    }
-    const size_t dims_at = c.pos();
-    uint32_t n_dims = 0;
-    PI_RETURN_IF_ERROR(c.U32(&n_dims, "n_dims of tensor '" + name + "'"));
-    if (n_dims > kMaxDims) {
-      return Status::Error("tensor '%s': n_dims %u at byte %zu is more than %d", name.c_str(),
-                           n_dims, dims_at, kMaxDims);
-    }
-    info.n_dims = static_cast<int>(n_dims);
-    int64_t n_elements = 1;
-    for (int d = 0; d < info.n_dims; ++d) {
-      const size_t dim_at = c.pos();
-      uint64_t raw = 0;
-      PI_RETURN_IF_ERROR(
-          c.U64(&raw, "dimension " + std::to_string(d) + " of tensor '" + name + "'"));
-      const int64_t ne = static_cast<int64_t>(raw);
-      if (ne < 0) {
-        return Status::Error("tensor '%s': dimension %d = %" PRId64 " at byte %zu is negative",
-                             name.c_str(), d, ne, dim_at);
-      }
-      // A zero dimension is an empty tensor, as ggml allows (PowerInfer's
-      // gpuidx writes an empty gpu_bucket for a layer with no GPU neurons).
-      if (ne != 0 && n_elements > std::numeric_limits<int64_t>::max() / ne) {
-        return Status::Error(
-            "tensor '%s': element count overflows int64 at dimension %d (byte %zu)", name.c_str(),
-            d, dim_at);
-      }
-      n_elements *= ne;
-      info.ne[d] = ne;
-    }
-    const size_t type_at = c.pos();
-    uint32_t type = 0;
-    PI_RETURN_IF_ERROR(c.U32(&type, "type of tensor '" + name + "'"));
-    if (!IsValidDType(type)) {
-      return Status::Error("tensor '%s': unknown tensor type id %u at byte %zu", name.c_str(), type,
-                           type_at);
-    }
-    info.type = static_cast<DType>(type);
-    const DTypeInfo dt = GetDTypeInfo(type);
-    if (info.ne[0] % dt.block_elems != 0) {
-      return Status::Error("tensor '%s': ne[0] = %" PRId64
-                           " (byte %zu) is not a multiple of the %s block size %d",
-                           name.c_str(), info.ne[0], dims_at + 4, dt.name, dt.block_elems);
-    }
-    uint64_t row_bytes = 0;
-    uint64_t nbytes = 0;
-    const uint64_t n_rows = static_cast<uint64_t>(info.n_rows());
-    if (__builtin_mul_overflow(static_cast<uint64_t>(info.ne[0] / dt.block_elems),
-                               static_cast<uint64_t>(dt.block_bytes), &row_bytes) ||
-        __builtin_mul_overflow(row_bytes, n_rows, &nbytes) ||
-        // Rows are sized in int64 (TensorInfo::row_bytes): even an empty
-        // tensor's row size must fit.
-        row_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-        nbytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return Status::Error("tensor '%s': byte size of shape %s overflows (byte %zu)", name.c_str(),
-                           info.ShapeString().c_str(), dims_at);
-    }
-    info.nbytes = nbytes;
-    offset_at.push_back(c.pos());
-    PI_RETURN_IF_ERROR(c.U64(&info.offset, "data offset of tensor '" + name + "'"));
-    if (info.offset % alignment_ != 0) {
-      return Status::Error("tensor '%s': misaligned data offset %" PRIu64
-                           " at byte %zu is not a multiple of the alignment %u",
-                           name.c_str(), info.offset, offset_at.back(), alignment_);
-    }
+    offset_at.emplace_back();
+    PI_RETURN_IF_ERROR(ReadTensorInfo(&c, t, alignment_, tensor_index_, &info, &offset_at.back()));
     tensor_index_[info.name] = tensors_.size();
     tensors_.push_back(std::move(info));
   }
 
-  // ---- tensor data ----
-  // The data section starts at the next multiple of the alignment. A file
-  // without tensors may end before that padding.
-  const size_t infos_end = c.pos();
-  const uint64_t data_start =
-      (static_cast<uint64_t>(infos_end) + alignment_ - 1) / alignment_ * alignment_;
-  if (!tensors_.empty() && data_start > size_) {
-    return Status::Error("truncated file: the tensor data section starts at byte %" PRIu64
-                         " but the file has %zu bytes",
-                         data_start, size_);
-  }
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    TensorInfo& info = tensors_[t];
-    const uint64_t data_size = size_ - data_start;
-    if (info.offset > data_size || info.nbytes > data_size - info.offset) {
-      return Status::Error("tensor '%s': data out of file bounds: %" PRIu64
-                           " bytes at data offset %" PRIu64
-                           " (offset field at byte %zu, file byte %" PRIu64
-                           ") run past the end of the file (%zu bytes; truncated?)",
-                           Printable(info.name).c_str(), info.nbytes, info.offset, offset_at[t],
-                           data_start + info.offset, size_);
-    }
-    info.data = base_ + data_start + info.offset;
-  }
-  // Tensor data regions must not overlap (a writer bug or a crafted file that
-  // would alias two weights).
-  std::vector<size_t> order;  // empty tensors occupy no bytes: nothing to overlap
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    if (tensors_[t].nbytes > 0) order.push_back(t);
-  }
-  std::sort(order.begin(), order.end(),
-            [this](size_t a, size_t b) { return tensors_[a].offset < tensors_[b].offset; });
-  for (size_t k = 1; k < order.size(); ++k) {
-    const TensorInfo& prev = tensors_[order[k - 1]];
-    const TensorInfo& cur = tensors_[order[k]];
-    if (cur.offset < prev.offset + prev.nbytes) {
-      return Status::Error("tensor '%s' data [%" PRIu64 ", %" PRIu64
-                           ") overlaps tensor '%s' data [%" PRIu64 ", %" PRIu64
-                           ") (offset field at byte %zu)",
-                           Printable(cur.name).c_str(), cur.offset, cur.offset + cur.nbytes,
-                           Printable(prev.name).c_str(), prev.offset, prev.offset + prev.nbytes,
-                           offset_at[order[k]]);
-    }
-  }
-  return Status::Ok();
+  return PlaceTensorData(base_, size_, c.pos(), alignment_, offset_at, &tensors_);
 }
 
 const GgufValue* GgufFile::Find(const std::string& key) const {

@@ -99,40 +99,15 @@ void NeuronFfn::UpDown(const NeuronRows& rows, int b, int k, int64_t p0, int64_t
   fired_[b * kChunks + k] += fired;
 }
 
-void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t* const* ids,
-                               const int64_t* n, const float* x, float* y, ThreadPool* pool,
-                               int64_t* fired_out, float* act_out) {
-  const int64_t d = c_.n_embd, ff = c_.n_ff;
-  if (batch > max_rows_) {  // in groups the scratch holds
-    for (int b0 = 0; b0 < batch; b0 += max_rows_) {
-      const int nb = std::min(max_rows_, batch - b0);
-      AccumulateRows(rows, nb, ids + b0, n + b0, x + b0 * d, y + b0 * d, pool, fired_out + b0,
-                     act_out ? act_out + b0 * ff : nullptr);
-    }
-    return;
-  }
-  const double t_start = NowSeconds();
-  // Quantized rows dot a Q8_0 copy of x; float rows read x itself.
-  const PreparedInput in = PrepareInput(x, d, batch, q8_.data(), pool,
-                                        ReadsQ8(rows.gate->type) || ReadsQ8(rows.up->type));
-  const double t_prepared = NowSeconds();
-  // Ungated (falcon's relu(up x)): the up rows play the gate's role, one dot
-  // per candidate, and the activation is that dot itself.
-  const Tensor* first = gated_ ? rows.gate : rows.up;
-  const size_t first_stride = PreparedActivationBytes(first->type, d);
-  const size_t up_stride = PreparedActivationBytes(rows.up->type, d);
-  auto x_for = [&](const Tensor* t, size_t stride, int b) {
-    return static_cast<const uint8_t*>(in.For(t->type)) + b * stride;
-  };
+// Row b of the input prepared for weights of `t`'s type.
+static const uint8_t* InputRow(const PreparedInput& in, const Tensor* t, int64_t d, int b) {
+  return static_cast<const uint8_t*>(in.For(t->type)) + b * PreparedActivationBytes(t->type, d);
+}
 
-  // 1. The deciding dot of every candidate: the bulk of the bytes when few
-  // fire (every candidate's gate row), so it is cut as finely as the pool is
-  // wide. Each dot lands in its own slot: the chunking changes nothing.
-  // Rows picked by id stream at about a third of a dense matrix's speed, so
-  // a second thread is worth it at an eighth of the pool's usual threshold
-  // (demo at -t 2, predictor decode: +5 to +25 %, no loss with a core busy).
-  // Several rows: the chunks cut the union of their candidates, and each
-  // chunk goes block by block, every row dotting its own candidates there.
+NeuronFfn::GateCut NeuronFfn::GateDots(const Tensor* first, int batch, const int32_t* const* ids,
+                                       const int64_t* n, const PreparedInput& in,
+                                       ThreadPool* pool) {
+  const int64_t d = c_.n_embd, ff = c_.n_ff;
   // Every row with the same candidates, a run of consecutive ids (the
   // oracle step's all neurons): the gate is a plain matrix product — for
   // quantized rows, whose batched tiles give each dot exactly as a lone
@@ -140,10 +115,13 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
   bool shared_range = ReadsQ8(first->type) && n[0] > 0 && ids[0][n[0] - 1] - ids[0][0] == n[0] - 1;
   for (int b = 1; b < batch; ++b) shared_range &= ids[b] == ids[0] && n[b] == n[0];
   const int32_t* all = ids[0];
-  const int64_t n_all = batch == 1 || shared_range ? n[0] : Union(batch, ids, n, union_.data());
+  GateCut cut;
+  cut.n_all = batch == 1 || shared_range ? n[0] : Union(batch, ids, n, union_.data());
   if (batch > 1 && !shared_range) all = union_.data();
+  const int64_t n_all = cut.n_all;
   const bool small = n_all * first->row_bytes * batch < ThreadPool::kMinParallelBytes / 8;
-  const int64_t gate_chunks = small ? 1 : std::min<int64_t>(4 * pool->size(), (n_all + 63) / 64);
+  cut.chunks = small ? 1 : std::min<int64_t>(4 * pool->size(), (n_all + 63) / 64);
+  const int64_t gate_chunks = cut.chunks;
   const int64_t gate_block = batch == 1 ? n_all : BlockNeurons(first->row_bytes);
   pool->ParallelFor(
       gate_chunks,
@@ -153,7 +131,7 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
         if (batch == 1) chunk_active_[k] = 0;
         if (k0 >= k1) return;
         if (batch == 1) {
-          MatVecRowsIndexed(first->type, first->data, d, x_for(first, first_stride, 0), ids[0] + k0,
+          MatVecRowsIndexed(first->type, first->data, d, InputRow(in, first, d, 0), ids[0] + k0,
                             k1 - k0, gate_dots_.data());
           // This chunk's gate-passing candidates, in order, at active_[k0..):
           // the caller closes the gaps (one thread scanning every candidate
@@ -167,7 +145,7 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
           return;
         }
         if (shared_range) {  // the batched product: each weight row dots every row at once
-          MatMulRows(first->type, first->data, d, x_for(first, first_stride, 0), batch,
+          MatMulRows(first->type, first->data, d, InputRow(in, first, d, 0), batch,
                      gate_dots_.data(), ff, all[k0], all[k0] + (k1 - k0));
           return;
         }
@@ -184,7 +162,7 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
           for (int b = 0; b < batch; ++b) {
             const int64_t e = last_block ? end[b] : GrainCut(ids[b], end[b], at[b], last, end[b]);
             if (e > at[b]) {
-              MatVecRowsIndexed(first->type, first->data, d, x_for(first, first_stride, b),
+              MatVecRowsIndexed(first->type, first->data, d, InputRow(in, first, d, b),
                                 ids[b] + at[b], e - at[b], gate_dots_.data() + b * ff);
               at[b] = e;
             }
@@ -192,22 +170,21 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
         }
       },
       small);
-  const double t_gated = NowSeconds();
+  return cut;
+}
 
-  // 2. Each row's fired (or, gated, gate-passing) neurons, then up and down
-  // for them only, cut into a fixed number of chunks each summed into its
-  // own partial vector and added in order: the result does not depend on
-  // the thread count. Several rows: task k takes every row's chunk k, going
-  // over the union of their active neurons block by block.
+int64_t NeuronFfn::SelectActive(const NeuronRows& rows, int batch, const int32_t* const* ids,
+                                const int64_t* n, GateCut cut) {
+  const int64_t ff = c_.n_ff;
   int64_t tail_bytes = 0;
   for (int b = 0; b < batch; ++b) {
     const float* gate_dots = gate_dots_.data() + b * ff;
     int32_t* active = active_.data() + b * ff;
     int64_t m = 0;
     if (batch == 1) {  // the chunks' lists, each at its first candidate's place, closed up
-      for (int64_t k = 0; k < gate_chunks; ++k) {
+      for (int64_t k = 0; k < cut.chunks; ++k) {
         int64_t k0, k1;
-        ThreadPool::Split(n_all, k, gate_chunks, kGrain, &k0, &k1);
+        ThreadPool::Split(cut.n_all, k, cut.chunks, kGrain, &k0, &k1);
         std::memmove(active + m, active + k0, sizeof(int32_t) * chunk_active_[k]);
         m += chunk_active_[k];
       }
@@ -219,15 +196,19 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
     n_active_[b] = m;
     tail_bytes += m * ((gated_ ? rows.up->row_bytes : 0) + rows.down_t->row_bytes);
   }
+  return tail_bytes;
+}
+
+void NeuronFfn::UpDownChunks(const NeuronRows& rows, int batch, const PreparedInput& in, bool small,
+                             ThreadPool* pool, float* act_out) {
+  const int64_t d = c_.n_embd, ff = c_.n_ff;
   int64_t n_union = 0;
   if (batch > 1) {
     const int32_t* lists[kMaxRows];
     for (int b = 0; b < batch; ++b) lists[b] = active_.data() + b * ff;
     n_union = Union(batch, lists, n_active_.data(), union_.data());
   }
-  const double t_selected = NowSeconds();
   const int64_t block = BlockNeurons((gated_ ? rows.up->row_bytes : 0) + rows.down_t->row_bytes);
-  const bool small_tail = tail_bytes < ThreadPool::kMinParallelBytes / 8;
   pool->ParallelFor(
       kChunks,
       [&](int64_t k, int) {
@@ -246,7 +227,7 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
         }
         if (batch == 1) {
           if (p0[0] < p1[0])
-            UpDown(rows, 0, static_cast<int>(k), p0[0], p1[0], x_for(rows.up, up_stride, 0),
+            UpDown(rows, 0, static_cast<int>(k), p0[0], p1[0], InputRow(in, rows.up, d, 0),
                    act_out);
           return;
         }
@@ -259,23 +240,19 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
           for (int b = 0; b < batch; ++b) {
             const int64_t e = GrainCut(active_.data() + b * ff, p1[b], p0[b], last, p1[b]);
             if (e > p0[b]) {
-              UpDown(rows, b, static_cast<int>(k), p0[b], e, x_for(rows.up, up_stride, b), act_out);
+              UpDown(rows, b, static_cast<int>(k), p0[b], e, InputRow(in, rows.up, d, b), act_out);
               p0[b] = e;
             }
           }
         }
       },
-      small_tail);
-  const double t_up_down = NowSeconds();
-  for (int b = 0; b < batch; ++b) {
-    fired_out[b] = 0;
-    for (int k = 0; k < kChunks; ++k) fired_out[b] += fired_[b * kChunks + k];
-  }
-  // The partial vectors added in chunk order, columns split among the
-  // threads: every y element sees the same additions in the same order
-  // however the columns are cut.
+      small);
+}
+
+void NeuronFfn::SumPartials(int batch, float* y, bool small, ThreadPool* pool) {
+  const int64_t d = c_.n_embd;
   const int64_t sum_chunks =
-      small_tail ? 1 : std::max<int64_t>(1, std::min<int64_t>(pool->size(), d / 256));
+      small ? 1 : std::max<int64_t>(1, std::min<int64_t>(pool->size(), d / 256));
   pool->ParallelFor(
       sum_chunks,
       [&](int64_t s, int) {
@@ -291,6 +268,57 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
         }
       },
       sum_chunks == 1);
+}
+
+void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t* const* ids,
+                               const int64_t* n, const float* x, float* y, ThreadPool* pool,
+                               int64_t* fired_out, float* act_out) {
+  const int64_t d = c_.n_embd, ff = c_.n_ff;
+  if (batch > max_rows_) {  // in groups the scratch holds
+    for (int b0 = 0; b0 < batch; b0 += max_rows_) {
+      const int nb = std::min(max_rows_, batch - b0);
+      AccumulateRows(rows, nb, ids + b0, n + b0, x + b0 * d, y + b0 * d, pool, fired_out + b0,
+                     act_out ? act_out + b0 * ff : nullptr);
+    }
+    return;
+  }
+  const double t_start = NowSeconds();
+  // Quantized rows dot a Q8_0 copy of x; float rows read x itself.
+  const PreparedInput in = PrepareInput(x, d, batch, q8_.data(), pool,
+                                        ReadsQ8(rows.gate->type) || ReadsQ8(rows.up->type));
+  const double t_prepared = NowSeconds();
+
+  // 1. The deciding dot of every candidate: the bulk of the bytes when few
+  // fire (every candidate's gate row), so it is cut as finely as the pool is
+  // wide. Each dot lands in its own slot: the chunking changes nothing.
+  // Rows picked by id stream at about a third of a dense matrix's speed, so
+  // a second thread is worth it at an eighth of the pool's usual threshold
+  // (demo at -t 2, predictor decode: +5 to +25 %, no loss with a core busy).
+  // Several rows: the chunks cut the union of their candidates, and each
+  // chunk goes block by block, every row dotting its own candidates there.
+  // Ungated (falcon's relu(up x)): the up rows play the gate's role, one dot
+  // per candidate, and the activation is that dot itself.
+  const GateCut cut = GateDots(gated_ ? rows.gate : rows.up, batch, ids, n, in, pool);
+  const double t_gated = NowSeconds();
+
+  // 2. Each row's fired (or, gated, gate-passing) neurons, then up and down
+  // for them only, cut into a fixed number of chunks each summed into its
+  // own partial vector and added in order: the result does not depend on
+  // the thread count. Several rows: task k takes every row's chunk k, going
+  // over the union of their active neurons block by block.
+  const int64_t tail_bytes = SelectActive(rows, batch, ids, n, cut);
+  const double t_selected = NowSeconds();
+  const bool small_tail = tail_bytes < ThreadPool::kMinParallelBytes / 8;
+  UpDownChunks(rows, batch, in, small_tail, pool, act_out);
+  const double t_up_down = NowSeconds();
+  for (int b = 0; b < batch; ++b) {
+    fired_out[b] = 0;
+    for (int k = 0; k < kChunks; ++k) fired_out[b] += fired_[b * kChunks + k];
+  }
+  // 3. The partial vectors added in chunk order, columns split among the
+  // threads: every y element sees the same additions in the same order
+  // however the columns are cut.
+  SumPartials(batch, y, small_tail, pool);
   const double t_end = NowSeconds();
   times_.prepare += t_prepared - t_start;
   times_.gate += t_gated - t_prepared;

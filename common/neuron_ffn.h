@@ -56,6 +56,8 @@ struct NeuronFfnTimes {
   int64_t calls = 0;
 };
 
+struct PreparedInput;  // common/parallel_matmul.h
+
 class NeuronFfn {
  public:
   // The most rows one AccumulateRows call takes (its scratch grows with it).
@@ -95,6 +97,24 @@ class NeuronFfn {
   static constexpr int kChunks = 16;
   // The sorted union of `batch` sorted id lists into `out`; returns its size.
   int64_t Union(int batch, const int32_t* const* lists, const int64_t* n, int32_t* out);
+  // AccumulateRows' phases. 1: the deciding dot (gate, or up when ungated)
+  // of every row's candidates, into gate_dots_ (batch 1: also each chunk's
+  // passing candidates into active_).
+  struct GateCut {
+    int64_t n_all = 0;   // candidates over all rows (their union)
+    int64_t chunks = 0;  // the tasks they were cut into
+  };
+  GateCut GateDots(const Tensor* first, int batch, const int32_t* const* ids, const int64_t* n,
+                   const PreparedInput& in, ThreadPool* pool);
+  // 2a: each row's passing neurons into active_ / n_active_; returns the bytes
+  // of up and down_t rows they read.
+  int64_t SelectActive(const NeuronRows& rows, int batch, const int32_t* const* ids,
+                       const int64_t* n, GateCut cut);
+  // 2b: up and down for the active neurons, kChunks partial sums per row.
+  void UpDownChunks(const NeuronRows& rows, int batch, const PreparedInput& in, bool small,
+                    ThreadPool* pool, float* act_out);
+  // 3: the partial sums added into y in chunk order.
+  void SumPartials(int batch, float* y, bool small, ThreadPool* pool);
   // Row b's up dots, activations and down_t axpy for its active neurons at
   // positions [p0, p1), into its chunk k's partial sum.
   void UpDown(const NeuronRows& rows, int b, int k, int64_t p0, int64_t p1, const void* x_up,

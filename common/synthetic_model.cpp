@@ -323,15 +323,13 @@ std::vector<double> PlantedFiringRates(const SyntheticModelOptions& o, int layer
   return rates;
 }
 
-Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
-  PI_RETURN_IF_ERROR(ValidateSyntheticModel(o));
+// The keys llama.cpp's converter writes for the architecture and shape.
+static void SetSyntheticMetadata(const SyntheticModelOptions& o, GgufWriter* w) {
   const int n_head_kv = o.n_head_kv == 0 ? o.n_head : o.n_head_kv;
   const int64_t d = o.n_embd;
   const int64_t ff = o.n_ff;
   const int64_t head_dim = d / o.n_head;
-  const int64_t kv_dim = head_dim * n_head_kv;
   const bool quantized = o.type != DType::kF32 && o.type != DType::kF16 && o.type != DType::kBF16;
-
   const bool falcon = o.arch == "falcon";
   w->SetSparseMagic(o.down_t);
   w->Set("general.architecture", GgufValue::String(o.arch));
@@ -358,6 +356,17 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
     w->Set(a + "vocab_size", GgufValue::U32(static_cast<uint32_t>(o.n_vocab)));
   }
   if (o.activation_key) w->Set("pi.ffn_activation", GgufValue::String(o.activation));
+}
+
+Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
+  PI_RETURN_IF_ERROR(ValidateSyntheticModel(o));
+  const int n_head_kv = o.n_head_kv == 0 ? o.n_head : o.n_head_kv;
+  const int64_t d = o.n_embd;
+  const int64_t ff = o.n_ff;
+  const int64_t head_dim = d / o.n_head;
+  const int64_t kv_dim = head_dim * n_head_kv;
+  const bool falcon = o.arch == "falcon";
+  SetSyntheticMetadata(o, w);
   if (o.byte_tokenizer) AddByteTokenizer(o.n_vocab, w);
 
   const bool planted = o.planted_sparsity != 0.0;

@@ -26,12 +26,12 @@
 #      backend) over VRAM budgets 0, 0.5, 1, 1.5, 2, 3 GB and everything,
 #      against CPU-only dense and sparse decode with the same threads
 #      (sweep.jsonl: pi-bench's json rows; sweep_random_ids.jsonl: 2G on
-#      random ids, stop 13's inputs); then two gpu workers chained by layer on
+#      random ids); then two gpu workers chained by layer on
 #      the one GPU (--gpus 0,0), each with half a budget, against one worker
 #      with the whole (sweep_gpus.jsonl);
 #   6. q8_0 predictors trained for that model (pi-train-predictor, a short
 #      run) and its predictor-mode decode, CPU only and at 2G, 2256M (the
-#      dense blocks and a quarter of the FFN's bytes: the issue's 4x regime)
+#      dense blocks and a quarter of the FFN's bytes, where a 4x speed-up is the aim)
 #      and 2816M (sweep_predictor.jsonl): the CPU then reads the predicted
 #      cold neurons' rows only, not every cold gate row as the oracle does.
 # SKIP_TESTS=1 (step 1), SKIP_SANITIZER=1, SKIP_BENCH=1 (steps 3 and 4),
@@ -164,7 +164,7 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
     check "sweep $budget"
     grep -E "GPU|error|pi-bench:" "$TMP/err" | sed "s/^/[$budget] /" | tee -a "$OUT/sweep_log.txt"
   done
-  step "2G on random token ids (stop 13's inputs)"
+  step "2G on random token ids"
   timeout 150 "$BIN/pi-bench" -m "$BIG" -p 0 -n 32 -r 2 -t "$THREADS" --sparse oracle \
     --vram-budget 2G "${ON_DEVICE[@]}" -o jsonl 2>"$TMP/err" | tee "$OUT/sweep_random_ids.jsonl"
   check "sweep 2G random ids"

@@ -405,7 +405,8 @@ def pi_quantize_cases():
         usage(t, ["demo.gguf"], "usage"),
         usage(t, ["demo.gguf", "out.gguf"], "usage"),
         usage(t, ["demo.gguf", "out.gguf", "q3_k"], "unknown type 'q3_k'"),
-        usage(t, ["demo.gguf", "out.gguf", "q8_0", "--sideways"], "usage"),
+        usage(t, ["demo.gguf", "out.gguf", "q8_0", "--sideways"], "unknown flag '--sideways'"),
+        usage(t, ["demo.gguf", "out.gguf", "q8_0", "--set-activation"], "expects a value"),
     ]
     for m in model_cases(t, "", []):
         if m.args[1] != "demo.stats.gguf":  # any GGUF is pi-quantize's input
@@ -488,7 +489,7 @@ def pi_train_predictor_cases():
         usage(t, m + ["--predictor-type", "q4_k"], "q4_k"),
         bad_input(t, ["-m", "other.gguf", "-f", CORPUS, "-o", "p.gguf"], "other.gguf"),
         bad_input(t, ["-m", "demo.gguf", "-f", "fifo", "-o", "p.gguf"], "not a regular file"),
-        bad_input(t, ["-m", "demo.gguf", "-f", "dir", "-o", "p.gguf"], "it is a directory"),
+        bad_input(t, ["-m", "demo.gguf", "-f", "dir", "-o", "p.gguf"], "has no *.txt files"),
     ]
     return cases
 

@@ -429,7 +429,7 @@ std::string ReadText(const std::string& path) {
   return ss.str();
 }
 
-// The acceptance test: train on the first 80% of kjv-valid.txt; on
+// Recall on text never seen: train on the first 80% of kjv-valid.txt; on
 // the last 20%, which training never saw, >= 95% of the neurons that fire
 // must be predicted at the file's threshold.
 TEST(PredictorTest, TrainedDemoPredictorRecallOnUnseenText) {
