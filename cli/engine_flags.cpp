@@ -39,10 +39,12 @@ const char kEngineUsage[] =
     "                          (default: repacked at load for the CPU's matrix kernels,\n"
     "                          where they have them)\n"
     "  -ngl N                  accepted for llama.cpp's scripts, ignored: --vram-budget places\n"
-    "  --sparse MODE           FFN neurons computed per decoded token: off = all\n"
-    "                          (default), oracle = exactly those that fire, predictor =\n"
-    "                          those the model's predictor picks (ReLU models with\n"
-    "                          ffn_down_t; predictor: fc1/fc2, see pi-train-predictor)\n"
+    "  --sparse MODE           FFN neurons computed per decoded token: off = all,\n"
+    "                          oracle = exactly those that fire, predictor = those the\n"
+    "                          model's predictor picks (ReLU models with ffn_down_t;\n"
+    "                          predictor: fc1/fc2, see pi-train-predictor); auto (default)\n"
+    "                          = predictor where the file has them, else oracle where\n"
+    "                          the model can run sparse, else off (said at start)\n"
     "  --sparse-threshold X    predictor score threshold (default: env\n"
     "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
     "  --check-tensors         check every weight is finite when loading\n"
@@ -119,8 +121,14 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
     e->gpu_worker = true;
   else if (f == "--no-gpu-worker")
     e->gpu_worker = false;
-  else if (ParseCacheTypeFlag(f, args, &e->opt.cache_type_k, &e->opt.cache_type_v) ||
-           ParseSparseFlag(f, args, &e->opt.sparse, &e->opt.sparse_threshold) ||
+  else if (f == "--sparse") {
+    const std::string v = args->String(f);
+    e->sparse_auto = v == "auto";
+    if (!e->sparse_auto && !args->failed() && !ParseSparseMode(v, &e->opt.sparse)) {
+      args->Fail("--sparse expects auto, off, oracle or predictor, got '" + v + "'");
+    }
+  } else if (ParseCacheTypeFlag(f, args, &e->opt.cache_type_k, &e->opt.cache_type_v) ||
+             ParseSparseFlag(f, args, &e->opt.sparse, &e->opt.sparse_threshold) ||
            ParseGpuSplitFlag(f, args, &e->split)) {
   } else
     return false;
@@ -325,7 +333,13 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
     PI_RETURN_IF_ERROR(CheckTensorValues(*model.file, true).WithContext(e->model_path));
   }
   PI_RETURN_IF_ERROR(Tokenizer::FromGguf(*model.file, &out->tok).WithContext(e->model_path));
-  NoteSparseSupport(tool, model, e->opt.sparse);
+  if (e->sparse_auto) {
+    std::string why;
+    e->opt.sparse = ChooseSparseMode(model, &why);
+    fprintf(stderr, "%s: --sparse auto: %s\n", tool, why.c_str());
+  } else {
+    NoteSparseSupport(tool, model, e->opt.sparse);
+  }
   const int n_ctx = Engine::ContextSize(model.config, e->opt.n_ctx);
   NoteContextSize(tool, model, n_ctx);
   e->split.hot_in_worker = e->gpu_worker;

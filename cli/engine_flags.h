@@ -46,6 +46,9 @@ struct EngineFlags {
   // device path (a GPU, --host-device) whole layers — in a pi-gpu-worker
   // process (pi-launch's default; pi-run --gpu-worker) instead of this one.
   bool gpu_worker = false;
+  // --sparse auto (the default): the mode the model runs best, chosen when it
+  // is loaded (ChooseSparseMode), which then says which and why.
+  bool sparse_auto = true;
   bool check_tensors = false;
   std::string ffn_activation;  // --ffn-activation (cli/activation_flag.h); local workers get it too
   bool no_mmap = false;        // --no-mmap: read the model into memory instead of mapping it

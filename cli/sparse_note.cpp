@@ -24,6 +24,24 @@ bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
   return true;
 }
 
+SparseMode ChooseSparseMode(const LlamaModel& model, std::string* why) {
+  std::string dense_why;
+  if (!SupportsSparseFfn(model, &dense_why)) {
+    *why = "off: the FFN runs dense (" + dense_why + ")";
+    return SparseMode::kOff;
+  }
+  if (CheckPredictorPresent(model).ok()) {
+    *why =
+        "predictor: the file has trained predictors for every layer (--sparse oracle computes "
+        "exactly the neurons that fire, --sparse off all of them)";
+    return SparseMode::kPredictor;
+  }
+  *why =
+      "oracle: a ReLU-family FFN with ffn_down_t but no predictors (pi-train-predictor adds "
+      "them; --sparse off computes every neuron)";
+  return SparseMode::kOracle;
+}
+
 void NoteSparseSupport(const char* tool, const LlamaModel& model, SparseMode mode) {
   if (mode == SparseMode::kOff) return;
   // Without predictor tensors Engine::Create fails and says why; a note

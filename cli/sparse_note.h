@@ -20,6 +20,13 @@ void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode*
 bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
                      std::optional<float>* threshold);
 
+// --sparse auto (pi-run's and pi-launch's default): predictor when the model's
+// FFN can run sparse and the file has a predictor for every layer (as
+// PowerInfer runs such a file), oracle when it can run sparse without one
+// (exact: only the neurons that fire), off otherwise. *why says which was
+// chosen and why, for the tool's header.
+SparseMode ChooseSparseMode(const LlamaModel& model, std::string* why);
+
 // Prints "tool: --sparse oracle: this model's FFN runs dense: <why>" when a
 // sparse mode cannot skip neurons in `model`, so a user never mistakes a
 // dense run for a sparse one.

@@ -98,9 +98,14 @@ def make_scratch(bin_dir, tmp):
         f.write(data[: len(data) // 2])
     with open(p("header_only.gguf"), "wb") as f:
         f.write(data[:24])
-    # NaNs (f16 0x7e00) in the last row of the last tensor, the demo's f16 output.weight.
+    # NaNs (f16 0x7e00) in the last 32 elements of the demo's f16 output.weight.
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import pigguf
+    demo = pigguf.GGUFReader(DEMO)
+    out = demo.tensors["output.weight"]
+    end = demo.data_offset + out.offset + out.nbytes
     with open(p("nan.gguf"), "wb") as f:
-        f.write(data[:-64] + b"\x00\x7e" * 32)
+        f.write(data[:end - 64] + b"\x00\x7e" * 32 + data[end:])
     # Statistics and a plan of the demo model, then truncated copies and a
     # model whose shapes differ ("another model").
     run = lambda *a: subprocess.run(a, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -111,6 +116,10 @@ def make_scratch(bin_dir, tmp):
         "-o", p("demo.plan.gguf"))
     run(os.path.join(bin_dir, "pi-synth"), "-o", p("other.gguf"), "--n-embd", "64",
         "--n-layer", "1", "--n-head", "2", "--n-ff", "128", "--tokenizer", "bytes")
+    # A ReLU model in the plain layout (ffn_down, no predictors): the demo is sparse-ready.
+    run(os.path.join(bin_dir, "pi-synth"), "-o", p("plain.gguf"), "--n-embd", "64",
+        "--n-layer", "1", "--n-head", "2", "--n-ff", "128", "--tokenizer", "bytes",
+        "--activation", "relu", "--n-ctx", "256")
     for name in ("demo.stats.gguf", "demo.plan.gguf"):
         blob = open(p(name), "rb").read()
         with open(p("truncated." + name.split(".")[1] + ".gguf"), "wb") as f:
@@ -220,8 +229,9 @@ def pi_run_cases():
               "--coordinator-share must be 0 to 0.9"),
         usage(t, m + ["--cpu-workers", "1", "--coordinator-share", "nan"],
               "--coordinator-share"),
-        # The demo file has no ffn_down_t: its neurons cannot be split off.
-        bad_input(t, m + ["--cpu-workers", "1", "-p", "hi"], "sparse-capable model"),
+        # A file without ffn_down_t: its neurons cannot be split off.
+        bad_input(t, ["-m", "plain.gguf", "--cpu-workers", "1", "-p", "hi"],
+                  "sparse-capable model"),
         bad_input(t, m + ["-f", "dir"], "it is a directory"),
         bad_input(t, m + ["-f", "fifo"], "not a regular file"),
         bad_input(t, m + ["-f", "/dev/zero"], "not a regular file"),
@@ -230,7 +240,7 @@ def pi_run_cases():
         bad_input(t, m + ["-c", "2000000000", "-p", "hi"], "(-c)"),
         bad_input(t, m + ["-c", "100000000", "-p", "hi"], "is available"),
         bad_input(t, ["-m", "other.gguf", "--sparse", "predictor", "-p", "hi"], "predictor"),
-        bad_input(t, m + ["--sparse", "predictor", "-p", "hi"], "predictor"),
+        bad_input(t, ["-m", "plain.gguf", "--sparse", "predictor", "-p", "hi"], "predictor"),
         # A model and a plan of another model / truncated stats for a split.
         bad_input(t, m + ["--vram-budget", "64M", "--ffn-backend", "host",
                           "--stats", "truncated.stats.gguf", "-p", "hi"], "truncated.stats.gguf"),
@@ -243,10 +253,9 @@ def pi_run_cases():
                   "tensor 'output.weight' [256, 4096]: row 4095, element 224 is NaN"),
         bad_input(t, ["-m", "nan.gguf", "-p", "hi", "--json"],
                   "the logits hold NaN or infinite values"),
-        # A truncated cached plan is not used (it is remade; the demo has no ffn_down_t,
-        # so the split itself is then refused).
-        bad_input(t, ["-m", "planned.gguf", "--vram-budget", "64M", "--ffn-backend", "host",
-                      "-p", "hi"], "not reusing planned.plan-64M-c256-f16-f16-g1.gguf"),
+        # A truncated cached plan is not used: it is remade, and the run goes on.
+        Case(t, ["-m", "planned.gguf", "--vram-budget", "64M", "--ffn-backend", "host",
+                 "-p", "hi", "-n", "4"], 0, "not reusing planned.plan-64M-c256-f16-f16-g1.gguf"),
         # Unusual but valid prompts run.
         Case(t, m + ["-f", "empty.txt"] + ok, 0, "pi-run:"),
         Case(t, m + ["-f", "binary.txt", "-c", "1024"] + ok, 0, "pi-run:"),
@@ -590,7 +599,7 @@ def served_cases(bin_dir):
         bad_input(t, m + ["--listen", "nonsense"], "--listen expects HOST:PORT"),
         bad_input(t, m + ["--listen", "127.0.0.1:"], "--listen expects HOST:PORT"),
         bad_input(t, m + ["--listen", "256.1.1.1:5"], "cannot listen on"),
-        bad_input(t, m + ["--cpu-workers", "1", "--listen", "127.0.0.1:0"],
+        bad_input(t, ["-m", "plain.gguf", "--cpu-workers", "1", "--listen", "127.0.0.1:0"],
                   "sparse-capable model"),
         bad_input(t, m + ["-c", "2000000000", "--listen", "127.0.0.1:0"], "(-c)"),
         bad_input(t, m + ["--listen", "127.0.0.1:0", "--http", "nonsense"],

@@ -477,9 +477,15 @@ TEST(PredictorTest, TrainedDemoPredictorRecallOnUnseenText) {
     rank[l] = static_cast<int>(L.fc1.rows);
     w1[l] = ReadMatrix(L.fc1);
     w2[l] = ReadMatrix(L.fc2);
-    // ffn_down_t is the transpose of the source's ffn_down.
+    // ffn_down_t is the transpose of the source's ffn_down, or (the bundled
+    // demo is sparse-ready) the source's own ffn_down_t.
+    const std::vector<float> down_t = ReadMatrix(L.ffn_down_t);  // [ff][d]
+    if (!orig.layers[l].ffn_down.present()) {
+      ASSERT_TRUE(orig.layers[l].ffn_down_t.present()) << l;
+      ASSERT_EQ(ReadMatrix(orig.layers[l].ffn_down_t), down_t) << l;
+      continue;
+    }
     const std::vector<float> down = ReadMatrix(orig.layers[l].ffn_down);  // [d][ff]
-    const std::vector<float> down_t = ReadMatrix(L.ffn_down_t);           // [ff][d]
     for (int i = 0; i < ff; i += 7) {
       for (int j = 0; j < d; j += 5) ASSERT_EQ(down_t[i * d + j], down[j * ff + i]);
     }

@@ -521,8 +521,11 @@ def train(args, cfg, sp, train_stream, valid_stream, log):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--stage", choices=["tokenizer", "all"], default="all",
-                    help="'tokenizer': only write models/demo-tokenizer.model (and the text)")
+    ap.add_argument("--stage", choices=["text", "tokenizer", "all"], default="all",
+                    help="'text': only write the texts; 'tokenizer': also "
+                         "models/demo-tokenizer.model")
+    ap.add_argument("--train-text", help="also write the training verses here, one per line "
+                                         "(the corpus the demo's predictors are trained on)")
     ap.add_argument("--models-dir", default=os.path.join(REPO, "models"))
     ap.add_argument("--out", help="GGUF path (default MODELS_DIR/demo-kjv-f16.gguf)")
     ap.add_argument("--vocab", type=int, default=4096)
@@ -559,6 +562,10 @@ def main():
     os.makedirs(args.models_dir, exist_ok=True)
     write_if_changed(os.path.join(args.models_dir, "kjv-valid.txt"),
                      ("\n".join(valid_v) + "\n").encode("utf-8"))
+    if args.train_text:
+        write_if_changed(args.train_text, ("\n".join(train_v) + "\n").encode("utf-8"))
+    if args.stage == "text":
+        return
     tok_path = os.path.join(args.models_dir, "demo-tokenizer.model")
     train_tokenizer(train_v, tok_path, args.vocab)
     log("tokenizer: %s (%.1f s)" % (tok_path, time.time() - t0))

@@ -264,10 +264,14 @@ def sparse_checks(bin_dir, work):
     plain = run_json(bin_dir, "-f", DEMO_TEXT, "-c", "256", "--chunks", "6", "-t", "2")
     check(plain is not None and rel(dense["ppl"], plain["ppl"]) < 1e-4,
           "demo: ffn_down_t copy scores as the ffn_down original")
-    # A model without ffn_down_t runs dense and says so.
-    rc, out, err = run(bin_dir, "-f", DEMO_TEXT, "-c", "256", "--chunks", "1", "--sparse",
-                       "oracle")
-    check(rc == 0 and "runs dense" in err and "ffn_down_t" in err,
+    # A model without ffn_down_t (a ReLU llama with the plain layout) runs dense and says so.
+    plain_model = os.path.join(work, "relu-ffn-down.gguf")
+    p = subprocess.run([os.path.join(bin_dir, "pi-synth"), "-o", plain_model, "--activation",
+                        "relu", "--tokenizer", "bytes", "--n-ctx", "256"],
+                       capture_output=True, text=True, timeout=300)
+    rc, out, err = run(bin_dir, "-m", plain_model, "-f", DEMO_TEXT, "-c", "256", "--chunks", "1",
+                       "--sparse", "oracle")
+    check(p.returncode == 0 and rc == 0 and "runs dense" in err and "ffn_down_t" in err,
           "oracle on an ffn_down model: notes that it runs dense")
 
 

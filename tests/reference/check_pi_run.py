@@ -58,6 +58,10 @@ def check(cond, what):
 
 
 def run(bin_dir, *args):
+    # The references are dense forwards: a run is dense unless its case names a --sparse
+    # mode (pi-run's default, auto, takes the demo file's predictors: auto_cases checks it).
+    if "--sparse" not in args and "--version" not in args:
+        args = (*args, "--sparse", "off")
     p = subprocess.run([os.path.join(bin_dir, "pi-run"), *args], capture_output=True,
                        text=True, timeout=300)
     return p.returncode, p.stdout, p.stderr
@@ -69,6 +73,34 @@ def run_json(bin_dir, *args):
         print(err)
         return None
     return json.loads(out)
+
+
+def auto_cases(bin_dir, tmp, greedy):
+    """--sparse auto, pi-run's default: the mode the file allows, said at start — predictor
+    for the demo (ffn_down_t and predictors), oracle for a ReLU file with ffn_down_t and no
+    predictors, off for the plain layout, each with its reason."""
+    def synth(name, *flags):
+        path = os.path.join(tmp, name)
+        p = subprocess.run([os.path.join(bin_dir, "pi-synth"), "-o", path, "--activation", "relu",
+                            "--tokenizer", "bytes", "--n-ctx", "256", *flags],
+                           capture_output=True, text=True, timeout=300)
+        return path if p.returncode == 0 else None
+    for model, mode, why in ((MODEL, "predictor", "trained predictors"),
+                             (synth("relu-down-t.gguf", "--down-t"), "oracle", "no predictors"),
+                             (synth("relu-plain.gguf"), "off", "no ffn_down_t")):
+        args = ("-m", model) if model else ()
+        default = run_json(bin_dir, *args, *greedy, "--sparse", "auto") if model else None
+        p = subprocess.run([os.path.join(bin_dir, "pi-run"), *args, *greedy], capture_output=True,
+                           text=True, timeout=300) if model else None
+        said = [line for line in (p.stderr if p else "").splitlines() if "--sparse auto" in line]
+        check(default is not None and default["sparse"] == mode and p.returncode == 0
+              and len(said) == 1 and f"auto: {mode}" in said[0] and why in said[0],
+              f"--sparse auto (the default) on {os.path.basename(model or '?')}: {mode}, said "
+              f"at start ({said})")
+    d = run_json(bin_dir, *greedy, "--sparse", "auto")
+    check(d is not None and 0 < d["ffn_active"] < 0.2,
+          f"the demo's default run computes a fraction of its FFN neurons "
+          f"({d and d['ffn_active']})")
 
 
 def reference_tokens(ref, prompt_ids, n, eos, sampling):
@@ -153,7 +185,7 @@ def main():
     # llama-cli's flags: -f - reads stdin; --no-mmap and --mlock change nothing in the
     # answer; -ngl is accepted with a note; --version says what it is.
     p = subprocess.run([os.path.join(bin_dir, "pi-run"), "--json", "-f", "-",
-                        *greedy[2:], "-t", "1"], input=PROMPT, capture_output=True, text=True,
+                        *greedy[2:], "-t", "1", "--sparse", "off"], input=PROMPT, capture_output=True, text=True,
                        timeout=300)
     check(p.returncode == 0 and json.loads(p.stdout)["generated_tokens"] == a["generated_tokens"],
           "-f - reads the prompt from standard input")
@@ -239,7 +271,7 @@ def main():
     # turns ending at "." or 24 tokens, each as the numpy reference continues the tokens.
     lines = ["And the earth was without form", "Let there be light"]
     got = interactive(bin_dir, ["-p", PROMPT, "-i", "-r", ".", "-n", "24", "--temp", "0",
-                                "--in-prefix", "[", "--in-suffix", "]"], lines)
+                                "--in-prefix", "[", "--in-suffix", "]", "--sparse", "off"], lines)
     ref16 = LlamaRef(MODEL, "f16", "f16")
     tokens = list(expect_prompt)
     want = PROMPT
@@ -324,9 +356,10 @@ def main():
               and 0 < j["ffn_active"] < 0.5 and 0 < j["gpu_fired_share"] <= 1,
               f"--json: sparse mode, hot backend, FFN active and the hot share "
               f"({ {k: j.get(k) for k in ('hot_backend', 'ffn_active', 'gpu_fired_share')} if j else None})")
-        j = run_json(bin_dir, "-m", demo_t, *greedy)
+        j = run_json(bin_dir, "-m", demo_t, *greedy, "--sparse", "off")
         check(j is not None and j["hot_backend"] == "none" and j["ffn_active"] == 1,
-              "--json without a split: every neuron computed, no hot backend")
+              "--json --sparse off without a split: every neuron computed, no hot backend")
+        auto_cases(bin_dir, tmp, greedy)
         rc, out, err = run(bin_dir, "-m", demo_t, *greedy, "--vram-budget", "8M",
                            "--reset-gpu-index")
         check(rc == 0 and "written" in err, "--reset-gpu-index recomputes the plan")
