@@ -121,14 +121,8 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
     e->gpu_worker = true;
   else if (f == "--no-gpu-worker")
     e->gpu_worker = false;
-  else if (f == "--sparse") {
-    const std::string v = args->String(f);
-    e->sparse_auto = v == "auto";
-    if (!e->sparse_auto && !args->failed() && !ParseSparseMode(v, &e->opt.sparse)) {
-      args->Fail("--sparse expects auto, off, oracle or predictor, got '" + v + "'");
-    }
-  } else if (ParseCacheTypeFlag(f, args, &e->opt.cache_type_k, &e->opt.cache_type_v) ||
-             ParseSparseFlag(f, args, &e->opt.sparse, &e->opt.sparse_threshold) ||
+  else if (ParseCacheTypeFlag(f, args, &e->opt.cache_type_k, &e->opt.cache_type_v) ||
+           ParseSparseFlag(f, args, &e->opt.sparse, &e->opt.sparse_threshold, &e->sparse_auto) ||
            ParseGpuSplitFlag(f, args, &e->split)) {
   } else
     return false;

@@ -6,16 +6,23 @@
 
 namespace pi {
 
-void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode* mode) {
-  if (!args->failed() && !ParseSparseMode(value, mode)) {
-    args->Fail("--sparse expects off, oracle or predictor, got '" + value + "'");
+void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode* mode,
+                          bool* auto_mode) {
+  if (args->failed()) return;
+  if (auto_mode) {
+    *auto_mode = value == "auto";
+    if (*auto_mode) return;
+  }
+  if (!ParseSparseMode(value, mode)) {
+    args->Fail(std::string("--sparse expects ") + (auto_mode ? "auto, " : "") +
+               "off, oracle or predictor, got '" + value + "'");
   }
 }
 
 bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
-                     std::optional<float>* threshold) {
+                     std::optional<float>* threshold, bool* auto_mode) {
   if (flag == "--sparse") {
-    ParseSparseModeValue(args->String(flag), args, mode);
+    ParseSparseModeValue(args->String(flag), args, mode, auto_mode);
   } else if (flag == "--sparse-threshold") {
     *threshold = args->Float(flag);
   } else {

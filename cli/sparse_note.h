@@ -12,13 +12,16 @@
 namespace pi {
 
 // Parses one mode name ("off", "oracle", "predictor") into *mode; otherwise
-// fails `args` with a message naming the bad value.
-void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode* mode);
+// fails `args` with a message naming the bad value. With `auto_mode` (the
+// tools that choose at load: pi-run, pi-launch) "auto" is a mode too, and
+// *auto_mode says whether it was given.
+void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode* mode,
+                          bool* auto_mode = nullptr);
 
 // Consumes `flag` (already read by args->Next()) when it is --sparse MODE or
 // --sparse-threshold X; returns false for any other flag.
 bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
-                     std::optional<float>* threshold);
+                     std::optional<float>* threshold, bool* auto_mode = nullptr);
 
 // --sparse auto (pi-run's and pi-launch's default): predictor when the model's
 // FFN can run sparse and the file has a predictor for every layer (as
