@@ -203,7 +203,7 @@ int WorkerMaxBatch(const EngineFlags& e) {
 // Starts pi-gpu-worker owning the hot neurons, on --ffn-backend.
 Status StartGpuWorker(const EngineFlags& e, const LlamaModel& model,
                       const std::vector<std::vector<int32_t>>& hot,
-                      std::unique_ptr<CpuWorker>* out) {
+                      std::unique_ptr<RemoteShard>* out) {
   ShmWorkerOptions o;
   o.binary = PathNextToExecutable("pi-gpu-worker");
   o.role = "gpu worker";
@@ -260,7 +260,7 @@ Status StartDeviceWorkers(const EngineFlags& e, const LlamaModel& model, const G
 // Starts the local workers and connects the remote ones, the non-hot
 // neurons split across all of them.
 Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
-                    std::vector<std::unique_ptr<CpuWorker>>* workers) {
+                    std::vector<std::unique_ptr<RemoteShard>>* workers) {
   const int n_local = e.cpu_workers, n_remote = static_cast<int>(e.remote_workers.size());
   if (n_local + n_remote == 0) return Status::Ok();
   PI_RETURN_IF_ERROR(CheckCpuWorkersPossible(model));
@@ -357,9 +357,9 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   if (e->gpu_worker && e->opt.hot_neurons) {
     PI_RETURN_IF_ERROR(StartGpuWorker(*e, model, *e->opt.hot_neurons, &out->gpu_worker));
     e->opt.hot_shard = out->gpu_worker.get();
-    const CpuWorker& g = *out->gpu_worker;
+    const RemoteShard& g = *out->gpu_worker;
     fprintf(stderr, "%s: %s (shm): %s backend, %.1f MiB of hot neurons, %lld neurons\n", tool,
-            g.name(), g.backend().c_str(), g.resident_bytes() / 1048576.0,
+            g.name(), g.backend(), g.resident_bytes() / 1048576.0,
             static_cast<long long>(g.neurons()));
   }
   if (e->cpu_workers_auto) {
@@ -374,7 +374,7 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   for (const auto& w : out->workers) {
     e->opt.cold_shards.push_back(w.get());
     fprintf(stderr, "%s: %s (%s): %s backend, %.1f MiB of cold neurons, %lld neurons\n", tool,
-            w->name(), w->transport(), w->backend().c_str(), w->resident_bytes() / 1048576.0,
+            w->name(), w->transport(), w->backend(), w->resident_bytes() / 1048576.0,
             static_cast<long long>(w->neurons()));
   }
   PI_RETURN_IF_ERROR(RepackWeights(tool, *e, &out->model));
@@ -383,7 +383,7 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
 
 std::string HotBackendName(const LoadedEngine& loaded) {
   return loaded.split.device               ? loaded.split.device->name()
-         : loaded.split.backend            ? "host"
+         : loaded.split.hot_shard          ? loaded.split.hot_shard->backend()
          : loaded.split.chain              ? loaded.split.device_kinds[0]
          : loaded.gpu_worker               ? loaded.gpu_worker->backend()
          : !loaded.devices.workers.empty() ? loaded.devices.workers[0]->backend()

@@ -19,9 +19,9 @@
 #include "common/llama_model.h"
 #include "common/status.h"
 #include "common/tokenizer.h"
-#include "coordinator/cpu_worker.h"
 #include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
+#include "coordinator/remote_shard.h"
 
 namespace pi {
 
@@ -73,9 +73,9 @@ struct LoadedEngine {
   LlamaModel model;
   std::unique_ptr<Tokenizer> tok;
   GpuSplit split;
-  std::unique_ptr<CpuWorker> gpu_worker;            // the hot neurons' process, if any
-  DeviceWorkers devices;                            // or the devices' (whole layers)
-  std::vector<std::unique_ptr<CpuWorker>> workers;  // local ones first, then remote
+  std::unique_ptr<RemoteShard> gpu_worker;            // the hot neurons' process, if any
+  DeviceWorkers devices;                              // or the devices' (whole layers)
+  std::vector<std::unique_ptr<RemoteShard>> workers;  // local ones first, then remote
   std::unique_ptr<Engine> engine;
 };
 

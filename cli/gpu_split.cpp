@@ -9,7 +9,7 @@
 #include "common/memory_limits.h"
 #include "common/placement.h"
 #include "common/predictor.h"
-#include "gpu_worker/ffn_backend_factory.h"
+#include "gpu_worker/backend_factory.h"
 #include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/hot_rows.h"
 #include "gpu_worker/layer_range_device.h"
@@ -357,9 +357,8 @@ Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& f
     options->hot_neurons = &split->hot;
     return Status::Ok();
   }
-  std::unique_ptr<FfnBackend> backend;
-  PI_RETURN_IF_ERROR(CreateFfnBackend(flags.ffn_backend, 1, &backend));
-  PI_RETURN_IF_ERROR(backend->Load(model, split->hot));
+  std::unique_ptr<Shard> hot_shard;
+  PI_RETURN_IF_ERROR(LoadHotShard(flags.ffn_backend, 1, model, split->hot, &hot_shard));
   // Say why "auto" did not pick the GPU: the backend is never swapped silently.
   if (flags.ffn_backend == "auto") why = " (auto: " + why + ")";
   fprintf(stderr,
@@ -367,12 +366,12 @@ Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& f
           "on the CPU; plan %s %s\n",
           tool, static_cast<long long>(n_hot),
           static_cast<long long>(model.config.n_layer) * model.config.n_ff,
-          HumanBytes(HotRowBytes(model, split->hot)).c_str(), backend->name(), why.c_str(),
+          HumanBytes(HotRowBytes(model, split->hot)).c_str(), hot_shard->backend(), why.c_str(),
           plan_path.c_str(), reused ? "reused" : "written");
-  split->backend = std::move(backend);
+  split->hot_shard = std::move(hot_shard);
   split->plan = std::move(plan);
   split->plan_path = plan_path;
-  options->hot_backend = split->backend.get();
+  options->hot_shard = split->hot_shard.get();
   options->hot_neurons = &split->hot;
   return Status::Ok();
 }
@@ -427,7 +426,7 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
         "--host-device runs the GPU's share on the CPU: not with --ffn-backend cuda");
   }
   const bool cuda = !flags.host_device && !flags.remote_device && flags.ffn_backend != "host" &&
-                    CudaFfnBackendAvailable(&why);
+                    CudaAvailable(&why);
   // --gpus names each device's backend; its workers (or CreateDeviceBackend) check.
   if (flags.ffn_backend == "cuda" && !cuda && !flags.remote_device && n_gpus == 0) {
     return Status::Error("--ffn-backend cuda is not available: %s", why.c_str());

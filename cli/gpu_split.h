@@ -21,9 +21,9 @@
 
 #include "cli/args.h"
 #include "common/device_backend.h"
-#include "common/ffn_backend.h"
 #include "common/llama_model.h"
 #include "common/placement.h"
+#include "common/shard/shard.h"
 #include "coordinator/device_chain.h"
 #include "coordinator/engine.h"
 
@@ -67,7 +67,7 @@ extern const char kGpuSplitUsage[];
 // The split, when asked for: owns the backend and the hot sets the engine
 // options point to.
 struct GpuSplit {
-  std::unique_ptr<FfnBackend> backend;    // the host backend: hot neurons only
+  std::unique_ptr<Shard> hot_shard;       // the host's hot neurons (HostHotShard)
   std::unique_ptr<DeviceBackend> device;  // a GPU: a prefix of the layers and the head
   std::vector<std::vector<int32_t>> hot;
   // The device path, a device per entry (one without --gpus): the plan each

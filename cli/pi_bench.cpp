@@ -402,7 +402,7 @@ struct SplitInfo {
 SplitInfo DescribeSplit(const pi::GpuSplit& split) {
   SplitInfo info;
   if (split.plan_path.empty()) return info;  // no --vram-budget, or --disable-gpu-index
-  // A GPU holds layers (device); the host backend only hot neurons. A plan
+  // A GPU holds layers (device); the host's hot shard only hot neurons. A plan
   // that gives the GPU nothing loads neither, and everything runs here.
   if (split.device) {
     info.backend = split.device->name();
@@ -411,8 +411,8 @@ SplitInfo DescribeSplit(const pi::GpuSplit& split) {
     for (const std::string& k : split.device_kinds) {
       if (k != info.backend) info.backend = "mixed";
     }
-  } else if (split.backend) {
-    info.backend = split.backend->name();
+  } else if (split.hot_shard) {
+    info.backend = split.hot_shard->backend();
   }
   info.vram_budget = split.plan.vram_budget;
   info.device_budgets = split.plan.device_budgets;
@@ -455,12 +455,12 @@ namespace {
 // The worker processes of --transport shm and grpc (one each), the
 // loopback gRPC worker's process, and gpu-shm's gpu workers (the devices).
 struct BenchWorkers {
-  std::unique_ptr<pi::CpuWorker> shm, grpc;
+  std::unique_ptr<pi::RemoteShard> shm, grpc;
   pi::DeviceWorkers devices;
 #ifdef PI_HAVE_GRPC
   std::unique_ptr<pi::LoopbackWorker> grpc_process;
 #endif
-  pi::CpuWorker* Get(const std::string& transport) {
+  pi::RemoteShard* Get(const std::string& transport) {
     return transport == "shm" ? shm.get() : transport == "grpc" ? grpc.get() : nullptr;
   }
 };
@@ -777,10 +777,10 @@ struct BenchRun {
   Result r;
   double ffn_neurons = 0, gate_rows = 0, hot_fired = 0;         // over the timed tg runs
   double device_seconds = 0, cold_seconds = 0, cold_parts = 0;  // the same
-  pi::NeuronFfnTimes ffn_times;     // the CPU's sparse FFN phases, the same
-  pi::CpuWorker* worker = nullptr;  // the process its cold neurons run in, if any
-  std::vector<float> step_us;       // its step round trips over the timed runs
-  std::vector<float> overhead_us;   // and their transport parts
+  pi::NeuronFfnTimes ffn_times;       // the CPU's sparse FFN phases, the same
+  pi::RemoteShard* worker = nullptr;  // the process its cold neurons run in, if any
+  std::vector<float> step_us;         // its step round trips over the timed runs
+  std::vector<float> overhead_us;     // and their transport parts
 };
 
 // The result row a run starts with: what was measured, on what.
@@ -804,9 +804,9 @@ Result DescribeRun(const BenchFlags& b, const BenchModel& m, const BenchTest& t,
   r.test_time = IsoNow();
   r.mem_bw_gbs = t.mem_bw_gbs;
   r.sparse = std::string(pi::SparseModeName(opt.sparse)) +
-             (opt.device                       ? "+gpu"
-              : opt.hot_backend && t.n_gen > 0 ? "+split"
-                                               : "") +
+             (opt.device                     ? "+gpu"
+              : opt.hot_shard && t.n_gen > 0 ? "+split"
+                                             : "") +
              (run.worker || on == "gpu-shm" ? "+" + on : "");
   r.backend = m.split_info.backend;
   r.vram_budget = m.split_info.vram_budget;
@@ -842,7 +842,7 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
         opt.sparse_threshold = b.sparse_threshold;
         opt.cache_type_k = b.cache_type_k;
         opt.cache_type_v = b.cache_type_v;
-        opt.hot_backend = m.split_opt.hot_backend;
+        opt.hot_shard = m.split_opt.hot_shard;
         opt.hot_neurons = m.split_opt.hot_neurons;
         opt.device = on == "gpu-shm" ? workers->devices.device() : m.split_opt.device;
         if (run.worker) opt.cold_shards = {run.worker};

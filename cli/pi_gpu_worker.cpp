@@ -1,7 +1,7 @@
 // pi-gpu-worker: holds what the placement put in VRAM and computes it for
 // the coordinator: whole layers (attention, KV cache, predictor, hot
 // neurons, maybe the head) on its DeviceBackend, or only the hot FFN
-// neurons of every layer on its FfnBackend, as the coordinator's hello asks
+// neurons of every layer on its hot Shard, as the coordinator's hello asks
 // (gpu_worker/gpu_worker_shard.h). CUDA, or host memory where there is no
 // GPU (reported in its hello reply, never swapped silently). pi-launch
 // starts it with a shared-memory channel at a known fd; on another host it

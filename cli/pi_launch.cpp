@@ -191,7 +191,7 @@ pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
     served.workers.push_back({g->name(), g->transport(), g->backend(), g->resident_bytes(), hot});
   }
   if (loaded.gpu_worker) {
-    const pi::CpuWorker& g = *loaded.gpu_worker;
+    const pi::RemoteShard& g = *loaded.gpu_worker;
     served.workers.push_back(
         {g.name(), g.transport(), g.backend(), g.resident_bytes(), g.neurons()});
   }
@@ -242,7 +242,7 @@ static int Run(int argc, char** argv) {
     if (l.engine.model_path.empty()) l.engine.model_path = pi::DefaultModelPath();
     l.http.model_id = ModelId(l.engine.model_path);
     l.http.more_metrics = [&loaded](std::string* out) {
-      std::vector<const pi::CpuWorker*> cpu;
+      std::vector<const pi::RemoteShard*> cpu;
       for (const auto& w : loaded.workers) cpu.push_back(w.get());
       std::vector<const pi::DeviceWorker*> devices;
       for (const auto& w : loaded.devices.workers) devices.push_back(w.get());

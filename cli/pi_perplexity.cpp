@@ -283,7 +283,7 @@ static int Run(int argc, char** argv) {
   s = pi::SetUpGpuSplit("pi-perplexity", o.model_path, model, o.split_flags, n_ctx, &split,
                         &o.engine);
   // The split, like the sparse modes, acts on single-token steps.
-  if (o.engine.hot_backend) o.engine.n_batch = 1;
+  if (o.engine.hot_shard) o.engine.n_batch = 1;
   std::unique_ptr<pi::Engine> engine;
   if (s.ok()) s = pi::Engine::Create(&model, o.engine, &engine);
   if (!s.ok()) {

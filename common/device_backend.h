@@ -1,6 +1,6 @@
 // DeviceBackend: the part of the model a GPU holds, and the one decode step
 // it runs with the residual stream resident in its memory. Where
-// FfnBackend (ffn_backend.h) takes only the hot FFN rows, this takes what a
+// a hot Shard (common/shard/shard.h) takes only the hot FFN rows, this takes what a
 // placement gives the device (common/placement.h):
 //
 //   layers [first_layer, n_layers): attention (norms, QKV, RoPE, the KV

@@ -67,7 +67,7 @@ void FfnBlock::InitPredictor(float threshold) {
   threshold_ = threshold;
 }
 
-Status FfnBlock::InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, FfnBackend* backend) {
+Status FfnBlock::InitColdPart(const std::vector<std::vector<int32_t>>& hot_ids) {
   PI_RETURN_IF_ERROR(ValidateHotNeurons(*model_, hot_ids));
   cold_ids_.assign(c_.n_layer, {});
   is_hot_.assign(c_.n_layer, std::vector<uint8_t>(c_.n_ff, 0));
@@ -77,11 +77,10 @@ Status FfnBlock::InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, Ffn
       if (!is_hot_[l][i]) cold_ids_[l].push_back(i);
     }
   }
-  backend_ = backend;  // null: the hot neurons run on a DeviceBackend (ForwardCold)
   return Status::Ok();
 }
 
-Status FfnBlock::InitColdShards(const std::vector<FfnShard*>& shards) {
+Status FfnBlock::InitColdShards(const std::vector<Shard*>& shards) {
   if (shards.empty()) return Status::Ok();
   if (shards.size() > 1024) return Status::Error("%zu shards: at most 1024", shards.size());
   std::string why;
@@ -108,7 +107,7 @@ Status FfnBlock::InitColdShards(const std::vector<FfnShard*>& shards) {
   shards_ = shards;
   health_.assign(shards.size(), ShardHealth());
   // Rows per sparse step: as many as every shard's messages carry.
-  for (FfnShard* shard : shards)
+  for (Shard* shard : shards)
     sparse_rows_ = std::min(sparse_rows_, std::max(1, shard->max_batch()));
   const size_t rows = static_cast<size_t>(sparse_rows_);
   shard_ids_.assign(shards.size(), std::vector<int32_t>(rows * c_.n_ff));
@@ -120,8 +119,8 @@ Status FfnBlock::InitColdShards(const std::vector<FfnShard*>& shards) {
   return Status::Ok();
 }
 
-Status FfnBlock::InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, FfnShard* shard) {
-  PI_RETURN_IF_ERROR(InitSplit(hot_ids, nullptr));
+Status FfnBlock::InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, Shard* shard) {
+  PI_RETURN_IF_ERROR(InitColdPart(hot_ids));
   if (shard->owned() != hot_ids) {
     return Status::Error("the hot shard %s does not own exactly the hot neurons", shard->name());
   }
@@ -133,8 +132,8 @@ Status FfnBlock::InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, 
 
 bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
   if (batch != 1) return false;
-  // InitSplit / InitHotShard / InitColdShards checked support.
-  if (backend_ || hot_shard_ || !shards_.empty()) return true;
+  // InitHotShard / InitColdShards checked support.
+  if (hot_shard_ || !shards_.empty()) return true;
   if (mode_ == SparseMode::kOff || !layer.ffn_down_t.present() || !FfnIsReluFamily(c_.activation)) {
     return false;
   }
@@ -154,9 +153,8 @@ void FfnBlock::Forward(int il, int batch, const float* in, float* h, ThreadPool*
 
 void FfnBlock::ForwardSparseRows(int il, int n, const int* idx, const float* in, float* h,
                                  ThreadPool* pool) {
-  // The in-process backend takes a row at a time; otherwise groups as large
-  // as the scratch and every shard's messages allow.
-  const int group = backend_ ? 1 : sparse_rows_;
+  // Groups as large as the scratch and every shard's steps allow.
+  const int group = sparse_rows_;
   if (n > group) {
     int64_t hot = 0, cold = 0, gates = 0;
     for (int b0 = 0; b0 < n; b0 += group) {
@@ -178,7 +176,6 @@ void FfnBlock::ForwardSparseRows(int il, int n, const int* idx, const float* in,
     NormalizeRow(c_, layer.ffn_norm, layer.ffn_norm_b, in + idx[b] * d, x_.data() + b * d);
     std::memcpy(y_.data() + b * d, h + idx[b] * d, sizeof(float) * d);
   }
-  if (backend_) backend_->Start(il, x_.data(), y_hot_.data());
   bool hot_started = false;
   if (hot_shard_) {
     if (hot_health_.down) TryRecover(hot_shard_, &hot_health_);
@@ -189,10 +186,7 @@ void FfnBlock::ForwardSparseRows(int il, int n, const int* idx, const float* in,
   }
   SelectCandidates(il, n, idx, in, pool);
   ComputeRows(il, n, cand_.data(), cand_n_.data(), x_.data(), y_.data(), pool);
-  if (backend_) {
-    last_hot_ = backend_->Wait();
-    for (int64_t i = 0; i < d; ++i) y_[i] += y_hot_[i];
-  } else if (hot_shard_) {
+  if (hot_shard_) {
     FinishHotShard(il, n, hot_started, y_.data(), pool);
   }
   for (int b = 0; b < n; ++b) std::memcpy(h + idx[b] * d, y_.data() + b * d, sizeof(float) * d);
@@ -201,9 +195,9 @@ void FfnBlock::ForwardSparseRows(int il, int n, const int* idx, const float* in,
 void FfnBlock::SelectCandidates(int il, int n, const int* idx, const float* in, ThreadPool* pool) {
   // The CPU's candidates: the predictor's ids (read from `in` before h
   // changes: PowerInfer's input is the un-normed residual), else all
-  // neurons; less the hot ones when the backend has them.
+  // neurons; less the hot ones when the hot shard has them.
   const LlamaLayer& layer = model_->layers[il];
-  const bool split = backend_ || hot_shard_;
+  const bool split = hot_shard_ != nullptr;
   const bool predicted =
       mode_ == SparseMode::kPredictor && layer.fc1.present() && layer.fc2.present();
   for (int b = 0; b < n; ++b) {
@@ -264,7 +258,7 @@ void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* 
                            ThreadPool* pool) {
   const LlamaLayer& layer = model_->layers[il];
   if (!layer.ffn_down_t.present() || !FfnIsReluFamily(c_.activation)) {
-    DenseNormed(layer, 1, x, y, pool);  // nothing is hot: InitSplit needs a sparse model
+    DenseNormed(layer, 1, x, y, pool);  // nothing is hot: InitColdPart needs a sparse model
     return;
   }
   const int32_t* ids = all_ids_.data();
@@ -308,7 +302,7 @@ void FfnBlock::RecoverShards() {
   }
 }
 
-void FfnBlock::TryRecover(FfnShard* shard, ShardHealth* health) {
+void FfnBlock::TryRecover(Shard* shard, ShardHealth* health) {
   const auto now = std::chrono::steady_clock::now();
   if (now < health->retry_at) return;
   if (shard->Recover().ok()) {
@@ -321,7 +315,7 @@ void FfnBlock::TryRecover(FfnShard* shard, ShardHealth* health) {
   }
 }
 
-void FfnBlock::ShardFailed(FfnShard* shard, ShardHealth* health, const Status& s) {
+void FfnBlock::ShardFailed(Shard* shard, ShardHealth* health, const Status& s) {
   const auto now = std::chrono::steady_clock::now();
   health->down = true;
   ++shard_failures_;

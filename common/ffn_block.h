@@ -10,14 +10,15 @@
 // Single-token steps of a ReLU-family layer with ffn_down_t can be sparse:
 // the neurons to compute come from the mode (all of them for kOracle, the
 // predictor's ids for kPredictor; sparse_mode.h) and, with a hot/cold split
-// (InitSplit), the hot ones go to an FfnBackend that runs at the same time
-// (the GPU's share) while the CPU takes the rest:
+// (InitHotShard), the hot ones go to a Shard (common/shard/shard.h: the GPU's
+// share, in this process or a gpu_worker's) that runs at the same time while
+// the CPU takes the rest:
 //
-//   x = rmsnorm(h); [backend.Start(l, x -> y_hot)]
+//   x = rmsnorm(h); [hot.Start(l, x)]
 //   ids = all | predictor(h); [ids -= hot]          cold or all candidates
-//   h += NeuronFfn(ids, x);  [h += backend.Wait()]  silent neurons skipped
+//   h += NeuronFfn(ids, x);  [h += hot.Wait()]      silent neurons skipped
 //
-// The backend computes every hot neuron that fires (exact); only the CPU's
+// The hot shard computes every hot neuron that fires (exact); only the CPU's
 // candidates come from the predictor. Prompt batches run dense: a batch reads
 // each weight row once for all its tokens, which beats per-token sparsity
 // (demo: pp64 ~8500 t/s against ~7300 t/s for sparse decode).
@@ -28,11 +29,10 @@
 #include <string>
 #include <vector>
 
-#include "common/ffn_backend.h"
-#include "common/ffn_shard.h"
 #include "common/llama_model.h"
 #include "common/neuron_ffn.h"
 #include "common/predictor.h"
+#include "common/shard/shard.h"
 #include "common/sparse_mode.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
@@ -47,36 +47,31 @@ class FfnBlock {
   // (scratch, transposed small fc2s; see predictor.h) and sets the score
   // threshold (ResolvePredictorThreshold).
   void InitPredictor(float threshold);
-  // The hot/cold split: hot_ids[l] (sorted, unique) are layer l's neurons on
-  // `backend`, which must already hold them (FfnBackend::Load with the same
-  // sets) and outlive the block. Single-token steps then always run sparse
-  // (kOff behaves as kOracle: the split is exact either way).
-  Status InitSplit(const std::vector<std::vector<int32_t>>& hot_ids, FfnBackend* backend);
   // The split with the hot neurons on a DeviceBackend (common/device_backend.h),
   // which runs the whole layer there: only the cold neuron lists are kept,
   // for ForwardCold.
-  Status InitColdPart(const std::vector<std::vector<int32_t>>& hot_ids) {
-    return InitSplit(hot_ids, nullptr);
-  }
+  Status InitColdPart(const std::vector<std::vector<int32_t>>& hot_ids);
 
   // Cold neurons on shards (worker processes): each sparse step's candidates
   // are split by owner, every shard's share starts at once, the neurons no
   // live shard owns run here meanwhile, and the shards' sums are added in
   // shard order. The shards must own disjoint neuron sets, none of them hot
-  // (call after InitSplit / InitColdPart), and outlive the block; the model
+  // (call after InitHotShard / InitColdPart), and outlive the block; the model
   // must support sparse FFNs. Single-token steps then always run sparse.
   // A shard whose Wait fails is dropped: its neurons run here until its
   // Recover() succeeds, tried at the next step — or, for a shard lost again
   // within a minute of coming back, and after a failed Recover(), after a
   // backoff of 250 ms doubling to 5 s (shard_failures(), shard_recoveries(),
   // shard_error()).
-  Status InitColdShards(const std::vector<FfnShard*>& shards);
-  // The split with the hot neurons on a shard (a gpu_worker process): every
-  // single-token step sends it the whole layer (n_ids -1: the gate decides,
-  // as on an in-process backend) while the CPU computes the cold part; if
-  // it fails, the hot neurons run here until it recovers, as a cold shard's
-  // do. `shard` must own exactly hot_ids and outlive the block.
-  Status InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, FfnShard* shard);
+  Status InitColdShards(const std::vector<Shard*>& shards);
+  // The hot/cold split: hot_ids[l] (sorted, unique) are layer l's neurons on
+  // `shard` (in this process, or a gpu_worker's), which must own exactly
+  // them and outlive the block. Every single-token step sends it the whole
+  // layer (ids null: the gate decides) while the CPU computes the cold part
+  // (all of it, or the predicted part); if the shard fails, the hot neurons
+  // run here until it recovers, as a cold shard's do. Single-token steps
+  // then always run sparse (kOff behaves as kOracle: the split is exact).
+  Status InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, Shard* shard);
   int64_t shard_failures() const { return shard_failures_; }
   int64_t shard_recoveries() const { return shard_recoveries_; }
   const std::string& shard_error() const { return shard_error_; }
@@ -116,14 +111,14 @@ class FfnBlock {
   // Neurons whose up and down rows the last Forward computed: all of them in
   // a dense step, the ones that fired in a sparse step.
   int64_t last_computed_neurons() const { return last_hot_ + last_cold_; }
-  // Of those, on the split's backend and on the CPU (sparse split steps).
+  // Of those, on the hot shard and on the CPU (sparse split steps).
   int64_t last_hot_fired() const { return last_hot_; }
   int64_t last_cold_fired() const { return last_cold_; }
   // The phases of the CPU's sparse steps (all neurons, or the cold part of a
   // split), summed since Init.
   const NeuronFfnTimes& neuron_times() const { return neurons_.times(); }
   // Gate rows the last Forward read (a sparse step reads its candidates'
-  // gate rows, fired or not, and the backend all of its hot ones).
+  // gate rows, fired or not, and the hot shard all of its hot ones).
   int64_t last_gate_rows() const { return last_gate_rows_; }
   SparseMode mode() const { return mode_; }
 
@@ -160,8 +155,8 @@ class FfnBlock {
   };
   // Tries Recover() on failed shards whose retry time has come.
   void RecoverShards();
-  void TryRecover(FfnShard* shard, ShardHealth* health);
-  void ShardFailed(FfnShard* shard, ShardHealth* health, const Status& s);
+  void TryRecover(Shard* shard, ShardHealth* health);
+  void ShardFailed(Shard* shard, ShardHealth* health, const Status& s);
   // The hot part of a split step of n rows on the hot shard, started
   // (`started`) or, with the shard lost, here; added into y's rows.
   void FinishHotShard(int il, int n, bool started, float* y, ThreadPool* pool);
@@ -182,14 +177,13 @@ class FfnBlock {
   std::vector<const int32_t*> fallback_ids_;  // [sparse_rows] a lost shard's rows, run here
   std::vector<int64_t> fallback_n_, fired_rows_;
   std::vector<int32_t> all_ids_;  // 0 .. n_ff - 1
-  // The split (InitSplit): backend_ set, per layer the cold ids and a hot mask.
-  FfnBackend* backend_ = nullptr;
+  // The split (InitHotShard, InitColdPart): per layer the cold ids and a hot mask.
   std::vector<std::vector<int32_t>> cold_ids_;
   std::vector<std::vector<uint8_t>> is_hot_;
   std::vector<float> y_;      // [max_batch, n_embd] sparse rows' sums (copies of h rows)
   std::vector<float> y_hot_;  // [max_batch, n_embd] the hot part
   // Shards (InitColdShards): owner_[l][i] = the shard owning neuron i, -1 here.
-  std::vector<FfnShard*> shards_;
+  std::vector<Shard*> shards_;
   std::vector<std::vector<int16_t>> owner_;
   std::vector<ShardHealth> health_;                // [shards]
   std::vector<std::vector<int32_t>> shard_ids_;    // [shards][sparse_rows * n_ff] rows' shares
@@ -200,7 +194,7 @@ class FfnBlock {
   std::vector<int64_t> local_n_;
   // The hot shard (InitHotShard): its owned() are the hot ids, computed here
   // while it is lost.
-  FfnShard* hot_shard_ = nullptr;
+  Shard* hot_shard_ = nullptr;
   ShardHealth hot_health_;
   int64_t shard_failures_ = 0, shard_recoveries_ = 0;
   std::string shard_error_;

@@ -12,7 +12,7 @@
 // all neurons this is the oracle form of sparsity (exact); over a predictor's
 // ids, the predicted neurons that really fire. Every sparse FFN step runs
 // through here: FfnBlock's oracle and predictor steps, the cold part of the
-// hot/cold split, and HostFfnBackend's hot part. The gate products are cut
+// hot/cold split, and HostHotShard's hot part. The gate products are cut
 // as finely as the pool is wide (each lands in its own slot); the neurons
 // that passed are cut into a fixed number of chunks, each summed into its
 // own partial vector and reduced in order, so the result does not depend on

@@ -86,16 +86,9 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->attention_.Init(c, max_rows, e->n_ctx_, options.n_threads, options.cache_type_k);
   e->ffn_.Init(*model, max_rows, options.sparse);
   if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
-  if (options.hot_backend) {
-    if (!options.hot_neurons) return Status::Error("a hot backend needs its hot neuron sets");
-    if (options.device) return Status::Error("a hot backend and a device backend at once");
-    PI_RETURN_IF_ERROR(e->ffn_.InitSplit(*options.hot_neurons, options.hot_backend));
-  }
   if (options.hot_shard) {
     if (!options.hot_neurons) return Status::Error("a hot shard needs its hot neuron sets");
-    if (options.hot_backend || options.device) {
-      return Status::Error("a hot shard with a hot backend or a device backend");
-    }
+    if (options.device) return Status::Error("a hot shard and a device backend at once");
     PI_RETURN_IF_ERROR(e->ffn_.InitHotShard(*options.hot_neurons, options.hot_shard));
   }
   if (options.device) {
@@ -533,8 +526,8 @@ void Engine::ResetStepCounters() {
 
 RepackScope HostRepackScope(const EngineOptions& o) {
   RepackScope scope;
-  scope.ffn = o.sparse == SparseMode::kOff && !o.hot_backend && !o.hot_neurons && !o.hot_shard &&
-              !o.device && o.cold_shards.empty();
+  scope.ffn = o.sparse == SparseMode::kOff && !o.hot_neurons && !o.hot_shard && !o.device &&
+              o.cold_shards.empty();
   if (o.device) {  // its layers and maybe the head are computed there
     scope.first_layer = o.device->plan().n_layers;
     scope.head = !o.device->plan().output;

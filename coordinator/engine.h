@@ -22,12 +22,11 @@
 
 #include "common/attention_block.h"
 #include "common/device_backend.h"
-#include "common/ffn_backend.h"
 #include "common/ffn_block.h"
 #include "common/ffn_observer.h"
-#include "common/ffn_shard.h"
 #include "common/kv_cache.h"
 #include "common/llama_model.h"
+#include "common/shard/shard.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "common/weight_repack.h"
@@ -48,21 +47,19 @@ struct EngineOptions {
   // powerinfer.sparse_threshold (common/predictor.h).
   std::optional<float> sparse_threshold;
   // The hot/cold FFN split (common/ffn_block.h): when set, single-token steps
-  // compute each layer's hot neurons on `hot_backend` (already Load()ed with
-  // the same sets) while the CPU computes the cold rest (all of it, or with
-  // --sparse predictor the predicted part). Both must outlive the engine.
-  FfnBackend* hot_backend = nullptr;
+  // compute each layer's hot neurons on `hot_shard` (owning exactly
+  // *hot_neurons: HostHotShard in this process, or a gpu_worker process), a
+  // whole layer per step, while the CPU computes the cold rest (all of it,
+  // or with --sparse predictor the predicted part); the hot neurons are
+  // computed here while the shard is lost. Exclusive with device; not
+  // owned; both must outlive the engine.
+  Shard* hot_shard = nullptr;
   const std::vector<std::vector<int32_t>>* hot_neurons = nullptr;
-  // Or the hot neurons on a shard (a gpu_worker process, owning exactly
-  // *hot_neurons): the same split, a whole layer per step, with the hot
-  // neurons computed here while the shard is lost. Exclusive with
-  // hot_backend and device; not owned; must outlive the engine.
-  FfnShard* hot_shard = nullptr;
   // A GPU holding a prefix of the layers (attention, KV cache, predictor,
   // hot neurons) and maybe the head (common/device_backend.h), already
   // Load()ed for this model, cache types and at least this context; must outlive the
   // engine. Tokens then run one at a time: the device's layers there (their
-  // cold neurons here, meanwhile), the rest here. Exclusive with hot_backend.
+  // cold neurons here, meanwhile), the rest here. Exclusive with hot_shard.
   // A device that fails (a gpu_worker process lost) is recovered and its KV
   // cache refilled by replaying the sequence's tokens: the same answer.
   DeviceBackend* device = nullptr;
@@ -70,11 +67,11 @@ struct EngineOptions {
   // with a KV cache of n_ctx positions; sequence 0 is also Eval's. A device
   // must hold at least as many (DevicePlan::n_seq).
   int n_seq = 1;
-  // Cold neurons on worker processes (common/ffn_shard.h; e.g. ShmWorker):
+  // Cold neurons on worker processes (common/shard/shard.h; e.g. ShmWorker):
   // disjoint sets, none hot; not owned; must outlive the engine. Sparse
   // single-token steps send each shard its share; a shard that fails is
   // replaced by this process's own computation (shard_failures()).
-  std::vector<FfnShard*> cold_shards;
+  std::vector<Shard*> cold_shards;
 };
 
 // What of the model an engine with these options multiplies on this host's

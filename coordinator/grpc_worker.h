@@ -20,8 +20,8 @@
 
 #include "common/llama_model.h"
 #include "common/status.h"
-#include "coordinator/cpu_worker.h"
 #include "coordinator/grpc_session.h"
+#include "coordinator/remote_shard.h"
 
 namespace pi {
 
@@ -30,10 +30,10 @@ struct GrpcWorkerOptions : GrpcEndpoint {
   int connect_timeout_ms = 10000;   // reaching the worker the first time (Connect)
   int reconnect_timeout_ms = 2000;  // reaching it while recovering (in the background)
   int hello_timeout_ms = 120000;    // its hello, once reached (it loads its shard first)
-  int step_timeout_ms = 1000;       // a step's reply (FfnShard::Wait)
+  int step_timeout_ms = 1000;       // a step's reply (Shard::Wait)
 };
 
-class GrpcWorker : public CpuWorker {
+class GrpcWorker : public RemoteShard {
  public:
   GrpcWorker();
   ~GrpcWorker() override;
@@ -53,7 +53,7 @@ class GrpcWorker : public CpuWorker {
   Status Wait(const float** y, int64_t* fired) override;
   Status Recover() override;
   const char* transport() const override { return "grpc"; }
-  const std::string& backend() const override { return backend_; }
+  const char* backend() const override { return backend_.c_str(); }
   int64_t resident_bytes() const override { return resident_bytes_; }
   Status Stop(int timeout_ms = 5000) override;
 

@@ -18,7 +18,7 @@
 #include "common/llama_model.h"
 #include "common/status.h"
 #include "common/transport/shm_channel.h"
-#include "coordinator/cpu_worker.h"
+#include "coordinator/remote_shard.h"
 #include "coordinator/worker_process.h"
 
 namespace pi {
@@ -27,13 +27,13 @@ namespace pi {
 // the step's.
 struct ShmWorkerOptions : WorkerProcessOptions {
   int max_batch = 1;
-  // A step not answered within this is a lost worker (FfnShard::Wait fails):
+  // A step not answered within this is a lost worker (Shard::Wait fails):
   // a stopped (SIGSTOP) or wedged worker is noticed here; a dead one within
   // the 100 ms the waits are cut into.
   int step_timeout_ms = 1000;
 };
 
-class ShmWorker : public CpuWorker {
+class ShmWorker : public RemoteShard {
  public:
   ShmWorker() = default;
   ~ShmWorker() override = default;  // a worker still running is killed
@@ -53,7 +53,7 @@ class ShmWorker : public CpuWorker {
   // *y: [batch, n_embd] in the reply slot; *fired: neurons that fired.
   Status WaitStep(int timeout_ms, const float** y, int64_t* fired, int64_t* worker_ns = nullptr);
 
-  // FfnShard: a step of batch rows with the step timeout of the options.
+  // Shard: a step of batch rows with the step timeout of the options.
   const char* name() const override { return process_.name().c_str(); }
   const std::vector<std::vector<int32_t>>& owned() const override { return owned_; }
   int max_batch() const override { return options_.max_batch; }
@@ -74,7 +74,7 @@ class ShmWorker : public CpuWorker {
   pid_t pid() const { return process_.pid(); }
   void set_step_timeout_ms(int ms) { step_timeout_ms_ = ms; }
   const char* transport() const override { return "shm"; }
-  const std::string& backend() const override { return backend_; }
+  const char* backend() const override { return backend_.c_str(); }
   int64_t resident_bytes() const override { return resident_bytes_; }
   ShmChannel* channel() { return process_.channel(); }  // tests: malformed messages
 

@@ -2,7 +2,7 @@
 
 namespace pi {
 
-void AppendWorkerMetrics(const std::vector<const CpuWorker*>& cpu_workers, const CpuWorker* gpu,
+void AppendWorkerMetrics(const std::vector<const RemoteShard*>& cpu_workers, const RemoteShard* gpu,
                          const std::vector<const DeviceWorker*>& devices, std::string* out) {
   if (cpu_workers.empty() && !gpu && devices.empty()) return;
   const char* name = "pi_worker_step_seconds";

@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/cpu_worker.h"
 #include "coordinator/device_worker.h"
+#include "coordinator/remote_shard.h"
 
 namespace pi {
 
 // `gpu` (hot neurons) may be null; `devices` (whole layers: "gpu", or
 // "gpu 0", "gpu 1", ... for a chain) empty.
-void AppendWorkerMetrics(const std::vector<const CpuWorker*>& cpu_workers, const CpuWorker* gpu,
+void AppendWorkerMetrics(const std::vector<const RemoteShard*>& cpu_workers, const RemoteShard* gpu,
                          const std::vector<const DeviceWorker*>& devices, std::string* out);
 
 }  // namespace pi

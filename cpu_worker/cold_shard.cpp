@@ -51,7 +51,7 @@ Status ColdShard::Init(const LlamaModel& model, ShardLayout layout, int n_thread
   return Status::Ok();
 }
 
-int64_t ColdShard::Run(const StepRequest& step, float* y) {
+Status ColdShard::Run(const StepRequest& step, float* y, int64_t* fired) {
   const LlamaLayer& layer = model_->layers[step.layer];
   const std::vector<int32_t>& owned = layout_.owned[step.layer];
   const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
@@ -69,9 +69,9 @@ int64_t ColdShard::Run(const StepRequest& step, float* y) {
   std::memset(y, 0, sizeof(float) * step.batch * layout_.n_embd);
   neurons_.AccumulateRows(rows, step.batch, row_ids_.data(), row_n_.data(), step.x, y, pool_.get(),
                           row_fired_.data());
-  int64_t fired = 0;
-  for (int b = 0; b < step.batch; ++b) fired += row_fired_[b];
-  return fired;
+  *fired = 0;
+  for (int b = 0; b < step.batch; ++b) *fired += row_fired_[b];
+  return Status::Ok();
 }
 
 }  // namespace pi

@@ -40,9 +40,9 @@ class ColdShard : public StepShard {
   // Bytes of the model this shard reads: its neurons' gate, up and down_t rows.
   int64_t resident_bytes() const override { return resident_bytes_; }
 
-  // y [step.batch, n_embd] = the step's partial sum (overwritten); returns the
-  // neurons that fired, over the batch. Allocates nothing.
-  int64_t Run(const StepRequest& step, float* y) override;
+  // y [step.batch, n_embd] = the step's partial sum (overwritten); *fired:
+  // the neurons that fired, over the batch. Allocates nothing.
+  Status Run(const StepRequest& step, float* y, int64_t* fired) override;
 
  private:
   const LlamaModel* model_ = nullptr;

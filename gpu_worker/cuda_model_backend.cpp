@@ -10,8 +10,8 @@
 #include <functional>
 #include <type_traits>
 
-#include "common/ffn_backend.h"
 #include "common/progress.h"
+#include "common/shard/shard.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/layer_ops.h"
 #include "kernels/cuda/matvec.h"

@@ -6,12 +6,12 @@
 #include <cstring>
 
 #include "common/activation_stats.h"
-#include "common/ffn_backend.h"
 #include "common/kv_cache.h"
 #include "common/memory_limits.h"
 #include "common/predictor.h"
+#include "common/shard/shard.h"
 #include "common/transport/hello_message.h"
-#include "gpu_worker/ffn_backend_factory.h"
+#include "gpu_worker/backend_factory.h"
 #include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/layer_range_device.h"
 
@@ -31,7 +31,7 @@ Status DeviceShard::InitFromHello(const uint8_t* hello, size_t size, const Llama
   if (any_hot) PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot));
   if (plan.mode == SparseMode::kPredictor) PI_RETURN_IF_ERROR(CheckPredictorPresent(model));
   std::string why;
-  const bool cuda = kind_ != "host" && CudaFfnBackendAvailable(&why);
+  const bool cuda = kind_ != "host" && CudaAvailable(&why);
   if (kind_ == "cuda" && !cuda) {
     return Status::Error("--ffn-backend cuda is not available: %s", why.c_str());
   }

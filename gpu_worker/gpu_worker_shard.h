@@ -1,7 +1,7 @@
 // GpuWorkerShard: what pi-gpu-worker serves, as the coordinator's hello
 // asks: whole layers on its DeviceBackend (a device hello: the GPU running
 // attention, KV cache, hot neurons and maybe the head — DeviceShard), or
-// only the hot neurons of every layer on its FfnBackend (an FFN shard's
+// only the hot neurons of every layer on its hot Shard (an FFN shard's
 // hello — HotShard).
 #pragma once
 

@@ -120,8 +120,15 @@ Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
   NormalizeRow(c, layer.ffn_norm, layer.ffn_norm_b, src, x_.data());
   std::fill(y_hot_.begin(), y_hot_.end(), 0.0f);
   if (n_hot > 0) {
-    hot_.Start(il, x_.data(), y_hot_.data());
-    fired_ += hot_.Wait();
+    ShardStep step;
+    step.layer = il;
+    step.x = x_.data();
+    step.out = y_hot_.data();
+    hot_.Start(step);
+    const float* y = nullptr;
+    int64_t fired = 0;
+    PI_RETURN_IF_ERROR(hot_.Wait(&y, &fired));
+    fired_ += fired;
   }
   cold->x = nullptr;
   cold->mask = nullptr;

@@ -1,7 +1,7 @@
 // HostDeviceBackend: the DeviceBackend (common/device_backend.h) in host
 // memory, on its own threads — what a GPU does with a plan, done by the CPU
 // blocks (attention_block.h with its own KV cache, the predictor, the hot
-// neurons on a HostFfnBackend). It is how the device step — layers run
+// neurons on a HostHotShard). It is how the device step — layers run
 // elsewhere, the residual stream kept there, only x, the cold mask and the
 // cold sum crossing — runs and is tested on machines without a GPU, and the
 // reference the CUDA backend is checked against.
@@ -16,7 +16,7 @@
 #include "common/kv_cache.h"
 #include "common/predictor.h"
 #include "common/thread_pool.h"
-#include "gpu_worker/host_ffn_backend.h"
+#include "gpu_worker/host_hot_shard.h"
 
 namespace pi {
 
@@ -47,7 +47,7 @@ class HostDeviceBackend : public DeviceBackend {
   std::vector<KvCache> caches_;  // [n_seq]
   AttentionBlock attention_;
   Predictor predictor_;
-  HostFfnBackend hot_;
+  HostHotShard hot_;
   int64_t resident_bytes_ = 0;
   std::vector<float> h_, inp_, x_, y_hot_, y_cold_, scores_;
   std::vector<uint8_t> head_q8_;

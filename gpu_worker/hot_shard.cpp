@@ -2,7 +2,7 @@
 
 #include "common/activation_stats.h"
 #include "common/transport/hello_message.h"
-#include "gpu_worker/ffn_backend_factory.h"
+#include "gpu_worker/backend_factory.h"
 
 namespace pi {
 
@@ -19,25 +19,28 @@ Status HotShard::InitFromHello(const uint8_t* hello, size_t size, const LlamaMod
   layout.whole_layers = true;
   PI_RETURN_IF_ERROR(ValidateHotNeurons(model, layout.owned));
   PI_RETURN_IF_ERROR(layout.Finish());
-  std::unique_ptr<FfnBackend> backend;
-  PI_RETURN_IF_ERROR(CreateFfnBackend(kind_, n_threads, &backend));
-  PI_RETURN_IF_ERROR(backend->Load(model, layout.owned));
+  std::unique_ptr<Shard> backend;
+  PI_RETURN_IF_ERROR(LoadHotShard(kind_, n_threads, model, layout.owned, &backend));
+  if (backend->max_batch() < layout.max_batch) {
+    return Status::Error("hello: batches of %d rows, the %s take %d", layout.max_batch,
+                         backend->name(), backend->max_batch());
+  }
   layout_ = std::move(layout);
   backend_ = std::move(backend);
   return Status::Ok();
 }
 
-int64_t HotShard::Run(const StepRequest& step, float* y) {
-  // ParseStepRequest checked: n_ids -1 (whole_layers). The backend takes a
-  // row at a time: a batch costs the coordinator one round trip, the
-  // backend one pass over its hot rows per row.
-  const int64_t d = layout_.n_embd;
-  int64_t fired = 0;
-  for (int b = 0; b < step.batch; ++b) {
-    backend_->Start(step.layer, step.x + b * d, y + b * d);
-    fired += backend_->Wait();
-  }
-  return fired;
+Status HotShard::Run(const StepRequest& step, float* y, int64_t* fired) {
+  // ParseStepRequest checked: n_ids -1 (whole_layers), the layer and the
+  // batch. The sum is written straight into the reply.
+  ShardStep s;
+  s.layer = step.layer;
+  s.batch = step.batch;
+  s.x = step.x;
+  s.out = y;
+  backend_->Start(s);
+  const float* sum = nullptr;
+  return backend_->Wait(&sum, fired);
 }
 
 }  // namespace pi

@@ -75,8 +75,8 @@ if [ -n "${BUILD:-}" ]; then
   step "build"
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPI_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DPI_GRPC=OFF -DPI_BUILD_BENCHMARKS=OFF >/dev/null &&
-    cmake --build build-cuda --target cuda_kernels_test cuda_ffn_backend_test \
-      cuda_device_backend_test cuda_shm_device_backend_test ffn_backend_factory_test \
+    cmake --build build-cuda --target cuda_kernels_test cuda_hot_shard_test \
+      cuda_device_backend_test cuda_shm_device_backend_test backend_factory_test \
       bench-cuda-handoff bench-cuda-matvec bench-cuda-ffn pi-bench pi-synth pi-quantize \
       pi-profile pi-run pi-train-predictor pi-gpu-worker || exit 1
 fi
@@ -89,8 +89,8 @@ step "device"
 if [ -z "${SKIP_TESTS:-}" ]; then
   step "gpu tests"
   # cuda_shm_device_backend_test: the same cases with the GPU in a pi-gpu-worker process.
-  for t in cuda_kernels_test cuda_ffn_backend_test cuda_device_backend_test \
-      cuda_shm_device_backend_test ffn_backend_factory_test; do
+  for t in cuda_kernels_test cuda_hot_shard_test cuda_device_backend_test \
+      cuda_shm_device_backend_test backend_factory_test; do
     timeout 300 "$BIN/$t" 2>&1 | tee "$OUT/$t.txt" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran"
     check "$t"
   done

@@ -1,5 +1,5 @@
 // bench-cuda-ffn: one 7B-shaped FFN layer (n_embd 4096, n_ff 11008, ReLU) on
-// CudaFfnBackend, per weight type and hot share (10 / 50 / 100 % of the
+// CudaHotShard, per weight type and hot share (10 / 50 / 100 % of the
 // neurons in VRAM): time per Start+Wait (x in, kernels, y out), the bytes the
 // step reads (every hot gate row, up and down_t rows of the neurons that
 // fired), GB/s and its share of the device's peak memory bandwidth (memory
@@ -22,7 +22,7 @@
 #include <cuda_runtime.h>
 
 #include "common/llama_model.h"
-#include "gpu_worker/cuda_ffn_backend.h"
+#include "gpu_worker/cuda_hot_shard.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/matvec.h"
 
@@ -158,22 +158,31 @@ int main(int argc, char** argv) {
       std::shuffle(ids.begin(), ids.end(), rng);
       ids.resize(static_cast<size_t>(kFf) * pct / 100);
       std::sort(ids.begin(), ids.end());
-      pi::CudaFfnBackend backend;
-      const pi::Status s = backend.Load(m, {ids});
+      pi::CudaHotShard backend;
+      pi::Status s = backend.Load(m, {ids});
+      pi::ShardStep step;
+      step.x = x.data();
+      step.out = y.data();
+      const float* sum = nullptr;
+      int64_t fired = 0;
+      for (int i = 0; i < 10 && s.ok(); ++i) {  // warmup
+        backend.Start(step);
+        s = backend.Wait(&sum, &fired);
+      }
       if (!s.ok()) {
         fprintf(stderr, "bench-cuda-ffn: %s\n", s.message().c_str());
         return 1;
       }
-      int64_t fired = 0;
-      for (int i = 0; i < 10; ++i) {  // warmup
-        backend.Start(0, x.data(), y.data());
-        fired = backend.Wait();
-      }
       const double err = RelError(m.layers[0], ids, x.data(), y.data());
       const double t0 = Now();
-      for (int i = 0; i < reps; ++i) {
-        backend.Start(0, x.data(), y.data());
-        backend.Wait();
+      int64_t n = 0;
+      for (int i = 0; i < reps && s.ok(); ++i) {
+        backend.Start(step);
+        s = backend.Wait(&sum, &n);
+      }
+      if (!s.ok()) {
+        fprintf(stderr, "bench-cuda-ffn: %s\n", s.message().c_str());
+        return 1;
       }
       const double us = (Now() - t0) / reps * 1e6;
       if (pct == 0) {

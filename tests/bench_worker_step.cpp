@@ -41,7 +41,7 @@ pi::Status MakeModel(int n_embd, const std::string& path, pi::LlamaModel* model)
 }
 
 // Times Start + Wait of `worker` per iteration; p50/p99 as counters.
-void Measure(benchmark::State& state, pi::CpuWorker* worker, int n_embd) {
+void Measure(benchmark::State& state, pi::RemoteShard* worker, int n_embd) {
   std::vector<float> x(n_embd, 0.5f);
   std::vector<double> us;
   us.reserve(1 << 20);

@@ -30,7 +30,7 @@
 #include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
 #include "gpu_worker/host_device_backend.h"
-#include "gpu_worker/host_ffn_backend.h"
+#include "gpu_worker/host_hot_shard.h"
 #include "kernels/cpu/weight_panels.h"
 #include "tests/temp_path.h"
 
@@ -65,7 +65,7 @@ std::vector<std::vector<float>> Solo(const LlamaModel& m, EngineOptions opt, con
 }
 
 // Where the FFN's neurons run besides this process.
-enum class Workers { kNone, kCold, kHotAndCold, kHotBackend, kHostDevice, kDeviceWorker };
+enum class Workers { kNone, kCold, kHotAndCold, kHotShardInProcess, kHostDevice, kDeviceWorker };
 
 struct Params {
   const char* arch;
@@ -83,8 +83,8 @@ const char* WorkersName(Workers w) {
       return "cpu_workers";
     case Workers::kHotAndCold:
       return "gpu_and_cpu_worker";
-    case Workers::kHotBackend:
-      return "hot_backend";
+    case Workers::kHotShardInProcess:
+      return "hot_shard_in_process";
     case Workers::kHostDevice:
       return "host_device";
     case Workers::kDeviceWorker:
@@ -162,8 +162,8 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
   }
   const Workers where = GetParam().workers;
   std::vector<std::unique_ptr<ShmWorker>> workers;
-  HostFfnBackend backend(1);
-  if (where == Workers::kHotAndCold || where == Workers::kHotBackend) opt.hot_neurons = &hot;
+  HostHotShard backend(1);
+  if (where == Workers::kHotAndCold || where == Workers::kHotShardInProcess) opt.hot_neurons = &hot;
   if (where == Workers::kHotAndCold) {
     ShmWorkerOptions g;
     g.binary = std::string(PI_BINARY_DIR) + "/bin/pi-gpu-worker";
@@ -175,9 +175,9 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
     ASSERT_TRUE(workers.back()->Start(g, m, hot).ok());
     opt.hot_shard = workers.back().get();
   }
-  if (where == Workers::kHotBackend) {
+  if (where == Workers::kHotShardInProcess) {
     ASSERT_TRUE(backend.Load(m, hot).ok());
-    opt.hot_backend = &backend;
+    opt.hot_shard = &backend;
   }
   // The device path: layer 0 (in process) or both layers and the head (in a
   // gpu worker) with their hot neurons and a KV cache for each of 4 sequences.
@@ -309,7 +309,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Params{"llama", SparseMode::kPredictor, Workers::kCold},
                       Params{"llama", SparseMode::kPredictor, Workers::kHotAndCold},
                       Params{"falcon", SparseMode::kOracle, Workers::kHotAndCold},
-                      Params{"llama", SparseMode::kPredictor, Workers::kHotBackend},
+                      Params{"llama", SparseMode::kPredictor, Workers::kHotShardInProcess},
                       Params{"llama", SparseMode::kOracle, Workers::kHostDevice},
                       Params{"falcon", SparseMode::kPredictor, Workers::kHostDevice},
                       Params{"llama", SparseMode::kPredictor, Workers::kDeviceWorker},

@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "common/activation_stats.h"
-#include "common/ffn_backend.h"
 #include "common/ffn_observer.h"
 #include "common/gguf.h"
 #include "common/llama_model.h"

@@ -31,7 +31,7 @@
 #include "common/synthetic_model.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
-#include "gpu_worker/host_ffn_backend.h"
+#include "gpu_worker/host_hot_shard.h"
 #include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"
 
@@ -277,7 +277,7 @@ TEST(PredictorTest, SplitComputesHotAndPredictedColdNeurons) {
   for (int l = 0; l < c.n_layer; ++l) {
     for (int32_t i = l; i < c.n_ff; i += 3) hot[l].push_back(i);
   }
-  HostFfnBackend backend(1);
+  HostHotShard backend(1);
   ASSERT_TRUE(backend.Load(model, hot).ok());
   ThreadPool pool(2);
   Predictor predictor;
@@ -288,7 +288,7 @@ TEST(PredictorTest, SplitComputesHotAndPredictedColdNeurons) {
     FfnBlock block;
     block.Init(model, 1, SparseMode::kPredictor);
     block.InitPredictor(threshold);
-    ASSERT_TRUE(block.InitSplit(hot, &backend).ok());
+    ASSERT_TRUE(block.InitHotShard(hot, &backend).ok());
     for (int l = 0; l < c.n_layer; ++l) {
       std::vector<float> h(c.n_embd);
       for (float& v : h) v = nd(rng);

@@ -373,7 +373,7 @@ class ShmWorkerTest : public ::testing::Test {
 TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
   ShmWorker w;
   ASSERT_TRUE(w.Start(opt_, model_, OddNeurons(model_.config)).ok());
-  EXPECT_EQ(w.backend(), "cpu");
+  EXPECT_STREQ(w.backend(), "cpu");
   ColdShard local;
   ASSERT_TRUE(local.Init(model_, Layout(model_.config, 2), 1).ok());
   EXPECT_EQ(w.resident_bytes(), local.resident_bytes());
@@ -402,7 +402,8 @@ TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
                   all ? nullptr : row_n,
                   all ? static_cast<int64_t>(local.layout().owned[layer].size())
                       : static_cast<int64_t>(ids.size())};
-    const int64_t want_fired = local.Run(r, want.data());
+    int64_t want_fired = 0;
+    ASSERT_TRUE(local.Run(r, want.data(), &want_fired).ok());
     const float* y = nullptr;
     int64_t fired = 0;
     ASSERT_TRUE(w.WaitStep(5000, &y, &fired).ok());

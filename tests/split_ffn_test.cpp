@@ -13,7 +13,7 @@
 #include "common/ffn_block.h"
 #include "common/synthetic_model.h"
 #include "coordinator/engine.h"
-#include "gpu_worker/host_ffn_backend.h"
+#include "gpu_worker/host_hot_shard.h"
 #include "tests/temp_path.h"
 
 namespace pi {
@@ -58,11 +58,11 @@ TEST_P(SplitFfnTest, SplitEqualsUnsplit) {
     hot[l].assign(order.begin(), order.begin() + static_cast<int64_t>(sc.hot_share * o.n_ff));
     std::sort(hot[l].begin(), hot[l].end());
   }
-  HostFfnBackend backend(1);
+  HostHotShard backend(1);
   ASSERT_TRUE(backend.Load(m, hot).ok());
   FfnBlock split;
   split.Init(m, 1);
-  ASSERT_TRUE(split.InitSplit(hot, &backend).ok());
+  ASSERT_TRUE(split.InitHotShard(hot, &backend).ok());
   FfnBlock dense;
   dense.Init(m, 1);
   ThreadPool pool(2);
@@ -120,7 +120,7 @@ TEST(SplitFfnErrorsTest, NeedsDownTAndValidIds) {
   ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
   LlamaModel m;
   ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
-  HostFfnBackend backend;
+  HostHotShard backend;
   Status s = backend.Load(m, std::vector<std::vector<int32_t>>(o.n_layer));
   EXPECT_THAT(s.message(), ::testing::HasSubstr("ffn_down_t"));
   std::remove(path.c_str());
@@ -136,6 +136,181 @@ TEST(SplitFfnErrorsTest, NeedsDownTAndValidIds) {
   EXPECT_FALSE(backend.Load(m2, bad).ok());
   EXPECT_FALSE(backend.Load(m2, std::vector<std::vector<int32_t>>(1)).ok());
   std::remove(path.c_str());
+}
+
+// A model with ffn_down_t and hot sets of every third neuron, for the shard
+// tests below.
+struct HotFixture {
+  std::string path;
+  LlamaModel model;
+  std::vector<std::vector<int32_t>> hot;
+  int n_embd = 0, n_ff = 0, n_layer = 0;
+};
+
+void MakeHotFixture(const char* name, HotFixture* f) {
+  SyntheticModelOptions o;
+  o.n_vocab = 300;
+  o.n_embd = 128;
+  o.n_ff = 512;
+  o.n_layer = 2;
+  o.n_head = 4;
+  o.type = DType::kQ8_0;
+  o.activation = "relu";
+  o.down_t = true;
+  o.planted_sparsity = 0.85;
+  f->path = TempPath(name);
+  ASSERT_TRUE(WriteSyntheticModel(o, f->path).ok());
+  ASSERT_TRUE(LoadLlamaModel(f->path, &f->model).ok());
+  f->hot.assign(o.n_layer, {});
+  for (int l = 0; l < o.n_layer; ++l) {
+    for (int i = l; i < o.n_ff; i += 3) f->hot[l].push_back(i);
+  }
+  f->n_embd = o.n_embd;
+  f->n_ff = o.n_ff;
+  f->n_layer = o.n_layer;
+}
+
+std::vector<float> RandomRows(int rows, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows) * n);
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
+TEST(HostHotShardTest, BatchRowsEqualEachRowAloneBitForBit) {
+  HotFixture f;
+  MakeHotFixture("hot_batch.gguf", &f);
+  HostHotShard shard(2);
+  ASSERT_TRUE(shard.Load(f.model, f.hot).ok());
+  EXPECT_EQ(shard.owned(), f.hot);
+  EXPECT_STREQ(shard.backend(), "host");
+  const int rows = 5;
+  const std::vector<float> x = RandomRows(rows, f.n_embd, 3);
+  for (int l = 0; l < f.n_layer; ++l) {
+    ShardStep step;
+    step.layer = l;
+    step.batch = rows;
+    step.x = x.data();
+    shard.Start(step);
+    const float* y = nullptr;
+    int64_t fired = 0;
+    ASSERT_TRUE(shard.Wait(&y, &fired).ok());
+    const std::vector<float> together(y, y + rows * f.n_embd);
+    int64_t fired_alone = 0;
+    for (int b = 0; b < rows; ++b) {
+      std::vector<float> out(f.n_embd, -1.0f);
+      ShardStep one;
+      one.layer = l;
+      one.x = x.data() + b * f.n_embd;
+      one.out = out.data();  // the sum lands where the caller asks
+      shard.Start(one);
+      const float* y1 = nullptr;
+      int64_t n = 0;
+      ASSERT_TRUE(shard.Wait(&y1, &n).ok());
+      EXPECT_EQ(y1, out.data());
+      fired_alone += n;
+      for (int i = 0; i < f.n_embd; ++i) {
+        ASSERT_EQ(together[b * f.n_embd + i], out[i]) << "layer " << l << " row " << b;
+      }
+    }
+    EXPECT_EQ(fired, fired_alone);
+    EXPECT_GT(fired, 0);
+  }
+  std::remove(f.path.c_str());
+}
+
+TEST(HostHotShardTest, RefusesCandidateIdsAndBadSteps) {
+  HotFixture f;
+  MakeHotFixture("hot_refuse.gguf", &f);
+  HostHotShard shard(1);
+  const std::vector<float> x = RandomRows(1, f.n_embd, 4);
+  ShardStep step;
+  step.x = x.data();
+  const float* y = nullptr;
+  int64_t fired = 0;
+  shard.Start(step);
+  EXPECT_THAT(shard.Wait(&y, &fired).message(), ::testing::HasSubstr("before Load"));
+  ASSERT_TRUE(shard.Load(f.model, f.hot).ok());
+  const int32_t ids[1] = {0};
+  const int32_t row_n[1] = {1};
+  step.ids = ids;
+  step.row_n = row_n;
+  shard.Start(step);
+  EXPECT_THAT(shard.Wait(&y, &fired).message(), ::testing::HasSubstr("whole layers"));
+  step.ids = nullptr;
+  step.row_n = nullptr;
+  step.layer = f.n_layer;
+  shard.Start(step);
+  EXPECT_THAT(shard.Wait(&y, &fired).message(), ::testing::HasSubstr("out of range"));
+  step.layer = 0;
+  step.batch = HostHotShard::kMaxBatch + 1;
+  shard.Start(step);
+  EXPECT_FALSE(shard.Wait(&y, &fired).ok());
+  step.batch = 1;
+  shard.Start(step);  // and it still serves a good step
+  EXPECT_TRUE(shard.Wait(&y, &fired).ok());
+  std::remove(f.path.c_str());
+}
+
+// A hot shard that fails its steps from the k-th on, as a CUDA fault does,
+// and never comes back.
+class FaultingShard : public Shard {
+ public:
+  FaultingShard(Shard* inner, int ok_steps) : inner_(inner), ok_steps_(ok_steps) {}
+  const char* name() const override { return "faulting hot neurons"; }
+  const char* backend() const override { return "test"; }
+  const std::vector<std::vector<int32_t>>& owned() const override { return inner_->owned(); }
+  int max_batch() const override { return inner_->max_batch(); }
+  int64_t resident_bytes() const override { return 0; }
+  void Start(const ShardStep& step) override { inner_->Start(step); }
+  Status Wait(const float** y, int64_t* fired) override {
+    const Status s = inner_->Wait(y, fired);
+    if (steps_++ >= ok_steps_) return Status::Error("injected fault at step %d", steps_);
+    return s;
+  }
+  Status Recover() override {
+    ++recover_calls_;
+    return Status::Error("a faulted device stays down");
+  }
+  int recover_calls_ = 0;
+
+ private:
+  Shard* inner_;
+  int ok_steps_, steps_ = 0;
+};
+
+TEST(HotShardFaultTest, AFailedHotShardsNeuronsRunHereWithTheSameSums) {
+  HotFixture f;
+  MakeHotFixture("hot_fault.gguf", &f);
+  HostHotShard healthy(1), inner(1);
+  ASSERT_TRUE(healthy.Load(f.model, f.hot).ok());
+  ASSERT_TRUE(inner.Load(f.model, f.hot).ok());
+  FaultingShard faulting(&inner, 3);
+  FfnBlock good, faulted;
+  good.Init(f.model, 1);
+  faulted.Init(f.model, 1);
+  ASSERT_TRUE(good.InitHotShard(f.hot, &healthy).ok());
+  ASSERT_TRUE(faulted.InitHotShard(f.hot, &faulting).ok());
+  ThreadPool pool(2);
+  const int steps = 6;
+  const std::vector<float> h0 = RandomRows(steps, f.n_embd, 9);
+  for (int t = 0; t < steps; ++t) {
+    for (int l = 0; l < f.n_layer; ++l) {
+      std::vector<float> a(h0.begin() + t * f.n_embd, h0.begin() + (t + 1) * f.n_embd), b = a;
+      good.Forward(l, 1, a.data(), &pool);
+      faulted.Forward(l, 1, b.data(), &pool);
+      // The fallback sums the hot neurons apart and adds them as the shard's
+      // sum is added; the two runs group them alike: the same bits.
+      for (int i = 0; i < f.n_embd; ++i) ASSERT_EQ(a[i], b[i]) << "step " << t << " layer " << l;
+      EXPECT_EQ(good.last_hot_fired() + good.last_cold_fired(),
+                faulted.last_hot_fired() + faulted.last_cold_fired());
+    }
+  }
+  EXPECT_EQ(faulted.shard_failures(), 1);
+  EXPECT_THAT(faulted.shard_error(), ::testing::HasSubstr("injected fault"));
+  EXPECT_EQ(good.shard_failures(), 0);
+  std::remove(f.path.c_str());
 }
 
 }  // namespace
@@ -168,7 +343,7 @@ TEST_P(EngineSplitTest, DecodeWithSplitEqualsWithout) {
   for (int l = 0; l < o.n_layer; ++l) {
     for (int i = l; i < o.n_ff; i += 3) hot[l].push_back(i);  // any set will do
   }
-  HostFfnBackend backend(1);
+  HostHotShard backend(1);
   ASSERT_TRUE(backend.Load(m, hot).ok());
 
   std::vector<float> logits[2];
@@ -180,7 +355,7 @@ TEST_P(EngineSplitTest, DecodeWithSplitEqualsWithout) {
     // sums can round a K/V value the other way and grow through the layers.
     opt.cache_type_k = opt.cache_type_v = DType::kF32;
     if (k == 1) {
-      opt.hot_backend = &backend;
+      opt.hot_shard = &backend;
       opt.hot_neurons = &hot;
     }
     std::unique_ptr<Engine> e;
@@ -201,7 +376,7 @@ TEST_P(EngineSplitTest, DecodeWithSplitEqualsWithout) {
   EXPECT_LT(neurons[1], neurons[0] / 3);  // the split skips silent neurons on both sides
 
   EngineOptions bad;
-  bad.hot_backend = &backend;
+  bad.hot_shard = &backend;
   std::unique_ptr<Engine> e;
   EXPECT_THAT(Engine::Create(&m, bad, &e).message(), ::testing::HasSubstr("hot neuron sets"));
   std::remove(path.c_str());

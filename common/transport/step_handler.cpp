@@ -15,19 +15,22 @@ size_t HandleStepMessage(const uint8_t* request, size_t size, StepShard* shard, 
                          size_t capacity) {
   const auto start = std::chrono::steady_clock::now();
   StepRequest step;
-  const Status s = ParseStepRequest(request, size, shard->layout(), &step);
+  Status s = ParseStepRequest(request, size, shard->layout(), &step);
+  float* y = reinterpret_cast<float*>(reply + sizeof(StepReplyHeader));
+  int64_t fired = 0;
+  const bool parsed = s.ok();
+  if (parsed) s = shard->Run(step, y, &fired);
   if (!s.ok()) {
     StepRequestHeader h{};
     if (size >= sizeof h) memcpy(&h, request, sizeof h);
     const size_t n =
         std::min({s.message().size(), kMaxErrorBytes, capacity - sizeof(StepReplyHeader)});
-    const StepReplyHeader r = ErrorReply(h.step_id, StepStatus::kInvalidRequest, n);
+    const StepReplyHeader r =
+        ErrorReply(h.step_id, parsed ? StepStatus::kInternal : StepStatus::kInvalidRequest, n);
     memcpy(reply, &r, sizeof r);
     memcpy(reply + sizeof r, s.message().data(), n);
     return sizeof r + n;
   }
-  float* y = reinterpret_cast<float*>(reply + sizeof(StepReplyHeader));
-  const int64_t fired = shard->Run(step, y);
   const int64_t ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();

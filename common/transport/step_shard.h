@@ -1,7 +1,7 @@
 // StepShard: a worker's share of the FFN's neurons — what answers the
 // coordinator's FFN steps (step_message.h) behind the one step handler
 // (step_handler.h). A cpu_worker's ColdShard computes them with the CPU
-// kernels; a gpu_worker's HotShard with its FfnBackend (CUDA, or host memory
+// kernels; a gpu_worker's HotShard on its hot Shard (CUDA, or host memory
 // where there is no GPU).
 #pragma once
 
@@ -18,9 +18,10 @@ class StepShard : public WorkerShard {
   virtual const ShardLayout& layout() const = 0;
 
   // y [step.batch, n_embd] = the step's partial sum (overwritten), for a
-  // request ParseStepRequest validated against layout(); returns the
-  // neurons that fired, over the batch.
-  virtual int64_t Run(const StepRequest& step, float* y) = 0;
+  // request ParseStepRequest validated against layout(); *fired: the
+  // neurons that fired, over the batch. An error (a CUDA fault) is the
+  // step's error reply.
+  virtual Status Run(const StepRequest& step, float* y, int64_t* fired) = 0;
 
   // WorkerShard: step messages through HandleStepMessage.
   size_t reply_capacity() const override;

@@ -1,10 +1,11 @@
-// CudaFfnBackend against a scalar double-precision evaluation of the hot FFN
+// CudaHotShard against a scalar double-precision evaluation of the hot FFN
 // formula over the CPU-dequantized rows, with x rounded through Q8_0 for
-// quantized rows as the kernels read it (not against HostFfnBackend), for
-// every weight type x relu/drelu x hot share 0 / 20 / 100 %, and the engine
-// with the split on this backend against the dense engine (greedy tokens of
-// the demo model). Label "gpu": skipped, with the reason, without a device.
-#include "gpu_worker/cuda_ffn_backend.h"
+// quantized rows as the kernels read it (not against HostHotShard), for
+// every weight type x relu/drelu x hot share 0 / 20 / 100 %, a batch of rows
+// against each row alone, and the engine with the split on this shard
+// against the dense engine (greedy tokens of the demo model). Label "gpu":
+// skipped, with the reason, without a device.
+#include "gpu_worker/cuda_hot_shard.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -120,7 +121,23 @@ struct Case {
   const char* arch = "llama";  // falcon: ungated relu(up)
 };
 
-class CudaFfnBackendTest : public ::testing::TestWithParam<Case> {
+// One step of `batch` rows of x into y; returns the neurons that fired.
+int64_t Step(CudaHotShard* shard, int layer, int batch, const float* x, float* y) {
+  ShardStep step;
+  step.layer = layer;
+  step.batch = batch;
+  step.x = x;
+  step.out = y;
+  shard->Start(step);
+  const float* sum = nullptr;
+  int64_t fired = 0;
+  const Status s = shard->Wait(&sum, &fired);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(sum, y);
+  return fired;
+}
+
+class CudaHotShardTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     std::string why;
@@ -128,7 +145,7 @@ class CudaFfnBackendTest : public ::testing::TestWithParam<Case> {
   }
 };
 
-TEST_P(CudaFfnBackendTest, MatchesScalarReference) {
+TEST_P(CudaHotShardTest, MatchesScalarReference) {
   const Case tc = GetParam();
   SyntheticModelOptions o;
   o.n_vocab = 300;
@@ -148,10 +165,10 @@ TEST_P(CudaFfnBackendTest, MatchesScalarReference) {
 
   std::vector<std::vector<int32_t>> hot(o.n_layer);
   for (int l = 0; l < o.n_layer; ++l) hot[l] = RandomHotSet(o.n_ff, tc.hot_share, 7 + l);
-  CudaFfnBackend backend;
+  CudaHotShard backend;
   const Status s = backend.Load(m, hot);
   ASSERT_TRUE(s.ok()) << s.message();
-  EXPECT_STREQ(backend.name(), "cuda");
+  EXPECT_STREQ(backend.backend(), "cuda");
   int64_t expect_bytes = 0;
   for (int l = 0; l < o.n_layer; ++l) {
     // gate (not for falcon), up and down_t rows of n_embd
@@ -169,8 +186,7 @@ TEST_P(CudaFfnBackendTest, MatchesScalarReference) {
     for (int l = 0; l < o.n_layer; ++l) {
       // NaN first: y must be overwritten, every column.
       std::vector<float> y(o.n_embd, std::numeric_limits<float>::quiet_NaN());
-      backend.Start(l, x.data(), y.data());
-      const int64_t fired = backend.Wait();
+      const int64_t fired = Step(&backend, l, 1, x.data(), y.data());
       const Reference ref = Evaluate(m, l, hot[l], x);
       for (int64_t c = 0; c < o.n_embd; ++c) {
         ASSERT_NEAR(y[c], ref.y[c], ref.tol[c]) << "layer " << l << " column " << c;
@@ -181,9 +197,20 @@ TEST_P(CudaFfnBackendTest, MatchesScalarReference) {
 
       // Deterministic: the same step again gives the same bits.
       std::vector<float> y2(o.n_embd, -1.0f);
-      backend.Start(l, x.data(), y2.data());
-      EXPECT_EQ(backend.Wait(), fired);
+      EXPECT_EQ(Step(&backend, l, 1, x.data(), y2.data()), fired);
       EXPECT_EQ(std::memcmp(y.data(), y2.data(), sizeof(float) * o.n_embd), 0) << "layer " << l;
+
+      // A batch of three rows (x, -x, x): each row's sum as it is alone.
+      std::vector<float> xs(3 * o.n_embd), ys(3 * o.n_embd, -1.0f), neg(o.n_embd);
+      for (int64_t c = 0; c < o.n_embd; ++c) {
+        xs[c] = xs[2 * o.n_embd + c] = x[c];
+        xs[o.n_embd + c] = -x[c];
+      }
+      const int64_t fired_neg = Step(&backend, l, 1, xs.data() + o.n_embd, neg.data());
+      EXPECT_EQ(Step(&backend, l, 3, xs.data(), ys.data()), 2 * fired + fired_neg);
+      EXPECT_EQ(std::memcmp(ys.data(), y.data(), sizeof(float) * o.n_embd), 0);
+      EXPECT_EQ(std::memcmp(ys.data() + o.n_embd, neg.data(), sizeof(float) * o.n_embd), 0);
+      EXPECT_EQ(std::memcmp(ys.data() + 2 * o.n_embd, y.data(), sizeof(float) * o.n_embd), 0);
     }
   }
   if (tc.hot_share > 0) {
@@ -204,7 +231,7 @@ std::vector<Case> AllCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, CudaFfnBackendTest, ::testing::ValuesIn(AllCases()),
+INSTANTIATE_TEST_SUITE_P(Cases, CudaHotShardTest, ::testing::ValuesIn(AllCases()),
                          [](const auto& p) {
                            return std::string(p.param.arch) + "_" + DTypeName(p.param.type) + "_" +
                                   p.param.act + "_hot" +
@@ -212,7 +239,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaFfnBackendTest, ::testing::ValuesIn(AllCases
                          });
 
 // Rejected before any device memory is touched, device or not.
-TEST(CudaFfnBackendErrorsTest, LoadRejectsBadInput) {
+TEST(CudaHotShardErrorsTest, LoadRejectsBadInput) {
   SyntheticModelOptions o;
   o.n_ff = 256;
   o.activation = "relu";
@@ -221,7 +248,7 @@ TEST(CudaFfnBackendErrorsTest, LoadRejectsBadInput) {
   LlamaModel m;
   ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
   std::remove(path.c_str());
-  CudaFfnBackend backend;
+  CudaHotShard backend;
   EXPECT_THAT(backend.Load(m, std::vector<std::vector<int32_t>>(o.n_layer)).message(),
               ::testing::HasSubstr("ffn_down_t"));
 
@@ -257,7 +284,7 @@ TEST(CudaFfnBackendErrorsTest, LoadRejectsBadInput) {
 
 // The demo model stored with ffn_down_t (pi-quantize --down-t), ~30 % of each
 // layer's neurons on the CUDA backend: the same 32 greedy tokens as dense.
-TEST(CudaFfnBackendEngineTest, DemoGreedyTokensEqualDense) {
+TEST(CudaHotShardEngineTest, DemoGreedyTokensEqualDense) {
   std::string why;
   if (NoDevice(&why)) GTEST_SKIP() << why;
   const std::string demo_t = TempPath("demo-down-t.gguf");
@@ -270,7 +297,7 @@ TEST(CudaFfnBackendEngineTest, DemoGreedyTokensEqualDense) {
 
   std::vector<std::vector<int32_t>> hot(m.config.n_layer);
   for (int l = 0; l < m.config.n_layer; ++l) hot[l] = RandomHotSet(m.config.n_ff, 0.3, 100 + l);
-  CudaFfnBackend backend;
+  CudaHotShard backend;
   const Status s = backend.Load(m, hot);
   ASSERT_TRUE(s.ok()) << s.message();
 
@@ -280,7 +307,7 @@ TEST(CudaFfnBackendEngineTest, DemoGreedyTokensEqualDense) {
     EngineOptions opt;
     opt.n_threads = 2;
     if (k == 1) {
-      opt.hot_backend = &backend;
+      opt.hot_shard = &backend;
       opt.hot_neurons = &hot;
     }
     std::unique_ptr<Engine> e;

@@ -1,4 +1,4 @@
-#include "gpu_worker/cuda_ffn_backend.h"
+#include "gpu_worker/cuda_hot_shard.h"
 
 #include <cuda_runtime.h>
 
@@ -27,11 +27,11 @@ const char* TensorName(int which) {
 
 }  // namespace
 
-CudaFfnBackend::~CudaFfnBackend() {
+CudaHotShard::~CudaHotShard() {
   Release();
 }
 
-void CudaFfnBackend::Release() {
+void CudaHotShard::Release() {
   // Teardown: errors here have nowhere to go. Nothing allocated, no CUDA
   // call: a backend that never loaded does not touch the runtime.
   for (void* g : graphs_) {
@@ -52,17 +52,13 @@ void CudaFfnBackend::Release() {
   layers_.clear();
   resident_bytes_ = device_bytes_ = 0;
   n_embd_ = 0;
-  layer_ = -1;
-  y_ = nullptr;
+  owned_.clear();
+  step_ = ShardStep();
+  fault_.clear();
 }
 
-void CudaFfnBackend::Die(const char* what, const std::string& error) const {
-  fprintf(stderr, "pi: CUDA FFN backend: layer %d: %s: %s\n", layer_, what, error.c_str());
-  abort();
-}
-
-Status CudaFfnBackend::Load(const LlamaModel& model,
-                            const std::vector<std::vector<int32_t>>& hot_ids) {
+Status CudaHotShard::Load(const LlamaModel& model,
+                          const std::vector<std::vector<int32_t>>& hot_ids) {
   PI_RETURN_IF_ERROR(ValidateHotNeurons(model, hot_ids));
   const LlamaConfig& c = model.config;
   cuda::HotActivation form;
@@ -77,16 +73,16 @@ Status CudaFfnBackend::Load(const LlamaModel& model,
       form = cuda::HotActivation::kReluUp;
       break;
     default:
-      return Status::Error("CUDA FFN backend: no kernel for the %s activation",
+      return Status::Error("CUDA hot neurons: no kernel for the %s activation",
                            FfnActivationName(c.activation));
   }
   if (!cuda::HotFfnSupportsCols(c.n_embd)) {
-    return Status::Error("CUDA FFN backend: n_embd %d is not a multiple of 32", c.n_embd);
+    return Status::Error("CUDA hot neurons: n_embd %d is not a multiple of 32", c.n_embd);
   }
   for (int l = 0; l < c.n_layer; ++l) {
     if (!cuda::HotFfnSupportsRows(static_cast<int64_t>(hot_ids[l].size()))) {
       return Status::Error(
-          "CUDA FFN backend: layer %d: %zu hot neurons, more than the kernels take", l,
+          "CUDA hot neurons: layer %d: %zu hot neurons, more than the kernels take", l,
           hot_ids[l].size());
     }
     const LlamaLayer& src = model.layers[l];
@@ -95,18 +91,18 @@ Status CudaFfnBackend::Load(const LlamaModel& model,
       if (k == 0 && !t[k]->present()) continue;  // ungated: no gate rows
       if (!cuda::HotFfnSupportsType(t[k]->type) || t[k]->cols != c.n_embd) {
         return Status::Error(
-            "CUDA FFN backend: blk.%d.%s is %s with %" PRId64
+            "CUDA hot neurons: blk.%d.%s is %s with %" PRId64
             " columns; the kernels read F32, F16, BF16, Q8_0 or Q4_0 rows of n_embd = %d",
             l, TensorName(k), DTypeName(t[k]->type), t[k]->cols, c.n_embd);
       }
     }
   }
   std::string why;
-  if (!cuda::DeviceAvailable(&why)) return Status::Error("CUDA FFN backend: %s", why.c_str());
+  if (!cuda::DeviceAvailable(&why)) return Status::Error("CUDA hot neurons: %s", why.c_str());
 
   Release();
   auto fail = [this](const char* what, cudaError_t e) {
-    const Status s = Status::Error("CUDA FFN backend: %s: %s", what, cudaGetErrorString(e));
+    const Status s = Status::Error("CUDA hot neurons: %s: %s", what, cudaGetErrorString(e));
     Release();
     return s;
   };
@@ -153,7 +149,7 @@ Status CudaFfnBackend::Load(const LlamaModel& model,
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     const Status s = Status::Error(
-        "CUDA FFN backend: cudaMalloc of %s for %s on %s failed: %s (%s free of %s)",
+        "CUDA hot neurons: cudaMalloc of %s for %s on %s failed: %s (%s free of %s)",
         Bytes(bytes).c_str(), what, device_name_.c_str(), cudaGetErrorString(err),
         Bytes(static_cast<int64_t>(free_b)).c_str(), Bytes(static_cast<int64_t>(total_b)).c_str());
     Release();
@@ -205,10 +201,12 @@ Status CudaFfnBackend::Load(const LlamaModel& model,
     Release();
     return graphs;
   }
+  owned_ = hot_ids;
+  y_.assign(static_cast<size_t>(kMaxBatch) * c.n_embd, 0.0f);
   return Status::Ok();
 }
 
-bool CudaFfnBackend::EnqueueStep(int layer, std::string* err) {
+bool CudaHotShard::EnqueueStep(int layer, std::string* err) {
   const Layer& l = layers_[layer];
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
   const size_t vec = sizeof(float) * static_cast<size_t>(n_embd_);
@@ -263,7 +261,7 @@ bool CudaFfnBackend::EnqueueStep(int layer, std::string* err) {
   return true;
 }
 
-Status CudaFfnBackend::CaptureGraphs() {
+Status CudaHotShard::CaptureGraphs() {
   // Every step of a layer is the same sequence on the same buffers, so it is
   // recorded once as a CUDA graph: a step is then one launch instead of six
   // API calls (copies, memsets, three kernels).
@@ -272,7 +270,7 @@ Status CudaFfnBackend::CaptureGraphs() {
   for (size_t l = 0; l < layers_.size(); ++l) {
     cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) {
-      return Status::Error("CUDA FFN backend: layer %zu: starting a graph capture: %s", l,
+      return Status::Error("CUDA hot neurons: layer %zu: starting a graph capture: %s", l,
                            cudaGetErrorString(e));
     }
     std::string err;
@@ -281,14 +279,14 @@ Status CudaFfnBackend::CaptureGraphs() {
     e = cudaStreamEndCapture(s, &graph);
     if (!ok || e != cudaSuccess) {
       if (graph) cudaGraphDestroy(graph);
-      return Status::Error("CUDA FFN backend: layer %zu: recording the step: %s", l,
+      return Status::Error("CUDA hot neurons: layer %zu: recording the step: %s", l,
                            ok ? cudaGetErrorString(e) : err.c_str());
     }
     cudaGraphExec_t exec = nullptr;
     e = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     if (e != cudaSuccess) {
-      return Status::Error("CUDA FFN backend: layer %zu: instantiating the step's graph: %s", l,
+      return Status::Error("CUDA hot neurons: layer %zu: instantiating the step's graph: %s", l,
                            cudaGetErrorString(e));
     }
     graphs_[l] = exec;
@@ -296,28 +294,60 @@ Status CudaFfnBackend::CaptureGraphs() {
   return Status::Ok();
 }
 
-void CudaFfnBackend::Start(int layer, const float* x, float* y) {
-  layer_ = layer;
-  if (layers_.empty() || layer < 0 || layer >= static_cast<int>(layers_.size())) {
-    Die("Start", layers_.empty() ? "not loaded" : "no such layer");
-  }
-  y_ = y;
-  std::memcpy(h_x_, x, sizeof(float) * static_cast<size_t>(n_embd_));
-  const cudaError_t e = cudaGraphLaunch(static_cast<cudaGraphExec_t>(graphs_[layer]),
+void CudaHotShard::LaunchRow(int b) {
+  std::memcpy(h_x_, step_.x + b * n_embd_, sizeof(float) * static_cast<size_t>(n_embd_));
+  const cudaError_t e = cudaGraphLaunch(static_cast<cudaGraphExec_t>(graphs_[step_.layer]),
                                         static_cast<cudaStream_t>(stream_));
-  if (e != cudaSuccess) Die("launching the step", cudaGetErrorString(e));
+  if (e != cudaSuccess) Fault(b, "launching the step", cudaGetErrorString(e));
 }
 
-int64_t CudaFfnBackend::Wait() {
-  if (!y_) return 0;  // no step in flight
-  const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
-  if (e != cudaSuccess) Die("running the step", cudaGetErrorString(e));
+void CudaHotShard::Fault(int row, const char* what, const char* error) {
+  // The stream's state is unknown after a fault: every later step fails too,
+  // and the router computes the hot neurons on the CPU from then on.
+  char buf[512];
+  snprintf(buf, sizeof(buf), "CUDA hot neurons: layer %d row %d: %s: %s", step_.layer, row, what,
+           error);
+  fault_ = buf;
+}
+
+void CudaHotShard::Start(const ShardStep& step) {
+  step_ = step;
+  refused_.clear();
+  if (layers_.empty()) {
+    refused_ = "CUDA hot neurons: a step before Load";
+  } else if (step.layer < 0 || step.layer >= static_cast<int>(layers_.size()) || step.batch < 1 ||
+             step.batch > kMaxBatch) {
+    refused_ = "CUDA hot neurons: layer or batch out of range";
+  } else if (step.ids || step.row_n) {
+    refused_ = "CUDA hot neurons take whole layers, not candidate ids";
+  }
+  if (!refused_.empty() || !fault_.empty()) return;
+  out_ = step.out ? step.out : y_.data();
+  LaunchRow(0);
+}
+
+Status CudaHotShard::Wait(const float** y, int64_t* fired) {
+  if (!refused_.empty()) return Status::Error("%s", refused_.c_str());
+  // A row at a time (the graphs take one x): row b's sum is copied out while
+  // nothing else is queued, then row b + 1 is launched.
   const size_t vec = sizeof(float) * static_cast<size_t>(n_embd_);
-  std::memcpy(y_, h_out_, vec);
-  int32_t fired = 0;
-  std::memcpy(&fired, static_cast<const char*>(h_out_) + vec, sizeof(fired));
-  y_ = nullptr;
-  return fired;
+  int64_t total = 0;
+  for (int b = 0; b < step_.batch && fault_.empty(); ++b) {
+    const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+    if (e != cudaSuccess) {
+      Fault(b, "running the step", cudaGetErrorString(e));
+      break;
+    }
+    std::memcpy(out_ + b * n_embd_, h_out_, vec);
+    int32_t n = 0;
+    std::memcpy(&n, static_cast<const char*>(h_out_) + vec, sizeof(n));
+    total += n;
+    if (b + 1 < step_.batch) LaunchRow(b + 1);
+  }
+  if (!fault_.empty()) return Status::Error("%s", fault_.c_str());
+  *y = out_;
+  *fired = total;
+  return Status::Ok();
 }
 
 }  // namespace pi

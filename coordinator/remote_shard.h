@@ -1,24 +1,23 @@
-// CpuWorker: the coordinator's handle on a cpu_worker process — a cold
-// shard (FfnShard) that also says how it is reached and what it holds, and
-// can be stopped. ShmWorker (local, shared memory) and GrpcWorker (remote,
-// gRPC) implement it; the engine sees only the FfnShard.
+// RemoteShard: the coordinator's handle on a worker process — a Shard
+// (common/shard/shard.h: a cpu_worker's cold neurons, or a gpu_worker's hot
+// ones) that also says how it is reached, can be stopped and records its
+// steps' round trips. ShmWorker (local, shared memory) and GrpcWorker
+// (remote, gRPC) implement it; the engine sees only the Shard.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "common/ffn_shard.h"
+#include "common/shard/shard.h"
 #include "common/status.h"
 #include "coordinator/metrics.h"
 
 namespace pi {
 
-class CpuWorker : public FfnShard {
+class RemoteShard : public Shard {
  public:
-  virtual const char* transport() const = 0;       // "shm" | "grpc"
-  virtual const std::string& backend() const = 0;  // what it computes with: "cpu"
-  virtual int64_t resident_bytes() const = 0;      // the shard's bytes in its memory
+  virtual const char* transport() const = 0;  // "shm" | "grpc"
   // Ends the session (a local worker process exits; a remote one stays up
   // for the next coordinator).
   virtual Status Stop(int timeout_ms = 5000) = 0;
@@ -44,7 +43,7 @@ class CpuWorker : public FfnShard {
 
  protected:
   static constexpr size_t kMaxLatencies = 1 << 16;
-  CpuWorker() {
+  RemoteShard() {
     latencies_us_.reserve(kMaxLatencies);
     overheads_us_.reserve(kMaxLatencies);
   }

@@ -1,4 +1,4 @@
-#include "common/ffn_backend.h"
+#include "common/shard/shard.h"
 
 #include <string>
 

@@ -1,8 +1,8 @@
-// CreateFfnBackend (--ffn-backend): "host" works everywhere, "cuda" exactly
+// LoadHotShard (--ffn-backend): "host" works everywhere, "cuda" exactly
 // where this build has CUDA and the machine an NVIDIA device (told apart here
 // by the driver's device nodes, not by asking CUDA), otherwise an error that
 // says why; "auto" follows; anything else is rejected. Runs on every machine.
-#include "gpu_worker/ffn_backend_factory.h"
+#include "gpu_worker/backend_factory.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -33,22 +33,30 @@ bool MachineHasNvidiaDevice() {
   return access("/dev/nvidiactl", F_OK) == 0 || access("/dev/nvidia0", F_OK) == 0;
 }
 
-TEST(FfnBackendFactoryTest, HostComputesTheHotPart) {
-  std::unique_ptr<FfnBackend> b;
-  ASSERT_TRUE(CreateFfnBackend("host", 2, &b).ok());
-  ASSERT_NE(b, nullptr);
-  EXPECT_STREQ(b->name(), "host");
-
-  // A real step: one hot neuron, y = act * down_t[id] against a double evaluation.
+// A small ReLU model with ffn_down_t (what a hot shard needs).
+struct SmallModel {
   SyntheticModelOptions o;
-  o.n_ff = 64;
-  o.activation = "relu";
-  o.down_t = true;
-  const std::string path = TempPath("factory.gguf");
-  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
   LlamaModel m;
-  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
-  std::remove(path.c_str());
+  std::vector<std::vector<int32_t>> no_hot;  // an empty set per layer
+};
+
+void LoadSmallModel(SmallModel* s) {
+  s->o.n_ff = 64;
+  s->o.activation = "relu";
+  s->o.down_t = true;
+  const std::string path = TempPath("factory.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(s->o, path).ok());
+  ASSERT_TRUE(LoadLlamaModel(path, &s->m).ok());
+  std::remove(path.c_str());  // mapped: the model stays readable
+  s->no_hot.assign(s->o.n_layer, {});
+}
+
+TEST(BackendFactoryTest, HostComputesTheHotPart) {
+  SmallModel sm;
+  LoadSmallModel(&sm);
+  const SyntheticModelOptions& o = sm.o;
+  const LlamaModel& m = sm.m;
+  // A real step: one hot neuron, y = act * down_t[id] against a double evaluation.
   const LlamaLayer& l = m.layers[0];
   const int64_t d = o.n_embd;
   std::vector<float> x(d), gate(d), up(d), down(d);
@@ -68,23 +76,36 @@ TEST(FfnBackendFactoryTest, HostComputesTheHotPart) {
   for (int64_t c = 0; c < d; ++c) u += static_cast<double>(up[c]) * x[c];
   std::vector<std::vector<int32_t>> hot(o.n_layer);
   hot[0] = {id};
-  ASSERT_TRUE(b->Load(m, hot).ok());
+  std::unique_ptr<Shard> b;
+  ASSERT_TRUE(LoadHotShard("host", 2, m, hot, &b).ok());
+  ASSERT_NE(b, nullptr);
+  EXPECT_STREQ(b->backend(), "host");
+  EXPECT_EQ(b->owned(), hot);
   std::vector<float> y(d, 99.0f);
-  b->Start(0, x.data(), y.data());
-  EXPECT_EQ(b->Wait(), 1);
+  ShardStep step;
+  step.x = x.data();
+  step.out = y.data();
+  b->Start(step);
+  const float* sum = nullptr;
+  int64_t fired = 0;
+  ASSERT_TRUE(b->Wait(&sum, &fired).ok());
+  EXPECT_EQ(sum, y.data());
+  EXPECT_EQ(fired, 1);
   for (int64_t c = 0; c < d; ++c) {
     ASSERT_NEAR(y[c], g * u * down[c], 1e-4 * std::fabs(g * u) + 1e-6) << c;
   }
 }
 
-TEST(FfnBackendFactoryTest, CudaOnlyWhereBuiltAndPresent) {
-  std::unique_ptr<FfnBackend> b;
-  const Status s = CreateFfnBackend("cuda", 1, &b);
+TEST(BackendFactoryTest, CudaOnlyWhereBuiltAndPresent) {
+  SmallModel sm;
+  LoadSmallModel(&sm);
+  std::unique_ptr<Shard> b;
+  const Status s = LoadHotShard("cuda", 1, sm.m, sm.no_hot, &b);
   std::string why;
-  const bool available = CudaFfnBackendAvailable(&why);
+  const bool available = CudaAvailable(&why);
   if (BuiltWithCuda() && MachineHasNvidiaDevice()) {
     ASSERT_TRUE(s.ok()) << s.message();
-    EXPECT_STREQ(b->name(), "cuda");
+    EXPECT_STREQ(b->backend(), "cuda");
     EXPECT_TRUE(available);
   } else {
     EXPECT_FALSE(s.ok());
@@ -97,25 +118,34 @@ TEST(FfnBackendFactoryTest, CudaOnlyWhereBuiltAndPresent) {
   }
 }
 
-TEST(FfnBackendFactoryTest, AutoPicksCudaOnlyWhereAvailable) {
-  std::unique_ptr<FfnBackend> b;
-  ASSERT_TRUE(CreateFfnBackend("auto", 1, &b).ok());
-  EXPECT_STREQ(b->name(), BuiltWithCuda() && MachineHasNvidiaDevice() ? "cuda" : "host");
+TEST(BackendFactoryTest, AutoPicksCudaOnlyWhereAvailable) {
+  SmallModel sm;
+  LoadSmallModel(&sm);
+  std::unique_ptr<Shard> b;
+  ASSERT_TRUE(LoadHotShard("auto", 1, sm.m, sm.no_hot, &b).ok());
+  EXPECT_STREQ(b->backend(), BuiltWithCuda() && MachineHasNvidiaDevice() ? "cuda" : "host");
 }
 
-TEST(FfnBackendFactoryTest, RejectsUnknownKinds) {
-  std::unique_ptr<FfnBackend> b;
-  Status s = CreateFfnBackend("bogus", 1, &b);
+TEST(BackendFactoryTest, RejectsUnknownKinds) {
+  SmallModel sm;
+  LoadSmallModel(&sm);
+  std::unique_ptr<Shard> b;
+  Status s = LoadHotShard("bogus", 1, sm.m, sm.no_hot, &b);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), ::testing::HasSubstr("'bogus'"));
   EXPECT_THAT(s.message(), ::testing::HasSubstr("auto, cuda or host"));
   EXPECT_EQ(b, nullptr);
-  EXPECT_FALSE(CreateFfnBackend("", 1, &b).ok());
-  EXPECT_FALSE(CreateFfnBackend("host", 0, &b).ok());
+  EXPECT_FALSE(LoadHotShard("", 1, sm.m, sm.no_hot, &b).ok());
+  EXPECT_FALSE(LoadHotShard("host", 0, sm.m, sm.no_hot, &b).ok());
+  std::vector<std::vector<int32_t>> unsorted = sm.no_hot;
+  unsorted[0] = {3, 1};
+  EXPECT_THAT(LoadHotShard("host", 1, sm.m, unsorted, &b).message(),
+              ::testing::HasSubstr("sorted"));
+  EXPECT_EQ(b, nullptr);
 }
 
 // The --ffn-backend flag of pi-run, pi-bench and pi-perplexity.
-TEST(FfnBackendFactoryTest, Flag) {
+TEST(BackendFactoryTest, Flag) {
   const char* ok_argv[] = {"tool", "--ffn-backend", "host"};
   ArgReader ok_args("tool", 3, const_cast<char**>(ok_argv));
   GpuSplitFlags flags;

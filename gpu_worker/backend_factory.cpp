@@ -1,16 +1,16 @@
-#include "gpu_worker/ffn_backend_factory.h"
+#include "gpu_worker/backend_factory.h"
 
-#include "gpu_worker/host_ffn_backend.h"
+#include "gpu_worker/host_hot_shard.h"
 
 #ifdef PI_HAVE_CUDA
-#include "gpu_worker/cuda_ffn_backend.h"
+#include "gpu_worker/cuda_hot_shard.h"
 #include "gpu_worker/cuda_model_backend.h"
 #include "kernels/cuda/matvec.h"
 #endif
 
 namespace pi {
 
-bool CudaFfnBackendAvailable(std::string* why) {
+bool CudaAvailable(std::string* why) {
 #ifdef PI_HAVE_CUDA
   return cuda::DeviceAvailable(why);
 #else
@@ -20,7 +20,7 @@ bool CudaFfnBackendAvailable(std::string* why) {
 }
 
 bool CudaFreeMemory(int64_t* free_bytes, std::string* why) {
-  if (!CudaFfnBackendAvailable(why)) return false;
+  if (!CudaAvailable(why)) return false;
 #ifdef PI_HAVE_CUDA
   int64_t total = 0;
   return cuda::DeviceMemory(free_bytes, &total, why);
@@ -30,29 +30,34 @@ bool CudaFreeMemory(int64_t* free_bytes, std::string* why) {
 #endif
 }
 
-Status CreateFfnBackend(const std::string& kind, int n_threads, std::unique_ptr<FfnBackend>* out) {
+Status LoadHotShard(const std::string& kind, int n_threads, const LlamaModel& model,
+                    const std::vector<std::vector<int32_t>>& hot_ids, std::unique_ptr<Shard>* out) {
   if (kind != "auto" && kind != "cuda" && kind != "host") {
     return Status::Error("unknown FFN backend '%s' (auto, cuda or host)", kind.c_str());
   }
-  if (n_threads < 1) return Status::Error("FFN backend: %d threads", n_threads);
+  if (n_threads < 1) return Status::Error("hot neurons: %d threads", n_threads);
   std::string why;
-  const bool cuda = kind != "host" && CudaFfnBackendAvailable(&why);
+  const bool cuda = kind != "host" && CudaAvailable(&why);
   if (kind == "cuda" && !cuda) {
     return Status::Error("--ffn-backend cuda is not available: %s", why.c_str());
   }
 #ifdef PI_HAVE_CUDA
   if (cuda) {
-    *out = std::make_unique<CudaFfnBackend>();
+    auto shard = std::make_unique<CudaHotShard>();
+    PI_RETURN_IF_ERROR(shard->Load(model, hot_ids));
+    *out = std::move(shard);
     return Status::Ok();
   }
 #endif
-  *out = std::make_unique<HostFfnBackend>(n_threads);
+  auto shard = std::make_unique<HostHotShard>(n_threads);
+  PI_RETURN_IF_ERROR(shard->Load(model, hot_ids));
+  *out = std::move(shard);
   return Status::Ok();
 }
 
 Status CreateDeviceBackend(std::unique_ptr<DeviceBackend>* out) {
   std::string why;
-  if (!CudaFfnBackendAvailable(&why)) return Status::Error("no GPU backend: %s", why.c_str());
+  if (!CudaAvailable(&why)) return Status::Error("no GPU backend: %s", why.c_str());
 #ifdef PI_HAVE_CUDA
   *out = std::make_unique<CudaModelBackend>();
   return Status::Ok();

@@ -1,0 +1,75 @@
+// Shard: a share of the FFN's neurons computed somewhere other than the
+// caller's own threads — the one contract behind every place neurons run:
+//
+//   in process   HostHotShard (gpu_worker/host_hot_shard.h: hot rows in host
+//                memory, its own threads), CudaHotShard (VRAM), ColdShard
+//                (cpu_worker/cold_shard.h: a worker's cold neurons)
+//   elsewhere    ShmWorker (a local worker process over shared memory),
+//                GrpcWorker (a remote one over gRPC): the same steps as
+//                messages (common/transport/step_message.h)
+//
+// The layer router (common/ffn_block.h) hands each shard the step's
+// candidates it owns, computes what no live shard owns meanwhile, and adds
+// the shards' sums in a fixed shard order, so results never depend on
+// timing or on where a shard runs.
+//
+// A step is asynchronous: Start() returns at once; Wait() gives the partial
+// sum, or an error when the shard failed — a worker gone or late, a CUDA
+// fault. The router then computes those neurons itself, from its own
+// mapping of the model, until Recover() brings the shard back (tried with
+// backoff): time is lost, never the answer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/llama_model.h"
+#include "common/status.h"
+
+namespace pi {
+
+struct ShardStep {
+  int layer = 0;
+  int batch = 1;             // rows of x and of the sum, at most max_batch()
+  const float* x = nullptr;  // [batch, n_embd] the normed FFN input
+  // Row b's candidates (sorted, all owned by the shard): the row_n[b] ids
+  // after the earlier rows' in ids. row_n null: every neuron the shard owns
+  // in the layer, for every row (the gate decides which fire).
+  const int32_t* ids = nullptr;
+  const int32_t* row_n = nullptr;
+  // Where a shard that computes the sum itself writes it ([batch, n_embd]);
+  // null: its own memory. A proxy returns its reply's memory either way.
+  float* out = nullptr;
+};
+
+class Shard {
+ public:
+  virtual ~Shard() = default;
+  virtual const char* name() const = 0;     // "host hot neurons", "cpu worker 1234", ...
+  virtual const char* backend() const = 0;  // what computes it: "cpu", "host", "cuda"
+  // The neurons the shard owns, per model layer (sorted, unique).
+  virtual const std::vector<std::vector<int32_t>>& owned() const = 0;
+  // The most rows one step may carry.
+  virtual int max_batch() const { return 1; }
+  // Bytes of the shard's rows where it keeps them (host or device memory).
+  virtual int64_t resident_bytes() const = 0;
+
+  // x and ids are consumed before Start returns (copied into the step's
+  // buffer or message, or held until Wait by a shard that computes them).
+  // One step at a time.
+  virtual void Start(const ShardStep& step) = 0;
+  // *y: [batch, n_embd] the sum (step.out where it was given to a shard that
+  // computes it), valid until the next Start; *fired: neurons that fired,
+  // over the batch.
+  virtual Status Wait(const float** y, int64_t* fired) = 0;
+  // After a failed Wait: tries to bring the shard back (a restarted worker
+  // process); OK when it is ready for steps again. Blocks while it tries.
+  virtual Status Recover() { return Status::Error("%s cannot be recovered", name()); }
+};
+
+// Checks hot neuron sets against a model: the model supports sparse FFNs
+// (SupportsSparseFfn), one set per layer, ids sorted, unique and < n_ff.
+Status ValidateHotNeurons(const LlamaModel& model,
+                          const std::vector<std::vector<int32_t>>& hot_ids);
+
+}  // namespace pi
