@@ -22,7 +22,6 @@
 
 #include "common/attention_block.h"
 #include "common/device_backend.h"
-#include "common/ffn_block.h"
 #include "common/ffn_observer.h"
 #include "common/kv_cache.h"
 #include "common/llama_model.h"
@@ -30,6 +29,7 @@
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "common/weight_repack.h"
+#include "coordinator/route/ffn_block.h"
 
 namespace pi {
 
@@ -46,7 +46,7 @@ struct EngineOptions {
   // LLAMA_SPARSE_PRED_THRESHOLD environment variable, else the file's
   // powerinfer.sparse_threshold (common/predictor.h).
   std::optional<float> sparse_threshold;
-  // The hot/cold FFN split (common/ffn_block.h): when set, single-token steps
+  // The hot/cold FFN split (coordinator/route/ffn_block.h): when set, single-token steps
   // compute each layer's hot neurons on `hot_shard` (owning exactly
   // *hot_neurons: HostHotShard in this process, or a gpu_worker process), a
   // whole layer per step, while the CPU computes the cold rest (all of it,

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "common/attention_block.h"
-#include "common/ffn_block.h"
 #include "common/kv_cache.h"
 #include "common/synthetic_model.h"
 #include "common/thread_pool.h"
 #include "coordinator/engine.h"
+#include "coordinator/route/ffn_block.h"
 #include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"
 

@@ -25,12 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "common/ffn_block.h"
 #include "common/ffn_observer.h"
 #include "common/gguf.h"
 #include "common/synthetic_model.h"
 #include "common/tokenizer.h"
 #include "coordinator/engine.h"
+#include "coordinator/route/ffn_block.h"
 #include "gpu_worker/host_hot_shard.h"
 #include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"

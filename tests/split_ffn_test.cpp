@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "common/ffn_block.h"
 #include "common/synthetic_model.h"
 #include "coordinator/engine.h"
+#include "coordinator/route/ffn_block.h"
 #include "gpu_worker/host_hot_shard.h"
 #include "tests/temp_path.h"
 

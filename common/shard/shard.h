@@ -8,7 +8,7 @@
 //                GrpcWorker (a remote one over gRPC): the same steps as
 //                messages (common/transport/step_message.h)
 //
-// The layer router (common/ffn_block.h) hands each shard the step's
+// The layer router (coordinator/route/ffn_block.h) hands each shard the step's
 // candidates it owns, computes what no live shard owns meanwhile, and adds
 // the shards' sums in a fixed shard order, so results never depend on
 // timing or on where a shard runs.

@@ -1,22 +1,22 @@
 // FfnBlock: the FFN half of a llama layer for a batch of B tokens,
 // h[b] += down(act(gate x_b, up x_b)) with x_b = rmsnorm(h[b]) and act one of
 // the gated forms of FfnActivation, or for falcon h[b] += down(act(up x_b))
-// with x_b = layernorm(in[b]), in the layer input. The down projection is
-// either ffn_down (a product over output features) or PowerInfer's
-// transposed ffn_down_t (an axpy over neurons, each fixed range of neurons
-// into its own partial sum, then reduced — never two threads adding into
-// one vector). Forward allocates nothing.
+// with x_b = layernorm(in[b]), in the layer input: the coordinator's one
+// place where a layer's FFN work is decided and split among its owners.
+// Batches run dense (common/dense_ffn.h). Forward allocates nothing.
 //
 // Single-token steps of a ReLU-family layer with ffn_down_t can be sparse:
 // the neurons to compute come from the mode (all of them for kOracle, the
 // predictor's ids for kPredictor; sparse_mode.h) and, with a hot/cold split
 // (InitHotShard), the hot ones go to a Shard (common/shard/shard.h: the GPU's
 // share, in this process or a gpu_worker's) that runs at the same time while
-// the CPU takes the rest:
+// the CPU takes the rest, itself or — cold neurons in worker processes —
+// through the ShardRouter (shard_router.h):
 //
 //   x = rmsnorm(h); [hot.Start(l, x)]
 //   ids = all | predictor(h); [ids -= hot]          cold or all candidates
-//   h += NeuronFfn(ids, x);  [h += hot.Wait()]      silent neurons skipped
+//   [ids -> shards' shares]                         router.Start
+//   h += NeuronFfn(ids, x);  [h += shards' sums] [h += hot.Wait()]
 //
 // The hot shard computes every hot neuron that fires (exact); only the CPU's
 // candidates come from the predictor. Prompt batches run dense: a batch reads
@@ -24,11 +24,11 @@
 // (demo: pp64 ~8500 t/s against ~7300 t/s for sparse decode).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "common/dense_ffn.h"
 #include "common/llama_model.h"
 #include "common/neuron_ffn.h"
 #include "common/predictor.h"
@@ -36,6 +36,8 @@
 #include "common/sparse_mode.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
+#include "coordinator/route/shard_health.h"
+#include "coordinator/route/shard_router.h"
 
 namespace pi {
 
@@ -59,10 +61,8 @@ class FfnBlock {
   // (call after InitHotShard / InitColdPart), and outlive the block; the model
   // must support sparse FFNs. Single-token steps then always run sparse.
   // A shard whose Wait fails is dropped: its neurons run here until its
-  // Recover() succeeds, tried at the next step — or, for a shard lost again
-  // within a minute of coming back, and after a failed Recover(), after a
-  // backoff of 250 ms doubling to 5 s (shard_failures(), shard_recoveries(),
-  // shard_error()).
+  // Recover() succeeds (shard_health.h: when it is tried; shard_failures(),
+  // shard_recoveries(), shard_error()).
   Status InitColdShards(const std::vector<Shard*>& shards);
   // The hot/cold split: hot_ids[l] (sorted, unique) are layer l's neurons on
   // `shard` (in this process, or a gpu_worker's), which must own exactly
@@ -72,9 +72,9 @@ class FfnBlock {
   // run here until it recovers, as a cold shard's do. Single-token steps
   // then always run sparse (kOff behaves as kOracle: the split is exact).
   Status InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, Shard* shard);
-  int64_t shard_failures() const { return shard_failures_; }
-  int64_t shard_recoveries() const { return shard_recoveries_; }
-  const std::string& shard_error() const { return shard_error_; }
+  int64_t shard_failures() const { return events_.failures; }
+  int64_t shard_recoveries() const { return events_.recoveries; }
+  const std::string& shard_error() const { return events_.last_error; }
 
   // The host's part of a layer whose attention and hot neurons run on a
   // device: y[n_embd] += the FFN over the layer's cold neurons for the
@@ -106,7 +106,7 @@ class FfnBlock {
   // The activations of the last Forward: [batch, n_ff] (zero where a ReLU
   // form did not fire or a neuron was not computed). With a split, a sparse
   // step records the CPU's neurons only. Profiling reads these.
-  const float* activations() const { return gate_.data(); }
+  const float* activations() const { return activations_; }
 
   // Neurons whose up and down rows the last Forward computed: all of them in
   // a dense step, the ones that fired in a sparse step.
@@ -124,10 +124,7 @@ class FfnBlock {
 
  private:
   bool SparseStepApplies(const LlamaLayer& layer, int batch) const;
-  void ForwardDense(const LlamaLayer& layer, int batch, const float* in, float* h, ThreadPool* pool,
-                    const int32_t* run_length = nullptr);
-  // The dense FFN of `batch` rows already normed into x (x_ itself or another
-  // buffer), added into h.
+  // The dense FFN of `batch` rows already normed into x, added into h.
   void DenseNormed(const LlamaLayer& layer, int batch, const float* x, float* h, ThreadPool* pool,
                    const int32_t* run_length = nullptr);
   // Row b's candidates into cand_[b], cand_n_[b]: the predictor's (read
@@ -139,29 +136,13 @@ class FfnBlock {
   // activations).
   void LocalRows(int il, int n, const int32_t* const* ids, const int64_t* n_ids, const float* x,
                  float* y, ThreadPool* pool);
-  // LocalRows, or with shards: each live shard's share of every row sent to
-  // it in one message, the rest computed here, the shards' sums added.
+  // LocalRows, or with shards: the router's shares started, the rest
+  // computed here, the shards' sums added.
   void ComputeRows(int il, int n, const int32_t* const* ids, const int64_t* n_ids, const float* x,
                    float* y, ThreadPool* pool);
-  void RouteRows(int il, int n, const int32_t* const* ids, const int64_t* n_ids, const float* x,
-                 float* y, ThreadPool* pool);
-  // A shard's health: lost (its neurons run here) and when to try Recover()
-  // next; the current backoff, and when it last came back (zero: never;
-  // failing again within a minute of that grows the backoff).
-  struct ShardHealth {
-    bool down = false;
-    std::chrono::steady_clock::time_point retry_at, recovered_at;
-    int backoff_ms = 0;
-  };
-  // Tries Recover() on failed shards whose retry time has come.
-  void RecoverShards();
-  void TryRecover(Shard* shard, ShardHealth* health);
-  void ShardFailed(Shard* shard, ShardHealth* health, const Status& s);
   // The hot part of a split step of n rows on the hot shard, started
   // (`started`) or, with the shard lost, here; added into y's rows.
   void FinishHotShard(int il, int n, bool started, float* y, ThreadPool* pool);
-  // h[c] += sum of the kDownChunks partial vectors (first `batch` rows each).
-  void ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool);
 
   const LlamaModel* model_ = nullptr;
   LlamaConfig c_;
@@ -169,12 +150,13 @@ class FfnBlock {
   int64_t last_hot_ = 0, last_cold_ = 0, last_gate_rows_ = 0;
   Predictor predictor_;
   float threshold_ = 0.0f;
+  DenseFfn dense_;
   NeuronFfn neurons_;
   int sparse_rows_ = 1;               // rows one sparse step takes (scratch, shards' messages)
   std::vector<int32_t> row_ids_;      // [sparse_rows, n_ff] rows' predicted candidates
   std::vector<const int32_t*> cand_;  // [sparse_rows] a step's rows' candidates
   std::vector<int64_t> cand_n_;
-  std::vector<const int32_t*> fallback_ids_;  // [sparse_rows] a lost shard's rows, run here
+  std::vector<const int32_t*> fallback_ids_;  // [sparse_rows] the lost hot shard's rows, run here
   std::vector<int64_t> fallback_n_, fired_rows_;
   std::vector<int32_t> all_ids_;  // 0 .. n_ff - 1
   // The split (InitHotShard, InitColdPart): per layer the cold ids and a hot mask.
@@ -182,30 +164,16 @@ class FfnBlock {
   std::vector<std::vector<uint8_t>> is_hot_;
   std::vector<float> y_;      // [max_batch, n_embd] sparse rows' sums (copies of h rows)
   std::vector<float> y_hot_;  // [max_batch, n_embd] the hot part
-  // Shards (InitColdShards): owner_[l][i] = the shard owning neuron i, -1 here.
-  std::vector<Shard*> shards_;
-  std::vector<std::vector<int16_t>> owner_;
-  std::vector<ShardHealth> health_;                // [shards]
-  std::vector<std::vector<int32_t>> shard_ids_;    // [shards][sparse_rows * n_ff] rows' shares
-  std::vector<std::vector<int32_t>> shard_row_n_;  // [shards][sparse_rows]
-  std::vector<int64_t> shard_n_;                   // [shards] ids over the rows
-  std::vector<int32_t> local_ids_;  // [sparse_rows, n_ff] the candidates computed here
-  std::vector<const int32_t*> local_rows_;
-  std::vector<int64_t> local_n_;
+  ShardRouter router_;        // the cold shards (InitColdShards)
   // The hot shard (InitHotShard): its owned() are the hot ids, computed here
   // while it is lost.
   Shard* hot_shard_ = nullptr;
   ShardHealth hot_health_;
-  int64_t shard_failures_ = 0, shard_recoveries_ = 0;
-  std::string shard_error_;
+  ShardEvents events_;  // over the hot and the cold shards
 
-  std::vector<float> x_;     // [max_batch, n_embd]
-  std::vector<float> gate_;  // [max_batch, n_ff]   gate, then act(gate, up) (ungated: act(up))
-  std::vector<float> up_;    // [max_batch, n_ff]   (unused without a gate)
-  std::vector<float> out_;   // [max_batch, n_embd]
-  static constexpr int kDownChunks = 8;
-  std::vector<float> partial_;  // [kDownChunks, max_batch, n_embd]  ffn_down_t partial sums
-  std::vector<uint8_t> q8_;     // prepared Q8_0 input, max(n_embd, n_ff) wide
+  std::vector<float> x_;    // [max_batch, n_embd]
+  std::vector<float> act_;  // [n_ff] a single sparse row's activations, for the observer
+  const float* activations_ = nullptr;
 };
 
 }  // namespace pi
