@@ -7,8 +7,8 @@
 #include <string>
 
 #include "cli/args.h"
-#include "common/llama_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
 
 namespace pi {
 

@@ -1,6 +1,6 @@
 #include "cli/cache_type_flags.h"
 
-#include "common/kv_cache.h"
+#include "common/model/kv_cache.h"
 
 namespace pi {
 

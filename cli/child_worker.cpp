@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "cli/activation_flag.h"
-#include "common/llama_model.h"
+#include "common/model/llama_model.h"
 #include "common/transport/shm_channel.h"
 
 namespace pi {

@@ -2,7 +2,7 @@
 // everywhere.
 #pragma once
 
-#include "common/llama_model.h"
+#include "common/model/llama_model.h"
 
 namespace pi {
 

@@ -1,6 +1,6 @@
 // pi-run -cnv: a conversation in the terminal, as llama-cli's. Each line
 // read is the user's turn; the whole conversation is rendered with the chat
-// template (common/chat_template.h, the code the HTTP API's chat uses),
+// template (common/text/chat_template.h, the code the HTTP API's chat uses),
 // tokenized with its control tokens, and the assistant's reply streamed to
 // `out`, one reply per turn followed by a newline. Ends at end of input or
 // a line "/exit"; a conversation that outgrows the context ends with an
@@ -13,9 +13,9 @@
 
 #include "cli/engine_flags.h"
 #include "cli/request_flags.h"
-#include "common/chat_template.h"
-#include "common/sampler.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/text/chat_template.h"
+#include "common/text/sampler.h"
 
 namespace pi {
 

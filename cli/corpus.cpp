@@ -7,7 +7,7 @@
 
 #include "cli/activation_flag.h"
 #include "cli/read_file.h"
-#include "common/tensor_check.h"
+#include "common/format/tensor_check.h"
 
 namespace pi {
 

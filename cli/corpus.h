@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "common/llama_model.h"
-#include "common/progress.h"
-#include "common/status.h"
-#include "common/tokenizer.h"
+#include "common/base/progress.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/engine.h"
 
 namespace pi {

@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include "common/executable_path.h"
+#include "common/base/executable_path.h"
 
 namespace pi {
 

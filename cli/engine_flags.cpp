@@ -9,11 +9,11 @@
 #include "cli/context_note.h"
 #include "cli/default_model.h"
 #include "cli/sparse_note.h"
-#include "common/executable_path.h"
-#include "common/neuron_ffn.h"
-#include "common/tensor_check.h"
-#include "common/thread_pool.h"
-#include "common/weight_repack.h"
+#include "common/base/executable_path.h"
+#include "common/base/thread_pool.h"
+#include "common/compute/neuron_ffn.h"
+#include "common/format/tensor_check.h"
+#include "common/model/weight_repack.h"
 #include "coordinator/local_workers.h"
 #include "coordinator/shm_worker.h"
 #ifdef PI_HAVE_GRPC
@@ -195,7 +195,7 @@ void AddActivationArg(const EngineFlags& e, std::vector<std::string>* args) {
 }
 
 // Rows a worker step may carry: a decode token of each sequence (-np), up to
-// what one sparse step takes (common/neuron_ffn.h).
+// what one sparse step takes (common/compute/neuron_ffn.h).
 int WorkerMaxBatch(const EngineFlags& e) {
   return std::min(e.opt.n_seq, NeuronFfn::kMaxRows);
 }
@@ -292,7 +292,7 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
   return Status::Ok();
 }
 
-// The dense matrices this process multiplies, repacked (common/weight_repack.h).
+// The dense matrices this process multiplies, repacked (common/model/weight_repack.h).
 Status RepackWeights(const char* tool, const EngineFlags& e, LlamaModel* model) {
   if (e.no_repack) return Status::Ok();
   ThreadPool pool(e.opt.n_threads);

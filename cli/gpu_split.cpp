@@ -4,11 +4,11 @@
 
 #include <cstdio>
 
-#include "common/activation_stats.h"
-#include "common/gpu_index.h"
-#include "common/memory_limits.h"
-#include "common/placement.h"
-#include "common/predictor.h"
+#include "common/base/memory_limits.h"
+#include "common/compute/predictor.h"
+#include "common/plan/activation_stats.h"
+#include "common/plan/gpu_index.h"
+#include "common/plan/placement.h"
 #include "gpu_worker/backend_factory.h"
 #include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/hot_rows.h"

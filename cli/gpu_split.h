@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "cli/args.h"
-#include "common/device_backend.h"
-#include "common/llama_model.h"
-#include "common/placement.h"
+#include "common/model/llama_model.h"
+#include "common/plan/placement.h"
+#include "common/shard/device_backend.h"
 #include "common/shard/shard.h"
 #include "coordinator/device_chain.h"
 #include "coordinator/engine.h"

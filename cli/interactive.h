@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "cli/engine_flags.h"
-#include "common/sampler.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/text/sampler.h"
 
 namespace pi {
 

@@ -10,7 +10,7 @@
 // threads, so a tg row shows how close decode runs to the memory limit. With
 // a hot/cold split (--vram-budget) a tg row also splits those bytes by device
 // under the plan, with the GPU's share of the fired neurons, and compares the
-// measured time with the time model's bound (common/time_model.h).
+// measured time with the time model's bound (common/offline/time_model.h).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -36,15 +36,15 @@
 #include "cli/server_bench.h"
 #include "cli/sparse_note.h"
 #include "cli/tool_main.h"
-#include "common/executable_path.h"
-#include "common/json.h"
-#include "common/memory_bandwidth.h"
-#include "common/neuron_ffn.h"
-#include "common/placement.h"
-#include "common/progress.h"
-#include "common/time_model.h"
-#include "common/tokenizer.h"
-#include "common/weight_repack.h"
+#include "common/base/executable_path.h"
+#include "common/base/memory_bandwidth.h"
+#include "common/base/progress.h"
+#include "common/compute/neuron_ffn.h"
+#include "common/model/weight_repack.h"
+#include "common/offline/time_model.h"
+#include "common/plan/placement.h"
+#include "common/text/json.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
 #include "coordinator/local_workers.h"
@@ -160,7 +160,7 @@ struct Result {
   // rate while in them, when the host has no layers of its own).
   double device_wait_us = 0, cold_us = 0, cold_parts = 0, cold_gbs = 0;
   // Sparse tg rows: per token, µs the CPU's sparse FFN spent in each phase
-  // (common/neuron_ffn.h: quantizing the input, the deciding gate dots,
+  // (common/compute/neuron_ffn.h: quantizing the input, the deciding gate dots,
   // listing the neurons that passed, their up/down rows, adding the partial
   // sums) — on a many-core host, whether fixed costs or bytes dominate.
   pi::NeuronFfnTimes ffn_phase_us;

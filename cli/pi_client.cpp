@@ -20,8 +20,8 @@
 #include "cli/args.h"
 #include "cli/request_flags.h"
 #include "cli/tool_main.h"
-#include "common/json.h"
-#include "common/sampler.h"
+#include "common/text/json.h"
+#include "common/text/sampler.h"
 #include "proto/pi.grpc.pb.h"
 
 namespace {

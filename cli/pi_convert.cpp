@@ -2,13 +2,13 @@
 //
 //   pi-convert HF_DIR -o OUT.gguf [--outtype f16] [--down-t] [--ffn-activation relu]
 //
-// The work is common/hf_convert.h's; this is flags in, one call, a line out.
+// The work is common/offline/hf_convert.h's; this is flags in, one call, a line out.
 #include <cstdio>
 #include <string>
 
 #include "cli/args.h"
 #include "cli/tool_main.h"
-#include "common/hf_convert.h"
+#include "common/offline/hf_convert.h"
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include "cli/cache_type_flags.h"
 #include "cli/sparse_note.h"
 #include "cli/tool_main.h"
-#include "common/atomic_file.h"
-#include "common/thread_pool.h"
-#include "common/weight_repack.h"
+#include "common/base/atomic_file.h"
+#include "common/base/thread_pool.h"
+#include "common/model/weight_repack.h"
 #include "coordinator/engine.h"
 
 namespace {

@@ -28,10 +28,10 @@
 #include "cli/read_file.h"
 #include "cli/sparse_note.h"
 #include "cli/tool_main.h"
-#include "common/json.h"
-#include "common/llama_model.h"
-#include "common/progress.h"
-#include "common/tokenizer.h"
+#include "common/base/progress.h"
+#include "common/model/llama_model.h"
+#include "common/text/json.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/engine.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // pi-place: decides what goes in VRAM under --vram-budget (dense blocks
 // first, then hot FFN neurons by expected firings per byte; see
-// common/placement.h), writes the plan next to the model and, with --gpuidx,
+// common/plan/placement.h), writes the plan next to the model and, with --gpuidx,
 // PowerInfer's .generated.gpuidx. An existing plan or index made for another
 // budget, context, model or statistics is never reused: it is replaced, and
 // the reason is printed.
@@ -17,11 +17,11 @@
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
 #include "cli/tool_main.h"
-#include "common/activation_stats.h"
-#include "common/gpu_index.h"
-#include "common/llama_model.h"
-#include "common/memory_limits.h"
-#include "common/placement.h"
+#include "common/base/memory_limits.h"
+#include "common/model/llama_model.h"
+#include "common/plan/activation_stats.h"
+#include "common/plan/gpu_index.h"
+#include "common/plan/placement.h"
 
 namespace {
 

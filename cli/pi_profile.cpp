@@ -15,11 +15,11 @@
 #include "cli/args.h"
 #include "cli/corpus.h"
 #include "cli/tool_main.h"
-#include "common/activation_stats.h"
-#include "common/atomic_file.h"
-#include "common/llama_model.h"
-#include "common/progress.h"
-#include "common/tokenizer.h"
+#include "common/base/atomic_file.h"
+#include "common/base/progress.h"
+#include "common/model/llama_model.h"
+#include "common/plan/activation_stats.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/engine.h"
 
 namespace {

@@ -28,11 +28,11 @@
 
 #include "cli/args.h"
 #include "cli/tool_main.h"
-#include "common/activation_stats.h"
-#include "common/gguf.h"
-#include "common/llama_model.h"
-#include "common/synthetic_model.h"
-#include "common/transpose_tensor.h"
+#include "common/format/gguf.h"
+#include "common/format/transpose_tensor.h"
+#include "common/model/llama_model.h"
+#include "common/offline/synthetic_model.h"
+#include "common/plan/activation_stats.h"
 #include "kernels/cpu/quant.h"
 
 namespace {

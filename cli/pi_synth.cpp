@@ -1,5 +1,5 @@
 // pi-synth: writes a llama-family or falcon GGUF of any shape with seeded
-// random weights (common/synthetic_model.h), for tests and benchmarks.
+// random weights (common/offline/synthetic_model.h), for tests and benchmarks.
 //
 //   pi-synth -o tiny.gguf --n-embd 256 --n-layer 2 --tokenizer bytes
 //   pi-synth -o relufalcon.gguf --arch falcon --n-head-kv 1 --activation relu --down-t
@@ -10,7 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/tool_main.h"
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 
 namespace {
 

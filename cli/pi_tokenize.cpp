@@ -20,9 +20,9 @@
 #include "cli/args.h"
 #include "cli/read_file.h"
 #include "cli/tool_main.h"
-#include "common/gguf.h"
-#include "common/tokenizer.h"
-#include "common/unicode.h"
+#include "common/format/gguf.h"
+#include "common/text/tokenizer.h"
+#include "common/text/unicode.h"
 #include "nlohmann/json.hpp"
 
 namespace {

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/memory_limits.h"
+#include "common/base/memory_limits.h"
 
 namespace pi {
 

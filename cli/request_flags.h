@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "cli/args.h"
-#include "common/sampler.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/text/sampler.h"
 
 namespace pi {
 

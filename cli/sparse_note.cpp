@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "common/predictor.h"
+#include "common/compute/predictor.h"
 
 namespace pi {
 

@@ -6,8 +6,8 @@
 
 #include "cli/args.h"
 
-#include "common/llama_model.h"
-#include "common/sparse_mode.h"
+#include "common/compute/sparse_mode.h"
+#include "common/model/llama_model.h"
 
 namespace pi {
 

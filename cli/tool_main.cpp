@@ -5,8 +5,8 @@
 #include <new>
 #include <string>
 
-#include "common/atomic_file.h"
-#include "common/mapped_files.h"
+#include "common/base/atomic_file.h"
+#include "common/base/mapped_files.h"
 
 namespace pi {
 

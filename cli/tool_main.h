@@ -2,7 +2,7 @@
 // the tool's body becomes a message and an exit status instead of an abort:
 // std::bad_alloc ("out of memory"), any other exception (its what()), and a
 // SIGBUS from a mapped model file that another program truncated (the file
-// is named; common/mapped_files.h).
+// is named; common/base/mapped_files.h).
 #pragma once
 
 #include <initializer_list>
@@ -15,7 +15,7 @@ namespace pi {
 int RunTool(const char* tool, int (*body)(int argc, char** argv), int argc, char** argv);
 
 // Checks, before any work, that each non-empty path could be written
-// (common/atomic_file.h's CheckOutputPath); prints "tool: why" for the first
+// (common/base/atomic_file.h's CheckOutputPath); prints "tool: why" for the first
 // that cannot and returns false.
 bool CheckOutputs(const char* tool, std::initializer_list<std::string> paths);
 

@@ -5,7 +5,7 @@
 
 #include "cli/activation_flag.h"
 #include "cli/child_worker.h"
-#include "common/llama_model.h"
+#include "common/model/llama_model.h"
 #ifdef PI_HAVE_GRPC
 #include "common/transport/grpc_serve.h"
 #include "common/transport/listen_address.h"

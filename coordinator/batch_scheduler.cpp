@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "common/progress.h"
+#include "common/base/progress.h"
 
 namespace pi {
 

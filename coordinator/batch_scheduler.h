@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/tokenizer.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/engine.h"
 #include "coordinator/scheduler.h"
 

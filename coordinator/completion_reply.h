@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/tokenizer.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/generation.h"
 #include "coordinator/openai_api.h"
 #include "coordinator/request_stream.h"

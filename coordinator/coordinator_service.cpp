@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "common/sampler.h"
+#include "common/text/sampler.h"
 #include "common/transport/auth_token.h"
 #include "common/transport/grpc_metadata.h"
 #include "coordinator/generate_request.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/tokenizer.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/request_runner.h"
 #include "proto/pi.grpc.pb.h"
 

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "common/device_backend.h"
-#include "common/llama_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
+#include "common/shard/device_backend.h"
 
 namespace pi {
 

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "common/device_backend.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/shard/device_backend.h"
 #include "coordinator/worker_process.h"
 
 namespace pi {

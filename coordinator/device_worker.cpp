@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "common/activation_stats.h"
+#include "common/format/fingerprint.h"
 
 namespace pi {
 

@@ -1,5 +1,5 @@
 // DeviceWorker: the coordinator's handle on a gpu_worker process that holds
-// whole layers — a DeviceBackend (common/device_backend.h) whose calls are
+// whole layers — a DeviceBackend (common/shard/device_backend.h) whose calls are
 // messages (common/transport/device_message.h) over a DeviceLink (shared
 // memory to a local process, gRPC to a remote one: device_link.h), answered
 // by the worker's DeviceShard (gpu_worker/device_shard.h). The engine drives
@@ -25,9 +25,9 @@
 #include <cstdint>
 #include <string>
 
-#include "common/device_backend.h"
-#include "common/llama_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
+#include "common/shard/device_backend.h"
 #include "common/transport/device_message.h"
 #include "coordinator/device_link.h"
 #include "coordinator/metrics.h"

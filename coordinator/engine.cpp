@@ -4,10 +4,10 @@
 #include <cstring>
 #include <string>
 
-#include "common/memory_limits.h"
-#include "common/parallel_matmul.h"
-#include "common/predictor.h"
-#include "common/progress.h"
+#include "common/base/memory_limits.h"
+#include "common/base/progress.h"
+#include "common/compute/parallel_matmul.h"
+#include "common/compute/predictor.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"

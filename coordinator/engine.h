@@ -20,15 +20,15 @@
 #include <string>
 #include <vector>
 
-#include "common/attention_block.h"
-#include "common/device_backend.h"
-#include "common/ffn_observer.h"
-#include "common/kv_cache.h"
-#include "common/llama_model.h"
+#include "common/base/status.h"
+#include "common/base/thread_pool.h"
+#include "common/compute/attention_block.h"
+#include "common/compute/ffn_observer.h"
+#include "common/model/kv_cache.h"
+#include "common/model/llama_model.h"
+#include "common/model/weight_repack.h"
+#include "common/shard/device_backend.h"
 #include "common/shard/shard.h"
-#include "common/status.h"
-#include "common/thread_pool.h"
-#include "common/weight_repack.h"
 #include "coordinator/route/ffn_block.h"
 
 namespace pi {
@@ -44,7 +44,7 @@ struct EngineOptions {
   SparseMode sparse = SparseMode::kOff;  // which FFN neurons a decode step computes
   // SparseMode::kPredictor's score threshold (--sparse-threshold); unset: the
   // LLAMA_SPARSE_PRED_THRESHOLD environment variable, else the file's
-  // powerinfer.sparse_threshold (common/predictor.h).
+  // powerinfer.sparse_threshold (common/compute/predictor.h).
   std::optional<float> sparse_threshold;
   // The hot/cold FFN split (coordinator/route/ffn_block.h): when set, single-token steps
   // compute each layer's hot neurons on `hot_shard` (owning exactly
@@ -56,7 +56,7 @@ struct EngineOptions {
   Shard* hot_shard = nullptr;
   const std::vector<std::vector<int32_t>>* hot_neurons = nullptr;
   // A GPU holding a prefix of the layers (attention, KV cache, predictor,
-  // hot neurons) and maybe the head (common/device_backend.h), already
+  // hot neurons) and maybe the head (common/shard/device_backend.h), already
   // Load()ed for this model, cache types and at least this context; must outlive the
   // engine. Tokens then run one at a time: the device's layers there (their
   // cold neurons here, meanwhile), the rest here. Exclusive with hot_shard.
@@ -85,7 +85,7 @@ class Engine {
  public:
   // `model` must outlive the engine.
   // Fails, naming -c and -b, when the KV cache and buffers would not fit in
-  // the memory available (common/memory_limits.h).
+  // the memory available (common/base/memory_limits.h).
   static Status Create(const LlamaModel* model, const EngineOptions& options,
                        std::unique_ptr<Engine>* out);
   // The context an engine gets for a requested -c: the request, or with 0 the

@@ -11,9 +11,9 @@
 // Fuzzed by request_fuzz.
 #pragma once
 
-#include "common/sampler.h"
-#include "common/status.h"
-#include "common/tokenizer.h"
+#include "common/base/status.h"
+#include "common/text/sampler.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/generation.h"
 #include "coordinator/work_gate.h"
 #include "proto/pi.pb.h"

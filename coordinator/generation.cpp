@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "common/progress.h"
+#include "common/base/progress.h"
 
 namespace pi {
 

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/sampler.h"
-#include "common/tokenizer.h"
+#include "common/text/sampler.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/engine.h"
 
 namespace pi {

@@ -51,7 +51,7 @@ class GrpcDeviceLink : public DeviceLink {
   }
   Status Exchange(size_t n, int timeout_ms, const char* what, uint64_t id, const uint8_t** reply,
                   size_t* reply_size) override {
-    if (!session_) return Status::Error("%s is not connected", name_.c_str());
+    if (!session_) return Status::Lost("%s is not connected", name_.c_str());
     session_->message()->resize(n);
     GrpcSession::Reply r =
         session_->Write() ? session_->Await(timeout_ms, &reply_) : GrpcSession::Reply::kEnded;
@@ -59,11 +59,11 @@ class GrpcDeviceLink : public DeviceLink {
       const std::string why = session_->Close();
       session_.reset();
       if (r == GrpcSession::Reply::kEnded) {
-        return Status::Error("%s: lost at %s %llu: %s", name_.c_str(), what,
-                             static_cast<unsigned long long>(id), why.c_str());
+        return Status::Lost("%s: lost at %s %llu: %s", name_.c_str(), what,
+                            static_cast<unsigned long long>(id), why.c_str());
       }
-      return Status::Error("%s did not answer %s %llu within %d ms", name_.c_str(), what,
-                           static_cast<unsigned long long>(id), timeout_ms);
+      return Status::Timeout("%s did not answer %s %llu within %d ms", name_.c_str(), what,
+                             static_cast<unsigned long long>(id), timeout_ms);
     }
     *reply = reinterpret_cast<const uint8_t*>(reply_.data());
     *reply_size = reply_.size();

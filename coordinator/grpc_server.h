@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "common/transport/h2_guard.h"
 #include "coordinator/coordinator_service.h"
 

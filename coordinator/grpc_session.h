@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "proto/pi.grpc.pb.h"
 
 namespace pi {

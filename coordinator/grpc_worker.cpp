@@ -5,7 +5,7 @@
 #include <chrono>
 #include <utility>
 
-#include "common/activation_stats.h"
+#include "common/format/fingerprint.h"
 #include "common/transport/auth_token.h"
 #include "common/transport/step_message.h"
 #include "proto/pi.grpc.pb.h"
@@ -65,17 +65,17 @@ void GrpcWorker::Start(const ShardStep& step) {
 }
 
 Status GrpcWorker::Wait(const float** y, int64_t* fired) {
-  if (!session_) return Status::Error("%s is not connected", name_.c_str());
+  if (!session_) return Status::Lost("%s is not connected", name_.c_str());
   const GrpcSession::Reply r = write_failed_ ? GrpcSession::Reply::kEnded
                                              : session_->Await(options_.step_timeout_ms, &reply_);
   if (r != GrpcSession::Reply::kReceived) {
     const std::string why = session_->Close();
     session_.reset();
     if (r == GrpcSession::Reply::kEnded)
-      return Status::Error("%s: lost at step %llu: %s", name_.c_str(),
-                           static_cast<unsigned long long>(step_id_), why.c_str());
-    return Status::Error("%s did not answer step %llu within %d ms", name_.c_str(),
-                         static_cast<unsigned long long>(step_id_), options_.step_timeout_ms);
+      return Status::Lost("%s: lost at step %llu: %s", name_.c_str(),
+                          static_cast<unsigned long long>(step_id_), why.c_str());
+    return Status::Timeout("%s did not answer step %llu within %d ms", name_.c_str(),
+                           static_cast<unsigned long long>(step_id_), options_.step_timeout_ms);
   }
   int64_t worker_ns = 0;
   const Status parsed =
@@ -110,9 +110,9 @@ Status GrpcWorker::Recover() {
       reconnect_done_ = true;
     });
   }
-  return Status::Error("%s: reconnecting%s%s", name_.c_str(),
-                       reconnect_status_.ok() ? "" : " (last try: ",
-                       reconnect_status_.ok() ? "" : (reconnect_status_.message() + ")").c_str());
+  return Status::Lost("%s: reconnecting%s%s", name_.c_str(),
+                      reconnect_status_.ok() ? "" : " (last try: ",
+                      reconnect_status_.ok() ? "" : (reconnect_status_.message() + ")").c_str());
 }
 
 Status GrpcWorker::Stop(int timeout_ms) {

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/llama_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
 #include "coordinator/grpc_session.h"
 #include "coordinator/remote_shard.h"
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "common/chat_template.h"
+#include "common/text/chat_template.h"
 
 namespace pi {
 

@@ -20,8 +20,8 @@
 #include <optional>
 #include <string>
 
-#include "common/chat_template.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/text/chat_template.h"
 #include "coordinator/http_options.h"
 #include "coordinator/request_runner.h"
 

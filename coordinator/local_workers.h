@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "common/llama_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
 #include "coordinator/engine.h"
 #include "coordinator/shm_worker.h"
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "common/chat_template.h"
-#include "common/status.h"
-#include "common/tokenizer.h"
+#include "common/base/status.h"
+#include "common/text/chat_template.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/generation.h"
 #include "proto/pi.pb.h"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/base/status.h"
 #include "common/shard/shard.h"
-#include "common/status.h"
 #include "coordinator/metrics.h"
 
 namespace pi {

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "common/sampler.h"
+#include "common/text/sampler.h"
 #include "coordinator/generation.h"
 #include "coordinator/request_stream.h"
 

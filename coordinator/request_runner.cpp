@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/progress.h"
+#include "common/base/progress.h"
 #include "coordinator/batch_scheduler.h"
 #include "coordinator/serial_scheduler.h"
 

@@ -17,8 +17,8 @@
 #include <memory>
 #include <string>
 
-#include "common/sampler.h"
-#include "common/tokenizer.h"
+#include "common/text/sampler.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/admission.h"
 #include "coordinator/engine.h"
 #include "coordinator/generation.h"

@@ -5,7 +5,7 @@
 // stream, which never blocks (request_stream.h).
 #pragma once
 
-#include "common/tokenizer.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/engine.h"
 #include "coordinator/scheduler.h"
 

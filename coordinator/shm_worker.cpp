@@ -3,7 +3,7 @@
 #include <chrono>
 #include <string>
 
-#include "common/activation_stats.h"
+#include "common/format/fingerprint.h"
 #include "common/transport/hello_message.h"
 #include "common/transport/step_message.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "common/llama_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
 #include "common/transport/shm_channel.h"
 #include "coordinator/remote_shard.h"
 #include "coordinator/worker_process.h"

@@ -76,21 +76,20 @@ Status WorkerProcess::AwaitReply(int timeout_ms, int spin_us, const char* what, 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
     // Short waits, so a dead worker is noticed between them, well before the deadline.
-    bool timed_out = false;
     const int chunk = static_cast<int>(std::min<int64_t>(
         100, std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
                                       deadline - std::chrono::steady_clock::now())
                                       .count())));
-    const Status s = channel_.WaitFor(ShmChannel::kReply, chunk, spin_us, n, &timed_out);
-    if (s.ok() || !timed_out) return s;
+    const Status s = channel_.WaitFor(ShmChannel::kReply, chunk, spin_us, n);
+    if (s.ok() || s.code() != Status::Code::kTimeout) return s;
     const std::string gone = ExitReason();
     if (!gone.empty()) {
-      return Status::Error("%s %s before answering %s", name_.c_str(), gone.c_str(),
-                           awaited().c_str());
+      return Status::Lost("%s %s before answering %s", name_.c_str(), gone.c_str(),
+                          awaited().c_str());
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::Error("%s did not answer %s within %d ms", name_.c_str(), awaited().c_str(),
-                           timeout_ms);
+      return Status::Timeout("%s did not answer %s within %d ms", name_.c_str(), awaited().c_str(),
+                             timeout_ms);
     }
   }
 }
@@ -110,7 +109,7 @@ Status WorkerProcess::Stop(int timeout_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   Kill();
-  return Status::Error("%s did not stop within %d ms; killed", name_.c_str(), timeout_ms);
+  return Status::Timeout("%s did not stop within %d ms; killed", name_.c_str(), timeout_ms);
 }
 
 }  // namespace pi

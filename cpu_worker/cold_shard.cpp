@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/activation_stats.h"
+#include "common/format/fingerprint.h"
 #include "common/transport/hello_message.h"
 
 namespace pi {

@@ -14,10 +14,10 @@
 #include <memory>
 #include <vector>
 
-#include "common/llama_model.h"
-#include "common/neuron_ffn.h"
-#include "common/status.h"
-#include "common/thread_pool.h"
+#include "common/base/status.h"
+#include "common/base/thread_pool.h"
+#include "common/compute/neuron_ffn.h"
+#include "common/model/llama_model.h"
 #include "common/transport/step_message.h"
 #include "common/transport/step_shard.h"
 

@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "common/device_backend.h"
+#include "common/base/status.h"
+#include "common/shard/device_backend.h"
 #include "common/shard/shard.h"
-#include "common/status.h"
 
 namespace pi {
 
@@ -28,7 +28,7 @@ bool CudaAvailable(std::string* why);
 // The CUDA device's free memory (false, saying why, where there is none).
 bool CudaFreeMemory(int64_t* free_bytes, std::string* why);
 
-// The GPU's DeviceBackend (common/device_backend.h: attention, KV cache,
+// The GPU's DeviceBackend (common/shard/device_backend.h: attention, KV cache,
 // predictor, hot neurons and head in VRAM): CudaModelBackend; an error,
 // saying why, where "cuda" is not available.
 Status CreateDeviceBackend(std::unique_ptr<DeviceBackend>* out);

@@ -327,7 +327,7 @@ void CudaHotShard::Start(const ShardStep& step) {
 }
 
 Status CudaHotShard::Wait(const float** y, int64_t* fired) {
-  if (!refused_.empty()) return Status::Error("%s", refused_.c_str());
+  if (!refused_.empty()) return Status::Invalid("%s", refused_.c_str());
   // A row at a time (the graphs take one x): row b's sum is copied out while
   // nothing else is queued, then row b + 1 is launched.
   const size_t vec = sizeof(float) * static_cast<size_t>(n_embd_);
@@ -344,7 +344,7 @@ Status CudaHotShard::Wait(const float** y, int64_t* fired) {
     total += n;
     if (b + 1 < step_.batch) LaunchRow(b + 1);
   }
-  if (!fault_.empty()) return Status::Error("%s", fault_.c_str());
+  if (!fault_.empty()) return Status::Internal("%s", fault_.c_str());
   *y = out_;
   *fired = total;
   return Status::Ok();

@@ -10,7 +10,7 @@
 #include <functional>
 #include <type_traits>
 
-#include "common/progress.h"
+#include "common/base/progress.h"
 #include "common/shard/shard.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/layer_ops.h"
@@ -82,12 +82,18 @@ void CudaModelBackend::Release() {
   segments_.clear();
   resident_bytes_ = device_bytes_ = weight_bytes_ = 0;
   model_ = nullptr;
+  fault_ = Status::Ok();
 }
 
-void CudaModelBackend::Die(const char* what, const std::string& error) const {
-  fprintf(stderr, "pi: CUDA model backend: layer %d: %s: %s\n", current_layer_, what,
-          error.c_str());
-  abort();
+Status CudaModelBackend::Fault(const char* what, const std::string& error) {
+  // A CUDA error leaves the context unusable (its errors are sticky): every
+  // later call returns this one, and the engine's Recover() finds a device
+  // it cannot bring back, so the request fails with it — never an abort.
+  if (fault_.ok()) {
+    fault_ = Status::Internal("CUDA model backend: layer %d: %s: %s", current_layer_, what,
+                              error.c_str());
+  }
+  return fault_;
 }
 
 Status CudaModelBackend::Validate(const LlamaModel& model, const DevicePlan& plan) const {
@@ -704,39 +710,46 @@ Status CudaModelBackend::CaptureGraphs() {
 
 // ---- a token -------------------------------------------------------------------
 
-void CudaModelBackend::Launch(void* graph, const char* what) {
+Status CudaModelBackend::Launch(void* graph, const char* what) {
   const cudaError_t e =
       cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream_));
-  if (e != cudaSuccess) Die(what, cudaGetErrorString(e));
+  return e == cudaSuccess ? Status::Ok() : Fault(what, cudaGetErrorString(e));
 }
 
-void CudaModelBackend::Sync(const char* what) {
+Status CudaModelBackend::Sync(const char* what) {
   const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
-  if (e != cudaSuccess) Die(what, cudaGetErrorString(e));
+  return e == cudaSuccess ? Status::Ok() : Fault(what, cudaGetErrorString(e));
 }
 
 void CudaModelBackend::BeginToken(const float* h, int seq, int pos) {
   current_layer_ = -1;
-  if (!model_ || plan_.n_layers == 0) Die("BeginToken", "no device layers loaded");
-  if (seq < 0 || seq >= plan_.n_seq) Die("BeginToken", "no such sequence");
-  if (pos < 0 || pos >= plan_.n_ctx) Die("BeginToken", "position outside the KV cache");
+  next_layer_ = 0;
+  next_segment_ = 0;
+  // A bad call is the next RunLayer's error (this call returns nothing).
+  if (!model_ || plan_.n_layers == 0) {
+    Fault("BeginToken", "no device layers loaded");
+  } else if (seq < 0 || seq >= plan_.n_seq) {
+    Fault("BeginToken", "no such sequence");
+  } else if (pos < 0 || pos >= plan_.n_ctx) {
+    Fault("BeginToken", "position outside the KV cache");
+  }
+  if (!fault_.ok()) return;
   const int32_t row0 = seq * plan_.n_ctx;
   std::memcpy(h_io_, h, sizeof(float) * c_.n_embd);
   std::memcpy(h_io_ + c_.n_embd, &pos, sizeof(int32_t));
   std::memcpy(h_io_ + c_.n_embd + 1, &row0, sizeof(int32_t));
-  next_layer_ = 0;
-  next_segment_ = 0;
 }
 
 Status CudaModelBackend::RunLayer(int il, ColdStep* cold) {
-  current_layer_ = il;
-  if (il != next_layer_ || il >= plan_.n_layers) Die("RunLayer", "layers out of order");
-  ++next_layer_;
   cold->x = nullptr;
   cold->mask = nullptr;
   cold->y = nullptr;
+  if (!fault_.ok()) return fault_;
+  current_layer_ = il;
+  if (il != next_layer_ || il >= plan_.n_layers) return Fault("RunLayer", "layers out of order");
+  ++next_layer_;
   if (il == segments_[next_segment_].last) {
-    Launch(segment_graphs_[next_segment_], "launching a segment");
+    PI_RETURN_IF_ERROR(Launch(segment_graphs_[next_segment_], "launching a segment"));
     ++next_segment_;
   }
   const Layer& l = layers_[il];
@@ -747,7 +760,7 @@ Status CudaModelBackend::RunLayer(int il, ColdStep* cold) {
   for (;;) {
     const cudaError_t r = cudaEventQuery(e);
     if (r == cudaSuccess) break;
-    if (r != cudaErrorNotReady) Die("waiting for x", cudaGetErrorString(r));
+    if (r != cudaErrorNotReady) return Fault("waiting for x", cudaGetErrorString(r));
     __builtin_ia32_pause();
   }
   cold->x = h_cold_;
@@ -758,11 +771,15 @@ Status CudaModelBackend::RunLayer(int il, ColdStep* cold) {
 }
 
 Status CudaModelBackend::FinishToken(float* h_out, float* logits, int64_t* hot_fired) {
+  if (!fault_.ok()) return fault_;
   current_layer_ = -1;
-  if (next_layer_ != plan_.n_layers) Die("FinishToken", "not every device layer ran");
-  if (logits && !plan_.output) Die("FinishToken", "the head is not on the device");
-  Launch(h_out ? finish_h_ : logits ? finish_logits_ : finish_plain_, "launching the token's end");
-  Sync("finishing the token");
+  if (next_layer_ != plan_.n_layers) return Fault("FinishToken", "not every device layer ran");
+  if (logits && !plan_.output) return Fault("FinishToken", "the head is not on the device");
+  PI_RETURN_IF_ERROR(Launch(h_out    ? finish_h_
+                            : logits ? finish_logits_
+                                     : finish_plain_,
+                            "launching the token's end"));
+  PI_RETURN_IF_ERROR(Sync("finishing the token"));
   if (h_out) std::memcpy(h_out, h_io_, sizeof(float) * c_.n_embd);
   if (logits) std::memcpy(logits, h_logits_, sizeof(float) * c_.n_vocab);
   int64_t fired = 0;
@@ -772,11 +789,12 @@ Status CudaModelBackend::FinishToken(float* h_out, float* logits, int64_t* hot_f
 }
 
 Status CudaModelBackend::Head(const float* h, float* logits) {
+  if (!fault_.ok()) return fault_;
   current_layer_ = -1;
-  if (!head_only_) Die("Head", "the head is not on the device");
+  if (!head_only_) return Fault("Head", "the head is not on the device");
   std::memcpy(h_io_, h, sizeof(float) * c_.n_embd);
-  Launch(head_only_, "launching the head");
-  Sync("running the head");
+  PI_RETURN_IF_ERROR(Launch(head_only_, "launching the head"));
+  PI_RETURN_IF_ERROR(Sync("running the head"));
   std::memcpy(logits, h_logits_, sizeof(float) * c_.n_vocab);
   return Status::Ok();
 }

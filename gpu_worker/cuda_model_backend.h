@@ -1,4 +1,4 @@
-// CudaModelBackend: the DeviceBackend (common/device_backend.h) of one CUDA
+// CudaModelBackend: the DeviceBackend (common/shard/device_backend.h) of one CUDA
 // GPU. Load packs and copies what the plan gives the device — each device
 // layer's attention weights and KV cache, its predictor, its hot FFN rows
 // (gathered), and the output head — and records the token's work as CUDA
@@ -17,8 +17,9 @@
 // Layers whose neurons are all on the device sit in one segment: nothing
 // crosses PCIe between them. Kernels: kernels/cuda/{matvec,layer_ops,
 // sparse_ffn}.h. Load reports errors as a Status; a CUDA failure after Load
-// prints the error and aborts, as llama.cpp does: the engine never continues
-// with garbage in the residual stream.
+// is the failing call's Status (kInternal) and every later call's: the
+// engine never continues with garbage in the residual stream, and the
+// request fails with the CUDA error instead of the process aborting.
 //
 // Plain C++ header (no CUDA headers); only built when CUDA is (PI_HAVE_CUDA).
 #pragma once
@@ -27,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "common/device_backend.h"
+#include "common/shard/device_backend.h"
 
 namespace pi {
 
@@ -78,7 +79,9 @@ class CudaModelBackend : public DeviceBackend {
   struct Upload;  // one tensor's bytes for the weight allocation (the .cpp)
 
   void Release();
-  [[noreturn]] void Die(const char* what, const std::string& error) const;
+  // Records the first fault (a CUDA error, a call out of order) and returns
+  // it; every later call returns it too.
+  Status Fault(const char* what, const std::string& error);
   Status Validate(const LlamaModel& model, const DevicePlan& plan) const;
   Status PlanLayout(std::vector<Upload>* uploads);
   Status AllocateBuffers();
@@ -94,8 +97,8 @@ class CudaModelBackend : public DeviceBackend {
   bool EnqueueHead(std::string* err);
   bool EnqueueQuantize(const float* x, int64_t n, std::string* err);
   bool EnqueueProduct(const Matrix& m, const float* x, float* y, int epilogue, std::string* err);
-  void Launch(void* graph, const char* what);
-  void Sync(const char* what);
+  Status Launch(void* graph, const char* what);
+  Status Sync(const char* what);
 
   const LlamaModel* model_ = nullptr;
   DevicePlan plan_;
@@ -150,6 +153,7 @@ class CudaModelBackend : public DeviceBackend {
   // The token in flight.
   int next_layer_ = 0, next_segment_ = 0;
   int current_layer_ = -1;  // for error messages
+  Status fault_;            // the first fault after Load (sticky)
 };
 
 }  // namespace pi

@@ -5,10 +5,10 @@
 #include <cstddef>
 #include <cstring>
 
-#include "common/activation_stats.h"
-#include "common/kv_cache.h"
-#include "common/memory_limits.h"
-#include "common/predictor.h"
+#include "common/base/memory_limits.h"
+#include "common/compute/predictor.h"
+#include "common/format/fingerprint.h"
+#include "common/model/kv_cache.h"
 #include "common/shard/shard.h"
 #include "common/transport/hello_message.h"
 #include "gpu_worker/backend_factory.h"

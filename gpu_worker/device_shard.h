@@ -1,5 +1,5 @@
 // DeviceShard: a gpu_worker holding whole layers — the DeviceBackend
-// (common/device_backend.h: attention and its KV cache, the predictor, the
+// (common/shard/device_backend.h: attention and its KV cache, the predictor, the
 // hot neurons, maybe the head) for the plan the coordinator's device hello
 // names — answering the device protocol (common/transport/device_message.h):
 // a token's layers run here until one with a cold part, whose normed input
@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "common/device_backend.h"
+#include "common/shard/device_backend.h"
 #include "common/transport/device_message.h"
 #include "common/transport/worker_shard.h"
 

@@ -4,21 +4,14 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/parallel_matmul.h"
+#include "common/compute/parallel_matmul.h"
 #include "kernels/cpu/matmul.h"
 
 namespace pi {
-namespace {
-
-[[noreturn]] void Die(const char* what) {
-  fprintf(stderr, "pi: host device backend: %s\n", what);
-  abort();
-}
-
-}  // namespace
 
 Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) {
   const LlamaConfig& c = model.config;
+  misuse_ = Status::Ok();
   if (plan.first_layer != 0) {
     return Status::Error(
         "host device backend: it runs a prefix of the layers, not [%d, %d) "
@@ -76,14 +69,26 @@ Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) 
   return Status::Ok();
 }
 
+Status HostDeviceBackend::Misuse(const char* what) {
+  // A call out of contract is the caller's bug: it is this token's error and
+  // every later call's, as a CUDA fault is on the CUDA backend.
+  if (misuse_.ok()) misuse_ = Status::Internal("host device backend: %s", what);
+  return misuse_;
+}
+
 void HostDeviceBackend::BeginToken(const float* h, int seq, int pos) {
-  if (!model_ || plan_.n_layers == 0) Die("BeginToken: no device layers loaded");
-  if (seq < 0 || seq >= plan_.n_seq) Die("BeginToken: no such sequence");
-  if (pos < 0 || pos >= plan_.n_ctx) Die("BeginToken: position outside the KV cache");
+  next_layer_ = 0;
+  if (!model_ || plan_.n_layers == 0) {
+    Misuse("BeginToken: no device layers loaded");
+  } else if (seq < 0 || seq >= plan_.n_seq) {
+    Misuse("BeginToken: no such sequence");
+  } else if (pos < 0 || pos >= plan_.n_ctx) {
+    Misuse("BeginToken: position outside the KV cache");
+  }
+  if (!misuse_.ok()) return;
   std::memcpy(h_.data(), h, sizeof(float) * h_.size());
   seq_ = seq;
   pos_ = pos;
-  next_layer_ = 0;
   pending_ = false;
   fired_ = 0;
 }
@@ -96,7 +101,11 @@ void HostDeviceBackend::Merge() {
 }
 
 Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
-  if (il != next_layer_ || il >= plan_.n_layers) Die("RunLayer: layers out of order");
+  cold->x = nullptr;
+  cold->mask = nullptr;
+  cold->y = nullptr;
+  if (!misuse_.ok()) return misuse_;
+  if (il != next_layer_ || il >= plan_.n_layers) return Misuse("RunLayer: layers out of order");
   ++next_layer_;
   Merge();
   const LlamaConfig& c = model_->config;
@@ -130,9 +139,6 @@ Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
     PI_RETURN_IF_ERROR(hot_.Wait(&y, &fired));
     fired_ += fired;
   }
-  cold->x = nullptr;
-  cold->mask = nullptr;
-  cold->y = nullptr;
   pending_ = true;
   if (!has_cold) {
     std::fill(y_cold_.begin(), y_cold_.end(), 0.0f);
@@ -147,7 +153,8 @@ Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
 }
 
 Status HostDeviceBackend::FinishToken(float* h_out, float* logits, int64_t* hot_fired) {
-  if (next_layer_ != plan_.n_layers) Die("FinishToken: not every device layer ran");
+  if (!misuse_.ok()) return misuse_;
+  if (next_layer_ != plan_.n_layers) return Misuse("FinishToken: not every device layer ran");
   Merge();
   if (h_out) std::memcpy(h_out, h_.data(), sizeof(float) * h_.size());
   if (hot_fired) *hot_fired = fired_;
@@ -155,7 +162,8 @@ Status HostDeviceBackend::FinishToken(float* h_out, float* logits, int64_t* hot_
 }
 
 Status HostDeviceBackend::Head(const float* h, float* logits) {
-  if (!plan_.output) Die("Head: the head is not on the device");
+  if (!misuse_.ok()) return misuse_;
+  if (!plan_.output) return Misuse("Head: the head is not on the device");
   const LlamaModel& m = *model_;
   const LlamaConfig& c = m.config;
   NormalizeRow(c, m.output_norm, m.output_norm_b, h, x_.data());

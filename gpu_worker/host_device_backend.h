@@ -1,4 +1,4 @@
-// HostDeviceBackend: the DeviceBackend (common/device_backend.h) in host
+// HostDeviceBackend: the DeviceBackend (common/shard/device_backend.h) in host
 // memory, on its own threads — what a GPU does with a plan, done by the CPU
 // blocks (attention_block.h with its own KV cache, the predictor, the hot
 // neurons on a HostHotShard). It is how the device step — layers run
@@ -11,11 +11,11 @@
 #include <memory>
 #include <vector>
 
-#include "common/attention_block.h"
-#include "common/device_backend.h"
-#include "common/kv_cache.h"
-#include "common/predictor.h"
-#include "common/thread_pool.h"
+#include "common/base/thread_pool.h"
+#include "common/compute/attention_block.h"
+#include "common/compute/predictor.h"
+#include "common/model/kv_cache.h"
+#include "common/shard/device_backend.h"
 #include "gpu_worker/host_hot_shard.h"
 
 namespace pi {
@@ -39,6 +39,7 @@ class HostDeviceBackend : public DeviceBackend {
  private:
   // Adds the last cold layer's two partial sums into h (hot, then cold).
   void Merge();
+  Status Misuse(const char* what);
 
   int n_threads_;
   const LlamaModel* model_ = nullptr;
@@ -54,6 +55,7 @@ class HostDeviceBackend : public DeviceBackend {
   std::vector<uint32_t> mask_;
   std::vector<std::vector<uint8_t>> is_hot_;
   int seq_ = 0, pos_ = 0, next_layer_ = 0;
+  Status misuse_;         // the first call out of contract (sticky)
   bool pending_ = false;  // a cold layer's sums wait for Merge
   int64_t fired_ = 0;
 };

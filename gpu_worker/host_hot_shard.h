@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/neuron_ffn.h"
+#include "common/base/thread_pool.h"
+#include "common/compute/neuron_ffn.h"
 #include "common/shard/shard.h"
-#include "common/thread_pool.h"
 #include "gpu_worker/hot_rows.h"
 
 namespace pi {

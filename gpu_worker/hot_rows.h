@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/llama_model.h"
+#include "common/model/llama_model.h"
 
 namespace pi {
 

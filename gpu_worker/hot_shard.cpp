@@ -1,6 +1,6 @@
 #include "gpu_worker/hot_shard.h"
 
-#include "common/activation_stats.h"
+#include "common/format/fingerprint.h"
 #include "common/transport/hello_message.h"
 #include "gpu_worker/backend_factory.h"
 

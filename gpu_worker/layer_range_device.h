@@ -9,8 +9,8 @@
 
 #include <memory>
 
-#include "common/device_backend.h"
-#include "common/llama_model.h"
+#include "common/model/llama_model.h"
+#include "common/shard/device_backend.h"
 
 namespace pi {
 

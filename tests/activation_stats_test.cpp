@@ -1,7 +1,7 @@
 // ActivationStats: firing counts through the engine's observer hook against an
 // independent count, the stats file round trip and its validation, matching
 // stats to models, and the concentration numbers on hand-made counts.
-#include "common/activation_stats.h"
+#include "common/plan/activation_stats.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "common/attention_block.h"
-#include "common/kv_cache.h"
-#include "common/synthetic_model.h"
-#include "common/thread_pool.h"
+#include "common/base/thread_pool.h"
+#include "common/compute/attention_block.h"
+#include "common/model/kv_cache.h"
+#include "common/offline/synthetic_model.h"
 #include "coordinator/engine.h"
 #include "coordinator/route/ffn_block.h"
 #include "kernels/cpu/quant.h"

@@ -15,7 +15,7 @@
 
 #include "cli/read_file.h"
 #include "cli/tool_main.h"
-#include "common/gguf.h"
+#include "common/format/gguf.h"
 #include "tests/temp_path.h"
 
 #include <gtest/gtest.h>

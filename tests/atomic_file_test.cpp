@@ -1,8 +1,8 @@
-// AtomicFile (common/atomic_file.h): the contents land whole or not at all,
+// AtomicFile (common/base/atomic_file.h): the contents land whole or not at all,
 // concurrent writers never share a temporary, special targets are refused
 // without being opened, symlinks are followed, permissions kept, and no
 // temporary is left behind on any path.
-#include "common/atomic_file.h"
+#include "common/base/atomic_file.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/gguf.h"
+#include "common/format/gguf.h"
 #include "tests/temp_path.h"
 
 namespace pi {

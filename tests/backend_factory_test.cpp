@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cli/gpu_split.h"
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 #include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"
 

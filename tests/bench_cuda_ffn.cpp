@@ -21,7 +21,7 @@
 
 #include <cuda_runtime.h>
 
-#include "common/llama_model.h"
+#include "common/model/llama_model.h"
 #include "gpu_worker/cuda_hot_shard.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/matvec.h"

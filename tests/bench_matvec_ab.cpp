@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "common/memory_limits.h"
-#include "common/thread_pool.h"
+#include "common/base/memory_limits.h"
+#include "common/base/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/weight_panels.h"

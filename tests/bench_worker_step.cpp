@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "common/executable_path.h"
-#include "common/synthetic_model.h"
+#include "common/base/executable_path.h"
+#include "common/offline/synthetic_model.h"
 #include "coordinator/shm_worker.h"
 #ifdef PI_HAVE_GRPC
 #include "coordinator/grpc_worker.h"

@@ -2,7 +2,7 @@
 // of its published template (written out here by hand from each family's
 // model card / tokenizer_config.json, not produced by the code under test),
 // and is detected from a snippet of its Jinja template.
-#include "common/chat_template.h"
+#include "common/text/chat_template.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "common/tokenizer.h"
+#include "common/text/tokenizer.h"
 
 namespace pi {
 namespace {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 #include "coordinator/engine.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/matvec.h"

@@ -8,8 +8,8 @@
 #include <new>
 #include <string>
 
-#include "common/sampler.h"
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
+#include "common/text/sampler.h"
 #include "coordinator/engine.h"
 #include "tests/allocation_counter.h"
 #include "tests/temp_path.h"

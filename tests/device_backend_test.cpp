@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 #include "coordinator/device_chain.h"
 #include "coordinator/device_worker.h"
 #include "coordinator/engine.h"

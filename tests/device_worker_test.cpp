@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "common/activation_stats.h"
-#include "common/synthetic_model.h"
+#include "common/format/fingerprint.h"
+#include "common/offline/synthetic_model.h"
 #include "common/transport/device_message.h"
 #include "common/transport/hello_message.h"
 #include "coordinator/device_chain.h"

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "common/synthetic_model.h"
-#include "common/thread_pool.h"
-#include "common/weight_repack.h"
+#include "common/base/thread_pool.h"
+#include "common/model/weight_repack.h"
+#include "common/offline/synthetic_model.h"
 #include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
 #include "coordinator/local_workers.h"
@@ -72,7 +72,7 @@ struct Params {
   SparseMode sparse;
   Workers workers = Workers::kNone;
   DType type = DType::kQ8_0;  // the weights'
-  bool repack = false;        // Q4_0/Q8_0 matrices repacked (common/weight_repack.h)
+  bool repack = false;        // Q4_0/Q8_0 matrices repacked (common/model/weight_repack.h)
 };
 
 const char* WorkersName(Workers w) {

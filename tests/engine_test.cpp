@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "common/gguf.h"
-#include "common/kv_cache.h"
-#include "common/synthetic_model.h"
+#include "common/format/gguf.h"
+#include "common/model/kv_cache.h"
+#include "common/offline/synthetic_model.h"
 #include "tests/fuzz/regression_files.h"
 #include "tests/temp_path.h"
 

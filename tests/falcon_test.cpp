@@ -22,13 +22,13 @@
 #include <string>
 #include <vector>
 
-#include "common/activation_stats.h"
-#include "common/ffn_observer.h"
-#include "common/gguf.h"
-#include "common/llama_model.h"
-#include "common/placement.h"
-#include "common/synthetic_model.h"
-#include "common/tokenizer_bpe.h"
+#include "common/compute/ffn_observer.h"
+#include "common/format/gguf.h"
+#include "common/model/llama_model.h"
+#include "common/offline/synthetic_model.h"
+#include "common/plan/activation_stats.h"
+#include "common/plan/placement.h"
+#include "common/text/tokenizer_bpe.h"
 #include "coordinator/engine.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"

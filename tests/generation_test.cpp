@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 #include "tests/in_memory_model.h"
 
 namespace pi {

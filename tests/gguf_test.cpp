@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/gguf.h"
+#include "common/format/gguf.h"
 #include "tests/fuzz/regression_files.h"
 
 namespace pi {

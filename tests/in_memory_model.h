@@ -5,9 +5,9 @@
 #include <memory>
 #include <vector>
 
-#include "common/llama_model.h"
-#include "common/synthetic_model.h"
-#include "common/tokenizer.h"
+#include "common/model/llama_model.h"
+#include "common/offline/synthetic_model.h"
+#include "common/text/tokenizer.h"
 
 namespace pi {
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "common/json.h"
+#include "common/text/json.h"
 
 namespace pi {
 namespace {

@@ -1053,7 +1053,7 @@ TEST_P(KernelTest, IndexedThreadsSplittingIdsMatchOneCall) {
 // lone product of that column: the same sums in the same order (quantized:
 // integer sums and the same float steps; float: one running sum per (row,
 // column) in every tile shape). Batched decode steps (Engine::EvalBatch) and
-// the sparse FFN's shared-range gate (common/neuron_ffn.cpp) rely on it.
+// the sparse FFN's shared-range gate (common/compute/neuron_ffn.cpp) rely on it.
 TEST(KernelBatchTest, BatchColumnsEqualLoneProducts) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
                   DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {

@@ -1,7 +1,7 @@
-// Memory and disk limits (common/memory_limits.h), the SIGBUS report for a
-// truncated mapped file (common/mapped_files.h) and --check-tensors'
-// validation (common/tensor_check.h).
-#include "common/memory_limits.h"
+// Memory and disk limits (common/base/memory_limits.h), the SIGBUS report for a
+// truncated mapped file (common/base/mapped_files.h) and --check-tensors'
+// validation (common/format/tensor_check.h).
+#include "common/base/memory_limits.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "common/gguf.h"
-#include "common/mapped_files.h"
-#include "common/tensor_check.h"
+#include "common/base/mapped_files.h"
+#include "common/format/gguf.h"
+#include "common/format/tensor_check.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"

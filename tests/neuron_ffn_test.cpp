@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "common/neuron_ffn.h"
-#include "common/synthetic_model.h"
+#include "common/compute/neuron_ffn.h"
+#include "common/offline/synthetic_model.h"
 #include "kernels/cpu/isa.h"
 #include "tests/temp_path.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 #include "coordinator/completion_reply.h"
 #include "coordinator/generate_request.h"
 #include "coordinator/openai_api.h"

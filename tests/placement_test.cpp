@@ -4,7 +4,7 @@
 // the stats file lists layers in lexicographic order (PowerInfer #247), a
 // too-small budget is refused, and the plan and PowerInfer's gpuidx round trip
 // and are never reused for another budget, context, group, model or stats.
-#include "common/placement.h"
+#include "common/plan/placement.h"
 
 #include <dirent.h>
 #include <gmock/gmock.h>
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "common/gpu_index.h"
-#include "common/memory_limits.h"
-#include "common/synthetic_model.h"
+#include "common/base/memory_limits.h"
+#include "common/offline/synthetic_model.h"
+#include "common/plan/gpu_index.h"
 #include "tests/temp_path.h"
 
 namespace pi {

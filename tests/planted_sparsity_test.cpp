@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/ffn_observer.h"
-#include "common/synthetic_model.h"
+#include "common/compute/ffn_observer.h"
+#include "common/offline/synthetic_model.h"
 #include "coordinator/engine.h"
 #include "tests/temp_path.h"
 

@@ -1,7 +1,7 @@
-// PredictorSamples (common/predictor_samples.h): what goes in comes back —
+// PredictorSamples (common/offline/predictor_samples.h): what goes in comes back —
 // inputs rounded to f16 as IEEE binary16 rounds them, masks bit-exact — in
 // both storage modes, with the capacity respected and bad directories named.
-#include "common/predictor_samples.h"
+#include "common/offline/predictor_samples.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

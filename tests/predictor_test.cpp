@@ -1,4 +1,4 @@
-// The activation predictor (common/predictor.h, SparseMode::kPredictor) and
+// The activation predictor (common/compute/predictor.h, SparseMode::kPredictor) and
 // pi-train-predictor, against references computed here: double-precision
 // fc2 · relu(fc1 · h) from the weights as written, dense engine logits, and
 // for the trained demo predictor the neurons that really fire on text it was
@@ -7,7 +7,7 @@
 // Built twice (tests/CMakeLists.txt): predictor_test, the fast tests, and
 // with PI_PREDICTOR_TRAIN_TEST predictor_train_test (label "slow"), the one
 // that trains a predictor for the demo model (about a minute on 2 cores).
-#include "common/predictor.h"
+#include "common/compute/predictor.h"
 
 #include <gtest/gtest.h>
 
@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "common/ffn_observer.h"
-#include "common/gguf.h"
-#include "common/synthetic_model.h"
-#include "common/tokenizer.h"
+#include "common/compute/ffn_observer.h"
+#include "common/format/gguf.h"
+#include "common/offline/synthetic_model.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/engine.h"
 #include "coordinator/route/ffn_block.h"
 #include "gpu_worker/host_hot_shard.h"

@@ -1,8 +1,8 @@
-// PredictorBatch (common/predictor_training.h): one training step's loss and
+// PredictorBatch (common/offline/predictor_training.h): one training step's loss and
 // gradients, computed with transposes and GemmRows, against a scalar
 // double-precision reference written from the formulas — whose own gradient
 // is checked by central finite differences of its loss.
-#include "common/predictor_training.h"
+#include "common/offline/predictor_training.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "common/predictor_samples.h"
+#include "common/offline/predictor_samples.h"
 
 namespace pi {
 namespace {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "common/gguf.h"
-#include "common/synthetic_model.h"
+#include "common/format/gguf.h"
+#include "common/offline/synthetic_model.h"
 #include "kernels/cpu/quant.h"
 
 namespace pi {

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/progress.h"
-#include "common/synthetic_model.h"
+#include "common/base/progress.h"
+#include "common/offline/synthetic_model.h"
 #include "coordinator/admission.h"
 #include "coordinator/request_runner.h"
 #include "coordinator/request_stream.h"

@@ -1,5 +1,5 @@
 // Sampler against distributions computed here by hand.
-#include "common/sampler.h"
+#include "common/text/sampler.h"
 
 #include <gtest/gtest.h>
 

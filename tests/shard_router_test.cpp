@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 #include "coordinator/route/shard_health.h"
 #include "coordinator/route/shard_router.h"
 #include "tests/temp_path.h"

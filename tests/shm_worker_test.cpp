@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/activation_stats.h"
-#include "common/synthetic_model.h"
+#include "common/format/fingerprint.h"
+#include "common/offline/synthetic_model.h"
 #include "common/transport/hello_message.h"
 #include "common/transport/shm_channel.h"
 #include "common/transport/step_handler.h"
@@ -310,12 +310,11 @@ TEST(ShmChannelTest, PingPongAndTimeout) {
     ASSERT_EQ(n, 4u);
   }
   worker.join();
-  bool timed_out = false;
   size_t n = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  const Status s = a.WaitFor(ShmChannel::kReply, 50, 10, &n, &timed_out);
+  const Status s = a.WaitFor(ShmChannel::kReply, 50, 10, &n);
   EXPECT_FALSE(s.ok());
-  EXPECT_TRUE(timed_out);
+  EXPECT_EQ(s.code(), Status::Code::kTimeout) << s.message();
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
   // A region of another kind, or an unsealed one, is refused.
   EXPECT_FALSE(ShmChannel().Attach(dup(STDIN_FILENO)).ok());
@@ -437,7 +436,22 @@ TEST_F(ShmWorkerTest, AKilledWorkerIsNamedWithinASecond) {
   int64_t fired = 0;
   const Status s = w.WaitStep(10000, &y, &fired);
   EXPECT_THAT(s.message(), HasSubstr("killed by signal 9"));
+  EXPECT_EQ(s.code(), Status::Code::kLost);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+}
+
+TEST_F(ShmWorkerTest, AStoppedWorkerIsATimeout) {
+  ShmWorker w;
+  ASSERT_TRUE(w.Start(opt_, model_, OddNeurons(model_.config)).ok());
+  kill(w.pid(), SIGSTOP);
+  const std::vector<float> x = RandomRows(1, 64, 4);
+  w.StartStep(0, 1, x.data(), nullptr, nullptr);
+  const float* y = nullptr;
+  int64_t fired = 0;
+  const Status s = w.WaitStep(300, &y, &fired);
+  EXPECT_EQ(s.code(), Status::Code::kTimeout) << s.message();
+  EXPECT_THAT(s.message(), HasSubstr("did not answer step 1 within 300 ms"));
+  kill(w.pid(), SIGKILL);
 }
 
 TEST_F(ShmWorkerTest, WrongModelIsRefusedAtHello) {

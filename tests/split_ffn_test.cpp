@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 #include "coordinator/engine.h"
 #include "coordinator/route/ffn_block.h"
 #include "gpu_worker/host_hot_shard.h"

@@ -2,7 +2,7 @@
 // llama.cpp expect them, weight statistics, determinism, and the structural
 // properties the engine tests rely on (ffn_down_t is ffn_down transposed;
 // a quantized file is the f32 file run through ggml's reference quantizers).
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "common/gguf.h"
-#include "common/llama_model.h"
-#include "common/tokenizer.h"
+#include "common/format/gguf.h"
+#include "common/model/llama_model.h"
+#include "common/text/tokenizer.h"
 #include "kernels/cpu/quant.h"
 
 namespace pi {

@@ -1,11 +1,11 @@
-// The time model (common/time_model.h): bytes per decoded token by device,
+// The time model (common/offline/time_model.h): bytes per decoded token by device,
 // recomputed here from the GGUF file's tensor sizes by name (not from
 // LlamaModel's views or the placement code) for hand-made plans of every
 // shape Place can give (nothing, the head only, a prefix of the layers,
 // everything, all neurons hot); the no-plan case against the formula
 // pi-bench used before the time model existed; the time bound on worked
 // numbers; and FNV-1a 64 on its published test vectors.
-#include "common/time_model.h"
+#include "common/offline/time_model.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "common/gguf.h"
-#include "common/synthetic_model.h"
+#include "common/format/gguf.h"
+#include "common/offline/synthetic_model.h"
 #include "tests/temp_path.h"
 
 namespace pi {
@@ -113,7 +113,7 @@ struct Ref {
   }
 };
 
-// pi-bench's DecodeBytesPerToken before it moved to common/time_model.cpp,
+// pi-bench's DecodeBytesPerToken before it moved to common/offline/time_model.cpp,
 // verbatim: the no-plan bytes must not change.
 double OldDecodeBytesPerToken(const LlamaModel& model, SparseMode mode, int ng,
                               int64_t kv_cache_bytes, int n_ctx, double ffn_neurons,

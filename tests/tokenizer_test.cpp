@@ -3,7 +3,7 @@
 // sentencepiece's rules, the GPT-2 / Llama 3 regexes), not produced by the code under test.
 // The comparison against sentencepiece itself on a real model is
 // tests/reference/check_tokenizer.py.
-#include "common/tokenizer.h"
+#include "common/text/tokenizer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "common/gguf.h"
-#include "common/tokenizer_bpe.h"
-#include "common/tokenizer_spm.h"
-#include "common/unicode.h"
+#include "common/format/gguf.h"
+#include "common/text/tokenizer_bpe.h"
+#include "common/text/tokenizer_spm.h"
+#include "common/text/unicode.h"
 
 namespace pi {
 namespace {

@@ -1,8 +1,8 @@
-// common/weight_repack.h: which matrices a scope repacks (a device's layers
+// common/model/weight_repack.h: which matrices a scope repacks (a device's layers
 // and head, and the FFN unless this process computes it densely, are left
 // alone), that a repacked matrix equals the file's bytes in panel order, and
 // that repacking twice changes nothing.
-#include "common/weight_repack.h"
+#include "common/model/weight_repack.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 #include "kernels/cpu/weight_panels.h"
 #include "tests/temp_path.h"
 

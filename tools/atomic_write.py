@@ -1,4 +1,4 @@
-"""The Python tools' one way to write a file, as common/atomic_file.h is the C++
+"""The Python tools' one way to write a file, as common/base/atomic_file.h is the C++
 tools': a unique temporary in the target's folder, flushed, fsync'ed and renamed
 over the target, removed on any failure; a target that exists and is not a
 regular file is refused, a symlink is followed, an existing file keeps its

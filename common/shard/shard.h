@@ -23,8 +23,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/llama_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
 
 namespace pi {
 

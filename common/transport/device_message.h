@@ -1,6 +1,6 @@
 // The device protocol as bytes: how a coordinator runs a token through a
 // gpu_worker that holds whole layers (attention, KV cache, predictor, hot
-// neurons, maybe the head: common/device_backend.h). One message per
+// neurons, maybe the head: common/shard/device_backend.h). One message per
 // layer with a cold part, plus one per token:
 //
 //   coordinator                               gpu_worker (DeviceShard)
@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "common/device_backend.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/shard/device_backend.h"
 #include "common/transport/step_message.h"
 
 namespace pi {

@@ -17,8 +17,8 @@
 #include <memory>
 #include <string>
 
-#include "common/llama_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
 #include "common/transport/worker_shard.h"
 
 namespace pi {

@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace pi {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "common/device_backend.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/shard/device_backend.h"
 #include "common/transport/step_message.h"
 
 namespace pi {

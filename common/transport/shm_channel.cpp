@@ -75,7 +75,7 @@ void ShmChannel::Close() {
 
 Status ShmChannel::Map(int fd, size_t size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return Status::Error("shm: mmap of %zu bytes: %s", size, strerror(errno));
+  if (p == MAP_FAILED) return Status::Io("shm: mmap of %zu bytes: %s", size, strerror(errno));
   base_ = static_cast<uint8_t*>(p);
   size_ = size;
   fd_ = fd;
@@ -88,13 +88,13 @@ Status ShmChannel::Create(size_t request_capacity, size_t reply_capacity) {
   const size_t reply_at = request_at + AlignUp(request_capacity);
   const size_t size = reply_at + AlignUp(reply_capacity);
   const int fd = memfd_create("pi-step-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return Status::Error("shm: memfd_create: %s", strerror(errno));
+  if (fd < 0) return Status::Io("shm: memfd_create: %s", strerror(errno));
   // Sealed: a peer cannot shrink the region under the other (a SIGBUS).
   if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
       fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     const int err = errno;
     close(fd);
-    return Status::Error("shm: sizing the region to %zu bytes: %s", size, strerror(err));
+    return Status::Io("shm: sizing the region to %zu bytes: %s", size, strerror(err));
   }
   PI_RETURN_IF_ERROR(Map(fd, size));
   Header* h = new (base_) Header();
@@ -151,9 +151,8 @@ void ShmChannel::Publish(Slot s, size_t bytes) {
   if (line.waiters.load(std::memory_order_seq_cst) != 0) FutexWake(&line.seq);
 }
 
-Status ShmChannel::WaitFor(Slot s, int timeout_ms, int spin_us, size_t* bytes, bool* timed_out) {
+Status ShmChannel::WaitFor(Slot s, int timeout_ms, int spin_us, size_t* bytes) {
   Header::Line& line = header()->line[s];
-  if (timed_out) *timed_out = false;
   const auto start = std::chrono::steady_clock::now();
   const auto spin_until = start + std::chrono::microseconds(spin_us);
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
@@ -166,9 +165,8 @@ Status ShmChannel::WaitFor(Slot s, int timeout_ms, int spin_us, size_t* bytes, b
   while (seq == seen_[s]) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      if (timed_out) *timed_out = true;
-      return Status::Error("shm: no %s within %d ms", s == kRequest ? "request" : "reply",
-                           timeout_ms);
+      return Status::Timeout("shm: no %s within %d ms", s == kRequest ? "request" : "reply",
+                             timeout_ms);
     }
     line.waiters.fetch_add(1, std::memory_order_seq_cst);
     // Re-check after announcing: a publish in between has either seen the
@@ -184,8 +182,8 @@ Status ShmChannel::WaitFor(Slot s, int timeout_ms, int spin_us, size_t* bytes, b
   seen_[s] = seq;
   const uint64_t n = line.bytes.load(std::memory_order_relaxed);
   if (n > capacity_[s]) {
-    return Status::Error("shm: the peer published %lu bytes in a %zu-byte slot",
-                         static_cast<unsigned long>(n), capacity_[s]);
+    return Status::Invalid("shm: the peer published %lu bytes in a %zu-byte slot",
+                           static_cast<unsigned long>(n), capacity_[s]);
   }
   *bytes = static_cast<size_t>(n);
   return Status::Ok();

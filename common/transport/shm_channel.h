@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace pi {
 
@@ -49,8 +49,8 @@ class ShmChannel {
   void Publish(Slot s, size_t bytes);
   // Waits until the peer publishes slot `s` again, at most `timeout_ms`;
   // *bytes = the message size. `spin_us` bounds the spin before sleeping
-  // (0: sleep at once). A timeout is an error saying so (`timed_out` set).
-  Status WaitFor(Slot s, int timeout_ms, int spin_us, size_t* bytes, bool* timed_out = nullptr);
+  // (0: sleep at once). A timeout is a kTimeout error saying so.
+  Status WaitFor(Slot s, int timeout_ms, int spin_us, size_t* bytes);
 
   // Bumped by the worker from a thread of its own: proof of life between
   // steps (the coordinator reads it; a stopped worker's stands still).

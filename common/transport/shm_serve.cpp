@@ -33,12 +33,11 @@ Status AnswerHello(ShmChannel* ch, const LlamaModel& model, const Status& loaded
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(o.hello_timeout_ms);
   while (true) {
-    bool timed_out = false;
-    const Status s = ch->WaitFor(ShmChannel::kRequest, kPollMs, kSpinUs, &n, &timed_out);
+    const Status s = ch->WaitFor(ShmChannel::kRequest, kPollMs, kSpinUs, &n);
     if (s.ok()) break;
-    if (!timed_out) return s;
-    if (ParentGone(o)) return Status::Error("the coordinator is gone");
-    if (std::chrono::steady_clock::now() > deadline) return Status::Error("no hello in time");
+    if (s.code() != Status::Code::kTimeout) return s;
+    if (ParentGone(o)) return Status::Lost("the coordinator is gone");
+    if (std::chrono::steady_clock::now() > deadline) return Status::Timeout("no hello in time");
   }
   Status s = loaded;
   if (s.ok()) s = shard->InitFromHello(ch->slot(ShmChannel::kRequest), n, model, o.n_threads);
@@ -70,12 +69,12 @@ Status ServeShm(ShmChannel* ch, const LlamaModel& model, const Status& loaded,
   auto replied = std::chrono::steady_clock::now();
   while (result.ok()) {
     size_t n = 0;
-    bool timed_out = false;
     const int spin_us = gap_us < kSpinUs ? kSpinUs : 0;
-    const Status s = ch->WaitFor(ShmChannel::kRequest, kPollMs, spin_us, &n, &timed_out);
+    const Status s = ch->WaitFor(ShmChannel::kRequest, kPollMs, spin_us, &n);
     if (!s.ok()) {
+      const bool timed_out = s.code() == Status::Code::kTimeout;
       if (timed_out && !ParentGone(o)) continue;
-      result = timed_out ? Status::Error("the coordinator is gone") : s;
+      result = timed_out ? Status::Lost("the coordinator is gone") : s;
       break;
     }
     const double gap =

@@ -8,8 +8,8 @@
 
 #include <sys/types.h>
 
-#include "common/llama_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
 #include "common/transport/shm_channel.h"
 #include "common/transport/worker_shard.h"
 

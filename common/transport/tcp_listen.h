@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "common/transport/listen_address.h"
 
 namespace pi {

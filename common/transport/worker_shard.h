@@ -12,8 +12,8 @@
 #include <functional>
 #include <memory>
 
-#include "common/llama_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/llama_model.h"
 
 namespace pi {
 

@@ -3,7 +3,7 @@
 // the gated forms of FfnActivation, or for falcon h[b] += down(act(up x_b))
 // with x_b = layernorm(in[b]), in the layer input: the coordinator's one
 // place where a layer's FFN work is decided and split among its owners.
-// Batches run dense (common/dense_ffn.h). Forward allocates nothing.
+// Batches run dense (common/compute/dense_ffn.h). Forward allocates nothing.
 //
 // Single-token steps of a ReLU-family layer with ffn_down_t can be sparse:
 // the neurons to compute come from the mode (all of them for kOracle, the
@@ -28,14 +28,14 @@
 #include <string>
 #include <vector>
 
-#include "common/dense_ffn.h"
-#include "common/llama_model.h"
-#include "common/neuron_ffn.h"
-#include "common/predictor.h"
+#include "common/base/status.h"
+#include "common/base/thread_pool.h"
+#include "common/compute/dense_ffn.h"
+#include "common/compute/neuron_ffn.h"
+#include "common/compute/predictor.h"
+#include "common/compute/sparse_mode.h"
+#include "common/model/llama_model.h"
 #include "common/shard/shard.h"
-#include "common/sparse_mode.h"
-#include "common/status.h"
-#include "common/thread_pool.h"
 #include "coordinator/route/shard_health.h"
 #include "coordinator/route/shard_router.h"
 
@@ -49,7 +49,7 @@ class FfnBlock {
   // (scratch, transposed small fc2s; see predictor.h) and sets the score
   // threshold (ResolvePredictorThreshold).
   void InitPredictor(float threshold);
-  // The split with the hot neurons on a DeviceBackend (common/device_backend.h),
+  // The split with the hot neurons on a DeviceBackend (common/shard/device_backend.h),
   // which runs the whole layer there: only the cold neuron lists are kept,
   // for ForwardCold.
   Status InitColdPart(const std::vector<std::vector<int32_t>>& hot_ids);

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/base/status.h"
 #include "common/shard/shard.h"
-#include "common/status.h"
 
 namespace pi {
 

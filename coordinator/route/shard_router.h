@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/llama_model.h"
-#include "common/neuron_ffn.h"
+#include "common/base/status.h"
+#include "common/base/thread_pool.h"
+#include "common/compute/neuron_ffn.h"
+#include "common/model/llama_model.h"
 #include "common/shard/shard.h"
-#include "common/status.h"
-#include "common/thread_pool.h"
 #include "coordinator/route/shard_health.h"
 
 namespace pi {

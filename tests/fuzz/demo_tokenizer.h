@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <memory>
 
-#include "common/gguf.h"
-#include "common/tokenizer.h"
+#include "common/format/gguf.h"
+#include "common/text/tokenizer.h"
 
 namespace pi {
 

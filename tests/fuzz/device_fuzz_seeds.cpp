@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/activation_stats.h"
+#include "common/format/fingerprint.h"
 #include "common/transport/device_message.h"
 #include "common/transport/hello_message.h"
 #include "tests/fuzz/device_fuzz_session.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/device_backend.h"
+#include "common/shard/device_backend.h"
 #include "tests/fuzz/step_fuzz_model.h"
 
 namespace pi {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/gguf.h"
+#include "common/format/gguf.h"
 
 namespace {
 

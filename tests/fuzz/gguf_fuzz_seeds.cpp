@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/gguf.h"
+#include "common/format/gguf.h"
 #include "tests/fuzz/seed_file.h"
 
 namespace {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "common/gguf.h"
-#include "common/hf_config.h"
-#include "common/hf_tokenizer.h"
-#include "common/safetensors.h"
+#include "common/format/gguf.h"
+#include "common/offline/hf_config.h"
+#include "common/offline/hf_tokenizer.h"
+#include "common/offline/safetensors.h"
 
 namespace {
 

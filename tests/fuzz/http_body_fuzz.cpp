@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/sampler.h"
-#include "common/tokenizer.h"
+#include "common/text/sampler.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/generate_request.h"
 #include "coordinator/openai_api.h"
 #include "tests/fuzz/demo_tokenizer.h"

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "common/activation_stats.h"
-#include "common/gguf.h"
-#include "common/gpu_index.h"
-#include "common/llama_model.h"
-#include "common/placement.h"
-#include "common/synthetic_model.h"
+#include "common/format/gguf.h"
+#include "common/model/llama_model.h"
+#include "common/offline/synthetic_model.h"
+#include "common/plan/activation_stats.h"
+#include "common/plan/gpu_index.h"
+#include "common/plan/placement.h"
 #include "tests/fuzz/seed_file.h"
 
 namespace {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "common/sampler.h"
-#include "common/tokenizer.h"
+#include "common/text/sampler.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/generate_request.h"
 #include "proto/pi.pb.h"
 #include "tests/fuzz/demo_tokenizer.h"

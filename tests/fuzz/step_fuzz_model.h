@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/synthetic_model.h"
+#include "common/offline/synthetic_model.h"
 #include "common/transport/step_message.h"
 
 namespace pi {

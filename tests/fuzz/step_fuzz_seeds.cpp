@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/activation_stats.h"
+#include "common/format/fingerprint.h"
 #include "common/transport/hello_message.h"
 #include "tests/fuzz/seed_file.h"
 #include "tests/fuzz/step_fuzz_model.h"

@@ -1,0 +1,130 @@
+#include "common/compute/attention_block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/compute/parallel_matmul.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+
+namespace pi {
+
+void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, int n_threads,
+                          DType k_type) {
+  c_ = config;
+  n_ctx_ = n_ctx;
+  k_type_ = k_type;
+  q_k_.assign(n_threads * PreparedActivationBytes(k_type, c_.head_dim), 0);
+  const size_t b = static_cast<size_t>(max_batch);
+  rope_cs_.assign(b * std::max(c_.rope_dims, 1), 0.0f);
+  rope_pos_.clear();
+  rope_pos_.reserve(b);
+  pos_.assign(b, 0);
+  caches_.assign(b, nullptr);
+  x_.assign(b * c_.n_embd, 0.0f);
+  q_.assign(b * c_.q_dim(), 0.0f);
+  k_.assign(b * c_.kv_dim(), 0.0f);
+  v_.assign(b * c_.kv_dim(), 0.0f);
+  attn_.assign(b * c_.q_dim(), 0.0f);
+  out_.assign(b * c_.n_embd, 0.0f);
+  scores_.assign(static_cast<size_t>(n_threads) * n_ctx, 0.0f);
+  const int64_t widest = std::max(c_.n_embd, c_.q_dim());
+  q8_.assign(b * PreparedActivationBytes(DType::kQ8_0, widest), 0);
+}
+
+void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_past, int batch,
+                             float* h, KvCache* cache, ThreadPool* pool,
+                             const int32_t* run_length) {
+  for (int b = 0; b < batch; ++b) {
+    pos_[b] = n_past + b;
+    caches_[b] = cache;
+  }
+  ForwardRows(layer, layer_index, pos_.data(), caches_.data(), batch, h, pool, run_length);
+}
+
+void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const int* pos,
+                                 KvCache* const* caches, int batch, float* h, ThreadPool* pool,
+                                 const int32_t* run_length) {
+  const int d = c_.n_embd, qd = c_.q_dim(), kvd = c_.kv_dim(), hd = c_.head_dim;
+  for (int b = 0; b < batch; ++b) {
+    NormalizeRow(c_, layer.attn_norm, layer.attn_norm_b, h + static_cast<int64_t>(b) * d,
+                 x_.data() + static_cast<int64_t>(b) * d);
+  }
+  PreparedInput in =
+      PrepareInput(x_.data(), d, batch, q8_.data(), pool,
+                   ReadsQ8(layer.wq.type) || ReadsQ8(layer.wk.type) || ReadsQ8(layer.wv.type));
+  in.run_length = run_length;
+  const MatMulJob qkv[3] = {
+      {&layer.wq, q_.data(), qd}, {&layer.wk, k_.data(), kvd}, {&layer.wv, v_.data(), kvd}};
+  ParallelMatMul(pool, in, qkv, 3);
+
+  // The batch's rotations: the same in every layer, so computed by the
+  // first layer that sees these positions (reserved: no allocation).
+  if (static_cast<int>(rope_pos_.size()) != batch ||
+      !std::equal(rope_pos_.begin(), rope_pos_.end(), pos)) {
+    rope_pos_.assign(pos, pos + batch);
+    for (int b = 0; b < batch; ++b) {
+      RopeAngles(c_.rope_dims, pos[b], c_.rope_theta, rope_cs_.data() + b * c_.rope_dims);
+    }
+  }
+  for (int b = 0; b < batch; ++b) {
+    const float* cs = rope_cs_.data() + b * c_.rope_dims;
+    // llama: adjacent pairs; falcon: NeoX pairs (i, i + rope_dims / 2).
+    const auto rope = c_.rope == RopeKind::kNeox ? RopeNeox : RopeNormal;
+    rope(q_.data() + static_cast<int64_t>(b) * qd, c_.n_head, hd, c_.rope_dims, cs);
+    rope(k_.data() + static_cast<int64_t>(b) * kvd, c_.n_head_kv, hd, c_.rope_dims, cs);
+    caches[b]->Store(layer_index, pos[b], k_.data() + static_cast<int64_t>(b) * kvd,
+                     v_.data() + static_cast<int64_t>(b) * kvd);
+  }
+
+  // One (token, head) pair per work item; query heads of a group share a KV head.
+  const int group = c_.n_head / c_.n_head_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t items = static_cast<int64_t>(batch) * c_.n_head;
+  // Items are (token, head) pairs; a chunk is a run of them. Short contexts
+  // read little KV cache: then one chunk, on the caller.
+  int max_pos = 0;
+  for (int b = 0; b < batch; ++b) max_pos = std::max(max_pos, pos[b]);
+  const int64_t kv_bytes =
+      items * (max_pos + 1) * (RowBytes(k_type_, hd) + RowBytes(caches[0]->v_type(), hd));
+  const int64_t n_chunks =
+      kv_bytes < ThreadPool::kMinParallelBytes ? 1 : std::min<int64_t>(items, 4 * pool->size());
+  pool->ParallelFor(n_chunks, [&](int64_t chunk, int slot) {
+    int64_t i0, i1;
+    ThreadPool::Split(items, chunk, n_chunks, 1, &i0, &i1);
+    float* scores = scores_.data() + static_cast<int64_t>(slot) * n_ctx_;
+    uint8_t* q_k = q_k_.data() + slot * PreparedActivationBytes(k_type_, hd);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int b = static_cast<int>(i / c_.n_head), head = static_cast<int>(i % c_.n_head);
+      const int kv_head = head / group;
+      const int n_pos = pos[b] + 1;
+      const KvCache* cache = caches[b];
+      // scores = K q (a matvec over the head's cached keys), softmax, then
+      // out = sum_p scores[p] V[p] (an axpy over the head's cached values).
+      // Float keys read q itself; a Q8_0 key cache reads a Q8_0 copy of it.
+      const float* qh = q_.data() + static_cast<int64_t>(b) * qd + head * hd;
+      const void* q_in = qh;
+      if (ReadsQ8(k_type_)) {
+        PrepareActivation(k_type_, qh, hd, q_k);
+        q_in = q_k;
+      }
+      MatVecRows(k_type_, cache->k(layer_index, kv_head), hd, q_in, scores, 0, n_pos);
+      for (int p = 0; p < n_pos; ++p) scores[p] *= scale;
+      Softmax(scores, n_pos);
+      float* out = attn_.data() + static_cast<int64_t>(b) * qd + head * hd;
+      std::memset(out, 0, sizeof(float) * hd);
+      AxpyRows(cache->v_type(), cache->v(layer_index, kv_head), hd, scores, out, 0, n_pos);
+    }
+  });
+
+  PreparedInput ain =
+      PrepareInput(attn_.data(), qd, batch, q8_.data(), pool, ReadsQ8(layer.wo.type));
+  ain.run_length = run_length;
+  const MatMulJob o[1] = {{&layer.wo, out_.data(), d}};
+  ParallelMatMul(pool, ain, o, 1);
+  const int64_t n = static_cast<int64_t>(batch) * d;
+  for (int64_t i = 0; i < n; ++i) h[i] += out_[i];
+}
+
+}  // namespace pi

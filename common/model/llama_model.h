@@ -1,0 +1,181 @@
+// LlamaModel: the llama family (LLaMA, Mistral, ReluLLaMA, ProSparse, Bamboo,
+// TurboSparse) and Falcon (dense Falcon, ReluFalcon) as views into a mapped
+// GGUF file. Nothing is copied: every Tensor points into the mapping.
+//
+// Shapes are in ggml order, [ne0, ne1]: ne0 is the contiguous axis, so a
+// [n_embd, n_ff] matrix is n_ff rows of n_embd weights (row i = neuron i).
+//
+// How the architectures differ (llama.cpp's llm_build_llama / llm_build_falcon):
+//
+//               llama, bamboo                    falcon
+//   norm        RMSNorm * w                      LayerNorm * w + b
+//   q, k, v     attn_q, attn_k, attn_v           attn_qkv, fused, "jploski" layout:
+//                                                all Q rows, then K, then V (bound
+//                                                here as row-range views wq, wk, wv)
+//   RoPE        normal (adjacent pairs)          NeoX (pairs (i, i + rot/2))
+//   FFN         down(act(gate x, up x))          down(act(up x)), no gate
+//   residual    h += attn(norm h);               h += attn(norm h) + ffn(norm2 h),
+//               h += ffn(ffn_norm h)             both from the layer input h
+//                                                (norm2: attn_norm_2 in 40B, else
+//                                                attn_norm itself)
+//
+// FFN activation is read from, in order:
+//   1. "pi.ffn_activation" (string: "silu" | "relu" | "drelu" | "gelu"), which
+//      our tools write; for falcon (no gate) only relu and gelu;
+//   2. the PWRI magic (PowerInfer's sparse files are ReLU models), where the
+//      architecture "bamboo" means dReLU and "falcon" means ungated ReLU;
+//   3. the architecture's default: llama/mistral -> silu, bamboo -> drelu,
+//      falcon -> gelu.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/base/status.h"
+#include "common/format/gguf.h"
+
+namespace pi {
+
+// The metadata key our writers set to name the FFN activation.
+inline constexpr const char* kFfnActivationKey = "pi.ffn_activation";
+
+// The gated forms read ffn_gate and ffn_up; the ungated ones (falcon) only
+// ffn_up. Separate values rather than a "gated" flag beside kRelu, so code
+// that only knows the gated forms (e.g. a GPU kernel's switch) rejects an
+// ungated model instead of reading a gate that is not there.
+enum class FfnActivation {
+  kSilu,    // y = down(silu(gate x) * up x)         dense LLaMA, Mistral
+  kRelu,    // y = down(relu(gate x) * up x)         ReluLLaMA, ProSparse (ReGLU)
+  kDRelu,   // y = down(relu(gate x) * relu(up x))   Bamboo, TurboSparse
+  kReluUp,  // y = down(relu(up x))                  ReluFalcon (PowerInfer's "SEQ")
+  kGeluUp,  // y = down(gelu(up x))                  dense Falcon (tanh form, as ggml_gelu)
+};
+// The function's name as pi.ffn_activation spells it: silu, relu, drelu,
+// relu (kReluUp: the architecture says there is no gate), gelu.
+const char* FfnActivationName(FfnActivation a);
+// "silu" | "relu" | "drelu" | "gelu" for an FFN with (`gated`) or without a
+// gate projection; false for a name or a combination that does not exist.
+bool ParseFfnActivation(const std::string& s, bool gated, FfnActivation* out);
+// Whether the FFN has a gate projection (ffn_gate).
+bool FfnIsGated(FfnActivation a);
+// Whether a silent neuron's activation is exactly zero (the ReLU forms), so
+// that skipping it is exact: what sparse execution needs.
+bool FfnIsReluFamily(FfnActivation a);
+
+enum class NormKind { kRms, kLayer };    // RMSNorm * w | LayerNorm * w + b
+enum class RopeKind { kNormal, kNeox };  // ops.h: RopeNormal | RopeNeox
+
+struct LlamaConfig {
+  std::string arch;  // general.architecture
+  std::string name;  // general.name (may be empty)
+  int n_vocab = 0;
+  int n_embd = 0;  // d
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;  // < n_head means grouped-query attention
+  int head_dim = 0;   // n_embd / n_head unless key_length says otherwise
+  int n_ff = 0;
+  int n_ctx_train = 0;
+  int rope_dims = 0;  // rotary dims per head (<= head_dim)
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;  // layer_norm_rms_epsilon, or falcon's layer_norm_epsilon
+  FfnActivation activation = FfnActivation::kSilu;
+  NormKind norm = NormKind::kRms;
+  RopeKind rope = RopeKind::kNormal;
+  // Falcon: attention and FFN both read the layer input and both add into it
+  // (h += attn(norm h) + ffn(norm2 h)); the predictor reads that input too.
+  bool parallel_residual = false;
+  bool sparse_magic = false;      // file had the PWRI magic
+  float sparse_threshold = 0.0f;  // powerinfer.sparse_threshold (0 when absent)
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// A view of one tensor in the mapping. `rows` x `cols` for matrices.
+struct Tensor {
+  const TensorInfo* info = nullptr;  // the file's tensor (a view's: the one it is part of)
+  const uint8_t* data = nullptr;
+  DType type = DType::kF32;
+  int64_t cols = 0;  // ne0
+  int64_t rows = 1;  // ne1
+  int64_t row_bytes = 0;
+  // The same matrix repacked for the CPU's matrix kernels
+  // (kernels/cpu/weight_panels.h; common/model/weight_repack.h makes it), or null.
+  // `data` stays valid: whatever reads single rows reads it.
+  const uint8_t* panels = nullptr;
+
+  bool present() const { return data != nullptr; }
+  const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
+  int64_t nbytes() const { return rows * row_bytes; }
+};
+
+struct LlamaLayer {
+  Tensor attn_norm;    // [n_embd]               f32
+  Tensor attn_norm_b;  // [n_embd]               f32  LayerNorm bias (falcon; else absent)
+  Tensor wqkv;         // [n_embd, q_dim + 2 kv_dim]  falcon's fused attn_qkv (else absent)
+  Tensor wq;           // [n_embd, q_dim]        rows = q features (llama: RoPE pairs
+                       //                        adjacent; falcon: rows [0, q_dim) of wqkv)
+  Tensor wk;           // [n_embd, kv_dim]       falcon: rows [q_dim, q_dim + kv_dim) of wqkv
+  Tensor wv;           // [n_embd, kv_dim]       falcon: the last kv_dim rows of wqkv
+  Tensor wo;           // [q_dim, n_embd]
+  Tensor ffn_norm;     // [n_embd]               f32  falcon: attn_norm_2 (40B), else the
+                       //                        same view as attn_norm (7B shares it)
+  Tensor ffn_norm_b;   // [n_embd]               f32  falcon: its bias (else absent)
+  Tensor ffn_gate;     // [n_embd, n_ff]         row i = neuron i (absent without a gate)
+  Tensor ffn_up;       // [n_embd, n_ff]         row i = neuron i
+  Tensor ffn_down;     // [n_ff, n_embd]         row j = output feature j   (or absent)
+  Tensor ffn_down_t;   // [n_embd, n_ff]         row i = neuron i's outputs (PowerInfer; or absent)
+  Tensor fc1;          // [n_embd, rank]         predictor (PowerInfer; optional)
+  Tensor fc2;          // [rank, n_ff]           predictor (PowerInfer; optional)
+};
+
+struct LlamaModel {
+  std::unique_ptr<GgufFile> file;
+  LlamaConfig config;
+  Tensor token_embd;     // [n_embd, n_vocab]      row t = embedding of token t
+  Tensor output_norm;    // [n_embd]               f32
+  Tensor output_norm_b;  // [n_embd]               f32  LayerNorm bias (falcon; else absent)
+  Tensor output;         // [n_embd, n_vocab]      = token_embd when tied
+  bool tied_output = false;
+  std::vector<LlamaLayer> layers;
+  // The buffers Tensor::panels point into (common/model/weight_repack.h).
+  struct FreeBuffer {
+    void operator()(uint8_t* p) const;
+  };
+  std::vector<std::unique_ptr<uint8_t, FreeBuffer>> repacked;
+
+  // Bytes of weights one decode step reads (every matrix once, one embedding row).
+  int64_t DecodeWeightBytes() const;
+  // All tensor bytes (the file's payload).
+  int64_t TotalWeightBytes() const;
+  int64_t ParameterCount() const;
+};
+
+// The model's normalization of one row of n_embd: RMSNorm * w, or (falcon)
+// LayerNorm * w + b, b absent meaning 0. out may alias x.
+void NormalizeRow(const LlamaConfig& c, const Tensor& w, const Tensor& b, const float* x,
+                  float* out);
+
+// Whether sparse FFN modes can skip neurons in this model: it needs a
+// ReLU-family activation and ffn_down_t in every layer. Otherwise *why says
+// what is missing (the FFN then runs dense, which is still exact).
+bool SupportsSparseFfn(const LlamaModel& model, std::string* why);
+
+// Opens and validates a llama-family or falcon GGUF: architecture, hyper-parameters,
+// every tensor's presence, shape and type. Errors name the tensor or key.
+Status LoadLlamaModel(const std::string& path, LlamaModel* model);
+// Same over an already opened file (takes ownership).
+Status LoadLlamaModel(std::unique_ptr<GgufFile> file, LlamaModel* model);
+
+// --ffn-activation: replaces the loaded model's FFN activation by `name`
+// (silu | relu | drelu | gelu, as pi.ffn_activation spells them) — for a file
+// that names none (llama.cpp's converter writes no key) or the wrong one.
+// *previous: what the file said. An unknown name, or a form the
+// architecture lacks (gelu with a gate, silu without), is an error naming
+// the forms it has.
+Status OverrideFfnActivation(const std::string& name, LlamaModel* model, FfnActivation* previous);
+
+}  // namespace pi

@@ -1,0 +1,598 @@
+#include "common/offline/hf_convert.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "common/base/executable_path.h"
+#include "common/base/memory_limits.h"
+#include "common/base/progress.h"
+#include "common/format/gguf.h"
+#include "common/model/llama_model.h"
+#include "common/offline/hf_config.h"
+#include "common/offline/hf_tokenizer.h"
+#include "common/offline/safetensors.h"
+#include "common/offline/synthetic_model.h"
+#include "common/plan/activation_stats.h"
+#include "kernels/cpu/quant.h"
+
+namespace pi {
+namespace {
+
+// How a source tensor becomes a GGUF tensor.
+enum class Reorder {
+  kNone,
+  kRope,       // rows permuted within heads of `head_dim` (rotate-half -> interleaved)
+  kTranspose,  // [rows, cols] -> [cols, rows] (ffn_down -> ffn_down_t)
+  kFalconQkv,  // query_key_value's heads grouped per KV head -> all Q, all K, all V
+};
+
+// The models pi-convert knows, by the GGUF architecture they become.
+enum class Family {
+  kLlama,   // LlamaForCausalLM, MistralForCausalLM: "llama"
+  kBamboo,  // BambooForCausalLM (Bamboo, TurboSparse-Mistral): "bamboo", dReLU
+  kFalcon,  // FalconForCausalLM, RWForCausalLM: "falcon"
+};
+
+struct Job {
+  std::string src, dst;
+  std::vector<int64_t> shape;  // expected source shape, outermost first
+  DType type = DType::kF16;
+  Reorder reorder = Reorder::kNone;
+  int head_dim = 0;
+  const SafeTensor* tensor = nullptr;  // set: this source, not the model's `src`
+  int n_head = 0, n_kv = 0;            // kFalconQkv: the query and KV head counts
+};
+
+// The original's torch files as pi-pt-export wrote them (safetensors), mapped.
+struct PtExport {
+  std::unique_ptr<MappedRegion> region;
+  std::vector<SafeTensor> tensors;
+  std::map<std::string, const SafeTensor*> by_name;
+};
+
+// Runs pi-pt-export (next to this binary) `flag dir` into a temporary file
+// beside out_path, then maps and parses it (the file is removed at once:
+// the mapping keeps it).
+Status RunPtExport(const char* flag, const std::string& dir, const std::string& out_path,
+                   PtExport* out) {
+  const std::string helper = PathNextToExecutable("pi-pt-export");
+  const std::string tmp = out_path + ".pt-export.tmp";
+  std::vector<std::string> args = {helper, flag, dir, "-o", tmp};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, helper.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+    return Status::Error("%s: cannot run %s (it reads the torch files)", flag, helper.c_str());
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    unlink(tmp.c_str());
+    return Status::Error("%s %s: pi-pt-export failed (its message is above)", flag, dir.c_str());
+  }
+  Status s = MappedRegion::Map(tmp, &out->region);
+  unlink(tmp.c_str());
+  PI_RETURN_IF_ERROR(s);
+  PI_RETURN_IF_ERROR(ParseSafetensors(out->region->data(), out->region->size(), &out->tensors));
+  for (const SafeTensor& t : out->tensors) out->by_name[t.name] = &t;
+  return Status::Ok();
+}
+
+// The predictors' tensors as jobs (fc1 [H, n_embd], fc2 [n_ff, H] per layer)
+// and their threshold (the folder's config.json, else 0).
+Status PredictorJobs(const HfConfig& c, const HfConvertOptions& o, const PtExport& p,
+                     std::vector<Job>* jobs, float* threshold) {
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string g = "blk." + std::to_string(l) + ".";
+    const auto fc1 = p.by_name.find(g + "fc1.weight"), fc2 = p.by_name.find(g + "fc2.weight");
+    if (fc1 == p.by_name.end() || fc2 == p.by_name.end()) {
+      return Status::Error("--predictors %s: no predictor for layer %d (model_%d.pt)",
+                           o.predictors_dir.c_str(), l, l);
+    }
+    const int64_t rank = fc1->second->shape.size() == 2 ? fc1->second->shape[0] : 0;
+    const DType type = o.outtype == DType::kF32 ? DType::kF32 : DType::kF16;
+    jobs->push_back(Job{"model_" + std::to_string(l) + ".pt fc1.weight",
+                        g + "fc1.weight",
+                        {rank, c.hidden_size},
+                        type,
+                        Reorder::kNone,
+                        0,
+                        fc1->second});
+    jobs->push_back(Job{"model_" + std::to_string(l) + ".pt fc2.weight",
+                        g + "fc2.weight",
+                        {c.intermediate_size, rank},
+                        type,
+                        Reorder::kNone,
+                        0,
+                        fc2->second});
+  }
+  if (p.by_name.size() != 2 * static_cast<size_t>(c.num_hidden_layers)) {
+    return Status::Error("--predictors %s: %zu files for a model of %d layers",
+                         o.predictors_dir.c_str(), p.by_name.size() / 2, c.num_hidden_layers);
+  }
+  *threshold = 0.0f;
+  std::string text;
+  if (ReadHfFile(o.predictors_dir + "/config.json", &text).ok()) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object() && j.contains("sparse_threshold")) {
+      if (!j["sparse_threshold"].is_number() ||
+          !std::isfinite(j["sparse_threshold"].get<double>())) {
+        return Status::Error("%s/config.json: sparse_threshold is not a number",
+                             o.predictors_dir.c_str());
+      }
+      *threshold = j["sparse_threshold"].get<float>();
+    }
+  }
+  return Status::Ok();
+}
+
+// The original's activation counts as OUT.stats.gguf for the model just
+// written (its fingerprint): integer counts as they are (the tokens seen,
+// not recorded there, taken as the largest count), frequencies in [0, 1] as
+// counts of a million tokens.
+Status WriteImportedStats(const HfConvertOptions& o, const PtExport& p,
+                          const std::string& out_path) {
+  LlamaModel model;
+  PI_RETURN_IF_ERROR(LoadLlamaModel(out_path, &model));
+  ActivationStats stats;
+  InitActivationStatsFor(model, &stats);
+  const int n_ff = stats.n_ff();
+  bool frequencies = true;
+  std::vector<std::vector<double>> values(stats.n_layer());
+  for (int l = 0; l < stats.n_layer(); ++l) {
+    const auto it = p.by_name.find("blk." + std::to_string(l) + ".activation");
+    if (it == p.by_name.end()) {
+      return Status::Error("--activations %s: no activation_%d.pt", o.activations_dir.c_str(), l);
+    }
+    const SafeTensor& t = *it->second;
+    if (t.shape.size() != 1 || t.shape[0] != n_ff || (t.dtype != "F32" && t.dtype != "I64")) {
+      return Status::Error("--activations %s: activation_%d.pt is not [%d] counts",
+                           o.activations_dir.c_str(), l, n_ff);
+    }
+    values[l].resize(n_ff);
+    for (int i = 0; i < n_ff; ++i) {
+      double v;
+      if (t.dtype == "F32") {
+        float f;
+        memcpy(&f, t.data + 4 * i, 4);
+        v = f;
+      } else {
+        int64_t n;
+        memcpy(&n, t.data + 8 * i, 8);
+        v = static_cast<double>(n);
+      }
+      if (!(v >= 0) || v > 2e9) {
+        return Status::Error("--activations %s: activation_%d.pt holds %g at neuron %d",
+                             o.activations_dir.c_str(), l, v, i);
+      }
+      frequencies = frequencies && v <= 1.0 && t.dtype == "F32";
+      values[l][i] = v;
+    }
+  }
+  int64_t max_count = 1;
+  for (int l = 0; l < stats.n_layer(); ++l) {
+    int64_t* counts = stats.mutable_counts(l);
+    for (int i = 0; i < n_ff; ++i) {
+      counts[i] = std::llround(frequencies ? values[l][i] * 1e6 : values[l][i]);
+      max_count = std::max(max_count, counts[i]);
+    }
+  }
+  stats.set_n_tokens(static_cast<uint64_t>(frequencies ? 1000000 : max_count));
+  stats.corpus = "PowerInfer activation files: " + o.activations_dir;
+  const std::string path = DefaultStatsWritePath(out_path);
+  PI_RETURN_IF_ERROR(WriteActivationStats(stats, path));
+  fprintf(stderr, "pi-convert: activation statistics in %s\n", path.c_str());
+  return Status::Ok();
+}
+
+// Source row of destination row r for the rope permutation: within each head,
+// destination rows 2i and 2i + 1 are source rows i and head_dim / 2 + i.
+int64_t RopeSourceRow(int64_t r, int head_dim) {
+  const int64_t head = r / head_dim, k = r % head_dim;
+  return head * head_dim + (k % 2) * (head_dim / 2) + k / 2;
+}
+
+// Source row of destination row r of a falcon attn_qkv. Hugging Face's fused
+// query_key_value holds n_kv groups, each n_head / n_kv query heads then one
+// key and one value head (multi-query is one group; one-KV-per-head is
+// n_head groups of q, k, v); the engine (llama.cpp's "jploski" layout) reads
+// all query heads, then all keys, then all values, query head h sharing KV
+// head h / (n_head / n_kv) as Hugging Face's grouping does.
+int64_t FalconQkvSourceRow(int64_t r, int head_dim, int n_head, int n_kv) {
+  const int64_t per = n_head / n_kv, head = r / head_dim, i = r % head_dim;
+  int64_t group, slot;
+  if (head < n_head) {
+    group = head / per, slot = head % per;
+  } else if (head < n_head + n_kv) {
+    group = head - n_head, slot = per;
+  } else {
+    group = head - n_head - n_kv, slot = per + 1;
+  }
+  return (group * (per + 2) + slot) * head_dim + i;
+}
+
+int64_t SourceRow(const Job& job, int64_t r) {
+  switch (job.reorder) {
+    case Reorder::kRope:
+      return RopeSourceRow(r, job.head_dim);
+    case Reorder::kFalconQkv:
+      return FalconQkvSourceRow(r, job.head_dim, job.n_head, job.n_kv);
+    default:
+      return r;
+  }
+}
+
+std::string ShapeString(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// The GGUF type of a matrix with rows of `cols`: the requested one when
+// its rows are whole blocks, else f16.
+DType MatrixType(DType want, int64_t cols) {
+  const int64_t block = GetDTypeInfo(static_cast<uint32_t>(want)).block_elems;
+  return cols % block == 0 ? want : DType::kF16;
+}
+
+Status Fill(const SafeTensor& t, const Job& job, uint8_t* dst) {
+  const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
+  const int64_t cols = t.shape.back();
+  const size_t src_row = static_cast<size_t>(cols) * (t.type == DType::kF32 ? 4 : 2);
+  if (job.reorder == Reorder::kTranspose) {
+    // The whole matrix in f32 (a layer's down projection), then its columns.
+    PI_RETURN_IF_ERROR(CheckMemory("transposing " + job.src, rows * cols * 8));
+    std::vector<float> all(static_cast<size_t>(rows * cols)), col(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      DequantizeRow(t.type, t.data + r * src_row, &all[r * cols], cols);
+    const int64_t dst_row = RowBytes(job.type, rows);
+    for (int64_t c = 0; c < cols; ++c) {
+      for (int64_t r = 0; r < rows; ++r) col[r] = all[r * cols + c];
+      QuantizeRow(job.type, col.data(), dst + c * dst_row, rows);
+    }
+    return Status::Ok();
+  }
+  std::vector<float> row(static_cast<size_t>(cols));
+  const int64_t dst_row = RowBytes(job.type, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    DequantizeRow(t.type, t.data + SourceRow(job, r) * src_row, row.data(), cols);
+    QuantizeRow(job.type, row.data(), dst + r * dst_row, cols);
+  }
+  return Status::Ok();
+}
+
+// The model's family from config.json's class (and Bamboo's model_type).
+Status FamilyOf(const HfConfig& c, const std::string& dir, Family* out) {
+  if (c.architecture == "FalconForCausalLM" || c.architecture == "RWForCausalLM") {
+    *out = Family::kFalcon;
+  } else if (c.architecture == "BambooForCausalLM" || c.model_type == "bamboo") {
+    *out = Family::kBamboo;
+  } else if (c.architecture == "LlamaForCausalLM" || c.architecture == "MistralForCausalLM") {
+    *out = Family::kLlama;
+  } else {
+    return Status::Error(
+        "%s: architecture %s is not one pi-convert knows (LlamaForCausalLM, "
+        "MistralForCausalLM, BambooForCausalLM, FalconForCausalLM, RWForCausalLM)",
+        dir.c_str(), c.architecture.c_str());
+  }
+  return Status::Ok();
+}
+
+// config.json's activation as pi.ffn_activation spells it for the family.
+// Bamboo's hidden_act "relu" is applied to the gate and the up projection
+// both (its BambooMLP): dReLU. Falcon's "gelu" is the exact (erf) GELU; the
+// engine, as llama.cpp's falcon, runs the tanh form: said (by the caller),
+// not refused.
+Status ConfigActivation(const HfConfig& c, Family family, std::string* out) {
+  const std::string& a = c.hidden_act;
+  if (family == Family::kFalcon) {
+    if (a == "relu") {
+      *out = "relu";
+    } else if (a == "gelu" || a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast") {
+      *out = "gelu";
+    } else {
+      return Status::Error(
+          "config.json: activation '%s' is not one pi's falcon runs (relu, gelu); "
+          "--ffn-activation sets it",
+          a.c_str());
+    }
+  } else if (family == Family::kBamboo) {
+    if (a != "relu" && a != "drelu") {
+      return Status::Error(
+          "config.json: hidden_act '%s' on both of a Bamboo FFN's projections is not one pi "
+          "runs (relu: dReLU); --ffn-activation sets it",
+          a.c_str());
+    }
+    *out = "drelu";
+  } else if (a == "relu" || a == "silu" || a == "drelu") {
+    *out = a;
+  } else if (a == "swish") {
+    *out = "silu";
+  } else {
+    return Status::Error(
+        "config.json: hidden_act '%s' is not one a llama-family model runs "
+        "(relu, silu, drelu); --ffn-activation sets it",
+        a.c_str());
+  }
+  return Status::Ok();
+}
+
+Status ActivationOf(const HfConfig& c, Family family, const std::string& override_act,
+                    std::string* out) {
+  if (override_act.empty()) return ConfigActivation(c, family, out);
+  const bool falcon = family == Family::kFalcon;
+  const bool ok = falcon
+                      ? override_act == "relu" || override_act == "gelu"
+                      : override_act == "relu" || override_act == "silu" || override_act == "drelu";
+  if (!ok) {
+    return Status::Error("--ffn-activation %s: expected %s", override_act.c_str(),
+                         falcon ? "relu or gelu for a falcon model (its FFN has no gate)"
+                                : "relu, silu or drelu for a llama-family model");
+  }
+  *out = override_act;
+  std::string implied;
+  if (!ConfigActivation(c, family, &implied).ok() || implied != override_act) {
+    // Bamboo's "relu" means drelu: say what the config implied when it differs.
+    const std::string meaning =
+        !implied.empty() && implied != c.hidden_act ? " (" + implied + " here)" : "";
+    fprintf(stderr, "pi-convert: --ffn-activation %s overrides config.json's %s '%s'%s\n",
+            override_act.c_str(), falcon ? "activation" : "hidden_act", c.hidden_act.c_str(),
+            meaning.c_str());
+  }
+  return Status::Ok();
+}
+
+// Every tensor of a llama-family model, in GGUF order.
+std::vector<Job> LlamaJobs(const HfConfig& c, const HfConvertOptions& o, bool has_head) {
+  const int64_t d = c.hidden_size, ff = c.intermediate_size, hd = c.head_dim;
+  const int64_t q = c.num_attention_heads * hd, kv = c.num_key_value_heads * hd;
+  auto matrix = [&](std::string src, std::string dst, int64_t rows, int64_t cols,
+                    Reorder reorder = Reorder::kNone) {
+    Job j{std::move(src), std::move(dst), {rows, cols}, DType::kF16, reorder, c.head_dim};
+    j.type = MatrixType(o.outtype, reorder == Reorder::kTranspose ? rows : cols);
+    return j;
+  };
+  auto norm = [&](std::string src, std::string dst) {
+    return Job{std::move(src), std::move(dst), {d}, DType::kF32, Reorder::kNone, 0};
+  };
+  std::vector<Job> jobs;
+  jobs.push_back(matrix("model.embed_tokens.weight", "token_embd.weight", c.vocab_size, d));
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string s = "model.layers." + std::to_string(l) + ".";
+    const std::string g = "blk." + std::to_string(l) + ".";
+    jobs.push_back(norm(s + "input_layernorm.weight", g + "attn_norm.weight"));
+    jobs.push_back(
+        matrix(s + "self_attn.q_proj.weight", g + "attn_q.weight", q, d, Reorder::kRope));
+    jobs.push_back(
+        matrix(s + "self_attn.k_proj.weight", g + "attn_k.weight", kv, d, Reorder::kRope));
+    jobs.push_back(matrix(s + "self_attn.v_proj.weight", g + "attn_v.weight", kv, d));
+    jobs.push_back(matrix(s + "self_attn.o_proj.weight", g + "attn_output.weight", d, q));
+    jobs.push_back(norm(s + "post_attention_layernorm.weight", g + "ffn_norm.weight"));
+    jobs.push_back(matrix(s + "mlp.gate_proj.weight", g + "ffn_gate.weight", ff, d));
+    jobs.push_back(matrix(s + "mlp.up_proj.weight", g + "ffn_up.weight", ff, d));
+    if (o.down_t) {
+      jobs.push_back(
+          matrix(s + "mlp.down_proj.weight", g + "ffn_down_t.weight", d, ff, Reorder::kTranspose));
+    } else {
+      jobs.push_back(matrix(s + "mlp.down_proj.weight", g + "ffn_down.weight", d, ff));
+    }
+  }
+  jobs.push_back(norm("model.norm.weight", "output_norm.weight"));
+  if (has_head) jobs.push_back(matrix("lm_head.weight", "output.weight", c.vocab_size, d));
+  return jobs;
+}
+
+// Every tensor of a falcon model, in GGUF order: llama.cpp's falcon names
+// (attn_norm_2 for the FFN's own norm where there are two), the fused QKV
+// regrouped, no RoPE permutation (the engine's falcon RoPE is rotate-half too).
+std::vector<Job> FalconJobs(const HfConfig& c, const HfConvertOptions& o, bool has_head) {
+  const int64_t d = c.hidden_size, ff = c.intermediate_size, hd = c.head_dim;
+  const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * hd;
+  auto matrix = [&](std::string src, std::string dst, int64_t rows, int64_t cols,
+                    Reorder reorder = Reorder::kNone) {
+    Job j{std::move(src), std::move(dst), {rows, cols}, DType::kF16, reorder, c.head_dim};
+    j.type = MatrixType(o.outtype, reorder == Reorder::kTranspose ? rows : cols);
+    j.n_head = c.num_attention_heads;
+    j.n_kv = c.num_key_value_heads;
+    return j;
+  };
+  std::vector<Job> jobs;
+  // LayerNorm: weight and bias, both f32.
+  auto norm = [&](const std::string& src, const std::string& dst) {
+    for (const char* part : {"weight", "bias"}) {
+      jobs.push_back(Job{src + "." + part, dst + "." + part, {d}, DType::kF32, Reorder::kNone, 0});
+    }
+  };
+  jobs.push_back(
+      matrix("transformer.word_embeddings.weight", "token_embd.weight", c.vocab_size, d));
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string s = "transformer.h." + std::to_string(l) + ".";
+    const std::string g = "blk." + std::to_string(l) + ".";
+    if (c.falcon_norms == 2) {
+      norm(s + "ln_attn", g + "attn_norm");
+      norm(s + "ln_mlp", g + "attn_norm_2");
+    } else {
+      norm(s + "input_layernorm", g + "attn_norm");
+    }
+    jobs.push_back(matrix(s + "self_attention.query_key_value.weight", g + "attn_qkv.weight", qkv,
+                          d, Reorder::kFalconQkv));
+    jobs.push_back(matrix(s + "self_attention.dense.weight", g + "attn_output.weight", d, d));
+    jobs.push_back(matrix(s + "mlp.dense_h_to_4h.weight", g + "ffn_up.weight", ff, d));
+    if (o.down_t) {
+      jobs.push_back(matrix(s + "mlp.dense_4h_to_h.weight", g + "ffn_down_t.weight", d, ff,
+                            Reorder::kTranspose));
+    } else {
+      jobs.push_back(matrix(s + "mlp.dense_4h_to_h.weight", g + "ffn_down.weight", d, ff));
+    }
+  }
+  norm("transformer.ln_f", "output_norm");
+  if (has_head) jobs.push_back(matrix("lm_head.weight", "output.weight", c.vocab_size, d));
+  return jobs;
+}
+
+// What llama.cpp's converter writes for falcon (no rope.dimension_count: the
+// head size; the fused QKV layout named), and the activation.
+void SetFalconMetadata(const HfConfig& c, const std::string& activation, GgufWriter* w) {
+  w->Set("falcon.context_length", GgufValue::U32(c.max_position_embeddings));
+  w->Set("falcon.embedding_length", GgufValue::U32(c.hidden_size));
+  w->Set("falcon.block_count", GgufValue::U32(c.num_hidden_layers));
+  w->Set("falcon.feed_forward_length", GgufValue::U32(c.intermediate_size));
+  w->Set("falcon.attention.head_count", GgufValue::U32(c.num_attention_heads));
+  w->Set("falcon.attention.head_count_kv", GgufValue::U32(c.num_key_value_heads));
+  w->Set("falcon.rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
+  w->Set("falcon.attention.layer_norm_epsilon",
+         GgufValue::F32(static_cast<float>(c.layer_norm_eps)));
+  w->Set("falcon.tensor_data_layout", GgufValue::String("jploski"));
+  w->Set("pi.ffn_activation", GgufValue::String(activation));
+}
+
+// A llama-shaped model's keys under `arch` ("llama", or "bamboo" as
+// PowerInfer's converter writes Bamboo: the same layout, dReLU implied).
+void SetLlamaMetadata(const HfConfig& c, const std::string& arch, const std::string& activation,
+                      GgufWriter* w) {
+  const std::string p = arch + ".";
+  w->Set(p + "context_length", GgufValue::U32(c.max_position_embeddings));
+  w->Set(p + "embedding_length", GgufValue::U32(c.hidden_size));
+  w->Set(p + "block_count", GgufValue::U32(c.num_hidden_layers));
+  w->Set(p + "feed_forward_length", GgufValue::U32(c.intermediate_size));
+  w->Set(p + "attention.head_count", GgufValue::U32(c.num_attention_heads));
+  w->Set(p + "attention.head_count_kv", GgufValue::U32(c.num_key_value_heads));
+  w->Set(p + "rope.dimension_count", GgufValue::U32(c.head_dim));
+  w->Set(p + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
+  w->Set(p + "attention.layer_norm_rms_epsilon",
+         GgufValue::F32(static_cast<float>(c.rms_norm_eps)));
+  w->Set(p + "vocab_size", GgufValue::U32(c.vocab_size));
+  w->Set("pi.ffn_activation", GgufValue::String(activation));
+}
+
+void SetMetadata(const HfConfig& c, Family family, const HfConvertOptions& o,
+                 const std::string& name, const std::string& activation, GgufWriter* w) {
+  const char* arch =
+      family == Family::kFalcon ? "falcon" : (family == Family::kBamboo ? "bamboo" : "llama");
+  w->Set("general.architecture", GgufValue::String(arch));
+  w->Set("general.name", GgufValue::String(name));
+  w->Set("general.file_type", GgufValue::U32(GgufFileTypeOf(o.outtype)));
+  if (family == Family::kFalcon) {
+    SetFalconMetadata(c, activation, w);
+  } else {
+    SetLlamaMetadata(c, arch, activation, w);
+  }
+  if (GetDTypeInfo(static_cast<uint32_t>(o.outtype)).block_elems > 1) {
+    w->Set("general.quantization_version", GgufValue::U32(2));
+  }
+}
+
+}  // namespace
+
+Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
+                      const std::string& out_path) {
+  if (o.outtype != DType::kF32 && o.outtype != DType::kF16 && o.outtype != DType::kBF16 &&
+      o.outtype != DType::kQ8_0 && o.outtype != DType::kQ4_0) {
+    return Status::Error("--outtype %s: expected f32, f16, bf16, q8_0 or q4_0",
+                         DTypeName(o.outtype));
+  }
+  std::string text;
+  PI_RETURN_IF_ERROR(ReadHfFile(dir + "/config.json", &text));
+  HfConfig c;
+  PI_RETURN_IF_ERROR(ParseHfConfig(text, &c).WithContext(dir));
+  if (ReadHfFile(dir + "/generation_config.json", &text).ok()) {
+    PI_RETURN_IF_ERROR(ApplyGenerationConfig(text, &c).WithContext(dir));
+    if (c.n_eos_dropped > 0) {
+      fprintf(stderr,
+              "pi-convert: generation_config.json lists %d end ids; the first two are kept "
+              "(eos, eot), the rest has no GGUF key\n",
+              c.n_eos_dropped + 2);
+    }
+  }
+  Family family = Family::kLlama;
+  PI_RETURN_IF_ERROR(FamilyOf(c, dir, &family));
+  if (c.head_dim * c.num_attention_heads != c.hidden_size) {
+    return Status::Error("%s: head_dim %d x %d heads differs from hidden_size %d: not supported",
+                         dir.c_str(), c.head_dim, c.num_attention_heads, c.hidden_size);
+  }
+  std::string activation;
+  PI_RETURN_IF_ERROR(ActivationOf(c, family, o.activation, &activation));
+  if (family == Family::kFalcon && activation == "gelu" && c.hidden_act == "gelu") {
+    fprintf(stderr,
+            "pi-convert: config.json's activation 'gelu' is the exact (erf) GELU; pi runs its "
+            "tanh approximation (as llama.cpp's falcon does)\n");
+  }
+  SafetensorsSet weights;
+  PI_RETURN_IF_ERROR(weights.Open(dir));
+  const bool has_head = weights.Find("lm_head.weight") != nullptr && !c.tie_word_embeddings;
+  if (!has_head && !c.tie_word_embeddings) {
+    return Status::Error("%s: no lm_head.weight and tie_word_embeddings is not set", dir.c_str());
+  }
+  std::vector<Job> jobs =
+      family == Family::kFalcon ? FalconJobs(c, o, has_head) : LlamaJobs(c, o, has_head);
+  PtExport predictors, activations;
+  float threshold = 0.0f;
+  if (!o.predictors_dir.empty()) {
+    if (!o.down_t) return Status::Error("--predictors needs --down-t (PowerInfer's sparse layout)");
+    PI_RETURN_IF_ERROR(RunPtExport("--predictors", o.predictors_dir, out_path, &predictors));
+    PI_RETURN_IF_ERROR(PredictorJobs(c, o, predictors, &jobs, &threshold));
+  }
+  if (!o.activations_dir.empty()) {
+    PI_RETURN_IF_ERROR(RunPtExport("--activations", o.activations_dir, out_path, &activations));
+  }
+  // Everything checked before a byte is written.
+  int64_t total = 0;
+  for (const Job& j : jobs) {
+    const SafeTensor* t = j.tensor ? j.tensor : weights.Find(j.src);
+    if (!t) return Status::Error("%s: missing tensor '%s'", dir.c_str(), j.src.c_str());
+    if (!t->is_float) {
+      return Status::Error("%s: tensor '%s' is %s, expected F32, F16 or BF16", dir.c_str(),
+                           j.src.c_str(), t->dtype.c_str());
+    }
+    if (t->shape != j.shape) {
+      return Status::Error("%s: tensor '%s' has shape %s, config.json implies %s", dir.c_str(),
+                           j.src.c_str(), ShapeString(t->shape).c_str(),
+                           ShapeString(j.shape).c_str());
+    }
+    total += t->n_elements() * (j.type == DType::kF32 ? 4 : 2);
+  }
+  std::string name = o.name;
+  if (name.empty()) {
+    name = dir.substr(dir.find_last_of('/', dir.size() - 2) + 1);
+    while (!name.empty() && name.back() == '/') name.pop_back();
+  }
+  GgufWriter w;
+  w.SetSparseMagic(o.down_t);
+  SetMetadata(c, family, o, name, activation, &w);
+  if (!o.predictors_dir.empty()) w.Set("powerinfer.sparse_threshold", GgufValue::F32(threshold));
+  PI_RETURN_IF_ERROR(AddHfTokenizer(dir, c, &w));
+  auto bar = std::make_shared<ProgressBar>("pi-convert " + out_path, total, "B");
+  auto done = std::make_shared<int64_t>(0);
+  for (const Job& j : jobs) {
+    const SafeTensor* t = j.tensor ? j.tensor : weights.Find(j.src);
+    std::vector<int64_t> ne(j.shape.rbegin(), j.shape.rend());  // ggml order
+    if (j.reorder == Reorder::kTranspose) std::swap(ne[0], ne[1]);
+    auto fill = [t, j, bar, done](void* dst) {
+      const Status s = Fill(*t, j, static_cast<uint8_t*>(dst));
+      *done += t->n_elements() * (j.type == DType::kF32 ? 4 : 2);
+      bar->Update(*done);
+      return s;
+    };
+    PI_RETURN_IF_ERROR(w.AddTensorFill(j.dst, j.type, ne, fill));
+  }
+  PI_RETURN_IF_ERROR(CheckDiskSpace("writing " + out_path, out_path, total));
+  PI_RETURN_IF_ERROR(w.Write(out_path));
+  bar->Finish();
+  if (!o.activations_dir.empty()) PI_RETURN_IF_ERROR(WriteImportedStats(o, activations, out_path));
+  return Status::Ok();
+}
+
+}  // namespace pi

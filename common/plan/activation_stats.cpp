@@ -1,0 +1,280 @@
+#include "common/plan/activation_stats.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+namespace pi {
+
+namespace {
+
+constexpr uint32_t kStatsVersion = 1;
+// Generous bounds for a file claiming its sizes: they keep a corrupt header
+// from asking for a huge allocation (the counts must also be in the file).
+constexpr uint32_t kMaxLayers = 4096;
+constexpr uint32_t kMaxFf = 1u << 24;
+
+std::string FireCountName(int layer) {
+  return "blk." + std::to_string(layer) + ".ffn_fire_count";
+}
+
+// "blk.N.ffn_fire_count" -> N (decimal digits only, no sign, no leading zero
+// unless N is 0). False for any other name.
+bool ParseFireCountName(const std::string& name, int64_t* layer) {
+  static const char kPrefix[] = "blk.";
+  static const char kSuffix[] = ".ffn_fire_count";
+  const size_t np = sizeof(kPrefix) - 1, ns = sizeof(kSuffix) - 1;
+  if (name.size() <= np + ns || name.compare(0, np, kPrefix) != 0 ||
+      name.compare(name.size() - ns, ns, kSuffix) != 0) {
+    return false;
+  }
+  const std::string digits = name.substr(np, name.size() - np - ns);
+  if (digits.empty() || digits.size() > 9) return false;
+  if (digits.size() > 1 && digits[0] == '0') return false;
+  int64_t v = 0;
+  for (char ch : digits) {
+    if (ch < '0' || ch > '9') return false;
+    v = v * 10 + (ch - '0');
+  }
+  *layer = v;
+  return true;
+}
+
+}  // namespace
+
+double FiringConcentration(const int64_t* counts, int n, double share) {
+  if (n <= 0) return 0.0;
+  std::vector<int64_t> sorted(counts, counts + n);
+  std::sort(sorted.begin(), sorted.end(), std::greater<int64_t>());
+  int64_t total = 0;
+  for (int64_t c : sorted) total += c;
+  if (total <= 0) return 0.0;
+  const double target = share * static_cast<double>(total);
+  int64_t sum = 0;
+  for (int k = 0; k < n; ++k) {
+    sum += sorted[k];
+    if (static_cast<double>(sum) >= target) return static_cast<double>(k + 1) / n;
+  }
+  return 1.0;
+}
+
+void ActivationStats::Init(int n_layer, int n_ff) {
+  n_layer_ = n_layer;
+  n_ff_ = n_ff;
+  n_tokens_ = 0;
+  counts_.assign(static_cast<size_t>(n_layer) * n_ff, 0);
+}
+
+void ActivationStats::OnFfn(int layer, int batch, const float* act) {
+  if (layer < 0 || layer >= n_layer_) return;
+  int64_t* c = mutable_counts(layer);
+  for (int b = 0; b < batch; ++b) {
+    const float* row = act + static_cast<int64_t>(b) * n_ff_;
+    for (int i = 0; i < n_ff_; ++i) c[i] += row[i] != 0.0f;
+  }
+  if (layer == 0) n_tokens_ += batch;
+}
+
+double ActivationStats::Sparsity(int layer) const {
+  if (n_tokens_ == 0 || n_ff_ == 0) return 0.0;
+  const int64_t* c = counts(layer);
+  double fired = 0;
+  for (int i = 0; i < n_ff_; ++i) fired += static_cast<double>(c[i]);
+  return 1.0 - fired / (static_cast<double>(n_tokens_) * n_ff_);
+}
+
+void InitActivationStatsFor(const LlamaModel& model, ActivationStats* stats) {
+  stats->Init(model.config.n_layer, model.config.n_ff);
+  stats->model_name = model.config.name;
+  stats->model_fingerprint = ModelFingerprint(*model.file);
+  stats->shape_fingerprint = ShapeFingerprint(*model.file);
+  stats->weight_signs = WeightSigns(*model.file);
+  stats->activation = FfnActivationName(model.config.activation);
+}
+
+Status WriteActivationStats(const ActivationStats& stats, const std::string& path) {
+  GgufWriter w;
+  w.Set("pi.stats.version", GgufValue::U32(kStatsVersion));
+  w.Set("pi.stats.model_name", GgufValue::String(stats.model_name));
+  w.Set("pi.stats.model_fingerprint", GgufValue::String(FingerprintHex(stats.model_fingerprint)));
+  if (stats.shape_fingerprint != 0 && !stats.weight_signs.empty()) {
+    w.Set("pi.stats.shape_fingerprint", GgufValue::String(FingerprintHex(stats.shape_fingerprint)));
+    w.Set("pi.stats.weight_signs", GgufValue::String(stats.weight_signs));
+  }
+  w.Set("pi.stats.n_layer", GgufValue::U32(static_cast<uint32_t>(stats.n_layer())));
+  w.Set("pi.stats.n_ff", GgufValue::U32(static_cast<uint32_t>(stats.n_ff())));
+  w.Set("pi.stats.n_tokens", GgufValue::U64(stats.n_tokens()));
+  w.Set("pi.stats.activation", GgufValue::String(stats.activation));
+  w.Set("pi.stats.corpus", GgufValue::String(stats.corpus));
+  w.Set("pi.stats.n_ctx", GgufValue::U32(static_cast<uint32_t>(std::max(0, stats.n_ctx))));
+  std::vector<int32_t> row(stats.n_ff());
+  for (int il = 0; il < stats.n_layer(); ++il) {
+    const int64_t* c = stats.counts(il);
+    for (int i = 0; i < stats.n_ff(); ++i) {
+      if (c[i] < 0 || c[i] > std::numeric_limits<int32_t>::max()) {
+        return Status::Error("writing %s: layer %d neuron %d count %" PRId64
+                             " does not fit the file's I32 (profile fewer tokens)",
+                             path.c_str(), il, i, c[i]);
+      }
+      row[i] = static_cast<int32_t>(c[i]);
+    }
+    PI_RETURN_IF_ERROR(w.AddTensor(FireCountName(il), DType::kI32, {stats.n_ff()}, row.data()));
+  }
+  return w.Write(path);
+}
+
+Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
+  uint32_t version = 0, n_layer = 0, n_ff = 0, n_ctx = 0;
+  uint64_t n_tokens = 0;
+  std::string name, fp, shape_fp, signs, activation, corpus;
+  PI_RETURN_IF_ERROR(f.GetU32("pi.stats.version", &version));
+  if (version != kStatsVersion) {
+    return Status::Error("pi.stats.version is %u, this build reads version %u", version,
+                         kStatsVersion);
+  }
+  PI_RETURN_IF_ERROR(f.GetString("pi.stats.model_name", &name));
+  PI_RETURN_IF_ERROR(f.GetString("pi.stats.model_fingerprint", &fp));
+  PI_RETURN_IF_ERROR(f.GetU32("pi.stats.n_layer", &n_layer));
+  PI_RETURN_IF_ERROR(f.GetU32("pi.stats.n_ff", &n_ff));
+  PI_RETURN_IF_ERROR(f.GetU64("pi.stats.n_tokens", &n_tokens));
+  PI_RETURN_IF_ERROR(f.GetString("pi.stats.activation", &activation));
+  PI_RETURN_IF_ERROR(f.GetString("pi.stats.corpus", &corpus));
+  PI_RETURN_IF_ERROR(f.GetU32Opt("pi.stats.n_ctx", &n_ctx));
+  PI_RETURN_IF_ERROR(f.GetStringOpt("pi.stats.shape_fingerprint", &shape_fp));
+  PI_RETURN_IF_ERROR(f.GetStringOpt("pi.stats.weight_signs", &signs));
+  if (!signs.empty() &&
+      (signs.size() != 64 || signs.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    return Status::Error("pi.stats.weight_signs is not 64 lower-case hex digits");
+  }
+  if (n_layer < 1 || n_layer > kMaxLayers) {
+    return Status::Error("pi.stats.n_layer %u out of range [1, %u]", n_layer, kMaxLayers);
+  }
+  if (n_ff < 1 || n_ff > kMaxFf) {
+    return Status::Error("pi.stats.n_ff %u out of range [1, %u]", n_ff, kMaxFf);
+  }
+  uint64_t fingerprint = 0;
+  if (fp.size() != 16 || fp.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return Status::Error("pi.stats.model_fingerprint '%s' is not 16 lower-case hex digits",
+                         fp.c_str());
+  }
+  fingerprint = std::stoull(fp, nullptr, 16);
+  uint64_t shape_fingerprint = 0;
+  if (!shape_fp.empty()) {
+    if (shape_fp.size() != 16 ||
+        shape_fp.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return Status::Error("pi.stats.shape_fingerprint '%s' is not 16 lower-case hex digits",
+                           shape_fp.c_str());
+    }
+    shape_fingerprint = std::stoull(shape_fp, nullptr, 16);
+  }
+
+  // Every layer's tensor must be in the file before counts are allocated.
+  std::vector<const TensorInfo*> by_layer(n_layer, nullptr);
+  for (const TensorInfo& t : f.tensors()) {
+    int64_t layer = -1;
+    if (!ParseFireCountName(t.name, &layer)) continue;  // unknown tensors are ignored
+    if (layer >= n_layer) {
+      return Status::Error("tensor '%s' is for layer %" PRId64 ", but pi.stats.n_layer is %u",
+                           t.name.c_str(), layer, n_layer);
+    }
+    if (by_layer[layer] != nullptr) {
+      return Status::Error("layer %" PRId64 " has two fire-count tensors ('%s', '%s')", layer,
+                           by_layer[layer]->name.c_str(), t.name.c_str());
+    }
+    if (t.type != DType::kI32 || t.n_dims != 1 || t.ne[0] != n_ff) {
+      return Status::Error("tensor '%s' is %s %s, expected i32 [%u]", t.name.c_str(),
+                           DTypeName(t.type), t.ShapeString().c_str(), n_ff);
+    }
+    by_layer[layer] = &t;
+  }
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    if (by_layer[il] == nullptr) {
+      return Status::Error("tensor '%s' is missing (pi.stats.n_layer is %u)",
+                           FireCountName(static_cast<int>(il)).c_str(), n_layer);
+    }
+  }
+
+  ActivationStats s;
+  s.Init(static_cast<int>(n_layer), static_cast<int>(n_ff));
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    const TensorInfo& t = *by_layer[il];
+    int64_t* c = s.mutable_counts(static_cast<int>(il));
+    for (uint32_t i = 0; i < n_ff; ++i) {
+      int32_t v;
+      memcpy(&v, t.data + 4 * static_cast<size_t>(i), 4);
+      if (v < 0 || static_cast<uint64_t>(v) > n_tokens) {
+        return Status::Error("tensor '%s' neuron %u: count %d outside [0, n_tokens = %" PRIu64 "]",
+                             t.name.c_str(), i, v, n_tokens);
+      }
+      c[i] = v;
+    }
+  }
+  s.set_n_tokens(n_tokens);
+  s.model_name = name;
+  s.model_fingerprint = fingerprint;
+  s.shape_fingerprint = shape_fingerprint;
+  s.weight_signs = signs;
+  s.activation = activation;
+  s.corpus = corpus;
+  s.n_ctx = static_cast<int>(n_ctx);
+  *stats = std::move(s);
+  return Status::Ok();
+}
+
+Status ReadActivationStats(const std::string& path, ActivationStats* stats) {
+  std::unique_ptr<GgufFile> f;
+  Status s = GgufFile::Open(path, &f);
+  if (s.ok()) s = ReadActivationStats(*f, stats);
+  return s.ok() ? s : s.WithContext("activation stats " + path);
+}
+
+Status CheckStatsMatchModel(const ActivationStats& stats, const LlamaModel& model,
+                            std::string* note) {
+  const LlamaConfig& c = model.config;
+  const std::string made_from = "the stats were made from model '" + stats.model_name + "' (" +
+                                FingerprintHex(stats.model_fingerprint) + ")";
+  if (stats.n_layer() != c.n_layer) {
+    return Status::Error("%s with %d layers; this model has %d layers", made_from.c_str(),
+                         stats.n_layer(), c.n_layer);
+  }
+  if (stats.n_ff() != c.n_ff) {
+    return Status::Error("%s with n_ff %d; this model has n_ff %d", made_from.c_str(), stats.n_ff(),
+                         c.n_ff);
+  }
+  const uint64_t fp = ModelFingerprint(*model.file);
+  // At most 1 in 16 signs may flip (values tied at a block's maximum after
+  // requantization); other weights flip about half.
+  const int differ = SignsDiffer(stats.weight_signs, WeightSigns(*model.file));
+  if (fp != stats.model_fingerprint && stats.shape_fingerprint != 0 &&
+      stats.shape_fingerprint == ShapeFingerprint(*model.file) && differ >= 0 && differ <= 16) {
+    // Another copy of the same weights (a Q4_0 of the F16 profiled): the
+    // firing counts carry over.
+    if (note) {
+      *note = made_from +
+              ", another file of this architecture, shapes and vocabulary (a copy "
+              "in other types?): reused; run pi-profile on this file if it holds other weights";
+    }
+    return Status::Ok();
+  }
+  if (fp != stats.model_fingerprint) {
+    return Status::Error(
+        "%s, not this model '%s' (fingerprint %s): same shape but different tensors or "
+        "file; profile this model with pi-profile",
+        made_from.c_str(), c.name.c_str(), FingerprintHex(fp).c_str());
+  }
+  return Status::Ok();
+}
+
+std::string DefaultStatsPath(const std::string& model_path) {
+  return SideFileForRead(model_path, ".stats.gguf");
+}
+
+std::string DefaultStatsWritePath(const std::string& model_path) {
+  return SideFileForWrite(model_path, ".stats.gguf");
+}
+
+}  // namespace pi

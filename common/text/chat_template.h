@@ -1,0 +1,52 @@
+// Chat templates: a conversation (system, user and assistant messages)
+// rendered as the prompt text a chat model was trained on, for the families
+// llama.cpp recognises without a Jinja engine. The family is detected from
+// the GGUF's tokenizer.chat_template (the Jinja text, by the markers each
+// family's template contains) or named by --chat-template. The rendered
+// text holds the family's control tokens literally; it is tokenized with
+// special tokens parsed (Tokenizer::Encode's parse_special) outside the
+// messages' own text (the content spans), so no message can write a
+// control token, the BOS added by the tokenizer as usual.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/base/status.h"
+#include "common/format/gguf.h"
+#include "common/text/tokenizer.h"
+
+namespace pi {
+
+enum class ChatTemplate { kChatml, kLlama2, kLlama3, kMistral, kZephyr, kGemma, kVicuna, kPhi3 };
+
+struct ChatMessage {
+  std::string role;  // system | user | assistant
+  std::string content;
+};
+
+const char* ChatTemplateName(ChatTemplate t);
+// The names --chat-template takes, comma-separated (for errors and help).
+const char* ChatTemplateNames();
+// A name (chatml, llama2, llama3, mistral, zephyr, gemma, vicuna, phi3)
+// into *out; an error listing the names otherwise.
+Status ParseChatTemplateName(const std::string& name, ChatTemplate* out);
+// The family of a GGUF's tokenizer.chat_template: its name, or Jinja text
+// with the family's markers; an error saying the template is not one of
+// the known families (and how to choose one) otherwise.
+Status DetectChatTemplate(const std::string& text, ChatTemplate* out);
+
+// The model's own template (its GGUF's tokenizer.chat_template), detected;
+// an error saying the model has none, or an unknown one, and how to choose
+// one (--chat-template NAME) otherwise.
+Status ChatTemplateOfModel(const GgufFile& file, ChatTemplate* out);
+
+// Renders `messages` (roles system, user, assistant; a system message only
+// first) and, with add_generation_prompt, opens the assistant's turn.
+// *content_spans (when given): where the messages' contents are in *out,
+// in order.
+Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages,
+                  bool add_generation_prompt, std::string* out,
+                  std::vector<TextSpan>* content_spans = nullptr);
+
+}  // namespace pi
