@@ -42,7 +42,7 @@ Status DeviceWorker::Recover() {
 
 void DeviceWorker::BeginToken(const float* h, int seq, int pos) {
   uint8_t* slot = link_->request();
-  WriteDeviceRequest(++step_id_, DeviceOp::kBegin, seq, pos, 0, layout_.n_embd, DeviceOut::kNothing,
+  WriteDeviceRequest(++step_id_, StepKind::kBegin, seq, pos, 0, layout_.n_embd, DeviceOut::kNothing,
                      slot);
   memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
   pending_ = true;
@@ -50,7 +50,7 @@ void DeviceWorker::BeginToken(const float* h, int seq, int pos) {
 
 Status DeviceWorker::Exchange(DeviceOut out, DeviceReply* reply) {
   const int32_t o = static_cast<int32_t>(out);
-  memcpy(link_->request() + offsetof(DeviceRequestHeader, out), &o, sizeof o);
+  memcpy(link_->request() + offsetof(StepRequestHeader, out), &o, sizeof o);
   pending_ = false;
   const uint8_t* bytes = nullptr;
   size_t n = 0;
@@ -71,14 +71,14 @@ Status DeviceWorker::RunLayer(int il, ColdStep* cold) {
   if (!pending_) return Status::Error("%s: layer %d outside a token", name(), il);
   DeviceReply reply;
   PI_RETURN_IF_ERROR(Exchange(DeviceOut::kNothing, &reply));
-  if (reply.kind != DeviceReplyKind::kCold || reply.layer != il) {
+  if (reply.kind != StepReplyKind::kCold || reply.layer != il) {
     return Status::Error("%s answered with %s of layer %d, expected layer %d's cold part", name(),
-                         reply.kind == DeviceReplyKind::kCold ? "the cold part" : "the end",
+                         reply.kind == StepReplyKind::kCold ? "the cold part" : "the end",
                          reply.layer, il);
   }
   // y goes straight into the next request's payload: the sum is written once.
   uint8_t* slot = link_->request();
-  WriteDeviceRequest(++step_id_, DeviceOp::kResume, 0, 0, il, layout_.n_embd, DeviceOut::kNothing,
+  WriteDeviceRequest(++step_id_, StepKind::kResume, 0, 0, il, layout_.n_embd, DeviceOut::kNothing,
                      slot);
   float* y = DeviceRequestPayload(slot);
   memset(y, 0, sizeof(float) * layout_.n_embd);
@@ -94,7 +94,7 @@ Status DeviceWorker::FinishToken(float* h_out, float* logits, int64_t* hot_fired
   const DeviceOut out = h_out ? DeviceOut::kH : logits ? DeviceOut::kLogits : DeviceOut::kNothing;
   DeviceReply reply;
   PI_RETURN_IF_ERROR(Exchange(out, &reply));
-  if (reply.kind != DeviceReplyKind::kDone) {
+  if (reply.kind != StepReplyKind::kDone) {
     return Status::Error("%s answered with layer %d's cold part, expected the token's end", name(),
                          reply.layer);
   }
@@ -106,7 +106,7 @@ Status DeviceWorker::FinishToken(float* h_out, float* logits, int64_t* hot_fired
 
 Status DeviceWorker::Head(const float* h, float* logits) {
   uint8_t* slot = link_->request();
-  WriteDeviceRequest(++step_id_, DeviceOp::kHead, 0, 0, 0, layout_.n_embd, DeviceOut::kLogits,
+  WriteDeviceRequest(++step_id_, StepKind::kHead, 0, 0, 0, layout_.n_embd, DeviceOut::kLogits,
                      slot);
   memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
   DeviceReply reply;

@@ -1,6 +1,6 @@
 // DeviceWorker: the coordinator's handle on a gpu_worker process that holds
 // whole layers — a DeviceBackend (common/shard/device_backend.h) whose calls are
-// messages (common/transport/device_message.h) over a DeviceLink (shared
+// step messages of the device's kinds (common/transport/device_message.h) over a DeviceLink (shared
 // memory to a local process, gRPC to a remote one: device_link.h), answered
 // by the worker's DeviceShard (gpu_worker/device_shard.h). The engine drives
 // it as it drives a GPU in its own process:

@@ -64,19 +64,19 @@ Status DeviceShard::InitFromHello(const uint8_t* hello, size_t size, const Llama
 }
 
 Status DeviceShard::RunLayers(uint64_t step_id, DeviceOut out, uint8_t* reply, size_t* reply_size) {
-  uint8_t* payload = reply + sizeof(DeviceReplyHeader);
+  uint8_t* payload = reply + sizeof(StepReplyHeader);
   const size_t embd_bytes = sizeof(float) * static_cast<size_t>(layout_.n_embd);
   while (next_layer_ < layout_.n_layers) {
     const int il = next_layer_++;
     PI_RETURN_IF_ERROR(device_->RunLayer(il, &cold_));
     if (!cold_.x) continue;
-    if (!layout_.cold[il]) return Status::Error("layer %d handed out a cold part it lacks", il);
+    if (!layout_.cold[il]) return Status::Internal("layer %d handed out a cold part it lacks", il);
     memcpy(payload, cold_.x, embd_bytes);
     const uint32_t words = cold_.mask ? static_cast<uint32_t>(layout_.mask_words()) : 0;
     if (words) memcpy(payload + embd_bytes, cold_.mask, sizeof(uint32_t) * words);
     waiting_layer_ = il;
     *reply_size =
-        WriteDeviceReply(step_id, DeviceReplyKind::kCold, il, 0, 0, words, DeviceOut::kNothing,
+        WriteReplyHeader(step_id, StepReplyKind::kCold, il, 0, 0, words, DeviceOut::kNothing,
                          embd_bytes + sizeof(uint32_t) * words, reply);
     return Status::Ok();
   }
@@ -88,41 +88,40 @@ Status DeviceShard::RunLayers(uint64_t step_id, DeviceOut out, uint8_t* reply, s
   const size_t bytes = h        ? embd_bytes
                        : logits ? sizeof(float) * static_cast<size_t>(layout_.n_vocab)
                                 : 0;
-  *reply_size =
-      WriteDeviceReply(step_id, DeviceReplyKind::kDone, 0, fired, 0, 0, out, bytes, reply);
+  *reply_size = WriteReplyHeader(step_id, StepReplyKind::kDone, 0, fired, 0, 0, out, bytes, reply);
   return Status::Ok();
 }
 
 Status DeviceShard::Answer(const DeviceRequest& r, uint8_t* reply, size_t* reply_size) {
-  switch (r.op) {
-    case DeviceOp::kBegin:
+  switch (r.kind) {
+    case StepKind::kBegin:
       // A token left unfinished (its coordinator gave up on it) is dropped.
       device_->BeginToken(r.payload, r.seq, r.pos);
       in_token_ = true;
       next_layer_ = layout_.first_layer;
       waiting_layer_ = -1;
       return RunLayers(r.step_id, r.out, reply, reply_size);
-    case DeviceOp::kResume:
+    case StepKind::kResume:
       if (!in_token_ || r.layer != waiting_layer_) {
         return waiting_layer_ < 0
-                   ? Status::Error("a cold sum for layer %d, and none is due", r.layer)
-                   : Status::Error("a cold sum for layer %d, while layer %d's is due", r.layer,
-                                   waiting_layer_);
+                   ? Status::Invalid("a cold sum for layer %d, and none is due", r.layer)
+                   : Status::Invalid("a cold sum for layer %d, while layer %d's is due", r.layer,
+                                     waiting_layer_);
       }
       memcpy(cold_.y, r.payload, sizeof(float) * static_cast<size_t>(layout_.n_embd));
       waiting_layer_ = -1;
       return RunLayers(r.step_id, r.out, reply, reply_size);
-    case DeviceOp::kHead: {
-      if (in_token_) return Status::Error("the head alone while a token's layers are under way");
+    case StepKind::kHead: {
+      if (in_token_) return Status::Invalid("the head alone while a token's layers are under way");
       PI_RETURN_IF_ERROR(
-          device_->Head(r.payload, reinterpret_cast<float*>(reply + sizeof(DeviceReplyHeader))));
+          device_->Head(r.payload, reinterpret_cast<float*>(reply + sizeof(StepReplyHeader))));
       const size_t bytes = sizeof(float) * static_cast<size_t>(layout_.n_vocab);
-      *reply_size = WriteDeviceReply(r.step_id, DeviceReplyKind::kDone, 0, 0, 0, 0,
+      *reply_size = WriteReplyHeader(r.step_id, StepReplyKind::kDone, 0, 0, 0, 0,
                                      DeviceOut::kLogits, bytes, reply);
       return Status::Ok();
     }
   }
-  return Status::Error("unknown op");
+  return Status::Invalid("unknown kind");
 }
 
 size_t DeviceShard::Handle(const uint8_t* request, size_t size, uint8_t* reply, size_t capacity) {
@@ -131,15 +130,11 @@ size_t DeviceShard::Handle(const uint8_t* request, size_t size, uint8_t* reply, 
   Status s = ParseDeviceRequest(request, size, layout_, &r);
   size_t n = 0;
   if (s.ok()) s = Answer(r, reply, &n);
-  if (!s.ok()) {
-    uint64_t step_id = 0;
-    if (size >= sizeof(DeviceRequestHeader)) memcpy(&step_id, request + 8, sizeof step_id);
-    return WriteDeviceError(step_id, StepStatus::kInvalidRequest, s.message(), reply, capacity);
-  }
+  if (!s.ok()) return WriteErrorReply(request, size, s, reply, capacity);
   const int64_t ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
-  memcpy(reply + offsetof(DeviceReplyHeader, worker_ns), &ns, sizeof ns);
+  memcpy(reply + offsetof(StepReplyHeader, worker_ns), &ns, sizeof ns);
   return n;
 }
 

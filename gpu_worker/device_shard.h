@@ -1,7 +1,7 @@
 // DeviceShard: a gpu_worker holding whole layers — the DeviceBackend
 // (common/shard/device_backend.h: attention and its KV cache, the predictor, the
 // hot neurons, maybe the head) for the plan the coordinator's device hello
-// names — answering the device protocol (common/transport/device_message.h):
+// names — answering the device's kinds of step (common/transport/device_message.h):
 // a token's layers run here until one with a cold part, whose normed input
 // goes to the coordinator and whose cold sum comes back with the next
 // message. The backend is CUDA, or the host backend where there is no GPU

@@ -250,13 +250,13 @@ TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {
   layout.n_vocab = c.n_vocab;
   layout.n_ctx = kCtx;
   layout.cold.assign(c.n_layer, 1);
-  auto request = [&](DeviceOp op, int pos, int layer,
-                     const std::function<void(DeviceRequestHeader*)>& edit = nullptr) {
+  auto request = [&](StepKind op, int pos, int layer,
+                     const std::function<void(StepRequestHeader*)>& edit = nullptr) {
     std::vector<uint8_t> m(DeviceRequestBytes(c.n_embd), 0);
     WriteDeviceRequest(77, op, 0, pos, layer, c.n_embd, DeviceOut::kNothing, m.data());
     for (int i = 0; i < c.n_embd; ++i) DeviceRequestPayload(m.data())[i] = 0.01f * (i % 7);
     if (edit) {
-      DeviceRequestHeader h;
+      StepRequestHeader h;
       memcpy(&h, m.data(), sizeof h);
       edit(&h);
       memcpy(m.data(), &h, sizeof h);
@@ -264,41 +264,43 @@ TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {
     return m;
   };
   auto error_of = [&](const std::vector<uint8_t>& m) {
-    const Status s = Exchange(&worker, m, m.size() >= sizeof(DeviceRequestHeader) ? 77 : 0, layout);
+    const Status s = Exchange(&worker, m, m.size() >= sizeof(StepRequestHeader) ? 77 : 0, layout);
     EXPECT_FALSE(s.ok());
     return s.message();
   };
-  const std::vector<uint8_t> good = request(DeviceOp::kBegin, 0, 0);
+  const std::vector<uint8_t> good = request(StepKind::kBegin, 0, 0);
   EXPECT_THAT(error_of({1, 2, 3}), HasSubstr("shorter than its"));
-  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->magic = 5; })),
+  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->magic = 5; })),
               HasSubstr("bad magic"));
-  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->version = 99; })),
+  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->version = 99; })),
               HasSubstr("protocol version 99"));
-  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->op = 7; })),
-              HasSubstr("unknown op 7"));
-  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->batch = 2; })),
+  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->kind = 7; })),
+              HasSubstr("kind 7, not a device's"));
+  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->kind = 0; })),
+              HasSubstr("kind 0, not a device's"));
+  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->batch = 2; })),
               HasSubstr("batch 2"));
-  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->n_embd = 64; })),
+  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->n_embd = 64; })),
               HasSubstr("n_embd 64"));
   std::vector<uint8_t> longer = good;
   longer.resize(longer.size() + 4);
   EXPECT_THAT(error_of(longer), HasSubstr("bytes, expected"));
-  EXPECT_THAT(error_of(request(DeviceOp::kBegin, kCtx, 0)), HasSubstr("outside the context"));
-  EXPECT_THAT(error_of(request(DeviceOp::kBegin, -1, 0)), HasSubstr("outside the context"));
-  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->seq = 1; })),
+  EXPECT_THAT(error_of(request(StepKind::kBegin, kCtx, 0)), HasSubstr("outside the context"));
+  EXPECT_THAT(error_of(request(StepKind::kBegin, -1, 0)), HasSubstr("outside the context"));
+  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->seq = 1; })),
               HasSubstr("sequence 1 is out of range [0, 1)"));
-  EXPECT_THAT(error_of(request(DeviceOp::kBegin, 0, 0, [](auto* h) { h->out = 5; })),
+  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->out = 5; })),
               HasSubstr("unknown output 5"));
-  EXPECT_THAT(error_of(request(DeviceOp::kResume, 0, 0)), HasSubstr("none is due"));
-  EXPECT_THAT(error_of(request(DeviceOp::kResume, 0, 9)), HasSubstr("out of the device's"));
+  EXPECT_THAT(error_of(request(StepKind::kResume, 0, 0)), HasSubstr("none is due"));
+  EXPECT_THAT(error_of(request(StepKind::kResume, 0, 9)), HasSubstr("out of the device's"));
   // A token under way: layer 0's cold part comes back; then out-of-order messages.
   DeviceReply reply;
   const Status begun = Exchange(&worker, good, 77, layout, &reply);
   ASSERT_TRUE(begun.ok()) << begun.message();
-  EXPECT_EQ(reply.kind, DeviceReplyKind::kCold);
+  EXPECT_EQ(reply.kind, StepReplyKind::kCold);
   EXPECT_EQ(reply.layer, 0);
-  EXPECT_THAT(error_of(request(DeviceOp::kResume, 0, 1)), HasSubstr("while layer 0's is due"));
-  EXPECT_THAT(error_of(request(DeviceOp::kHead, 0, 0)), HasSubstr("under way"));
+  EXPECT_THAT(error_of(request(StepKind::kResume, 0, 1)), HasSubstr("while layer 0's is due"));
+  EXPECT_THAT(error_of(request(StepKind::kHead, 0, 0)), HasSubstr("under way"));
   // Still up: a whole generation through the same worker matches one
   // through a fresh one (the abandoned token is dropped at the next begin).
   Engine* engine = nullptr;

@@ -48,15 +48,18 @@ GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
 PROMPT = "In the beginning God created"
 TOKEN = "test-token-0123456789abcdef"
 
-PROTOCOL = 3  # kStepProtocolVersion
+PROTOCOL = 4  # kStepProtocolVersion
+KIND_FFN = 0  # StepKind::kFfn
+STATUS_INVALID = 2  # Status::Code::kInvalid, an error reply's status
 
 
 def step_request(step_id, layer, batch, n_embd, x, ids):
-    """The step request bytes (common/transport/step_message.h): header, x, then
+    """An FFN step's request bytes (common/transport/step_message.h): header (magic,
+    version, step id, kind, layer, batch, n_embd, n_ids, seq, pos, out), x, then
     each row's count and the rows' ids (every row with `ids`; None: all owned)."""
     n_ids = -1 if ids is None else len(ids) * batch
-    head = struct.pack("<IIQiiiiiI", 0x54535049, PROTOCOL, step_id, layer, 0, batch, n_embd,
-                       n_ids, 0)
+    head = struct.pack("<IIQiiiiiiii", 0x54535049, PROTOCOL, step_id, KIND_FFN, layer, batch,
+                       n_embd, n_ids, 0, 0, 0)
     body = struct.pack(f"<{len(x)}f", *x)
     if ids is not None:
         body += struct.pack(f"<{batch}i", *([len(ids)] * batch))
@@ -65,9 +68,12 @@ def step_request(step_id, layer, batch, n_embd, x, ids):
 
 
 def step_reply(data):
-    """(status, step_id, fired, payload) of a step reply."""
-    magic, status, step_id, fired, _, payload_bytes = struct.unpack_from("<IIQqqQ", data)
-    return status, step_id, fired, data[40:40 + payload_bytes]
+    """(status, step_id, fired, payload) of a step reply: header (magic, status, step id,
+    kind, layer, fired, worker ns, mask words, out, payload bytes), payload."""
+    fields = struct.unpack_from("<IIQiiqqIiQ", data)
+    status, step_id, fired, payload_bytes = fields[1], fields[2], fields[5], fields[9]
+    head = struct.calcsize("<IIQiiqqIiQ")
+    return status, step_id, fired, data[head:head + payload_bytes]
 
 
 def main():
@@ -199,8 +205,8 @@ def main():
         check(len(replies) == len(frames), f"every frame answered ({len(replies)})")
         for (frame, words), reply in zip(bad_frames, replies):
             status, _, _, payload = step_reply(reply.message)
-            check(status != 0 and len(payload) > 0,
-                  f"malformed step ({words}): error reply {payload.decode(errors='replace')!r}")
+            check(status == STATUS_INVALID and len(payload) > 0,
+                  f"malformed step ({words}): invalid, {payload.decode(errors='replace')!r}")
         status, step_id, fired, payload = step_reply(replies[-1].message)
         check(status == 0 and step_id == 1 and len(payload) == 4 * n_embd,
               "then a good step is answered (the worker served on)")

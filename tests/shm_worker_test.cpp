@@ -167,7 +167,9 @@ TEST_F(StepProtocolTest, MalformedRequestsNameTheField) {
   EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->magic = 1; }), HasSubstr("bad magic"));
   EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->version = 9; }),
               HasSubstr("protocol version 9"));
-  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->stage = 4; }), HasSubstr("stage 4"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->kind = 4; }), HasSubstr("kind 4"));
+  EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->kind = 1; }),
+              HasSubstr("kind 1, this worker takes FFN steps"));
   EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->layer = 2; }),
               HasSubstr("layer 2 is out of range [0, 2)"));
   EXPECT_THAT(error_of(good, [](StepRequestHeader* h) { h->layer = -1; }), HasSubstr("layer -1"));
@@ -182,7 +184,7 @@ TEST_F(StepProtocolTest, MalformedRequestsNameTheField) {
   std::vector<uint8_t> tiny(good.begin(), good.begin() + 8);
   StepRequest r;
   EXPECT_THAT(ParseStepRequest(tiny.data(), tiny.size(), layout_, &r).message(),
-              HasSubstr("shorter than its 40-byte header"));
+              HasSubstr("shorter than its 48-byte header"));
   for (const auto& bad : std::vector<std::pair<std::vector<int32_t>, std::string>>{
            {{1, 2, 5}, "id 2 at position 1 is not in this worker's shard"},
            {{3, 1, 5}, "id 1 at position 1 is not strictly increasing"},
@@ -256,8 +258,10 @@ TEST_F(StepProtocolTest, ShardSumsMatchTheReferenceAndBadMessagesGetErrors) {
   const size_t n = HandleStepMessage(m.data(), m.size(), &shard, reply.data(), reply.size());
   const float* y = nullptr;
   int64_t fired = 0, ns = 0;
-  EXPECT_THAT(ParseStepReply(reply.data(), n, 7, 1, 64, &y, &fired, &ns).message(),
-              AllOf(HasSubstr("worker refused step 7"), HasSubstr("not strictly increasing")));
+  const Status refused = ParseStepReply(reply.data(), n, 7, 1, 64, &y, &fired, &ns);
+  EXPECT_THAT(refused.message(), AllOf(HasSubstr("worker refused step 7 (invalid)"),
+                                       HasSubstr("not strictly increasing")));
+  EXPECT_EQ(refused.code(), Status::Code::kInvalid);
 }
 
 TEST_F(StepProtocolTest, HelloCarriesTheShardAndRefusesAnotherModel) {

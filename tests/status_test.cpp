@@ -49,6 +49,10 @@ TEST(StatusTest, ContextKeepsTheCodeAndAnErrorIsNeverOk) {
   EXPECT_FALSE(forged.ok());
   EXPECT_EQ(forged.code(), Status::Code::kError);
   EXPECT_EQ(Status::FromCode(Status::Code::kInternal, "cuda").code(), Status::Code::kInternal);
+  // Codes off the wire: each known one as it is, anything else a plain error.
+  for (uint32_t v = 0; v <= static_cast<uint32_t>(Status::Code::kInternal); ++v)
+    EXPECT_EQ(static_cast<uint32_t>(Status::CodeFromWire(v)), v);
+  EXPECT_EQ(Status::CodeFromWire(200), Status::Code::kError);
 }
 
 TEST(StatusTest, FilesAndMemoryFailWithTheirCodes) {

@@ -37,6 +37,10 @@ Status Status::FromCode(Code code, std::string message) {
   return s;
 }
 
+Status::Code Status::CodeFromWire(uint32_t value) {
+  return value <= static_cast<uint32_t>(Code::kInternal) ? static_cast<Code>(value) : Code::kError;
+}
+
 const char* Status::CodeName(Code code) {
   switch (code) {
     case Code::kOk:

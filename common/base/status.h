@@ -48,6 +48,8 @@ class Status {
 #undef PI_STATUS_CTOR
   // An error of `code` (not kOk) with a message as it is.
   static Status FromCode(Code code, std::string message);
+  // A code read from outside (a worker's reply): an unknown value is kError.
+  static Code CodeFromWire(uint32_t value);
 
   bool ok() const {
     return code_ == Code::kOk;

@@ -165,13 +165,14 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
   return Status::Ok();
 }
 
-size_t WriteHelloReply(StepStatus status, int64_t resident_bytes, const char* backend,
-                       const std::string& message, uint8_t* out, size_t capacity) {
+size_t WriteHelloReply(const Status& loaded, int64_t resident_bytes, const char* backend,
+                       uint8_t* out, size_t capacity) {
   HelloReply r{};
   r.magic = kHelloReplyMagic;
-  r.status = static_cast<uint32_t>(status);
-  r.resident_bytes = resident_bytes;
+  r.status = static_cast<uint32_t>(loaded.code());
+  r.resident_bytes = loaded.ok() ? resident_bytes : 0;
   strncpy(r.backend, backend, sizeof r.backend - 1);
+  const std::string& message = loaded.message();
   const size_t n = std::min(message.size(), capacity - sizeof r);
   r.message_bytes = n;
   memcpy(out, &r, sizeof r);
@@ -189,8 +190,9 @@ Status ParseHelloReply(const uint8_t* data, size_t size, int64_t* resident_bytes
     return Status::Error("hello reply: bad magic or size");
   }
   const std::string message(reinterpret_cast<const char*>(data + sizeof r), r.message_bytes);
-  if (r.status != static_cast<uint32_t>(StepStatus::kOk)) {
-    return Status::Error("the worker refused the hello: %s", message.c_str());
+  if (r.status != static_cast<uint32_t>(Status::Code::kOk)) {
+    return Status::FromCode(Status::CodeFromWire(r.status),
+                            "the worker refused the hello: " + message);
   }
   r.backend[sizeof r.backend - 1] = '\0';
   *backend = r.backend;

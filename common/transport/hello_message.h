@@ -35,7 +35,7 @@ static_assert(sizeof(HelloHeader) == 24, "wire layout");
 
 struct HelloReply {
   uint32_t magic;
-  uint32_t status;  // StepStatus: kOk, or why the worker refused
+  uint32_t status;  // Status::Code: 0 ok, or why the worker refused
   int64_t resident_bytes;
   char backend[16];  // NUL-terminated: "cpu"
   uint64_t message_bytes;
@@ -79,9 +79,10 @@ std::vector<uint8_t> WriteDeviceHello(uint64_t model_fingerprint, const DevicePl
 Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
                         DevicePlan* plan);
 
-// A reply; message: why, for a refusal (or a note).
-size_t WriteHelloReply(StepStatus status, int64_t resident_bytes, const char* backend,
-                       const std::string& message, uint8_t* out, size_t capacity);
+// A reply: what the worker loaded, or `loaded`'s error (its code and
+// message) when it refused.
+size_t WriteHelloReply(const Status& loaded, int64_t resident_bytes, const char* backend,
+                       uint8_t* out, size_t capacity);
 Status ParseHelloReply(const uint8_t* data, size_t size, int64_t* resident_bytes,
                        std::string* backend);
 

@@ -45,10 +45,8 @@ Status AnswerHello(ShmChannel* ch, const LlamaModel& model, const Status& loaded
     s = Status::Error("the reply slot (%zu bytes) cannot hold the largest reply (%zu)",
                       ch->capacity(ShmChannel::kReply), shard->reply_capacity());
   }
-  const size_t r = WriteHelloReply(s.ok() ? StepStatus::kOk : StepStatus::kInvalidRequest,
-                                   s.ok() ? shard->resident_bytes() : 0, shard->backend(),
-                                   s.ok() ? "" : s.message(), ch->slot(ShmChannel::kReply),
-                                   ch->capacity(ShmChannel::kReply));
+  const size_t r = WriteHelloReply(s, shard->resident_bytes(), shard->backend(),
+                                   ch->slot(ShmChannel::kReply), ch->capacity(ShmChannel::kReply));
   ch->Publish(ShmChannel::kReply, r);
   return s;
 }

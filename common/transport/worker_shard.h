@@ -1,10 +1,10 @@
 // WorkerShard: what a worker process serves — loaded from the coordinator's
-// hello, then answering request messages with reply messages. The sessions
-// of every transport (shm_serve.h, grpc_serve.h) serve one. An FFN shard
-// (step_shard.h: a cpu_worker's cold neurons, a gpu_worker's hot ones)
-// answers through the one step handler; a gpu_worker's device
-// (gpu_worker/device_shard.h: whole layers with their KV cache) through the
-// device protocol (device_message.h).
+// hello, then answering step messages (step_message.h) with replies. The
+// sessions of every transport (shm_serve.h, grpc_serve.h) serve one. An FFN
+// shard (step_shard.h: a cpu_worker's cold neurons, a gpu_worker's hot ones)
+// answers kFfn steps through the one step handler; a gpu_worker's device
+// (gpu_worker/device_shard.h: whole layers with their KV cache) the
+// device's kinds (device_message.h).
 #pragma once
 
 #include <cstddef>

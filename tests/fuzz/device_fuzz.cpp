@@ -56,19 +56,21 @@ Fixture* Make() {
 
 void CheckReply(const Fixture& f, size_t n) {
   const pi::LlamaConfig& c = f.model.config;
-  Check(n >= sizeof(pi::DeviceReplyHeader) && n <= f.reply.size(), "reply size out of bounds");
-  pi::DeviceReplyHeader h;
+  Check(n >= sizeof(pi::StepReplyHeader) && n <= f.reply.size(), "reply size out of bounds");
+  pi::StepReplyHeader h;
   memcpy(&h, f.reply.data(), sizeof h);
-  Check(h.magic == pi::kDeviceReplyMagic, "reply magic");
+  Check(h.magic == pi::kStepReplyMagic, "reply magic");
+  Check(pi::Status::CodeFromWire(h.status) == static_cast<pi::Status::Code>(h.status),
+        "an error reply's code is a Status code");
   Check(h.payload_bytes == n - sizeof h, "reply header disagrees with its size");
-  if (h.status != static_cast<uint32_t>(pi::StepStatus::kOk)) return;
+  if (h.status != static_cast<uint32_t>(pi::Status::Code::kOk)) return;
   const size_t embd = sizeof(float) * c.n_embd;
-  if (h.kind == static_cast<int32_t>(pi::DeviceReplyKind::kCold)) {
+  if (h.kind == static_cast<int32_t>(pi::StepReplyKind::kCold)) {
     Check(h.layer >= 0 && h.layer < c.n_layer, "cold part of a layer off the device");
     Check(h.payload_bytes == embd, "cold part of the wrong size");
     return;
   }
-  Check(h.kind == static_cast<int32_t>(pi::DeviceReplyKind::kDone), "reply kind");
+  Check(h.kind == static_cast<int32_t>(pi::StepReplyKind::kDone), "reply kind");
   const size_t want = h.out == static_cast<int32_t>(pi::DeviceOut::kH) ? embd
                       : h.out == static_cast<int32_t>(pi::DeviceOut::kLogits)
                           ? sizeof(float) * c.n_vocab

@@ -14,7 +14,7 @@
 
 namespace {
 
-std::vector<uint8_t> Request(uint64_t id, pi::DeviceOp op, int pos, int layer, int n_embd,
+std::vector<uint8_t> Request(uint64_t id, pi::StepKind op, int pos, int layer, int n_embd,
                              pi::DeviceOut out) {
   std::vector<uint8_t> m(pi::DeviceRequestBytes(n_embd));
   pi::WriteDeviceRequest(id, op, 0, pos, layer, n_embd, out, m.data());
@@ -39,15 +39,15 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> session;
     for (int pos = 0; pos < 2; ++pos) {
       uint64_t id = 1;
-      pi::AppendSessionMessage(Request(id++, pi::DeviceOp::kBegin, pos, 0, d, out), &session);
+      pi::AppendSessionMessage(Request(id++, pi::StepKind::kBegin, pos, 0, d, out), &session);
       for (int il = 0; il < c.n_layer; ++il) {
-        pi::AppendSessionMessage(Request(id++, pi::DeviceOp::kResume, 0, il, d, out), &session);
+        pi::AppendSessionMessage(Request(id++, pi::StepKind::kResume, 0, il, d, out), &session);
       }
     }
     ok &= pi::WriteSeedFile(dir + "/session" + std::to_string(k++) + ".bin", session);
   }
   std::vector<uint8_t> head;
-  pi::AppendSessionMessage(Request(9, pi::DeviceOp::kHead, 0, 0, d, pi::DeviceOut::kLogits), &head);
+  pi::AppendSessionMessage(Request(9, pi::StepKind::kHead, 0, 0, d, pi::DeviceOut::kLogits), &head);
   ok &= pi::WriteSeedFile(dir + "/head.bin", head);
   std::vector<uint8_t> hello;
   pi::AppendSessionMessage(

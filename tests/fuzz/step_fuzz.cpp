@@ -57,10 +57,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pi::StepReplyHeader h;
   memcpy(&h, f->reply.data(), sizeof h);
   Check(h.payload_bytes == n - sizeof h, "reply header disagrees with its size");
-  if (h.status == static_cast<uint32_t>(pi::StepStatus::kOk)) {
-    pi::StepRequest r;
-    Check(pi::ParseStepRequest(msg, size, f->shard.layout(), &r).ok(), "accepted twice?");
+  pi::StepRequest r;
+  const pi::Status parsed = pi::ParseStepRequest(msg, size, f->shard.layout(), &r);
+  if (h.status == static_cast<uint32_t>(pi::Status::Code::kOk)) {
+    Check(parsed.ok(), "accepted twice?");
     Check(n == pi::StepReplyBytes(r.batch, f->shard.layout().n_embd), "ok reply of wrong size");
+  } else if (!parsed.ok()) {
+    Check(h.status == static_cast<uint32_t>(pi::Status::Code::kInvalid),
+          "a refused message's reply says invalid");
   }
   pi::ShardLayout layout;
   if (pi::ParseHello(msg, size, pi::ModelFingerprint(*f->model.file), &layout).ok()) {
