@@ -1,15 +1,15 @@
 // DeviceWorkers: the local gpu worker processes of a split's devices
 // (GpuSplit::device_plans, cli/gpu_split.h): a pi-gpu-worker each, on the
 // backend and GPU the split names for it (CUDA_VISIBLE_DEVICES), chained
-// (coordinator/device_chain.h) when there are several.
+// (coordinator/route/device_chain.h) when there are several.
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "cli/gpu_split.h"
-#include "coordinator/device_chain.h"
-#include "coordinator/device_worker.h"
+#include "coordinator/route/device_chain.h"
+#include "coordinator/workers/device_worker.h"
 
 namespace pi {
 

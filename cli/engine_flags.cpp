@@ -14,12 +14,11 @@
 #include "common/compute/neuron_ffn.h"
 #include "common/format/tensor_check.h"
 #include "common/model/weight_repack.h"
-#include "coordinator/local_workers.h"
-#include "coordinator/shm_worker.h"
+#include "coordinator/workers/local_workers.h"
+#include "coordinator/workers/remote_shard.h"
 #ifdef PI_HAVE_GRPC
 #include "common/transport/listen_address.h"
-#include "coordinator/grpc_device_link.h"
-#include "coordinator/grpc_worker.h"
+#include "coordinator/workers/grpc_link.h"
 #endif
 
 namespace pi {
@@ -200,20 +199,26 @@ int WorkerMaxBatch(const EngineFlags& e) {
   return std::min(e.opt.n_seq, NeuronFfn::kMaxRows);
 }
 
+// A worker shard's steps: their rows and deadline (--worker-timeout).
+RemoteShardOptions ShardOptions(const EngineFlags& e) {
+  RemoteShardOptions o;
+  o.max_batch = WorkerMaxBatch(e);
+  o.step_timeout_ms = e.worker_timeout_ms;
+  return o;
+}
+
 // Starts pi-gpu-worker owning the hot neurons, on --ffn-backend.
 Status StartGpuWorker(const EngineFlags& e, const LlamaModel& model,
                       const std::vector<std::vector<int32_t>>& hot,
                       std::unique_ptr<RemoteShard>* out) {
-  ShmWorkerOptions o;
+  WorkerProcessOptions o;
   o.binary = PathNextToExecutable("pi-gpu-worker");
   o.role = "gpu worker";
   o.model_path = e.model_path;
   o.extra_args = {"--ffn-backend", e.split.ffn_backend};
   AddActivationArg(e, &o.extra_args);
-  o.step_timeout_ms = e.worker_timeout_ms;
-  o.max_batch = WorkerMaxBatch(e);
-  auto w = std::make_unique<ShmWorker>();
-  PI_RETURN_IF_ERROR(w->Start(o, model, hot));
+  auto w = std::make_unique<RemoteShard>(NewShmLink(o), ShardOptions(e));
+  PI_RETURN_IF_ERROR(w->Open(model, hot));
   *out = std::move(w);
   return Status::Ok();
 }
@@ -238,9 +243,13 @@ Status StartDeviceWorkers(const EngineFlags& e, const LlamaModel& model, const G
                           DeviceWorkers* out) {
   if (!e.remote_gpu_worker.empty()) {
 #ifdef PI_HAVE_GRPC
-    GrpcDeviceLinkOptions o;
+    GrpcLinkOptions o;
     PI_RETURN_IF_ERROR(RemoteEndpoint(e, e.remote_gpu_worker, &o));
-    auto w = std::make_unique<DeviceWorker>(NewGrpcDeviceLink(o), e.worker_timeout_ms);
+    o.role = "gpu worker";
+    // Its hello once reached: it loads the plan onto the GPU first (a
+    // restarted worker's weights may take a while; the request waits).
+    o.hello_timeout_ms = 600000;
+    auto w = std::make_unique<DeviceWorker>(NewGrpcLink(o), e.worker_timeout_ms);
     PI_RETURN_IF_ERROR(w->Load(model, split.device_plans[0]));
     out->workers.push_back(std::move(w));
     return Status::Ok();
@@ -265,27 +274,22 @@ Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
   if (n_local + n_remote == 0) return Status::Ok();
   PI_RETURN_IF_ERROR(CheckCpuWorkersPossible(model));
   const auto slices = SplitColdNeurons(model, e.opt, n_local + n_remote, e.coordinator_share);
-  ShmWorkerOptions local;
+  WorkerProcessOptions local;
   local.binary = PathNextToExecutable("pi-cpu-worker");
   local.model_path = e.model_path;
   local.n_threads = std::max(1, e.opt.n_threads / std::max(1, n_local));
-  local.step_timeout_ms = e.worker_timeout_ms;
-  local.max_batch = WorkerMaxBatch(e);
   AddActivationArg(e, &local.extra_args);
   for (int k = 0; k < n_local; ++k) {
-    auto w = std::make_unique<ShmWorker>();
-    PI_RETURN_IF_ERROR(w->Start(local, model, slices[k]));
+    auto w = std::make_unique<RemoteShard>(NewShmLink(local), ShardOptions(e));
+    PI_RETURN_IF_ERROR(w->Open(model, slices[k]));
     workers->push_back(std::move(w));
   }
 #ifdef PI_HAVE_GRPC
-  if (n_remote == 0) return Status::Ok();
-  GrpcWorkerOptions remote;
-  remote.step_timeout_ms = e.worker_timeout_ms;
-  remote.max_batch = WorkerMaxBatch(e);
   for (int j = 0; j < n_remote; ++j) {
+    GrpcLinkOptions remote;
     PI_RETURN_IF_ERROR(RemoteEndpoint(e, e.remote_workers[j], &remote));
-    auto w = std::make_unique<GrpcWorker>();
-    PI_RETURN_IF_ERROR(w->Connect(remote, model, slices[n_local + j]));
+    auto w = std::make_unique<RemoteShard>(NewGrpcLink(remote), ShardOptions(e));
+    PI_RETURN_IF_ERROR(w->Open(model, slices[n_local + j]));
     workers->push_back(std::move(w));
   }
 #endif

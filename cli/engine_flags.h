@@ -19,9 +19,9 @@
 #include "common/base/status.h"
 #include "common/model/llama_model.h"
 #include "common/text/tokenizer.h"
-#include "coordinator/device_worker.h"
+#include "coordinator/workers/device_worker.h"
 #include "coordinator/engine.h"
-#include "coordinator/remote_shard.h"
+#include "coordinator/workers/remote_shard.h"
 
 namespace pi {
 

@@ -24,7 +24,7 @@
 #include "common/plan/placement.h"
 #include "common/shard/device_backend.h"
 #include "common/shard/shard.h"
-#include "coordinator/device_chain.h"
+#include "coordinator/route/device_chain.h"
 #include "coordinator/engine.h"
 
 namespace pi {
@@ -36,7 +36,7 @@ struct GpuSplitFlags {
   // --vram-budget's list (vram_budget is its first): with --gpus, one per
   // device, or one for each.
   std::vector<int64_t> vram_budgets;
-  // --gpus: the devices of a chain (coordinator/device_chain.h), in layer
+  // --gpus: the devices of a chain (coordinator/route/device_chain.h), in layer
   // order — CUDA device numbers (each gpu_worker process sees only its own:
   // CUDA_VISIBLE_DEVICES) or "host" (a host-backend worker standing in for
   // a GPU). Empty: one device, as without the flag.

@@ -45,13 +45,13 @@
 #include "common/plan/placement.h"
 #include "common/text/json.h"
 #include "common/text/tokenizer.h"
-#include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
-#include "coordinator/local_workers.h"
-#include "coordinator/shm_worker.h"
+#include "coordinator/workers/device_worker.h"
+#include "coordinator/workers/local_workers.h"
+#include "coordinator/workers/remote_shard.h"
 #ifdef PI_HAVE_GRPC
-#include "coordinator/grpc_worker.h"
-#include "coordinator/loopback_worker.h"
+#include "coordinator/workers/grpc_link.h"
+#include "coordinator/workers/loopback_worker.h"
 #endif
 #include "gpu_worker/gpu_bandwidth.h"
 #include "kernels/cpu/isa.h"
@@ -493,26 +493,26 @@ pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const s
   PI_RETURN_IF_ERROR(pi::CheckCpuWorkersPossible(model));
   const auto slice = pi::SplitColdNeurons(model, split_opt, 1, coordinator_share)[0];
   const std::string binary = pi::PathNextToExecutable("pi-cpu-worker");
+  pi::RemoteShardOptions shard;
+  shard.max_batch = max_batch;
   if (wanted("shm")) {
-    pi::ShmWorkerOptions o;
+    pi::WorkerProcessOptions o;
     o.binary = binary;
     o.model_path = path;
     o.n_threads = n_threads;
-    o.max_batch = max_batch;
-    auto shm = std::make_unique<pi::ShmWorker>();
-    PI_RETURN_IF_ERROR(shm->Start(o, model, slice));
+    auto shm = std::make_unique<pi::RemoteShard>(pi::NewShmLink(o), shard);
+    PI_RETURN_IF_ERROR(shm->Open(model, slice));
     w->shm = std::move(shm);
   }
   if (wanted("grpc")) {
 #ifdef PI_HAVE_GRPC
     w->grpc_process = std::make_unique<pi::LoopbackWorker>();
     PI_RETURN_IF_ERROR(w->grpc_process->Start(binary, path, n_threads));
-    pi::GrpcWorkerOptions o;
-    o.max_batch = max_batch;
+    pi::GrpcLinkOptions o;
     o.address = w->grpc_process->address();
     o.auth_token = w->grpc_process->token();
-    auto grpc = std::make_unique<pi::GrpcWorker>();
-    PI_RETURN_IF_ERROR(grpc->Connect(o, model, slice));
+    auto grpc = std::make_unique<pi::RemoteShard>(pi::NewGrpcLink(o), shard);
+    PI_RETURN_IF_ERROR(grpc->Open(model, slice));
     w->grpc = std::move(grpc);
 #else
     return pi::Status::Error("grpc needs a build with gRPC (PI_GRPC)");

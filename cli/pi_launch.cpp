@@ -19,7 +19,7 @@
 #include "common/transport/listen_address.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/http_server.h"
-#include "coordinator/worker_metrics.h"
+#include "coordinator/workers/worker_metrics.h"
 
 namespace {
 

@@ -67,7 +67,7 @@ struct EngineOptions {
   // with a KV cache of n_ctx positions; sequence 0 is also Eval's. A device
   // must hold at least as many (DevicePlan::n_seq).
   int n_seq = 1;
-  // Cold neurons on worker processes (common/shard/shard.h; e.g. ShmWorker):
+  // Cold neurons on worker processes (common/shard/shard.h; RemoteShards):
   // disjoint sets, none hot; not owned; must outlive the engine. Sparse
   // single-token steps send each shard its share; a shard that fails is
   // replaced by this process's own computation (shard_failures()).

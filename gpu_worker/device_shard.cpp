@@ -94,6 +94,8 @@ Status DeviceShard::RunLayers(uint64_t step_id, DeviceOut out, uint8_t* reply, s
 
 Status DeviceShard::Answer(const DeviceRequest& r, uint8_t* reply, size_t* reply_size) {
   switch (r.kind) {
+    case StepKind::kFfn:
+      break;  // ParseDeviceRequest takes only a device's kinds
     case StepKind::kBegin:
       // A token left unfinished (its coordinator gave up on it) is dropped.
       device_->BeginToken(r.payload, r.seq, r.pos);

@@ -3,7 +3,7 @@
 // the inner backend a view of the model holding only the range's layers
 // (the same tensors, nothing copied) and a plan renumbered from 0, and maps
 // the layer numbers of every call. So a second GPU holds layers 16..31 with
-// the code that holds 0..15 on the first (coordinator/device_chain.h chains
+// the code that holds 0..15 on the first (coordinator/route/device_chain.h chains
 // them); a plan starting at layer 0 passes through unchanged.
 #pragma once
 

@@ -1,8 +1,9 @@
 // A worker step's round trip: coordinator -> pi-cpu-worker -> back, for one
 // row of n_embd floats, with the worker owning no neuron in the layer (what
 // remains is the transport: writing x, the wake-up or the network, the
-// validation, writing y, the way back). Over shared memory (ShmWorker) and,
-// in gRPC builds, over gRPC on 127.0.0.1 (GrpcWorker to a LoopbackWorker).
+// validation, writing y, the way back): a RemoteShard over the shared-memory
+// link and, in gRPC builds, over the gRPC link on 127.0.0.1 (to a
+// LoopbackWorker).
 // Reported as p50 and p99 per round trip.
 //
 //   bench-worker-step [--benchmark_filter=...]   (run from the build directory)
@@ -17,10 +18,10 @@
 
 #include "common/base/executable_path.h"
 #include "common/offline/synthetic_model.h"
-#include "coordinator/shm_worker.h"
+#include "coordinator/workers/remote_shard.h"
 #ifdef PI_HAVE_GRPC
-#include "coordinator/grpc_worker.h"
-#include "coordinator/loopback_worker.h"
+#include "coordinator/workers/grpc_link.h"
+#include "coordinator/workers/loopback_worker.h"
 #endif
 
 namespace {
@@ -71,13 +72,12 @@ void BM_ShmStepRoundTrip(benchmark::State& state) {
   const int n_embd = static_cast<int>(state.range(0));
   const std::string path = "/tmp/bench-worker-step-" + std::to_string(getpid()) + ".gguf";
   pi::LlamaModel model;
-  pi::ShmWorker worker;
-  pi::ShmWorkerOptions opt;
+  pi::WorkerProcessOptions opt;
   opt.binary = pi::PathNextToExecutable("pi-cpu-worker");
   opt.model_path = path;
-  opt.step_timeout_ms = 5000;
+  pi::RemoteShard worker(pi::NewShmLink(opt), pi::RemoteShardOptions{1, 5000});
   pi::Status s = MakeModel(n_embd, path, &model);
-  if (s.ok()) s = worker.Start(opt, model, std::vector<std::vector<int32_t>>(1));
+  if (s.ok()) s = worker.Open(model, std::vector<std::vector<int32_t>>(1));
   unlink(path.c_str());
   if (!s.ok()) {
     state.SkipWithError(s.message().c_str());
@@ -93,22 +93,22 @@ void BM_GrpcStepRoundTrip(benchmark::State& state) {
   const std::string path = "/tmp/bench-worker-step-" + std::to_string(getpid()) + ".gguf";
   pi::LlamaModel model;
   pi::LoopbackWorker process;
-  pi::GrpcWorker worker;
+  std::unique_ptr<pi::RemoteShard> worker;
   pi::Status s = MakeModel(n_embd, path, &model);
   if (s.ok()) s = process.Start(pi::PathNextToExecutable("pi-cpu-worker"), path, 1);
   if (s.ok()) {
-    pi::GrpcWorkerOptions o;
+    pi::GrpcLinkOptions o;
     o.address = process.address();
     o.auth_token = process.token();
-    o.step_timeout_ms = 5000;
-    s = worker.Connect(o, model, std::vector<std::vector<int32_t>>(1));
+    worker = std::make_unique<pi::RemoteShard>(pi::NewGrpcLink(o), pi::RemoteShardOptions{1, 5000});
+    s = worker->Open(model, std::vector<std::vector<int32_t>>(1));
   }
   unlink(path.c_str());
   if (!s.ok()) {
     state.SkipWithError(s.message().c_str());
     return;
   }
-  Measure(state, &worker, n_embd);
+  Measure(state, worker.get(), n_embd);
 }
 BENCHMARK(BM_GrpcStepRoundTrip)->Arg(256)->Arg(4096)->Arg(8192)->UseRealTime();
 #endif

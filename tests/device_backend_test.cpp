@@ -8,7 +8,7 @@
 // (device_backend_test, CI) and the CUDA backend (cuda_device_backend_test,
 // label "gpu": skipped, with the reason, without a device), and for the
 // host backend in a pi-gpu-worker process over shared memory
-// (shm_device_backend_test: coordinator/device_worker.h, every call a
+// (shm_device_backend_test: coordinator/workers/device_worker.h, every call a
 // message), and the CUDA backend in one (cuda_shm_device_backend_test,
 // label "gpu"); PI_TEST_DEVICE names the backend.
 #include <gmock/gmock.h>
@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "common/offline/synthetic_model.h"
-#include "coordinator/device_chain.h"
-#include "coordinator/device_worker.h"
+#include "coordinator/route/device_chain.h"
+#include "coordinator/workers/device_worker.h"
 #include "coordinator/engine.h"
 #include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/layer_range_device.h"
@@ -509,7 +509,7 @@ TEST(DeviceBackendPredictorTest, Q8_0PredictorMatchesHostBackend) {
   CheckPredictorAgainstHostBackend("q8_0");
 }
 
-// Several devices chained by layer range (coordinator/device_chain.h, what
+// Several devices chained by layer range (coordinator/route/device_chain.h, what
 // --gpus runs): layers [0, a) on one, [a, b) on the next, maybe the rest on
 // the host, the head on any of them or a member of its own. Each layout
 // gives the logits of one device holding the same layers and hot neurons

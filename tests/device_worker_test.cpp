@@ -1,4 +1,4 @@
-// A gpu_worker holding whole layers (coordinator/device_worker.h driving
+// A gpu_worker holding whole layers (coordinator/workers/device_worker.h driving
 // gpu_worker/device_shard.h over shared memory, the host backend standing
 // in for the GPU): killed or stopped mid-generation it is restarted, its KV
 // cache rebuilt from the tokens, and the greedy tokens equal those of the
@@ -23,8 +23,8 @@
 #include "common/offline/synthetic_model.h"
 #include "common/transport/device_message.h"
 #include "common/transport/hello_message.h"
-#include "coordinator/device_chain.h"
-#include "coordinator/device_worker.h"
+#include "coordinator/route/device_chain.h"
+#include "coordinator/workers/device_worker.h"
 #include "coordinator/engine.h"
 #include "gpu_worker/host_device_backend.h"
 #include "tests/temp_path.h"
@@ -230,10 +230,11 @@ TEST_F(DeviceWorkerTest, WorkerGoneForGoodIsAClearErrorNamingIt) {
 // Sends `message` over the worker's link and returns the reply's status.
 Status Exchange(DeviceWorker* w, const std::vector<uint8_t>& message, uint64_t step_id,
                 const DeviceLayout& layout, DeviceReply* reply = nullptr) {
-  memcpy(w->link()->request(), message.data(), message.size());
+  memcpy(w->link()->request(message.size()), message.data(), message.size());
   const uint8_t* bytes = nullptr;
   size_t n = 0;
-  PI_RETURN_IF_ERROR(w->link()->Exchange(message.size(), 5000, "test message", 1, &bytes, &n));
+  w->link()->Send(message.size());
+  PI_RETURN_IF_ERROR(w->link()->Await(5000, "test message", 1, &bytes, &n));
   DeviceReply r;
   return ParseDeviceReply(bytes, n, step_id, DeviceOut::kNothing, layout, reply ? reply : &r);
 }

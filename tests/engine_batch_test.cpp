@@ -25,10 +25,10 @@
 #include "common/base/thread_pool.h"
 #include "common/model/weight_repack.h"
 #include "common/offline/synthetic_model.h"
-#include "coordinator/device_worker.h"
 #include "coordinator/engine.h"
-#include "coordinator/local_workers.h"
-#include "coordinator/shm_worker.h"
+#include "coordinator/workers/device_worker.h"
+#include "coordinator/workers/local_workers.h"
+#include "coordinator/workers/remote_shard.h"
 #include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/host_hot_shard.h"
 #include "kernels/cpu/weight_panels.h"
@@ -161,18 +161,17 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
     for (int32_t i = l; i < o.n_ff; i += 4) hot[l].push_back(i);
   }
   const Workers where = GetParam().workers;
-  std::vector<std::unique_ptr<ShmWorker>> workers;
+  std::vector<std::unique_ptr<RemoteShard>> workers;
   HostHotShard backend(1);
   if (where == Workers::kHotAndCold || where == Workers::kHotShardInProcess) opt.hot_neurons = &hot;
   if (where == Workers::kHotAndCold) {
-    ShmWorkerOptions g;
+    WorkerProcessOptions g;
     g.binary = std::string(PI_BINARY_DIR) + "/bin/pi-gpu-worker";
     g.role = "gpu worker";
     g.model_path = path;
     g.extra_args = {"--ffn-backend", "host"};
-    g.max_batch = 3;
-    workers.push_back(std::make_unique<ShmWorker>());
-    ASSERT_TRUE(workers.back()->Start(g, m, hot).ok());
+    workers.push_back(std::make_unique<RemoteShard>(NewShmLink(g), RemoteShardOptions{3}));
+    ASSERT_TRUE(workers.back()->Open(m, hot).ok());
     opt.hot_shard = workers.back().get();
   }
   if (where == Workers::kHotShardInProcess) {
@@ -208,14 +207,13 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
     }
   }
   if (where == Workers::kCold || where == Workers::kHotAndCold) {
-    ShmWorkerOptions c;
+    WorkerProcessOptions c;
     c.binary = std::string(PI_BINARY_DIR) + "/bin/pi-cpu-worker";
     c.model_path = path;
-    c.max_batch = 3;
     // Two workers, and a share of the cold neurons left here.
     for (const auto& owned : SplitColdNeurons(m, opt, 2, 0.25)) {
-      workers.push_back(std::make_unique<ShmWorker>());
-      ASSERT_TRUE(workers.back()->Start(c, m, owned).ok());
+      workers.push_back(std::make_unique<RemoteShard>(NewShmLink(c), RemoteShardOptions{3}));
+      ASSERT_TRUE(workers.back()->Open(m, owned).ok());
       opt.cold_shards.push_back(workers.back().get());
     }
   }

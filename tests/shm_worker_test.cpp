@@ -1,7 +1,7 @@
 // The worker step protocol (common/transport/), the cold shard and its step
 // handler (cpu_worker/), the shared-memory channel, and a real pi-cpu-worker
-// process driven through ShmWorker (coordinator/): same sums as in process,
-// bad messages refused with the worker staying up, a killed worker named.
+// process driven through RemoteShard over the shared-memory link (coordinator/workers/): same sums
+// as in process, bad messages refused with the worker staying up, a killed worker named.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -22,8 +22,8 @@
 #include "common/transport/step_handler.h"
 #include "common/transport/step_message.h"
 #include "coordinator/engine.h"
-#include "coordinator/local_workers.h"
-#include "coordinator/shm_worker.h"
+#include "coordinator/workers/local_workers.h"
+#include "coordinator/workers/remote_shard.h"
 #include "cpu_worker/cold_shard.h"
 #include "kernels/cpu/quant.h"
 #include "tests/in_memory_model.h"
@@ -324,6 +324,12 @@ TEST(ShmChannelTest, PingPongAndTimeout) {
   EXPECT_FALSE(ShmChannel().Attach(dup(STDIN_FILENO)).ok());
 }
 
+// A step's reply from a worker, waited for at most timeout_ms.
+Status WaitWithin(RemoteShard* w, int timeout_ms, const float** y, int64_t* fired) {
+  w->set_step_timeout_ms(timeout_ms);
+  return w->Wait(y, fired);
+}
+
 // A real pi-cpu-worker process over shared memory.
 class ShmWorkerTest : public ::testing::Test {
  protected:
@@ -334,7 +340,7 @@ class ShmWorkerTest : public ::testing::Test {
     opt_.binary = std::string(PI_BINARY_DIR) + "/bin/pi-cpu-worker";
     opt_.model_path = path_;
     opt_.n_threads = 2;
-    opt_.max_batch = 2;
+    shard_opt_.max_batch = 2;
   }
   void TearDown() override { unlink(path_.c_str()); }
   // A one-process engine (ref_) and one whose cold neurons are in
@@ -346,12 +352,11 @@ class ShmWorkerTest : public ::testing::Test {
     plain.sparse = SparseMode::kOracle;
     ASSERT_TRUE(Engine::Create(&model_, plain, &ref_).ok());
     EngineOptions with = plain;
-    ShmWorkerOptions o = opt_;
+    WorkerProcessOptions o = opt_;
     o.n_threads = 1;
-    o.max_batch = 1;
     for (const auto& owned : SplitColdNeurons(model_, with, n_workers, share)) {
-      workers_.push_back(std::make_unique<ShmWorker>());
-      ASSERT_TRUE(workers_.back()->Start(o, model_, owned).ok());
+      workers_.push_back(std::make_unique<RemoteShard>(NewShmLink(o), RemoteShardOptions{}));
+      ASSERT_TRUE(workers_.back()->Open(model_, owned).ok());
       with.cold_shards.push_back(workers_.back().get());
     }
     ASSERT_TRUE(Engine::Create(&model_, with, &split_).ok());
@@ -368,14 +373,15 @@ class ShmWorkerTest : public ::testing::Test {
   }
   std::string path_;
   LlamaModel model_;
-  ShmWorkerOptions opt_;
-  std::vector<std::unique_ptr<ShmWorker>> workers_;  // outlive the engines
+  WorkerProcessOptions opt_;
+  RemoteShardOptions shard_opt_;
+  std::vector<std::unique_ptr<RemoteShard>> workers_;  // outlive the engines
   std::unique_ptr<Engine> ref_, split_;
 };
 
 TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
-  ShmWorker w;
-  ASSERT_TRUE(w.Start(opt_, model_, OddNeurons(model_.config)).ok());
+  RemoteShard w(NewShmLink(opt_), shard_opt_);
+  ASSERT_TRUE(w.Open(model_, OddNeurons(model_.config)).ok());
   EXPECT_STREQ(w.backend(), "cpu");
   ColdShard local;
   ASSERT_TRUE(local.Init(model_, Layout(model_.config, 2), 1).ok());
@@ -396,7 +402,7 @@ TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
       }
     }
     const bool all = step % 4 == 0;
-    w.StartStep(layer, batch, x.data(), all ? nullptr : ids.data(), all ? nullptr : row_n);
+    w.Start(ShardStep{layer, batch, x.data(), all ? nullptr : ids.data(), all ? nullptr : row_n});
     StepRequest r{0,
                   layer,
                   batch,
@@ -409,7 +415,7 @@ TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
     ASSERT_TRUE(local.Run(r, want.data(), &want_fired).ok());
     const float* y = nullptr;
     int64_t fired = 0;
-    ASSERT_TRUE(w.WaitStep(5000, &y, &fired).ok());
+    ASSERT_TRUE(WaitWithin(&w, 5000, &y, &fired).ok());
     EXPECT_EQ(fired, want_fired);
     // The same kernels at any thread count: bit for bit.
     ASSERT_EQ(memcmp(y, want.data(), sizeof(float) * batch * 64), 0) << "step " << step;
@@ -418,41 +424,41 @@ TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
   const std::vector<int32_t> unsorted = {5, 3};
   const std::vector<float> x = RandomRows(1, 64, 9);
   const int32_t two = 2;
-  w.StartStep(0, 1, x.data(), unsorted.data(), &two);
+  w.Start(ShardStep{0, 1, x.data(), unsorted.data(), &two});
   const float* y = nullptr;
   int64_t fired = 0;
-  EXPECT_THAT(w.WaitStep(5000, &y, &fired).message(), HasSubstr("not strictly increasing"));
-  w.StartStep(0, 1, x.data(), nullptr, nullptr);
-  EXPECT_TRUE(w.WaitStep(5000, &y, &fired).ok());
+  EXPECT_THAT(WaitWithin(&w, 5000, &y, &fired).message(), HasSubstr("not strictly increasing"));
+  w.Start(ShardStep{0, 1, x.data(), nullptr, nullptr});
+  EXPECT_TRUE(WaitWithin(&w, 5000, &y, &fired).ok());
   const pid_t pid = w.pid();
   EXPECT_TRUE(w.Stop().ok());
   EXPECT_NE(kill(pid, 0), 0);  // reaped, gone
 }
 
 TEST_F(ShmWorkerTest, AKilledWorkerIsNamedWithinASecond) {
-  ShmWorker w;
-  ASSERT_TRUE(w.Start(opt_, model_, OddNeurons(model_.config)).ok());
+  RemoteShard w(NewShmLink(opt_), shard_opt_);
+  ASSERT_TRUE(w.Open(model_, OddNeurons(model_.config)).ok());
   kill(w.pid(), SIGKILL);
   const std::vector<float> x = RandomRows(1, 64, 4);
   const auto t0 = std::chrono::steady_clock::now();
-  w.StartStep(0, 1, x.data(), nullptr, nullptr);
+  w.Start(ShardStep{0, 1, x.data(), nullptr, nullptr});
   const float* y = nullptr;
   int64_t fired = 0;
-  const Status s = w.WaitStep(10000, &y, &fired);
+  const Status s = WaitWithin(&w, 10000, &y, &fired);
   EXPECT_THAT(s.message(), HasSubstr("killed by signal 9"));
   EXPECT_EQ(s.code(), Status::Code::kLost);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
 }
 
 TEST_F(ShmWorkerTest, AStoppedWorkerIsATimeout) {
-  ShmWorker w;
-  ASSERT_TRUE(w.Start(opt_, model_, OddNeurons(model_.config)).ok());
+  RemoteShard w(NewShmLink(opt_), shard_opt_);
+  ASSERT_TRUE(w.Open(model_, OddNeurons(model_.config)).ok());
   kill(w.pid(), SIGSTOP);
   const std::vector<float> x = RandomRows(1, 64, 4);
-  w.StartStep(0, 1, x.data(), nullptr, nullptr);
+  w.Start(ShardStep{0, 1, x.data(), nullptr, nullptr});
   const float* y = nullptr;
   int64_t fired = 0;
-  const Status s = w.WaitStep(300, &y, &fired);
+  const Status s = WaitWithin(&w, 300, &y, &fired);
   EXPECT_EQ(s.code(), Status::Code::kTimeout) << s.message();
   EXPECT_THAT(s.message(), HasSubstr("did not answer step 1 within 300 ms"));
   kill(w.pid(), SIGKILL);
@@ -465,12 +471,12 @@ TEST_F(ShmWorkerTest, WrongModelIsRefusedAtHello) {
   o.seed = 12;
   ASSERT_TRUE(WriteSyntheticModel(o, other).ok());
   opt_.model_path = other;
-  ShmWorker w;
-  EXPECT_THAT(w.Start(opt_, model_, OddNeurons(model_.config)).message(),
+  RemoteShard w(NewShmLink(opt_), shard_opt_);
+  EXPECT_THAT(w.Open(model_, OddNeurons(model_.config)).message(),
               HasSubstr("is not this worker's"));
   opt_.model_path = "/nonexistent/model.gguf";
-  ShmWorker missing;
-  EXPECT_THAT(missing.Start(opt_, model_, OddNeurons(model_.config)).message(),
+  RemoteShard missing(NewShmLink(opt_), shard_opt_);
+  EXPECT_THAT(missing.Open(model_, OddNeurons(model_.config)).message(),
               HasSubstr("/nonexistent/model.gguf"));
   unlink(other.c_str());
 }

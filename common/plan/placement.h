@@ -137,7 +137,7 @@ Status Place(const LlamaModel& model, const ActivationStats& stats, const Placem
              Placement* out);
 
 // The placement over several devices (opt.device_budgets, two or more; one
-// is Place). The devices run in a chain (coordinator/device_chain.h): device
+// is Place). The devices run in a chain (coordinator/route/device_chain.h): device
 // k holds a range of layers — their attention, KV cache, predictor and hot
 // neurons — after device k - 1's, so a layer costs one hand-off as with one
 // GPU, and the head goes on the last device that holds it. Stage 1 splits

@@ -6,7 +6,7 @@
 //   layers [first_layer, n_layers): attention (norms, QKV, RoPE, the KV
 //     cache, O), the predictor, and the layer's hot FFN neurons — a prefix
 //     of the model's layers for one GPU; with several GPUs each holds a
-//     range, chained in layer order (coordinator/device_chain.h);
+//     range, chained in layer order (coordinator/route/device_chain.h);
 //   the output norm and head (holds_output);
 //
 // A token runs through it as follows (the engine, coordinator/engine.h, is
@@ -99,7 +99,7 @@ class DeviceBackend {
 
   // Errors: a device in this process returns its fault (a CUDA error,
   // kInternal) from RunLayer, FinishToken or Head, and from every call after;
-  // one in another process (coordinator/device_worker.h) returns the
+  // one in another process (coordinator/workers/device_worker.h) returns the
   // worker's loss — killed, stopped past its deadline — as an error from
   // RunLayer, FinishToken or Head. Its KV cache is then gone: Recover()
   // brings up a fresh device with the same plan (and an empty cache), which

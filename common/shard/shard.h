@@ -4,9 +4,9 @@
 //   in process   HostHotShard (gpu_worker/host_hot_shard.h: hot rows in host
 //                memory, its own threads), CudaHotShard (VRAM), ColdShard
 //                (cpu_worker/cold_shard.h: a worker's cold neurons)
-//   elsewhere    ShmWorker (a local worker process over shared memory),
-//                GrpcWorker (a remote one over gRPC): the same steps as
-//                messages (common/transport/step_message.h)
+//   elsewhere    RemoteShard (coordinator/workers/remote_shard.h: a worker
+//                process, local over shared memory or remote over gRPC): the
+//                same steps as messages (common/transport/step_message.h)
 //
 // The layer router (coordinator/route/ffn_block.h) hands each shard the step's
 // candidates it owns, computes what no live shard owns meanwhile, and adds

@@ -1,4 +1,4 @@
-#include "coordinator/device_chain.h"
+#include "coordinator/route/device_chain.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "coordinator/local_workers.h"
+#include "coordinator/workers/local_workers.h"
 
 namespace pi {
 

@@ -1,9 +1,8 @@
 // GrpcSession: one session with a remote worker (proto/pi.proto's Worker
 // service) — the channel (keepalive pings every second notice a host that
 // died silently), the Hello, and the one long-lived Steps stream, with a
-// reader thread taking replies off it so a wait can be bounded. GrpcWorker
-// (a remote cold shard) and the remote device link
-// (coordinator/device_link.h) each run theirs on one.
+// reader thread taking replies off it so a wait can be bounded. The gRPC
+// WorkerLink (grpc_link.h) runs each session on one.
 #pragma once
 
 #include <condition_variable>

@@ -1,4 +1,4 @@
-#include "coordinator/spawn_child.h"
+#include "coordinator/workers/spawn_child.h"
 
 #include <fcntl.h>
 #include <signal.h>

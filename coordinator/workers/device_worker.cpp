@@ -1,4 +1,4 @@
-#include "coordinator/device_worker.h"
+#include "coordinator/workers/device_worker.h"
 
 #include <chrono>
 #include <cstddef>
@@ -30,7 +30,10 @@ Status DeviceWorker::Load(const LlamaModel& model, const DevicePlan& plan) {
 Status DeviceWorker::Open() {
   step_id_ = 0;
   pending_ = false;
-  return link_->Open(ModelFingerprint(*model_->file), plan_, DeviceRequestBytes(layout_.n_embd),
+  WorkerHello hello;
+  hello.model_fingerprint = ModelFingerprint(*model_->file);
+  hello.device = &plan_;
+  return link_->Open(hello, DeviceRequestBytes(layout_.n_embd),
                      DeviceReplyCapacity(layout_) + kMessageSlack, &resident_bytes_, &backend_);
 }
 
@@ -41,7 +44,7 @@ Status DeviceWorker::Recover() {
 }
 
 void DeviceWorker::BeginToken(const float* h, int seq, int pos) {
-  uint8_t* slot = link_->request();
+  uint8_t* slot = link_->request(DeviceRequestBytes(layout_.n_embd));
   WriteDeviceRequest(++step_id_, StepKind::kBegin, seq, pos, 0, layout_.n_embd, DeviceOut::kNothing,
                      slot);
   memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
@@ -50,13 +53,14 @@ void DeviceWorker::BeginToken(const float* h, int seq, int pos) {
 
 Status DeviceWorker::Exchange(DeviceOut out, DeviceReply* reply) {
   const int32_t o = static_cast<int32_t>(out);
-  memcpy(link_->request() + offsetof(StepRequestHeader, out), &o, sizeof o);
+  const size_t request_bytes = DeviceRequestBytes(layout_.n_embd);
+  memcpy(link_->request(request_bytes) + offsetof(StepRequestHeader, out), &o, sizeof o);
   pending_ = false;
   const uint8_t* bytes = nullptr;
   size_t n = 0;
   const auto start = std::chrono::steady_clock::now();
-  PI_RETURN_IF_ERROR(link_->Exchange(DeviceRequestBytes(layout_.n_embd), step_timeout_ms_,
-                                     "device step", step_id_, &bytes, &n));
+  link_->Send(request_bytes);
+  PI_RETURN_IF_ERROR(link_->Await(step_timeout_ms_, "device step", step_id_, &bytes, &n));
   step_seconds_.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   const Status parsed = ParseDeviceReply(bytes, n, step_id_, out, layout_, reply);
@@ -77,7 +81,7 @@ Status DeviceWorker::RunLayer(int il, ColdStep* cold) {
                          reply.layer, il);
   }
   // y goes straight into the next request's payload: the sum is written once.
-  uint8_t* slot = link_->request();
+  uint8_t* slot = link_->request(DeviceRequestBytes(layout_.n_embd));
   WriteDeviceRequest(++step_id_, StepKind::kResume, 0, 0, il, layout_.n_embd, DeviceOut::kNothing,
                      slot);
   float* y = DeviceRequestPayload(slot);
@@ -105,7 +109,7 @@ Status DeviceWorker::FinishToken(float* h_out, float* logits, int64_t* hot_fired
 }
 
 Status DeviceWorker::Head(const float* h, float* logits) {
-  uint8_t* slot = link_->request();
+  uint8_t* slot = link_->request(DeviceRequestBytes(layout_.n_embd));
   WriteDeviceRequest(++step_id_, StepKind::kHead, 0, 0, 0, layout_.n_embd, DeviceOut::kLogits,
                      slot);
   memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);

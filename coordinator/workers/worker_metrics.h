@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/device_worker.h"
-#include "coordinator/remote_shard.h"
+#include "coordinator/workers/device_worker.h"
+#include "coordinator/workers/remote_shard.h"
 
 namespace pi {
 

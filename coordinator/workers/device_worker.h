@@ -1,11 +1,12 @@
 // DeviceWorker: the coordinator's handle on a gpu_worker process that holds
-// whole layers — a DeviceBackend (common/shard/device_backend.h) whose calls are
-// step messages of the device's kinds (common/transport/device_message.h) over a DeviceLink (shared
-// memory to a local process, gRPC to a remote one: device_link.h), answered
-// by the worker's DeviceShard (gpu_worker/device_shard.h). The engine drives
-// it as it drives a GPU in its own process:
+// whole layers — a DeviceBackend (common/shard/device_backend.h) whose calls
+// are step messages of the device's kinds (common/transport/device_message.h)
+// over any WorkerLink (worker_link.h: shared memory to a local process, gRPC
+// to a remote one), answered by the worker's DeviceShard
+// (gpu_worker/device_shard.h). The engine drives it as it drives a GPU in
+// its own process:
 //
-//   BeginToken         writes kBegin (pos, h) into the request slot
+//   BeginToken         writes kBegin (pos, h) into the link's request
 //   RunLayer(il)       a layer without a cold part: nothing (the worker runs
 //                      on); with one: sends what is pending, returns x (and
 //                      the mask) in place in the reply, and y in place in
@@ -15,26 +16,27 @@
 //
 // So a token costs one round trip per layer with a cold part, plus one. A
 // worker that dies or misses its deadline (--worker-timeout) is an error
-// from the call waiting on it, naming it; Recover() starts a fresh process
-// (or a new session with a remote one) with the same plan (an empty KV
-// cache: the engine replays the context).
+// from the call waiting on it, naming it; Recover() opens a new session (a
+// fresh process, or a new hello to a remote one) with the same plan (an
+// empty KV cache: the engine replays the context), and waits for it.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/base/status.h"
 #include "common/model/llama_model.h"
 #include "common/shard/device_backend.h"
 #include "common/transport/device_message.h"
-#include "coordinator/device_link.h"
 #include "coordinator/metrics.h"
-#include "coordinator/worker_process.h"
+#include "coordinator/workers/worker_link.h"
 
 namespace pi {
 
+// A local pi-gpu-worker's process and deadline.
 struct DeviceWorkerOptions {
   WorkerProcessOptions process;  // binary pi-gpu-worker, --ffn-backend cuda|host in extra_args
   int step_timeout_ms = 1000;    // a message not answered by then: the worker is lost
@@ -44,10 +46,10 @@ class DeviceWorker : public DeviceBackend {
  public:
   // A local pi-gpu-worker (over shared memory).
   explicit DeviceWorker(const DeviceWorkerOptions& options)
-      : DeviceWorker(NewShmDeviceLink(options.process), options.step_timeout_ms) {}
-  // Any link (grpc_device_link.h: a remote one); a message not answered
-  // within step_timeout_ms: the worker is lost.
-  DeviceWorker(std::unique_ptr<DeviceLink> link, int step_timeout_ms)
+      : DeviceWorker(NewShmLink(options.process), options.step_timeout_ms) {}
+  // A pi-gpu-worker over any link (grpc_link.h: a remote one); a message
+  // not answered within step_timeout_ms: the worker is lost.
+  DeviceWorker(std::unique_ptr<WorkerLink> link, int step_timeout_ms)
       : link_(std::move(link)), step_timeout_ms_(step_timeout_ms) {}
 
   // "gpu worker 1234", "gpu worker host:port".
@@ -76,14 +78,14 @@ class DeviceWorker : public DeviceBackend {
   const Histogram& step_seconds() const { return step_seconds_; }
   // Ends the session (a local process exits).
   Status Stop(int timeout_ms = 5000) { return link_->Stop(timeout_ms); }
-  DeviceLink* link() { return link_.get(); }  // tests: malformed messages
+  WorkerLink* link() { return link_.get(); }  // tests: malformed messages
 
  private:
   Status Open();
   // Sends the request (its output set to `out`) and checks the reply.
   Status Exchange(DeviceOut out, DeviceReply* reply);
 
-  std::unique_ptr<DeviceLink> link_;
+  std::unique_ptr<WorkerLink> link_;
   int step_timeout_ms_ = 1000;
   const LlamaModel* model_ = nullptr;
   DevicePlan plan_;

@@ -1,4 +1,4 @@
-#include "coordinator/loopback_worker.h"
+#include "coordinator/workers/loopback_worker.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,7 +13,7 @@
 #include <regex>
 #include <vector>
 
-#include "coordinator/spawn_child.h"
+#include "coordinator/workers/spawn_child.h"
 
 namespace pi {
 

@@ -1,4 +1,4 @@
-#include "coordinator/grpc_session.h"
+#include "coordinator/workers/grpc_session.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -63,8 +63,9 @@ Status GrpcSession::Open(const GrpcEndpoint& e, const v1::HelloRequest& hello,
     grpc::ClientContext context;
     context.set_deadline(system_deadline(100));
     st = s->stub_->Hello(&context, hello, &reply);
-    return Status::Error("%s unreachable within %d ms (is the worker's --listen running there?): %s",
-                         name.c_str(), connect_timeout_ms, st.error_message().c_str());
+    return Status::Error(
+        "%s unreachable within %d ms (is the worker's --listen running there?): %s", name.c_str(),
+        connect_timeout_ms, st.error_message().c_str());
   }
   grpc::ClientContext context;
   context.AddMetadata(kAuthMetadataKey, BearerValue(e.auth_token));

@@ -1,4 +1,4 @@
-#include "coordinator/worker_process.h"
+#include "coordinator/workers/worker_process.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "common/transport/hello_message.h"
-#include "coordinator/spawn_child.h"
+#include "coordinator/workers/spawn_child.h"
 
 namespace pi {
 

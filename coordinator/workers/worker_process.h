@@ -1,7 +1,6 @@
 // WorkerProcess: a local worker process and the shared-memory channel to it
-// (common/transport/shm_channel.h) — what ShmWorker (a cpu_worker's cold
-// neurons, a gpu_worker's hot ones) and DeviceWorker (a gpu_worker's whole
-// layers) share. Spawn starts the binary with a fresh channel at fd 3,
+// (common/transport/shm_channel.h), behind the shared-memory WorkerLink
+// (worker_link.h's NewShmLink). Spawn starts the binary with a fresh channel at fd 3,
 // sends the hello and waits for the worker's answer; AwaitReply waits for
 // the answer to a request in short slices, so a worker that died is named
 // at once ("killed by signal 9") and a stopped one is a timeout.

@@ -1,4 +1,4 @@
-#include "coordinator/worker_metrics.h"
+#include "coordinator/workers/worker_metrics.h"
 
 namespace pi {
 

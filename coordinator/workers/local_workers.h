@@ -12,7 +12,6 @@
 #include "common/base/status.h"
 #include "common/model/llama_model.h"
 #include "coordinator/engine.h"
-#include "coordinator/shm_worker.h"
 
 namespace pi {
 
