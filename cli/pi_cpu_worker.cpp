@@ -25,7 +25,7 @@ static int Run(int argc, char** argv) {
       },
       [](const std::string&, pi::ArgReader*) { return false; }, &w);
   if (flags_status >= 0) return flags_status;
-  return pi::RunWorker("pi-cpu-worker", w, [] { return std::make_unique<pi::ColdShard>(); });
+  return pi::RunWorker("pi-cpu-worker", w, pi::NewColdShardServer);
 }
 
 int main(int argc, char** argv) {

@@ -2,23 +2,33 @@
 // asks: whole layers on its DeviceBackend (a device hello: the GPU running
 // attention, KV cache, hot neurons and maybe the head — DeviceShard), or
 // only the hot neurons of every layer on its hot Shard (an FFN shard's
-// hello — HotShard).
+// hello — a ShardServer over LoadHotShard's CudaHotShard or HostHotShard,
+// whose steps carry whole layers: the gate decides, as in process).
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "common/shard/shard.h"
 #include "common/transport/hello_message.h"
+#include "common/transport/shard_server.h"
 #include "common/transport/worker_shard.h"
+#include "gpu_worker/backend_factory.h"
 #include "gpu_worker/device_shard.h"
-#include "gpu_worker/hot_shard.h"
 
 namespace pi {
 
 class GpuWorkerShard : public WorkerShard {
  public:
   // kind: --ffn-backend (auto | cuda | host).
-  explicit GpuWorkerShard(std::string kind) : device_(kind), hot_(kind) {}
+  explicit GpuWorkerShard(const std::string& kind)
+      : device_(kind),
+        hot_("hot neurons", true,
+             [kind](const LlamaModel& model, const ShardLayout& layout, int n_threads,
+                    std::unique_ptr<Shard>* out) {
+               PI_RETURN_IF_ERROR(ValidateHotNeurons(model, layout.owned));
+               return LoadHotShard(kind, n_threads, model, layout.owned, out);
+             }) {}
 
   Status InitFromHello(const uint8_t* hello, size_t size, const LlamaModel& model,
                        int n_threads) override {
@@ -36,7 +46,7 @@ class GpuWorkerShard : public WorkerShard {
 
  private:
   DeviceShard device_;
-  HotShard hot_;
+  ShardServer hot_;
   WorkerShard* served_ = &hot_;
 };
 

@@ -18,8 +18,8 @@
 #include "common/format/fingerprint.h"
 #include "common/offline/synthetic_model.h"
 #include "common/transport/hello_message.h"
+#include "common/transport/shard_server.h"
 #include "common/transport/shm_channel.h"
-#include "common/transport/step_handler.h"
 #include "common/transport/step_message.h"
 #include "coordinator/engine.h"
 #include "coordinator/workers/local_workers.h"
@@ -217,7 +217,8 @@ TEST_F(StepProtocolTest, MalformedRequestsNameTheField) {
 // The shard's sums against the reference in double, for several id sets and
 // a batch of two rows; through the handler, a bad message is an error reply.
 TEST_F(StepProtocolTest, ShardSumsMatchTheReferenceAndBadMessagesGetErrors) {
-  ColdShard shard;
+  std::unique_ptr<WorkerShard> server = NewColdShardServer();
+  ShardServer& shard = static_cast<ShardServer&>(*server);
   ASSERT_TRUE(shard.Init(model_, Layout(model_.config, 2), 2).ok());
   EXPECT_EQ(shard.resident_bytes(), 2 * 48 * 3 * 64 * 4);  // 2 layers x 48 neurons x 3 f32 rows
   const std::vector<float> x = RandomRows(2, 64, 3);
@@ -226,7 +227,7 @@ TEST_F(StepProtocolTest, ShardSumsMatchTheReferenceAndBadMessagesGetErrors) {
        {std::vector<int32_t>{}, std::vector<int32_t>{5}, std::vector<int32_t>{1, 7, 9, 51, 95},
         layout_.owned[1]}) {
     const std::vector<uint8_t> m = Request(1, 2, &ids, x);
-    const size_t n = HandleStepMessage(m.data(), m.size(), &shard, reply.data(), reply.size());
+    const size_t n = shard.Handle(m.data(), m.size(), reply.data(), reply.size());
     const float* y = nullptr;
     int64_t fired = 0, ns = 0;
     ASSERT_TRUE(ParseStepReply(reply.data(), n, 7, 2, 64, &y, &fired, &ns).ok());
@@ -242,7 +243,7 @@ TEST_F(StepProtocolTest, ShardSumsMatchTheReferenceAndBadMessagesGetErrors) {
   const std::vector<std::vector<int32_t>> own = {{1, 7, 9}, {5, 51, 95}};
   {
     const std::vector<uint8_t> m = Rows(1, 2, &own, x);
-    const size_t n = HandleStepMessage(m.data(), m.size(), &shard, reply.data(), reply.size());
+    const size_t n = shard.Handle(m.data(), m.size(), reply.data(), reply.size());
     const float* y = nullptr;
     int64_t fired = 0, ns = 0;
     ASSERT_TRUE(ParseStepReply(reply.data(), n, 7, 2, 64, &y, &fired, &ns).ok());
@@ -255,7 +256,7 @@ TEST_F(StepProtocolTest, ShardSumsMatchTheReferenceAndBadMessagesGetErrors) {
   }
   const std::vector<int32_t> unsorted = {5, 3};
   const std::vector<uint8_t> m = Request(0, 1, &unsorted, x);
-  const size_t n = HandleStepMessage(m.data(), m.size(), &shard, reply.data(), reply.size());
+  const size_t n = shard.Handle(m.data(), m.size(), reply.data(), reply.size());
   const float* y = nullptr;
   int64_t fired = 0, ns = 0;
   const Status refused = ParseStepReply(reply.data(), n, 7, 1, 64, &y, &fired, &ns);
@@ -403,16 +404,12 @@ TEST_F(ShmWorkerTest, SameSumsAsInProcessThenBadMessagesThenStop) {
     }
     const bool all = step % 4 == 0;
     w.Start(ShardStep{layer, batch, x.data(), all ? nullptr : ids.data(), all ? nullptr : row_n});
-    StepRequest r{0,
-                  layer,
-                  batch,
-                  x.data(),
-                  all ? nullptr : ids.data(),
-                  all ? nullptr : row_n,
-                  all ? static_cast<int64_t>(local.layout().owned[layer].size())
-                      : static_cast<int64_t>(ids.size())};
+    local.Start(ShardStep{layer, batch, x.data(), all ? nullptr : ids.data(), all ? nullptr : row_n,
+                          want.data()});
+    const float* local_y = nullptr;
     int64_t want_fired = 0;
-    ASSERT_TRUE(local.Run(r, want.data(), &want_fired).ok());
+    ASSERT_TRUE(local.Wait(&local_y, &want_fired).ok());
+    ASSERT_EQ(local_y, want.data());
     const float* y = nullptr;
     int64_t fired = 0;
     ASSERT_TRUE(WaitWithin(&w, 5000, &y, &fired).ok());

@@ -16,7 +16,6 @@
 #include "common/transport/h2_guard.h"
 #include "common/transport/hello_message.h"
 #include "common/transport/listen_address.h"
-#include "common/transport/step_handler.h"
 #include "common/transport/step_message.h"
 #include "proto/pi.grpc.pb.h"
 

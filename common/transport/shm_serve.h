@@ -24,7 +24,8 @@ struct ShmServeOptions {
 // Returns OK after a bye; an error when the hello is refused or the parent
 // died. `loaded` is how loading the model went: an error is the answer to
 // the hello (so the coordinator learns why at once), and `model` is unused.
-// `shard` (a ColdShard, a HotShard, a DeviceShard) takes the hello and answers the requests.
+// `shard` (a ShardServer over a cold or hot Shard, a DeviceShard) takes the hello and
+// answers the requests.
 Status ServeShm(ShmChannel* channel, const LlamaModel& model, const Status& loaded,
                 const ShmServeOptions& options, WorkerShard* shard);
 

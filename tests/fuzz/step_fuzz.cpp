@@ -1,6 +1,6 @@
 // libFuzzer target for the worker's side of the step protocol: any bytes
 // that arrive as a request go through the one step handler
-// (common/transport/step_handler.h) and must give a well-formed reply (a partial
+// (common/transport/shard_server.h) and must give a well-formed reply (a partial
 // sum of the right size, or an error status), and any bytes that arrive as
 // a hello must be refused or give a shard layout that validates. The shard
 // is a small ReLU model built in memory once.
@@ -15,7 +15,7 @@
 #include "common/format/fingerprint.h"
 #include "common/offline/synthetic_model.h"
 #include "common/transport/hello_message.h"
-#include "common/transport/step_handler.h"
+#include "common/transport/shard_server.h"
 #include "common/transport/step_message.h"
 #include "cpu_worker/cold_shard.h"
 #include "tests/fuzz/step_fuzz_model.h"
@@ -25,7 +25,8 @@ namespace {
 struct Fixture {
   std::vector<uint8_t> bytes;
   pi::LlamaModel model;
-  pi::ColdShard shard;
+  std::unique_ptr<pi::WorkerShard> server = pi::NewColdShardServer();
+  pi::ShardServer& shard = static_cast<pi::ShardServer&>(*server);
   std::vector<uint8_t> reply;
 };
 
@@ -52,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint32_t> aligned((size + 3) / 4);
   if (size > 0) memcpy(aligned.data(), data, size);
   const uint8_t* msg = reinterpret_cast<const uint8_t*>(aligned.data());
-  const size_t n = pi::HandleStepMessage(msg, size, &f->shard, f->reply.data(), f->reply.size());
+  const size_t n = f->shard.Handle(msg, size, f->reply.data(), f->reply.size());
   Check(n >= sizeof(pi::StepReplyHeader) && n <= f->reply.size(), "reply size out of bounds");
   pi::StepReplyHeader h;
   memcpy(&h, f->reply.data(), sizeof h);
