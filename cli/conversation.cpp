@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "coordinator/generation.h"
+#include "coordinator/engine/generation.h"
 
 namespace pi {
 

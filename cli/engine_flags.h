@@ -19,8 +19,8 @@
 #include "common/base/status.h"
 #include "common/model/llama_model.h"
 #include "common/text/tokenizer.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/workers/device_worker.h"
-#include "coordinator/engine.h"
 #include "coordinator/workers/remote_shard.h"
 
 namespace pi {

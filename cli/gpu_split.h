@@ -24,8 +24,8 @@
 #include "common/plan/placement.h"
 #include "common/shard/device_backend.h"
 #include "common/shard/shard.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/route/device_chain.h"
-#include "coordinator/engine.h"
 
 namespace pi {
 

@@ -1,6 +1,6 @@
 #include "cli/interactive.h"
 
-#include "coordinator/generation.h"
+#include "coordinator/engine/generation.h"
 
 namespace pi {
 namespace {

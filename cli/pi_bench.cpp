@@ -45,7 +45,7 @@
 #include "common/plan/placement.h"
 #include "common/text/json.h"
 #include "common/text/tokenizer.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/workers/device_worker.h"
 #include "coordinator/workers/local_workers.h"
 #include "coordinator/workers/remote_shard.h"

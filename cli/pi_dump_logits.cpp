@@ -16,7 +16,7 @@
 #include "common/base/atomic_file.h"
 #include "common/base/thread_pool.h"
 #include "common/model/weight_repack.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 
 namespace {
 

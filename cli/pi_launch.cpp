@@ -17,8 +17,8 @@
 #include "common/compute/sparse_mode.h"
 #include "common/text/chat_template.h"
 #include "common/transport/listen_address.h"
-#include "coordinator/grpc_server.h"
-#include "coordinator/http_server.h"
+#include "coordinator/serve/grpc_server.h"
+#include "coordinator/serve/http_server.h"
 #include "coordinator/workers/worker_metrics.h"
 
 namespace {

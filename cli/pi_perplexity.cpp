@@ -32,7 +32,7 @@
 #include "common/model/llama_model.h"
 #include "common/text/json.h"
 #include "common/text/tokenizer.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include "common/model/llama_model.h"
 #include "common/plan/activation_stats.h"
 #include "common/text/tokenizer.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 
 namespace {
 

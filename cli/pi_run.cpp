@@ -24,8 +24,8 @@
 #include "common/text/chat_template.h"
 #include "common/text/json.h"
 #include "common/text/sampler.h"
-#include "coordinator/engine.h"
-#include "coordinator/generation.h"
+#include "coordinator/engine/engine.h"
+#include "coordinator/engine/generation.h"
 
 namespace {
 

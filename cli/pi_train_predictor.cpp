@@ -52,7 +52,7 @@
 #include "common/offline/predictor_samples.h"
 #include "common/offline/predictor_training.h"
 #include "common/text/tokenizer.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "kernels/cpu/quant.h"
 
 namespace {

@@ -15,7 +15,7 @@
 #include "common/compute/attention_block.h"
 #include "common/model/kv_cache.h"
 #include "common/offline/synthetic_model.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/route/ffn_block.h"
 #include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common/offline/synthetic_model.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/matvec.h"
 #include "tests/temp_path.h"

@@ -10,7 +10,7 @@
 
 #include "common/offline/synthetic_model.h"
 #include "common/text/sampler.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "tests/allocation_counter.h"
 #include "tests/temp_path.h"
 

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "common/offline/synthetic_model.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/route/device_chain.h"
 #include "coordinator/workers/device_worker.h"
-#include "coordinator/engine.h"
 #include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/layer_range_device.h"
 #include "tests/temp_path.h"

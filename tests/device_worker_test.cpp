@@ -23,9 +23,9 @@
 #include "common/offline/synthetic_model.h"
 #include "common/transport/device_message.h"
 #include "common/transport/hello_message.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/route/device_chain.h"
 #include "coordinator/workers/device_worker.h"
-#include "coordinator/engine.h"
 #include "gpu_worker/host_device_backend.h"
 #include "tests/temp_path.h"
 

@@ -25,7 +25,7 @@
 #include "common/base/thread_pool.h"
 #include "common/model/weight_repack.h"
 #include "common/offline/synthetic_model.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/workers/device_worker.h"
 #include "coordinator/workers/local_workers.h"
 #include "coordinator/workers/remote_shard.h"

@@ -1,7 +1,7 @@
 // Engine invariants on small synthetic models. (The logits themselves are
 // checked against the independent numpy forward pass in
 // tests/reference/check_forward.py.)
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

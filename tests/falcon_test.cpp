@@ -29,7 +29,7 @@
 #include "common/plan/activation_stats.h"
 #include "common/plan/placement.h"
 #include "common/text/tokenizer_bpe.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"

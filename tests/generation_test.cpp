@@ -1,7 +1,7 @@
-// Generate (coordinator/generation.h): each stop reason on a small model
+// Generate (coordinator/engine/generation.h): each stop reason on a small model
 // with a byte tokenizer, the streamed text against the result, and the
 // stop-string search.
-#include "coordinator/generation.h"
+#include "coordinator/engine/generation.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

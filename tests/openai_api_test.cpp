@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "common/offline/synthetic_model.h"
-#include "coordinator/completion_reply.h"
-#include "coordinator/generate_request.h"
-#include "coordinator/openai_api.h"
+#include "coordinator/serve/completion_reply.h"
+#include "coordinator/serve/generate_request.h"
+#include "coordinator/serve/openai_api.h"
 #include "tests/in_memory_model.h"
 
 namespace pi {

@@ -10,7 +10,7 @@
 
 #include "common/compute/ffn_observer.h"
 #include "common/offline/synthetic_model.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "tests/temp_path.h"
 
 namespace pi {

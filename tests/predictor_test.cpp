@@ -29,7 +29,7 @@
 #include "common/format/gguf.h"
 #include "common/offline/synthetic_model.h"
 #include "common/text/tokenizer.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/route/ffn_block.h"
 #include "gpu_worker/host_hot_shard.h"
 #include "kernels/cpu/quant.h"

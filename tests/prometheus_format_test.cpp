@@ -1,4 +1,4 @@
-// coordinator/metrics.h against Prometheus's text exposition format, written
+// common/base/metrics.h against Prometheus's text exposition format, written
 // out by hand: histogram buckets (cumulative, +Inf, _sum, _count), label
 // escaping, sample values.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include "coordinator/metrics.h"
+#include "common/base/metrics.h"
 
 namespace pi {
 namespace {

@@ -17,9 +17,9 @@
 
 #include "common/base/progress.h"
 #include "common/offline/synthetic_model.h"
-#include "coordinator/admission.h"
-#include "coordinator/request_runner.h"
-#include "coordinator/request_stream.h"
+#include "coordinator/serve/admission.h"
+#include "coordinator/serve/request_runner.h"
+#include "coordinator/serve/request_stream.h"
 #include "tests/in_memory_model.h"
 
 namespace pi {

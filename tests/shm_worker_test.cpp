@@ -21,7 +21,7 @@
 #include "common/transport/shard_server.h"
 #include "common/transport/shm_channel.h"
 #include "common/transport/step_message.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/workers/local_workers.h"
 #include "coordinator/workers/remote_shard.h"
 #include "cpu_worker/cold_shard.h"

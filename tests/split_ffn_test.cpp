@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/offline/synthetic_model.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/route/ffn_block.h"
 #include "gpu_worker/host_hot_shard.h"
 #include "tests/temp_path.h"

@@ -9,7 +9,7 @@
 //     range, chained in layer order (coordinator/route/device_chain.h);
 //   the output norm and head (holds_output);
 //
-// A token runs through it as follows (the engine, coordinator/engine.h, is
+// A token runs through it as follows (the engine, coordinator/engine/engine.h, is
 // the caller):
 //
 //   BeginToken(h: embedding row, or the residual after layer first_layer - 1)

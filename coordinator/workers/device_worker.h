@@ -27,11 +27,11 @@
 #include <memory>
 #include <string>
 
+#include "common/base/metrics.h"
 #include "common/base/status.h"
 #include "common/model/llama_model.h"
 #include "common/shard/device_backend.h"
 #include "common/transport/device_message.h"
-#include "coordinator/metrics.h"
 #include "coordinator/workers/worker_link.h"
 
 namespace pi {

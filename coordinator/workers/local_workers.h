@@ -11,7 +11,7 @@
 
 #include "common/base/status.h"
 #include "common/model/llama_model.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 
 namespace pi {
 

@@ -28,10 +28,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/base/metrics.h"
 #include "common/base/status.h"
 #include "common/model/llama_model.h"
 #include "common/shard/shard.h"
-#include "coordinator/metrics.h"
 #include "coordinator/workers/worker_link.h"
 
 namespace pi {

@@ -11,8 +11,8 @@
 
 #include "common/text/sampler.h"
 #include "common/text/tokenizer.h"
-#include "coordinator/generate_request.h"
-#include "coordinator/openai_api.h"
+#include "coordinator/serve/generate_request.h"
+#include "coordinator/serve/openai_api.h"
 #include "tests/fuzz/demo_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

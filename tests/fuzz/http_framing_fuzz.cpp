@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "coordinator/http_connection.h"
+#include "coordinator/serve/http_connection.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "common/plan/gpu_index.h"
 #include "common/plan/placement.h"
 #include "common/text/tokenizer.h"
-#include "coordinator/engine.h"
+#include "coordinator/engine/engine.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 
 #include "common/text/sampler.h"
 #include "common/text/tokenizer.h"
-#include "coordinator/generate_request.h"
+#include "coordinator/serve/generate_request.h"
 #include "proto/pi.pb.h"
 #include "tests/fuzz/demo_tokenizer.h"
 

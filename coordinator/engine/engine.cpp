@@ -1,0 +1,538 @@
+#include "coordinator/engine/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "common/base/memory_limits.h"
+#include "common/base/progress.h"
+#include "common/compute/parallel_matmul.h"
+#include "common/compute/predictor.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+
+namespace pi {
+
+int64_t Engine::WorkingBytes(const LlamaConfig& c, int n_ctx, int n_batch, int n_threads,
+                             DType cache_type_k, DType cache_type_v) {
+  const int64_t kv =
+      KvCache::BytesFor(c.n_layer, n_ctx, c.n_head_kv, c.head_dim, cache_type_k, cache_type_v);
+  if (kv < 0) return -1;
+  // Per batch row, the f32 activations of the residual stream, attention and
+  // the FFN with their Q8_0 copies (an estimate from above); per thread, one
+  // row of attention scores over the context; the logits.
+  const int64_t per_row = 4 * (24 * int64_t{c.n_embd} + 2 * int64_t{c.q_dim()} +
+                               2 * int64_t{c.kv_dim()} + 3 * int64_t{c.n_ff});
+  const int64_t scratch =
+      per_row * n_batch + 4 * int64_t{n_threads} * n_ctx + 4 * int64_t{c.n_vocab};
+  return kv > INT64_MAX - scratch ? -1 : kv + scratch;
+}
+
+Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
+                      std::unique_ptr<Engine>* out) {
+  const LlamaConfig& c = model->config;
+  if (options.n_threads < 1 || options.n_threads > 512) {
+    return Status::Error("invalid thread count %d", options.n_threads);
+  }
+  if (options.n_ctx < 0 || options.n_batch < 1) {
+    return Status::Error("invalid context %d or batch %d", options.n_ctx, options.n_batch);
+  }
+  float threshold = 0.0f;
+  if (options.sparse == SparseMode::kPredictor) {
+    PI_RETURN_IF_ERROR(CheckPredictorPresent(*model));
+    PI_RETURN_IF_ERROR(ResolvePredictorThreshold(c, options.sparse_threshold, &threshold));
+  }
+  const int n_ctx = ContextSize(c, options.n_ctx);
+  const int n_batch = std::min(options.n_batch, n_ctx);
+  if (options.n_seq < 1 || options.n_seq > 256) {
+    return Status::Error("invalid sequence count %d (-np: 1 to 256)", options.n_seq);
+  }
+  const int max_rows = n_batch + options.n_seq - 1;
+  const int64_t one_cache = KvCache::BytesFor(c.n_layer, n_ctx, c.n_head_kv, c.head_dim,
+                                              options.cache_type_k, options.cache_type_v);
+  const int64_t working = WorkingBytes(c, n_ctx, max_rows, options.n_threads, options.cache_type_k,
+                                       options.cache_type_v);
+  const std::string caches =
+      options.n_seq == 1 ? std::string("the KV cache and buffers for a context of ")
+                         : "the KV caches and buffers for " + std::to_string(options.n_seq) +
+                               " sequences (-np), each with a context of ";
+  PI_RETURN_IF_ERROR(CheckMemory(
+      caches + std::to_string(n_ctx) + " tokens (-c) and batches of " + std::to_string(n_batch) +
+          " (-b)",
+      working < 0 || one_cache < 0
+          ? -1
+          : working + (options.n_seq - 1) * one_cache + int64_t{4} * options.n_seq * c.n_vocab));
+  std::unique_ptr<Engine> e(new Engine());
+  e->predictor_threshold_ = threshold;
+  e->model_ = model;
+  e->n_ctx_ = n_ctx;
+  e->n_batch_ = n_batch;
+  e->max_rows_ = max_rows;
+  e->pool_ = std::make_unique<ThreadPool>(options.n_threads);
+  PI_RETURN_IF_ERROR(e->cache_.Init(c.n_layer, e->n_ctx_, c.n_head_kv, c.head_dim,
+                                    options.cache_type_k, options.cache_type_v));
+  e->extra_caches_.resize(options.n_seq - 1);
+  for (KvCache& cache : e->extra_caches_) {
+    PI_RETURN_IF_ERROR(cache.Init(c.n_layer, e->n_ctx_, c.n_head_kv, c.head_dim,
+                                  options.cache_type_k, options.cache_type_v));
+  }
+  e->extra_n_past_.assign(options.n_seq - 1, 0);
+  e->row_pos_.assign(max_rows, 0);
+  e->row_caches_.assign(max_rows, nullptr);
+  e->logit_rows_.assign(options.n_seq, 0);
+  e->single_rows_.assign(max_rows, 0);
+  e->run_length_.assign(std::max(max_rows, n_batch), 0);
+  e->attention_.Init(c, max_rows, e->n_ctx_, options.n_threads, options.cache_type_k);
+  e->ffn_.Init(*model, max_rows, options.sparse);
+  if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
+  if (options.hot_shard) {
+    if (!options.hot_neurons) return Status::Error("a hot shard needs its hot neuron sets");
+    if (options.device) return Status::Error("a hot shard and a device backend at once");
+    PI_RETURN_IF_ERROR(e->ffn_.InitHotShard(*options.hot_neurons, options.hot_shard));
+  }
+  if (options.device) {
+    const DevicePlan& p = options.device->plan();
+    if (p.n_ctx < e->n_ctx_ || p.cache_type_k != options.cache_type_k ||
+        p.cache_type_v != options.cache_type_v) {
+      return Status::Error(
+          "the %s device was loaded for a context of %d with -ctk %s -ctv %s, the engine has "
+          "%d with %s, %s",
+          options.device->name(), p.n_ctx, DTypeName(p.cache_type_k), DTypeName(p.cache_type_v),
+          e->n_ctx_, DTypeName(options.cache_type_k), DTypeName(options.cache_type_v));
+    }
+    if (p.n_seq < options.n_seq) {
+      return Status::Error("the %s device was loaded for %d sequences, the engine has %d (-np)",
+                           options.device->name(), p.n_seq, options.n_seq);
+    }
+    if (options.sparse == SparseMode::kPredictor &&
+        (p.mode != SparseMode::kPredictor || p.threshold != threshold)) {
+      return Status::Error("the %s device was loaded without the predictor at threshold %g",
+                           options.device->name(), threshold);
+    }
+    bool any_hot = false;
+    for (const std::vector<int32_t>& h : p.hot) any_hot = any_hot || !h.empty();
+    if (any_hot) PI_RETURN_IF_ERROR(e->ffn_.InitColdPart(p.hot));
+    e->device_ = options.device;
+  }
+  PI_RETURN_IF_ERROR(e->ffn_.InitColdShards(options.cold_shards));
+  e->h_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
+  e->x_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
+  if (c.parallel_residual) e->inp_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
+  e->q8_.assign(max_rows * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
+  e->logits_.assign(static_cast<size_t>(options.n_seq) * c.n_vocab, 0.0f);
+  e->tokens_.assign(static_cast<size_t>(options.n_seq) * e->n_ctx_, 0);
+  e->computed_.reset(new std::atomic<int64_t>[2 * (c.n_layer + 1)]);
+  for (int i = 0; i < 2 * (c.n_layer + 1); ++i) e->computed_[i].store(0);
+  *out = std::move(e);
+  return Status::Ok();
+}
+
+Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
+  const int n_vocab = model_->config.n_vocab;
+  if (n <= 0) return Status::Error("nothing to evaluate (0 tokens)");
+  if (n_past_ + n > n_ctx_) {
+    return Status::Error(
+        "context overflow: %d tokens already in context + %d new > context size "
+        "%d (raise -c)",
+        n_past_, n, n_ctx_);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+      return Status::Error("token id %d at index %d is out of range [0, %d)", tokens[i], i,
+                           n_vocab);
+    }
+  }
+  const size_t rows = all_logits ? static_cast<size_t>(n) : 1;
+  if (logits_.size() < rows * n_vocab) {
+    PI_RETURN_IF_ERROR(CheckMemory("the logits of " + std::to_string(rows) + " tokens",
+                                   static_cast<int64_t>(rows * n_vocab * sizeof(float))));
+    logits_.resize(rows * n_vocab);
+  }
+  ResetStepCounters();
+  if (device_) {
+    // A device lost earlier (its restart failed then): try again now.
+    if (device_lost_) PI_RETURN_IF_ERROR(RecoverDevice());
+    // Token by token: the device's graphs take one position at a time.
+    for (int i = 0; i < n; ++i) {
+      float* out = all_logits ? logits_.data() + static_cast<size_t>(i) * n_vocab
+                              : (i == n - 1 ? logits_.data() : nullptr);
+      PI_RETURN_IF_ERROR(DeviceToken(0, tokens[i], out));
+    }
+    return CheckLogits(logits_.data(), rows * n_vocab);
+  }
+  for (int i = 0; i < n; i += n_batch_) {
+    const int b = std::min(n_batch_, n - i);
+    const bool last = i + b == n;
+    float* out = all_logits ? logits_.data() + static_cast<size_t>(i) * n_vocab
+                            : (last ? logits_.data() : nullptr);
+    ForwardBatch(tokens + i, b, out, all_logits);
+  }
+  return CheckLogits(logits_.data(), rows * n_vocab);
+}
+
+namespace {
+
+// True when all n values are finite: a float is NaN or infinite exactly when
+// its exponent bits are all ones. Branch-free so it vectorizes; it reads a
+// few KiB per layer against the megabytes of weights a layer reads.
+bool AllFinite(const float* x, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    memcpy(&bits, x + i, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+}  // namespace
+
+void Engine::NoteNonFinite(int batch, int layer, const char* part) {
+  if (nonfinite_part_ != nullptr) return;
+  if (!AllFinite(h_.data(), static_cast<size_t>(batch) * model_->config.n_embd)) {
+    nonfinite_part_ = part;
+    nonfinite_layer_ = layer;
+  }
+}
+
+Status Engine::CheckLogits(const float* logits, size_t n) const {
+  if (AllFinite(logits, n)) return Status::Ok();
+  std::string where = "in the output head";
+  if (nonfinite_part_ != nullptr) {
+    where = nonfinite_layer_ < 0
+                ? std::string("in ") + nonfinite_part_
+                : "in layer " + std::to_string(nonfinite_layer_) + "'s " + nonfinite_part_;
+  }
+  return Status::Error(
+      "the logits hold NaN or infinite values (the model's numbers overflowed or its weights are "
+      "corrupt: --check-tensors validates them at load); they first appeared %s",
+      where.c_str());
+}
+
+void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, bool all_logits) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  const int64_t d = c.n_embd;
+  for (int b = 0; b < batch; ++b) {
+    DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[b]), h_.data() + b * d, d);
+    tokens_[n_past_ + b] = tokens[b];
+  }
+  NoteNonFinite(batch, -1, "the token embedding rows");
+  std::fill(run_length_.begin(), run_length_.begin() + batch, batch);
+  ForwardHostLayers(0, n_past_, batch, &cache_);
+  n_past_ += batch;
+  if (!logits_out) return;  // an inner prompt batch: only the KV cache matters
+
+  // Logits for every row, or only the batch's last token.
+  const int first = all_logits ? 0 : batch - 1;
+  HostHead(first, batch - first, logits_out);
+}
+
+void Engine::HostHead(int first, int rows, float* logits_out) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  const int64_t d = c.n_embd;
+  for (int b = 0; b < rows; ++b) {
+    NormalizeRow(c, m.output_norm, m.output_norm_b, h_.data() + (first + b) * d, x_.data() + b * d);
+  }
+  PreparedInput in =
+      PrepareInput(x_.data(), d, rows, q8_.data(), pool_.get(), ReadsQ8(m.output.type));
+  const MatMulJob job[1] = {{&m.output, logits_out, c.n_vocab}};
+  ParallelMatMul(pool_.get(), in, job, 1);
+}
+
+void Engine::ForwardHostLayers(int first, int n_past, int batch, KvCache* cache) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  for (int il = first; il < c.n_layer; ++il) {
+    // Sequential residual: the FFN reads h after attention. Parallel (falcon):
+    // attention and FFN both read the layer input, kept in inp_.
+    const float* ffn_in = h_.data();
+    if (c.parallel_residual) {
+      std::copy(h_.begin(), h_.begin() + static_cast<int64_t>(batch) * c.n_embd, inp_.begin());
+      ffn_in = inp_.data();
+    }
+    attention_.Forward(m.layers[il], il, n_past, batch, h_.data(), cache, pool_.get(),
+                       run_length_.data());
+    NoteNonFinite(batch, il, "attention");
+    if (observer_) observer_->OnFfnInput(il, batch, ffn_in);
+    ffn_.Forward(il, batch, ffn_in, h_.data(), pool_.get(), run_length_.data());
+    NoteNonFinite(batch, il, "FFN");
+    last_ffn_neurons_ += ffn_.last_computed_neurons();
+    last_ffn_gate_rows_ += ffn_.last_gate_rows();
+    last_ffn_hot_fired_ += ffn_.last_hot_fired();
+    CountComputed(il, true, ffn_.last_hot_fired());
+    CountComputed(il, false, ffn_.last_computed_neurons() - ffn_.last_hot_fired());
+    if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
+  }
+}
+
+Status Engine::EvalBatch(const BatchRow* rows, int n) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  if (n < 1 || n > max_rows_) {
+    return Status::Error("a batch of %d rows: expected 1 to %d (-b + -np - 1)", n, max_rows_);
+  }
+  // Validated before anything changes; positions assigned in row order.
+  int n_logits = 0;
+  for (int i = 0; i < n; ++i) {
+    const BatchRow& r = rows[i];
+    if (r.seq < 0 || r.seq >= n_seq()) {
+      return Status::Error("row %d: sequence %d is out of range [0, %d)", i, r.seq, n_seq());
+    }
+    if (r.token < 0 || r.token >= c.n_vocab) {
+      return Status::Error("row %d: token id %d is out of range [0, %d)", i, r.token, c.n_vocab);
+    }
+    if (r.logits && n_logits == n_seq()) {
+      return Status::Error("more than %d rows ask for logits", n_seq());
+    }
+    n_logits += r.logits;
+  }
+  int count[256] = {};  // n_seq <= 256 (Create)
+  for (int i = 0; i < n; ++i) {
+    const int s = rows[i].seq;
+    row_pos_[i] = SeqPast(s) + count[s]++;
+    if (row_pos_[i] >= n_ctx_) {
+      return Status::Error(
+          "context overflow: sequence %d has %d tokens, + %d new > context size "
+          "%d (raise -c)",
+          s, SeqPast(s), count[s], n_ctx_);
+    }
+    row_caches_[i] = SeqCache(s);
+  }
+  ResetStepCounters();
+  if (device_) return DeviceBatch(rows, n);
+  const int64_t d = c.n_embd;
+  for (int i = 0; i < n; ++i) {
+    DequantizeRow(m.token_embd.type, m.token_embd.row(rows[i].token), h_.data() + i * d, d);
+    SeqTokens(rows[i].seq)[row_pos_[i]] = rows[i].token;
+  }
+  NoteNonFinite(n, -1, "the token embedding rows");
+  for (int a = 0; a < n;) {  // each run of one sequence's rows: its length
+    int b = a + 1;
+    while (b < n && rows[b].seq == rows[a].seq) ++b;
+    std::fill(run_length_.begin() + a, run_length_.begin() + b, b - a);
+    a = b;
+  }
+  for (int il = 0; il < c.n_layer; ++il) {
+    const float* ffn_in = h_.data();
+    if (c.parallel_residual) {
+      std::copy(h_.begin(), h_.begin() + n * d, inp_.begin());
+      ffn_in = inp_.data();
+    }
+    attention_.ForwardRows(m.layers[il], il, row_pos_.data(), row_caches_.data(), n, h_.data(),
+                           pool_.get(), run_length_.data());
+    NoteNonFinite(n, il, "attention");
+    // A run of one sequence's rows, as Eval would run it: one row a decode
+    // step, several a prompt batch. Where a single row would take the dense
+    // step too, all rows go together (each weight row read once; the rows'
+    // results do not depend on it); else the single rows' sparse steps go
+    // together (the neurons they share read once, each row's sum its own).
+    const bool together = !ffn_.SparseStep(il);
+    int n_single = 0;
+    for (int a = 0; a < n;) {
+      int b = a + 1;
+      while (b < n && (together || rows[b].seq == rows[a].seq)) ++b;
+      if (b - a == 1 && !together) {
+        single_rows_[n_single++] = a;
+      } else {
+        ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get(),
+                     run_length_.data() + a);
+        CountFfn(il);
+      }
+      a = b;
+    }
+    if (n_single > 0) {
+      ffn_.ForwardSparseRows(il, n_single, single_rows_.data(), ffn_in, h_.data(), pool_.get());
+      CountFfn(il);
+    }
+    NoteNonFinite(n, il, "FFN");
+  }
+  for (int s = 0; s < n_seq(); ++s) SeqPast(s) += count[s];
+  int k = 0;
+  for (int i = 0; i < n; ++i) {
+    if (rows[i].logits) logit_rows_[k++] = i;
+  }
+  if (k == 0) return Status::Ok();
+  HostHeadRows(logit_rows_.data(), k, logits_.data());
+  return CheckLogits(logits_.data(), static_cast<size_t>(k) * c.n_vocab);
+}
+
+void Engine::CountFfn(int il) {
+  last_ffn_neurons_ += ffn_.last_computed_neurons();
+  last_ffn_gate_rows_ += ffn_.last_gate_rows();
+  last_ffn_hot_fired_ += ffn_.last_hot_fired();
+  CountComputed(il, true, ffn_.last_hot_fired());
+  CountComputed(il, false, ffn_.last_computed_neurons() - ffn_.last_hot_fired());
+}
+
+void Engine::HostHeadRows(const int* rows, int n, float* logits_out) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  const int64_t d = c.n_embd;
+  for (int k = 0; k < n; ++k) {
+    NormalizeRow(c, m.output_norm, m.output_norm_b, h_.data() + rows[k] * d, x_.data() + k * d);
+  }
+  PreparedInput in = PrepareInput(x_.data(), d, n, q8_.data(), pool_.get(), ReadsQ8(m.output.type));
+  const MatMulJob job[1] = {{&m.output, logits_out, c.n_vocab}};
+  ParallelMatMul(pool_.get(), in, job, 1);
+}
+
+Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out) {
+  const DevicePlan& plan = device_->plan();
+  double t = NowSeconds();
+  device_->BeginToken(h_.data(), seq, pos);
+  for (int il = 0; il < plan.n_layers; ++il) {
+    ColdStep cold;
+    PI_RETURN_IF_ERROR(device_->RunLayer(il, &cold));
+    if (!cold.x) {  // every neuron on the device: it read every gate row
+      last_ffn_gate_rows_ += static_cast<int64_t>(plan.hot[il].size());
+      continue;
+    }
+    const double cold_start = NowSeconds();
+    last_device_seconds_ += cold_start - t;
+    // The predictor's picks only in predictor mode (the device may
+    // compute them for another engine sharing it).
+    const uint32_t* mask = ffn_.mode() == SparseMode::kPredictor ? cold.mask : nullptr;
+    ffn_.ForwardCold(il, cold.x, mask, cold.y, pool_.get());
+    t = NowSeconds();
+    last_cold_seconds_ += t - cold_start;
+    ++last_cold_layers_;
+    last_ffn_neurons_ += ffn_.last_cold_fired();
+    last_ffn_gate_rows_ += ffn_.last_gate_rows();
+    CountComputed(il, false, ffn_.last_cold_fired());
+  }
+  int64_t hot_fired = 0;
+  PI_RETURN_IF_ERROR(device_->FinishToken(h_out, logits_out, &hot_fired));
+  last_device_seconds_ += NowSeconds() - t;
+  last_ffn_neurons_ += hot_fired;
+  last_ffn_hot_fired_ += hot_fired;
+  CountComputed(-1, true, hot_fired);
+  return Status::Ok();
+}
+
+Status Engine::DeviceToken(int seq, int32_t token, float* logits_out) {
+  // A device lost earlier (its restart failed then): try again now.
+  if (device_lost_) PI_RETURN_IF_ERROR(RecoverDevice());
+  Status s = ForwardDeviceToken(seq, token, logits_out);
+  if (s.ok()) return s;
+  // A device in another process took its KV caches with it: a fresh one,
+  // refilled from the sequences' tokens, then this token again.
+  NoteDeviceFailure(s);
+  PI_RETURN_IF_ERROR(RecoverDevice());
+  s = ForwardDeviceToken(seq, token, logits_out);
+  if (!s.ok()) {
+    NoteDeviceFailure(s);
+    device_lost_ = true;
+  }
+  return s;
+}
+
+Status Engine::DeviceBatch(const BatchRow* rows, int n) {
+  // Row by row, as Eval runs tokens with a device: each through the
+  // device's layers with its sequence's KV cache there, then the host's.
+  const int n_vocab = model_->config.n_vocab;
+  int k = 0;
+  for (int i = 0; i < n; ++i) {
+    float* out = rows[i].logits ? logits_.data() + static_cast<size_t>(k++) * n_vocab : nullptr;
+    PI_RETURN_IF_ERROR(DeviceToken(rows[i].seq, rows[i].token, out));
+  }
+  return CheckLogits(logits_.data(), static_cast<size_t>(k) * n_vocab);
+}
+
+Status Engine::ForwardDeviceToken(int seq, int32_t token, float* logits_out) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.config;
+  const DevicePlan& plan = device_->plan();
+  const int pos = SeqPast(seq);
+  DequantizeRow(m.token_embd.type, m.token_embd.row(token), h_.data(), c.n_embd);
+  const bool host_layers = plan.n_layers < c.n_layer;
+  if (plan.n_layers > 0) {
+    // h comes back when the host has layers or the head left to run.
+    const bool h_back = host_layers || !plan.output;
+    PI_RETURN_IF_ERROR(
+        RunDeviceLayers(seq, pos, h_back ? h_.data() : nullptr, h_back ? nullptr : logits_out));
+    // The device's layers are checked as one: h crosses to the host only here.
+    if (h_back) NoteNonFinite(1, -1, "the device's layers (checked together)");
+  }
+  if (host_layers) ForwardHostLayers(plan.n_layers, pos, 1, SeqCache(seq));
+  if (logits_out) {
+    if (plan.output && (host_layers || plan.n_layers == 0)) {
+      const double t = NowSeconds();
+      PI_RETURN_IF_ERROR(device_->Head(h_.data(), logits_out));
+      last_device_seconds_ += NowSeconds() - t;
+    } else if (!plan.output) {
+      HostHead(0, 1, logits_out);
+    }
+  }
+  // Only a finished token counts: a failed one runs again whole.
+  SeqTokens(seq)[pos] = token;
+  ++SeqPast(seq);
+  return Status::Ok();
+}
+
+void Engine::NoteDeviceFailure(const Status& s) {
+  ++device_failures_;
+  device_error_ = s.message();
+}
+
+Status Engine::RecoverDevice() {
+  const Status s = device_->Recover();
+  if (!s.ok()) {
+    device_lost_ = true;
+    return Status::Error("%s; bringing it back failed: %s", device_error_.c_str(),
+                         s.message().c_str());
+  }
+  device_lost_ = false;
+  ++device_recoveries_;
+  // The replay is not this Eval's work: its counts are put back.
+  const int64_t neurons = last_ffn_neurons_, gate_rows = last_ffn_gate_rows_,
+                hot_fired = last_ffn_hot_fired_, cold_layers = last_cold_layers_;
+  const double device_seconds = last_device_seconds_, cold_seconds = last_cold_seconds_;
+  const LlamaModel& m = *model_;
+  Status replayed = Status::Ok();
+  int replayed_tokens = 0;
+  for (int seq = 0; seq < n_seq() && device_->plan().n_layers > 0; ++seq) {
+    const int32_t* tokens = SeqTokens(seq);
+    for (int pos = 0; pos < SeqPast(seq) && replayed.ok(); ++pos, ++replayed_tokens) {
+      DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[pos]), h_.data(), m.config.n_embd);
+      replayed = RunDeviceLayers(seq, pos, nullptr, nullptr);
+    }
+  }
+  last_ffn_neurons_ = neurons;
+  last_ffn_gate_rows_ = gate_rows;
+  last_ffn_hot_fired_ = hot_fired;
+  last_device_seconds_ = device_seconds;
+  last_cold_seconds_ = cold_seconds;
+  last_cold_layers_ = cold_layers;
+  if (!replayed.ok()) {
+    NoteDeviceFailure(replayed);
+    device_lost_ = true;
+    return Status::Error("replaying %d tokens into the restarted device: %s", replayed_tokens,
+                         replayed.message().c_str());
+  }
+  return Status::Ok();
+}
+
+void Engine::ResetStepCounters() {
+  last_ffn_neurons_ = 0;
+  last_ffn_gate_rows_ = 0;
+  last_ffn_hot_fired_ = 0;
+  last_device_seconds_ = 0;
+  last_cold_seconds_ = 0;
+  last_cold_layers_ = 0;
+}
+
+RepackScope HostRepackScope(const EngineOptions& o) {
+  RepackScope scope;
+  scope.ffn = o.sparse == SparseMode::kOff && !o.hot_neurons && !o.hot_shard && !o.device &&
+              o.cold_shards.empty();
+  if (o.device) {  // its layers and maybe the head are computed there
+    scope.first_layer = o.device->plan().n_layers;
+    scope.head = !o.device->plan().output;
+  }
+  return scope;
+}
+
+}  // namespace pi

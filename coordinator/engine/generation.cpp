@@ -1,0 +1,204 @@
+#include "coordinator/engine/generation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "common/base/progress.h"
+
+namespace pi {
+
+size_t FindStopString(const std::string& text, size_t fresh,
+                      const std::vector<std::string>& stops) {
+  size_t best = std::string::npos;
+  for (const std::string& stop : stops) {
+    const size_t from = text.size() > fresh + stop.size() ? text.size() - fresh - stop.size() : 0;
+    best = std::min(best, text.find(stop, from));
+  }
+  return best;
+}
+
+size_t StopPrefixAtEnd(const std::string& text, const std::vector<std::string>& stops) {
+  size_t longest = 0;
+  for (const std::string& stop : stops) {
+    if (stop.empty()) continue;
+    for (size_t k = std::min(stop.size() - 1, text.size()); k > longest; --k) {
+      if (text.compare(text.size() - k, k, stop, 0, k) == 0) {
+        longest = k;
+        break;
+      }
+    }
+  }
+  return longest;
+}
+
+Generation::Generation(const Tokenizer& tok, Sampler* sampler, const GenerationRequest& request,
+                       int n_ctx, int n_vocab, GenerationResult* result)
+    : tok_(tok),
+      sampler_(sampler),
+      request_(request),
+      g_(result),
+      n_ctx_(n_ctx),
+      n_vocab_(n_vocab),
+      limit_(request.n_predict >= 0                                  ? request.n_predict
+             : request.n_predict == -1 && request.context_keep != -1 ? INT32_MAX
+                                                                     : n_ctx) {
+  *g_ = GenerationResult();
+  g_->ids.reserve(std::min(limit_, n_ctx));
+  // Reserved whole: a streaming caller may read entry k (once told of token
+  // k) while later ones are added on another thread (batch_scheduler.h).
+  if (request.logprobs >= 0) g_->logprobs.reserve(std::min(limit_, n_ctx));
+}
+
+void Generation::PromptDone(double prompt_s) {
+  g_->prompt_s = prompt_s;
+  t_gen_ = NowSeconds();
+  for (int32_t id : request_.prompt) sampler_->Accept(id);
+}
+
+bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_token,
+                      int32_t* next) {
+  GenerationResult* g = g_;
+  if (static_cast<int>(g->ids.size()) >= limit_) return false;
+  const double ts = NowSeconds();
+  const int32_t id = sampler_->Sample(logits);
+  g->sample_s += NowSeconds() - ts;
+  if (!request_.ignore_eos && tok_.IsEog(id)) {
+    g->stop_reason = "eos";
+    return false;
+  }
+  g->ids.push_back(id);
+  if (request_.logprobs >= 0) RecordLogprob(logits, id);
+  sampler_->Accept(id);
+  const std::string piece = tok_.TokenToPiece(id);
+  g->text += piece;
+  const std::string fresh = stream_.Push(piece);
+  whole_ += fresh;
+  const size_t stop_at = FindStopString(g->text, piece.size(), request_.stops);
+  const size_t shown_stop = FindStopString(whole_, fresh.size(), request_.stops);
+  const size_t sendable = shown_stop != std::string::npos
+                              ? std::max(shown_stop, emitted_)
+                              : whole_.size() - StopPrefixAtEnd(whole_, request_.stops);
+  if (on_token && !on_token(id, whole_.substr(emitted_, std::max(sendable, emitted_) - emitted_))) {
+    g->stop_reason = "cancelled";
+    cancelled_ = true;
+    return false;
+  }
+  emitted_ = std::max(sendable, emitted_);
+  if (stop_at != std::string::npos || shown_stop != std::string::npos) {
+    if (stop_at != std::string::npos) g->text.resize(stop_at);
+    g->stop_reason = "stop";
+    return false;
+  }
+  if (static_cast<int>(g->ids.size()) >= limit_) return false;
+  if (n_past >= n_ctx_ && request_.context_keep == -1) {
+    g->stop_reason = "context";
+    return false;
+  }
+  *next = id;
+  return true;
+}
+
+void Generation::RecordLogprob(const float* logits, int32_t id) {
+  const int n = n_vocab_;
+  float max = logits[0];
+  for (int i = 1; i < n; ++i) max = std::max(max, logits[i]);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
+  const float log_z = max + static_cast<float>(std::log(sum));
+  TokenLogprob t;
+  t.id = id;
+  t.logprob = logits[id] - log_z;
+  // The top few in one pass: a sorted list of at most k (k <= 20) that a
+  // logit enters only when it beats the list's last; ties keep the lower id.
+  constexpr int kMaxTop = 20;
+  const int k = std::min({request_.logprobs, n, kMaxTop});
+  std::pair<float, int32_t> best[kMaxTop];
+  int kept = 0;
+  for (int i = 0; i < n && k > 0; ++i) {
+    const float v = logits[i];
+    if (kept == k && !(v > best[kept - 1].first)) continue;
+    int at = kept < k ? kept++ : kept - 1;
+    while (at > 0 && v > best[at - 1].first) {
+      best[at] = best[at - 1];
+      --at;
+    }
+    best[at] = {v, i};
+  }
+  for (int j = 0; j < kept; ++j) t.top.emplace_back(best[j].second, best[j].first - log_z);
+  g_->logprobs.push_back(std::move(t));
+}
+
+void Generation::Evaluated(int64_t ffn_neurons, int64_t ffn_hot) {
+  ++g_->n_eval;
+  g_->ffn_neurons += ffn_neurons;
+  g_->ffn_hot += ffn_hot;
+}
+
+void Generation::Fail(const Status& s) {
+  g_->stop_reason = "error";
+  g_->error = s.message();
+}
+
+void Generation::Finish(const TokenCallback& on_token) {
+  g_->eval_s = NowSeconds() - t_gen_ - g_->sample_s;
+  if (on_token && !cancelled_ && std::string(g_->stop_reason) != "stop") {
+    whole_ += stream_.Flush();
+    on_token(-1, whole_.substr(emitted_));
+  }
+}
+
+int ContextKeepTokens(const Tokenizer& tok, const std::vector<int32_t>& prompt, int context_keep) {
+  const int bos = !prompt.empty() && prompt[0] == tok.bos() ? 1 : 0;
+  const int n = static_cast<int>(prompt.size());
+  return context_keep < 0 ? n : std::min(n, bos + context_keep);
+}
+
+Status ShiftContext(Engine* engine, int keep, std::vector<int32_t>* context) {
+  const int n_past = static_cast<int>(context->size());
+  keep = std::min(keep, n_past - 2);  // something must go
+  if (keep < 0) return Status::Error("the context (%d) is too small to shift", engine->n_ctx());
+  const int discard = (n_past - keep) / 2;
+  context->erase(context->begin() + keep, context->begin() + keep + discard);
+  engine->Reset();
+  return engine->Eval(context->data(), static_cast<int>(context->size()));
+}
+
+void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
+              const GenerationRequest& request, const TokenCallback& on_token,
+              GenerationResult* g) {
+  Generation gen(tok, sampler, request, engine->n_ctx(), engine->n_vocab(), g);
+  const double t_prompt = NowSeconds();
+  const Status s = engine->Eval(request.prompt.data(), static_cast<int>(request.prompt.size()));
+  if (!s.ok()) {
+    g->prompt_s = NowSeconds() - t_prompt;
+    gen.Fail(s);
+    return;
+  }
+  gen.PromptDone(NowSeconds() - t_prompt);
+  // The context's tokens, for a context shift.
+  std::vector<int32_t> context;
+  if (request.context_keep != -1) context = request.prompt;
+  int32_t next = 0;
+  while (gen.Next(engine->logits(), engine->n_past(), on_token, &next)) {
+    if (request.context_keep != -1 && engine->n_past() >= engine->n_ctx()) {
+      const Status shifted = ShiftContext(
+          engine, ContextKeepTokens(tok, request.prompt, request.context_keep), &context);
+      if (!shifted.ok()) {
+        gen.Fail(shifted);
+        break;
+      }
+      ++g->context_shifts;
+    }
+    if (request.context_keep != -1) context.push_back(next);
+    const Status e = engine->Eval(&next, 1);
+    if (!e.ok()) {
+      gen.Fail(e);
+      break;
+    }
+    gen.Evaluated(engine->last_ffn_neurons(), engine->last_ffn_hot_fired());
+  }
+  gen.Finish(on_token);
+}
+
+}  // namespace pi

@@ -1,0 +1,130 @@
+// Generate: one request's generation on an engine — the prompt evaluated,
+// then sample, stream, evaluate, until -n tokens, end of text, a stop
+// string, a full context, a cancel or an error. pi-run drives it today;
+// pi-launch and the servers will, so a request's output and its stop reason
+// mean the same everywhere.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/text/sampler.h"
+#include "common/text/tokenizer.h"
+#include "coordinator/engine/engine.h"
+
+namespace pi {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // token ids, BOS included when the tokenizer adds one
+  int n_predict = -1;           // -1: until end of text or a full context
+  bool ignore_eos = false;
+  std::vector<std::string> stops;  // non-empty strings; the text ends before the first match
+  // >= 0: each generated token's log-probability under the model (the
+  // logits' log-softmax) with that many most likely tokens'; -1: none.
+  int logprobs = -1;
+  // llama-cli's context shift (Generate only): when the context fills, the
+  // first `context_keep` prompt tokens (after BOS, which is always kept; -2:
+  // the whole prompt) stay, half of the rest is dropped, the kept tokens are
+  // evaluated again and generation goes on; -1: stop at a full context
+  // ("context"). With shifting, n_predict -1 means until end of text.
+  int context_keep = -1;
+};
+
+// A generated token's log-probability, and the most likely tokens' (most
+// likely first).
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+struct GenerationResult {
+  std::vector<int32_t> ids;  // generated tokens (a stop string's tokens included)
+  std::string text;          // the generated text, cut before a matched stop string
+  int n_eval = 0;            // decode steps run (the last token sampled is not evaluated)
+  double prompt_s = 0, eval_s = 0, sample_s = 0;
+  // FFN neurons the decode steps computed, and of them the hot side's
+  // (Engine::last_ffn_neurons, last_ffn_hot_fired).
+  int64_t ffn_neurons = 0, ffn_hot = 0;
+  int context_shifts = 0;  // times the context was shifted (context_keep)
+  // length | eos | context | stop | cancelled | error
+  const char* stop_reason = "length";
+  std::string error;  // for "error"
+  // One per generated token when asked for, entry k written before token k
+  // is told (and never moved: reserved for the whole generation).
+  std::vector<TokenLogprob> logprobs;
+};
+
+// Told of each generated token and the text that became whole UTF-8 with it
+// (possibly empty; text that may begin a stop string is held back, and a
+// stop string is never sent, so the pieces add up to the result's text);
+// returning false cancels the request. Called once more at the end, with
+// id -1, with what is left.
+using TokenCallback = std::function<bool(int32_t id, const std::string& text)>;
+
+// One request's generation as steps over logits, so that one loop (Generate)
+// or a scheduler running many requests at once (batch_scheduler.h) drives
+// it the same way: after the prompt, Next() samples from the logits, streams
+// the text and says which token to evaluate next, until a stop; Finish()
+// then flushes what was held back. `request`, `sampler` and `result` must
+// outlive it.
+class Generation {
+ public:
+  // n_vocab: the logits' length.
+  Generation(const Tokenizer& tok, Sampler* sampler, const GenerationRequest& request, int n_ctx,
+             int n_vocab, GenerationResult* result);
+  // The prompt was evaluated (in prompt_s): the sampler's history takes it.
+  void PromptDone(double prompt_s);
+  // From the logits after the prompt or the last token (the sequence now
+  // holding n_past tokens): true with *next, the token to evaluate; false
+  // when the generation stopped (the result's stop reason says why).
+  bool Next(const float* logits, int n_past, const TokenCallback& on_token, int32_t* next);
+  // *next was evaluated: its FFN neurons (all, and the hot side's).
+  void Evaluated(int64_t ffn_neurons, int64_t ffn_hot);
+  // *next could not be evaluated: the generation ends with this error.
+  void Fail(const Status& s);
+  // After the last Next: the timings, and the held-back text (unless cancelled or stopped).
+  void Finish(const TokenCallback& on_token);
+
+ private:
+  void RecordLogprob(const float* logits, int32_t id);
+  const Tokenizer& tok_;
+  Sampler* sampler_;
+  const GenerationRequest& request_;
+  GenerationResult* g_;
+  int n_ctx_, n_vocab_, limit_;
+  double t_gen_ = 0;
+  // What the callback sees: whole UTF-8 (`stream_`), and never a stop
+  // string: text that could be the start of one is held back until the next
+  // tokens tell, so the streamed text always equals the final text.
+  Utf8Stream stream_;
+  std::string whole_;   // the text as streamed, sent or held
+  size_t emitted_ = 0;  // bytes of whole_ sent
+  bool cancelled_ = false;
+};
+
+// llama-cli's context shift on a full context: `context` (the tokens the
+// engine holds, in order) keeps its first `keep` tokens, drops half of the
+// rest, and the engine (Reset) evaluates what is left again from position 0.
+Status ShiftContext(Engine* engine, int keep, std::vector<int32_t>* context);
+// The tokens a shift keeps for GenerationRequest::context_keep: BOS and that
+// many prompt tokens (-2: the whole prompt).
+int ContextKeepTokens(const Tokenizer& tok, const std::vector<int32_t>& prompt, int context_keep);
+
+// The engine must be fresh or Reset(); the sampler's history gets the
+// prompt. Allocates only the result's growth.
+void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
+              const GenerationRequest& request, const TokenCallback& on_token,
+              GenerationResult* result);
+
+// The position of the first stop string in `text` that ends within its last
+// `fresh` bytes, or npos (exposed for tests).
+size_t FindStopString(const std::string& text, size_t fresh, const std::vector<std::string>& stops);
+// The length of the longest end of `text` that is the start (not the whole)
+// of a stop string: what a stream holds back until the next tokens tell.
+size_t StopPrefixAtEnd(const std::string& text, const std::vector<std::string>& stops);
+
+}  // namespace pi

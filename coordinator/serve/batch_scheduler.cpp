@@ -1,0 +1,177 @@
+#include "coordinator/serve/batch_scheduler.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "common/base/progress.h"
+
+namespace pi {
+
+// A running job and where it stands on its sequence.
+struct BatchScheduler::Slot {
+  std::shared_ptr<RequestJob> job;
+  std::unique_ptr<Generation> gen;
+  int seq = -1;
+  size_t prefilled = 0;  // prompt tokens evaluated
+  int32_t next = -1;     // the token to evaluate next (decoding), else -1
+  double prompt_start = 0;
+};
+
+BatchScheduler::BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks)
+    : Scheduler(std::move(hooks)), engine_(engine), tok_(tok) {
+  const int n_seq = engine->n_seq();
+  rows_.reserve(engine->max_batch_rows());
+  row_slot_.reserve(n_seq);
+  done_.reserve(n_seq);
+  for (int s = n_seq - 1; s >= 0; --s) free_seqs_.push_back(s);
+  StartLoop();
+}
+
+BatchScheduler::~BatchScheduler() {
+  StopLoop();
+}
+
+void BatchScheduler::Loop() {
+  std::vector<Slot*> running;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stopping_ || !pending_.empty() || !running.empty(); });
+      if (stopping_) break;
+      // Join: a free sequence each; a job whose client left while it waited
+      // is dropped (its place in line was freed then).
+      while (!pending_.empty() && !free_seqs_.empty()) {
+        std::shared_ptr<RequestJob> job = std::move(pending_.front());
+        pending_.pop_front();
+        if (!job->Start()) continue;
+        auto slot = std::make_unique<Slot>();
+        slot->job = std::move(job);
+        slot->seq = free_seqs_.back();
+        free_seqs_.pop_back();
+        running.push_back(slot.release());  // owned by `running` until Leave
+      }
+    }
+    for (Slot* slot : running) {
+      if (slot->gen) continue;
+      RequestJob* job = slot->job.get();
+      engine_->ResetSeq(slot->seq);
+      hooks_.started(job);
+      slot->gen = std::make_unique<Generation>(*tok_, &job->sampler, job->request, engine_->n_ctx(),
+                                               engine_->n_vocab(), &job->result);
+      slot->prompt_start = NowSeconds();
+    }
+    if (!running.empty()) Step(&running);
+  }
+  // Stopping: every job still here ends as cancelled.
+  for (Slot* slot : running) {
+    slot->job->result.stop_reason = "cancelled";
+    Leave(slot);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  CancelPending();
+}
+
+void BatchScheduler::Leave(Slot* slot) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_seqs_.push_back(slot->seq);
+  }
+  hooks_.finished(slot->job.get());
+  std::unique_ptr<Slot> owned(slot);  // (running's own, released at the join)
+}
+
+void BatchScheduler::Step(std::vector<Slot*>* running) {
+  // The jobs whose clients gave up leave; their sequences are free again.
+  for (size_t i = 0; i < running->size();) {
+    Slot* slot = (*running)[i];
+    if (slot->job->stream.cancelled()) {
+      slot->job->result.stop_reason = "cancelled";
+      running->erase(running->begin() + i);
+      Leave(slot);
+    } else {
+      ++i;
+    }
+  }
+  if (running->empty()) return;
+  // The decode rows, then one chunk of one prompt, cut where Eval cuts it
+  // (every -b tokens from the prompt's start): the same runs as alone.
+  rows_.clear();
+  row_slot_.clear();
+  for (Slot* slot : *running) {
+    if (slot->next < 0) continue;
+    rows_.push_back({slot->seq, slot->next, true});
+    row_slot_.push_back(slot);
+  }
+  // The prompt with the least left goes first: a short request waits for at
+  // most a chunk of a long one, not for all of it.
+  Slot* prefill = nullptr;
+  auto left = [](const Slot* s) { return s->job->request.prompt.size() - s->prefilled; };
+  for (Slot* slot : *running) {
+    if (slot->next >= 0 || left(slot) == 0) continue;
+    if (!prefill || left(slot) < left(prefill)) prefill = slot;
+  }
+  if (prefill) {
+    const int n_batch = engine_->max_batch_rows() - engine_->n_seq() + 1;
+    const std::vector<int32_t>& prompt = prefill->job->request.prompt;
+    const size_t end = std::min(prompt.size(), prefill->prefilled + n_batch);
+    for (size_t i = prefill->prefilled; i < end; ++i) {
+      const bool last = i + 1 == prompt.size();
+      rows_.push_back({prefill->seq, prompt[i], last});
+      if (last) row_slot_.push_back(prefill);
+    }
+    prefill->prefilled = end;
+  }
+  const Status s = engine_->EvalBatch(rows_.data(), static_cast<int>(rows_.size()));
+  // The worker failures this step saw (copied only when they change).
+  const WorkerHealth& seen = loop_health();
+  if (engine_->shard_failures() != seen.failures ||
+      engine_->shard_recoveries() != seen.recoveries ||
+      engine_->device_failures() != seen.device_failures ||
+      engine_->device_recoveries() != seen.device_recoveries) {
+    SetHealth(ReadWorkerHealth(*engine_));
+  }
+  // Each job asking: its logits, in row order.
+  std::vector<Slot*>& done = done_;
+  done.clear();
+  for (size_t k = 0; k < row_slot_.size(); ++k) {
+    Slot* slot = row_slot_[k];
+    RequestJob* job = slot->job.get();
+    auto push = [this, job](int32_t id, const std::string& text) {
+      return hooks_.token(job, id, text);
+    };
+    const bool prompt_done = slot->next < 0;
+    if (!s.ok()) {
+      slot->gen->Fail(s);
+    } else {
+      if (prompt_done) {
+        slot->gen->PromptDone(NowSeconds() - slot->prompt_start);
+      } else {
+        slot->gen->Evaluated(0, 0);  // (the step's FFN counts are the batch's, not the job's)
+      }
+      int32_t next = -1;
+      if (slot->gen->Next(engine_->batch_logits(static_cast<int>(k)),
+                          engine_->seq_n_past(slot->seq), push, &next)) {
+        slot->next = next;
+        continue;
+      }
+    }
+    slot->gen->Finish(push);
+    done.push_back(slot);
+  }
+  if (!s.ok()) {  // a failed step ends every job in it (a prefill without logits too)
+    for (Slot* slot : *running) {
+      if (std::find(done.begin(), done.end(), slot) == done.end()) {
+        slot->gen->Fail(s);
+        slot->gen->Finish(nullptr);
+        done.push_back(slot);
+      }
+    }
+  }
+  for (Slot* slot : done) {
+    running->erase(std::find(running->begin(), running->end(), slot));
+    Leave(slot);
+  }
+}
+
+}  // namespace pi

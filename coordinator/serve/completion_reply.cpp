@@ -1,0 +1,95 @@
+#include "coordinator/serve/completion_reply.h"
+
+namespace pi {
+
+ReplyTimings TimingsOf(const GenerationResult& g, int n_prompt) {
+  ReplyTimings t;
+  t.prompt_n = n_prompt;
+  t.prompt_ms = g.prompt_s * 1e3;
+  t.predicted_n = static_cast<int>(g.ids.size());
+  t.predicted_ms = g.eval_s * 1e3;
+  t.ffn_neurons = g.ffn_neurons;
+  t.ffn_hot = g.ffn_hot;
+  return t;
+}
+
+CompletionReply::CompletionReply(bool chat, CompletionInfo info, const Tokenizer* tok,
+                                 bool logprobs)
+    : chat_(chat), info_(std::move(info)), tok_(tok), logprobs_(logprobs) {}
+
+void CompletionReply::AppendEvent(const std::string& payload, std::string* out) {
+  *out += "data: ";
+  *out += payload;
+  *out += "\n\n";
+}
+
+void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>& tokens,
+                                        const GenerationResult& result, std::string* out) {
+  for (const RequestStream::Token& t : tokens) {
+    if (t.logprob >= 0 && logprobs_) pending_logprobs_.push_back(result.logprobs[t.logprob]);
+    if (t.text.empty()) continue;
+    CompletionInfo chunk = info_;
+    if (logprobs_) {
+      chunk.logprobs = &pending_logprobs_;
+      chunk.tok = tok_;
+      chunk.logprob_offset = streamed_bytes_;
+    }
+    streamed_bytes_ += t.text.size();
+    AppendEvent(chat_ ? ChatChunkJson(chunk, !started_, t.text, nullptr, 0, 0)
+                      : CompletionChunkJson(chunk, t.text, nullptr, 0, 0),
+                out);
+    started_ = true;
+    pending_logprobs_.clear();
+  }
+}
+
+void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prompt,
+                                      std::string* out) {
+  if (std::string(result.stop_reason) == "error") {
+    AppendEvent(ErrorJson(500, "the generation failed: " + result.error), out);
+    started_ = true;
+    return;
+  }
+  const ReplyTimings timings = TimingsOf(result, n_prompt);
+  CompletionInfo end = info_;
+  end.timings = &timings;
+  // The last chunk carries the tokens no text went out with (a stop string's).
+  if (logprobs_ && !pending_logprobs_.empty()) {
+    end.logprobs = &pending_logprobs_;
+    end.tok = tok_;
+    end.logprob_offset = streamed_bytes_;
+  }
+  const int n_gen = static_cast<int>(result.ids.size());
+  const char* finish = FinishReason(result.stop_reason);
+  AppendEvent(chat_ ? ChatChunkJson(end, !started_, "", finish, n_prompt, n_gen)
+                    : CompletionChunkJson(end, "", finish, n_prompt, n_gen),
+              out);
+  AppendEvent("[DONE]", out);
+  started_ = true;
+}
+
+int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
+                                   std::string* body) const {
+  if (std::string(result.stop_reason) == "error") {
+    *body = ErrorJson(500, "the generation failed: " + result.error);
+    return 500;
+  }
+  const ReplyTimings timings = TimingsOf(result, n_prompt);
+  CompletionInfo info = info_;
+  info.timings = &timings;
+  if (logprobs_) {
+    info.logprobs = &result.logprobs;
+    info.tok = tok_;
+  }
+  // The text as it would stream (bytes that are not UTF-8 as U+FFFD), cut
+  // before a stop string.
+  Utf8Stream whole;
+  const std::string text = whole.Push(result.text) + whole.Flush();
+  const int n_gen = static_cast<int>(result.ids.size());
+  const char* finish = FinishReason(result.stop_reason);
+  *body = chat_ ? ChatCompletionJson(info, text, finish, n_prompt, n_gen)
+                : CompletionJson(info, text, finish, n_prompt, n_gen);
+  return 200;
+}
+
+}  // namespace pi

@@ -1,0 +1,55 @@
+// CompletionReply: one /v1/completions or /v1/chat/completions reply built
+// from its job: the whole response, or the server-sent events of a stream
+// (a chunk per piece of text, the last with finish_reason and usage, then
+// "data: [DONE]"). A generation that failed is an error: a 500 when nothing
+// was sent yet, else an error event in OpenAI's shape and no [DONE], so a
+// client never mistakes a failure for a normal end.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/text/tokenizer.h"
+#include "coordinator/engine/generation.h"
+#include "coordinator/serve/openai_api.h"
+#include "coordinator/serve/request_stream.h"
+
+namespace pi {
+
+// llama-server's timings of a finished generation: predicted_n counts the
+// generated tokens (usage's completion_tokens), predicted_ms their time.
+ReplyTimings TimingsOf(const GenerationResult& g, int n_prompt);
+
+class CompletionReply {
+ public:
+  // `tok` spells the logprobs when the request asked for them (`logprobs`).
+  CompletionReply(bool chat, CompletionInfo info, const Tokenizer* tok, bool logprobs);
+
+  // The events for tokens just taken from the stream (pieces without text
+  // send nothing; their logprobs go with the next that has text).
+  void AppendTokenEvents(const std::vector<RequestStream::Token>& tokens,
+                         const GenerationResult& result, std::string* out);
+  // After the end: the last chunk and [DONE], or the error event.
+  void AppendEndEvents(const GenerationResult& result, int n_prompt, std::string* out);
+  // Whether an event went out (the stream's head with it).
+  bool started() const { return started_; }
+
+  // A non-streamed reply's status and body: 200 and the whole response, or
+  // 500 and the error.
+  int WholeResponse(const GenerationResult& result, int n_prompt, std::string* body) const;
+
+  // One server-sent event: "data: <payload>\n\n".
+  static void AppendEvent(const std::string& payload, std::string* out);
+
+ private:
+  const bool chat_;
+  const CompletionInfo info_;
+  const Tokenizer* tok_;
+  const bool logprobs_;
+  bool started_ = false;
+  size_t streamed_bytes_ = 0;
+  std::vector<TokenLogprob> pending_logprobs_;  // tokens told since the last chunk
+};
+
+}  // namespace pi

@@ -1,0 +1,111 @@
+#include "coordinator/serve/generate_request.h"
+
+#include <cstdint>
+#include <string>
+
+namespace pi {
+namespace {
+
+// The request's sampling parameters over llama.cpp's defaults.
+SamplerParams SamplingFrom(const v1::SamplingParams& s) {
+  SamplerParams p;
+  if (s.has_temperature()) p.temp = s.temperature();
+  if (s.has_top_k()) p.top_k = s.top_k();
+  if (s.has_top_p()) p.top_p = s.top_p();
+  if (s.has_min_p()) p.min_p = s.min_p();
+  if (s.has_repeat_penalty()) p.repeat_penalty = s.repeat_penalty();
+  if (s.has_repeat_last_n()) p.repeat_last_n = s.repeat_last_n();
+  if (s.has_seed()) p.seed = static_cast<uint32_t>(s.seed());  // (checked: -1 .. 2^32 - 1)
+  return p;
+}
+
+}  // namespace
+
+size_t MaxPromptBytes(const Tokenizer& tok, int n_ctx) {
+  return tok.max_token_bytes() * static_cast<size_t>(n_ctx < 0 ? 0 : n_ctx);
+}
+
+Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ctx,
+                            const Tokenizer& tok, GenerationRequest* out, SamplerParams* sampling,
+                            const std::vector<TextSpan>* literal) {
+  if (in.input_case() == v1::GenerateRequest::INPUT_NOT_SET) {
+    return Status::Error("no prompt: set prompt (text) or prompt_ids");
+  }
+  if (in.has_prompt_ids()) {
+    out->prompt.assign(in.prompt_ids().ids().begin(), in.prompt_ids().ids().end());
+    for (int32_t id : out->prompt) {
+      if (id < 0 || id >= n_vocab) {
+        return Status::Error("prompt_ids: token %d is outside the vocabulary (0..%d)", id,
+                             n_vocab - 1);
+      }
+    }
+  } else {
+    const size_t bound = MaxPromptBytes(tok, n_ctx);
+    if (bound > 0 && in.prompt().size() > bound) {
+      return Status::Error(
+          "the prompt is %zu bytes: more than the context (%d tokens) can hold (at most %zu "
+          "bytes with this vocabulary)",
+          in.prompt().size(), n_ctx, bound);
+    }
+    PI_RETURN_IF_ERROR(
+        tok.Encode(in.prompt(), tok.add_bos_token(), &out->prompt, in.parse_special(), literal)
+            .WithContext("prompt"));
+  }
+  if (out->prompt.empty()) return Status::Error("the prompt is empty (no tokens)");
+  if (static_cast<int64_t>(out->prompt.size()) > n_ctx) {
+    return Status::Error("the prompt is %zu tokens, longer than the context (%d)",
+                         out->prompt.size(), n_ctx);
+  }
+  out->n_predict = in.has_n_predict() ? in.n_predict() : -1;
+  if (out->n_predict < -2) return Status::Error("n_predict must be -2 or more");
+  out->ignore_eos = in.ignore_eos();
+  if (in.top_logprobs() < 0 || in.top_logprobs() > 20) {
+    return Status::Error("top_logprobs must be 0 to 20, got %d", in.top_logprobs());
+  }
+  out->logprobs = in.logprobs() ? in.top_logprobs() : -1;
+  if (static_cast<size_t>(in.stop_size()) > kMaxStopStrings) {
+    return Status::Error("stop: %d strings, at most %zu", in.stop_size(), kMaxStopStrings);
+  }
+  for (const std::string& stop : in.stop()) {
+    if (stop.empty()) return Status::Error("stop: an empty string never matches");
+    if (stop.size() > kMaxStopBytes) {
+      return Status::Error("stop: a string of %zu bytes, at most %zu", stop.size(), kMaxStopBytes);
+    }
+    out->stops.push_back(stop);
+  }
+  if (in.sampling().has_seed() &&
+      (in.sampling().seed() < -1 || in.sampling().seed() > UINT32_MAX)) {
+    return Status::Error("seed must be -1 (random) to 4294967295, got %lld",
+                         static_cast<long long>(in.sampling().seed()));
+  }
+  *sampling = SamplingFrom(in.sampling());
+  PI_RETURN_IF_ERROR(CheckSamplerParams(*sampling));
+  // The sampler's history is sized by it: never beyond the context (a
+  // request's 2000000000 must not allocate gigabytes).
+  sampling->repeat_last_n = RepeatLastNForContext(sampling->repeat_last_n, n_ctx);
+  return Status::Ok();
+}
+
+Status ParseGenerateRequestGated(WorkGate* gate, const v1::GenerateRequest& in, int n_vocab,
+                                 int n_ctx, const Tokenizer& tok, GenerationRequest* out,
+                                 SamplerParams* sampling, const std::vector<TextSpan>* literal,
+                                 bool* busy) {
+  WorkGate::Pass pass = gate->Enter();
+  *busy = !pass;
+  if (!pass) return Status::Error("too many prompts being tokenized at once; retry shortly");
+  return ParseGenerateRequest(in, n_vocab, n_ctx, tok, out, sampling, literal);
+}
+
+Status TokenizeGated(WorkGate* gate, const Tokenizer& tok, const std::string& text, bool add_bos,
+                     std::vector<int32_t>* ids, bool* busy) {
+  *busy = false;
+  if (text.size() > kMaxTokenizeBytes) {
+    return Status::Error("the text is %zu bytes, at most %zu", text.size(), kMaxTokenizeBytes);
+  }
+  WorkGate::Pass pass = gate->Enter();
+  *busy = !pass;
+  if (!pass) return Status::Error("too many texts being tokenized at once; retry shortly");
+  return tok.Encode(text, add_bos, ids);
+}
+
+}  // namespace pi

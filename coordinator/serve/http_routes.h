@@ -1,0 +1,71 @@
+// The HTTP API's routes, apart from the connection that carries them: which
+// path and method is which route, and each route's answer — a whole reply,
+// or for a completion a job on the engine whose tokens the connection
+// streams (completion_reply.h). Errors are OpenAI's JSON with the status
+// that fits: 400 naming the field, 404, 405, 503 with Retry-After.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "coordinator/serve/completion_reply.h"
+#include "coordinator/serve/http_options.h"
+#include "coordinator/serve/request_runner.h"
+
+namespace pi {
+
+struct HttpReply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  int retry_after_s = 0;
+};
+
+HttpReply ErrorReply(int status, const std::string& message, int retry_after_s = 0);
+
+enum class HttpRoute {
+  kPage,             // GET /: the chat page
+  kHealth,           // GET /health
+  kMetrics,          // GET /metrics
+  kModels,           // GET /v1/models
+  kCompletions,      // POST /v1/completions
+  kChatCompletions,  // POST /v1/chat/completions
+  kTokenize,         // POST /tokenize
+  kDetokenize,       // POST /detokenize
+};
+
+// The route of `path` (without the query) and `method`; false with *status
+// 404 (no such path) or 405 (the path takes another method, *allow says which).
+bool FindRoute(const std::string& path, const std::string& method, HttpRoute* route, int* status,
+               std::string* allow);
+// Served without the API key: the page (it asks for the key itself) and /health.
+bool IsPublic(HttpRoute route);
+
+// What the routes read.
+struct HttpContext {
+  const HttpServerOptions* options = nullptr;
+  RequestRunner* runner = nullptr;  // null while the model loads
+  int64_t started_at = 0;           // the server's start (Unix seconds)
+};
+
+// The answer of every route but the two completions.
+HttpReply HandleRoute(HttpRoute route, const HttpContext& c, const std::string& body);
+
+// A completion started: `job` runs (its tokens, with `reply`, become the
+// answer), or `refusal` is the answer (a bad request, the queue full).
+struct CompletionStart {
+  HttpReply refusal;
+  std::shared_ptr<RequestJob> job;
+  std::unique_ptr<CompletionReply> reply;
+  bool stream = false;
+  int n_prompt = 0;
+};
+
+// Reads, checks and tokenizes a completion's body and submits it; `notify`
+// is the job's stream's (called on the engine's thread).
+void StartCompletion(const HttpContext& c, bool chat, const std::string& body, uint64_t number,
+                     std::function<void()> notify, CompletionStart* out);
+
+}  // namespace pi

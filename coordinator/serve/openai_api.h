@@ -1,0 +1,97 @@
+// The OpenAI-style completion API's bodies (POST /v1/completions, as
+// llama-server serves it): the request JSON checked and turned into the
+// Coordinator's GenerateRequest (so one validator, generate_request.h,
+// checks both front ends), and the response, stream chunk and error JSON.
+// Parsing uses nlohmann::json; every error names the field. Fuzzed by
+// http_body_fuzz.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/base/status.h"
+#include "common/text/chat_template.h"
+#include "common/text/tokenizer.h"
+#include "coordinator/engine/generation.h"
+#include "proto/pi.pb.h"
+
+namespace pi {
+
+struct CompletionRequest {
+  v1::GenerateRequest request;  // prompt or ids, n_predict, stops, sampling, logprobs
+  bool stream = false;
+  // A chat's messages in the prompt text: tokenized as text, never as
+  // control tokens (ParseGenerateRequest's `literal`).
+  std::vector<TextSpan> content_spans;
+};
+
+// Reads a /v1/completions body: prompt (a string, token ids, or one string
+// in an array), max_tokens (or llama.cpp's n_predict; default -1: until end
+// of text), temperature, top_p, top_k, min_p, repeat_penalty,
+// repeat_last_n, seed, stop (a string or strings), stream, n (must be 1),
+// model (must be `model_id` when given: else *http_status 404). Unknown
+// fields are ignored, as OpenAI's clients send more than a server uses.
+// On an error, *http_status is 400 (or 404) and the message names the field.
+Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
+                              CompletionRequest* out, int* http_status);
+
+// Reads a /v1/chat/completions body: messages (an array of {role, content}:
+// system, user, assistant), rendered with `chat_template` into the prompt
+// (the template's special tokens parsed, the messages' contents as text:
+// content_spans), and the completion's other fields. A null
+// template: this model has none (400 saying to choose one).
+Status ParseChatRequest(const std::string& body, const std::string& model_id,
+                        const ChatTemplate* chat_template, CompletionRequest* out,
+                        int* http_status);
+
+// OpenAI's finish_reason for a generation's stop reason: "length" (the
+// limit or the context) or "stop" (end of text, a stop string).
+const char* FinishReason(const std::string& stop_reason);
+
+// What a finished reply took, as llama-server's "timings" (prompt_n,
+// prompt_ms, predicted_n, predicted_ms, predicted_per_second) plus the FFN
+// neurons its decode steps computed and how many of them on the hot side
+// (where the plan put them in VRAM: the gpu worker).
+struct ReplyTimings {
+  int prompt_n = 0;
+  double prompt_ms = 0;
+  int predicted_n = 0;  // decode steps evaluated
+  double predicted_ms = 0;
+  int64_t ffn_neurons = 0, ffn_hot = 0;
+};
+
+struct CompletionInfo {
+  std::string id;  // "cmpl-<n>"
+  int64_t created = 0;
+  std::string model;
+  // Set: the whole response and the last chunk carry "timings".
+  const ReplyTimings* timings = nullptr;
+  // Set: the whole response (or a chunk) carries these tokens'
+  // log-probabilities (the request asked: logprobs), spelled by `tok`; the
+  // first token's text starts at byte logprob_offset of the reply.
+  const std::vector<TokenLogprob>* logprobs = nullptr;
+  const Tokenizer* tok = nullptr;
+  size_t logprob_offset = 0;
+};
+
+// The whole response of a non-streamed chat completion, and a stream chunk:
+// the first carries the role, the others content deltas, the last
+// finish_reason and usage.
+std::string ChatCompletionJson(const CompletionInfo& info, const std::string& text,
+                               const char* finish_reason, int prompt_tokens, int completion_tokens);
+std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::string& text,
+                          const char* finish_reason, int prompt_tokens, int completion_tokens);
+
+// The whole response of a non-streamed completion.
+std::string CompletionJson(const CompletionInfo& info, const std::string& text,
+                           const char* finish_reason, int prompt_tokens, int completion_tokens);
+// One server-sent event's JSON: a text delta (finish_reason null), or the
+// last one with finish_reason and usage.
+std::string CompletionChunkJson(const CompletionInfo& info, const std::string& text,
+                                const char* finish_reason, int prompt_tokens,
+                                int completion_tokens);
+// OpenAI's error shape: {"error": {"code", "message", "type"}}.
+std::string ErrorJson(int http_status, const std::string& message);
+
+}  // namespace pi

@@ -1,0 +1,46 @@
+#include "coordinator/serve/serial_scheduler.h"
+
+#include <utility>
+
+namespace pi {
+
+SerialScheduler::SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks)
+    : Scheduler(std::move(hooks)), engine_(engine), tok_(tok) {
+  StartLoop();
+}
+
+SerialScheduler::~SerialScheduler() {
+  StopLoop();
+}
+
+void SerialScheduler::Loop() {
+  while (true) {
+    std::shared_ptr<RequestJob> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      if (stopping_) break;
+      job = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    if (job->Start()) RunJob(job.get());  // else its client left while it waited
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  CancelPending();
+}
+
+void SerialScheduler::RunJob(RequestJob* job) {
+  hooks_.started(job);
+  engine_->Reset();
+  Generate(
+      engine_, *tok_, &job->sampler, job->request,
+      [&](int32_t id, const std::string& text) {
+        if (stopping_) return false;
+        return hooks_.token(job, id, text);
+      },
+      &job->result);
+  SetHealth(ReadWorkerHealth(*engine_));
+  hooks_.finished(job);
+}
+
+}  // namespace pi

@@ -1,0 +1,30 @@
+// SerialScheduler: the requests of a one-sequence engine, one after another
+// in arrival order, on a thread of its own (Generate: the prompt, then a
+// token at a time, with llama-cli's context shift when a request asks for
+// it). The thread never writes to a client: each token goes to the job's
+// stream, which never blocks (request_stream.h).
+#pragma once
+
+#include "common/text/tokenizer.h"
+#include "coordinator/engine/engine.h"
+#include "coordinator/serve/scheduler.h"
+
+namespace pi {
+
+class SerialScheduler final : public Scheduler {
+ public:
+  // `engine` (used by nothing else meanwhile) and `tok` must outlive it.
+  SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks);
+  // Finishes the waiting jobs as cancelled (the running one at its next
+  // token) and stops the thread.
+  ~SerialScheduler() override;
+
+ private:
+  void Loop() override;
+  void RunJob(RequestJob* job);
+
+  Engine* engine_;
+  const Tokenizer* tok_;
+};
+
+}  // namespace pi
