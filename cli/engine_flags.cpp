@@ -14,11 +14,9 @@
 #include "common/compute/neuron_ffn.h"
 #include "common/format/tensor_check.h"
 #include "common/model/weight_repack.h"
-#include "coordinator/workers/local_workers.h"
-#include "coordinator/workers/remote_shard.h"
+#include "coordinator/topology/topology.h"
 #ifdef PI_HAVE_GRPC
 #include "common/transport/listen_address.h"
-#include "coordinator/workers/grpc_link.h"
 #endif
 
 namespace pi {
@@ -188,112 +186,35 @@ Status CheckEngineFlags(const EngineFlags& e) {
 
 namespace {
 
-// A local worker runs the FFN as this process does.
-void AddActivationArg(const EngineFlags& e, std::vector<std::string>* args) {
-  if (!e.ffn_activation.empty()) args->insert(args->end(), {"--ffn-activation", e.ffn_activation});
-}
-
 // Rows a worker step may carry: a decode token of each sequence (-np), up to
 // what one sparse step takes (common/compute/neuron_ffn.h).
 int WorkerMaxBatch(const EngineFlags& e) {
   return std::min(e.opt.n_seq, NeuronFfn::kMaxRows);
 }
 
-// A worker shard's steps: their rows and deadline (--worker-timeout).
-RemoteShardOptions ShardOptions(const EngineFlags& e) {
-  RemoteShardOptions o;
-  o.max_batch = WorkerMaxBatch(e);
-  o.step_timeout_ms = e.worker_timeout_ms;
-  return o;
-}
-
-// Starts pi-gpu-worker owning the hot neurons, on --ffn-backend.
-Status StartGpuWorker(const EngineFlags& e, const LlamaModel& model,
-                      const std::vector<std::vector<int32_t>>& hot,
-                      std::unique_ptr<RemoteShard>* out) {
-  WorkerProcessOptions o;
-  o.binary = PathNextToExecutable("pi-gpu-worker");
-  o.role = "gpu worker";
-  o.model_path = e.model_path;
-  o.extra_args = {"--ffn-backend", e.split.ffn_backend};
-  AddActivationArg(e, &o.extra_args);
-  auto w = std::make_unique<RemoteShard>(NewShmLink(o), ShardOptions(e));
-  PI_RETURN_IF_ERROR(w->Open(model, hot));
-  *out = std::move(w);
-  return Status::Ok();
-}
-
+// The worker processes the flags ask for (the remote workers' secrets read
+// from their files).
+Status TopologyOf(const EngineFlags& e, Topology* t) {
+  t->model_path = e.model_path;
+  t->ffn_activation = e.ffn_activation;
+  t->n_threads = e.opt.n_threads;
+  t->max_batch = WorkerMaxBatch(e);
+  t->worker_timeout_ms = e.worker_timeout_ms;
+  t->coordinator_share = e.coordinator_share;
+  t->cpu_workers = e.cpu_workers;
+  t->remote_workers = e.remote_workers;
+  t->ffn_backend = e.split.ffn_backend;
+  t->remote_gpu_worker = e.remote_gpu_worker;
+  if (e.remote_workers.empty() && e.remote_gpu_worker.empty()) return Status::Ok();
 #ifdef PI_HAVE_GRPC
-// A remote worker at `address`, reached with the token and TLS files' contents.
-Status RemoteEndpoint(const EngineFlags& e, const std::string& address, GrpcEndpoint* out) {
   WorkerSecrets secrets;
   PI_RETURN_IF_ERROR(ReadWorkerSecrets(e.secrets, &secrets));
-  out->address = address;
-  out->auth_token = secrets.token;
-  out->tls_ca = secrets.tls_ca;
-  out->tls_cert = secrets.tls_cert;
-  out->tls_key = secrets.tls_key;
+  t->secrets = {secrets.token, secrets.tls_ca, secrets.tls_cert, secrets.tls_key};
   return Status::Ok();
-}
-#endif
-
-// Starts a pi-gpu-worker per device of the split (whole layers; several
-// chained), or connects the remote one.
-Status StartDeviceWorkers(const EngineFlags& e, const LlamaModel& model, const GpuSplit& split,
-                          DeviceWorkers* out) {
-  if (!e.remote_gpu_worker.empty()) {
-#ifdef PI_HAVE_GRPC
-    GrpcLinkOptions o;
-    PI_RETURN_IF_ERROR(RemoteEndpoint(e, e.remote_gpu_worker, &o));
-    o.role = "gpu worker";
-    // Its hello once reached: it loads the plan onto the GPU first (a
-    // restarted worker's weights may take a while; the request waits).
-    o.hello_timeout_ms = 600000;
-    auto w = std::make_unique<DeviceWorker>(NewGrpcLink(o), e.worker_timeout_ms);
-    PI_RETURN_IF_ERROR(w->Load(model, split.device_plans[0]));
-    out->workers.push_back(std::move(w));
-    return Status::Ok();
 #else
-    return Status::Error("--remote-gpu-worker needs a build with gRPC (PI_GRPC)");
+  return Status::Unsupported(
+      "--cpu-worker and --remote-gpu-worker need a build with gRPC (PI_GRPC)");
 #endif
-  }
-  WorkerProcessOptions o;
-  o.binary = PathNextToExecutable("pi-gpu-worker");
-  o.role = "gpu worker";
-  o.model_path = e.model_path;
-  o.n_threads = e.opt.n_threads;  // the host backend's; a GPU needs one
-  AddActivationArg(e, &o.extra_args);
-  return StartDeviceWorkers(model, split, o, e.worker_timeout_ms, out);
-}
-
-// Starts the local workers and connects the remote ones, the non-hot
-// neurons split across all of them.
-Status StartWorkers(const EngineFlags& e, const LlamaModel& model,
-                    std::vector<std::unique_ptr<RemoteShard>>* workers) {
-  const int n_local = e.cpu_workers, n_remote = static_cast<int>(e.remote_workers.size());
-  if (n_local + n_remote == 0) return Status::Ok();
-  PI_RETURN_IF_ERROR(CheckCpuWorkersPossible(model));
-  const auto slices = SplitColdNeurons(model, e.opt, n_local + n_remote, e.coordinator_share);
-  WorkerProcessOptions local;
-  local.binary = PathNextToExecutable("pi-cpu-worker");
-  local.model_path = e.model_path;
-  local.n_threads = std::max(1, e.opt.n_threads / std::max(1, n_local));
-  AddActivationArg(e, &local.extra_args);
-  for (int k = 0; k < n_local; ++k) {
-    auto w = std::make_unique<RemoteShard>(NewShmLink(local), ShardOptions(e));
-    PI_RETURN_IF_ERROR(w->Open(model, slices[k]));
-    workers->push_back(std::move(w));
-  }
-#ifdef PI_HAVE_GRPC
-  for (int j = 0; j < n_remote; ++j) {
-    GrpcLinkOptions remote;
-    PI_RETURN_IF_ERROR(RemoteEndpoint(e, e.remote_workers[j], &remote));
-    auto w = std::make_unique<RemoteShard>(NewGrpcLink(remote), ShardOptions(e));
-    PI_RETURN_IF_ERROR(w->Open(model, slices[n_local + j]));
-    workers->push_back(std::move(w));
-  }
-#endif
-  return Status::Ok();
 }
 
 // The dense matrices this process multiplies, repacked (common/model/weight_repack.h).
@@ -344,28 +265,6 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   e->split.remote_device = !e->remote_gpu_worker.empty();
   PI_RETURN_IF_ERROR(
       SetUpGpuSplit(tool, e->model_path, model, e->split, n_ctx, &out->split, &e->opt));
-  if (out->split.device_in_worker) {
-    PI_RETURN_IF_ERROR(StartDeviceWorkers(*e, model, out->split, &out->devices));
-    e->opt.device = out->devices.device();
-    for (const auto& w : out->devices.workers) {
-      const DevicePlan& p = w->plan();
-      const std::string layers =
-          p.n_layers > p.first_layer
-              ? "layers " + std::to_string(p.first_layer) + ".." + std::to_string(p.n_layers - 1)
-              : std::string("the head alone");
-      fprintf(stderr, "%s: %s (%s): %s backend, %s: %.1f MiB of layers, KV cache and hot neurons\n",
-              tool, w->name(), w->transport(), w->backend().c_str(), layers.c_str(),
-              w->resident_bytes() / 1048576.0);
-    }
-  }
-  if (e->gpu_worker && e->opt.hot_neurons) {
-    PI_RETURN_IF_ERROR(StartGpuWorker(*e, model, *e->opt.hot_neurons, &out->gpu_worker));
-    e->opt.hot_shard = out->gpu_worker.get();
-    const RemoteShard& g = *out->gpu_worker;
-    fprintf(stderr, "%s: %s (shm): %s backend, %.1f MiB of hot neurons, %lld neurons\n", tool,
-            g.name(), g.backend(), g.resident_bytes() / 1048576.0,
-            static_cast<long long>(g.neurons()));
-  }
   if (e->cpu_workers_auto) {
     // Remote workers given: the cold neurons go there; else one local worker.
     std::string why;
@@ -374,40 +273,35 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
       fprintf(stderr, "%s: no cpu worker: the FFN runs in this process (%s)\n", tool, why.c_str());
     }
   }
-  PI_RETURN_IF_ERROR(StartWorkers(*e, model, &out->workers));
-  for (const auto& w : out->workers) {
-    e->opt.cold_shards.push_back(w.get());
-    fprintf(stderr, "%s: %s (%s): %s backend, %.1f MiB of cold neurons, %lld neurons\n", tool,
-            w->name(), w->transport(), w->backend(), w->resident_bytes() / 1048576.0,
-            static_cast<long long>(w->neurons()));
+  Topology topology;
+  PI_RETURN_IF_ERROR(TopologyOf(*e, &topology));
+  Workers& w = out->workers;
+  if (out->split.device_in_worker) {
+    PI_RETURN_IF_ERROR(StartDeviceWorkers(tool, topology, model, out->split.devices, &w));
+    e->opt.device = w.device();
   }
+  if (e->gpu_worker && e->opt.hot_neurons) {
+    PI_RETURN_IF_ERROR(StartGpuWorker(tool, topology, model, *e->opt.hot_neurons, &w));
+    e->opt.hot_shard = w.gpu_worker.get();
+  }
+  PI_RETURN_IF_ERROR(StartColdWorkers(tool, topology, model, e->opt, &w));
+  for (const auto& c : w.cold) e->opt.cold_shards.push_back(c.get());
   PI_RETURN_IF_ERROR(RepackWeights(tool, *e, &out->model));
   return Engine::Create(&out->model, e->opt, &out->engine);
 }
 
 std::string HotBackendName(const LoadedEngine& loaded) {
-  return loaded.split.device               ? loaded.split.device->name()
-         : loaded.split.hot_shard          ? loaded.split.hot_shard->backend()
-         : loaded.split.chain              ? loaded.split.device_kinds[0]
-         : loaded.gpu_worker               ? loaded.gpu_worker->backend()
-         : !loaded.devices.workers.empty() ? loaded.devices.workers[0]->backend()
-                                           : "none";
+  const Workers& w = loaded.workers;
+  return loaded.split.device      ? loaded.split.device->name()
+         : loaded.split.hot_shard ? loaded.split.hot_shard->backend()
+         : loaded.split.chain     ? loaded.split.devices.kinds[0]
+         : w.gpu_worker           ? w.gpu_worker->backend()
+         : !w.devices.empty()     ? w.devices[0]->backend()
+                                  : "none";
 }
 
 void StopWorkers(const char* tool, LoadedEngine* loaded) {
-  const bool failed_before = loaded->engine && loaded->engine->shard_failures() > 0;
-  if (loaded->gpu_worker) loaded->workers.push_back(std::move(loaded->gpu_worker));
-  for (auto& w : loaded->workers) {
-    const Status stopped = w->Stop();
-    if (!stopped.ok() && !failed_before)
-      fprintf(stderr, "%s: %s\n", tool, stopped.message().c_str());
-  }
-  for (auto& w : loaded->devices.workers) {
-    const Status stopped = w->Stop();
-    if (!stopped.ok() && loaded->engine && loaded->engine->device_failures() == 0) {
-      fprintf(stderr, "%s: %s\n", tool, stopped.message().c_str());
-    }
-  }
+  pi::StopWorkers(tool, loaded->engine.get(), &loaded->workers);
 }
 
 }  // namespace pi

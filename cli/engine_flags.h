@@ -13,15 +13,13 @@
 #include <vector>
 
 #include "cli/args.h"
-#include "cli/device_workers.h"
 #include "cli/gpu_split.h"
 #include "cli/worker_secrets.h"
 #include "common/base/status.h"
 #include "common/model/llama_model.h"
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/engine.h"
-#include "coordinator/workers/device_worker.h"
-#include "coordinator/workers/remote_shard.h"
+#include "coordinator/topology/topology.h"
 
 namespace pi {
 
@@ -73,9 +71,7 @@ struct LoadedEngine {
   LlamaModel model;
   std::unique_ptr<Tokenizer> tok;
   GpuSplit split;
-  std::unique_ptr<RemoteShard> gpu_worker;            // the hot neurons' process, if any
-  DeviceWorkers devices;                              // or the devices' (whole layers)
-  std::vector<std::unique_ptr<RemoteShard>> workers;  // local ones first, then remote
+  Workers workers;  // the worker processes (coordinator/topology/topology.h)
   std::unique_ptr<Engine> engine;
 };
 

@@ -212,9 +212,9 @@ Status SetUpDevice(const char* tool, const LlamaModel& model, const Placement& p
       "KV cache" + (dp.mode == SparseMode::kPredictor ? ", predictor" : "") + ") with " +
       std::to_string(n_hot) + " of " + std::to_string(int64_t{dp.n_layers} * c.n_ff) +
       " FFN neurons, " + (dp.output ? "the output head" : "not the output head");
-  split->device_plans = {dp};
-  split->device_kinds = {kind};
-  split->cuda_devices = {""};
+  split->devices.plans = {dp};
+  split->devices.kinds = {kind};
+  split->devices.cuda_devices = {""};
   if (flags.hot_in_worker || flags.remote_device) {
     if (flags.remote_device) {
       fprintf(stderr, "%s: GPU in the remote gpu worker: %s; the rest here\n", tool, what.c_str());
@@ -280,11 +280,11 @@ Status SetUpDeviceChain(const char* tool, const LlamaModel& model, const Placeme
           "--gpu-worker, pi-bench --transport gpu-shm); this process runs on one",
           JoinList(flags.gpus).c_str());
     }
-    split->device_plans.push_back(std::move(dp));
-    split->device_kinds.push_back(host ? "host" : "cuda");
-    split->cuda_devices.push_back(host ? "" : flags.gpus[k]);
+    split->devices.plans.push_back(std::move(dp));
+    split->devices.kinds.push_back(host ? "host" : "cuda");
+    split->devices.cuda_devices.push_back(host ? "" : flags.gpus[k]);
   }
-  if (split->device_plans.empty()) {
+  if (split->devices.plans.empty()) {
     fprintf(stderr,
             "%s: the VRAM budgets hold no layer and not the output head: everything "
             "runs on the CPU\n",
@@ -293,20 +293,20 @@ Status SetUpDeviceChain(const char* tool, const LlamaModel& model, const Placeme
   }
   if (flags.hot_in_worker) {
     fprintf(stderr, "%s: %zu gpu worker processes, chained by layer; the rest here\n", tool,
-            split->device_plans.size());
+            split->devices.plans.size());
     split->device_in_worker = true;
     return Status::Ok();
   }
   std::vector<DeviceBackend*> members;
-  for (size_t k = 0; k < split->device_plans.size(); ++k) {
+  for (size_t k = 0; k < split->devices.plans.size(); ++k) {
     std::unique_ptr<DeviceBackend> device;
-    if (split->device_kinds[k] == "host") {
+    if (split->devices.kinds[k] == "host") {
       device = std::make_unique<HostDeviceBackend>(options->n_threads);
     } else {
       PI_RETURN_IF_ERROR(CreateDeviceBackend(&device));
     }
     device = std::make_unique<LayerRangeDevice>(std::move(device));
-    PI_RETURN_IF_ERROR(device->Load(model, split->device_plans[k]));
+    PI_RETURN_IF_ERROR(device->Load(model, split->devices.plans[k]));
     members.push_back(device.get());
     split->members.push_back(std::move(device));
   }

@@ -26,6 +26,7 @@
 #include "common/shard/shard.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/route/device_chain.h"
+#include "coordinator/topology/topology.h"
 
 namespace pi {
 
@@ -70,11 +71,8 @@ struct GpuSplit {
   std::unique_ptr<Shard> hot_shard;       // the host's hot neurons (HostHotShard)
   std::unique_ptr<DeviceBackend> device;  // a GPU: a prefix of the layers and the head
   std::vector<std::vector<int32_t>> hot;
-  // The device path, a device per entry (one without --gpus): the plan each
-  // holds, its backend (cuda | host; auto for a remote worker) and the GPU
-  // its worker process sees (CUDA_VISIBLE_DEVICES; empty: inherited).
-  std::vector<DevicePlan> device_plans;
-  std::vector<std::string> device_kinds, cuda_devices;
+  // The device path, a device per entry (one without --gpus).
+  DevicePlans devices;
   // The devices are for gpu_worker processes (hot_in_worker): nothing loaded
   // here; the caller starts a worker per plan (and chains several).
   bool device_in_worker = false;

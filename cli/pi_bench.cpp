@@ -30,7 +30,6 @@
 #include "cli/args.h"
 #include "cli/cache_type_flags.h"
 #include "cli/default_model.h"
-#include "cli/device_workers.h"
 #include "cli/gpu_split.h"
 #include "cli/read_file.h"
 #include "cli/server_bench.h"
@@ -46,6 +45,7 @@
 #include "common/text/json.h"
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/engine.h"
+#include "coordinator/topology/topology.h"
 #include "coordinator/workers/device_worker.h"
 #include "coordinator/workers/local_workers.h"
 #include "coordinator/workers/remote_shard.h"
@@ -406,9 +406,9 @@ SplitInfo DescribeSplit(const pi::GpuSplit& split) {
   // that gives the GPU nothing loads neither, and everything runs here.
   if (split.device) {
     info.backend = split.device->name();
-  } else if (!split.device_kinds.empty()) {  // --gpus: "cuda" when every device is one
-    info.backend = split.device_kinds[0];
-    for (const std::string& k : split.device_kinds) {
+  } else if (!split.devices.kinds.empty()) {  // --gpus: "cuda" when every device is one
+    info.backend = split.devices.kinds[0];
+    for (const std::string& k : split.devices.kinds) {
       if (k != info.backend) info.backend = "mixed";
     }
   } else if (split.hot_shard) {
@@ -456,7 +456,7 @@ namespace {
 // loopback gRPC worker's process, and gpu-shm's gpu workers (the devices).
 struct BenchWorkers {
   std::unique_ptr<pi::RemoteShard> shm, grpc;
-  pi::DeviceWorkers devices;
+  pi::Workers devices;  // gpu-shm's
 #ifdef PI_HAVE_GRPC
   std::unique_ptr<pi::LoopbackWorker> grpc_process;
 #endif
@@ -476,18 +476,17 @@ pi::Status StartBenchWorkers(const std::vector<std::string>& transports, const s
     // The split's devices (the same plans as in this process, when loaded
     // here too), each on its backend in a process of its own.
     int n_layers = 0;
-    for (const pi::DevicePlan& p : split.device_plans) n_layers += p.n_layers - p.first_layer;
+    for (const pi::DevicePlan& p : split.devices.plans) n_layers += p.n_layers - p.first_layer;
     if (n_layers == 0) {
       return pi::Status::Error(
           "gpu-shm needs the device path with layers on the device (--vram-budget with a GPU, "
           "--host-device or --gpus)");
     }
-    pi::WorkerProcessOptions o;
-    o.binary = pi::PathNextToExecutable("pi-gpu-worker");
-    o.role = "gpu worker";
-    o.model_path = path;
-    o.n_threads = split_opt.n_threads;  // as the host device in this process
-    PI_RETURN_IF_ERROR(pi::StartDeviceWorkers(model, split, o, 60000, &w->devices));
+    pi::Topology t;
+    t.model_path = path;
+    t.n_threads = split_opt.n_threads;  // as the host device in this process
+    t.worker_timeout_ms = 60000;
+    PI_RETURN_IF_ERROR(pi::StartDeviceWorkers(nullptr, t, model, split.devices, &w->devices));
   }
   if (!wanted("shm") && !wanted("grpc")) return pi::Status::Ok();
   PI_RETURN_IF_ERROR(pi::CheckCpuWorkersPossible(model));

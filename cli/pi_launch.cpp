@@ -185,17 +185,17 @@ pi::ServedModel Describe(const LaunchFlags& l, const pi::LoadedEngine& loaded) {
   served.sparse = pi::SparseModeName(l.engine.opt.sparse);
   served.vram_budget = loaded.split.vram_budget;
   served.hot_backend = pi::HotBackendName(loaded);
-  for (const auto& g : loaded.devices.workers) {
+  for (const auto& g : loaded.workers.devices) {
     int64_t hot = 0;
     for (const auto& layer : g->plan().hot) hot += static_cast<int64_t>(layer.size());
     served.workers.push_back({g->name(), g->transport(), g->backend(), g->resident_bytes(), hot});
   }
-  if (loaded.gpu_worker) {
-    const pi::RemoteShard& g = *loaded.gpu_worker;
+  if (loaded.workers.gpu_worker) {
+    const pi::RemoteShard& g = *loaded.workers.gpu_worker;
     served.workers.push_back(
         {g.name(), g.transport(), g.backend(), g.resident_bytes(), g.neurons()});
   }
-  for (const auto& w : loaded.workers) {
+  for (const auto& w : loaded.workers.cold) {
     served.workers.push_back(
         {w->name(), w->transport(), w->backend(), w->resident_bytes(), w->neurons()});
   }
@@ -243,10 +243,10 @@ static int Run(int argc, char** argv) {
     l.http.model_id = ModelId(l.engine.model_path);
     l.http.more_metrics = [&loaded](std::string* out) {
       std::vector<const pi::RemoteShard*> cpu;
-      for (const auto& w : loaded.workers) cpu.push_back(w.get());
+      for (const auto& w : loaded.workers.cold) cpu.push_back(w.get());
       std::vector<const pi::DeviceWorker*> devices;
-      for (const auto& w : loaded.devices.workers) devices.push_back(w.get());
-      pi::AppendWorkerMetrics(cpu, loaded.gpu_worker.get(), devices, out);
+      for (const auto& w : loaded.workers.devices) devices.push_back(w.get());
+      pi::AppendWorkerMetrics(cpu, loaded.workers.gpu_worker.get(), devices, out);
     };
     s = http_server.Start(l.http, nullptr, &http_address);
     if (s.ok()) {
@@ -267,8 +267,9 @@ static int Run(int argc, char** argv) {
     if (s.ok()) {
       fprintf(stderr,
               "pi-launch: serving %s on %s (%d cpu worker(s), %d at once (-np), max queue %d)%s\n",
-              l.engine.model_path.c_str(), address.c_str(), static_cast<int>(loaded.workers.size()),
-              l.engine.opt.n_seq, l.max_queue, l.http.api_key.empty() ? "" : " (API key required)");
+              l.engine.model_path.c_str(), address.c_str(),
+              static_cast<int>(loaded.workers.cold.size()), l.engine.opt.n_seq, l.max_queue,
+              l.http.api_key.empty() ? "" : " (API key required)");
     }
     if (s.ok() && l.http_enabled) {
       ResolveChatTemplate(loaded.model, &l.http);

@@ -30,11 +30,13 @@ COMMON = {r for r in ALLOWED if r.startswith("common/")}
 RUNTIME = COMMON - {"common/offline"} | {"kernels", "proto"}
 # The coordinator's rooms: the router knows only common/; the engine drives
 # the router; the handles on workers and the serving of clients sit on the
-# engine, and neither knows the other.
+# engine, and neither knows the other; the topology starts the workers.
 ALLOWED["coordinator/route"] = RUNTIME
 ALLOWED["coordinator/engine"] = RUNTIME | {"coordinator/route"}
 ALLOWED["coordinator/workers"] = RUNTIME | {"coordinator/route", "coordinator/engine"}
 ALLOWED["coordinator/serve"] = RUNTIME | {"coordinator/route", "coordinator/engine"}
+ALLOWED["coordinator/topology"] = RUNTIME | {"coordinator/route", "coordinator/engine",
+                                             "coordinator/workers"}
 ALLOWED["coordinator"] = RUNTIME
 ALLOWED["gpu_worker"] = COMMON - {"common/offline"} | {"kernels", "proto"}
 ALLOWED["cpu_worker"] = COMMON - {"common/offline"} | {"kernels", "proto"}
