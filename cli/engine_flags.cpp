@@ -280,8 +280,8 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
     PI_RETURN_IF_ERROR(StartDeviceWorkers(tool, topology, model, out->split.devices, &w));
     e->opt.device = w.device();
   }
-  if (e->gpu_worker && e->opt.hot_neurons) {
-    PI_RETURN_IF_ERROR(StartGpuWorker(tool, topology, model, *e->opt.hot_neurons, &w));
+  if (e->gpu_worker && !out->split.hot.empty()) {
+    PI_RETURN_IF_ERROR(StartGpuWorker(tool, topology, model, out->split.hot, &w));
     e->opt.hot_shard = w.gpu_worker.get();
   }
   PI_RETURN_IF_ERROR(StartColdWorkers(tool, topology, model, e->opt, &w));

@@ -354,7 +354,6 @@ Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& f
             reused ? "reused" : "written");
     split->plan = std::move(plan);
     split->plan_path = plan_path;
-    options->hot_neurons = &split->hot;
     return Status::Ok();
   }
   std::unique_ptr<Shard> hot_shard;
@@ -372,7 +371,6 @@ Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& f
   split->plan = std::move(plan);
   split->plan_path = plan_path;
   options->hot_shard = split->hot_shard.get();
-  options->hot_neurons = &split->hot;
   return Status::Ok();
 }
 

@@ -53,8 +53,8 @@ struct GpuSplitFlags {
   bool host_device = false;
   // What the plan gives the GPU goes to a gpu_worker process (pi-launch;
   // pi-run --gpu-worker): nothing is loaded here, only the plan — the hot
-  // sets (options->hot_neurons), or on the device path the DevicePlan
-  // (GpuSplit::device_plan); the caller starts the worker.
+  // sets (GpuSplit::hot), or on the device path the DevicePlans
+  // (GpuSplit::devices); the caller starts the worker.
   bool hot_in_worker = false;
   // The gpu_worker is remote (--remote-gpu-worker): the device path whatever
   // this machine has (the worker reports its backend); implies hot_in_worker.

@@ -842,7 +842,6 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
         opt.cache_type_k = b.cache_type_k;
         opt.cache_type_v = b.cache_type_v;
         opt.hot_shard = m.split_opt.hot_shard;
-        opt.hot_neurons = m.split_opt.hot_neurons;
         opt.device = on == "gpu-shm" ? workers->devices.device() : m.split_opt.device;
         if (run.worker) opt.cold_shards = {run.worker};
         PI_RETURN_IF_ERROR(pi::Engine::Create(&m.model, opt, &run.engine));

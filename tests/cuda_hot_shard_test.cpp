@@ -308,7 +308,6 @@ TEST(CudaHotShardEngineTest, DemoGreedyTokensEqualDense) {
     opt.n_threads = 2;
     if (k == 1) {
       opt.hot_shard = &backend;
-      opt.hot_neurons = &hot;
     }
     std::unique_ptr<Engine> e;
     ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());

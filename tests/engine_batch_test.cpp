@@ -163,7 +163,6 @@ TEST_P(EngineBatchTest, EachSequenceEqualsItsSoloRun) {
   const Workers where = GetParam().workers;
   std::vector<std::unique_ptr<RemoteShard>> workers;
   HostHotShard backend(1);
-  if (where == Workers::kHotAndCold || where == Workers::kHotShardInProcess) opt.hot_neurons = &hot;
   if (where == Workers::kHotAndCold) {
     WorkerProcessOptions g;
     g.binary = std::string(PI_BINARY_DIR) + "/bin/pi-gpu-worker";

@@ -13,6 +13,7 @@
 #include "common/offline/synthetic_model.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/route/ffn_block.h"
+#include "gpu_worker/host_device_backend.h"
 #include "gpu_worker/host_hot_shard.h"
 #include "tests/temp_path.h"
 
@@ -356,7 +357,6 @@ TEST_P(EngineSplitTest, DecodeWithSplitEqualsWithout) {
     opt.cache_type_k = opt.cache_type_v = DType::kF32;
     if (k == 1) {
       opt.hot_shard = &backend;
-      opt.hot_neurons = &hot;
     }
     std::unique_ptr<Engine> e;
     ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
@@ -375,10 +375,15 @@ TEST_P(EngineSplitTest, DecodeWithSplitEqualsWithout) {
   }
   EXPECT_LT(neurons[1], neurons[0] / 3);  // the split skips silent neurons on both sides
 
+  // The hot neurons go to a hot shard or to a device's layers, never both.
+  HostDeviceBackend device(1);
   EngineOptions bad;
   bad.hot_shard = &backend;
+  bad.device = &device;
   std::unique_ptr<Engine> e;
-  EXPECT_THAT(Engine::Create(&m, bad, &e).message(), ::testing::HasSubstr("hot neuron sets"));
+  const Status refused = Engine::Create(&m, bad, &e);
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("a hot shard and a device backend at once"));
+  EXPECT_EQ(refused.code(), Status::Code::kInvalid);
   std::remove(path.c_str());
 }
 

@@ -87,9 +87,8 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->ffn_.Init(*model, max_rows, options.sparse);
   if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
   if (options.hot_shard) {
-    if (!options.hot_neurons) return Status::Error("a hot shard needs its hot neuron sets");
-    if (options.device) return Status::Error("a hot shard and a device backend at once");
-    PI_RETURN_IF_ERROR(e->ffn_.InitHotShard(*options.hot_neurons, options.hot_shard));
+    if (options.device) return Status::Invalid("a hot shard and a device backend at once");
+    PI_RETURN_IF_ERROR(e->ffn_.InitHotShard(options.hot_shard->owned(), options.hot_shard));
   }
   if (options.device) {
     const DevicePlan& p = options.device->plan();
@@ -526,8 +525,7 @@ void Engine::ResetStepCounters() {
 
 RepackScope HostRepackScope(const EngineOptions& o) {
   RepackScope scope;
-  scope.ffn = o.sparse == SparseMode::kOff && !o.hot_neurons && !o.hot_shard && !o.device &&
-              o.cold_shards.empty();
+  scope.ffn = o.sparse == SparseMode::kOff && !o.hot_shard && !o.device && o.cold_shards.empty();
   if (o.device) {  // its layers and maybe the head are computed there
     scope.first_layer = o.device->plan().n_layers;
     scope.head = !o.device->plan().output;

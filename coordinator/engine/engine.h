@@ -47,14 +47,13 @@ struct EngineOptions {
   // powerinfer.sparse_threshold (common/compute/predictor.h).
   std::optional<float> sparse_threshold;
   // The hot/cold FFN split (coordinator/route/ffn_block.h): when set, single-token steps
-  // compute each layer's hot neurons on `hot_shard` (owning exactly
-  // *hot_neurons: HostHotShard in this process, or a gpu_worker process), a
-  // whole layer per step, while the CPU computes the cold rest (all of it,
+  // compute each layer's hot neurons — the shard's owned() — on `hot_shard`
+  // (HostHotShard or CudaHotShard in this process, or a gpu_worker process),
+  // a whole layer per step, while the CPU computes the cold rest (all of it,
   // or with --sparse predictor the predicted part); the hot neurons are
-  // computed here while the shard is lost. Exclusive with device; not
-  // owned; both must outlive the engine.
+  // computed here while the shard is lost. Exclusive with device; not owned;
+  // must outlive the engine.
   Shard* hot_shard = nullptr;
-  const std::vector<std::vector<int32_t>>* hot_neurons = nullptr;
   // A GPU holding a prefix of the layers (attention, KV cache, predictor,
   // hot neurons) and maybe the head (common/shard/device_backend.h), already
   // Load()ed for this model, cache types and at least this context; must outlive the

@@ -4,7 +4,7 @@ namespace pi {
 
 std::vector<std::vector<int32_t>> HotNeuronSets(const LlamaModel& model,
                                                 const EngineOptions& options) {
-  if (options.hot_neurons) return *options.hot_neurons;
+  if (options.hot_shard) return options.hot_shard->owned();
   std::vector<std::vector<int32_t>> hot(model.config.n_layer);
   if (options.device) {
     const std::vector<std::vector<int32_t>>& plan = options.device->plan().hot;
