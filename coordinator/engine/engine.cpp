@@ -211,15 +211,16 @@ Status Engine::CheckLogits(const float* logits, size_t n) const {
 
 void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, bool all_logits) {
   const LlamaModel& m = *model_;
-  const LlamaConfig& c = m.config;
-  const int64_t d = c.n_embd;
+  const int64_t d = m.config.n_embd;
   for (int b = 0; b < batch; ++b) {
     DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[b]), h_.data() + b * d, d);
     tokens_[n_past_ + b] = tokens[b];
+    row_pos_[b] = n_past_ + b;
+    row_caches_[b] = &cache_;
   }
   NoteNonFinite(batch, -1, "the token embedding rows");
   std::fill(run_length_.begin(), run_length_.begin() + batch, batch);
-  ForwardHostLayers(0, n_past_, batch, &cache_);
+  ForwardRows(0, batch);
   n_past_ += batch;
   if (!logits_out) return;  // an inner prompt batch: only the KV cache matters
 
@@ -241,29 +242,47 @@ void Engine::HostHead(int first, int rows, float* logits_out) {
   ParallelMatMul(pool_.get(), in, job, 1);
 }
 
-void Engine::ForwardHostLayers(int first, int n_past, int batch, KvCache* cache) {
+void Engine::ForwardRows(int first, int n) {
   const LlamaModel& m = *model_;
   const LlamaConfig& c = m.config;
+  const int64_t d = c.n_embd;
   for (int il = first; il < c.n_layer; ++il) {
     // Sequential residual: the FFN reads h after attention. Parallel (falcon):
     // attention and FFN both read the layer input, kept in inp_.
     const float* ffn_in = h_.data();
     if (c.parallel_residual) {
-      std::copy(h_.begin(), h_.begin() + static_cast<int64_t>(batch) * c.n_embd, inp_.begin());
+      std::copy(h_.begin(), h_.begin() + n * d, inp_.begin());
       ffn_in = inp_.data();
     }
-    attention_.Forward(m.layers[il], il, n_past, batch, h_.data(), cache, pool_.get(),
-                       run_length_.data());
-    NoteNonFinite(batch, il, "attention");
-    if (observer_) observer_->OnFfnInput(il, batch, ffn_in);
-    ffn_.Forward(il, batch, ffn_in, h_.data(), pool_.get(), run_length_.data());
-    NoteNonFinite(batch, il, "FFN");
-    last_ffn_neurons_ += ffn_.last_computed_neurons();
-    last_ffn_gate_rows_ += ffn_.last_gate_rows();
-    last_ffn_hot_fired_ += ffn_.last_hot_fired();
-    CountComputed(il, true, ffn_.last_hot_fired());
-    CountComputed(il, false, ffn_.last_computed_neurons() - ffn_.last_hot_fired());
-    if (observer_) observer_->OnFfn(il, batch, ffn_.activations());
+    attention_.ForwardRows(m.layers[il], il, row_pos_.data(), row_caches_.data(), n, h_.data(),
+                           pool_.get(), run_length_.data());
+    NoteNonFinite(n, il, "attention");
+    // A run of one sequence's rows (run_length_), as Eval runs it: one row a
+    // decode step, several a prompt batch. Where a single row would take the
+    // dense step too, all rows go together (each weight row read once; the
+    // rows' results do not depend on it); else the single rows' sparse steps
+    // go together (the neurons they share read once, each row's sum its own)
+    // — except for an observer, which sees every call's activations.
+    const bool together = !ffn_.SparseStep(il);
+    int n_single = 0;
+    for (int a = 0; a < n;) {
+      const int b = together ? n : a + run_length_[a];
+      if (b - a == 1 && !together && !observer_) {
+        single_rows_[n_single++] = a;
+      } else {
+        if (observer_) observer_->OnFfnInput(il, b - a, ffn_in + a * d);
+        ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get(),
+                     run_length_.data() + a);
+        CountFfn(il);
+        if (observer_) observer_->OnFfn(il, b - a, ffn_.activations());
+      }
+      a = b;
+    }
+    if (n_single > 0) {
+      ffn_.ForwardSparseRows(il, n_single, single_rows_.data(), ffn_in, h_.data(), pool_.get());
+      CountFfn(il);
+    }
+    NoteNonFinite(n, il, "FFN");
   }
 }
 
@@ -314,40 +333,7 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
     std::fill(run_length_.begin() + a, run_length_.begin() + b, b - a);
     a = b;
   }
-  for (int il = 0; il < c.n_layer; ++il) {
-    const float* ffn_in = h_.data();
-    if (c.parallel_residual) {
-      std::copy(h_.begin(), h_.begin() + n * d, inp_.begin());
-      ffn_in = inp_.data();
-    }
-    attention_.ForwardRows(m.layers[il], il, row_pos_.data(), row_caches_.data(), n, h_.data(),
-                           pool_.get(), run_length_.data());
-    NoteNonFinite(n, il, "attention");
-    // A run of one sequence's rows, as Eval would run it: one row a decode
-    // step, several a prompt batch. Where a single row would take the dense
-    // step too, all rows go together (each weight row read once; the rows'
-    // results do not depend on it); else the single rows' sparse steps go
-    // together (the neurons they share read once, each row's sum its own).
-    const bool together = !ffn_.SparseStep(il);
-    int n_single = 0;
-    for (int a = 0; a < n;) {
-      int b = a + 1;
-      while (b < n && (together || rows[b].seq == rows[a].seq)) ++b;
-      if (b - a == 1 && !together) {
-        single_rows_[n_single++] = a;
-      } else {
-        ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get(),
-                     run_length_.data() + a);
-        CountFfn(il);
-      }
-      a = b;
-    }
-    if (n_single > 0) {
-      ffn_.ForwardSparseRows(il, n_single, single_rows_.data(), ffn_in, h_.data(), pool_.get());
-      CountFfn(il);
-    }
-    NoteNonFinite(n, il, "FFN");
-  }
+  ForwardRows(0, n);
   for (int s = 0; s < n_seq(); ++s) SeqPast(s) += count[s];
   int k = 0;
   for (int i = 0; i < n; ++i) {
@@ -455,7 +441,12 @@ Status Engine::ForwardDeviceToken(int seq, int32_t token, float* logits_out) {
     // The device's layers are checked as one: h crosses to the host only here.
     if (h_back) NoteNonFinite(1, -1, "the device's layers (checked together)");
   }
-  if (host_layers) ForwardHostLayers(plan.n_layers, pos, 1, SeqCache(seq));
+  if (host_layers) {
+    row_pos_[0] = pos;
+    row_caches_[0] = SeqCache(seq);
+    run_length_[0] = 1;
+    ForwardRows(plan.n_layers, 1);
+  }
   if (logits_out) {
     if (plan.output && (host_layers || plan.n_layers == 0)) {
       const double t = NowSeconds();

@@ -236,9 +236,12 @@ class Engine {
   }
   // Device_->Recover(), then every sequence's tokens replayed through it.
   Status RecoverDevice();
-  // The host's layers [first, n_layer) for the `batch` rows of h_ at
-  // positions n_past.. of `cache`, with the FFN observer told of each.
-  void ForwardHostLayers(int first, int n_past, int batch, KvCache* cache);
+  // The host's layers [first, n_layer) for the first n rows of h_: row i at
+  // position row_pos_[i] of *row_caches_[i], in runs of run_length_[i] rows
+  // of one sequence; the FFN observer told of each call. The one layer loop
+  // of every path: a prompt batch (Eval), a step of several sequences
+  // (EvalBatch), the layers after a device's (a row at a time).
+  void ForwardRows(int first, int n);
   // logits_out = output(norm(h_)) for `rows` rows from h_ row `first`.
   void HostHead(int first, int rows, float* logits_out);
   // Records (layer, part) as the first place non-finite values appeared when
