@@ -98,42 +98,16 @@ Status CudaModelBackend::Fault(const char* what, const std::string& error) {
 
 Status CudaModelBackend::Validate(const LlamaModel& model, const DevicePlan& plan) const {
   const LlamaConfig& c = model.config;
-  if (plan.first_layer != 0) {
-    return Status::Error(
-        "CUDA model backend: it runs a prefix of the layers, not [%d, %d) "
-        "(gpu_worker/layer_range_device.h runs a range)",
-        plan.first_layer, plan.n_layers);
-  }
-  if (plan.n_layers < 0 || plan.n_layers > c.n_layer ||
-      plan.hot.size() != static_cast<size_t>(c.n_layer)) {
-    return Status::Error(
-        "CUDA model backend: the plan's %d device layers or %zu hot sets do not "
-        "fit a model of %d layers",
-        plan.n_layers, plan.hot.size(), c.n_layer);
-  }
+  PI_RETURN_IF_ERROR(CheckDevicePlan(model, plan, "CUDA model backend"));
   bool any_hot = false;
-  for (int il = 0; il < c.n_layer; ++il) {
-    if (il >= plan.n_layers && !plan.hot[il].empty()) {
-      return Status::Error(
-          "CUDA model backend: layer %d has hot neurons but its attention is "
-          "not on the device",
-          il);
-    }
-    any_hot = any_hot || !plan.hot[il].empty();
-  }
-  if (any_hot) {
-    PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot));
-    const FfnActivation a = c.activation;
-    if (a != FfnActivation::kRelu && a != FfnActivation::kDRelu && a != FfnActivation::kReluUp) {
-      return Status::Error("CUDA model backend: no hot-neuron kernel for the %s activation",
-                           FfnActivationName(a));
-    }
+  for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
+  const FfnActivation a = c.activation;
+  if (any_hot && a != FfnActivation::kRelu && a != FfnActivation::kDRelu &&
+      a != FfnActivation::kReluUp) {
+    return Status::Unsupported("CUDA model backend: no hot-neuron kernel for the %s activation",
+                               FfnActivationName(a));
   }
   if (plan.n_layers == 0 && !plan.output) return Status::Ok();
-  if (plan.n_ctx < 1) return Status::Error("CUDA model backend: a context of %d", plan.n_ctx);
-  if (plan.n_seq < 1 || plan.n_seq > 256) {
-    return Status::Error("CUDA model backend: %d sequences", plan.n_seq);
-  }
   if (c.n_embd % 32 != 0) {
     return Status::Error("CUDA model backend: n_embd %d is not a multiple of 32", c.n_embd);
   }

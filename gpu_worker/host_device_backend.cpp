@@ -12,26 +12,7 @@ namespace pi {
 Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) {
   const LlamaConfig& c = model.config;
   misuse_ = Status::Ok();
-  if (plan.first_layer != 0) {
-    return Status::Error(
-        "host device backend: it runs a prefix of the layers, not [%d, %d) "
-        "(gpu_worker/layer_range_device.h runs a range)",
-        plan.first_layer, plan.n_layers);
-  }
-  if (plan.n_layers < 0 || plan.n_layers > c.n_layer ||
-      plan.hot.size() != static_cast<size_t>(c.n_layer) || plan.n_ctx < 1 || plan.n_seq < 1 ||
-      plan.n_seq > 256) {
-    return Status::Error("host device backend: the plan does not fit a model of %d layers",
-                         c.n_layer);
-  }
-  for (int il = plan.n_layers; il < c.n_layer; ++il) {
-    if (!plan.hot[il].empty()) {
-      return Status::Error(
-          "host device backend: layer %d has hot neurons but its attention is "
-          "not on the device",
-          il);
-    }
-  }
+  PI_RETURN_IF_ERROR(CheckDevicePlan(model, plan, "host device backend"));
   bool any_hot = false;
   for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
   model_ = &model;

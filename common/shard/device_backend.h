@@ -69,6 +69,13 @@ struct ColdStep {
   float* y = nullptr;              // [n_embd] zeroed: the host adds its partial sum here
 };
 
+// What every backend checks of a plan before loading it: a prefix of the
+// layers (a range runs through gpu_worker/layer_range_device.h), one hot set
+// per model layer and hot neurons only in the device's layers (valid ids),
+// and — when it holds anything — a context and 1 to 256 sequences. The
+// error names `backend`.
+Status CheckDevicePlan(const LlamaModel& model, const DevicePlan& plan, const char* backend);
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;

@@ -1,0 +1,38 @@
+#include "common/shard/device_backend.h"
+
+#include "common/shard/shard.h"
+
+namespace pi {
+
+Status CheckDevicePlan(const LlamaModel& model, const DevicePlan& plan, const char* backend) {
+  const LlamaConfig& c = model.config;
+  if (plan.first_layer != 0) {
+    return Status::Invalid(
+        "%s: it runs a prefix of the layers, not [%d, %d) "
+        "(gpu_worker/layer_range_device.h runs a range)",
+        backend, plan.first_layer, plan.n_layers);
+  }
+  if (plan.n_layers < 0 || plan.n_layers > c.n_layer ||
+      plan.hot.size() != static_cast<size_t>(c.n_layer)) {
+    return Status::Invalid(
+        "%s: the plan's %d device layers or %zu hot sets do not fit a model of %d layers", backend,
+        plan.n_layers, plan.hot.size(), c.n_layer);
+  }
+  bool any_hot = false;
+  for (int il = 0; il < c.n_layer; ++il) {
+    if (il >= plan.n_layers && !plan.hot[il].empty()) {
+      return Status::Invalid("%s: layer %d has hot neurons but its attention is not on the device",
+                             backend, il);
+    }
+    any_hot = any_hot || !plan.hot[il].empty();
+  }
+  if (any_hot) PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot));
+  if (plan.n_layers == 0 && !plan.output) return Status::Ok();  // holds nothing
+  if (plan.n_ctx < 1) return Status::Invalid("%s: a context of %d", backend, plan.n_ctx);
+  if (plan.n_seq < 1 || plan.n_seq > 256) {
+    return Status::Invalid("%s: %d sequences (1 to 256)", backend, plan.n_seq);
+  }
+  return Status::Ok();
+}
+
+}  // namespace pi
