@@ -42,7 +42,10 @@ cmake --build build -j "$JOBS"
 run_ctest build -j "$JOBS" "${gpu_args[@]}"
 
 echo "== ASan + UBSan build + tests"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPI_SANITIZE=ON -DPI_CUDA=OFF \
+# RelWithDebInfo (-O2 -g): the sanitizers check the same code, and the
+# tests run in a third of Debug's time (589 s against 1763 s at -j 2 on the
+# 2-core VM), which keeps the whole script within CI's time.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPI_SANITIZE=ON -DPI_CUDA=OFF \
   -DPI_GRPC=ON -DPI_BUILD_BENCHMARKS=OFF
 cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
