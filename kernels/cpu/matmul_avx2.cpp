@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/avx2_inline.h"
 #include "kernels/cpu/matmul_impl.h"
+#include "kernels/cpu/row_stream_inline.h"
 
 #define PI_INLINE inline __attribute__((always_inline))
 
@@ -25,113 +26,6 @@ constexpr int64_t kPanelBytes = 192 * 1024;
 
 constexpr int kQ4Bytes = 18;
 constexpr int kQ8Bytes = 34;
-
-PI_INLINE int64_t Min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-
-// Software prefetch. The hardware prefetchers keep too few DRAM requests in
-// flight on their own (see matmul_avx512.cpp). Each row of a tile
-// prefetches a fixed distance ahead of its reads; past the row's end the
-// distance carries into the same row of the next tile (rows r+R...), which is
-// what runs next. The lines go into L2, tens of KiB ahead (matmul_avx512.cpp
-// says why; the AVX2 mat-vecs gained alike on the same Zen 4 core).
-// Addresses are integers: past the last tile they leave the matrix, which a
-// prefetch tolerates but pointer arithmetic does not.
-template <int R>
-struct Prefetcher {
-  uintptr_t next[R];  // next address to prefetch in each row's stream
-  uintptr_t end[R];   // end of the row that next[i] is in
-  uintptr_t skip;     // from the end of a row to the same row of the next tile
-  uintptr_t row;      // row bytes
-
-  // `lead_bytes`: the total distance ahead, over all R rows.
-  PI_INLINE Prefetcher(const uint8_t* const* rows, size_t row_bytes, size_t lead_bytes) {
-    const size_t lead = lead_bytes / R;
-    const size_t rows_ahead = row_bytes ? lead / row_bytes : 0;  // whole tiles ahead
-    skip = (R - 1) * row_bytes;
-    row = row_bytes;
-    for (int i = 0; i < R; ++i) {
-      const uintptr_t base = reinterpret_cast<uintptr_t>(rows[i]) + rows_ahead * R * row_bytes;
-      next[i] = base + (row_bytes ? lead % row_bytes : 0);
-      end[i] = base + row_bytes;
-    }
-  }
-  // Called once per step of the tile, with the bytes each row advances.
-  PI_INLINE void Step(size_t bytes) {
-    for (int i = 0; i < R; ++i) {
-      for (size_t k = 0; k < bytes; k += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T1);
-      }
-      next[i] += bytes;
-      if (next[i] >= end[i]) {
-        next[i] += skip;
-        end[i] += skip + row;
-      }
-    }
-  }
-};
-
-// Prefetch for the indexed (sparse) products (as in matmul_avx512.cpp): the
-// same per-lane lead as Prefetcher, but the rows come from the id list. Lane i of the tile at k
-// reads row ids[k + i], then (next tile) ids[k + i + R], ...; the lane's
-// stream walks those rows `lead / R` bytes ahead of the reads. A new row is
-// prefetched from its first line, and nothing past the list's end.
-template <int R>
-struct IdPrefetcher {
-  uintptr_t next[R];  // next address to prefetch in each lane's stream
-  uintptr_t end[R];   // end of the row that next[i] is in
-  int64_t idx[R];     // position in ids of that row; >= stop: lane done
-  uintptr_t w;
-  const int32_t* ids;
-  int64_t stop;
-  uintptr_t row;
-
-  PI_INLINE IdPrefetcher(const MatMulArgs& a, int64_t k, size_t lead_bytes) {
-    const size_t lead = lead_bytes / R;
-    const size_t rows_ahead = a.row_bytes ? lead / a.row_bytes : 0;
-    w = reinterpret_cast<uintptr_t>(a.w);
-    ids = a.ids;
-    stop = a.row_bytes ? a.r1 : 0;  // zero-byte rows: nothing to prefetch
-    row = a.row_bytes;
-    for (int i = 0; i < R; ++i) {
-      idx[i] = k + i + static_cast<int64_t>(rows_ahead) * R;
-      const uintptr_t base = RowAt(idx[i]);
-      next[i] = base + (a.row_bytes ? lead % a.row_bytes : 0);
-      end[i] = base + row;
-    }
-  }
-  PI_INLINE uintptr_t RowAt(int64_t j) const {
-    return j < stop ? w + static_cast<uintptr_t>(ids[j]) * row : 0;
-  }
-  PI_INLINE void Step(size_t bytes) {
-    for (int i = 0; i < R; ++i) {
-      if (idx[i] >= stop) continue;
-      for (size_t k = 0; k < bytes && next[i] + k < end[i]; k += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(next[i] + k), _MM_HINT_T1);
-      }
-      next[i] += bytes;
-      if (next[i] >= end[i]) {
-        idx[i] += R;
-        const uintptr_t base = RowAt(idx[i]);
-        next[i] = base & ~uintptr_t{63};
-        end[i] = base + row;
-      }
-    }
-  }
-};
-
-PI_INLINE uint64_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-PI_INLINE __m128 LoadScales4(const uint8_t* p, int stride) {
-  const uint64_t v = LoadU16(p) | LoadU16(p + stride) << 16 | LoadU16(p + 2 * stride) << 32 |
-                     LoadU16(p + 3 * stride) << 48;
-  return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(v)));
-}
 
 // ---- float weights ----------------------------------------------------------
 
