@@ -3,7 +3,6 @@
 #include "gpu_worker/host_hot_shard.h"
 
 #ifdef PI_HAVE_CUDA
-#include "gpu_worker/cuda_hot_shard.h"
 #include "gpu_worker/cuda_model_backend.h"
 #include "kernels/cuda/matvec.h"
 #endif
@@ -35,20 +34,12 @@ Status LoadHotShard(const std::string& kind, int n_threads, const LlamaModel& mo
   if (kind != "auto" && kind != "cuda" && kind != "host") {
     return Status::Error("unknown FFN backend '%s' (auto, cuda or host)", kind.c_str());
   }
+  if (kind == "cuda") {
+    return Status::Unsupported(
+        "--ffn-backend cuda holds whole layers (the device path), not the hot neurons alone: "
+        "those run on the host backend");
+  }
   if (n_threads < 1) return Status::Error("hot neurons: %d threads", n_threads);
-  std::string why;
-  const bool cuda = kind != "host" && CudaAvailable(&why);
-  if (kind == "cuda" && !cuda) {
-    return Status::Error("--ffn-backend cuda is not available: %s", why.c_str());
-  }
-#ifdef PI_HAVE_CUDA
-  if (cuda) {
-    auto shard = std::make_unique<CudaHotShard>();
-    PI_RETURN_IF_ERROR(shard->Load(model, hot_ids));
-    *out = std::move(shard);
-    return Status::Ok();
-  }
-#endif
   auto shard = std::make_unique<HostHotShard>(n_threads);
   PI_RETURN_IF_ERROR(shard->Load(model, hot_ids));
   *out = std::move(shard);

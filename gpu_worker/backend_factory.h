@@ -1,9 +1,10 @@
-// Which shard holds the hot neurons (--ffn-backend auto|cuda|host):
-//   "cuda"  CudaHotShard; an error, saying why, when this build has no CUDA
-//           support, no device is present or the driver fails
-//   "host"  HostHotShard (host memory, its own n_threads threads)
-//   "auto"  cuda when built with CUDA and a device is present, else host
-// The caller reports the shard's backend(): it is never swapped silently.
+// What holds the GPU's share of a plan (--ffn-backend auto|cuda|host). A GPU
+// holds whole layers (CreateDeviceBackend: attention, KV cache, predictor, hot
+// neurons, head), never the hot neurons alone: a step of hot rows only would
+// move the activation to the device and back for each layer's FFN, where the
+// device path moves it once per token. The hot neurons alone (the split
+// without a device) are HostHotShard's: host memory, its own threads.
+// The caller reports the backend(): it is never swapped silently.
 #pragma once
 
 #include <memory>
@@ -15,14 +16,15 @@
 
 namespace pi {
 
-// The hot shard of `kind`, loaded with hot_ids (sorted, unique, < n_ff per
-// layer) of `model`, which must outlive it.
+// The hot neurons hot_ids (sorted, unique, < n_ff per layer) of `model`,
+// which must outlive the shard, on HostHotShard. kind "auto" or "host";
+// "cuda" is an error saying that a GPU takes whole layers.
 Status LoadHotShard(const std::string& kind, int n_threads, const LlamaModel& model,
                     const std::vector<std::vector<int32_t>>& hot_ids, std::unique_ptr<Shard>* out);
 
-// Whether "cuda" would be available (a hot shard or a device backend); otherwise *why says what is
-// missing
-// ("this build has no CUDA support ...", "no CUDA device", a driver error).
+// Whether a CUDA device backend would be available; otherwise *why says what
+// is missing ("this build has no CUDA support ...", "no CUDA device", a
+// driver error).
 bool CudaAvailable(std::string* why);
 
 // The CUDA device's free memory (false, saying why, where there is none).

@@ -2,7 +2,7 @@
 // asks: whole layers on its DeviceBackend (a device hello: the GPU running
 // attention, KV cache, hot neurons and maybe the head — DeviceShard), or
 // only the hot neurons of every layer on its hot Shard (an FFN shard's
-// hello — a ShardServer over LoadHotShard's CudaHotShard or HostHotShard,
+// hello — a ShardServer over LoadHotShard's HostHotShard,
 // whose steps carry whole layers: the gate decides, as in process).
 #pragma once
 
@@ -20,7 +20,7 @@ namespace pi {
 
 class GpuWorkerShard : public WorkerShard {
  public:
-  // kind: --ffn-backend (auto | cuda | host).
+  // kind: --ffn-backend (auto | cuda | host; the hot neurons alone: not cuda).
   explicit GpuWorkerShard(const std::string& kind)
       : device_(kind),
         hot_("hot neurons", true,

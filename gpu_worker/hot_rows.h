@@ -1,9 +1,8 @@
 // HotRows: one layer's hot neurons gathered out of the model into compact
 // matrices: row j of gate, up and down_t is hot neuron ids[j], its bytes
-// copied as they are in the GGUF. Every hot shard holds its hot set in this
-// layout (host memory for HostHotShard, VRAM for CudaHotShard), so the
-// hot part of a layer is three contiguous streams instead of rows scattered
-// through the file.
+// copied as they are in the GGUF. HostHotShard holds its hot set in this
+// layout, so the hot part of a layer is three contiguous streams instead of
+// rows scattered through the file.
 #pragma once
 
 #include <cstdint>

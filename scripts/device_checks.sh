@@ -10,13 +10,12 @@
 #
 # What it runs, each step's output tee'd into OUT_DIR:
 #   1. the gpu-labelled tests: every CUDA kernel against CPU references, the
-#      hot-FFN backend, the engine with a GPU DeviceBackend against the host
+#      engine with a GPU DeviceBackend against the host
 #      engine (logits and greedy tokens, every weight type, llama/falcon, plans
 #      from everything in VRAM down to the head alone);
 #   2. compute-sanitizer memcheck and racecheck over a few of them;
 #   3. the fixed costs of a layer handoff (bench-cuda-handoff), the mat-vec
-#      kernels' GB/s (bench-cuda-matvec), a 7B-shaped layer's hot FFN
-#      (bench-cuda-ffn);
+#      kernels' GB/s (bench-cuda-matvec);
 #   4. the demo model: CPU only, everything in VRAM, 30 % of the FFN in VRAM;
 #   5. a 7B-shaped planted-sparsity Q4_0 model (32 layers, ~3.9 GB, made by
 #      pi-synth, profiled by pi-profile on models/kjv-valid.txt): decode of that
@@ -75,9 +74,9 @@ if [ -n "${BUILD:-}" ]; then
   step "build"
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPI_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DPI_GRPC=OFF -DPI_BUILD_BENCHMARKS=OFF >/dev/null &&
-    cmake --build build-cuda --target cuda_kernels_test cuda_hot_shard_test \
+    cmake --build build-cuda --target cuda_kernels_test \
       cuda_device_backend_test cuda_shm_device_backend_test backend_factory_test \
-      bench-cuda-handoff bench-cuda-matvec bench-cuda-ffn pi-bench pi-synth pi-quantize \
+      bench-cuda-handoff bench-cuda-matvec pi-bench pi-synth pi-quantize \
       pi-profile pi-run pi-train-predictor pi-gpu-worker || exit 1
 fi
 
@@ -89,7 +88,7 @@ step "device"
 if [ -z "${SKIP_TESTS:-}" ]; then
   step "gpu tests"
   # cuda_shm_device_backend_test: the same cases with the GPU in a pi-gpu-worker process.
-  for t in cuda_kernels_test cuda_hot_shard_test cuda_device_backend_test \
+  for t in cuda_kernels_test cuda_device_backend_test \
       cuda_shm_device_backend_test backend_factory_test; do
     timeout 300 "$BIN/$t" 2>&1 | tee "$OUT/$t.txt" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran"
     check "$t"
@@ -123,9 +122,6 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   step "mat-vec kernels"
   timeout 120 "$BIN/bench-cuda-matvec" 20 2>&1 | tee "$OUT/bench_matvec.md"
   check bench-cuda-matvec
-  step "hot FFN, one 7B-shaped layer"
-  timeout 120 "$BIN/bench-cuda-ffn" 50 f16 q8_0 q4_0 2>&1 | tee "$OUT/bench_ffn.md"
-  check bench-cuda-ffn
 
   step "demo model: CPU, all in VRAM, 30 % of the FFN in VRAM"
   DEMO="$TMP/demo-down-t.gguf"

@@ -1,7 +1,9 @@
-// LoadHotShard (--ffn-backend): "host" works everywhere, "cuda" exactly
-// where this build has CUDA and the machine an NVIDIA device (told apart here
-// by the driver's device nodes, not by asking CUDA), otherwise an error that
-// says why; "auto" follows; anything else is rejected. Runs on every machine.
+// The backend factory (--ffn-backend): the hot neurons alone run on the host
+// ("host" and "auto"; "cuda" refused, saying a GPU takes whole layers); a
+// device backend exactly where this build has CUDA and the machine an NVIDIA
+// device (told apart here by the driver's device nodes, not by asking CUDA),
+// otherwise an error that says why; anything else is rejected. Runs on every
+// machine.
 #include "gpu_worker/backend_factory.h"
 
 #include <gmock/gmock.h>
@@ -96,34 +98,38 @@ TEST(BackendFactoryTest, HostComputesTheHotPart) {
   }
 }
 
-TEST(BackendFactoryTest, CudaOnlyWhereBuiltAndPresent) {
-  SmallModel sm;
-  LoadSmallModel(&sm);
-  std::unique_ptr<Shard> b;
-  const Status s = LoadHotShard("cuda", 1, sm.m, sm.no_hot, &b);
+TEST(BackendFactoryTest, DeviceBackendOnlyWhereBuiltAndPresent) {
+  std::unique_ptr<DeviceBackend> d;
+  const Status s = CreateDeviceBackend(&d);
   std::string why;
   const bool available = CudaAvailable(&why);
   if (BuiltWithCuda() && MachineHasNvidiaDevice()) {
     ASSERT_TRUE(s.ok()) << s.message();
-    EXPECT_STREQ(b->backend(), "cuda");
+    EXPECT_STREQ(d->name(), "cuda");
     EXPECT_TRUE(available);
   } else {
     EXPECT_FALSE(s.ok());
-    EXPECT_EQ(b, nullptr);
+    EXPECT_EQ(d, nullptr);
     EXPECT_FALSE(available);
-    EXPECT_THAT(s.message(), ::testing::HasSubstr("cuda is not available"));
+    EXPECT_THAT(s.message(), ::testing::HasSubstr("no GPU backend"));
     EXPECT_THAT(s.message(),
                 ::testing::HasSubstr(BuiltWithCuda() ? "CUDA device" : "no CUDA support"));
     EXPECT_THAT(s.message(), ::testing::HasSubstr(why));
   }
 }
 
-TEST(BackendFactoryTest, AutoPicksCudaOnlyWhereAvailable) {
+// Whatever the machine has: a GPU takes whole layers, never the hot neurons alone.
+TEST(BackendFactoryTest, HotNeuronsAloneRunOnTheHost) {
   SmallModel sm;
   LoadSmallModel(&sm);
   std::unique_ptr<Shard> b;
   ASSERT_TRUE(LoadHotShard("auto", 1, sm.m, sm.no_hot, &b).ok());
-  EXPECT_STREQ(b->backend(), BuiltWithCuda() && MachineHasNvidiaDevice() ? "cuda" : "host");
+  EXPECT_STREQ(b->backend(), "host");
+  b.reset();
+  const Status s = LoadHotShard("cuda", 1, sm.m, sm.no_hot, &b);
+  EXPECT_EQ(s.code(), Status::Code::kUnsupported);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("whole layers"));
+  EXPECT_EQ(b, nullptr);
 }
 
 TEST(BackendFactoryTest, RejectsUnknownKinds) {

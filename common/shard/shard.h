@@ -2,8 +2,8 @@
 // caller's own threads — the one contract behind every place neurons run:
 //
 //   in process   HostHotShard (gpu_worker/host_hot_shard.h: hot rows in host
-//                memory, its own threads), CudaHotShard (VRAM), ColdShard
-//                (cpu_worker/cold_shard.h: a worker's cold neurons)
+//                memory, its own threads), ColdShard (cpu_worker/cold_shard.h:
+//                a worker's cold neurons)
 //   elsewhere    RemoteShard (coordinator/workers/remote_shard.h: a worker
 //                process, local over shared memory or remote over gRPC): the
 //                same steps as messages (common/transport/step_message.h)

@@ -48,7 +48,7 @@ struct EngineOptions {
   std::optional<float> sparse_threshold;
   // The hot/cold FFN split (coordinator/route/ffn_block.h): when set, single-token steps
   // compute each layer's hot neurons — the shard's owned() — on `hot_shard`
-  // (HostHotShard or CudaHotShard in this process, or a gpu_worker process),
+  // (HostHotShard in this process, or a gpu_worker process),
   // a whole layer per step, while the CPU computes the cold rest (all of it,
   // or with --sparse predictor the predicted part); the hot neurons are
   // computed here while the shard is lost. Exclusive with device; not owned;
