@@ -1,9 +1,9 @@
 // pi-gpu-worker: holds what the placement put in VRAM and computes it for
 // the coordinator: whole layers (attention, KV cache, predictor, hot
-// neurons, maybe the head) on its DeviceBackend, or only the hot FFN
-// neurons of every layer on its hot Shard, as the coordinator's hello asks
-// (gpu_worker/gpu_worker_shard.h). CUDA, or host memory where there is no
-// GPU (reported in its hello reply, never swapped silently). pi-launch
+// neurons, maybe the head) on its DeviceBackend — CUDA, or host memory where
+// there is no GPU — or only the hot FFN neurons of every layer in host memory
+// (HostHotShard), as the coordinator's hello asks (gpu_worker/gpu_worker_shard.h).
+// The backend is reported in its hello reply, never swapped silently. pi-launch
 // starts it with a shared-memory channel at a known fd; on another host it
 // listens for a coordinator over gRPC (pi-launch --remote-gpu-worker HOST:PORT).
 //
@@ -27,7 +27,7 @@ static int Run(int argc, char** argv) {
                 "usage: pi-gpu-worker -m MODEL (--shm-fd N | --listen HOST:PORT "
                 "--auth-token-file F) [--ffn-backend KIND]\n"
                 "  --ffn-backend KIND      auto (CUDA when a GPU is present, else host), cuda,\n"
-                "                          host (-t threads)\n%s",
+                "                          host (-t threads); the hot neurons alone: host\n%s",
                 pi::kWorkerUsage);
       },
       [&](const std::string& f, pi::ArgReader* args) {

@@ -106,32 +106,6 @@ PI_INLINE void FloatTileBody(const MatMulArgs& a, const uint8_t* const* wr, cons
   }
 }
 
-// R rows [r, r+R) x B batch columns [b0, b0+B).
-template <DType T, int R, int B>
-void TileFloat(const MatMulArgs& a, int64_t r, int64_t b0) {
-  const uint8_t* wr[R];
-  for (int i = 0; i < R; ++i) wr[i] = a.w + (r + i) * a.row_bytes;
-  const float* xs[B];
-  for (int j = 0; j < B; ++j) xs[j] = reinterpret_cast<const float*>(a.x + (b0 + j) * a.x_stride);
-  Prefetcher<R> pf(wr, a.row_bytes, kLeadBytes);
-  float out[R][B];
-  FloatTileBody<T, R, B>(a, wr, xs, &pf, out);
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < B; ++j) a.y[(b0 + j) * a.ldy + r + i] = out[i][j];
-}
-
-// Indexed: rows ids[k..k+R), batch 1.
-template <DType T, int R>
-void TileFloatIds(const MatMulArgs& a, int64_t k) {
-  const uint8_t* wr[R];
-  for (int i = 0; i < R; ++i) wr[i] = a.w + static_cast<size_t>(a.ids[k + i]) * a.row_bytes;
-  const float* xs[1] = {reinterpret_cast<const float*>(a.x)};
-  IdPrefetcher<R> pf(a, k, kLeadBytes);
-  float out[R][1];
-  FloatTileBody<T, R, 1>(a, wr, xs, &pf, out);
-  for (int i = 0; i < R; ++i) a.y[a.ids[k + i]] = out[i][0];
-}
-
 // ---- quantized weights --------------------------------------------------------
 
 // Where group g (4 blocks) of one prepared activation lives.
@@ -227,82 +201,6 @@ PI_INLINE void QuantTileBody(const MatMulArgs& a, const uint8_t* const* wr,
     for (int j = 0; j < B; ++j) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
-template <bool kQ4, int R, int B>
-void TileQuant(const MatMulArgs& a, int64_t r, int64_t b0) {
-  const uint8_t* wr[R];
-  for (int i = 0; i < R; ++i) wr[i] = a.w + (r + i) * a.row_bytes;
-  const uint8_t* xb[B];
-  for (int j = 0; j < B; ++j) xb[j] = a.x + (b0 + j) * a.x_stride;
-  Prefetcher<R> pf(wr, a.row_bytes, kLeadBytes);
-  float out[R][B];
-  QuantTileBody<kQ4, R, B>(a, wr, xb, &pf, out);
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < B; ++j) a.y[(b0 + j) * a.ldy + r + i] = out[i][j];
-}
-
-// Indexed: rows ids[k..k+R), batch 1.
-template <bool kQ4, int R>
-void TileQuantIds(const MatMulArgs& a, int64_t k) {
-  const uint8_t* wr[R];
-  for (int i = 0; i < R; ++i) wr[i] = a.w + static_cast<size_t>(a.ids[k + i]) * a.row_bytes;
-  const uint8_t* xb[1] = {a.x};
-  IdPrefetcher<R> pf(a, k, kLeadBytes);
-  float out[R][1];
-  QuantTileBody<kQ4, R, 1>(a, wr, xb, &pf, out);
-  for (int i = 0; i < R; ++i) a.y[a.ids[k + i]] = out[i][0];
-}
-
-// ---- tiles for the shared driver (matmul_impl.h) ------------------------------
-
-template <DType T>
-constexpr TileSet FloatTiles() {
-  return {kTileRows,
-          TileFloat<T, kTileRows, 1>,
-          {TileFloat<T, kTileRows, 1>, TileFloat<T, kTileRows, 2>, TileFloat<T, kTileRows, 3>,
-           TileFloat<T, kTileRows, 4>},
-          {TileFloat<T, 1, 1>, TileFloat<T, 1, 2>, TileFloat<T, 1, 3>, TileFloat<T, 1, 4>},
-          kTileRows,
-          kMaxBatch,
-          kPanelBytes,
-          kShortRowCols};
-}
-
-template <bool kQ4>
-constexpr TileSet QuantTiles() {
-  return {kQ4 ? kVecRowsQ4 : 1,
-          kQ4 ? TileQuant<kQ4, kVecRowsQ4, 1> : TileQuant<kQ4, 1, 1>,
-          {TileQuant<kQ4, kTileRows, 1>, TileQuant<kQ4, kTileRows, 2>, TileQuant<kQ4, kTileRows, 3>,
-           TileQuant<kQ4, kTileRows, 4>},
-          {TileQuant<kQ4, 1, 1>, TileQuant<kQ4, 1, 2>, TileQuant<kQ4, 1, 3>, TileQuant<kQ4, 1, 4>},
-          kTileRows,
-          kMaxBatch,
-          kPanelBytes,
-          kShortRowCols};
-}
-
-constexpr TileSet kF32Tiles = FloatTiles<DType::kF32>();
-constexpr TileSet kF16Tiles = FloatTiles<DType::kF16>();
-constexpr TileSet kBf16Tiles = FloatTiles<DType::kBF16>();
-constexpr TileSet kQ8Tiles = QuantTiles<false>();
-constexpr TileSet kQ4Tiles = QuantTiles<true>();
-
-template <DType T>
-constexpr IdTileSet FloatIdTiles() {
-  return {kTileRows,          TileFloatIds<T, kTileRows>,
-          TileFloatIds<T, 1>, TileFloatIds<T, kTileRows>,
-          kTileRows,          kShortRowCols};
-}
-
-template <bool kQ4>
-constexpr IdTileSet QuantIdTiles() {
-  return {kQ4 ? kVecRowsQ4 : 1,
-          kQ4 ? TileQuantIds<kQ4, kVecRowsQ4> : TileQuantIds<kQ4, 1>,
-          TileQuantIds<kQ4, 1>,
-          TileQuantIds<kQ4, kTileRows>,
-          kTileRows,
-          kShortRowCols};
-}
-
 // ---- axpy ---------------------------------------------------------------------
 
 // Groups of kAxpyRows rows with a != 0 (DriveAxpy, matmul_impl.h), the next
@@ -311,7 +209,7 @@ constexpr IdTileSet QuantIdTiles() {
 // Float rows. Each y vector takes one FMA per row, a chain as long as the
 // group; a step covers 4 vectors so that 4 chains overlap.
 template <DType T, int K>
-void AxpyFloat(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
+PI_INLINE void AxpyFloat(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
   constexpr int kVecs = 4;
   constexpr int kCols = 16 * kVecs;
   constexpr size_t kEsize = T == DType::kF32 ? 4 : 2;
@@ -384,7 +282,7 @@ PI_INLINE void AxpyQuantStep(const AxpyArgs& a, const AxpyGroup& g, __m256 av, i
 }
 
 template <bool kQ4, int K>
-void AxpyQuant(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
+PI_INLINE void AxpyQuant(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
   constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
   alignas(32) float a8[8] = {};
   for (int k = 0; k < K; ++k) a8[k] = g.a[k];
@@ -401,65 +299,22 @@ void AxpyQuant(const AxpyArgs& a, const AxpyGroup& g, const AxpyGroup& next) {
   }
 }
 
-template <DType T>
-constexpr AxpyFn kAxpyFloat[kAxpyRows] = {AxpyFloat<T, 1>, AxpyFloat<T, 2>, AxpyFloat<T, 3>,
-                                          AxpyFloat<T, 4>, AxpyFloat<T, 5>, AxpyFloat<T, 6>,
-                                          AxpyFloat<T, 7>, AxpyFloat<T, 8>};
-template <bool kQ4>
-constexpr AxpyFn kAxpyQuant[kAxpyRows] = {AxpyQuant<kQ4, 1>, AxpyQuant<kQ4, 2>, AxpyQuant<kQ4, 3>,
-                                          AxpyQuant<kQ4, 4>, AxpyQuant<kQ4, 5>, AxpyQuant<kQ4, 6>,
-                                          AxpyQuant<kQ4, 7>, AxpyQuant<kQ4, 8>};
-
 }  // namespace
+}  // namespace cpu_internal
+}  // namespace pi
+
+// The tiles over the bodies above, and their dispatch by weight type.
+#include "kernels/cpu/matmul_tiles_inline.h"
+
+namespace pi {
+namespace cpu_internal {
 
 void MatMulRowsAvx512(const MatMulArgs& a) {
-  if (a.ids) {
-    switch (a.wtype) {
-      case DType::kF32:
-        return DriveIdTiles(a, FloatIdTiles<DType::kF32>());
-      case DType::kF16:
-        return DriveIdTiles(a, FloatIdTiles<DType::kF16>());
-      case DType::kBF16:
-        return DriveIdTiles(a, FloatIdTiles<DType::kBF16>());
-      case DType::kQ8_0:
-        return DriveIdTiles(a, QuantIdTiles<false>());
-      case DType::kQ4_0:
-        return DriveIdTiles(a, QuantIdTiles<true>());
-      default:
-        return;
-    }
-  }
-  switch (a.wtype) {
-    case DType::kF32:
-      return DriveTiles(a, kF32Tiles);
-    case DType::kF16:
-      return DriveTiles(a, kF16Tiles);
-    case DType::kBF16:
-      return DriveTiles(a, kBf16Tiles);
-    case DType::kQ8_0:
-      return DriveTiles(a, kQ8Tiles);
-    case DType::kQ4_0:
-      return DriveTiles(a, kQ4Tiles);
-    default:
-      return;
-  }
+  MatMulRowsTiled(a);
 }
 
 void AxpyRowsAvx512(const AxpyArgs& a) {
-  switch (a.wtype) {
-    case DType::kF32:
-      return DriveAxpy(a, kAxpyFloat<DType::kF32>);
-    case DType::kF16:
-      return DriveAxpy(a, kAxpyFloat<DType::kF16>);
-    case DType::kBF16:
-      return DriveAxpy(a, kAxpyFloat<DType::kBF16>);
-    case DType::kQ8_0:
-      return DriveAxpy(a, kAxpyQuant<false>);
-    case DType::kQ4_0:
-      return DriveAxpy(a, kAxpyQuant<true>);
-    default:
-      return;
-  }
+  AxpyRowsTiled(a);
 }
 
 }  // namespace cpu_internal
