@@ -1,6 +1,7 @@
 #include "coordinator/serve/openai_api.h"
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "coordinator/serve/generate_request.h"
 
@@ -288,6 +289,18 @@ json ChatLogprobs(const CompletionInfo& info) {
   return {{"content", content}};
 }
 
+// The reply around one choice, with the usage where `usage`.
+std::string Reply(const CompletionInfo& info, const char* object, json choice, bool usage,
+                  int prompt_tokens, int completion_tokens) {
+  json j = {{"id", info.id},
+            {"object", object},
+            {"created", info.created},
+            {"model", info.model},
+            {"choices", {std::move(choice)}}};
+  if (usage) AddUsage(info, prompt_tokens, completion_tokens, &j);
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace
 
 std::string CompletionJson(const CompletionInfo& info, const std::string& text,
@@ -295,13 +308,7 @@ std::string CompletionJson(const CompletionInfo& info, const std::string& text,
   json choice = {
       {"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
   if (info.logprobs && info.tok) choice["logprobs"] = CompletionLogprobs(info);
-  json j = {{"id", info.id},
-            {"object", "text_completion"},
-            {"created", info.created},
-            {"model", info.model},
-            {"choices", {choice}}};
-  AddUsage(info, prompt_tokens, completion_tokens, &j);
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return Reply(info, "text_completion", std::move(choice), true, prompt_tokens, completion_tokens);
 }
 
 std::string CompletionChunkJson(const CompletionInfo& info, const std::string& text,
@@ -310,13 +317,7 @@ std::string CompletionChunkJson(const CompletionInfo& info, const std::string& t
   json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}};
   if (info.logprobs && info.tok) choice["logprobs"] = CompletionLogprobs(info);
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
-  json j = {{"id", info.id},
-            {"object", "text_completion"},
-            {"created", info.created},
-            {"model", info.model},
-            {"choices", {choice}}};
-  if (finish_reason) AddUsage(info, prompt_tokens, completion_tokens, &j);
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return Reply(info, "text_completion", std::move(choice), finish_reason != nullptr, prompt_tokens, completion_tokens);
 }
 
 std::string ChatCompletionJson(const CompletionInfo& info, const std::string& text,
@@ -326,13 +327,7 @@ std::string ChatCompletionJson(const CompletionInfo& info, const std::string& te
                  {"message", {{"role", "assistant"}, {"content", text}}},
                  {"finish_reason", finish_reason}};
   if (info.logprobs && info.tok) choice["logprobs"] = ChatLogprobs(info);
-  json j = {{"id", info.id},
-            {"object", "chat.completion"},
-            {"created", info.created},
-            {"model", info.model},
-            {"choices", {choice}}};
-  AddUsage(info, prompt_tokens, completion_tokens, &j);
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return Reply(info, "chat.completion", std::move(choice), true, prompt_tokens, completion_tokens);
 }
 
 std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::string& text,
@@ -343,13 +338,7 @@ std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::str
   json choice = {{"index", 0}, {"delta", delta}};
   if (info.logprobs && info.tok) choice["logprobs"] = ChatLogprobs(info);
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
-  json j = {{"id", info.id},
-            {"object", "chat.completion.chunk"},
-            {"created", info.created},
-            {"model", info.model},
-            {"choices", {choice}}};
-  if (finish_reason) AddUsage(info, prompt_tokens, completion_tokens, &j);
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return Reply(info, "chat.completion.chunk", std::move(choice), finish_reason != nullptr, prompt_tokens, completion_tokens);
 }
 
 std::string ErrorJson(int http_status, const std::string& message) {

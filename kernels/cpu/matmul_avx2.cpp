@@ -29,6 +29,14 @@ constexpr int64_t kShortRowCols = 0;
 constexpr int kQ4Bytes = 18;
 constexpr int kQ8Bytes = 34;
 
+using Vec = __m256;  // the accumulators of matmul_tiles_inline.h
+PI_INLINE Vec VecZero() {
+  return _mm256_setzero_ps();
+}
+PI_INLINE float VecSum(Vec v) {
+  return HorizontalSum(v);
+}
+
 // ---- float weights ----------------------------------------------------------
 
 template <DType T>
@@ -97,16 +105,6 @@ PI_INLINE void FloatTileBody(const MatMulArgs& a, const uint8_t* const* wr, cons
 }
 
 // ---- quantized weights --------------------------------------------------------
-
-PI_INLINE const int8_t* ActQs(const uint8_t* xb, const QActLayout& l, int64_t g) {
-  return reinterpret_cast<const int8_t*>(xb + l.qs_off) + g * 128;
-}
-PI_INLINE const float* ActDx(const uint8_t* xb, const QActLayout& l, int64_t g) {
-  return reinterpret_cast<const float*>(xb + l.dx_off) + g * 4;
-}
-PI_INLINE const int32_t* ActS4(const uint8_t* xb, const QActLayout& l, int64_t g) {
-  return reinterpret_cast<const int32_t*>(xb + l.s4_off) + g * 32;
-}
 
 // One group of 4 Q4_0 blocks for R rows x B batch columns, two blocks per
 // vector: the nibbles of blocks k, k+1 are loaded side by side, so one
@@ -205,38 +203,6 @@ PI_INLINE void QGroup(const uint8_t* const* blk, const uint8_t* const* xb, const
   } else {
     Q8Group<R, B>(blk, xb, l, g, acc);
   }
-}
-
-// R rows (wr[i]) x B prepared activations (xb[j]) into out.
-template <bool kQ4, int R, int B, class P>
-PI_INLINE void QuantTileBody(const MatMulArgs& a, const uint8_t* const* wr,
-                             const uint8_t* const* xb, P* pf, float (&out)[R][B]) {
-  constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
-  const QActLayout& l = a.layout;
-  __m256 acc[R][B];
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < B; ++j) acc[i][j] = _mm256_setzero_ps();
-
-  const int64_t full = l.nb / 4;
-  const uint8_t* blk[R];
-  for (int64_t g = 0; g < full; ++g) {
-    pf->Step(4 * kBytes);
-    for (int i = 0; i < R; ++i) blk[i] = wr[i] + g * 4 * kBytes;
-    QGroup<kQ4, R, B>(blk, xb, l, g, acc);
-  }
-  const int rest = static_cast<int>(l.nb - full * 4);
-  if (rest > 0) {
-    // Partial last group from zero-padded copies (see matmul_avx512.cpp).
-    uint8_t tail[R][4 * kBytes];
-    for (int i = 0; i < R; ++i) {
-      std::memset(tail[i], 0, sizeof(tail[i]));
-      std::memcpy(tail[i], wr[i] + full * 4 * kBytes, static_cast<size_t>(rest) * kBytes);
-      blk[i] = tail[i];
-    }
-    QGroup<kQ4, R, B>(blk, xb, l, full, acc);
-  }
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < B; ++j) out[i][j] = HorizontalSum(acc[i][j]);
 }
 
 // ---- axpy ---------------------------------------------------------------------

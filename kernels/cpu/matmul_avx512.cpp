@@ -15,8 +15,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "kernels/cpu/avx2_inline.h"
 #include "kernels/cpu/avx512_inline.h"
 #include "kernels/cpu/matmul_impl.h"
@@ -49,6 +47,14 @@ constexpr int64_t kPanelBytes = 192 * 1024;
 
 constexpr int kQ4Bytes = 18;  // sizeof(BlockQ4_0)
 constexpr int kQ8Bytes = 34;  // sizeof(BlockQ8_0)
+
+using Vec = __m512;  // the accumulators of matmul_tiles_inline.h
+PI_INLINE Vec VecZero() {
+  return _mm512_setzero_ps();
+}
+PI_INLINE float VecSum(Vec v) {
+  return _mm512_reduce_add_ps(v);
+}
 
 // ---- float weights ----------------------------------------------------------
 
@@ -108,17 +114,6 @@ PI_INLINE void FloatTileBody(const MatMulArgs& a, const uint8_t* const* wr, cons
 
 // ---- quantized weights --------------------------------------------------------
 
-// Where group g (4 blocks) of one prepared activation lives.
-PI_INLINE const int8_t* ActQs(const uint8_t* xb, const QActLayout& l, int64_t g) {
-  return reinterpret_cast<const int8_t*>(xb + l.qs_off) + g * 128;
-}
-PI_INLINE const float* ActDx(const uint8_t* xb, const QActLayout& l, int64_t g) {
-  return reinterpret_cast<const float*>(xb + l.dx_off) + g * 4;
-}
-PI_INLINE const int32_t* ActS4(const uint8_t* xb, const QActLayout& l, int64_t g) {
-  return reinterpret_cast<const int32_t*>(xb + l.s4_off) + g * 32;
-}
-
 // One group of 4 blocks for R rows (blk[i] -> the group's first block) x B
 // batch columns. kQ4 selects Q4_0 (18-byte blocks, offset 8) or Q8_0
 // (34-byte blocks, offset 128).
@@ -165,40 +160,6 @@ PI_INLINE void QGroup(const uint8_t* const* blk, const uint8_t* const* xb, const
           _mm512_fmadd_ps(_mm512_cvtepi32_ps(t23), _mm512_permutexvar_ps(idx23, sc), acc[i][j]);
     }
   }
-}
-
-// R rows (wr[i]) x B prepared activations (xb[j]) into out.
-template <bool kQ4, int R, int B, class P>
-PI_INLINE void QuantTileBody(const MatMulArgs& a, const uint8_t* const* wr,
-                             const uint8_t* const* xb, P* pf, float (&out)[R][B]) {
-  constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
-  const QActLayout& l = a.layout;
-  __m512 acc[R][B];
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < B; ++j) acc[i][j] = _mm512_setzero_ps();
-
-  const int64_t full = l.nb / 4;
-  const uint8_t* blk[R];
-  for (int64_t g = 0; g < full; ++g) {
-    pf->Step(4 * kBytes);
-    for (int i = 0; i < R; ++i) blk[i] = wr[i] + g * 4 * kBytes;
-    QGroup<kQ4, R, B>(blk, xb, l, g, acc);
-  }
-  const int rest = static_cast<int>(l.nb - full * 4);
-  if (rest > 0) {
-    // Last partial group: copy the remaining blocks into zeroed 4-block
-    // buffers so the group code never reads past the row; the padded blocks
-    // have d = 0 and meet zero activations.
-    uint8_t tail[R][4 * kBytes];
-    for (int i = 0; i < R; ++i) {
-      std::memset(tail[i], 0, sizeof(tail[i]));
-      std::memcpy(tail[i], wr[i] + full * 4 * kBytes, static_cast<size_t>(rest) * kBytes);
-      blk[i] = tail[i];
-    }
-    QGroup<kQ4, R, B>(blk, xb, l, full, acc);
-  }
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < B; ++j) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
 // ---- axpy ---------------------------------------------------------------------

@@ -7,15 +7,17 @@
 // Included by matmul_avx2.cpp and matmul_avx512.cpp after what each defines,
 // in its anonymous namespace, for its vector width:
 //   FloatTileBody<T, R, B>(a, wr, xs, pf, out)   float rows x batch columns
-//   QuantTileBody<kQ4, R, B>(a, wr, xb, pf, out) Q4_0 / Q8_0 rows
+//   QGroup<kQ4, R, B>(blk, xb, layout, g, acc)   a group of 4 Q4_0 / Q8_0 blocks
+//   Vec, VecZero(), VecSum(v)                    the accumulator vector
 //   AxpyFloat<T, K>, AxpyQuant<kQ4, K>           K rows of the transposed product
-//   kTileRows, kMaxBatch (<= kMaxTileBatch), kVecRowsQ4, kLeadBytes,
+//   kTileRows, kMaxBatch (<= kMaxTileBatch), kVecRowsQ4, kLeadBytes, kQ4Bytes, kQ8Bytes,
 //   kPanelBytes, kShortRowCols (0: no short-row tiles)
 // Everything keeps the includer's internal linkage (matmul_impl.h says why).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu/matmul_impl.h"
@@ -34,6 +36,40 @@ template <DType T>
 constexpr int kVecRows = T == DType::kQ4_0   ? kVecRowsQ4
                          : T == DType::kQ8_0 ? 1
                                              : kTileRows;
+
+// R quantized rows (wr[i]) x B prepared activations (xb[j]) into out, 4
+// blocks (128 weights) at a time.
+template <bool kQ4, int R, int B, class P>
+PI_INLINE void QuantTileBody(const MatMulArgs& a, const uint8_t* const* wr,
+                             const uint8_t* const* xb, P* pf, float (&out)[R][B]) {
+  constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
+  const QActLayout& l = a.layout;
+  Vec acc[R][B];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < B; ++j) acc[i][j] = VecZero();
+  const int64_t full = l.nb / 4;
+  const uint8_t* blk[R];
+  for (int64_t g = 0; g < full; ++g) {
+    pf->Step(4 * kBytes);
+    for (int i = 0; i < R; ++i) blk[i] = wr[i] + g * 4 * kBytes;
+    QGroup<kQ4, R, B>(blk, xb, l, g, acc);
+  }
+  const int rest = static_cast<int>(l.nb - full * 4);
+  if (rest > 0) {
+    // Last partial group: copy the remaining blocks into zeroed 4-block
+    // buffers so the group code never reads past the row; the padded blocks
+    // have d = 0 and meet zero activations.
+    uint8_t tail[R][4 * kBytes];
+    for (int i = 0; i < R; ++i) {
+      std::memset(tail[i], 0, sizeof(tail[i]));
+      std::memcpy(tail[i], wr[i] + full * 4 * kBytes, static_cast<size_t>(rest) * kBytes);
+      blk[i] = tail[i];
+    }
+    QGroup<kQ4, R, B>(blk, xb, l, full, acc);
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < B; ++j) out[i][j] = VecSum(acc[i][j]);
+}
 
 // R rows (wr[i]) x B batch columns from x0 (x_stride apart) into out.
 template <DType T, int R, int B, class P>

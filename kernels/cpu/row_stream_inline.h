@@ -1,8 +1,9 @@
 // The row streams the AVX2 and AVX-512 mat-vec kernels share: software
-// prefetch of a tile's rows (dense, or by id for the sparse products), and
-// the f16 scales of Q4_0/Q8_0 blocks. Included only by matmul_avx2.cpp and
-// matmul_avx512.cpp (both compiled with F16C); everything has internal
-// linkage, so each file keeps its own copy (matmul_impl.h says why).
+// prefetch of a tile's rows (dense, or by id for the sparse products), the
+// f16 scales of Q4_0/Q8_0 blocks, and where a prepared activation's groups
+// are. Included only by matmul_avx2.cpp and matmul_avx512.cpp (both compiled
+// with F16C); everything has internal linkage, so each file keeps its own
+// copy (matmul_impl.h says why).
 #pragma once
 
 #include <immintrin.h>
@@ -132,6 +133,17 @@ PI_INLINE __m128 LoadScales4(const uint8_t* p, int stride) {
   const uint64_t v = LoadU16(p) | LoadU16(p + stride) << 16 | LoadU16(p + 2 * stride) << 32 |
                      LoadU16(p + 3 * stride) << 48;
   return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(v)));
+}
+
+// Where group g (4 blocks) of one prepared activation lives.
+PI_INLINE const int8_t* ActQs(const uint8_t* xb, const QActLayout& l, int64_t g) {
+  return reinterpret_cast<const int8_t*>(xb + l.qs_off) + g * 128;
+}
+PI_INLINE const float* ActDx(const uint8_t* xb, const QActLayout& l, int64_t g) {
+  return reinterpret_cast<const float*>(xb + l.dx_off) + g * 4;
+}
+PI_INLINE const int32_t* ActS4(const uint8_t* xb, const QActLayout& l, int64_t g) {
+  return reinterpret_cast<const int32_t*>(xb + l.s4_off) + g * 32;
 }
 
 }  // namespace
