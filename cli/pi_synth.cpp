@@ -40,6 +40,10 @@ void Usage() {
           "  --down-t              write blk.N.ffn_down_t.weight [n_embd, n_ff] instead of\n"
           "                        ffn_down, with the PWRI magic\n"
           "  --rope-theta X        <arch>.rope.freq_base (default 10000)\n"
+          "  --rope-scaling T      linear: <arch>.rope.scaling.type linear and .factor;\n"
+          "                        llama3: rope_freqs.weight, Llama 3.1's per-pair factors\n"
+          "  --rope-scale F        the scaling factor (default 8)\n"
+          "  --rope-orig-ctx N     llama3: the original context (default 8192)\n"
           "  --norm-eps X          llama.attention.layer_norm_rms_epsilon or\n"
           "                        falcon.attention.layer_norm_epsilon (default 1e-5)\n"
           "  --seed N              weight seed (default 1)\n"
@@ -116,6 +120,12 @@ static int Run(int argc, char** argv) {
           o.down_t = true;
         } else if (f == "--rope-theta") {
           o.rope_theta = args.Float(f);
+        } else if (f == "--rope-scaling") {
+          o.rope_scaling = args.String(f);
+        } else if (f == "--rope-scale") {
+          o.rope_factor = args.Float(f);
+        } else if (f == "--rope-orig-ctx") {
+          o.rope_original_ctx = args.Int(f);
         } else if (f == "--norm-eps") {
           o.norm_eps = args.Float(f);
         } else if (f == "--seed") {

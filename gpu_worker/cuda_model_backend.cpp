@@ -348,7 +348,7 @@ Status CudaModelBackend::AllocateBuffers() {
   PI_RETURN_IF_ERROR(alloc(angles * f, "RoPE angles", &d_angles_));
   std::vector<float> cs(static_cast<size_t>(angles));
   for (int p = 0; p < plan_.n_ctx; ++p) {
-    RopeAngles(c_.rope_dims, p, c_.rope_theta, cs.data() + static_cast<int64_t>(p) * c_.rope_dims);
+    RopeAnglesOf(c_, p, cs.data() + static_cast<int64_t>(p) * c_.rope_dims);
   }
   if (!Ok(cudaMemcpy(d_angles_, cs.data(), angles * f, cudaMemcpyHostToDevice), "RoPE angles",
           &err)) {

@@ -85,11 +85,31 @@ def make_weights(cfg, seed):
     return w
 
 
-def rotate_half_rope(n, hd, theta):
+def scaled_inv_freq(inv, scaling):
+    """transformers' rope_scaling of the inverse frequencies: linear divides them all by the
+    factor; llama3 (_compute_llama3_parameters) divides the slow ones by it and blends the
+    middle band."""
+    if not scaling:
+        return inv
+    factor = scaling["factor"]
+    if scaling["rope_type"] == "linear":
+        return inv / factor
+    low, high = scaling.get("low_freq_factor", 1.0), scaling.get("high_freq_factor", 4.0)
+    old = scaling.get("original_max_position_embeddings", 8192)
+    wavelen = 2 * torch.pi / inv
+    out = torch.where(wavelen > old / low, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * out / factor + smooth * out
+    medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+    return torch.where(medium, smoothed, out)
+
+
+def rotate_half_rope(n, hd, theta, scaling=None):
     """RoPE over positions 0..n-1 as Hugging Face's llama and falcon apply it: x [heads, n, hd]
     rotated by halves (the GGUF side permutes llama's Q/K rows to match)."""
     pos = torch.arange(n, dtype=torch.float64)
     inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    inv = scaled_inv_freq(inv, scaling)
     ang = torch.outer(pos, inv)
     cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
 
@@ -113,7 +133,7 @@ def torch_forward(cfg, w, tokens):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * g
 
     n = len(tokens)
-    rope = rotate_half_rope(n, hd, theta)
+    rope = rotate_half_rope(n, hd, theta, cfg.get("rope_scaling"))
 
     h = W["model.embed_tokens.weight"][tokens]
     mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
@@ -569,6 +589,24 @@ def main():
         check(p.returncode == 0 and got is not None and agree >= 0.9 and rel_err(got, want) < 0.05,
               f"relu-llama q8_0 --down-t: loads, runs sparse, top tokens agree "
               f"({agree}, {rel_err(got, want) if got is not None else err!r})")
+
+        # RoPE scaling: Llama 3.1's llama3 (llama.cpp's rope_freqs.weight; an original context
+        # of 8 so that these 12 positions feel it) and linear (rope.scaling.type, .factor).
+        for scaling in ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 8},
+                        {"rope_type": "linear", "factor": 4.0}):
+            scaled = dict(relu, rope_scaling=scaling)
+            want_s = torch_forward(scaled, w, tokens)
+            src_s = os.path.join(tmp, "rope-" + scaling["rope_type"])
+            write_folder(src_s, scaled, w, "spm")
+            out_s = src_s + ".gguf"
+            p = run(convert, src_s, "-o", out_s, "--outtype", "f32")
+            check(p.returncode == 0, f"rope_scaling {scaling['rope_type']} converts "
+                                     f"({p.stderr[-300:]!r})")
+            got, err = dump_logits(bin_dir, out_s, tokens, tmp)
+            check(rel_err(want_s, want) > 1e-2, f"rope_scaling {scaling['rope_type']} moves "
+                                                f"torch's logits ({rel_err(want_s, want):.1e})")
+            check_logits("relu-llama, rope_scaling " + scaling["rope_type"], got, err, want_s)
 
         # A file that names the wrong activation (as llama.cpp's, which names none, reads
         # as SiLU): --ffn-activation on the tools, local workers included, or the file fixed

@@ -73,6 +73,7 @@ struct Case {
   const char* arch;
   Plan plan;
   DType kv = DType::kF16;
+  const char* rope = "";  // RoPE scaling (SyntheticModelOptions::rope_scaling)
 };
 
 // Removes a file when the test ends (a worker process opens the model by
@@ -173,6 +174,8 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
   o.arch = tc.arch;
   o.down_t = true;
   o.planted_sparsity = 0.8;
+  o.rope_scaling = tc.rope;
+  o.rope_original_ctx = 16;  // the test's positions reach every kind of llama3 factor
   const std::string path = TempPath("device.gguf");
   const RemoveAtExit remove{path};
   ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
@@ -270,6 +273,9 @@ std::vector<Case> AllCases() {
     cases.push_back({backend, DType::kQ8_0, "relu", "falcon", Plan::kPrefix});
     cases.push_back({backend, DType::kF16, "relu", "llama", Plan::kSplit, DType::kF32});
     cases.push_back({backend, DType::kQ4_0, "relu", "falcon", Plan::kAll, DType::kF32});
+    // The device rotates by the host's angles: Llama 3.1's factors, linear scaling.
+    cases.push_back({backend, DType::kF16, "relu", "llama", Plan::kSplit, DType::kF16, "llama3"});
+    cases.push_back({backend, DType::kQ8_0, "relu", "llama", Plan::kPrefix, DType::kF16, "linear"});
   }
   return cases;
 }
@@ -279,7 +285,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, DeviceBackendTest, ::testing::ValuesIn(AllCases(
                            const Case& c = p.param;
                            std::string name = std::string(c.backend) + "_" + c.arch + "_" +
                                               DTypeName(c.type) + "_" + c.act + "_" +
-                                              PlanName(c.plan) + "_kv" + DTypeName(c.kv);
+                                              PlanName(c.plan) + "_kv" + DTypeName(c.kv) +
+                                              (*c.rope ? std::string("_rope_") + c.rope : "");
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });

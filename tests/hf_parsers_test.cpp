@@ -102,9 +102,41 @@ TEST(HfConfigTest, FieldsAndDefaults) {
                            R"("num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100)";
   EXPECT_THAT(error(base + R"(,"num_key_value_heads":3})"), HasSubstr("not a multiple of 3 KV"));
   EXPECT_THAT(error(base + R"(,"hidden_size":"64"})"), HasSubstr("\"hidden_size\" must be"));
-  EXPECT_THAT(error(base + R"(,"rope_scaling":{"type":"linear"}})"), HasSubstr("rope_scaling"));
+  EXPECT_THAT(error(base + R"(,"rope_scaling":{"type":"linear"}})"),
+              HasSubstr("rope_scaling.factor"));
+  EXPECT_THAT(error(base + R"(,"rope_scaling":{"rope_type":"yarn","factor":4}})"),
+              HasSubstr("rope_scaling type 'yarn' is not supported"));
+  EXPECT_THAT(error(base + R"(,"rope_scaling":4})"), HasSubstr("not an object"));
+  EXPECT_THAT(error(base + R"(,"rope_scaling":{"rope_type":"llama3","factor":8,)"
+                           R"("low_freq_factor":4,"high_freq_factor":1}})"),
+              HasSubstr("high_freq_factor"));
   EXPECT_THAT(error(R"({"architectures":["X"],"hidden_size":64})"),
               HasSubstr("no \"intermediate_size\""));
+}
+
+// rope_scaling: linear, Llama 3.1's llama3 (defaults for what it leaves out),
+// and "default" (none).
+TEST(HfConfigTest, RopeScaling) {
+  const std::string base = R"({"architectures":["LlamaForCausalLM"],"hidden_size":64,)"
+                           R"("intermediate_size":192,"num_hidden_layers":2,)"
+                           R"("num_attention_heads":4,"vocab_size":100,"rope_scaling":)";
+  HfConfig c;
+  ASSERT_TRUE(ParseHfConfig(base + R"({"type":"linear","factor":4}})", &c).ok());
+  EXPECT_EQ(c.rope_scaling, "linear");
+  EXPECT_EQ(c.rope_factor, 4.0);
+  HfConfig l3;
+  ASSERT_TRUE(ParseHfConfig(base + R"({"rope_type":"llama3","factor":32,"high_freq_factor":)"
+                                   R"(8,"original_max_position_embeddings":4096}})",
+                            &l3)
+                  .ok());
+  EXPECT_EQ(l3.rope_scaling, "llama3");
+  EXPECT_EQ(l3.rope_factor, 32.0);
+  EXPECT_EQ(l3.rope_low_freq_factor, 1.0);
+  EXPECT_EQ(l3.rope_high_freq_factor, 8.0);
+  EXPECT_EQ(l3.rope_original_context, 4096.0);
+  HfConfig none;
+  ASSERT_TRUE(ParseHfConfig(base + R"({"rope_type":"default"}})", &none).ok());
+  EXPECT_EQ(none.rope_scaling, "");
 }
 
 // FalconConfig's defaults and older key names; the fused QKV's KV groups as

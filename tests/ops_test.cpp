@@ -87,6 +87,30 @@ TEST(OpsTest, RopeNeoxRotatesHalvesAtEveryBase) {
   }
 }
 
+// llama.cpp's scaled angle: pos * freq_scale * theta^(-2i/d) / factor[i]
+// (linear scaling and Llama 3.1's rope_freqs), at a far position too.
+TEST(OpsTest, RopeAnglesScaleThePositionAndDivideByEachPairsFactor) {
+  const int rope_dims = 8;
+  const float factors[4] = {1.0f, 2.5f, 8.0f, 32.0f};
+  for (const int pos : {7, 20000}) {
+    for (const float scale : {1.0f, 0.25f}) {
+      SCOPED_TRACE(std::to_string(pos) + " scale " + std::to_string(scale));
+      std::vector<float> cs(rope_dims), plain(rope_dims);
+      RopeAngles(rope_dims, pos, 500000.0f, cs.data(), scale, factors);
+      RopeAngles(rope_dims, pos, 500000.0f, plain.data(), scale, nullptr);
+      for (int i = 0; i < rope_dims / 2; ++i) {
+        const double f = std::pow(500000.0, -2.0 * i / rope_dims);
+        const double a = pos * static_cast<double>(scale) * f / factors[i];
+        EXPECT_NEAR(cs[2 * i], std::cos(a), 1e-6) << i;
+        EXPECT_NEAR(cs[2 * i + 1], std::sin(a), 1e-6) << i;
+        const double b = pos * static_cast<double>(scale) * f;  // no factors: all 1
+        EXPECT_NEAR(plain[2 * i], std::cos(b), 1e-6) << i;
+        EXPECT_NEAR(plain[2 * i + 1], std::sin(b), 1e-6) << i;
+      }
+    }
+  }
+}
+
 TEST(OpsTest, SoftmaxSumsToOneAndHandlesLargeValues) {
   std::vector<float> x = {1000.0f, 1001.0f, 999.0f};
   Softmax(x.data(), 3);

@@ -65,7 +65,7 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
       !std::equal(rope_pos_.begin(), rope_pos_.end(), pos)) {
     rope_pos_.assign(pos, pos + batch);
     for (int b = 0; b < batch; ++b) {
-      RopeAngles(c_.rope_dims, pos[b], c_.rope_theta, rope_cs_.data() + b * c_.rope_dims);
+      RopeAnglesOf(c_, pos[b], rope_cs_.data() + b * c_.rope_dims);
     }
   }
   for (int b = 0; b < batch; ++b) {

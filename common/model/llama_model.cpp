@@ -44,6 +44,11 @@ bool FfnIsReluFamily(FfnActivation a) {
   return a == FfnActivation::kRelu || a == FfnActivation::kDRelu || a == FfnActivation::kReluUp;
 }
 
+void RopeAnglesOf(const LlamaConfig& c, int pos, float* cs) {
+  RopeAngles(c.rope_dims, pos, c.rope_theta, cs, c.rope_freq_scale,
+             c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data());
+}
+
 void NormalizeRow(const LlamaConfig& c, const Tensor& w, const Tensor& b, const float* x,
                   float* out) {
   const float* wd = reinterpret_cast<const float*>(w.data);
@@ -56,6 +61,27 @@ void NormalizeRow(const LlamaConfig& c, const Tensor& w, const Tensor& b, const 
 }
 
 namespace {
+
+// RoPE scaling as llama.cpp reads it: rope.scaling.factor (or the older
+// rope.scale_linear) divides every position unless rope.scaling.type is
+// "none"; "linear", or no type, is that scaling; the others (yarn, longrope)
+// change the angles in ways not implemented here and are refused by name.
+Status ReadRopeScaling(const GgufFile& f, const std::string& p, LlamaConfig* c) {
+  std::string type;
+  PI_RETURN_IF_ERROR(f.GetStringOpt(p + "rope.scaling.type", &type));
+  if (!type.empty() && type != "none" && type != "linear") {
+    return Status::Unsupported("%srope.scaling.type '%s' is not supported (none, linear)",
+                               p.c_str(), type.c_str());
+  }
+  float factor = 0.0f;
+  PI_RETURN_IF_ERROR(f.GetF32Opt(p + "rope.scaling.factor", &factor));
+  if (factor == 0.0f) PI_RETURN_IF_ERROR(f.GetF32Opt(p + "rope.scale_linear", &factor));
+  if (!(factor >= 0.0f && factor <= 1e6f)) {
+    return Status::Invalid("%srope.scaling.factor %g: expected 0 (none) to 1e6", p.c_str(), factor);
+  }
+  c->rope_freq_scale = factor == 0.0f || type == "none" ? 1.0f : 1.0f / factor;
+  return Status::Ok();
+}
 
 Status ReadConfig(const GgufFile& f, LlamaConfig* c) {
   PI_RETURN_IF_ERROR(f.GetString("general.architecture", &c->arch));
@@ -152,11 +178,7 @@ Status ReadConfig(const GgufFile& f, LlamaConfig* c) {
     return Status::Error("invalid norm epsilon %g or rope.freq_base %g", c->norm_eps,
                          c->rope_theta);
   }
-  std::string scaling;
-  PI_RETURN_IF_ERROR(f.GetStringOpt(p + "rope.scaling.type", &scaling));
-  if (!scaling.empty() && scaling != "none") {
-    return Status::Error("rope.scaling.type '%s' is not supported yet", scaling.c_str());
-  }
+  PI_RETURN_IF_ERROR(ReadRopeScaling(f, p, c));
 
   c->sparse_magic = f.is_sparse_magic();
   PI_RETURN_IF_ERROR(f.GetF32Opt("powerinfer.sparse_threshold", &c->sparse_threshold));
@@ -260,6 +282,24 @@ Status BindLayerFalcon(const GgufFile& f, const LlamaConfig& c, const std::strin
   return Status::Ok();
 }
 
+// rope_freqs.weight, when present: one factor per rotated pair, each finite
+// and positive (an angle is divided by it).
+Status ReadRopeFactors(const GgufFile& f, LlamaConfig* c) {
+  Tensor t;
+  PI_RETURN_IF_ERROR(BindTensor(f, "rope_freqs.weight", {c->rope_dims / 2}, false, &t));
+  if (!t.present()) return Status::Ok();
+  c->rope_freq_factors.resize(static_cast<size_t>(c->rope_dims / 2));
+  std::memcpy(c->rope_freq_factors.data(), t.data, c->rope_freq_factors.size() * sizeof(float));
+  for (size_t i = 0; i < c->rope_freq_factors.size(); ++i) {
+    const float v = c->rope_freq_factors[i];
+    if (!(v > 0.0f && v < 1e30f)) {
+      return Status::Invalid(
+          "rope_freqs.weight[%zu] = %g: RoPE factors must be positive and finite", i, v);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status LoadLlamaModel(const std::string& path, LlamaModel* model) {
@@ -289,6 +329,8 @@ Status LoadLlamaModel(std::unique_ptr<GgufFile> file, LlamaModel* model) {
     PI_RETURN_IF_ERROR(BindTensor(f, "output.weight", {d, vocab}, false, &model->output));
     model->tied_output = !model->output.present();
     if (model->tied_output) model->output = model->token_embd;
+
+    PI_RETURN_IF_ERROR(ReadRopeFactors(f, &c));
 
     model->layers.assign(c.n_layer, LlamaLayer());
     for (int i = 0; i < c.n_layer; ++i) {

@@ -80,6 +80,11 @@ struct LlamaConfig {
   int n_ctx_train = 0;
   int rope_dims = 0;  // rotary dims per head (<= head_dim)
   float rope_theta = 10000.0f;
+  // Linear RoPE scaling: positions times this (1 / rope.scaling.factor).
+  float rope_freq_scale = 1.0f;
+  // rope_freqs.weight (Llama 3.1's frequency-dependent scaling): pair i's
+  // angle divided by [i], rope_dims / 2 of them; empty: none.
+  std::vector<float> rope_freq_factors;
   float norm_eps = 1e-5f;  // layer_norm_rms_epsilon, or falcon's layer_norm_epsilon
   FfnActivation activation = FfnActivation::kSilu;
   NormKind norm = NormKind::kRms;
@@ -158,6 +163,10 @@ struct LlamaModel {
 // LayerNorm * w + b, b absent meaning 0. out may alias x.
 void NormalizeRow(const LlamaConfig& c, const Tensor& w, const Tensor& b, const float* x,
                   float* out);
+
+// RopeAngles (kernels/cpu/ops.h) for position `pos` with the model's base,
+// scaling and factors: what the CPU and every device rotate by.
+void RopeAnglesOf(const LlamaConfig& c, int pos, float* cs);
 
 // Whether sparse FFN modes can skip neurons in this model: it needs a
 // ReLU-family activation and ffn_down_t in every layer. Otherwise *why says

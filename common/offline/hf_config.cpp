@@ -43,6 +43,41 @@ Status Float(const json& j, const char* key, double* out) {
   return Status::Ok();
 }
 
+// rope_scaling {rope_type (or type), factor, ...}: none ("default"), linear,
+// or Llama 3.1's llama3 with its frequency factors and original context.
+Status ParseRopeScaling(const json& j, HfConfig* c) {
+  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return Status::Ok();
+  const json& r = j["rope_scaling"];
+  if (!r.is_object()) return Status::Invalid("config.json: \"rope_scaling\" is not an object");
+  const char* key = r.contains("rope_type") ? "rope_type" : "type";
+  if (!r.contains(key) || !r[key].is_string()) {
+    return Status::Invalid("config.json: rope_scaling has no \"rope_type\" string");
+  }
+  const std::string type = r[key].get<std::string>();
+  if (type == "default") return Status::Ok();
+  if (type != "linear" && type != "llama3") {
+    return Status::Unsupported(
+        "config.json: rope_scaling type '%s' is not supported (linear, llama3)", type.c_str());
+  }
+  c->rope_scaling = type;
+  c->rope_factor = 0;
+  PI_RETURN_IF_ERROR(Float(r, "factor", &c->rope_factor).WithContext("rope_scaling"));
+  if (!(c->rope_factor >= 1.0 && c->rope_factor <= 1e4)) {
+    return Status::Invalid("config.json: rope_scaling.factor must be 1 to 1e4");
+  }
+  if (type == "llama3") {
+    PI_RETURN_IF_ERROR(Float(r, "low_freq_factor", &c->rope_low_freq_factor));
+    PI_RETURN_IF_ERROR(Float(r, "high_freq_factor", &c->rope_high_freq_factor));
+    PI_RETURN_IF_ERROR(Float(r, "original_max_position_embeddings", &c->rope_original_context));
+    if (!(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
+      return Status::Invalid(
+          "config.json: rope_scaling.high_freq_factor must exceed "
+          "low_freq_factor");
+    }
+  }
+  return Status::Ok();
+}
+
 bool IsTokenId(const json& v) {
   return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= (1 << 30);
 }
@@ -220,9 +255,7 @@ Status ParseHfConfig(const std::string& text, HfConfig* out) {
   PI_RETURN_IF_ERROR(Int(j, "max_position_embeddings", false, 1 << 24, &c.max_position_embeddings));
   PI_RETURN_IF_ERROR(Float(j, "rms_norm_eps", &c.rms_norm_eps));
   PI_RETURN_IF_ERROR(Float(j, "rope_theta", &c.rope_theta));
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    return Status::Error("config.json: rope_scaling is not supported yet");
-  }
+  PI_RETURN_IF_ERROR(ParseRopeScaling(j, &c));
   c.hidden_act = "silu";
   if (j.contains("hidden_act")) {
     if (!j["hidden_act"].is_string())

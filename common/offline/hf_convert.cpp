@@ -21,6 +21,7 @@
 #include "common/model/llama_model.h"
 #include "common/offline/hf_config.h"
 #include "common/offline/hf_tokenizer.h"
+#include "common/offline/rope_scaling.h"
 #include "common/offline/safetensors.h"
 #include "common/offline/synthetic_model.h"
 #include "common/plan/activation_stats.h"
@@ -475,7 +476,21 @@ void SetLlamaMetadata(const HfConfig& c, const std::string& arch, const std::str
   w->Set(p + "attention.layer_norm_rms_epsilon",
          GgufValue::F32(static_cast<float>(c.rms_norm_eps)));
   w->Set(p + "vocab_size", GgufValue::U32(c.vocab_size));
+  if (c.rope_scaling == "linear") {
+    w->Set(p + "rope.scaling.type", GgufValue::String("linear"));
+    w->Set(p + "rope.scaling.factor", GgufValue::F32(static_cast<float>(c.rope_factor)));
+  }
   w->Set("pi.ffn_activation", GgufValue::String(activation));
+}
+
+// Llama 3.1's scaling as llama.cpp's converter stores it: rope_freqs.weight,
+// one factor per rotated pair (no scaling key).
+Status AddRopeFactors(const HfConfig& c, GgufWriter* w) {
+  if (c.rope_scaling != "llama3") return Status::Ok();
+  const Llama3RopeScaling s{c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor,
+                            c.rope_original_context};
+  const std::vector<float> f = Llama3RopeFactors(s, c.head_dim, c.rope_theta);
+  return w->AddTensor("rope_freqs.weight", DType::kF32, {static_cast<int64_t>(f.size())}, f.data());
 }
 
 void SetMetadata(const HfConfig& c, Family family, const HfConvertOptions& o,
@@ -574,6 +589,7 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   SetMetadata(c, family, o, name, activation, &w);
   if (!o.predictors_dir.empty()) w.Set("powerinfer.sparse_threshold", GgufValue::F32(threshold));
   PI_RETURN_IF_ERROR(AddHfTokenizer(dir, c, &w));
+  if (family != Family::kFalcon) PI_RETURN_IF_ERROR(AddRopeFactors(c, &w));
   auto bar = std::make_shared<ProgressBar>("pi-convert " + out_path, total, "B");
   auto done = std::make_shared<int64_t>(0);
   for (const Job& j : jobs) {

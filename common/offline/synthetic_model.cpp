@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/base/memory_limits.h"
+#include "common/offline/rope_scaling.h"
 #include "kernels/cpu/quant.h"
 
 namespace pi {
@@ -204,6 +205,25 @@ float SyntheticWeight(uint64_t seed, const std::string& name, int64_t ne0, int64
   return MakeGenerator(seed, name, fan_in).At(static_cast<uint64_t>(row * ne0 + col));
 }
 
+namespace {
+
+Status ValidateRopeScaling(const SyntheticModelOptions& o) {
+  if (o.rope_scaling.empty()) return Status::Ok();
+  if (o.rope_scaling != "linear" && o.rope_scaling != "llama3") {
+    return Status::Invalid("rope scaling '%s': expected linear or llama3", o.rope_scaling.c_str());
+  }
+  if (o.rope_scaling == "llama3" && o.arch != "llama") {
+    return Status::Invalid("llama3 rope scaling is a llama file's (rope_freqs.weight)");
+  }
+  if (!(o.rope_factor >= 1.0f && o.rope_factor <= 1e4f) || o.rope_original_ctx < 1) {
+    return Status::Invalid("rope scaling factor %g (1 to 1e4) and original context %d (>= 1)",
+                           o.rope_factor, o.rope_original_ctx);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
   if (o.n_vocab <= 0 || o.n_embd <= 0 || o.n_layer <= 0 || o.n_head <= 0 || o.n_head_kv < 0 ||
       o.n_ff <= 0 || o.n_ctx <= 0) {
@@ -258,6 +278,7 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
     return Status::Error("rope theta %g and norm epsilon %g must be positive", o.rope_theta,
                          o.norm_eps);
   }
+  PI_RETURN_IF_ERROR(ValidateRopeScaling(o));
   if (o.planted_sparsity != 0.0) {
     if (!(o.planted_sparsity > 0.0 && o.planted_sparsity < 1.0)) {
       return Status::Error("planted sparsity %g must be in (0, 1)", o.planted_sparsity);
@@ -355,6 +376,10 @@ static void SetSyntheticMetadata(const SyntheticModelOptions& o, GgufWriter* w) 
     w->Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(o.norm_eps));
     w->Set(a + "vocab_size", GgufValue::U32(static_cast<uint32_t>(o.n_vocab)));
   }
+  if (o.rope_scaling == "linear") {
+    w->Set(a + "rope.scaling.type", GgufValue::String("linear"));
+    w->Set(a + "rope.scaling.factor", GgufValue::F32(o.rope_factor));
+  }
   if (o.activation_key) w->Set("pi.ffn_activation", GgufValue::String(o.activation));
 }
 
@@ -432,6 +457,13 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
     };
   };
 
+  if (o.rope_scaling == "llama3") {
+    const std::vector<float> f =
+        Llama3RopeFactors({o.rope_factor, 1.0, 4.0, static_cast<double>(o.rope_original_ctx)},
+                          static_cast<int>(head_dim), o.rope_theta);
+    PI_RETURN_IF_ERROR(AddMatrix(w, "rope_freqs.weight", DType::kF32, head_dim / 2, 0,
+                                 [f](int64_t, int64_t c) { return f[static_cast<size_t>(c)]; }));
+  }
   PI_RETURN_IF_ERROR(matrix("token_embd.weight", d, o.n_vocab,
                             planted ? FixFn([](int64_t, int64_t c, float* v) {
                               if (c != 0) return false;

@@ -45,6 +45,13 @@ struct SyntheticModelOptions {
   bool tied = false;         // no output.weight (the embedding is reused)
   bool down_t = false;       // ffn_down_t [n_embd, n_ff] instead of ffn_down, PWRI magic
   float rope_theta = 10000.0f;
+  // RoPE scaling as llama.cpp's files carry it: "linear" writes
+  // <arch>.rope.scaling.type linear and .factor rope_factor; "llama3"
+  // (llama only) writes rope_freqs.weight, Llama 3.1's factors
+  // (rope_scaling.h) for rope_factor and rope_original_ctx; "" none.
+  std::string rope_scaling;
+  float rope_factor = 8.0f;
+  int rope_original_ctx = 8192;
   float norm_eps = 1e-5f;
   uint64_t seed = 1;
   // An SPM vocab: <unk>, <s>, </s>, <0x00>..<0xFF> (byte b is token 3 + b), "▁"

@@ -32,11 +32,13 @@ void LayerNorm(const float* x, const float* w, const float* b, int64_t n, float 
   }
 }
 
-void RopeAngles(int rope_dims, int pos, float theta, float* cs) {
+void RopeAngles(int rope_dims, int pos, float theta, float* cs, float freq_scale,
+                const float* freq_factors) {
   for (int i = 0; i < rope_dims / 2; ++i) {
     // Computed in double: pos * freq reaches ~1e4 rad, where f32 loses digits.
-    const double freq = std::pow(static_cast<double>(theta), -2.0 * i / rope_dims);
-    const double angle = pos * freq;
+    double freq = std::pow(static_cast<double>(theta), -2.0 * i / rope_dims);
+    if (freq_factors) freq /= freq_factors[i];
+    const double angle = pos * static_cast<double>(freq_scale) * freq;
     cs[2 * i] = static_cast<float>(std::cos(angle));
     cs[2 * i + 1] = static_cast<float>(std::sin(angle));
   }

@@ -16,10 +16,13 @@ void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out);
 void LayerNorm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out);
 
 // RoPE's rotation for position `pos`: cs[2i] = cos, cs[2i + 1] = sin of
-// pos * theta^(-2i / rope_dims) for pair i < rope_dims / 2. Computed once per
-// position and shared by every layer's queries and keys (the angles are the
-// same in all of them).
-void RopeAngles(int rope_dims, int pos, float theta, float* cs);
+// pos * freq_scale * theta^(-2i / rope_dims) / freq_factors[i] for pair
+// i < rope_dims / 2 — llama.cpp's angle with linear scaling (freq_scale = 1 /
+// rope.scaling.factor) and per-pair factors (rope_freqs.weight, Llama 3.1;
+// null: all 1). Computed once per position and shared by every layer's
+// queries and keys (the angles are the same in all of them).
+void RopeAngles(int rope_dims, int pos, float theta, float* cs, float freq_scale = 1.0f,
+                const float* freq_factors = nullptr);
 
 // Rotates `n_heads` heads of `head_dim` in place by RopeAngles' `cs`,
 // llama.cpp's "normal" RoPE (the layout of llama-architecture GGUFs): pair i

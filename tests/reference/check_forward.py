@@ -122,6 +122,16 @@ CASES = [
     ("relu-f16-mha-theta1m-downt", "relu", "f16", 4, False, True, ["--rope-theta", "1000000"]),
     ("falcon-gelu-f32-mqa-theta1m", "gelu", "f32", 1, False, False,
      ["--arch", "falcon", "--rope-theta", "1000000"]),
+    # RoPE scaling as llama.cpp's files carry it: Llama 3.1's rope_freqs.weight (its original
+    # context shrunk to 64 so that the 64 positions reach every branch of the factors: 1,
+    # smoothed, and the full factor) and linear scaling (rope.scaling.type, .factor).
+    ("silu-f32-gqa-llama3rope", "silu", "f32", 2, False, False,
+     ["--rope-scaling", "llama3", "--rope-scale", "8", "--rope-orig-ctx", "64"]),
+    ("relu-q8_0-gqa-llama3rope-downt", "relu", "q8_0", 2, False, True,
+     ["--rope-scaling", "llama3", "--rope-scale", "32", "--rope-orig-ctx", "64",
+      "--rope-theta", "500000"]),
+    ("silu-f16-mha-ropelinear4", "silu", "f16", 4, False, False,
+     ["--rope-scaling", "linear", "--rope-scale", "4"]),
     # llama.cpp's formats, by pi-quantize (QUANTIZE): layer 1's attn_v and ffn_down and
     # output.weight are Q6_K in the mixes.
     ("silu-q4_k_m-gqa", "silu", "q4_k_m", 2, False, False, WIDE),
@@ -143,6 +153,32 @@ SHAPE = dict(n_vocab=320, n_embd=64, n_layer=2, n_head=4, n_ff=160, n_ctx=64)
 # enough for the matrix-matrix kernels of every weight type (parallel_matmul.h's GemmMinRun).
 TOKENS = [1, 5, 9, 200, 17, 3, 319, 42, 42, 0, 128, 64, 7, 250] + \
     [(i * 37 + 11) % SHAPE["n_vocab"] for i in range(50)]
+
+
+def rope_scaling_problems(ref, extra):
+    """What the reference saw of a case's RoPE scaling that differs from what it asked for,
+    and whether the scaling moves these logits far beyond the tolerance (so an engine that
+    ignored it would fail the case)."""
+    scaling = extra[extra.index("--rope-scaling") + 1] if "--rope-scaling" in extra else None
+    factors = ref.rope_factors
+    if (scaling == "llama3") != (factors is not None):
+        return ["rope_freqs.weight %s" % ("absent" if factors is None else "present")]
+    if scaling == "linear" and ref.pos_scale == 1.0:
+        return ["no linear scaling"]
+    if scaling is None:
+        return [] if ref.pos_scale == 1.0 else ["position scale %g" % ref.pos_scale]
+    if scaling == "llama3":
+        full = float(extra[extra.index("--rope-scale") + 1])
+        ones, full_n = int(np.sum(factors == 1.0)), int(np.sum(np.isclose(factors, full)))
+        if ones == 0 or full_n == 0 or ones + full_n == len(factors):
+            return ["rope factors %s do not reach 1, smoothed and %g" % (factors, full)]
+    expect = ref.forward(TOKENS)
+    saved = ref.rope_factors, ref.pos_scale
+    ref.rope_factors, ref.pos_scale = None, 1.0
+    unscaled = ref.forward(TOKENS)
+    ref.rope_factors, ref.pos_scale = saved
+    moved = float(np.abs(unscaled - expect).max() / np.abs(expect).max())
+    return [] if moved > 1e-2 else ["the scaling moves the logits by %.1e only" % moved]
 
 
 def run(cmd):
@@ -229,6 +265,7 @@ def main():
                 problems.append("rope.freq_base %g" % ref.freq_base)
             if "--no-activation-key" in extra and "pi.ffn_activation" in ref.reader.metadata:
                 problems.append("pi.ffn_activation present")
+            problems += rope_scaling_problems(ref, extra)
             if problems:
                 raise RuntimeError("pi-synth model differs from the case: " + ", ".join(problems))
             scale = float(np.abs(expect).max())

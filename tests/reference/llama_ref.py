@@ -8,7 +8,9 @@ token sequence, all positions at once with a causal mask:
   h = token_embd[tokens]
   per layer:  x = rmsnorm(h) * attn_norm;  q,k,v = Wq x, Wk x, Wv x
               RoPE "normal" (adjacent pairs (2i, 2i+1), first rope.dimension_count dims of
-              each head, angle pos * freq_base^(-2i/n_rot)) on q and k
+              each head, angle pos * freq_base^(-2i/n_rot)) on q and k; with llama.cpp's
+              scaling: pos / rope.scaling.factor (rope.scaling.type linear or absent; none:
+              unscaled), the angle of pair i divided by rope_freqs.weight[i] (Llama 3.1)
               GQA: query head j reads kv head j // (n_head / n_head_kv); causal softmax
               h += Wo attn
               x = rmsnorm(h) * ffn_norm
@@ -142,6 +144,14 @@ class LlamaRef:
             self.n_ff = int(get("feed_forward_length"))
         self.n_rot = int(get("rope.dimension_count", self.head_dim))
         self.freq_base = float(get("rope.freq_base", 10000.0))
+        scaling = md.get(arch + ".rope.scaling.type", "linear")
+        if scaling not in ("none", "linear"):
+            raise ValueError("rope.scaling.type %r" % scaling)
+        factor = float(md.get(arch + ".rope.scaling.factor", 0.0) or
+                       md.get(arch + ".rope.scale_linear", 0.0))
+        self.pos_scale = 1.0 / factor if factor and scaling == "linear" else 1.0
+        self.rope_factors = (r.tensors["rope_freqs.weight"].to_f32().astype(np.float64)
+                             if "rope_freqs.weight" in r.tensors else None)
         self.eps = float(get("attention.layer_norm_epsilon" if self.falcon
                              else "attention.layer_norm_rms_epsilon", 1e-5))
         if self.falcon and md.get("falcon.tensor_data_layout", "jploski") != "jploski":
@@ -223,7 +233,9 @@ class LlamaRef:
         out = x.astype(np.float64).copy()
         half = self.n_rot // 2
         inv = self.freq_base ** (-2.0 * np.arange(half) / self.n_rot)
-        ang = positions[:, None].astype(np.float64) * inv[None, :]  # [T, half]
+        if self.rope_factors is not None:
+            inv = inv / self.rope_factors
+        ang = (positions[:, None].astype(np.float64) * self.pos_scale) * inv[None, :]  # [T, half]
         cos = np.cos(ang)[:, None, :]
         sin = np.sin(ang)[:, None, :]
         if self.falcon:
