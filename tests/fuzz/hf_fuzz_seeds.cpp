@@ -1,6 +1,6 @@
 // Writes hf_fuzz's seeds: a small valid safetensors file, config.jsons (llama,
-// falcon, RW), the demo's tokenizer.model and a small BPE tokenizer.json, each
-// behind its selector byte.
+// llama with Llama 3.1's rope_scaling, falcon, RW), the demo's tokenizer.model
+// and a small BPE tokenizer.json, each behind its selector byte.
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
       R"({"architectures":["LlamaForCausalLM"],"hidden_size":64,"intermediate_size":192,)"
       R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,)"
       R"("vocab_size":512,"hidden_act":"relu","rms_norm_eps":1e-5,"bos_token_id":1})";
+  const std::string llama3 = config.substr(0, config.size() - 1) +
+                             R"(,"rope_scaling":{"rope_type":"llama3","factor":8.0,)"
+                             R"("low_freq_factor":1.0,"high_freq_factor":4.0,)"
+                             R"("original_max_position_embeddings":8192}})";
   // Falcon's two config dialects: FalconConfig's names, and configuration_RW.py's.
   const std::string falcon =
       R"({"architectures":["FalconForCausalLM"],"hidden_size":64,"num_hidden_layers":2,)"
@@ -51,6 +55,7 @@ int main(int argc, char** argv) {
                         std::istreambuf_iterator<char>());
   bool ok = pi::WriteSeedFile(dir + "/safetensors.bin", With(0, st));
   ok &= pi::WriteSeedFile(dir + "/config.bin", With(1, config));
+  ok &= pi::WriteSeedFile(dir + "/config_llama3.bin", With(1, llama3));
   ok &= pi::WriteSeedFile(dir + "/config_falcon.bin", With(1, falcon));
   ok &= pi::WriteSeedFile(dir + "/config_rw.bin", With(1, rw));
   ok &= pi::WriteSeedFile(dir + "/spm.bin", With(2, spm.substr(0, 4000)));

@@ -1,7 +1,8 @@
 // Writes model_fuzz's seed corpus: a tiny llama model with a byte tokenizer
-// (and a falcon one with ffn_down_t), its activation statistics, a placement
-// plan and PowerInfer's gpu index, all made by the code that writes them for
-// users, so the fuzzer starts from files every reader accepts.
+// (and the same with RoPE scaling, and a falcon one with ffn_down_t), its
+// activation statistics, a placement plan and PowerInfer's gpu index, all made
+// by the code that writes them for users, so the fuzzer starts from files
+// every reader accepts.
 #include <unistd.h>
 
 #include <cstdio>
@@ -78,6 +79,13 @@ int main(int argc, char** argv) {
   o.byte_tokenizer = true;
   o.activation = "relu";
   bool ok = WriteSet(dir, "llama", o);
+  // RoPE scaling: Llama 3.1's rope_freqs.weight, and linear scaling's keys.
+  o.rope_scaling = "llama3";
+  o.rope_original_ctx = 8;
+  ok &= WriteSet(dir, "llama3rope", o);
+  o.rope_scaling = "linear";
+  ok &= WriteSet(dir, "ropelinear", o);
+  o.rope_scaling = "";
   o.arch = "falcon";
   o.n_head_kv = 1;
   o.down_t = true;
