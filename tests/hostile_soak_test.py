@@ -55,7 +55,8 @@ def post(path, body_bytes, extra=b""):
 
 
 def completion(address, prompt, stream):
-    """The text of a greedy completion (None if the request failed)."""
+    """The text of a greedy completion, or a "<failed: ...>" string saying how the request
+    failed (its status line and the start of its body, or the stream's last event)."""
     body = json.dumps({"prompt": prompt, "max_tokens": 16, "temperature": 0,
                        "stream": stream}).encode()
     s = connect(address, "127.0.0.2")
@@ -65,13 +66,13 @@ def completion(address, prompt, stream):
     finally:
         s.close()
     if not http_final(reply).startswith(b"HTTP/1.1 200"):
-        return None
+        return "<failed: %r %r>" % (http_final(reply)[:40], http_body(reply)[:200])
     data = http_body(reply).decode(errors="replace")
     if not stream:
         return json.loads(data)["choices"][0]["text"]
     events = [e[6:] for e in data.split("\n") if e.startswith("data: ")]
     if not events or events[-1] != "[DONE]":
-        return None
+        return "<failed: no [DONE], %d events, last %r>" % (len(events), events[-1:])
     return "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
 
 
@@ -150,7 +151,8 @@ def main():
         check(s.http is not None, "pi-launch --http -np 2 serves")
         a = s.http
         solo = {p: completion(a, p, False) for p in PROMPTS}
-        check(all(solo.values()), "each prompt's answer alone")
+        check(not any(v.startswith("<failed") for v in solo.values()),
+              f"each prompt's answer alone ({solo})")
         time.sleep(1)
         pid = s.proc.pid
         base = (proc_status(pid, "Threads:"), fds(pid), proc_status(pid, "VmRSS:") / 1024)
@@ -161,26 +163,31 @@ def main():
                                  "never_reading", "dropping", "dropping", "oversized")]
         for t in hostiles:
             t.start()
-        answers, wrong = [0], []
+        answers, wrong = [0, 0, 0], []
 
         def normal(i):
             k = 0
             while time.monotonic() < deadline:
                 prompt = PROMPTS[(i + k) % len(PROMPTS)]
-                got = completion(a, prompt, stream=k % 2 == 1)
+                try:
+                    got = completion(a, prompt, stream=k % 2 == 1)
+                except OSError as e:  # a timeout: this client was stalled
+                    got = "<failed: %r>" % e
                 if got != solo[prompt]:
                     wrong.append((prompt, got))
-                answers[0] += 1
+                answers[i] += 1
                 k += 1
 
-        normals = [threading.Thread(target=normal, args=(i,)) for i in range(3)]
+        normals = [threading.Thread(target=normal, args=(i,)) for i in range(len(answers))]
         for t in normals:
             t.start()
         for t in normals + hostiles:
             t.join()
-        check(not wrong and answers[0] >= 10,
-              f"{answers[0]} normal answers beside hostile clients, every one its solo answer "
-              f"({len(wrong)} wrong: {wrong[:2]}); hostile rounds {sorted(counts.items())}")
+        # No normal client stalled: each got answers all through the soak (at least 2 in its
+        # 20 s, whatever else the machine runs), every one its solo answer.
+        check(not wrong and min(answers) >= 2,
+              f"{answers} normal answers (per client) beside hostile clients, every one its solo "
+              f"answer ({len(wrong)} wrong: {wrong[:2]}); hostile rounds {sorted(counts.items())}")
         check(counts.get("bad_refusals", 0) == 0, "every oversized request refused 400/413/431")
         # Back to the levels before the soak (the idle and stuck connections close by their
         # deadlines: 2 s idle, 3 s writes).
