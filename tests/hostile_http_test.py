@@ -13,6 +13,9 @@ uses our own client code). Each case was a way to stop, stall or exhaust the ser
   at the idle deadline (they held every slot for over 70 s);
 - a client that half-closes after its request (shutdown(SHUT_WR)) still gets its answer,
   whole and streamed;
+- streams reset by their clients mid-write, eight at a time for 5 s (the stream's head was
+  let go under its write: the process died after some tens of them): the server lives on
+  and serves the golden text;
 - clients that never read their stream (1 KiB receive buffer, events bigger than the
   kernel's buffers hold) with -np 1 and -np 2: a normal client is still served the golden
   text, and the stuck ones are cancelled (their stream full, or the write deadline);
@@ -47,6 +50,7 @@ AUTH = f"Authorization: Bearer {KEY}\r\n"
 TIMEOUT_S = 3  # --timeout: the body's read and each write
 IDLE_S = 2     # --http-idle-timeout (and the header deadline)
 PER_CLIENT = 8
+RESET_S = 5    # reset_mid_stream_case's length
 
 MEMORY = asan_memory_factor()  # memory bounds under AddressSanitizer
 
@@ -195,6 +199,49 @@ def half_close_cases(a, golden):
           "a half-closed client gets its whole stream")
 
 
+def reset_mid_stream_case(s, a, golden):
+    """Clients that ask for a stream, read a few bytes of it (or none) and reset the
+    connection, eight at a time for RESET_S seconds: a reset could land while the stream's
+    head was being written, and the connection let the head go under the write (a
+    use-after-free: the process died after some tens of resets)."""
+    import random
+    import struct
+    deadline = time.monotonic() + RESET_S
+    counts = [0] * 8
+    body = json.dumps({"prompt": PROMPT, "max_tokens": 32, "stream": True})
+
+    def resetting(i):
+        rng = random.Random(i)
+        while time.monotonic() < deadline and s.proc.poll() is None:
+            try:
+                c = connect(a, source="127.0.0.%d" % (3 + i))
+                c.settimeout(5)
+                c.sendall(request("/v1/completions", raw=body))
+                if rng.random() < 0.5:
+                    c.recv(rng.randint(1, 300))
+                else:
+                    time.sleep(rng.random() * 0.05)
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                c.close()
+                counts[i] += 1
+            except OSError:
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=resetting, args=(i,)) for i in range(len(counts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    alive = s.proc.poll() is None
+    check(alive and sum(counts) >= 100, f"{sum(counts)} streams reset mid-write: the server "
+          f"lives on (exit status {s.proc.returncode})")
+    n = len(golden["generated_tokens"])
+    r = exchange(a, request("/v1/completions", {"prompt": PROMPT, "max_tokens": n,
+                                                "temperature": 0})) if alive else b""
+    check(http_status(r) == 200 and json.loads(http_body(r))["choices"][0]["text"] == golden["text"],
+          "... and serves the golden text after them")
+
+
 def never_reading_case(bin_dir, tmp, golden, n_seq):
     s = launch(bin_dir, tmp, "-np", str(n_seq), "--chat-template", "chatml")
     a = s.http
@@ -277,6 +324,7 @@ def main():
         framing_cases(a)
         slow_and_idle_cases(a)
         half_close_cases(a, golden)
+        reset_mid_stream_case(s, a, golden)
         size_cases(s, a)
         # Connections the server closed itself (Connection: close) leave TIME_WAIT on its port.
         for _ in range(3):

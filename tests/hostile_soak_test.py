@@ -183,6 +183,9 @@ def main():
             t.start()
         for t in normals + hostiles:
             t.join()
+        if s.proc.poll() is not None:  # the server itself fell: say how, with its last words
+            check(False, f"pi-launch still runs after the soak (exit status {s.proc.returncode}; "
+                         f"its log ends: {s.stderr()[-2000:]!r})")
         # No normal client stalled: each got answers all through the soak (at least 2 in its
         # 20 s, whatever else the machine runs), every one its solo answer.
         check(not wrong and min(answers) >= 2,

@@ -350,6 +350,11 @@ void HttpConnection::Drain() {
 
 void HttpConnection::OnWritten(beast::error_code ec) {
   writing_ = false;
+  if (!job_) {  // released while the write was in flight (closing): its head goes only now
+    serializer_.reset();
+    head_.reset();
+    return Close();
+  }
   if (ec) {
     CancelJob(ec == beast::error::timeout
                   ? "the client did not take its stream within " +
@@ -365,8 +370,10 @@ void HttpConnection::ReleaseJob() {
   job_.reset();
   reply_.reset();
   streaming_ = false;
-  serializer_.reset();
-  head_.reset();
+  if (!writing_) {  // else the write in flight still reads them: OnWritten lets them go
+    serializer_.reset();
+    head_.reset();
+  }
   probe_timer_.cancel();
   self_while_job_.reset();  // (the handler running this holds the connection too)
 }

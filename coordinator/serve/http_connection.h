@@ -115,6 +115,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::unique_ptr<CompletionReply> reply_;
   bool streaming_ = false;
   int n_prompt_ = 0;
+  // A write is in flight: what it reads (events_, and while the stream's head
+  // goes out head_ and serializer_) outlives the job until it completes, even
+  // when the job is released meanwhile (a client that resets mid-write).
   bool writing_ = false;
   bool head_sent_ = false;  // the stream's status line and headers
   bool last_written_ = false;
