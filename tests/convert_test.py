@@ -9,6 +9,8 @@ gated FFN), in every mode the engine runs them:
   with --sparse predictor; as q8_0 it loads and its top tokens match;
 - llama-SiLU with GQA and tied embeddings (a BPE tokenizer.json);
 - Mistral-shaped (MistralForCausalLM, GQA) with --ffn-activation relu overriding hidden_act;
+- Qwen2 (Qwen2ForCausalLM: Q/K/V biases, rotate-half RoPE kept, tied), and Llama 3.1's and
+  linear rope_scaling: logits equal torch's;
 - dReLU (BambooForCausalLM, as Bamboo and TurboSparse-Mistral say it: hidden_act relu, applied
   to gate and up both): arch bamboo, pi.ffn_activation drelu, dense and --sparse oracle logits,
   greedy tokens as torch's;
@@ -140,9 +142,12 @@ def torch_forward(cfg, w, tokens):
     for l in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % l
         x = norm(h, W[p + "input_layernorm.weight"])
-        q = (x @ W[p + "self_attn.q_proj.weight"].T).view(n, nh, hd).transpose(0, 1)
-        k = (x @ W[p + "self_attn.k_proj.weight"].T).view(n, nkv, hd).transpose(0, 1)
-        v = (x @ W[p + "self_attn.v_proj.weight"].T).view(n, nkv, hd).transpose(0, 1)
+        # Qwen2's projections have biases (Qwen2Attention: bias=True on q, k, v).
+        q, k, v = (x @ W[p + "self_attn.%s_proj.weight" % c].T +
+                   W.get(p + "self_attn.%s_proj.bias" % c, 0) for c in "qkv")
+        q = q.view(n, nh, hd).transpose(0, 1)
+        k = k.view(n, nkv, hd).transpose(0, 1)
+        v = v.view(n, nkv, hd).transpose(0, 1)
         q, k = rope(q), rope(k)
         k = k.repeat_interleave(nh // nkv, 0)
         v = v.repeat_interleave(nh // nkv, 0)
@@ -430,6 +435,35 @@ def check_drelu(bin_dir, tmp, base, tokens):
           f"Bamboo --sparse oracle: pi-run's greedy tokens are torch's ({ids} / {ref})")
 
 
+def check_qwen2(bin_dir, tmp, base, tokens):
+    """Qwen2ForCausalLM: llama's layers with Q/K/V biases and rotate-half RoPE, kept as it is
+    (arch qwen2: NeoX, no row permutation); tied embeddings as Qwen2's small models."""
+    import pigguf
+    cfg = dict(base, architectures=["Qwen2ForCausalLM"], hidden_act="silu", _act="silu",
+               num_key_value_heads=2, tie_word_embeddings=True, rope_theta=1000000.0)
+    w = make_weights(cfg, 11)
+    hd = cfg["hidden_size"] // cfg["num_attention_heads"]
+    g = torch.Generator().manual_seed(12)
+    for l in range(cfg["num_hidden_layers"]):
+        for c, heads in (("q", cfg["num_attention_heads"]), ("k", 2), ("v", 2)):
+            w["model.layers.%d.self_attn.%s_proj.bias" % (l, c)] = \
+                torch.randn(heads * hd, generator=g) * 0.5
+    want = torch_forward(cfg, w, tokens)
+    unbiased = torch_forward(cfg, {k: v for k, v in w.items() if not k.endswith(".bias")}, tokens)
+    src = os.path.join(tmp, "qwen2")
+    write_folder(src, cfg, w, "spm")
+    out = os.path.join(tmp, "qwen2.gguf")
+    p = run(os.path.join(bin_dir, "pi-convert"), src, "-o", out, "--outtype", "f32")
+    check(p.returncode == 0, f"Qwen2 converts ({p.stderr[-300:]!r})")
+    m = pigguf.GGUFReader(out).metadata if p.returncode == 0 else {}
+    check(m.get("general.architecture") == "qwen2", f"Qwen2: arch qwen2 "
+                                                    f"({m.get('general.architecture')})")
+    got, err = dump_logits(bin_dir, out, tokens, tmp)
+    check(rel_err(unbiased, want) > 1e-2, f"Qwen2's biases move torch's logits "
+                                          f"({rel_err(unbiased, want):.1e})")
+    check_logits("Qwen2 (biases, NeoX RoPE, tied)", got, err, want)
+
+
 def check_falcon(bin_dir, tmp, tokens):
     """FalconForCausalLM in each fused-QKV layout, relu and gelu; unsupported variants refused."""
     import pigguf
@@ -706,6 +740,7 @@ def main():
         os.remove(os.path.join(src, "generation_config.json"))
 
         check_drelu(bin_dir, tmp, base, tokens)
+        check_qwen2(bin_dir, tmp, base, tokens)
         check_falcon(bin_dir, tmp, tokens)
 
         # The original's torch files: predictors and activation counts of a 12-layer model

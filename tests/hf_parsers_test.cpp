@@ -257,7 +257,8 @@ TEST(HfTokenizerTest, BpeJsonAndItsErrors) {
       R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":[["a","b"]]},)"
       R"("added_tokens":[{"id":3,"content":"<s>","special":true}],)"
       R"("pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":)"
-      R"({"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|x"}},{"type":"ByteLevel"}]},)"
+      R"({"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?x"}},)"
+      R"({"type":"ByteLevel"}]},)"
       R"("post_processor":{"single":[{"SpecialToken":{"id":"<s>"}}]}})";
   GgufWriter w;
   ASSERT_TRUE(AddBpeTokenizer(good, "", c, &w).ok());
@@ -285,6 +286,24 @@ TEST(HfTokenizerTest, BpeJsonAndItsErrors) {
   EXPECT_THAT(error(R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},)"
                     R"("pre_tokenizer":{"type":"Whitespace"}})"),
               HasSubstr("pre-tokenizer this tool does not know"));
+  // Qwen2's split: Llama 3's with single digits. Another digit rule is refused.
+  auto pre_of = [&](const std::string& regex) {
+    const std::string text = R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},)"
+                             R"("pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":)"
+                             R"("Split","pattern":{"Regex":")" +
+                             regex + R"("}},{"type":"ByteLevel"}]}})";
+    GgufWriter x;
+    const Status s = AddBpeTokenizer(text, "", c, &x);
+    if (!s.ok()) return s.message();
+    std::unique_ptr<GgufFile> f;
+    const std::vector<uint8_t> b = x.Serialize();
+    return GgufFile::OpenBuffer(b.data(), b.size(), &f).ok() ? f->Find("tokenizer.ggml.pre")->str
+                                                             : std::string("unreadable");
+  };
+  EXPECT_EQ(pre_of(R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?x)"),
+            "qwen2");
+  EXPECT_THAT(pre_of(R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|\\p{N}{1,5})"),
+              HasSubstr("split pre-tokenizer this tool does not know"));
 }
 
 }  // namespace

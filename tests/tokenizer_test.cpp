@@ -345,6 +345,17 @@ TEST(Bpe, Llama3PreTokenizer) {
   EXPECT_THAT(Split(l, "x.\n\ny  \n z"), ElementsAre("x", ".\n\n", "y", "  \n", " z"));
 }
 
+// Qwen2: Llama 3's pattern with one digit a piece.
+TEST(Bpe, Qwen2PreTokenizer) {
+  const auto q = BpePreTokenizer::kQwen2;
+  EXPECT_THAT(Split(q, "DON'T 12345"), ElementsAre("DON", "'T", " ", "1", "2", "3", "4", "5"));
+  EXPECT_THAT(Split(q, "Hello world's  end\n\n 12abc"),
+              ElementsAre("Hello", " world", "'s", " ", " end", "\n\n", " ", "1", "2", "abc"));
+  BpePreTokenizer parsed;
+  ASSERT_TRUE(ParseBpePreTokenizer("qwen2", &parsed).ok());
+  EXPECT_EQ(parsed, q);
+}
+
 // A byte-level vocabulary. Ids: 0 a  1 b  2 c  3 Ġ  4 bc  5 ab  6 aa  7 Ġa  8 Ċ
 // 9 <|endoftext|> (control). Merges by rank: 0 "b c", 1 "a b", 2 "ab c", 3 "a a", 4 "Ġ a".
 struct BpeFixture {
@@ -488,11 +499,11 @@ TEST(RoundTrip, RandomBytes) {
 TEST(TokenizerErrors, FromVocab) {
   std::unique_ptr<Tokenizer> t;
   BpeFixture f;
-  f.v.pre = "qwen2";
+  f.v.pre = "deepseek-llm";
   Status s = Tokenizer::FromVocab(f.v, &t);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("tokenizer.ggml.pre"));
-  EXPECT_THAT(s.message(), HasSubstr("qwen2"));
+  EXPECT_THAT(s.message(), HasSubstr("deepseek-llm"));
 
   f = BpeFixture();
   f.v.merges.push_back("nospace");
@@ -601,8 +612,8 @@ TEST(TokenizerGguf, Errors) {
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(t->bos(), -1);
   EXPECT_THAT(Enc(*t, "ab", /*bos=*/true), ElementsAre(2));
-  bpe.Set("tokenizer.ggml.pre", GgufValue::String("qwen2"));
-  EXPECT_THAT(Load(bpe, &t).message(), HasSubstr("qwen2"));
+  bpe.Set("tokenizer.ggml.pre", GgufValue::String("deepseek-llm"));
+  EXPECT_THAT(Load(bpe, &t).message(), HasSubstr("deepseek-llm"));
 }
 
 }  // namespace

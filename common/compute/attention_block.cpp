@@ -10,6 +10,20 @@
 
 namespace pi {
 
+namespace {
+
+// rows[b] += bias for `batch` rows of bias.cols values; nothing without one.
+void AddBias(const Tensor& bias, int batch, float* rows) {
+  if (!bias.present()) return;
+  const float* v = reinterpret_cast<const float*>(bias.data);
+  for (int b = 0; b < batch; ++b) {
+    float* r = rows + static_cast<int64_t>(b) * bias.cols;
+    for (int64_t i = 0; i < bias.cols; ++i) r[i] += v[i];
+  }
+}
+
+}  // namespace
+
 void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, int n_threads,
                           DType k_type) {
   c_ = config;
@@ -58,6 +72,9 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
   const MatMulJob qkv[3] = {
       {&layer.wq, q_.data(), qd}, {&layer.wk, k_.data(), kvd}, {&layer.wv, v_.data(), kvd}};
   ParallelMatMul(pool, in, qkv, 3);
+  AddBias(layer.bq, batch, q_.data());  // qwen2's, before the rotation
+  AddBias(layer.bk, batch, k_.data());
+  AddBias(layer.bv, batch, v_.data());
 
   // The batch's rotations: the same in every layer, so computed by the
   // first layer that sees these positions (reserved: no allocation).

@@ -85,12 +85,16 @@ Status ReadRopeScaling(const GgufFile& f, const std::string& p, LlamaConfig* c) 
 
 Status ReadConfig(const GgufFile& f, LlamaConfig* c) {
   PI_RETURN_IF_ERROR(f.GetString("general.architecture", &c->arch));
-  if (c->arch != "llama" && c->arch != "bamboo" && c->arch != "falcon") {
-    return Status::Error(
+  if (c->arch != "llama" && c->arch != "bamboo" && c->arch != "falcon" && c->arch != "qwen2") {
+    return Status::Unsupported(
         "unsupported architecture '%s' (general.architecture); supported: llama (LLaMA, "
-        "Mistral, ReluLLaMA, ProSparse, TurboSparse), bamboo, falcon (Falcon, ReluFalcon)",
+        "Llama 3, Mistral, ReluLLaMA, ProSparse, TurboSparse), bamboo, falcon (Falcon, "
+        "ReluFalcon), qwen2",
         c->arch.c_str());
   }
+  // qwen2: llama's layers with Q/K/V biases, rotated NeoX-style (llama.cpp's
+  // converter does not permute its Q/K rows).
+  if (c->arch == "qwen2") c->rope = RopeKind::kNeox;
   const bool falcon = c->arch == "falcon";
   PI_RETURN_IF_ERROR(f.GetStringOpt("general.name", &c->name));
   const std::string p = c->arch + ".";
@@ -343,6 +347,10 @@ Status LoadLlamaModel(std::unique_ptr<GgufFile> file, LlamaModel* model) {
         PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q.weight", {d, c.q_dim()}, true, &l.wq));
         PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k.weight", {d, c.kv_dim()}, true, &l.wk));
         PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_v.weight", {d, c.kv_dim()}, true, &l.wv));
+        const bool qwen2 = c.arch == "qwen2";
+        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q.bias", {c.q_dim()}, qwen2, &l.bq));
+        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k.bias", {c.kv_dim()}, qwen2, &l.bk));
+        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_v.bias", {c.kv_dim()}, qwen2, &l.bv));
         PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_norm.weight", {d}, true, &l.ffn_norm));
         PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_gate.weight", {d, ff}, true, &l.ffn_gate));
       }

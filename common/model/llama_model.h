@@ -125,6 +125,7 @@ struct LlamaLayer {
                        //                        adjacent; falcon: rows [0, q_dim) of wqkv)
   Tensor wk;           // [n_embd, kv_dim]       falcon: rows [q_dim, q_dim + kv_dim) of wqkv
   Tensor wv;           // [n_embd, kv_dim]       falcon: the last kv_dim rows of wqkv
+  Tensor bq, bk, bv;   // [q_dim], [kv_dim] x 2  f32  Q/K/V biases (qwen2; else absent)
   Tensor wo;           // [q_dim, n_embd]
   Tensor ffn_norm;     // [n_embd]               f32  falcon: attn_norm_2 (40B), else the
                        //                        same view as attn_norm (7B shares it)

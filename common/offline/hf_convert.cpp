@@ -43,6 +43,7 @@ enum class Family {
   kLlama,   // LlamaForCausalLM, MistralForCausalLM: "llama"
   kBamboo,  // BambooForCausalLM (Bamboo, TurboSparse-Mistral): "bamboo", dReLU
   kFalcon,  // FalconForCausalLM, RWForCausalLM: "falcon"
+  kQwen2,   // Qwen2ForCausalLM: "qwen2" (llama's layers, Q/K/V biases, NeoX RoPE)
 };
 
 struct Job {
@@ -283,10 +284,13 @@ Status FamilyOf(const HfConfig& c, const std::string& dir, Family* out) {
     *out = Family::kBamboo;
   } else if (c.architecture == "LlamaForCausalLM" || c.architecture == "MistralForCausalLM") {
     *out = Family::kLlama;
+  } else if (c.architecture == "Qwen2ForCausalLM") {
+    *out = Family::kQwen2;
   } else {
-    return Status::Error(
+    return Status::Unsupported(
         "%s: architecture %s is not one pi-convert knows (LlamaForCausalLM, "
-        "MistralForCausalLM, BambooForCausalLM, FalconForCausalLM, RWForCausalLM)",
+        "MistralForCausalLM, Qwen2ForCausalLM, BambooForCausalLM, FalconForCausalLM, "
+        "RWForCausalLM)",
         dir.c_str(), c.architecture.c_str());
   }
   return Status::Ok();
@@ -356,8 +360,11 @@ Status ActivationOf(const HfConfig& c, Family family, const std::string& overrid
   return Status::Ok();
 }
 
-// Every tensor of a llama-family model, in GGUF order.
-std::vector<Job> LlamaJobs(const HfConfig& c, const HfConvertOptions& o, bool has_head) {
+// Every tensor of a llama-family model, in GGUF order. Llama's Q and K rows
+// go from Hugging Face's rotate-half order to llama.cpp's interleaved pairs;
+// qwen2's stay (it runs NeoX RoPE) and its Q/K/V biases come along.
+std::vector<Job> LlamaJobs(const HfConfig& c, const HfConvertOptions& o, bool has_head,
+                           bool qwen2) {
   const int64_t d = c.hidden_size, ff = c.intermediate_size, hd = c.head_dim;
   const int64_t q = c.num_attention_heads * hd, kv = c.num_key_value_heads * hd;
   auto matrix = [&](std::string src, std::string dst, int64_t rows, int64_t cols,
@@ -375,11 +382,19 @@ std::vector<Job> LlamaJobs(const HfConfig& c, const HfConvertOptions& o, bool ha
     const std::string s = "model.layers." + std::to_string(l) + ".";
     const std::string g = "blk." + std::to_string(l) + ".";
     jobs.push_back(norm(s + "input_layernorm.weight", g + "attn_norm.weight"));
-    jobs.push_back(
-        matrix(s + "self_attn.q_proj.weight", g + "attn_q.weight", q, d, Reorder::kRope));
-    jobs.push_back(
-        matrix(s + "self_attn.k_proj.weight", g + "attn_k.weight", kv, d, Reorder::kRope));
+    const Reorder rope = qwen2 ? Reorder::kNone : Reorder::kRope;
+    jobs.push_back(matrix(s + "self_attn.q_proj.weight", g + "attn_q.weight", q, d, rope));
+    jobs.push_back(matrix(s + "self_attn.k_proj.weight", g + "attn_k.weight", kv, d, rope));
     jobs.push_back(matrix(s + "self_attn.v_proj.weight", g + "attn_v.weight", kv, d));
+    for (const auto& [name, n] : {std::pair<const char*, int64_t>{"q", q}, {"k", kv}, {"v", kv}}) {
+      if (!qwen2) break;
+      jobs.push_back(Job{s + "self_attn." + name + "_proj.bias",
+                         g + "attn_" + name + ".bias",
+                         {n},
+                         DType::kF32,
+                         Reorder::kNone,
+                         0});
+    }
     jobs.push_back(matrix(s + "self_attn.o_proj.weight", g + "attn_output.weight", d, q));
     jobs.push_back(norm(s + "post_attention_layernorm.weight", g + "ffn_norm.weight"));
     jobs.push_back(matrix(s + "mlp.gate_proj.weight", g + "ffn_gate.weight", ff, d));
@@ -495,8 +510,10 @@ Status AddRopeFactors(const HfConfig& c, GgufWriter* w) {
 
 void SetMetadata(const HfConfig& c, Family family, const HfConvertOptions& o,
                  const std::string& name, const std::string& activation, GgufWriter* w) {
-  const char* arch =
-      family == Family::kFalcon ? "falcon" : (family == Family::kBamboo ? "bamboo" : "llama");
+  const char* arch = family == Family::kFalcon   ? "falcon"
+                     : family == Family::kBamboo ? "bamboo"
+                     : family == Family::kQwen2  ? "qwen2"
+                                                 : "llama";
   w->Set("general.architecture", GgufValue::String(arch));
   w->Set("general.name", GgufValue::String(name));
   w->Set("general.file_type", GgufValue::U32(GgufFileTypeOf(o.outtype)));
@@ -551,8 +568,9 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   if (!has_head && !c.tie_word_embeddings) {
     return Status::Error("%s: no lm_head.weight and tie_word_embeddings is not set", dir.c_str());
   }
-  std::vector<Job> jobs =
-      family == Family::kFalcon ? FalconJobs(c, o, has_head) : LlamaJobs(c, o, has_head);
+  std::vector<Job> jobs = family == Family::kFalcon
+                              ? FalconJobs(c, o, has_head)
+                              : LlamaJobs(c, o, has_head, family == Family::kQwen2);
   PtExport predictors, activations;
   float threshold = 0.0f;
   if (!o.predictors_dir.empty()) {

@@ -226,12 +226,19 @@ Status AddBpeTokenizer(const std::string& text, const std::string& config_text, 
     PI_RETURN_IF_ERROR(MergeText(m, &s).WithContext(path));
     merges.push_back(std::move(s));
   }
-  // llama 3's split regex starts with its contractions, case-insensitive.
+  // llama 3's split regex starts with its contractions, case-insensitive, and
+  // takes digits three at a time; Qwen2's is the same with single digits.
   const std::string pre_text = j.contains("pre_tokenizer") ? j["pre_tokenizer"].dump() : "";
   std::string pre;
   const auto has = [&pre_text](const char* s) { return pre_text.find(s) != std::string::npos; };
-  if (has("(?i:'s|'t|'re|'ve|'m|'ll|'d)")) {
+  if (has("(?i:'s|'t|'re|'ve|'m|'ll|'d)") && has("p{N}{1,3}")) {
     pre = "llama-bpe";
+  } else if (has("(?i:'s|'t|'re|'ve|'m|'ll|'d)") && has("p{L}+|\\\\p{N}| ?")) {
+    pre = "qwen2";
+  } else if (has("(?i:'s|'t|'re|'ve|'m|'ll|'d)")) {
+    return Status::Unsupported(
+        "%s: a split pre-tokenizer this tool does not know (llama 3's and Qwen2's are): %.200s",
+        path.c_str(), pre_text.c_str());
   } else if (has("\"Punctuation\"")) {
     // Falcon's sequence (punctuation runs, ByteLevel, digit runs, then three
     // digits at a time) is llama.cpp's "falcon"; other punctuation-first

@@ -252,8 +252,8 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
                          o.n_embd, o.down_t ? "" : " and n_ff", block);
   }
   const bool falcon = o.arch == "falcon";
-  if (o.arch != "llama" && !falcon) {
-    return Status::Error("arch '%s': expected llama or falcon", o.arch.c_str());
+  if (o.arch != "llama" && o.arch != "qwen2" && !falcon) {
+    return Status::Error("arch '%s': expected llama, qwen2 or falcon", o.arch.c_str());
   }
   if (!falcon && o.activation != "silu" && o.activation != "relu" && o.activation != "drelu") {
     return Status::Error("activation '%s': expected silu, relu or drelu", o.activation.c_str());
@@ -383,6 +383,35 @@ static void SetSyntheticMetadata(const SyntheticModelOptions& o, GgufWriter* w) 
   if (o.activation_key) w->Set("pi.ffn_activation", GgufValue::String(o.activation));
 }
 
+namespace {
+
+// Llama 3.1's rope_freqs.weight, for rope_scaling "llama3".
+Status AddRopeFreqs(const SyntheticModelOptions& o, int64_t head_dim, GgufWriter* w) {
+  if (o.rope_scaling != "llama3") return Status::Ok();
+  const std::vector<float> f =
+      Llama3RopeFactors({o.rope_factor, 1.0, 4.0, static_cast<double>(o.rope_original_ctx)},
+                        static_cast<int>(head_dim), o.rope_theta);
+  return AddMatrix(w, "rope_freqs.weight", DType::kF32, head_dim / 2, 0,
+                   [f](int64_t, int64_t c) { return f[static_cast<size_t>(c)]; });
+}
+
+// qwen2's Q/K/V biases (F32, uniform in [-1, 1): as large as the products
+// they are added to, so a forward that dropped them would show).
+Status AddQkvBiases(const SyntheticModelOptions& o, const std::string& p, int64_t q_dim,
+                    int64_t kv_dim, GgufWriter* w) {
+  for (const auto& [name, n] : {std::pair<const char*, int64_t>{"attn_q.bias", q_dim},
+                                {"attn_k.bias", kv_dim},
+                                {"attn_v.bias", kv_dim}}) {
+    const Generator g = MakeGenerator(o.seed, p + name, 3);
+    PI_RETURN_IF_ERROR(AddMatrix(w, p + name, DType::kF32, n, 0, [g](int64_t, int64_t c) {
+      return g.At(static_cast<uint64_t>(c));
+    }));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
   PI_RETURN_IF_ERROR(ValidateSyntheticModel(o));
   const int n_head_kv = o.n_head_kv == 0 ? o.n_head : o.n_head_kv;
@@ -457,13 +486,7 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
     };
   };
 
-  if (o.rope_scaling == "llama3") {
-    const std::vector<float> f =
-        Llama3RopeFactors({o.rope_factor, 1.0, 4.0, static_cast<double>(o.rope_original_ctx)},
-                          static_cast<int>(head_dim), o.rope_theta);
-    PI_RETURN_IF_ERROR(AddMatrix(w, "rope_freqs.weight", DType::kF32, head_dim / 2, 0,
-                                 [f](int64_t, int64_t c) { return f[static_cast<size_t>(c)]; }));
-  }
+  PI_RETURN_IF_ERROR(AddRopeFreqs(o, head_dim, w));
   PI_RETURN_IF_ERROR(matrix("token_embd.weight", d, o.n_vocab,
                             planted ? FixFn([](int64_t, int64_t c, float* v) {
                               if (c != 0) return false;
@@ -494,6 +517,7 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
       PI_RETURN_IF_ERROR(matrix(p + "attn_q.weight", d, d, zero_col0));
       PI_RETURN_IF_ERROR(matrix(p + "attn_k.weight", d, kv_dim, zero_col0));
       PI_RETURN_IF_ERROR(matrix(p + "attn_v.weight", d, kv_dim, zero_col0));
+      if (o.arch == "qwen2") PI_RETURN_IF_ERROR(AddQkvBiases(o, p, d, kv_dim, w));
       PI_RETURN_IF_ERROR(
           matrix(p + "attn_output.weight", d, d, scaled_output(p + "attn_output.weight", d)));
       PI_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));

@@ -32,9 +32,11 @@ struct SyntheticModelOptions {
   int n_head = 4;
   int n_head_kv = 0;  // 0: same as n_head
   int n_ff = 768;
-  int n_ctx = 2048;            // <arch>.context_length
-  DType type = DType::kF32;    // matrices: F32, F16, BF16, Q8_0 or Q4_0; norms are F32
-  std::string arch = "llama";  // general.architecture: llama | falcon
+  int n_ctx = 2048;          // <arch>.context_length
+  DType type = DType::kF32;  // matrices: F32, F16, BF16, Q8_0 or Q4_0; norms are F32
+  // general.architecture: llama | qwen2 (llama's tensors with Q/K/V biases,
+  // NeoX RoPE) | falcon.
+  std::string arch = "llama";
   // pi.ffn_activation: silu | relu | drelu (llama), relu | gelu (falcon, ungated).
   std::string activation = "silu";
   // false: no pi.ffn_activation key, so the loader's default rule decides;

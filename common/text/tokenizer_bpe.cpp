@@ -68,16 +68,17 @@ class Matcher {
     return Whitespace(i);
   }
 
-  size_t Llama3(size_t i) const {
+  // Qwen2's pattern is this one with max_digits 1.
+  size_t Llama3(size_t i, size_t max_digits = 3) const {
     // (?i:'s|'t|'re|'ve|'m|'ll|'d)
     if (const size_t c = Contraction(i, /*ignore_case=*/true)) return i + c;
     // [^\r\n\p{L}\p{N}]?\p{L}+
     if (Letter(i)) return RunOf(i, &Matcher::Letter);
     if (!Newline(i) && !Number(i) && Letter(i + 1)) return RunOf(i + 1, &Matcher::Letter);
-    // \p{N}{1,3}
+    // \p{N}{1,3} (Qwen2: \p{N})
     if (Number(i)) {
       size_t j = i;
-      while (j < i + 3 && Number(j)) ++j;
+      while (j < i + max_digits && Number(j)) ++j;
       return j;
     }
     // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
@@ -221,12 +222,14 @@ Status ParseBpePreTokenizer(const std::string& name, BpePreTokenizer* out) {
     *out = BpePreTokenizer::kGpt2;
   } else if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") {
     *out = BpePreTokenizer::kLlama3;
+  } else if (name == "qwen2") {
+    *out = BpePreTokenizer::kQwen2;
   } else if (name == "falcon") {
     *out = BpePreTokenizer::kFalcon;
   } else {
     return Status::Error(
         "unsupported BPE pre-tokenizer tokenizer.ggml.pre = \"%s\" (supported: default, "
-        "gpt2, gpt-2, llama-bpe, llama3, llama-v3, falcon)",
+        "gpt2, gpt-2, llama-bpe, llama3, llama-v3, qwen2, falcon)",
         name.c_str());
   }
   return Status::Ok();
@@ -242,7 +245,9 @@ void BpePreTokenize(BpePreTokenizer pre, const std::string& text,
   }
   const Matcher m(cp.cps);
   for (size_t i = 0; i < cp.cps.size();) {
-    const size_t end = pre == BpePreTokenizer::kGpt2 ? m.Gpt2(i) : m.Llama3(i);
+    const size_t end = pre == BpePreTokenizer::kGpt2    ? m.Gpt2(i)
+                       : pre == BpePreTokenizer::kQwen2 ? m.Llama3(i, 1)
+                                                        : m.Llama3(i);
     words->emplace_back(cp.offsets[i], cp.offsets[end]);
     i = end;
   }

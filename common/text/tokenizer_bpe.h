@@ -27,6 +27,9 @@ enum class BpePreTokenizer {
   // Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
   //          ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   kLlama3,
+  // Qwen2: Llama 3's, but digits one at a time (\p{N} for \p{N}{1,3}), and
+  // merges applied to every word (no ignore_merges).
+  kQwen2,
   // Falcon: three regexes in sequence, each splitting the previous one's pieces into its
   // matches and the text between them (llama.cpp's unicode_regex_split):
   //   [\p{P}\$\+<=>\^~\|`]+
@@ -37,8 +40,8 @@ enum class BpePreTokenizer {
 };
 
 // tokenizer.ggml.pre -> pre-tokenizer: "default", "gpt2", "gpt-2" -> kGpt2;
-// "llama-bpe", "llama3", "llama-v3" -> kLlama3; "falcon" -> kFalcon; anything else is an
-// error naming the value.
+// "llama-bpe", "llama3", "llama-v3" -> kLlama3; "qwen2" -> kQwen2; "falcon" -> kFalcon;
+// anything else is an error naming the value.
 Status ParseBpePreTokenizer(const std::string& name, BpePreTokenizer* out);
 
 // Splits `text` into words, as [begin, end) byte ranges that cover the text in order.

@@ -21,6 +21,9 @@ token sequence, all positions at once with a causal mask:
                                 PowerInfer transposed copy whose row i is neuron i)
   logits = output (or token_embd when output.weight is absent) @ (rmsnorm(h) * output_norm)
 
+qwen2 (llama.cpp's): the llama layers with q,k,v = Wq x + bq, Wk x + bk, Wv x + bv
+(attn_q/k/v.bias) and RoPE NeoX (pairs (i, i + n_rot/2)).
+
 Falcon (llama.cpp's llm_build_falcon), per layer, from the layer input h:
               x = layernorm(h) * attn_norm + attn_norm.bias       (ggml_norm, then w, b)
               qkv = attn_qkv x, split [q: n_embd | k: kv_dim | v: kv_dim] ("jploski")
@@ -138,6 +141,8 @@ class LlamaRef:
         self.n_head_kv = int(get("attention.head_count_kv", self.n_head))
         self.head_dim = int(get("attention.key_length", self.n_embd // self.n_head))
         self.falcon = arch == "falcon"
+        # qwen2: llama's layers plus Q/K/V biases, rotated NeoX-style (pairs (i, i + n_rot/2)).
+        self.neox = self.falcon or arch == "qwen2"
         if self.falcon and "falcon.feed_forward_length" not in md:
             self.n_ff = int(r.tensors["blk.0.ffn_up.weight"].ne[1])
         else:
@@ -207,6 +212,11 @@ class LlamaRef:
                 }
                 for name in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up"):
                     L[name] = Weight(t[p + name + ".weight"], self)
+                for name in ("attn_q", "attn_k", "attn_v"):
+                    if p + name + ".bias" in t:
+                        L[name + "_b"] = t[p + name + ".bias"].to_f32().astype(np.float32)
+                    elif arch == "qwen2":
+                        raise KeyError("qwen2 without %s%s.bias" % (p, name))
             if p + "ffn_down.weight" in t:
                 L["ffn_down"] = Weight(t[p + "ffn_down.weight"], self)
             else:
@@ -238,7 +248,7 @@ class LlamaRef:
         ang = (positions[:, None].astype(np.float64) * self.pos_scale) * inv[None, :]  # [T, half]
         cos = np.cos(ang)[:, None, :]
         sin = np.sin(ang)[:, None, :]
-        if self.falcon:
+        if self.neox:
             first, second = slice(0, half), slice(half, 2 * half)
         else:
             first, second = slice(0, 2 * half, 2), slice(1, 2 * half, 2)
@@ -297,9 +307,11 @@ class LlamaRef:
                 x = self.layernorm(h, L["attn_norm"], L["attn_norm_b"])
             else:
                 x = self.rmsnorm(h, L["attn_norm"])
-            q = self.rope(L["attn_q"].matmul(x).reshape(T, nh, hd), pos)
-            k = self.rope(L["attn_k"].matmul(x).reshape(T, nkv, hd), pos)
-            v = L["attn_v"].matmul(x).reshape(T, nkv, hd)
+            q, k, v = (L[n].matmul(x) + L.get(n + "_b", np.float32(0))
+                       for n in ("attn_q", "attn_k", "attn_v"))
+            q = self.rope(q.reshape(T, nh, hd), pos)
+            k = self.rope(k.reshape(T, nkv, hd), pos)
+            v = v.reshape(T, nkv, hd)
             # The KV cache stores K and V rounded to its row types; a Q8_0 key cache
             # is read by a Q8_0 dot product, so q is rounded to Q8_0 too.
             # Values rounded to Q8_0 here are as near a rounding boundary as any
