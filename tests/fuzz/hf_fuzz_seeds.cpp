@@ -1,6 +1,7 @@
 // Writes hf_fuzz's seeds: a small valid safetensors file, config.jsons (llama,
-// llama with Llama 3.1's rope_scaling, falcon, RW), the demo's tokenizer.model
-// and a small BPE tokenizer.json, each behind its selector byte.
+// llama with Llama 3.1's rope_scaling, qwen2, falcon, RW), the demo's
+// tokenizer.model and two small BPE tokenizer.jsons (ByteLevel, Qwen2's split),
+// each behind its selector byte.
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -37,6 +38,15 @@ int main(int argc, char** argv) {
                              R"(,"rope_scaling":{"rope_type":"llama3","factor":8.0,)"
                              R"("low_freq_factor":1.0,"high_freq_factor":4.0,)"
                              R"("original_max_position_embeddings":8192}})";
+  const std::string qwen2 =
+      R"({"architectures":["Qwen2ForCausalLM"],"hidden_size":64,"intermediate_size":192,)"
+      R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,)"
+      R"("vocab_size":512,"hidden_act":"silu","tie_word_embeddings":true})";
+  const std::string qwen2_bpe =
+      R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},)"
+      R"("pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":)"
+      R"({"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?x"}},)"
+      R"({"type":"ByteLevel"}]}})";
   // Falcon's two config dialects: FalconConfig's names, and configuration_RW.py's.
   const std::string falcon =
       R"({"architectures":["FalconForCausalLM"],"hidden_size":64,"num_hidden_layers":2,)"
@@ -56,6 +66,8 @@ int main(int argc, char** argv) {
   bool ok = pi::WriteSeedFile(dir + "/safetensors.bin", With(0, st));
   ok &= pi::WriteSeedFile(dir + "/config.bin", With(1, config));
   ok &= pi::WriteSeedFile(dir + "/config_llama3.bin", With(1, llama3));
+  ok &= pi::WriteSeedFile(dir + "/config_qwen2.bin", With(1, qwen2));
+  ok &= pi::WriteSeedFile(dir + "/bpe_qwen2.bin", With(3, qwen2_bpe));
   ok &= pi::WriteSeedFile(dir + "/config_falcon.bin", With(1, falcon));
   ok &= pi::WriteSeedFile(dir + "/config_rw.bin", With(1, rw));
   ok &= pi::WriteSeedFile(dir + "/spm.bin", With(2, spm.substr(0, 4000)));
