@@ -233,7 +233,7 @@ def reset_mid_stream_case(s, a, golden):
     for t in threads:
         t.join()
     alive = s.proc.poll() is None
-    check(alive and sum(counts) >= 100, f"{sum(counts)} streams reset mid-write: the server "
+    check(alive and sum(counts) >= 50, f"{sum(counts)} streams reset mid-write: the server "
           f"lives on (exit status {s.proc.returncode})")
     n = len(golden["generated_tokens"])
     r = exchange(a, request("/v1/completions", {"prompt": PROMPT, "max_tokens": n,
