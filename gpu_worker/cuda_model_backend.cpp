@@ -130,10 +130,11 @@ Status CudaModelBackend::Validate(const LlamaModel& model, const DevicePlan& pla
   };
   for (int il = 0; il < plan.n_layers; ++il) {
     const LlamaLayer& l = model.layers[il];
-    if (l.bq.present() || l.bk.present() || l.bv.present()) {
+    if (l.bq.present() || l.bk.present() || l.bv.present() || l.q_norm.present()) {
       return Status::Unsupported(
-          "CUDA model backend: no kernel adds Q/K/V biases (%s) yet: run this model's layers on "
-          "the CPU (a --vram-budget below its first layer, or no --vram-budget)",
+          "CUDA model backend: no kernel adds Q/K/V biases or norms Q/K heads (%s) yet: run "
+          "this model's layers on the CPU (a --vram-budget below its first layer, or no "
+          "--vram-budget)",
           c.arch.c_str());
     }
     PI_RETURN_IF_ERROR(check(l.wq, LayerTensor(il, "attn_q")));

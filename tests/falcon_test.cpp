@@ -771,7 +771,7 @@ TEST(FalconSyntheticTest, TensorSetAndValidation) {
   invalid(p, "planted sparsity needs");
   SyntheticModelOptions a = Falcon("relu", false, 2, false);
   a.arch = "gpt2";
-  invalid(a, "expected llama, qwen2 or falcon");
+  invalid(a, "expected llama, qwen2, qwen3 or falcon");
 }
 
 }  // namespace

@@ -22,6 +22,17 @@ void AddBias(const Tensor& bias, int batch, float* rows) {
   }
 }
 
+// Each of `heads` rows of w.cols values RMS-normed in place with weight w
+// (shared by all heads); nothing without one.
+void NormHeads(const Tensor& w, int heads, float eps, float* rows) {
+  if (!w.present()) return;
+  const float* wd = reinterpret_cast<const float*>(w.data);
+  for (int h = 0; h < heads; ++h) {
+    float* r = rows + static_cast<int64_t>(h) * w.cols;
+    RmsNorm(r, wd, w.cols, eps, r);
+  }
+}
+
 }  // namespace
 
 void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, int n_threads,
@@ -75,6 +86,8 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
   AddBias(layer.bq, batch, q_.data());  // qwen2's, before the rotation
   AddBias(layer.bk, batch, k_.data());
   AddBias(layer.bv, batch, v_.data());
+  NormHeads(layer.q_norm, batch * c_.n_head, c_.norm_eps, q_.data());  // qwen3's, before RoPE
+  NormHeads(layer.k_norm, batch * c_.n_head_kv, c_.norm_eps, k_.data());
 
   // The batch's rotations: the same in every layer, so computed by the
   // first layer that sees these positions (reserved: no allocation).

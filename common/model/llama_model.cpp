@@ -85,16 +85,18 @@ Status ReadRopeScaling(const GgufFile& f, const std::string& p, LlamaConfig* c) 
 
 Status ReadConfig(const GgufFile& f, LlamaConfig* c) {
   PI_RETURN_IF_ERROR(f.GetString("general.architecture", &c->arch));
-  if (c->arch != "llama" && c->arch != "bamboo" && c->arch != "falcon" && c->arch != "qwen2") {
+  if (c->arch != "llama" && c->arch != "bamboo" && c->arch != "falcon" && c->arch != "qwen2" &&
+      c->arch != "qwen3") {
     return Status::Unsupported(
         "unsupported architecture '%s' (general.architecture); supported: llama (LLaMA, "
         "Llama 3, Mistral, ReluLLaMA, ProSparse, TurboSparse), bamboo, falcon (Falcon, "
-        "ReluFalcon), qwen2",
+        "ReluFalcon), qwen2, qwen3",
         c->arch.c_str());
   }
-  // qwen2: llama's layers with Q/K/V biases, rotated NeoX-style (llama.cpp's
-  // converter does not permute its Q/K rows).
-  if (c->arch == "qwen2") c->rope = RopeKind::kNeox;
+  // qwen2: llama's layers with Q/K/V biases; qwen3: with a per-head RMSNorm of
+  // Q and K instead. Both rotate NeoX-style (llama.cpp's converter does not
+  // permute their Q/K rows).
+  if (c->arch == "qwen2" || c->arch == "qwen3") c->rope = RopeKind::kNeox;
   const bool falcon = c->arch == "falcon";
   PI_RETURN_IF_ERROR(f.GetStringOpt("general.name", &c->name));
   const std::string p = c->arch + ".";
@@ -351,6 +353,9 @@ Status LoadLlamaModel(std::unique_ptr<GgufFile> file, LlamaModel* model) {
         PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q.bias", {c.q_dim()}, qwen2, &l.bq));
         PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k.bias", {c.kv_dim()}, qwen2, &l.bk));
         PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_v.bias", {c.kv_dim()}, qwen2, &l.bv));
+        const bool qwen3 = c.arch == "qwen3";
+        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q_norm.weight", {c.head_dim}, qwen3, &l.q_norm));
+        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k_norm.weight", {c.head_dim}, qwen3, &l.k_norm));
         PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_norm.weight", {d}, true, &l.ffn_norm));
         PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_gate.weight", {d, ff}, true, &l.ffn_gate));
       }

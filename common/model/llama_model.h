@@ -126,6 +126,8 @@ struct LlamaLayer {
   Tensor wk;           // [n_embd, kv_dim]       falcon: rows [q_dim, q_dim + kv_dim) of wqkv
   Tensor wv;           // [n_embd, kv_dim]       falcon: the last kv_dim rows of wqkv
   Tensor bq, bk, bv;   // [q_dim], [kv_dim] x 2  f32  Q/K/V biases (qwen2; else absent)
+  Tensor q_norm;       // [head_dim]             f32  RMSNorm of each Q head (qwen3; else absent)
+  Tensor k_norm;       // [head_dim]             f32  the same for each K head
   Tensor wo;           // [q_dim, n_embd]
   Tensor ffn_norm;     // [n_embd]               f32  falcon: attn_norm_2 (40B), else the
                        //                        same view as attn_norm (7B shares it)

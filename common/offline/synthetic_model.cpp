@@ -252,8 +252,8 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
                          o.n_embd, o.down_t ? "" : " and n_ff", block);
   }
   const bool falcon = o.arch == "falcon";
-  if (o.arch != "llama" && o.arch != "qwen2" && !falcon) {
-    return Status::Error("arch '%s': expected llama, qwen2 or falcon", o.arch.c_str());
+  if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3" && !falcon) {
+    return Status::Error("arch '%s': expected llama, qwen2, qwen3 or falcon", o.arch.c_str());
   }
   if (!falcon && o.activation != "silu" && o.activation != "relu" && o.activation != "drelu") {
     return Status::Error("activation '%s': expected silu, relu or drelu", o.activation.c_str());
@@ -410,6 +410,18 @@ Status AddQkvBiases(const SyntheticModelOptions& o, const std::string& p, int64_
   return Status::Ok();
 }
 
+// qwen3's per-head RMSNorm weights of Q and K (as the other norms: 0.8 to 1.2).
+Status AddHeadNorms(const SyntheticModelOptions& o, const std::string& p, int64_t head_dim,
+                    GgufWriter* w) {
+  for (const char* name : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
+    const Generator g = MakeGenerator(o.seed, p + name, head_dim);
+    PI_RETURN_IF_ERROR(AddMatrix(w, p + name, DType::kF32, head_dim, 0, [g](int64_t, int64_t c) {
+      return g.At(static_cast<uint64_t>(c));
+    }));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
@@ -518,6 +530,7 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
       PI_RETURN_IF_ERROR(matrix(p + "attn_k.weight", d, kv_dim, zero_col0));
       PI_RETURN_IF_ERROR(matrix(p + "attn_v.weight", d, kv_dim, zero_col0));
       if (o.arch == "qwen2") PI_RETURN_IF_ERROR(AddQkvBiases(o, p, d, kv_dim, w));
+      if (o.arch == "qwen3") PI_RETURN_IF_ERROR(AddHeadNorms(o, p, head_dim, w));
       PI_RETURN_IF_ERROR(
           matrix(p + "attn_output.weight", d, d, scaled_output(p + "attn_output.weight", d)));
       PI_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));

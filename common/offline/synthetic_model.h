@@ -35,7 +35,8 @@ struct SyntheticModelOptions {
   int n_ctx = 2048;          // <arch>.context_length
   DType type = DType::kF32;  // matrices: F32, F16, BF16, Q8_0 or Q4_0; norms are F32
   // general.architecture: llama | qwen2 (llama's tensors with Q/K/V biases,
-  // NeoX RoPE) | falcon.
+  // NeoX RoPE) | qwen3 (with a per-head RMSNorm of Q and K instead of the
+  // biases) | falcon.
   std::string arch = "llama";
   // pi.ffn_activation: silu | relu | drelu (llama), relu | gelu (falcon, ungated).
   std::string activation = "silu";

@@ -1,5 +1,5 @@
 // Writes model_fuzz's seed corpus: a tiny llama model with a byte tokenizer
-// (and the same with RoPE scaling, a qwen2 one, and a falcon one with ffn_down_t), its
+// (and the same with RoPE scaling, qwen2 and qwen3 ones, and a falcon one with ffn_down_t), its
 // activation statistics, a placement plan and PowerInfer's gpu index, all made
 // by the code that writes them for users, so the fuzzer starts from files
 // every reader accepts.
@@ -88,6 +88,8 @@ int main(int argc, char** argv) {
   o.rope_scaling = "";
   o.arch = "qwen2";  // Q/K/V biases
   ok &= WriteSet(dir, "qwen2", o);
+  o.arch = "qwen3";  // Q/K head norms
+  ok &= WriteSet(dir, "qwen3", o);
   o.arch = "falcon";
   o.n_head_kv = 1;
   o.down_t = true;

@@ -137,6 +137,9 @@ CASES = [
     ("qwen2-silu-q8_0-gqa-tied", "silu", "q8_0", 2, True, False, ["--arch", "qwen2"]),
     ("qwen2-relu-f16-mha-downt", "relu", "f16", 4, False, True,
      ["--arch", "qwen2", "--rope-theta", "1000000"]),
+    # qwen3: Q and K heads RMS-normed before NeoX RoPE.
+    ("qwen3-silu-f32-gqa", "silu", "f32", 2, False, False, ["--arch", "qwen3"]),
+    ("qwen3-silu-q4_0-gqa-tied", "silu", "q4_0", 2, True, False, ["--arch", "qwen3"]),
     # llama.cpp's formats, by pi-quantize (QUANTIZE): layer 1's attn_v and ffn_down and
     # output.weight are Q6_K in the mixes.
     ("silu-q4_k_m-gqa", "silu", "q4_k_m", 2, False, False, WIDE),
@@ -259,9 +262,10 @@ def main():
                 problems.append("down_t mismatch")
             if ref.falcon != falcon:
                 problems.append("falcon=%s" % ref.falcon)
-            qwen2 = "qwen2" in extra
-            if ref.neox != (falcon or qwen2) or ("attn_q_b" in ref.layers[0]) != qwen2:
-                problems.append("qwen2 (NeoX, Q/K/V biases) mismatch")
+            qwen2, qwen3 = "qwen2" in extra, "qwen3" in extra
+            if ref.neox != (falcon or qwen2 or qwen3) or ("attn_q_b" in ref.layers[0]) != qwen2 \
+                    or ("q_norm" in ref.layers[0]) != qwen3:
+                problems.append("qwen2/qwen3 (NeoX, Q/K/V biases, Q/K norms) mismatch")
             if ("attn_norm_2" in ref.layers[0]) != ("--attn-norm-2" in extra):
                 problems.append("attn_norm_2 mismatch")
             first = "ffn_up" if falcon else "ffn_gate"

@@ -22,7 +22,8 @@ token sequence, all positions at once with a causal mask:
   logits = output (or token_embd when output.weight is absent) @ (rmsnorm(h) * output_norm)
 
 qwen2 (llama.cpp's): the llama layers with q,k,v = Wq x + bq, Wk x + bk, Wv x + bv
-(attn_q/k/v.bias) and RoPE NeoX (pairs (i, i + n_rot/2)).
+(attn_q/k/v.bias) and RoPE NeoX (pairs (i, i + n_rot/2)). qwen3: no biases; each head of q
+and k RMS-normed over head_dim (attn_q_norm / attn_k_norm, eps the model's) before RoPE NeoX.
 
 Falcon (llama.cpp's llm_build_falcon), per layer, from the layer input h:
               x = layernorm(h) * attn_norm + attn_norm.bias       (ggml_norm, then w, b)
@@ -142,7 +143,7 @@ class LlamaRef:
         self.head_dim = int(get("attention.key_length", self.n_embd // self.n_head))
         self.falcon = arch == "falcon"
         # qwen2: llama's layers plus Q/K/V biases, rotated NeoX-style (pairs (i, i + n_rot/2)).
-        self.neox = self.falcon or arch == "qwen2"
+        self.neox = self.falcon or arch in ("qwen2", "qwen3")
         if self.falcon and "falcon.feed_forward_length" not in md:
             self.n_ff = int(r.tensors["blk.0.ffn_up.weight"].ne[1])
         else:
@@ -217,6 +218,9 @@ class LlamaRef:
                         L[name + "_b"] = t[p + name + ".bias"].to_f32().astype(np.float32)
                     elif arch == "qwen2":
                         raise KeyError("qwen2 without %s%s.bias" % (p, name))
+                if arch == "qwen3":  # per-head RMSNorm weights of Q and K, [head_dim]
+                    L["q_norm"] = t[p + "attn_q_norm.weight"].to_f32().astype(np.float32)
+                    L["k_norm"] = t[p + "attn_k_norm.weight"].to_f32().astype(np.float32)
             if p + "ffn_down.weight" in t:
                 L["ffn_down"] = Weight(t[p + "ffn_down.weight"], self)
             else:
@@ -309,8 +313,11 @@ class LlamaRef:
                 x = self.rmsnorm(h, L["attn_norm"])
             q, k, v = (L[n].matmul(x) + L.get(n + "_b", np.float32(0))
                        for n in ("attn_q", "attn_k", "attn_v"))
-            q = self.rope(q.reshape(T, nh, hd), pos)
-            k = self.rope(k.reshape(T, nkv, hd), pos)
+            q, k = q.reshape(T, nh, hd), k.reshape(T, nkv, hd)
+            if "q_norm" in L:  # qwen3: each head RMS-normed over head_dim, before RoPE
+                q, k = self.rmsnorm(q, L["q_norm"]), self.rmsnorm(k, L["k_norm"])
+            q = self.rope(q, pos)
+            k = self.rope(k, pos)
             v = v.reshape(T, nkv, hd)
             # The KV cache stores K and V rounded to its row types; a Q8_0 key cache
             # is read by a Q8_0 dot product, so q is rounded to Q8_0 too.
