@@ -9,7 +9,8 @@ gated FFN), in every mode the engine runs them:
   with --sparse predictor; as q8_0 it loads and its top tokens match;
 - llama-SiLU with GQA and tied embeddings (a BPE tokenizer.json);
 - Mistral-shaped (MistralForCausalLM, GQA) with --ffn-activation relu overriding hidden_act;
-- Qwen2 (Qwen2ForCausalLM: Q/K/V biases, rotate-half RoPE kept, tied), and Llama 3.1's and
+- Qwen2 (Qwen2ForCausalLM: Q/K/V biases, rotate-half RoPE kept, tied), Qwen3 (head norms,
+  head_dim apart from hidden_size / heads; attention biases refused), and Llama 3.1's and
   linear rope_scaling: logits equal torch's;
 - dReLU (BambooForCausalLM, as Bamboo and TurboSparse-Mistral say it: hidden_act relu, applied
   to gate and up both): arch bamboo, pi.ffn_activation drelu, dense and --sparse oracle logits,
@@ -62,7 +63,8 @@ DEMO = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
 
 def make_weights(cfg, seed):
     g = torch.Generator().manual_seed(seed)
-    d, ff, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    d, ff = cfg["hidden_size"], cfg["intermediate_size"]
+    hd = cfg.get("head_dim", d // cfg["num_attention_heads"])
     q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
 
     def r(*shape, scale=0.08):
@@ -125,7 +127,7 @@ def torch_forward(cfg, w, tokens):
     """Hugging Face LlamaForCausalLM's forward in float64: logits [n, vocab]. _act drelu is
     BambooMLP's: the activation on the gate and the up projection both."""
     d, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    hd = d // nh
+    hd = cfg.get("head_dim", d // nh)
     eps, theta = cfg.get("rms_norm_eps", 1e-6), cfg.get("rope_theta", 10000.0)
     W = {k: v.double() for k, v in w.items()}
     act = {"relu": torch.relu, "silu": torch.nn.functional.silu, "drelu": torch.relu}[cfg["_act"]]
@@ -145,14 +147,16 @@ def torch_forward(cfg, w, tokens):
         # Qwen2's projections have biases (Qwen2Attention: bias=True on q, k, v).
         q, k, v = (x @ W[p + "self_attn.%s_proj.weight" % c].T +
                    W.get(p + "self_attn.%s_proj.bias" % c, 0) for c in "qkv")
-        q = q.view(n, nh, hd).transpose(0, 1)
-        k = k.view(n, nkv, hd).transpose(0, 1)
+        q, k = q.view(n, nh, hd), k.view(n, nkv, hd)
+        if p + "self_attn.q_norm.weight" in W:  # Qwen3Attention: each head normed, before RoPE
+            q, k = norm(q, W[p + "self_attn.q_norm.weight"]), norm(k, W[p + "self_attn.k_norm.weight"])
+        q, k = q.transpose(0, 1), k.transpose(0, 1)
         v = v.view(n, nkv, hd).transpose(0, 1)
         q, k = rope(q), rope(k)
         k = k.repeat_interleave(nh // nkv, 0)
         v = v.repeat_interleave(nh // nkv, 0)
         a = torch.softmax(q @ k.transpose(1, 2) / hd ** 0.5 + mask, -1) @ v
-        h = h + a.transpose(0, 1).reshape(n, d) @ W[p + "self_attn.o_proj.weight"].T
+        h = h + a.transpose(0, 1).reshape(n, nh * hd) @ W[p + "self_attn.o_proj.weight"].T
         x = norm(h, W[p + "post_attention_layernorm.weight"])
         f = act(x @ W[p + "mlp.gate_proj.weight"].T) * up_act(x @ W[p + "mlp.up_proj.weight"].T)
         h = h + f @ W[p + "mlp.down_proj.weight"].T
@@ -464,6 +468,42 @@ def check_qwen2(bin_dir, tmp, base, tokens):
     check_logits("Qwen2 (biases, NeoX RoPE, tied)", got, err, want)
 
 
+def check_qwen3(bin_dir, tmp, base, tokens):
+    """Qwen3ForCausalLM: llama's layers with each Q and K head RMS-normed before rotate-half
+    RoPE (arch qwen3: NeoX, rows not permuted), and a head_dim (32) apart from hidden_size /
+    heads (16): llama.cpp's attention.key_length."""
+    import pigguf
+    cfg = dict(base, architectures=["Qwen3ForCausalLM"], hidden_act="silu", _act="silu",
+               num_key_value_heads=2, head_dim=32, tie_word_embeddings=True, rope_theta=1000000.0)
+    w = make_weights(cfg, 13)
+    g = torch.Generator().manual_seed(14)
+    for l in range(cfg["num_hidden_layers"]):
+        for c in "qk":
+            w["model.layers.%d.self_attn.%s_norm.weight" % (l, c)] = \
+                1 + torch.randn(32, generator=g) * 0.3
+    want = torch_forward(cfg, w, tokens)
+    unnormed = torch_forward(cfg, {k: v for k, v in w.items() if "_norm.weight" not in k or
+                                   "layernorm" in k or k == "model.norm.weight"}, tokens)
+    src = os.path.join(tmp, "qwen3")
+    write_folder(src, cfg, w, "spm")
+    out = os.path.join(tmp, "qwen3.gguf")
+    p = run(os.path.join(bin_dir, "pi-convert"), src, "-o", out, "--outtype", "f32")
+    check(p.returncode == 0, f"Qwen3 converts ({p.stderr[-300:]!r})")
+    m = pigguf.GGUFReader(out).metadata if p.returncode == 0 else {}
+    check(m.get("general.architecture") == "qwen3" and m.get("qwen3.attention.key_length") == 32,
+          f"Qwen3: arch qwen3, key_length 32 ({m.get('general.architecture')}, "
+          f"{m.get('qwen3.attention.key_length')})")
+    got, err = dump_logits(bin_dir, out, tokens, tmp)
+    check(rel_err(unnormed, want) > 1e-2, f"Qwen3's head norms move torch's logits "
+                                          f"({rel_err(unnormed, want):.1e})")
+    check_logits("Qwen3 (head norms, head_dim 32 x 4 heads != 64, NeoX RoPE, tied)", got, err, want)
+    biased = dict(w, **{"model.layers.0.self_attn.q_proj.bias": torch.zeros(4 * 32)})
+    write_folder(src + "-bias", cfg, biased, "spm")
+    p = run(os.path.join(bin_dir, "pi-convert"), src + "-bias", "-o", out + ".b", "--outtype", "f32")
+    check(p.returncode != 0 and "attention biases" in p.stderr,
+          f"Qwen3 with attention biases: refused, not dropped ({p.stderr[-200:]!r})")
+
+
 def check_falcon(bin_dir, tmp, tokens):
     """FalconForCausalLM in each fused-QKV layout, relu and gelu; unsupported variants refused."""
     import pigguf
@@ -741,6 +781,7 @@ def main():
 
         check_drelu(bin_dir, tmp, base, tokens)
         check_qwen2(bin_dir, tmp, base, tokens)
+        check_qwen3(bin_dir, tmp, base, tokens)
         check_falcon(bin_dir, tmp, tokens)
 
         # The original's torch files: predictors and activation counts of a 12-layer model

@@ -44,6 +44,7 @@ enum class Family {
   kBamboo,  // BambooForCausalLM (Bamboo, TurboSparse-Mistral): "bamboo", dReLU
   kFalcon,  // FalconForCausalLM, RWForCausalLM: "falcon"
   kQwen2,   // Qwen2ForCausalLM: "qwen2" (llama's layers, Q/K/V biases, NeoX RoPE)
+  kQwen3,   // Qwen3ForCausalLM: "qwen3" (llama's layers, Q/K head norms, NeoX RoPE)
 };
 
 struct Job {
@@ -286,10 +287,13 @@ Status FamilyOf(const HfConfig& c, const std::string& dir, Family* out) {
     *out = Family::kLlama;
   } else if (c.architecture == "Qwen2ForCausalLM") {
     *out = Family::kQwen2;
+  } else if (c.architecture == "Qwen3ForCausalLM") {
+    *out = Family::kQwen3;
   } else {
     return Status::Unsupported(
         "%s: architecture %s is not one pi-convert knows (LlamaForCausalLM, "
-        "MistralForCausalLM, Qwen2ForCausalLM, BambooForCausalLM, FalconForCausalLM, "
+        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, BambooForCausalLM, "
+        "FalconForCausalLM, "
         "RWForCausalLM)",
         dir.c_str(), c.architecture.c_str());
   }
@@ -362,9 +366,11 @@ Status ActivationOf(const HfConfig& c, Family family, const std::string& overrid
 
 // Every tensor of a llama-family model, in GGUF order. Llama's Q and K rows
 // go from Hugging Face's rotate-half order to llama.cpp's interleaved pairs;
-// qwen2's stay (it runs NeoX RoPE) and its Q/K/V biases come along.
+// qwen2's and qwen3's stay (they run NeoX RoPE), with qwen2's Q/K/V biases
+// and qwen3's Q/K head norms.
 std::vector<Job> LlamaJobs(const HfConfig& c, const HfConvertOptions& o, bool has_head,
-                           bool qwen2) {
+                           Family family) {
+  const bool qwen2 = family == Family::kQwen2, qwen3 = family == Family::kQwen3;
   const int64_t d = c.hidden_size, ff = c.intermediate_size, hd = c.head_dim;
   const int64_t q = c.num_attention_heads * hd, kv = c.num_key_value_heads * hd;
   auto matrix = [&](std::string src, std::string dst, int64_t rows, int64_t cols,
@@ -382,10 +388,19 @@ std::vector<Job> LlamaJobs(const HfConfig& c, const HfConvertOptions& o, bool ha
     const std::string s = "model.layers." + std::to_string(l) + ".";
     const std::string g = "blk." + std::to_string(l) + ".";
     jobs.push_back(norm(s + "input_layernorm.weight", g + "attn_norm.weight"));
-    const Reorder rope = qwen2 ? Reorder::kNone : Reorder::kRope;
+    const Reorder rope = qwen2 || qwen3 ? Reorder::kNone : Reorder::kRope;
     jobs.push_back(matrix(s + "self_attn.q_proj.weight", g + "attn_q.weight", q, d, rope));
     jobs.push_back(matrix(s + "self_attn.k_proj.weight", g + "attn_k.weight", kv, d, rope));
     jobs.push_back(matrix(s + "self_attn.v_proj.weight", g + "attn_v.weight", kv, d));
+    for (const char* name : {"q", "k"}) {
+      if (!qwen3) break;
+      jobs.push_back(Job{s + "self_attn." + name + "_norm.weight",
+                         g + "attn_" + name + "_norm.weight",
+                         {hd},
+                         DType::kF32,
+                         Reorder::kNone,
+                         0});
+    }
     for (const auto& [name, n] : {std::pair<const char*, int64_t>{"q", q}, {"k", kv}, {"v", kv}}) {
       if (!qwen2) break;
       jobs.push_back(Job{s + "self_attn." + name + "_proj.bias",
@@ -487,6 +502,10 @@ void SetLlamaMetadata(const HfConfig& c, const std::string& arch, const std::str
   w->Set(p + "attention.head_count", GgufValue::U32(c.num_attention_heads));
   w->Set(p + "attention.head_count_kv", GgufValue::U32(c.num_key_value_heads));
   w->Set(p + "rope.dimension_count", GgufValue::U32(c.head_dim));
+  if (c.head_dim * c.num_attention_heads != c.hidden_size) {  // as llama.cpp's converter
+    w->Set(p + "attention.key_length", GgufValue::U32(c.head_dim));
+    w->Set(p + "attention.value_length", GgufValue::U32(c.head_dim));
+  }
   w->Set(p + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
   w->Set(p + "attention.layer_norm_rms_epsilon",
          GgufValue::F32(static_cast<float>(c.rms_norm_eps)));
@@ -513,6 +532,7 @@ void SetMetadata(const HfConfig& c, Family family, const HfConvertOptions& o,
   const char* arch = family == Family::kFalcon   ? "falcon"
                      : family == Family::kBamboo ? "bamboo"
                      : family == Family::kQwen2  ? "qwen2"
+                     : family == Family::kQwen3  ? "qwen3"
                                                  : "llama";
   w->Set("general.architecture", GgufValue::String(arch));
   w->Set("general.name", GgufValue::String(name));
@@ -551,7 +571,7 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   }
   Family family = Family::kLlama;
   PI_RETURN_IF_ERROR(FamilyOf(c, dir, &family));
-  if (c.head_dim * c.num_attention_heads != c.hidden_size) {
+  if (family == Family::kFalcon && c.head_dim * c.num_attention_heads != c.hidden_size) {
     return Status::Error("%s: head_dim %d x %d heads differs from hidden_size %d: not supported",
                          dir.c_str(), c.head_dim, c.num_attention_heads, c.hidden_size);
   }
@@ -564,13 +584,18 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   }
   SafetensorsSet weights;
   PI_RETURN_IF_ERROR(weights.Open(dir));
+  // Q/K/V biases are qwen2's alone: elsewhere (attention_bias true) they would be left out.
+  if (family != Family::kQwen2 && family != Family::kFalcon &&
+      weights.Find("model.layers.0.self_attn.q_proj.bias") != nullptr) {
+    return Status::Unsupported("%s: %s with attention biases (q_proj.bias): not supported",
+                               dir.c_str(), c.architecture.c_str());
+  }
   const bool has_head = weights.Find("lm_head.weight") != nullptr && !c.tie_word_embeddings;
   if (!has_head && !c.tie_word_embeddings) {
     return Status::Error("%s: no lm_head.weight and tie_word_embeddings is not set", dir.c_str());
   }
-  std::vector<Job> jobs = family == Family::kFalcon
-                              ? FalconJobs(c, o, has_head)
-                              : LlamaJobs(c, o, has_head, family == Family::kQwen2);
+  std::vector<Job> jobs =
+      family == Family::kFalcon ? FalconJobs(c, o, has_head) : LlamaJobs(c, o, has_head, family);
   PtExport predictors, activations;
   float threshold = 0.0f;
   if (!o.predictors_dir.empty()) {
