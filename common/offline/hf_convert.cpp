@@ -379,9 +379,11 @@ std::vector<Job> LlamaJobs(const HfConfig& c, const HfConvertOptions& o, bool ha
     j.type = MatrixType(o.outtype, reorder == Reorder::kTranspose ? rows : cols);
     return j;
   };
-  auto norm = [&](std::string src, std::string dst) {
-    return Job{std::move(src), std::move(dst), {d}, DType::kF32, Reorder::kNone, 0};
+  // An f32 vector of n: norms (n = d), qwen3's head norms, qwen2's biases.
+  auto vector = [&](std::string src, std::string dst, int64_t n) {
+    return Job{std::move(src), std::move(dst), {n}, DType::kF32, Reorder::kNone, 0};
   };
+  auto norm = [&](std::string src, std::string dst) { return vector(src, dst, d); };
   std::vector<Job> jobs;
   jobs.push_back(matrix("model.embed_tokens.weight", "token_embd.weight", c.vocab_size, d));
   for (int l = 0; l < c.num_hidden_layers; ++l) {
@@ -392,23 +394,14 @@ std::vector<Job> LlamaJobs(const HfConfig& c, const HfConvertOptions& o, bool ha
     jobs.push_back(matrix(s + "self_attn.q_proj.weight", g + "attn_q.weight", q, d, rope));
     jobs.push_back(matrix(s + "self_attn.k_proj.weight", g + "attn_k.weight", kv, d, rope));
     jobs.push_back(matrix(s + "self_attn.v_proj.weight", g + "attn_v.weight", kv, d));
-    for (const char* name : {"q", "k"}) {
-      if (!qwen3) break;
-      jobs.push_back(Job{s + "self_attn." + name + "_norm.weight",
-                         g + "attn_" + name + "_norm.weight",
-                         {hd},
-                         DType::kF32,
-                         Reorder::kNone,
-                         0});
-    }
-    for (const auto& [name, n] : {std::pair<const char*, int64_t>{"q", q}, {"k", kv}, {"v", kv}}) {
-      if (!qwen2) break;
-      jobs.push_back(Job{s + "self_attn." + name + "_proj.bias",
-                         g + "attn_" + name + ".bias",
-                         {n},
-                         DType::kF32,
-                         Reorder::kNone,
-                         0});
+    const std::pair<const char*, int64_t> qkv[] = {{"q", q}, {"k", kv}, {"v", kv}};
+    for (const auto& [x, n] : qkv) {
+      if (qwen2) {
+        jobs.push_back(vector(s + "self_attn." + x + "_proj.bias", g + "attn_" + x + ".bias", n));
+      } else if (qwen3 && std::string(x) != "v") {  // head norms: Q and K only
+        jobs.push_back(
+            vector(s + "self_attn." + x + "_norm.weight", g + "attn_" + x + "_norm.weight", hd));
+      }
     }
     jobs.push_back(matrix(s + "self_attn.o_proj.weight", g + "attn_output.weight", d, q));
     jobs.push_back(norm(s + "post_attention_layernorm.weight", g + "ffn_norm.weight"));
