@@ -123,17 +123,17 @@ TEST(HfConfigTest, RopeScaling) {
   HfConfig c;
   ASSERT_TRUE(ParseHfConfig(base + R"({"type":"linear","factor":4}})", &c).ok());
   EXPECT_EQ(c.rope_scaling, "linear");
-  EXPECT_EQ(c.rope_factor, 4.0);
+  EXPECT_EQ(c.rope.factor, 4.0);
   HfConfig l3;
   ASSERT_TRUE(ParseHfConfig(base + R"({"rope_type":"llama3","factor":32,"high_freq_factor":)"
                                    R"(8,"original_max_position_embeddings":4096}})",
                             &l3)
                   .ok());
   EXPECT_EQ(l3.rope_scaling, "llama3");
-  EXPECT_EQ(l3.rope_factor, 32.0);
-  EXPECT_EQ(l3.rope_low_freq_factor, 1.0);
-  EXPECT_EQ(l3.rope_high_freq_factor, 8.0);
-  EXPECT_EQ(l3.rope_original_context, 4096.0);
+  EXPECT_EQ(l3.rope.factor, 32.0);
+  EXPECT_EQ(l3.rope.low_freq_factor, 1.0);
+  EXPECT_EQ(l3.rope.high_freq_factor, 8.0);
+  EXPECT_EQ(l3.rope.original_context, 4096.0);
   HfConfig none;
   ASSERT_TRUE(ParseHfConfig(base + R"({"rope_type":"default"}})", &none).ok());
   EXPECT_EQ(none.rope_scaling, "");

@@ -60,16 +60,17 @@ Status ParseRopeScaling(const json& j, HfConfig* c) {
         "config.json: rope_scaling type '%s' is not supported (linear, llama3)", type.c_str());
   }
   c->rope_scaling = type;
-  c->rope_factor = 0;
-  PI_RETURN_IF_ERROR(Float(r, "factor", &c->rope_factor).WithContext("rope_scaling"));
-  if (!(c->rope_factor >= 1.0 && c->rope_factor <= 1e4)) {
+  Llama3RopeScaling& s = c->rope;
+  s.factor = 0;
+  PI_RETURN_IF_ERROR(Float(r, "factor", &s.factor).WithContext("rope_scaling"));
+  if (!(s.factor >= 1.0 && s.factor <= 1e4)) {
     return Status::Invalid("config.json: rope_scaling.factor must be 1 to 1e4");
   }
   if (type == "llama3") {
-    PI_RETURN_IF_ERROR(Float(r, "low_freq_factor", &c->rope_low_freq_factor));
-    PI_RETURN_IF_ERROR(Float(r, "high_freq_factor", &c->rope_high_freq_factor));
-    PI_RETURN_IF_ERROR(Float(r, "original_max_position_embeddings", &c->rope_original_context));
-    if (!(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
+    PI_RETURN_IF_ERROR(Float(r, "low_freq_factor", &s.low_freq_factor));
+    PI_RETURN_IF_ERROR(Float(r, "high_freq_factor", &s.high_freq_factor));
+    PI_RETURN_IF_ERROR(Float(r, "original_max_position_embeddings", &s.original_context));
+    if (!(s.high_freq_factor > s.low_freq_factor)) {
       return Status::Invalid(
           "config.json: rope_scaling.high_freq_factor must exceed "
           "low_freq_factor");

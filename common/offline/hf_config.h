@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/base/status.h"
+#include "common/offline/rope_scaling.h"
 
 namespace pi {
 
@@ -23,13 +24,10 @@ struct HfConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   // rope_scaling (llama family): "" none; "linear" (positions divided by
-  // rope_factor); "llama3" (Llama 3.1: rope_factor, the low and high
-  // frequency factors and the original context; common/offline/rope_scaling.h).
+  // rope.factor); "llama3" (Llama 3.1: all of `rope`; rope_scaling.h).
   // Other types are refused naming theirs.
   std::string rope_scaling;
-  double rope_factor = 1.0;
-  double rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;
-  double rope_original_context = 8192.0;
+  Llama3RopeScaling rope;
   std::string hidden_act;  // relu, silu, gelu, ...
   bool tie_word_embeddings = false;
   int bos_token_id = -1, eos_token_id = -1;  // -1: not given

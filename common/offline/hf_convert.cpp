@@ -293,8 +293,7 @@ Status FamilyOf(const HfConfig& c, const std::string& dir, Family* out) {
     return Status::Unsupported(
         "%s: architecture %s is not one pi-convert knows (LlamaForCausalLM, "
         "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, BambooForCausalLM, "
-        "FalconForCausalLM, "
-        "RWForCausalLM)",
+        "FalconForCausalLM, RWForCausalLM)",
         dir.c_str(), c.architecture.c_str());
   }
   return Status::Ok();
@@ -505,7 +504,7 @@ void SetLlamaMetadata(const HfConfig& c, const std::string& arch, const std::str
   w->Set(p + "vocab_size", GgufValue::U32(c.vocab_size));
   if (c.rope_scaling == "linear") {
     w->Set(p + "rope.scaling.type", GgufValue::String("linear"));
-    w->Set(p + "rope.scaling.factor", GgufValue::F32(static_cast<float>(c.rope_factor)));
+    w->Set(p + "rope.scaling.factor", GgufValue::F32(static_cast<float>(c.rope.factor)));
   }
   w->Set("pi.ffn_activation", GgufValue::String(activation));
 }
@@ -514,9 +513,7 @@ void SetLlamaMetadata(const HfConfig& c, const std::string& arch, const std::str
 // one factor per rotated pair (no scaling key).
 Status AddRopeFactors(const HfConfig& c, GgufWriter* w) {
   if (c.rope_scaling != "llama3") return Status::Ok();
-  const Llama3RopeScaling s{c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor,
-                            c.rope_original_context};
-  const std::vector<float> f = Llama3RopeFactors(s, c.head_dim, c.rope_theta);
+  const std::vector<float> f = Llama3RopeFactors(c.rope, c.head_dim, c.rope_theta);
   return w->AddTensor("rope_freqs.weight", DType::kF32, {static_cast<int64_t>(f.size())}, f.data());
 }
 

@@ -231,14 +231,16 @@ Status AddBpeTokenizer(const std::string& text, const std::string& config_text, 
   const std::string pre_text = j.contains("pre_tokenizer") ? j["pre_tokenizer"].dump() : "";
   std::string pre;
   const auto has = [&pre_text](const char* s) { return pre_text.find(s) != std::string::npos; };
-  if (has("(?i:'s|'t|'re|'ve|'m|'ll|'d)") && has("p{N}{1,3}")) {
-    pre = "llama-bpe";
-  } else if (has("(?i:'s|'t|'re|'ve|'m|'ll|'d)") && has("p{L}+|\\\\p{N}| ?")) {
-    pre = "qwen2";
-  } else if (has("(?i:'s|'t|'re|'ve|'m|'ll|'d)")) {
-    return Status::Unsupported(
-        "%s: a split pre-tokenizer this tool does not know (llama 3's and Qwen2's are): %.200s",
-        path.c_str(), pre_text.c_str());
+  if (has("(?i:'s|'t|'re|'ve|'m|'ll|'d)")) {
+    if (has("p{N}{1,3}")) {
+      pre = "llama-bpe";
+    } else if (has("p{L}+|\\\\p{N}| ?")) {
+      pre = "qwen2";
+    } else {
+      return Status::Unsupported(
+          "%s: a split pre-tokenizer this tool does not know (llama 3's and Qwen2's are): %.200s",
+          path.c_str(), pre_text.c_str());
+    }
   } else if (has("\"Punctuation\"")) {
     // Falcon's sequence (punctuation runs, ByteLevel, digit runs, then three
     // digits at a time) is llama.cpp's "falcon"; other punctuation-first

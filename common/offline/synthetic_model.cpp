@@ -395,29 +395,27 @@ Status AddRopeFreqs(const SyntheticModelOptions& o, int64_t head_dim, GgufWriter
                    [f](int64_t, int64_t c) { return f[static_cast<size_t>(c)]; });
 }
 
-// qwen2's Q/K/V biases (F32, uniform in [-1, 1): as large as the products
-// they are added to, so a forward that dropped them would show).
-Status AddQkvBiases(const SyntheticModelOptions& o, const std::string& p, int64_t q_dim,
-                    int64_t kv_dim, GgufWriter* w) {
-  for (const auto& [name, n] : {std::pair<const char*, int64_t>{"attn_q.bias", q_dim},
-                                {"attn_k.bias", kv_dim},
-                                {"attn_v.bias", kv_dim}}) {
-    const Generator g = MakeGenerator(o.seed, p + name, 3);
-    PI_RETURN_IF_ERROR(AddMatrix(w, p + name, DType::kF32, n, 0, [g](int64_t, int64_t c) {
-      return g.At(static_cast<uint64_t>(c));
-    }));
-  }
-  return Status::Ok();
+// An F32 vector of n generated values (MakeGenerator's for `name` and fan_in).
+Status AddVector(const SyntheticModelOptions& o, const std::string& name, int64_t n, int64_t fan_in,
+                 GgufWriter* w) {
+  const Generator g = MakeGenerator(o.seed, name, fan_in);
+  return AddMatrix(w, name, DType::kF32, n, 0,
+                   [g](int64_t, int64_t c) { return g.At(static_cast<uint64_t>(c)); });
 }
 
+// qwen2's Q/K/V biases (fan-in 3: uniform in [-1, 1), as large as the
+// products they are added to, so a forward that dropped them would show), or
 // qwen3's per-head RMSNorm weights of Q and K (as the other norms: 0.8 to 1.2).
-Status AddHeadNorms(const SyntheticModelOptions& o, const std::string& p, int64_t head_dim,
-                    GgufWriter* w) {
-  for (const char* name : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
-    const Generator g = MakeGenerator(o.seed, p + name, head_dim);
-    PI_RETURN_IF_ERROR(AddMatrix(w, p + name, DType::kF32, head_dim, 0, [g](int64_t, int64_t c) {
-      return g.At(static_cast<uint64_t>(c));
-    }));
+Status AddQwenAttention(const SyntheticModelOptions& o, const std::string& p, int64_t q_dim,
+                        int64_t kv_dim, int64_t head_dim, GgufWriter* w) {
+  if (o.arch == "qwen2") {
+    PI_RETURN_IF_ERROR(AddVector(o, p + "attn_q.bias", q_dim, 3, w));
+    PI_RETURN_IF_ERROR(AddVector(o, p + "attn_k.bias", kv_dim, 3, w));
+    return AddVector(o, p + "attn_v.bias", kv_dim, 3, w);
+  }
+  if (o.arch == "qwen3") {
+    PI_RETURN_IF_ERROR(AddVector(o, p + "attn_q_norm.weight", head_dim, head_dim, w));
+    return AddVector(o, p + "attn_k_norm.weight", head_dim, head_dim, w);
   }
   return Status::Ok();
 }
@@ -529,8 +527,7 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
       PI_RETURN_IF_ERROR(matrix(p + "attn_q.weight", d, d, zero_col0));
       PI_RETURN_IF_ERROR(matrix(p + "attn_k.weight", d, kv_dim, zero_col0));
       PI_RETURN_IF_ERROR(matrix(p + "attn_v.weight", d, kv_dim, zero_col0));
-      if (o.arch == "qwen2") PI_RETURN_IF_ERROR(AddQkvBiases(o, p, d, kv_dim, w));
-      if (o.arch == "qwen3") PI_RETURN_IF_ERROR(AddHeadNorms(o, p, head_dim, w));
+      PI_RETURN_IF_ERROR(AddQwenAttention(o, p, d, kv_dim, head_dim, w));
       PI_RETURN_IF_ERROR(
           matrix(p + "attn_output.weight", d, d, scaled_output(p + "attn_output.weight", d)));
       PI_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));
