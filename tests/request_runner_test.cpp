@@ -221,7 +221,14 @@ TEST_P(RequestRunnerTest, AClientThatNeverReadsIsCancelledAndTheNextRuns) {
   EXPECT_EQ(ids, Solo(r));
   EXPECT_EQ(normal->result.ids, ids);
   for (auto& job : stuck) {
-    Drain(job.get());  // ended already: cancelled when its stream filled
+    // It ends by itself, cancelled when its stream fills, never read: with -np 2 the normal
+    // request may run beside it and finish first, so wait for that end (bounded, reading
+    // nothing) before taking what it left.
+    for (int i = 0; i < 6000 && !job->stream.ended(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(job->stream.ended());
+    Drain(job.get());
     EXPECT_STREQ(job->result.stop_reason, "cancelled");
     EXPECT_THAT(job->stream.cancel_reason(), HasSubstr("did not read"));
     EXPECT_LE(job->result.ids.size(), 34u);
