@@ -39,9 +39,13 @@ const char kEngineUsage[] =
     "  --sparse MODE           FFN neurons computed per decoded token: off = all,\n"
     "                          oracle = exactly those that fire, predictor = those the\n"
     "                          model's predictor picks (ReLU models with ffn_down_t;\n"
-    "                          predictor: fc1/fc2, see pi-train-predictor); auto (default)\n"
-    "                          = predictor where the file has them, else oracle where\n"
-    "                          the model can run sparse, else off (said at start)\n"
+    "                          predictor: fc1/fc2, see pi-train-predictor); cats = those\n"
+    "                          whose |act(gate)| passes a calibrated threshold (any model\n"
+    "                          with ffn_down_t; approximate; thresholds from pi-profile's\n"
+    "                          stats); auto (default) = predictor where the file has them,\n"
+    "                          else oracle where the model can run sparse, else off\n"
+    "  --target-sparsity F     --sparse cats: the share of FFN neurons skipped (0 to 0.99,\n"
+    "                          default 0.5)\n"
     "  --sparse-threshold X    predictor score threshold (default: env\n"
     "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
     "  --check-tensors         check every weight is finite when loading\n"
@@ -119,7 +123,8 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
   else if (f == "--no-gpu-worker")
     e->gpu_worker = false;
   else if (ParseCacheTypeFlag(f, args, &e->opt.cache_type_k, &e->opt.cache_type_v) ||
-           ParseSparseFlag(f, args, &e->opt.sparse, &e->opt.sparse_threshold, &e->sparse_auto) ||
+           ParseSparseFlag(f, args, &e->opt.sparse, &e->opt.sparse_threshold, &e->target_sparsity,
+                           &e->sparse_auto) ||
            ParseGpuSplitFlag(f, args, &e->split)) {
   } else
     return false;
@@ -259,6 +264,16 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   } else {
     NoteSparseSupport(tool, model, e->opt.sparse);
   }
+  if (e->opt.sparse == SparseMode::kCats) {
+    if (e->split.vram_budget >= 0 || e->cpu_workers > 0 || !e->remote_workers.empty() ||
+        !e->remote_gpu_worker.empty()) {
+      return Status::Unsupported(
+          "--sparse cats runs the FFN in this process only, not yet with --vram-budget or cpu "
+          "workers");
+    }
+    PI_RETURN_IF_ERROR(LoadGateThresholds(tool, e->model_path, e->split.stats_path, model,
+                                          e->target_sparsity, &e->opt.gate_thresholds));
+  }
   const int n_ctx = Engine::ContextSize(model.config, e->opt.n_ctx);
   NoteContextSize(tool, model, n_ctx);
   e->split.hot_in_worker = e->gpu_worker;
@@ -268,7 +283,11 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   if (e->cpu_workers_auto) {
     // Remote workers given: the cold neurons go there; else one local worker.
     std::string why;
-    e->cpu_workers = e->remote_workers.empty() && SupportsSparseFfn(model, &why) ? 1 : 0;
+    if (e->opt.sparse == SparseMode::kCats) why = "--sparse cats runs the FFN in this process";
+    e->cpu_workers = e->remote_workers.empty() && e->opt.sparse != SparseMode::kCats &&
+                             SupportsSparseFfn(model, &why)
+                         ? 1
+                         : 0;
     if (e->cpu_workers == 0 && e->remote_workers.empty()) {
       fprintf(stderr, "%s: no cpu worker: the FFN runs in this process (%s)\n", tool, why.c_str());
     }

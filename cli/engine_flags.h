@@ -2,7 +2,7 @@
 // load they drive: the model (checked with --check-tensors), its tokenizer,
 // the placement (--vram-budget ...), local cpu_workers and the engine.
 //   -m, --model FILE   -t N   -c N   -b N   -ctk/-ctv TYPE   --sparse MODE
-//   --sparse-threshold X   --check-tensors   --cpu-workers N   (gpu_split.h's)
+//   --sparse-threshold X   --target-sparsity F   --check-tensors   --cpu-workers N (gpu_split.h's)
 //   --cpu-worker HOST:PORT (repeatable)   --remote-gpu-worker HOST:PORT
 //   --auth-token-file F   --tls-ca F
 //   --tls-cert F   --tls-key F   --worker-timeout MS   --coordinator-share F
@@ -14,6 +14,7 @@
 
 #include "cli/args.h"
 #include "cli/gpu_split.h"
+#include "cli/sparse_note.h"
 #include "cli/worker_secrets.h"
 #include "common/base/status.h"
 #include "common/model/llama_model.h"
@@ -47,6 +48,7 @@ struct EngineFlags {
   // --sparse auto (the default): the mode the model runs best, chosen when it
   // is loaded (ChooseSparseMode), which then says which and why.
   bool sparse_auto = true;
+  double target_sparsity = kDefaultTargetSparsity;  // --target-sparsity (--sparse cats)
   bool check_tensors = false;
   std::string ffn_activation;  // --ffn-activation (cli/activation_flag.h); local workers get it too
   bool no_mmap = false;        // --no-mmap: read the model into memory instead of mapping it

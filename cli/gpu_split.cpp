@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "cli/model_stats.h"
 #include "common/base/memory_limits.h"
 #include "common/compute/predictor.h"
 #include "common/plan/activation_stats.h"
@@ -401,20 +402,10 @@ Status SetUpGpuSplit(const char* tool, const std::string& model_path, const Llam
     return Status::Error("--vram-budget lists %zu budgets: one per device of --gpus",
                          flags.vram_budgets.size());
   }
-  const std::string stats_path =
-      flags.stats_path.empty() ? DefaultStatsPath(model_path) : flags.stats_path;
-  if (!Exists(stats_path)) {
-    return Status::Error(
-        "--vram-budget needs activation statistics: no %s (run pi-profile -m %s "
-        "-f CORPUS, or pass --stats)",
-        stats_path.c_str(), model_path.c_str());
-  }
   ActivationStats stats;
-  PI_RETURN_IF_ERROR(ReadActivationStats(stats_path, &stats));
-  std::string reuse_note;
-  PI_RETURN_IF_ERROR(CheckStatsMatchModel(stats, model, &reuse_note).WithContext(stats_path));
-  if (!reuse_note.empty())
-    fprintf(stderr, "%s: %s: %s\n", tool, stats_path.c_str(), reuse_note.c_str());
+  std::string stats_path;
+  PI_RETURN_IF_ERROR(ReadModelStats(tool, "--vram-budget needs activation statistics", model_path,
+                                    flags.stats_path, model, &stats, &stats_path));
 
   // A GPU takes a prefix of the layers when not all of them fit; the host
   // backend only hot neurons.

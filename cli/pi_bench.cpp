@@ -82,7 +82,10 @@ void Usage() {
           "  --no-bw                  skip the memory-bandwidth probes (CPU and GPU)\n"
           "  --link-gbs X             CPU-GPU link bandwidth in GB/s for the time bound\n"
           "                           (default unknown: transfers left out of the bound)\n"
-          "  --sparse off[,oracle][,predictor]  FFN sparsity modes to compare (default off)\n"
+          "  --sparse off[,oracle][,predictor][,cats]  FFN sparsity modes to compare (default\n"
+          "                           off)\n"
+          "  --target-sparsity F[,F]  cats runs: the shares of neurons skipped (default 0.5;\n"
+          "                           thresholds from --stats, default MODEL.stats.gguf)\n"
           "  --transport inproc[,shm][,grpc]  where the cold neurons run in tg tests: this\n"
           "                          process, or a pi-cpu-worker process with -t threads over\n"
           "                          shared memory or over gRPC on 127.0.0.1 (needs ffn_down_t);\n"
@@ -551,6 +554,7 @@ struct BenchFlags {
   int worker_threads = 0;          // 0: each run's -t
   double coordinator_share = 0.0;  // of the cold neurons, in shm/grpc runs
   std::optional<float> sparse_threshold;
+  std::vector<double> targets = {pi::kDefaultTargetSparsity};  // --target-sparsity (cats runs)
   std::string text_path, text;
   pi::DType cache_type_k = pi::DType::kF16, cache_type_v = pi::DType::kF16;
 
@@ -603,6 +607,17 @@ bool ParseBenchFlag(const std::string& f, pi::ArgReader* args, BenchFlags* b) {
     }
   } else if (f == "--sparse-threshold") {
     b->sparse_threshold = args->Float(f);
+  } else if (f == "--target-sparsity") {
+    b->targets.clear();
+    for (const std::string& v : SplitList(args->String(f))) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(x >= 0 && x < 1)) {
+        args->Fail("--target-sparsity expects shares in [0, 1), got '" + v + "'");
+      }
+      b->targets.push_back(x);
+    }
+    if (b->targets.empty()) args->Fail("--target-sparsity expects F[,F]");
   } else if (f == "--text") {
     b->text_path = args->String(f);
   } else if (pi::ParseCacheTypeFlag(f, args, &b->cache_type_k, &b->cache_type_v)) {
@@ -697,7 +712,8 @@ struct BenchModel {
   std::vector<int32_t> text_tokens;  // --text's, or none
   std::string model_type;            // "llama 7M F16"
   pi::GpuSplit split;
-  pi::EngineOptions split_opt;  // what the split gives each engine
+  pi::EngineOptions split_opt;                      // what the split gives each engine
+  std::vector<std::vector<float>> gate_thresholds;  // cats runs: one set per --target-sparsity
   SplitInfo split_info;
   double gpu_bw = 0;
 };
@@ -732,6 +748,12 @@ pi::Status LoadBenchModel(const BenchFlags& b, BenchState* st, BenchModel* m) {
     if (mode == pi::SparseMode::kPredictor) split_opt.sparse = mode;
   }
   split_opt.sparse_threshold = b.sparse_threshold;
+  if (std::count(b.sparse_modes.begin(), b.sparse_modes.end(), pi::SparseMode::kCats) > 0) {
+    for (double target : b.targets) {
+      PI_RETURN_IF_ERROR(pi::LoadGateThresholds("pi-bench", m->path, b.split_flags.stats_path,
+                                                model, target, &m->gate_thresholds.emplace_back()));
+    }
+  }
   // --host-device's threads (in this process and in gpu-shm's worker alike).
   // The device holds a KV cache for every sequence of the -np tests.
   split_opt.n_seq = b.max_parallel();
@@ -771,6 +793,7 @@ struct BenchTest {
 // A test's run: one sparsity mode on one transport, with or without repacking.
 struct BenchRun {
   pi::SparseMode mode;
+  double target = 0;  // cats runs: the target sparsity
   bool repacked = false;
   std::unique_ptr<pi::Engine> engine;
   Result r;
@@ -803,6 +826,7 @@ Result DescribeRun(const BenchFlags& b, const BenchModel& m, const BenchTest& t,
   r.test_time = IsoNow();
   r.mem_bw_gbs = t.mem_bw_gbs;
   r.sparse = std::string(pi::SparseModeName(opt.sparse)) +
+             (opt.sparse == pi::SparseMode::kCats ? Fmt("@%g", run.target) : "") +
              (opt.device                     ? "+gpu"
               : opt.hot_shard && t.n_gen > 0 ? "+split"
                                              : "") +
@@ -823,13 +847,19 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
                     BenchWorkers* workers, std::vector<BenchRun>* runs) {
   const bool pp = t.n_prompt > 0;
   for (int64_t nr : b.no_repack) {
+    std::vector<std::pair<pi::SparseMode, size_t>> modes;  // cats once per target
     for (pi::SparseMode mode :
          pp ? std::vector<pi::SparseMode>{pi::SparseMode::kOff} : b.sparse_modes) {
+      const size_t targets = mode == pi::SparseMode::kCats ? b.targets.size() : 1;
+      for (size_t ti = 0; ti < targets; ++ti) modes.emplace_back(mode, ti);
+    }
+    for (const auto& [mode, ti] : modes) {
       for (const std::string& transport : b.transports) {
         if (pp && transport != b.transports[0]) continue;
         const std::string on = pp ? "inproc" : transport;
         BenchRun& run = runs->emplace_back();
         run.mode = mode;
+        if (mode == pi::SparseMode::kCats) run.target = b.targets[ti];
         run.repacked = nr == 0;
         run.worker = workers->Get(on);
         pi::EngineOptions opt;
@@ -839,6 +869,7 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
         opt.n_seq = t.n_parallel;
         opt.sparse = run.mode;
         opt.sparse_threshold = b.sparse_threshold;
+        if (mode == pi::SparseMode::kCats) opt.gate_thresholds = m.gate_thresholds[ti];
         opt.cache_type_k = b.cache_type_k;
         opt.cache_type_v = b.cache_type_v;
         opt.hot_shard = m.split_opt.hot_shard;

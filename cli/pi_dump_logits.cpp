@@ -23,7 +23,9 @@ namespace {
 void Usage() {
   fprintf(stderr,
           "usage: pi-dump-logits -m MODEL --tokens 1,2,3 --out FILE [--mode decode|prompt] "
-          "[-t N] [-b N] [-c N] [--sparse off|oracle|predictor] [-nr]\n"
+          "[-t N] [-b N] [-c N] [--sparse off|oracle|predictor|cats] [-nr]\n"
+          "  --target-sparsity F   --sparse cats: the share of neurons skipped (default 0.5)\n"
+          "  --stats FILE       --sparse cats: the gate quantiles (default MODEL.stats.gguf)\n"
           "  -nr, --no-repack   keep Q4_0, Q4_K, Q5_K and float matrices in the file's layout\n"
           "                     (default: repacked for the CPU kernels, as pi-run does)\n");
   fputs(pi::kFfnActivationUsage, stderr);
@@ -37,6 +39,8 @@ static int Run(int argc, char** argv) {
   std::string model_path, out_path, mode = "decode";
   std::vector<int64_t> token_list;
   pi::EngineOptions opt;
+  double target_sparsity = pi::kDefaultTargetSparsity;
+  std::string stats_path;
   bool repack = true;
   const int flags_rc = args.ReadFlags(
       [&](const std::string& f) {
@@ -56,8 +60,10 @@ static int Run(int argc, char** argv) {
           opt.n_ctx = args.Int(f);
         else if (f == "-nr" || f == "--no-repack")
           repack = false;
-        else if (f == "--sparse")
-          pi::ParseSparseModeValue(args.String(f), &args, &opt.sparse);
+        else if (pi::ParseSparseFlag(f, &args, &opt.sparse, &opt.sparse_threshold,
+                                     &target_sparsity)) {
+        } else if (f == "--stats")
+          stats_path = args.String(f);
         else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
         } else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
         } else {
@@ -86,6 +92,10 @@ static int Run(int argc, char** argv) {
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);
   if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-dump-logits", ffn_activation, &model);
+  if (s.ok() && opt.sparse == pi::SparseMode::kCats) {
+    s = pi::LoadGateThresholds("pi-dump-logits", model_path, stats_path, model, target_sparsity,
+                               &opt.gate_thresholds);
+  }
   if (s.ok() && repack) {
     pi::ThreadPool pool(opt.n_threads);
     pi::RepackStats stats;

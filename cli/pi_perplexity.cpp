@@ -49,10 +49,12 @@ void Usage() {
           "  --chunks N              score at most N chunks (default -1 = all)\n"
           "  --json                  print one JSON object instead of the running values\n"
           "  --check-tensors         check every weight is finite when loading\n"
-          "  --sparse off|oracle|predictor  FFN neurons computed (sparse modes feed one token\n"
-          "                          at a time)\n"
+          "  --sparse off|oracle|predictor|cats  FFN neurons computed (sparse modes feed one\n"
+          "                          token at a time, and the share skipped is reported)\n"
           "  --sparse-threshold X    predictor score threshold (default: env\n"
-          "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n",
+          "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
+          "  --target-sparsity F     --sparse cats: the share of neurons skipped (default 0.5;\n"
+          "                          thresholds from the --stats file, MODEL.stats.gguf)\n",
           kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
   fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
@@ -96,7 +98,28 @@ struct Report {
   int n_ctx = 0;
   int64_t n_tokens = 0;  // of the whole text
   double seconds = 0.0;  // evaluation and scoring, model loading excluded
+  // Per layer, the share of FFN neurons a token did not compute (sparse
+  // modes; empty with --sparse off).
+  std::vector<double> layer_sparsity;
 };
+
+// The share of each layer's neurons left out over `tokens` evaluated tokens.
+std::vector<double> LayerSparsity(const pi::Engine& engine, int64_t tokens) {
+  const pi::LlamaConfig& c = engine.model().config;
+  std::vector<double> out(c.n_layer, 0.0);
+  const double all = static_cast<double>(tokens) * c.n_ff;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const double computed = engine.ffn_computed(l, false) + engine.ffn_computed(l, true);
+    out[l] = all > 0 ? 1.0 - computed / all : 0.0;
+  }
+  return out;
+}
+
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / v.size();
+}
 
 // Scores `n_chunks` chunks of `n_ctx` tokens. `running` (may be null) receives
 // "[i]ppl," after every chunk, as llama-perplexity prints them.
@@ -146,6 +169,7 @@ struct Options {
   bool json = false, check_tensors = false;
   int n_ctx = 0;
   int max_chunks = -1;
+  double target_sparsity = pi::kDefaultTargetSparsity;  // --sparse cats
   pi::EngineOptions engine;
 };
 
@@ -168,7 +192,7 @@ bool ParseFlag(const std::string& f, pi::ArgReader* args, Options* o) {
   else if (f == "--json")
     o->json = true;
   else
-    return pi::ParseSparseFlag(f, args, &e.sparse, &e.sparse_threshold) ||
+    return pi::ParseSparseFlag(f, args, &e.sparse, &e.sparse_threshold, &o->target_sparsity) ||
            pi::ParseCacheTypeFlag(f, args, &e.cache_type_k, &e.cache_type_v) ||
            pi::ParseGpuSplitFlag(f, args, &o->split_flags) ||
            pi::ParseFfnActivationFlag(f, args, &o->ffn_activation);
@@ -216,16 +240,27 @@ void PrintResult(const Options& o, const Report& report, int n_threads) {
   fprintf(stderr, "pi-perplexity: %lld tokens evaluated in %.2f s (%.1f tokens/s), %lld scored\n",
           static_cast<long long>(n_evaluated), report.seconds, tokens_per_s,
           static_cast<long long>(report.nll.count));
+  if (!report.layer_sparsity.empty()) {
+    const auto [lo, hi] =
+        std::minmax_element(report.layer_sparsity.begin(), report.layer_sparsity.end());
+    fprintf(stderr,
+            "pi-perplexity: --sparse %s: %.1f%% of the FFN neurons skipped model-wide (layers "
+            "%.1f%% to %.1f%%)\n",
+            pi::SparseModeName(o.engine.sparse), 100 * Mean(report.layer_sparsity), 100 * *lo,
+            100 * *hi);
+  }
   if (o.json) {
     printf(
         "{\"model\":%s,\"file\":%s,\"ppl\":%s,\"ppl_stderr\":%s,\"nll_mean\":%s,"
         "\"n_chunks\":%d,\"n_ctx\":%d,\"n_tokens\":%lld,\"n_tokens_scored\":%lld,"
-        "\"n_threads\":%d,\"sparse\":\"%s\",\"seconds\":%s,\"tokens_per_second\":%s}\n",
+        "\"n_threads\":%d,\"sparse\":\"%s\",\"ffn_sparsity\":%s,\"seconds\":%s,"
+        "\"tokens_per_second\":%s}\n",
         pi::JsonEscape(o.model_path).c_str(), pi::JsonEscape(o.text_path).c_str(),
         pi::JsonNumber(ppl).c_str(), pi::JsonNumber(ppl_stderr).c_str(),
         pi::JsonNumber(nll_mean).c_str(), report.n_chunks, report.n_ctx,
         static_cast<long long>(report.n_tokens), static_cast<long long>(report.nll.count),
-        n_threads, pi::SparseModeName(o.engine.sparse), pi::JsonNumber(report.seconds).c_str(),
+        n_threads, pi::SparseModeName(o.engine.sparse),
+        pi::JsonNumber(Mean(report.layer_sparsity)).c_str(), pi::JsonNumber(report.seconds).c_str(),
         pi::JsonNumber(tokens_per_s).c_str());
   } else if (std::isfinite(ppl_stderr)) {
     printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_stderr);
@@ -257,6 +292,15 @@ static int Run(int argc, char** argv) {
   }
   const int n_ctx = o.n_ctx != 0 ? o.n_ctx : std::min(model.config.n_ctx_train, kDefaultCtx);
   pi::NoteSparseSupport("pi-perplexity", model, o.engine.sparse);
+  if (o.engine.sparse == pi::SparseMode::kCats) {
+    const pi::Status t =
+        pi::LoadGateThresholds("pi-perplexity", o.model_path, o.split_flags.stats_path, model,
+                               o.target_sparsity, &o.engine.gate_thresholds);
+    if (!t.ok()) {
+      fprintf(stderr, "pi-perplexity: %s\n", t.message().c_str());
+      return 1;
+    }
+  }
   // Sparse modes act on single-token steps (prompt batches run dense), so a
   // sparse perplexity feeds the chunk one token at a time: the same path
   // generation takes.
@@ -316,6 +360,10 @@ static int Run(int argc, char** argv) {
     return 1;
   }
   if (bar) bar->Finish();
+  if (o.engine.sparse != pi::SparseMode::kOff) {
+    report.layer_sparsity =
+        LayerSparsity(*engine, static_cast<int64_t>(report.n_chunks) * report.n_ctx);
+  }
   PrintResult(o, report, engine->n_threads());
   return 0;
 }

@@ -1,7 +1,8 @@
 // pi-profile: runs a model over a text corpus and counts, per layer and FFN
 // neuron, how often the neuron fires (activation != 0): the statistics that
-// neuron placement ranks by (PowerInfer's activation/*.pt). Writes them as a
-// GGUF stats file that names the model it was made from.
+// neuron placement ranks by (PowerInfer's activation/*.pt), and per layer the
+// quantiles of |act(gate x)| that --sparse cats' thresholds come from. Writes
+// them as a GGUF stats file that names the model it was made from.
 //
 //   pi-profile -m model.gguf -f corpus.txt
 //   pi-profile -m model.gguf -f texts/ -c 256 --max-tokens 100000 -o m.stats.gguf --csv m.csv
@@ -14,11 +15,13 @@
 #include "cli/activation_flag.h"
 #include "cli/args.h"
 #include "cli/corpus.h"
+#include "cli/sparse_note.h"
 #include "cli/tool_main.h"
 #include "common/base/atomic_file.h"
 #include "common/base/progress.h"
 #include "common/model/llama_model.h"
 #include "common/plan/activation_stats.h"
+#include "common/plan/gate_thresholds.h"
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/engine.h"
 
@@ -34,7 +37,10 @@ void Usage() {
           "  -t, --threads N         threads (default: %u)\n"
           "  --max-tokens N          stop after N tokens (default: the whole corpus)\n"
           "  -o, --output FILE       stats file (default: MODEL without .gguf + .stats.gguf)\n"
-          "  --csv FILE              also write layer,neuron,count,frequency\n",
+          "  --csv FILE              also write layer,neuron,count,frequency\n"
+          "  --target-sparsity F     print --sparse cats' per-layer thresholds for this share\n"
+          "                          of skipped neurons (default 0.5; the file holds every\n"
+          "                          share's: the run tools' --target-sparsity picks one)\n",
           std::max(1u, std::thread::hardware_concurrency()));
   fputs(pi::kFfnActivationUsage, stderr);
 }
@@ -58,6 +64,17 @@ pi::Status WriteCsv(const pi::ActivationStats& st, const std::string& path) {
   });
 }
 
+// --sparse cats' thresholds at `target` per layer, as the run tools will
+// take them from the file.
+void PrintGateThresholds(const pi::ActivationStats& st, double target) {
+  std::vector<float> t;
+  if (pi::GateThresholdsFor(st.gate_quantiles, st.n_layer(), target, &t).ok()) {
+    printf("--sparse cats --target-sparsity %.2f: |act(gate)| thresholds per layer:", target);
+    for (float v : t) printf(" %.4g", v);
+    printf("\n");
+  }
+}
+
 }  // namespace
 
 static int Run(int argc, char** argv) {
@@ -65,6 +82,7 @@ static int Run(int argc, char** argv) {
   std::string ffn_activation;  // --ffn-activation
   std::string model_path, corpus, out_path, csv_path;
   int64_t max_tokens = -1;
+  double target_sparsity = pi::kDefaultTargetSparsity;
   pi::EngineOptions opt;
   opt.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int flags_rc = args.ReadFlags(
@@ -85,7 +103,11 @@ static int Run(int argc, char** argv) {
           out_path = args.String(f);
         else if (f == "--csv")
           csv_path = args.String(f);
-        else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
+        else if (f == "--target-sparsity") {
+          target_sparsity = args.Float(f);
+          if (!args.failed() && !(target_sparsity >= 0 && target_sparsity < 1))
+            args.Fail("--target-sparsity expects a share in [0, 1)");
+        } else if (pi::ParseFfnActivationFlag(f, &args, &ffn_activation)) {
         } else {
           return false;
         }
@@ -146,6 +168,7 @@ static int Run(int argc, char** argv) {
     return 1;
   }
   bar.Finish();
+  stats.FinishGateQuantiles();
 
   // Report.
   printf("layer  sparsity  neurons for 50%%   80%%     95%% of firings\n");
@@ -163,11 +186,13 @@ static int Run(int argc, char** argv) {
          static_cast<unsigned long long>(stats.n_tokens()));
   if (!pi::FfnIsReluFamily(c.activation)) {
     printf(
-        "note: %s uses %s: activations are (almost) never exactly zero, so sparsity is ~0%% "
-        "and every neuron fires on every token. The profile is valid but flat; ReLU-form "
-        "models (relu, drelu) are the ones whose neurons can be skipped.\n",
-        model_path.c_str(), pi::FfnActivationName(c.activation));
+        "note: %s uses %s: activations are (almost) never exactly zero, so every neuron fires "
+        "on every token; --sparse cats skips those whose |%s(gate)| is below a threshold set "
+        "from these statistics' quantiles (--target-sparsity).\n",
+        model_path.c_str(), pi::FfnActivationName(c.activation),
+        pi::FfnActivationName(c.activation));
   }
+  PrintGateThresholds(stats, target_sparsity);
 
   s = pi::WriteActivationStats(stats, out_path);
   if (s.ok() && !csv_path.empty()) s = WriteCsv(stats, csv_path);

@@ -297,10 +297,16 @@ static int Run(int argc, char** argv) {
           pi::FfnActivationName(c.activation), loaded.model.ParameterCount() / 1e6, engine->n_ctx(),
           engine->n_threads(), sampler.seed());
   const std::string hot_backend = pi::HotBackendName(loaded);
-  fprintf(stderr, "pi-run: sparse %s%s, hot neurons: %s\n", pi::SparseModeName(r.engine.opt.sparse),
-          r.engine.opt.sparse == pi::SparseMode::kPredictor
-              ? (" (threshold " + std::to_string(engine->predictor_threshold()) + ")").c_str()
-              : "",
+  const pi::SparseMode mode = r.engine.opt.sparse;
+  const std::string mode_note =
+      mode == pi::SparseMode::kPredictor
+          ? " (threshold " + std::to_string(engine->predictor_threshold()) + ")"
+      : mode == pi::SparseMode::kCats
+          ? " (target " + std::to_string(static_cast<int>(100 * r.engine.target_sparsity + 0.5)) +
+                "% of the FFN neurons skipped)"
+          : "";
+  fprintf(stderr, "pi-run: sparse %s%s, hot neurons: %s\n", pi::SparseModeName(mode),
+          mode_note.c_str(),
           hot_backend == "none" ? "no split" : (hot_backend + " backend").c_str());
 
   if (!r.json) {

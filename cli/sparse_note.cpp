@@ -1,8 +1,11 @@
 #include "cli/sparse_note.h"
 
+#include <algorithm>
 #include <cstdio>
 
+#include "cli/model_stats.h"
 #include "common/compute/predictor.h"
+#include "common/plan/gate_thresholds.h"
 
 namespace pi {
 
@@ -15,16 +18,21 @@ void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode*
   }
   if (!ParseSparseMode(value, mode)) {
     args->Fail(std::string("--sparse expects ") + (auto_mode ? "auto, " : "") +
-               "off, oracle or predictor, got '" + value + "'");
+               "off, oracle, predictor or cats, got '" + value + "'");
   }
 }
 
 bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
-                     std::optional<float>* threshold, bool* auto_mode) {
+                     std::optional<float>* threshold, double* target, bool* auto_mode) {
   if (flag == "--sparse") {
     ParseSparseModeValue(args->String(flag), args, mode, auto_mode);
   } else if (flag == "--sparse-threshold") {
     *threshold = args->Float(flag);
+  } else if (flag == "--target-sparsity") {
+    *target = args->Float(flag);
+    if (!args->failed() && !(*target >= 0 && *target < 1)) {
+      args->Fail("--target-sparsity expects a share in [0, 1), got " + std::to_string(*target));
+    }
   } else {
     return false;
   }
@@ -50,7 +58,8 @@ SparseMode ChooseSparseMode(const LlamaModel& model, std::string* why) {
 }
 
 void NoteSparseSupport(const char* tool, const LlamaModel& model, SparseMode mode) {
-  if (mode == SparseMode::kOff) return;
+  // kCats runs any activation; without ffn_down_t Engine::Create says so.
+  if (mode == SparseMode::kOff || mode == SparseMode::kCats) return;
   // Without predictor tensors Engine::Create fails and says why; a note
   // that the FFN "runs dense" would only confuse.
   if (mode == SparseMode::kPredictor && !CheckPredictorPresent(model).ok()) return;
@@ -59,6 +68,32 @@ void NoteSparseSupport(const char* tool, const LlamaModel& model, SparseMode mod
     fprintf(stderr, "%s: --sparse %s: this model's FFN runs dense: %s\n", tool,
             SparseModeName(mode), why.c_str());
   }
+}
+
+Status LoadGateThresholds(const char* tool, const std::string& model_path,
+                          const std::string& stats_path, const LlamaModel& model, double target,
+                          std::vector<float>* thresholds) {
+  PI_RETURN_IF_ERROR(CheckCatsSupport(model));
+  ActivationStats stats;
+  std::string path;
+  PI_RETURN_IF_ERROR(ReadModelStats(tool, "--sparse cats needs the model's gate statistics",
+                                    model_path, stats_path, model, &stats, &path));
+  if (stats.gate_quantiles.empty()) {
+    return Status::NotFound(
+        "--sparse cats: %s has no gate quantiles (made by an older pi-profile): run pi-profile "
+        "-m %s -f CORPUS again",
+        path.c_str(), model_path.c_str());
+  }
+  PI_RETURN_IF_ERROR(
+      GateThresholdsFor(stats.gate_quantiles, model.config.n_layer, target, thresholds)
+          .WithContext(path));
+  const auto [lo, hi] = std::minmax_element(thresholds->begin(), thresholds->end());
+  fprintf(stderr,
+          "%s: --sparse cats: target sparsity %.0f%%, gate thresholds %.3g to %.3g from %s "
+          "(%llu profiled tokens)\n",
+          tool, 100 * target, *lo, *hi, path.c_str(),
+          static_cast<unsigned long long>(stats.n_tokens()));
+  return Status::Ok();
 }
 
 }  // namespace pi

@@ -3,9 +3,10 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/args.h"
-
+#include "common/base/status.h"
 #include "common/compute/sparse_mode.h"
 #include "common/model/llama_model.h"
 
@@ -18,10 +19,22 @@ namespace pi {
 void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode* mode,
                           bool* auto_mode = nullptr);
 
-// Consumes `flag` (already read by args->Next()) when it is --sparse MODE or
-// --sparse-threshold X; returns false for any other flag.
+// Consumes `flag` (already read by args->Next()) when it is --sparse MODE,
+// --sparse-threshold X or --target-sparsity F (into *target, in [0, 1));
+// returns false for any other flag.
 bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
-                     std::optional<float>* threshold, bool* auto_mode = nullptr);
+                     std::optional<float>* threshold, double* target, bool* auto_mode = nullptr);
+
+// --sparse cats' default --target-sparsity: half the neurons skipped.
+constexpr double kDefaultTargetSparsity = 0.5;
+
+// --sparse cats: each layer's gate threshold for `target` from the model's
+// statistics (`stats_path`, or beside the model: DefaultStatsPath), into
+// *thresholds; says on stderr which file and target they came from. Fails
+// with the command that makes them when there are none.
+Status LoadGateThresholds(const char* tool, const std::string& model_path,
+                          const std::string& stats_path, const LlamaModel& model, double target,
+                          std::vector<float>* thresholds);
 
 // --sparse auto (pi-run's and pi-launch's default): predictor when the model's
 // FFN can run sparse and the file has a predictor for every layer (as

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "common/compute/neuron_ffn.h"
 #include "common/offline/synthetic_model.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/quant.h"
 #include "tests/temp_path.h"
 
 namespace pi {
@@ -137,6 +139,130 @@ INSTANTIATE_TEST_SUITE_P(Types, NeuronFfnRowsTest,
                          [](const auto& p) {
                            return std::string(DTypeName(p.param.type)) + "_" + p.param.act + "_" +
                                   p.param.arch + "_" + std::to_string(p.param.n_embd);
+                         });
+
+// A threshold: against a float64 reference from the dequantized rows, the
+// neurons kept are those with |act(gate x)| > t (t picked in a wide gap of
+// the reference's values, so rounding cannot move a neuron across it), and y
+// is their sum. SiLU (CATS' case), ReLU with t > 0, falcon's ungated GELU.
+struct ThresholdCase {
+  DType type;
+  const char* act;
+  const char* arch;
+  double keep;  // the share of candidates the threshold keeps
+};
+
+class NeuronFfnThresholdTest : public ::testing::TestWithParam<ThresholdCase> {};
+
+double ActOf(FfnActivation a, double g) {
+  switch (a) {
+    case FfnActivation::kSilu:
+      return g / (1.0 + std::exp(-g));
+    case FfnActivation::kGeluUp:
+      return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * g * (1.0 + 0.044715 * g * g)));
+    default:
+      return g > 0 ? g : 0.0;
+  }
+}
+
+TEST_P(NeuronFfnThresholdTest, KeepsTheNeuronsAboveItAsAFloat64Reference) {
+  const ThresholdCase& tc = GetParam();
+  SyntheticModelOptions o;
+  o.n_vocab = 64;
+  o.n_embd = 256;
+  o.n_ff = 1024;
+  o.n_layer = 1;
+  o.n_head = 4;
+  o.type = tc.type;
+  o.activation = tc.act;
+  o.arch = tc.arch;
+  o.down_t = true;
+  const std::string path = TempPath("threshold.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::remove(path.c_str());
+  const LlamaLayer& L = m.layers[0];
+  const bool gated = FfnIsGated(m.config.activation);
+  const int64_t d = o.n_embd, ff = o.n_ff;
+  auto rows_of = [&](const Tensor& t) {
+    std::vector<float> w(ff * d);
+    for (int64_t i = 0; i < ff; ++i) {
+      DequantizeRow(t.type, static_cast<const uint8_t*>(t.data) + i * t.row_bytes, w.data() + i * d,
+                    d);
+    }
+    return w;
+  };
+  const std::vector<float> up = rows_of(L.ffn_up), down_t = rows_of(L.ffn_down_t);
+  const std::vector<float> gate = gated ? rows_of(L.ffn_gate) : up;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(d);
+  for (float& v : x) v = normal(rng);
+  std::vector<double> a(ff), u(ff), mag(ff);
+  for (int64_t i = 0; i < ff; ++i) {
+    double g = 0, uu = 0;
+    for (int64_t c = 0; c < d; ++c) {
+      g += double{gate[i * d + c]} * x[c];
+      uu += double{up[i * d + c]} * x[c];
+    }
+    a[i] = ActOf(m.config.activation, g);
+    u[i] = gated ? uu : 1.0;
+    mag[i] = std::fabs(a[i]);
+  }
+  // The widest gap among the sorted magnitudes near the wanted share.
+  std::vector<double> sorted = mag;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t at = static_cast<int64_t>((1.0 - tc.keep) * ff);
+  int64_t best = at;
+  for (int64_t j = std::max<int64_t>(1, at - 40); j < std::min<int64_t>(ff, at + 40); ++j) {
+    if (sorted[j] - sorted[j - 1] > sorted[best] - sorted[best - 1]) best = j;
+  }
+  const float t = static_cast<float>((sorted[best] + sorted[best - 1]) / 2);
+  ASSERT_GT(sorted[best] - sorted[best - 1], 1e-5 * sorted[best]) << "no gap to put t in";
+  std::vector<double> want(d, 0.0);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < ff; ++i) {
+    if (mag[i] <= t) continue;
+    ++kept;
+    for (int64_t c = 0; c < d; ++c) want[c] += a[i] * u[i] * down_t[i * d + c];
+  }
+  ASSERT_GT(kept, 0);
+  ASSERT_LT(kept, ff);
+
+  std::vector<int32_t> ids(ff);
+  for (int32_t i = 0; i < ff; ++i) ids[i] = i;
+  NeuronRows rows{&L.ffn_gate, &L.ffn_up, &L.ffn_down_t};
+  rows.threshold = t;
+  ThreadPool pool(2);
+  NeuronFfn ffn;
+  ffn.Init(m.config);
+  std::vector<float> y(d, 0.0f), act(ff, 0.0f);
+  ffn.Accumulate(rows, ids.data(), ff, x.data(), y.data(), &pool, act.data());
+  int64_t got_kept = 0;
+  for (int64_t i = 0; i < ff; ++i) {
+    // A kept neuron has its activation recorded (drelu may make it 0).
+    const bool passed = mag[i] > t;
+    if (!passed) {
+      EXPECT_EQ(act[i], 0.0f) << "neuron " << i << " is below t";
+    }
+    if (passed && act[i] != 0.0f) ++got_kept;
+  }
+  EXPECT_EQ(got_kept, kept);
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  for (int64_t c = 0; c < d; ++c)
+    EXPECT_NEAR(y[c], want[c], 1e-4 * scale + 1e-6) << "y[" << c << "]";
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, NeuronFfnThresholdTest,
+                         ::testing::Values(ThresholdCase{DType::kF32, "silu", "llama", 0.5},
+                                           ThresholdCase{DType::kF16, "silu", "llama", 0.3},
+                                           ThresholdCase{DType::kF32, "relu", "llama", 0.2},
+                                           ThresholdCase{DType::kF32, "gelu", "falcon", 0.6}),
+                         [](const auto& p) {
+                           return std::string(DTypeName(p.param.type)) + "_" + p.param.act + "_" +
+                                  p.param.arch;
                          });
 
 }  // namespace

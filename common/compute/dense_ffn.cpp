@@ -11,6 +11,9 @@ namespace pi {
 
 void DenseFfn::Init(const LlamaConfig& c, int max_batch) {
   c_ = c;
+  max_batch_ = max_batch;
+  keep_gate_ = false;
+  gate_act_.clear();
   const size_t b = static_cast<size_t>(max_batch);
   gate_.assign(b * c.n_ff, 0.0f);
   up_.assign(b * c.n_ff, 0.0f);
@@ -33,6 +36,7 @@ void DenseFfn::Forward(const LlamaLayer& layer, int batch, const float* x, float
   ParallelMatMul(pool, xin, gate_up, gated ? 2 : 1);
 
   const int64_t n = batch * ff;
+  if (keep_gate_) KeepGate(n);
   switch (c_.activation) {
     case FfnActivation::kSilu:
       GatedSilu(gate_.data(), up_.data(), n);
@@ -80,6 +84,26 @@ void DenseFfn::Forward(const LlamaLayer& layer, int batch, const float* x, float
       },
       small);
   ReduceDownPartials(batch, h, small, pool);
+}
+
+void DenseFfn::KeepGateActivations(bool on) {
+  keep_gate_ = on;
+  gate_act_.assign(on ? static_cast<size_t>(max_batch_) * c_.n_ff : 0, 0.0f);
+}
+
+void DenseFfn::KeepGate(int64_t n) {
+  const float* g = gate_.data();
+  float* a = gate_act_.data();
+  switch (c_.activation) {
+    case FfnActivation::kSilu:
+      for (int64_t i = 0; i < n; ++i) a[i] = SiluOf(g[i]);
+      break;
+    case FfnActivation::kGeluUp:
+      for (int64_t i = 0; i < n; ++i) a[i] = GeluOf(g[i]);
+      break;
+    default:
+      for (int64_t i = 0; i < n; ++i) a[i] = g[i] > 0.0f ? g[i] : 0.0f;
+  }
 }
 
 void DenseFfn::ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool) {

@@ -19,6 +19,11 @@ class FfnObserver {
   // `act` is [batch, n_ff] row-major, zero where a ReLU-form neuron did not
   // fire. Valid only during the call; the observer must not keep it.
   virtual void OnFfn(int layer, int batch, const float* act) = 0;
+  // Called before OnFfn for steps that compute every neuron (dense ones):
+  // `a` is [batch, n_ff], act(gate x) alone before the up product (ungated:
+  // act(up x), the activation itself) — what CATS' thresholds are set on.
+  // The default ignores it.
+  virtual void OnGate(int layer, int batch, const float* a) {}
 };
 
 }  // namespace pi

@@ -1,11 +1,13 @@
 #include "common/compute/neuron_ffn.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/base/progress.h"
 #include "common/compute/parallel_matmul.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
 
 namespace pi {
 
@@ -75,6 +77,32 @@ int64_t NeuronFfn::Union(int batch, const int32_t* const* lists, const int64_t* 
   return m;
 }
 
+int64_t NeuronFfn::PassGate(float* dots, const int32_t* ids, int64_t n, float t,
+                            int32_t* out) const {
+  int64_t m = 0;
+  switch (c_.activation) {
+    case FfnActivation::kSilu:
+      for (int64_t j = 0; j < n; ++j) {
+        const float a = SiluOf(dots[ids[j]]);
+        dots[ids[j]] = a;
+        if (std::fabs(a) > t) out[m++] = ids[j];
+      }
+      break;
+    case FfnActivation::kGeluUp:
+      for (int64_t j = 0; j < n; ++j) {
+        const float a = GeluOf(dots[ids[j]]);
+        dots[ids[j]] = a;
+        if (std::fabs(a) > t) out[m++] = ids[j];
+      }
+      break;
+    default:  // relu(g) > t >= 0 exactly when g > t, and relu(g) = g there
+      for (int64_t j = 0; j < n; ++j) {
+        if (dots[ids[j]] > t) out[m++] = ids[j];
+      }
+  }
+  return m;
+}
+
 void NeuronFfn::UpDown(const NeuronRows& rows, int b, int k, int64_t p0, int64_t p1,
                        const void* x_up, float* act_out) {
   const int64_t d = c_.n_embd, ff = c_.n_ff;
@@ -104,9 +132,9 @@ static const uint8_t* InputRow(const PreparedInput& in, const Tensor* t, int64_t
   return static_cast<const uint8_t*>(in.For(t->type)) + b * PreparedActivationBytes(t->type, d);
 }
 
-NeuronFfn::GateCut NeuronFfn::GateDots(const Tensor* first, int batch, const int32_t* const* ids,
-                                       const int64_t* n, const PreparedInput& in,
-                                       ThreadPool* pool) {
+NeuronFfn::GateCut NeuronFfn::GateDots(const Tensor* first, float threshold, int batch,
+                                       const int32_t* const* ids, const int64_t* n,
+                                       const PreparedInput& in, ThreadPool* pool) {
   const int64_t d = c_.n_embd, ff = c_.n_ff;
   // Every row with the same candidates, a run of consecutive ids (the
   // oracle step's all neurons): the gate is a plain matrix product — for
@@ -136,12 +164,8 @@ NeuronFfn::GateCut NeuronFfn::GateDots(const Tensor* first, int batch, const int
           // This chunk's gate-passing candidates, in order, at active_[k0..):
           // the caller closes the gaps (one thread scanning every candidate
           // would be the step's serial tail on a many-core host).
-          int32_t* active = active_.data() + k0;
-          int64_t m = 0;
-          for (int64_t j = k0; j < k1; ++j) {
-            if (gate_dots_[ids[0][j]] > 0.0f) active[m++] = ids[0][j];
-          }
-          chunk_active_[k] = m;
+          chunk_active_[k] =
+              PassGate(gate_dots_.data(), ids[0] + k0, k1 - k0, threshold, active_.data() + k0);
           return;
         }
         if (shared_range) {  // the batched product: each weight row dots every row at once
@@ -178,7 +202,7 @@ int64_t NeuronFfn::SelectActive(const NeuronRows& rows, int batch, const int32_t
   const int64_t ff = c_.n_ff;
   int64_t tail_bytes = 0;
   for (int b = 0; b < batch; ++b) {
-    const float* gate_dots = gate_dots_.data() + b * ff;
+    float* gate_dots = gate_dots_.data() + b * ff;
     int32_t* active = active_.data() + b * ff;
     int64_t m = 0;
     if (batch == 1) {  // the chunks' lists, each at its first candidate's place, closed up
@@ -189,9 +213,7 @@ int64_t NeuronFfn::SelectActive(const NeuronRows& rows, int batch, const int32_t
         m += chunk_active_[k];
       }
     } else {
-      for (int64_t j = 0; j < n[b]; ++j) {
-        if (gate_dots[ids[b][j]] > 0.0f) active[m++] = ids[b][j];
-      }
+      m = PassGate(gate_dots, ids[b], n[b], rows.threshold, active);
     }
     n_active_[b] = m;
     tail_bytes += m * ((gated_ ? rows.up->row_bytes : 0) + rows.down_t->row_bytes);
@@ -298,7 +320,8 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
   // chunk goes block by block, every row dotting its own candidates there.
   // Ungated (falcon's relu(up x)): the up rows play the gate's role, one dot
   // per candidate, and the activation is that dot itself.
-  const GateCut cut = GateDots(gated_ ? rows.gate : rows.up, batch, ids, n, in, pool);
+  const GateCut cut =
+      GateDots(gated_ ? rows.gate : rows.up, rows.threshold, batch, ids, n, in, pool);
   const double t_gated = NowSeconds();
 
   // 2. Each row's fired (or, gated, gate-passing) neurons, then up and down

@@ -3,14 +3,17 @@
 // layer whose rows are gate [n, n_embd], up [n, n_embd] and down_t
 // [n, n_embd] (PowerInfer's transposed down: row i = neuron i's outputs):
 //
-//   y += sum_{i in ids} act_i * down_t[i],   act_i = relu(gate_i·x) * up_i·x
-//                                            (drelu: relu(up_i·x) too;
-//                                            ungated relu: act_i = relu(up_i·x),
+//   y += sum_{i in ids, |a_i| > t} a_i * up_i·x * down_t[i],   a_i = act(gate_i·x)
+//                                            (drelu: times relu(up_i·x) instead;
+//                                            ungated: a_i = act(up_i·x) alone,
 //                                            and `gate` is not read)
 //
-// Silent neurons (relu(gate) = 0) cost one gate row and nothing else: over
-// all neurons this is the oracle form of sparsity (exact); over a predictor's
-// ids, the predicted neurons that really fire. Every sparse FFN step runs
+// A neuron whose activated gate does not pass costs one gate row and nothing
+// else. With t = 0 and a ReLU form (silent: relu(gate) = 0) over all neurons
+// this is the oracle form of sparsity (exact); over a predictor's ids, the
+// predicted neurons that really fire; with CATS' calibrated t over all the
+// neurons of a SiLU or GELU model, the ones whose gate is far enough from
+// zero (NeuronRows::threshold). Every sparse FFN step runs
 // through here: FfnBlock's oracle and predictor steps, the cold part of the
 // hot/cold split, and HostHotShard's hot part. The gate products are cut
 // as finely as the pool is wide (each lands in its own slot); the neurons
@@ -41,6 +44,11 @@ struct NeuronRows {
   const Tensor* gate;    // rows = neurons, cols = n_embd (ungated: an absent tensor)
   const Tensor* up;      // rows = neurons, cols = n_embd
   const Tensor* down_t;  // rows = neurons, cols = n_embd
+  // A candidate passes when |act(its deciding dot)| > threshold (>= 0). 0
+  // keeps every neuron a ReLU form fires — exact — and every SiLU or GELU
+  // neuron; CATS' per-layer level (gate_thresholds.h) skips the neurons whose
+  // activated gate is near zero, and their up and down rows with them.
+  float threshold = 0.0f;
 };
 
 // Wall time of NeuronFfn's phases, summed over its calls (as the calling
@@ -104,8 +112,8 @@ class NeuronFfn {
     int64_t n_all = 0;   // candidates over all rows (their union)
     int64_t chunks = 0;  // the tasks they were cut into
   };
-  GateCut GateDots(const Tensor* first, int batch, const int32_t* const* ids, const int64_t* n,
-                   const PreparedInput& in, ThreadPool* pool);
+  GateCut GateDots(const Tensor* first, float threshold, int batch, const int32_t* const* ids,
+                   const int64_t* n, const PreparedInput& in, ThreadPool* pool);
   // 2a: each row's passing neurons into active_ / n_active_; returns the bytes
   // of up and down_t rows they read.
   int64_t SelectActive(const NeuronRows& rows, int batch, const int32_t* const* ids,
@@ -115,6 +123,10 @@ class NeuronFfn {
                     ThreadPool* pool, float* act_out);
   // 3: the partial sums added into y in chunk order.
   void SumPartials(int batch, float* y, bool small, ThreadPool* pool);
+  // act() of the deciding dots of candidates ids[0..n) in place (ReLU forms:
+  // left as they are, equal where they pass), and those that pass `t` into
+  // out, in order; returns how many.
+  int64_t PassGate(float* dots, const int32_t* ids, int64_t n, float t, int32_t* out) const;
   // Row b's up dots, activations and down_t axpy for its active neurons at
   // positions [p0, p1), into its chunk k's partial sum.
   void UpDown(const NeuronRows& rows, int b, int k, int64_t p0, int64_t p1, const void* x_up,
@@ -124,7 +136,7 @@ class NeuronFfn {
   int max_rows_ = 0;
   bool gated_ = true, drelu_ = false;
   std::vector<uint8_t> q8_;            // [max_rows] x prepared as Q8_0
-  std::vector<float> gate_dots_;       // [max_rows][n_ff] by row id
+  std::vector<float> gate_dots_;       // [max_rows][n_ff] by row id: the dots, then act() of them
   std::vector<float> up_dots_;         // [max_rows][n_ff] by row id
   std::vector<int32_t> active_;        // [max_rows][n_ff] ids whose gate fired, in candidate order
   std::vector<int64_t> n_active_;      // [max_rows]

@@ -10,6 +10,8 @@ const char* SparseModeName(SparseMode m) {
       return "oracle";
     case SparseMode::kPredictor:
       return "predictor";
+    case SparseMode::kCats:
+      return "cats";
   }
   return "?";
 }
@@ -21,6 +23,8 @@ bool ParseSparseMode(const std::string& s, SparseMode* out) {
     *out = SparseMode::kOracle;
   } else if (s == "predictor") {
     *out = SparseMode::kPredictor;
+  } else if (s == "cats") {
+    *out = SparseMode::kCats;
   } else {
     return false;
   }

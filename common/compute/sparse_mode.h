@@ -7,15 +7,23 @@
 //              predictor.h) expects to fire — gate, up and down are computed
 //              for those rows only, so a missed neuron is an error in the
 //              output (pi-train-predictor makes the predictor).
-// Sparse modes need a ReLU-family activation and PowerInfer's ffn_down_t
-// (rows per neuron); elsewhere, and for prompt batches, the FFN runs dense.
+//   cats:      CATS (training-free, any activation): the gate is computed
+//              densely, then up and down only for neurons whose activated
+//              gate passes the layer's calibrated threshold, |act(gate x)| >
+//              t_l (gate_thresholds.h: t_l is the quantile of those values
+//              for a target share of skipped neurons). For SiLU and GELU
+//              models, whose activations are never exactly zero: an
+//              approximation whose loss grows with the target.
+// Oracle and predictor need a ReLU-family activation; every sparse mode
+// needs PowerInfer's ffn_down_t (rows per neuron). Elsewhere, and for prompt
+// batches, the FFN runs dense.
 #pragma once
 
 #include <string>
 
 namespace pi {
 
-enum class SparseMode { kOff, kOracle, kPredictor };
+enum class SparseMode { kOff, kOracle, kPredictor, kCats };
 
 const char* SparseModeName(SparseMode m);
 bool ParseSparseMode(const std::string& s, SparseMode* out);

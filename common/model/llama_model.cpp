@@ -429,6 +429,18 @@ bool SupportsSparseFfn(const LlamaModel& model, std::string* why) {
   return true;
 }
 
+Status CheckCatsSupport(const LlamaModel& model) {
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    if (!model.layers[i].ffn_down_t.present()) {
+      return Status::Unsupported(
+          "--sparse cats: layer %zu has no ffn_down_t: the sparse step reads one down row per "
+          "computed neuron (pi-quantize IN.gguf OUT.gguf TYPE --down-t writes them)",
+          i);
+    }
+  }
+  return Status::Ok();
+}
+
 Status OverrideFfnActivation(const std::string& name, LlamaModel* model, FfnActivation* previous) {
   LlamaConfig& c = model->config;
   const bool gated = FfnIsGated(c.activation);

@@ -175,6 +175,10 @@ void RopeAnglesOf(const LlamaConfig& c, int pos, float* cs);
 // ReLU-family activation and ffn_down_t in every layer. Otherwise *why says
 // what is missing (the FFN then runs dense, which is still exact).
 bool SupportsSparseFfn(const LlamaModel& model, std::string* why);
+// Whether the model can take --sparse cats (any activation; each computed
+// neuron's down row must be a row: ffn_down_t), else why not, naming the
+// command that writes ffn_down_t.
+Status CheckCatsSupport(const LlamaModel& model);
 
 // Opens and validates a llama-family or falcon GGUF: architecture, hyper-parameters,
 // every tensor's presence, shape and type. Errors name the tensor or key.

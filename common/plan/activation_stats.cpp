@@ -18,18 +18,20 @@ constexpr uint32_t kStatsVersion = 1;
 constexpr uint32_t kMaxLayers = 4096;
 constexpr uint32_t kMaxFf = 1u << 24;
 
-std::string FireCountName(int layer) {
-  return "blk." + std::to_string(layer) + ".ffn_fire_count";
+constexpr char kFireCountSuffix[] = ".ffn_fire_count";
+constexpr char kGateQuantilesSuffix[] = ".ffn_gate_quantiles";
+
+std::string LayerTensorName(int layer, const char* suffix) {
+  return "blk." + std::to_string(layer) + suffix;
 }
 
-// "blk.N.ffn_fire_count" -> N (decimal digits only, no sign, no leading zero
-// unless N is 0). False for any other name.
-bool ParseFireCountName(const std::string& name, int64_t* layer) {
+// "blk.N<suffix>" -> N (decimal digits only, no sign, no leading zero unless
+// N is 0). False for any other name.
+bool ParseLayerTensorName(const std::string& name, const std::string& suffix, int64_t* layer) {
   static const char kPrefix[] = "blk.";
-  static const char kSuffix[] = ".ffn_fire_count";
-  const size_t np = sizeof(kPrefix) - 1, ns = sizeof(kSuffix) - 1;
+  const size_t np = sizeof(kPrefix) - 1, ns = suffix.size();
   if (name.size() <= np + ns || name.compare(0, np, kPrefix) != 0 ||
-      name.compare(name.size() - ns, ns, kSuffix) != 0) {
+      name.compare(name.size() - ns, ns, suffix) != 0) {
     return false;
   }
   const std::string digits = name.substr(np, name.size() - np - ns);
@@ -42,6 +44,31 @@ bool ParseFireCountName(const std::string& name, int64_t* layer) {
   }
   *layer = v;
   return true;
+}
+
+// One tensor per layer named blk.N<suffix>, each `type` [n]: into by_layer
+// (entries stay null for layers without one; two for a layer is an error).
+Status FindLayerTensors(const GgufFile& f, const char* suffix, DType type, uint32_t n,
+                        uint32_t n_layer, std::vector<const TensorInfo*>* by_layer) {
+  by_layer->assign(n_layer, nullptr);
+  for (const TensorInfo& t : f.tensors()) {
+    int64_t layer = -1;
+    if (!ParseLayerTensorName(t.name, suffix, &layer)) continue;  // unknown tensors are ignored
+    if (layer >= n_layer) {
+      return Status::Error("tensor '%s' is for layer %" PRId64 ", but pi.stats.n_layer is %u",
+                           t.name.c_str(), layer, n_layer);
+    }
+    if ((*by_layer)[layer] != nullptr) {
+      return Status::Error("layer %" PRId64 " has two %s tensors ('%s', '%s')", layer, suffix + 1,
+                           (*by_layer)[layer]->name.c_str(), t.name.c_str());
+    }
+    if (t.type != type || t.n_dims != 1 || t.ne[0] != n) {
+      return Status::Error("tensor '%s' is %s %s, expected %s [%u]", t.name.c_str(),
+                           DTypeName(t.type), t.ShapeString().c_str(), DTypeName(type), n);
+    }
+    (*by_layer)[layer] = &t;
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -67,6 +94,22 @@ void ActivationStats::Init(int n_layer, int n_ff) {
   n_ff_ = n_ff;
   n_tokens_ = 0;
   counts_.assign(static_cast<size_t>(n_layer) * n_ff, 0);
+  gate_quantiles.clear();
+  gates_ = GateHistogram();
+}
+
+void ActivationStats::OnGate(int layer, int batch, const float* a) {
+  if (layer < 0 || layer >= n_layer_) return;
+  if (gates_.empty()) gates_.Init(n_layer_);
+  gates_.Add(layer, a, static_cast<int64_t>(batch) * n_ff_);
+}
+
+void ActivationStats::FinishGateQuantiles() {
+  if (gates_.empty()) return;
+  gate_quantiles.assign(static_cast<size_t>(n_layer_) * kGateQuantilePoints, 0.0f);
+  for (int l = 0; l < n_layer_; ++l) {
+    gates_.Quantiles(l, gate_quantiles.data() + static_cast<int64_t>(l) * kGateQuantilePoints);
+  }
 }
 
 void ActivationStats::OnFfn(int layer, int batch, const float* act) {
@@ -122,7 +165,19 @@ Status WriteActivationStats(const ActivationStats& stats, const std::string& pat
       }
       row[i] = static_cast<int32_t>(c[i]);
     }
-    PI_RETURN_IF_ERROR(w.AddTensor(FireCountName(il), DType::kI32, {stats.n_ff()}, row.data()));
+    PI_RETURN_IF_ERROR(w.AddTensor(LayerTensorName(il, kFireCountSuffix), DType::kI32,
+                                   {stats.n_ff()}, row.data()));
+  }
+  if (!stats.gate_quantiles.empty()) {
+    if (stats.gate_quantiles.size() != static_cast<size_t>(stats.n_layer()) * kGateQuantilePoints) {
+      return Status::Error("writing %s: %zu gate quantiles for %d layers", path.c_str(),
+                           stats.gate_quantiles.size(), stats.n_layer());
+    }
+    for (int il = 0; il < stats.n_layer(); ++il) {
+      PI_RETURN_IF_ERROR(w.AddTensor(
+          LayerTensorName(il, kGateQuantilesSuffix), DType::kF32, {kGateQuantilePoints},
+          stats.gate_quantiles.data() + static_cast<int64_t>(il) * kGateQuantilePoints));
+    }
   }
   return w.Write(path);
 }
@@ -173,28 +228,21 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
   }
 
   // Every layer's tensor must be in the file before counts are allocated.
-  std::vector<const TensorInfo*> by_layer(n_layer, nullptr);
-  for (const TensorInfo& t : f.tensors()) {
-    int64_t layer = -1;
-    if (!ParseFireCountName(t.name, &layer)) continue;  // unknown tensors are ignored
-    if (layer >= n_layer) {
-      return Status::Error("tensor '%s' is for layer %" PRId64 ", but pi.stats.n_layer is %u",
-                           t.name.c_str(), layer, n_layer);
-    }
-    if (by_layer[layer] != nullptr) {
-      return Status::Error("layer %" PRId64 " has two fire-count tensors ('%s', '%s')", layer,
-                           by_layer[layer]->name.c_str(), t.name.c_str());
-    }
-    if (t.type != DType::kI32 || t.n_dims != 1 || t.ne[0] != n_ff) {
-      return Status::Error("tensor '%s' is %s %s, expected i32 [%u]", t.name.c_str(),
-                           DTypeName(t.type), t.ShapeString().c_str(), n_ff);
-    }
-    by_layer[layer] = &t;
-  }
+  std::vector<const TensorInfo*> by_layer, quantiles;
+  PI_RETURN_IF_ERROR(FindLayerTensors(f, kFireCountSuffix, DType::kI32, n_ff, n_layer, &by_layer));
+  PI_RETURN_IF_ERROR(FindLayerTensors(f, kGateQuantilesSuffix, DType::kF32, kGateQuantilePoints,
+                                      n_layer, &quantiles));
+  const bool any_quantiles =
+      std::any_of(quantiles.begin(), quantiles.end(), [](const TensorInfo* t) { return t; });
   for (uint32_t il = 0; il < n_layer; ++il) {
     if (by_layer[il] == nullptr) {
       return Status::Error("tensor '%s' is missing (pi.stats.n_layer is %u)",
-                           FireCountName(static_cast<int>(il)).c_str(), n_layer);
+                           LayerTensorName(static_cast<int>(il), kFireCountSuffix).c_str(),
+                           n_layer);
+    }
+    if (any_quantiles && quantiles[il] == nullptr) {  // all layers or none
+      return Status::Error("tensor '%s' is missing (other layers have theirs)",
+                           LayerTensorName(static_cast<int>(il), kGateQuantilesSuffix).c_str());
     }
   }
 
@@ -211,6 +259,14 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
                              t.name.c_str(), i, v, n_tokens);
       }
       c[i] = v;
+    }
+  }
+  if (any_quantiles) {
+    s.gate_quantiles.resize(static_cast<size_t>(n_layer) * kGateQuantilePoints);
+    for (uint32_t il = 0; il < n_layer; ++il) {
+      float* q = s.gate_quantiles.data() + static_cast<int64_t>(il) * kGateQuantilePoints;
+      memcpy(q, quantiles[il]->data, sizeof(float) * kGateQuantilePoints);
+      PI_RETURN_IF_ERROR(CheckGateQuantiles(q, static_cast<int>(il)));
     }
   }
   s.set_n_tokens(n_tokens);

@@ -16,6 +16,9 @@
 //   pi.stats.corpus             string  what was profiled (a path, or a folder)
 //   pi.stats.n_ctx              u32     chunk context used
 //   blk.N.ffn_fire_count        I32 [n_ff], one per layer, in layer order
+//   blk.N.ffn_gate_quantiles    F32 [101], one per layer or none: the
+//                               quantiles of |act(gate x)| over the profiled
+//                               neurons and tokens (gate_thresholds.h)
 // Readers match tensors to layers by the number in the name, never by sorting
 // names (PowerInfer bug #247 sorted "blk.10" before "blk.2").
 #pragma once
@@ -30,6 +33,7 @@
 #include "common/format/gguf.h"
 #include "common/format/side_files.h"
 #include "common/model/llama_model.h"
+#include "common/plan/gate_thresholds.h"
 
 namespace pi {
 
@@ -46,6 +50,10 @@ class ActivationStats : public FfnObserver {
   // Counts, per neuron, the rows of `act` ([batch, n_ff]) where it is
   // non-zero. Layer 0's calls also count tokens seen. Allocates nothing.
   void OnFfn(int layer, int batch, const float* act) override;
+  // Counts the activated gates' magnitudes (for gate_quantiles).
+  void OnGate(int layer, int batch, const float* a) override;
+  // gate_quantiles from the magnitudes OnGate counted (none counted: left).
+  void FinishGateQuantiles();
 
   int n_layer() const { return n_layer_; }
   int n_ff() const { return n_ff_; }
@@ -67,8 +75,12 @@ class ActivationStats : public FfnObserver {
   std::string activation;          // FfnActivationName of the model
   std::string corpus;
   int n_ctx = 0;
+  // [n_layer][kGateQuantilePoints] or empty: |act(gate x)|'s quantiles per
+  // layer, what --sparse cats' thresholds are read from.
+  std::vector<float> gate_quantiles;
 
  private:
+  GateHistogram gates_;  // while profiling (OnGate)
   int n_layer_ = 0;
   int n_ff_ = 0;
   uint64_t n_tokens_ = 0;

@@ -1,6 +1,7 @@
 #include "coordinator/engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -29,6 +30,32 @@ int64_t Engine::WorkingBytes(const LlamaConfig& c, int n_ctx, int n_batch, int n
   return kv > INT64_MAX - scratch ? -1 : kv + scratch;
 }
 
+// What --sparse cats needs: a threshold per layer, each passing neuron's
+// down row (ffn_down_t), and for now the whole FFN in this process.
+static Status CheckCatsOptions(const LlamaModel& model, const EngineOptions& o) {
+  const LlamaConfig& c = model.config;
+  if (static_cast<int>(o.gate_thresholds.size()) != c.n_layer) {
+    return Status::Invalid("--sparse cats: %zu gate thresholds for a model of %d layers",
+                           o.gate_thresholds.size(), c.n_layer);
+  }
+  for (int l = 0; l < c.n_layer; ++l) {
+    const float t = o.gate_thresholds[l];
+    if (!std::isfinite(t) || t < 0) {
+      return Status::Invalid(
+          "--sparse cats: layer %d's gate threshold %g is not a finite value "
+          ">= 0",
+          l, t);
+    }
+  }
+  PI_RETURN_IF_ERROR(CheckCatsSupport(model));
+  if (o.hot_shard || o.device || !o.cold_shards.empty()) {
+    return Status::Unsupported(
+        "--sparse cats runs the FFN in this process only, not yet with a --vram-budget split or "
+        "cpu workers");
+  }
+  return Status::Ok();
+}
+
 Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
                       std::unique_ptr<Engine>* out) {
   const LlamaConfig& c = model->config;
@@ -43,6 +70,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
     PI_RETURN_IF_ERROR(CheckPredictorPresent(*model));
     PI_RETURN_IF_ERROR(ResolvePredictorThreshold(c, options.sparse_threshold, &threshold));
   }
+  if (options.sparse == SparseMode::kCats) PI_RETURN_IF_ERROR(CheckCatsOptions(*model, options));
   const int n_ctx = ContextSize(c, options.n_ctx);
   const int n_batch = std::min(options.n_batch, n_ctx);
   if (options.n_seq < 1 || options.n_seq > 256) {
@@ -86,6 +114,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->attention_.Init(c, max_rows, e->n_ctx_, options.n_threads, options.cache_type_k);
   e->ffn_.Init(*model, max_rows, options.sparse);
   if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
+  if (options.sparse == SparseMode::kCats) e->ffn_.InitGateThresholds(options.gate_thresholds);
   if (options.hot_shard) {
     if (options.device) return Status::Invalid("a hot shard and a device backend at once");
     PI_RETURN_IF_ERROR(e->ffn_.InitHotShard(options.hot_shard->owned(), options.hot_shard));
@@ -274,7 +303,10 @@ void Engine::ForwardRows(int first, int n) {
         ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get(),
                      run_length_.data() + a);
         CountFfn(il);
-        if (observer_) observer_->OnFfn(il, b - a, ffn_.activations());
+        if (observer_) {
+          if (const float* g = ffn_.gate_activations()) observer_->OnGate(il, b - a, g);
+          observer_->OnFfn(il, b - a, ffn_.activations());
+        }
       }
       a = b;
     }

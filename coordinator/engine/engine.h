@@ -46,6 +46,9 @@ struct EngineOptions {
   // LLAMA_SPARSE_PRED_THRESHOLD environment variable, else the file's
   // powerinfer.sparse_threshold (common/compute/predictor.h).
   std::optional<float> sparse_threshold;
+  // SparseMode::kCats: per layer, the |act(gate x)| a neuron must exceed to
+  // be computed (gate_thresholds.h makes them from a stats file's quantiles).
+  std::vector<float> gate_thresholds;
   // The hot/cold FFN split (coordinator/route/ffn_block.h): when set, single-token steps
   // compute each layer's hot neurons — the shard's owned() — on `hot_shard`
   // (HostHotShard in this process, or a gpu_worker process),
@@ -197,7 +200,10 @@ class Engine {
   // Sets (or with nullptr clears) the observer told of every layer's FFN
   // input and activations during Eval. Not owned; must outlive its use. Unset costs a
   // pointer test per layer.
-  void SetFfnObserver(FfnObserver* observer) { observer_ = observer; }
+  void SetFfnObserver(FfnObserver* observer) {
+    observer_ = observer;
+    ffn_.KeepGateActivations(observer != nullptr);
+  }
 
   // Forgets the context (the KV cache is overwritten as positions are reused).
   void Reset() {

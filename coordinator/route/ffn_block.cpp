@@ -69,9 +69,9 @@ bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
   if (batch != 1) return false;
   // InitHotShard / InitColdShards checked support.
   if (hot_shard_ || !router_.empty()) return true;
-  if (mode_ == SparseMode::kOff || !layer.ffn_down_t.present() || !FfnIsReluFamily(c_.activation)) {
-    return false;
-  }
+  if (mode_ == SparseMode::kOff || !layer.ffn_down_t.present()) return false;
+  if (mode_ == SparseMode::kCats) return true;
+  if (!FfnIsReluFamily(c_.activation)) return false;
   return mode_ == SparseMode::kOracle || (layer.fc1.present() && layer.fc2.present());
 }
 
@@ -241,7 +241,8 @@ void FfnBlock::LocalRows(int il, int n, const int32_t* const* ids, const int64_t
     std::memset(act, 0, sizeof(float) * c_.n_ff);
     activations_ = act;
   }
-  const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  if (!gate_thresholds_.empty()) rows.threshold = gate_thresholds_[il];
   neurons_.AccumulateRows(rows, n, ids, n_ids, x, y, pool, fired_rows_.data(), act);
   last_cold_ = 0;
   last_hot_ = 0;

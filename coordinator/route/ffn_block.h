@@ -5,8 +5,9 @@
 // place where a layer's FFN work is decided and split among its owners.
 // Batches run dense (common/compute/dense_ffn.h). Forward allocates nothing.
 //
-// Single-token steps of a ReLU-family layer with ffn_down_t can be sparse:
-// the neurons to compute come from the mode (all of them for kOracle, the
+// Single-token steps of a layer with ffn_down_t can be sparse: the neurons
+// to compute come from the mode (all of them for kOracle, ReLU forms, and
+// for kCats, any activation, with the layer's gate threshold; the
 // predictor's ids for kPredictor; sparse_mode.h) and, with a hot/cold split
 // (InitHotShard), the hot ones go to a Shard (common/shard/shard.h: the GPU's
 // share, in this process or a gpu_worker's) that runs at the same time while
@@ -49,6 +50,9 @@ class FfnBlock {
   // (scratch, transposed small fc2s; see predictor.h) and sets the score
   // threshold (ResolvePredictorThreshold).
   void InitPredictor(float threshold);
+  // For SparseMode::kCats: layer l's neurons are computed when
+  // |act(gate x)| > thresholds[l] (one per layer, checked by the engine).
+  void InitGateThresholds(const std::vector<float>& thresholds) { gate_thresholds_ = thresholds; }
   // The split with the hot neurons on a DeviceBackend (common/shard/device_backend.h),
   // which runs the whole layer there: only the cold neuron lists are kept,
   // for ForwardCold.
@@ -107,6 +111,12 @@ class FfnBlock {
   // form did not fire or a neuron was not computed). With a split, a sparse
   // step records the CPU's neurons only. Profiling reads these.
   const float* activations() const { return activations_; }
+  // act(gate x) alone of the last Forward when it was dense and they are
+  // kept (KeepGateActivations: profiling's OnGate), else null.
+  void KeepGateActivations(bool on) { dense_.KeepGateActivations(on); }
+  const float* gate_activations() const {
+    return activations_ == dense_.activations() ? dense_.gate_activations() : nullptr;
+  }
 
   // Neurons whose up and down rows the last Forward computed: all of them in
   // a dense step, the ones that fired in a sparse step.
@@ -150,6 +160,7 @@ class FfnBlock {
   int64_t last_hot_ = 0, last_cold_ = 0, last_gate_rows_ = 0;
   Predictor predictor_;
   float threshold_ = 0.0f;
+  std::vector<float> gate_thresholds_;  // [n_layer] kCats' levels (empty: 0, every ReLU firing)
   DenseFfn dense_;
   NeuronFfn neurons_;
   int sparse_rows_ = 1;               // rows one sparse step takes (scratch, shards' messages)

@@ -95,8 +95,7 @@ void Softmax(float* x, int64_t n) {
 
 void GatedSilu(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    gate[i] = SiluOf(gate[i]) * up[i];
   }
 }
 
@@ -115,11 +114,7 @@ void Relu(float* x, int64_t n) {
 }
 
 void Gelu(float* x, int64_t n) {
-  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    x[i] = 0.5f * v * (1.0f + std::tanh(k * v * (1.0f + 0.044715f * v * v)));
-  }
+  for (int64_t i = 0; i < n; ++i) x[i] = GeluOf(x[i]);
 }
 
 }  // namespace pi

@@ -4,6 +4,7 @@
 // enough; they allocate nothing.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace pi {
@@ -38,6 +39,16 @@ void F32ToF16Row(const float* x, uint16_t* y, int64_t n);
 
 // In-place softmax over n values (max-subtracted).
 void Softmax(float* x, int64_t n);
+
+// One value's activation, as the loops below compute it (the sparse FFN's
+// per-neuron path uses these, so a neuron's value has the same bits there).
+inline float SiluOf(float g) {
+  return g / (1.0f + std::exp(-g));
+}
+inline float GeluOf(float v) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * v * (1.0f + std::tanh(k * v * (1.0f + 0.044715f * v * v)));
+}
 
 // Gated FFN activations, written into `gate`:
 //   silu:  gate[i] = silu(gate[i]) * up[i]

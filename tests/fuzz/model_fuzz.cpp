@@ -13,6 +13,7 @@
 #include "common/format/gguf.h"
 #include "common/model/llama_model.h"
 #include "common/plan/activation_stats.h"
+#include "common/plan/gate_thresholds.h"
 #include "common/plan/gpu_index.h"
 #include "common/plan/placement.h"
 #include "common/text/tokenizer.h"
@@ -54,7 +55,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<pi::GgufFile> file;
   if (!pi::GgufFile::OpenBuffer(data, size, &file).ok()) return 0;
   pi::ActivationStats stats;
-  (void)pi::ReadActivationStats(*file, &stats);
+  if (pi::ReadActivationStats(*file, &stats).ok() && !stats.gate_quantiles.empty()) {
+    std::vector<float> thresholds;  // --sparse cats' use of them
+    (void)pi::GateThresholdsFor(stats.gate_quantiles, stats.n_layer(), 0.93, &thresholds);
+  }
   pi::Placement plan;
   (void)pi::ReadPlan(*file, &plan);
   pi::GpuIndex index;

@@ -43,6 +43,12 @@ bool WriteSet(const std::string& dir, const std::string& name, pi::SyntheticMode
   }
   stats.model_fingerprint = pi::ModelFingerprint(*model.file);
   stats.n_ctx = 16;
+  // --sparse cats' gate quantiles: rising, a ReLU layer's first points zero.
+  for (int l = 0; l < model.config.n_layer; ++l) {
+    for (int k = 0; k < pi::kGateQuantilePoints; ++k) {
+      stats.gate_quantiles.push_back(k < 40 * l ? 0.0f : 0.01f * (k + 1));
+    }
+  }
   if (!Check(pi::WriteActivationStats(stats, dir + "/" + name + ".stats.gguf"), "stats")) {
     return false;
   }

@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_ref import LlamaRef  # noqa: E402
+import pigguf  # noqa: E402  (llama_ref put tools/ on the path)
 
 # Relative tolerances (error / max |logit|). f32/f16/bf16 weights: both sides compute the
 # same products in f32 (the reference in f64), so only accumulation order differs. Q8_0/Q4_0
@@ -154,7 +155,65 @@ CASES = [
     ("silu-q5_1-gqa-tied", "silu", "q5_1", 2, True, False),
     ("silu-q4_k_m-fallback-gqa", "silu", "q4_k_m-fallback", 2, False, False),
     ("relu-q6_k-fallback-mha-downt", "relu", "q6_k-fallback", 4, False, True),
+    # --sparse cats (decode steps only; prompt batches run dense): thresholds from the
+    # quantiles pi-profile writes beside the model (a byte tokenizer, to profile text).
+    ("cats40-silu-f32-gqa-downt", "silu", "f32", 2, False, True, ["--tokenizer", "bytes"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "cats", "--target-sparsity", "0.4"]),
+    ("cats60-silu-q8_0-mha-downt", "silu", "q8_0", 4, False, True, ["--tokenizer", "bytes"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "cats", "--target-sparsity", "0.6"]),
+    ("cats50-silu-q4_0-gqa-downt-qwen3", "silu", "q4_0", 2, False, True,
+     ["--tokenizer", "bytes", "--arch", "qwen3"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "cats", "--target-sparsity", "0.5"]),
+    ("cats70-relu-f16-gqa-downt", "relu", "f16", 2, False, True, ["--tokenizer", "bytes"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "cats", "--target-sparsity", "0.7"]),
+    ("cats50-falcon-gelu-f32-mqa-downt", "gelu", "f32", 1, False, True,
+     ["--tokenizer", "bytes", "--arch", "falcon"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "cats", "--target-sparsity", "0.5"]),
 ]
+# A cats case may part from the reference only from a position where a neuron's |act(gate)|
+# came within this (relative) of its layer's threshold: the two sides' rounding may put it
+# on either side.
+GATE_BOUNDARY = 1e-4
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models",
+                      "kjv-valid.txt")
+
+
+def common_level(zero, target):
+    """The s with mean(max(zero[l], s)) = target: every layer skips s of its neurons, or its
+    own exact zeros where they are more (0 when the zeros alone reach the target)."""
+    if not any(z > target for z in zero):
+        return target
+    z = sorted(zero)
+    n = len(z)
+    rest = sum(z)
+    for j in range(1, n + 1):
+        rest -= z[j - 1]
+        s = (n * target - rest) / j
+        if s >= z[j - 1] and (j == n or s <= z[j]):
+            return max(0.0, s)
+    return 0.0
+
+
+def cats_thresholds(bin_dir, model, dump_flags):
+    """Profiles `model` (pi-profile writes MODEL.stats.gguf) and returns the per-layer gate
+    thresholds --sparse cats takes from it for the case's --target-sparsity: each layer's
+    |act(gate)| quantile (float32, 0 %..100 %) at the common level, interpolated in float64."""
+    run([os.path.join(bin_dir, "pi-profile"), "-m", model, "-f", CORPUS, "-c", "64",
+         "--max-tokens", "1500", "-t", "2"])
+    stats = pigguf.GGUFReader(model[:-len(".gguf")] + ".stats.gguf")
+    target = float(dump_flags[dump_flags.index("--target-sparsity") + 1])
+    qs = [stats.tensors["blk.%d.ffn_gate_quantiles" % il].to_f32().astype(np.float32)
+          for il in range(stats.metadata["pi.stats.n_layer"])]
+    zero = []
+    for q in qs:
+        k = 0  # the last point still 0; the zero share is taken mid-way to the next
+        while k + 1 < len(q) and q[k + 1] == 0:
+            k += 1
+        zero.append(0.0 if k == 0 else min(1.0, (k + 0.5) / 100))
+    pos = common_level(zero, target) * 100
+    k = min(int(pos), 99)
+    return [np.float32(float(q[k]) + (pos - k) * float(np.float32(q[k + 1] - q[k])))
+            for q in qs]
 
 SHAPE = dict(n_vocab=320, n_embd=64, n_layer=2, n_head=4, n_ff=160, n_ctx=64)
 # 64 tokens (the synthetic models' context): prompt mode evaluates them as one batch, long
@@ -209,7 +268,7 @@ def main():
     synth = os.path.join(args.bin_dir, "pi-synth")
     dump = os.path.join(args.bin_dir, "pi-dump-logits")
     quantize = os.path.join(args.bin_dir, "pi-quantize")
-    for exe in (synth, dump, quantize):
+    for exe in (synth, dump, quantize, os.path.join(args.bin_dir, "pi-profile")):
         if not os.access(exe, os.X_OK):
             print("missing executable %s" % exe)
             print("0 passed, 1 failed")
@@ -280,8 +339,20 @@ def main():
             problems += rope_scaling_problems(ref, extra)
             if problems:
                 raise RuntimeError("pi-synth model differs from the case: " + ", ".join(problems))
-            scale = float(np.abs(expect).max())
+            # Per mode: the logits and the reference's boundary distances for them.
+            expects = {m: (expect, ref.q8_boundary, ref.q8_scale_boundary, None)
+                       for m in ("decode", "prompt")}
+            if "cats" in dump_flags:
+                thresholds = cats_thresholds(args.bin_dir, model, dump_flags)
+                sparse = ref.forward(TOKENS, gate_thresholds=thresholds)
+                expects["decode"] = (sparse, ref.q8_boundary, ref.q8_scale_boundary,
+                                     ref.gate_margin)
+                moved = float(np.abs(sparse - expect).max() / np.abs(expect).max())
+                if moved < 10 * TOLERANCE[wtype]:  # else a dense engine would pass too
+                    raise RuntimeError("the thresholds move the logits by %.1e only" % moved)
             for mode in ("decode", "prompt"):
+                expect, q8_boundary, q8_scale_boundary, gate_margin = expects[mode]
+                scale = float(np.abs(expect).max())
                 out = os.path.join(work, "%s.%s.f32" % (name, mode))
                 run([dump, "-m", model, "--tokens", tok_arg, "--out", out, "--mode", mode] +
                     dump_flags)
@@ -297,8 +368,8 @@ def main():
                 note = ""
                 if not ok:
                     p0 = int(bad[0])
-                    near = ref.q8_boundary[p0]
-                    near_scale = ref.q8_scale_boundary[p0]
+                    near = q8_boundary[p0]
+                    near_scale = q8_scale_boundary[p0]
                     rest = float(np.max(err[p0:]))
                     factor = BOUNDARY_FACTOR.get(wtype, 1.0)
                     q8_cache = "q8_0" in (cache_k, cache_v)
@@ -312,6 +383,11 @@ def main():
                                 "(a scale %.1e relative) from a Q8_0 rounding boundary; rel "
                                 "err from there %.2e, tol %.0e]"
                                 % (p0, near, near_scale, rest, LOOSE))
+                    elif gate_margin is not None and gate_margin[p0] < GATE_BOUNDARY:
+                        ok = rest <= LOOSE
+                        note = ("  [diverges from pos %d, where a neuron's |act(gate)| is %.1e "
+                                "(relative) from its threshold; rel err from there %.2e, tol "
+                                "%.0e]" % (p0, gate_margin[p0], rest, LOOSE))
                     else:
                         note = "  [first over tolerance at pos %d]" % p0
                 argmax_agree = float(np.mean(got.argmax(1) == expect.argmax(1)))

@@ -262,23 +262,39 @@ class LlamaRef:
         out[:, :, second] = x0 * sin + x1 * cos
         return out.astype(np.float32)
 
-    def ffn_activations(self, L, x):
-        """The FFN's hidden activations a [n_tokens, n_ff] for normalized input x."""
+    def ffn_activations(self, L, x, threshold=None):
+        """The FFN's hidden activations a [n_tokens, n_ff] for normalized input x. With a
+        threshold (--sparse cats), a neuron whose activated gate has |act(gate x)| <= it is
+        left out (0); self.gate_margin[t] records, per position, how near a neuron came to
+        it (relative), where the two sides' rounding might put it on either side."""
         if self.falcon:
             u = L["ffn_up"].matmul(x).astype(np.float64)
             if self.activation == "relu":
-                return np.maximum(u, 0).astype(np.float32)
-            k = math.sqrt(2.0 / math.pi)  # ggml_gelu's tanh form
-            return (0.5 * u * (1.0 + np.tanh(k * u * (1.0 + 0.044715 * u * u)))).astype(np.float32)
+                a = np.maximum(u, 0).astype(np.float32)
+            else:
+                k = math.sqrt(2.0 / math.pi)  # ggml_gelu's tanh form
+                a = (0.5 * u * (1.0 + np.tanh(k * u * (1.0 + 0.044715 * u * u)))).astype(
+                    np.float32)
+            return self.cut_below(a, a, threshold)
         g = L["ffn_gate"].matmul(x)
         u = L["ffn_up"].matmul(x)
         if self.activation == "silu":
             with np.errstate(over="ignore"):
                 g = (g / (1.0 + np.exp(-g.astype(np.float64)))).astype(np.float32)
-            return (g * u).astype(np.float32)
+            return self.cut_below(g, (g * u).astype(np.float32), threshold)
+        g = np.maximum(g, 0)
         if self.activation == "relu":
-            return (np.maximum(g, 0) * u).astype(np.float32)
-        return (np.maximum(g, 0) * np.maximum(u, 0)).astype(np.float32)
+            return self.cut_below(g, (g * u).astype(np.float32), threshold)
+        return self.cut_below(g, (g * np.maximum(u, 0)).astype(np.float32), threshold)
+
+    def cut_below(self, gate, a, threshold):
+        """a with the neurons whose |gate| <= threshold zeroed (None: a as it is)."""
+        if threshold is None:
+            return a
+        mag = np.abs(gate.astype(np.float64))
+        margin = np.abs(mag - threshold) / max(float(threshold), 1e-30)
+        np.minimum(self.gate_margin, margin.min(axis=1), out=self.gate_margin)
+        return np.where(mag > threshold, a, np.float32(0)).astype(np.float32)
 
     def note_q8_boundary(self, x):
         """Records, per position (row of x [T, k]), how near x's Q8_0 rounding is to a
@@ -287,9 +303,11 @@ class LlamaRef:
         np.minimum(self.q8_boundary, q, out=self.q8_boundary)
         np.minimum(self.q8_scale_boundary, sc, out=self.q8_scale_boundary)
 
-    def forward(self, tokens, return_ffn=False):
+    def forward(self, tokens, return_ffn=False, gate_thresholds=None):
         """Logits [n_tokens, n_vocab] (float32) for tokens at positions 0..n-1. With
-        return_ffn, also the per-layer FFN activations (list of [n_tokens, n_ff])."""
+        return_ffn, also the per-layer FFN activations (list of [n_tokens, n_ff]). With
+        gate_thresholds (one per layer), every position's FFN as --sparse cats computes a
+        decoded token's: only neurons with |act(gate x)| above the layer's threshold."""
         tokens = np.asarray(tokens, dtype=np.int64)
         if tokens.ndim != 1 or len(tokens) == 0:
             raise ValueError("tokens must be a non-empty 1-D sequence")
@@ -301,12 +319,13 @@ class LlamaRef:
         # (inf when no quantized product); a flip there changes this and later positions.
         self.q8_boundary = np.full(T, np.inf)
         self.q8_scale_boundary = np.full(T, np.inf)
+        self.gate_margin = np.full(T, np.inf)
         h = self.token_embd[tokens].astype(np.float32)
         hd, nh, nkv = self.head_dim, self.n_head, self.n_head_kv
         group = nh // nkv
         mask = np.triu(np.full((T, T), -np.inf), k=1)
         ffn_acts = []
-        for L in self.layers:
+        for il, L in enumerate(self.layers):
             if self.falcon:
                 x = self.layernorm(h, L["attn_norm"], L["attn_norm_b"])
             else:
@@ -348,7 +367,8 @@ class LlamaRef:
             else:
                 h = h + attn_out
                 x = self.rmsnorm(h, L["ffn_norm"])
-            a = self.ffn_activations(L, x)
+            a = self.ffn_activations(L, x, None if gate_thresholds is None
+                                     else float(gate_thresholds[il]))
             if return_ffn:
                 ffn_acts.append(a)
             if "ffn_down" in L:

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""--sparse cats as a user meets it, on a small SiLU model (pi-synth, byte tokenizer):
+
+- pi-profile writes the gate quantiles beside the model; the per-layer thresholds it
+  prints for a target are the ones the run tools then take;
+- calibrated on one part of a text, the share of FFN neurons skipped on another part (what
+  pi-perplexity reports) is the target within 2 points, at 25, 40, 50 and 60 %; at 0 % the
+  perplexity is dense's within rounding;
+- a ReLU model (the demo): a target below its own zeros skips just those; above them, the
+  model-wide share is the target;
+- pi-run's tokens with --sparse cats equal pi-dump-logits' greedy choice under the same
+  thresholds (the reference check of those logits is check_forward.py's cats cases);
+- what cannot run is refused by name: no statistics (names pi-profile), statistics without
+  gate quantiles, a model without ffn_down_t (names pi-quantize --down-t), --cpu-workers
+  and --vram-budget splits, a target outside [0, 1).
+
+Usage: cats_test.py BIN_DIR
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from served_process import ROOT, check, demo_down_t, finish  # noqa: E402
+
+TEXT = os.path.join(ROOT, "models", "kjv-valid.txt")
+
+
+def run(*args):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)
+
+
+def last_line(p):
+    lines = (p.stderr or p.stdout).strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def main():
+    b = sys.argv[1]
+    tool = lambda name: os.path.join(b, name)  # noqa: E731
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(TEXT, encoding="utf-8") as f:
+            text = f.read()
+        calib, held = os.path.join(tmp, "calib.txt"), os.path.join(tmp, "held.txt")
+        with open(calib, "w", encoding="utf-8") as f:
+            f.write(text[:40000])
+        with open(held, "w", encoding="utf-8") as f:
+            f.write(text[-30000:])
+        model = os.path.join(tmp, "silu.gguf")
+        p = run(tool("pi-synth"), "-o", model, "--n-layer", "4", "--n-embd", "128", "--n-ff",
+                "512", "--type", "q8_0", "--down-t", "--tokenizer", "bytes", "--seed", "5")
+        check(p.returncode == 0, "pi-synth: a SiLU model with ffn_down_t")
+
+        # Before profiling: refused, naming the tool that makes the statistics.
+        p = run(tool("pi-run"), "-m", model, "-p", "In", "-n", "2", "--sparse", "cats")
+        check(p.returncode != 0 and "pi-profile -m" in p.stderr and "stats.gguf" in p.stderr,
+              f"no statistics: refused, naming pi-profile ({last_line(p)!r})")
+
+        p = run(tool("pi-profile"), "-m", model, "-f", calib, "-c", "256", "--max-tokens",
+                "12000", "-t", "2", "--target-sparsity", "0.4")
+        printed = re.search(r"--target-sparsity 0\.40: \|act\(gate\)\| thresholds per layer:(.*)",
+                            p.stdout)
+        check(p.returncode == 0 and printed and len(printed.group(1).split()) == 4
+              and os.path.exists(os.path.join(tmp, "silu.stats.gguf")),
+              "pi-profile writes the statistics and prints 4 layers' thresholds")
+
+        # The achieved share on text it was not calibrated on, and the quality it costs.
+        ppl = {}
+        for target in (0.0, 0.25, 0.4, 0.5, 0.6):
+            p = run(tool("pi-perplexity"), "-m", model, "-f", held, "-c", "128", "--chunks", "6",
+                    "-t", "2", "--json", "--sparse", "cats", "--target-sparsity", target)
+            r = json.loads(p.stdout) if p.returncode == 0 else {}
+            got = r.get("ffn_sparsity", -1)
+            ppl[target] = r.get("ppl", float("nan"))
+            check(p.returncode == 0 and abs(got - target) <= 0.02,
+                  f"target {target:.0%}: {got:.1%} of the neurons skipped on held-out text, "
+                  f"ppl {ppl[target]:.3f}")
+            if target == 0.4:
+                m = re.search(r"gate thresholds ([\d.e+-]+) to ([\d.e+-]+)", p.stderr)
+                first = float(printed.group(1).split()[0]) if printed else -1
+                check(m and 0.995 * float(m.group(1)) <= first <= 1.005 * float(m.group(2)),
+                      "pi-perplexity takes pi-profile's thresholds for the target")
+        p = run(tool("pi-perplexity"), "-m", model, "-f", held, "-c", "128", "--chunks", "6",
+                "-t", "2", "--json", "--sparse", "off", "-b", "1")
+        dense = json.loads(p.stdout)["ppl"] if p.returncode == 0 else float("nan")
+        check(abs(ppl[0.0] - dense) <= 1e-4 * dense,
+              f"0 %: the dense perplexity, one token at a time ({ppl[0.0]:.4f} against "
+              f"{dense:.4f})")
+        # (A random model's perplexity says nothing of quality: docs/sparsity.md measures it
+        # on the trained demo.)
+        check(abs(ppl[0.5] - dense) > 1e-3 * dense, "50 %: another perplexity than dense")
+
+        # A ReLU model (the demo, ~91 % silent, its layers from 73 to 99 %): a target below
+        # its own zeros skips just those (oracle's share); above them, the layers short of it
+        # make it up, model-wide.
+        demo = demo_down_t(b, tmp)
+        p = run(tool("pi-profile"), "-m", demo, "-f", calib, "--max-tokens", "8000", "-t", "2")
+        check(p.returncode == 0, "pi-profile: the demo")
+        shares = {}
+        for mode, target in (("oracle", 0.5), ("cats", 0.5), ("cats", 0.95)):
+            p = run(tool("pi-perplexity"), "-m", demo, "-f", held, "-c", "256", "--chunks", "4",
+                    "-t", "2", "--json", "--sparse", mode, "--target-sparsity", target)
+            r = json.loads(p.stdout) if p.returncode == 0 else {}
+            shares[(mode, target)] = (r.get("ffn_sparsity", -1), r.get("ppl", -1))
+        (oracle, oracle_ppl), (low, low_ppl), (high, high_ppl) = shares.values()
+        check(low == oracle and low_ppl == oracle_ppl,
+              f"demo, target 50 %: its own zeros only, as oracle ({low:.1%}, ppl {low_ppl:.3f})")
+        check(abs(high - 0.95) <= 0.02 and high_ppl > oracle_ppl,
+              f"demo, target 95 %: {high:.1%} skipped on held-out text (ppl {high_ppl:.3f}, "
+              f"oracle {oracle_ppl:.3f})")
+
+        # pi-run's greedy tokens are those of the thresholded forward pass (-b 1: the prompt
+        # too one token at a time, each step sparse, as pi-dump-logits' decode mode).
+        p = run(tool("pi-run"), "-m", model, "-p", "In the beginning", "-n", "12", "--temp", "0",
+                "--sparse", "cats", "--target-sparsity", "0.5", "--json", "-t", "2", "-b", "1")
+        r = json.loads(p.stdout) if p.returncode == 0 else {}
+        ids = r.get("prompt_tokens", []) + r.get("generated_tokens", [])
+        check(p.returncode == 0 and len(r.get("generated_tokens", [])) == 12
+              and 0.45 <= 1 - r.get("ffn_active", 1) <= 0.55,
+              f"pi-run --sparse cats: 12 tokens, {1 - r.get('ffn_active', 1):.1%} skipped")
+        if ids:
+            out = os.path.join(tmp, "logits.f32")
+            q = run(tool("pi-dump-logits"), "-m", model, "--tokens", ",".join(map(str, ids[:-1])),
+                    "--out", out, "--sparse", "cats", "--target-sparsity", "0.5", "-t", "2")
+            import numpy as np
+            n_prompt = len(r["prompt_tokens"])
+            logits = np.fromfile(out, dtype="<f4").reshape(len(ids) - 1, -1) if q.returncode == 0 \
+                else np.zeros((len(ids) - 1, 1))
+            greedy = [int(x) for x in logits[n_prompt - 1:].argmax(axis=1)]
+            check(greedy == r["generated_tokens"],
+                  "... the same tokens as pi-dump-logits' greedy choice under the thresholds")
+
+        # Refusals, each naming what is missing.
+        p = run(tool("pi-run"), "-m", model, "-p", "In", "-n", "2", "--sparse", "cats",
+                "--target-sparsity", "1.5")
+        check(p.returncode == 2 and "--target-sparsity" in p.stderr,
+              f"--target-sparsity 1.5: refused ({last_line(p)!r})")
+        p = run(tool("pi-run"), "-m", model, "-p", "In", "-n", "2", "--sparse", "cats",
+                "--cpu-workers", "1")
+        check(p.returncode != 0 and "not yet with" in p.stderr,
+              f"--cpu-workers: refused ({last_line(p)!r})")
+        p = run(tool("pi-run"), "-m", model, "-p", "In", "-n", "2", "--sparse", "cats",
+                "--vram-budget", "1M", "--ffn-backend", "host")
+        check(p.returncode != 0 and "not yet with" in p.stderr,
+              f"--vram-budget split: refused ({last_line(p)!r})")
+        dense_file = os.path.join(tmp, "dense.gguf")
+        run(tool("pi-synth"), "-o", dense_file, "--n-layer", "2", "--tokenizer", "bytes")
+        p = run(tool("pi-run"), "-m", dense_file, "-p", "In", "-n", "2", "--sparse", "cats")
+        check(p.returncode != 0 and "ffn_down_t" in p.stderr and "--down-t" in p.stderr,
+              f"no ffn_down_t: refused, naming pi-quantize --down-t ({last_line(p)!r})")
+        # Statistics from before the gate quantiles (the fire counts alone).
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        import pigguf
+        r = pigguf.GGUFReader(os.path.join(tmp, "silu.stats.gguf"))
+        old = os.path.join(tmp, "old.stats.gguf")
+        w = pigguf.GGUFWriter(old, "pi-stats")
+        md = r.metadata
+        for key in ("pi.stats.version", "pi.stats.n_layer", "pi.stats.n_ff", "pi.stats.n_ctx"):
+            w.add_u32(key, md[key])
+        w.add_u64("pi.stats.n_tokens", md["pi.stats.n_tokens"])
+        for key in ("pi.stats.model_name", "pi.stats.model_fingerprint",
+                    "pi.stats.shape_fingerprint", "pi.stats.weight_signs", "pi.stats.activation",
+                    "pi.stats.corpus"):
+            w.add_string(key, md[key])
+        for name, t in r.tensors.items():
+            if name.endswith(".ffn_fire_count"):
+                w.add_tensor_raw(name, t.ne, t.type_id, bytes(t.data))
+        w.write()
+        p = run(tool("pi-run"), "-m", model, "-p", "In", "-n", "2", "--sparse", "cats",
+                "--stats", old)
+        check(p.returncode != 0 and "no gate quantiles" in p.stderr and "pi-profile" in p.stderr,
+              f"statistics without gate quantiles: refused ({last_line(p)!r})")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
