@@ -265,12 +265,6 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
     NoteSparseSupport(tool, model, e->opt.sparse);
   }
   if (e->opt.sparse == SparseMode::kCats) {
-    if (e->split.vram_budget >= 0 || e->cpu_workers > 0 || !e->remote_workers.empty() ||
-        !e->remote_gpu_worker.empty()) {
-      return Status::Unsupported(
-          "--sparse cats runs the FFN in this process only, not yet with --vram-budget or cpu "
-          "workers");
-    }
     PI_RETURN_IF_ERROR(LoadGateThresholds(tool, e->model_path, e->split.stats_path, model,
                                           e->target_sparsity, &e->opt.gate_thresholds));
   }
@@ -283,11 +277,8 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   if (e->cpu_workers_auto) {
     // Remote workers given: the cold neurons go there; else one local worker.
     std::string why;
-    if (e->opt.sparse == SparseMode::kCats) why = "--sparse cats runs the FFN in this process";
-    e->cpu_workers = e->remote_workers.empty() && e->opt.sparse != SparseMode::kCats &&
-                             SupportsSparseFfn(model, &why)
-                         ? 1
-                         : 0;
+    const bool cats = e->opt.sparse == SparseMode::kCats;
+    e->cpu_workers = e->remote_workers.empty() && SupportsNeuronSplit(model, cats, &why) ? 1 : 0;
     if (e->cpu_workers == 0 && e->remote_workers.empty()) {
       fprintf(stderr, "%s: no cpu worker: the FFN runs in this process (%s)\n", tool, why.c_str());
     }
@@ -300,7 +291,8 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
     e->opt.device = w.device();
   }
   if (e->gpu_worker && !out->split.hot.empty()) {
-    PI_RETURN_IF_ERROR(StartGpuWorker(tool, topology, model, out->split.hot, &w));
+    PI_RETURN_IF_ERROR(
+        StartGpuWorker(tool, topology, model, out->split.hot, e->opt.gate_thresholds, &w));
     e->opt.hot_shard = w.gpu_worker.get();
   }
   PI_RETURN_IF_ERROR(StartColdWorkers(tool, topology, model, e->opt, &w));

@@ -330,6 +330,11 @@ namespace {
 Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& flags, int n_ctx,
                bool device_path, std::string why, Placement plan, const std::string& plan_path,
                bool reused, GpuSplit* split, EngineOptions* options) {
+  if (device_path && options->sparse == SparseMode::kCats) {
+    return Status::Unsupported(
+        "--sparse cats with a GPU's whole layers (the device path) is not built yet: "
+        "--ffn-backend host splits the hot neurons on the CPU");
+  }
   if (device_path) {
     PI_RETURN_IF_ERROR(flags.gpus.empty()
                            ? SetUpDevice(tool, model, plan, n_ctx, flags, split, options)
@@ -358,7 +363,8 @@ Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& f
     return Status::Ok();
   }
   std::unique_ptr<Shard> hot_shard;
-  PI_RETURN_IF_ERROR(LoadHotShard(flags.ffn_backend, 1, model, split->hot, &hot_shard));
+  PI_RETURN_IF_ERROR(
+      LoadHotShard(flags.ffn_backend, 1, model, split->hot, options->gate_thresholds, &hot_shard));
   // Say why "auto" did not pick the GPU: the backend is never swapped silently.
   if (flags.ffn_backend == "auto") why = " (auto: " + why + ")";
   fprintf(stderr,

@@ -869,7 +869,16 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
         opt.n_seq = t.n_parallel;
         opt.sparse = run.mode;
         opt.sparse_threshold = b.sparse_threshold;
-        if (mode == pi::SparseMode::kCats) opt.gate_thresholds = m.gate_thresholds[ti];
+        if (mode == pi::SparseMode::kCats) {
+          // Workers and a split hold thresholds from their hello: one per
+          // process, not one per run.
+          if (run.worker || m.split_opt.hot_shard || m.split_opt.device) {
+            return pi::Status::Unsupported(
+                "pi-bench runs --sparse cats in this process only (--transport inproc, no "
+                "--vram-budget); pi-run and pi-launch split it");
+          }
+          opt.gate_thresholds = m.gate_thresholds[ti];
+        }
         opt.cache_type_k = b.cache_type_k;
         opt.cache_type_v = b.cache_type_v;
         opt.hot_shard = m.split_opt.hot_shard;

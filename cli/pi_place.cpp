@@ -275,7 +275,12 @@ static int Run(int argc, char** argv) {
     fprintf(stderr, "pi-place: %s\n", pi::PartialDenseNote(plan, model).c_str());
   }
   std::string why;
-  if (!pi::SupportsSparseFfn(model, &why)) {
+  if (stats.pass_target >= 0) {
+    fprintf(stderr,
+            "pi-place: note: the neurons are ranked by how often they pass --sparse cats' "
+            "threshold at --target-sparsity %.2f (pi-profile's counts): run that target\n",
+            stats.pass_target);
+  } else if (!pi::SupportsSparseFfn(model, &why)) {
     fprintf(stderr, "pi-place: note: %s; hot neurons only pay off on a sparse model\n",
             why.c_str());
   }

@@ -38,9 +38,10 @@ void Usage() {
           "  --max-tokens N          stop after N tokens (default: the whole corpus)\n"
           "  -o, --output FILE       stats file (default: MODEL without .gguf + .stats.gguf)\n"
           "  --csv FILE              also write layer,neuron,count,frequency\n"
-          "  --target-sparsity F     print --sparse cats' per-layer thresholds for this share\n"
-          "                          of skipped neurons (default 0.5; the file holds every\n"
-          "                          share's: the run tools' --target-sparsity picks one)\n",
+          "  --target-sparsity F     --sparse cats' share of skipped neurons the thresholds\n"
+          "                          printed are for and, for a SiLU/GELU model, the counts\n"
+          "                          (a second pass: how often each neuron passes; default\n"
+          "                          0.5; the quantiles serve every target)\n",
           std::max(1u, std::thread::hardware_concurrency()));
   fputs(pi::kFfnActivationUsage, stderr);
 }
@@ -169,6 +170,26 @@ static int Run(int argc, char** argv) {
   }
   bar.Finish();
   stats.FinishGateQuantiles();
+  if (!pi::FfnIsReluFamily(c.activation)) {
+    // Its neurons never fall silent: what placement ranks by is how often
+    // each passes --sparse cats' threshold, counted over the corpus again.
+    std::vector<float> thresholds;
+    s = pi::GateThresholdsFor(stats.gate_quantiles, c.n_layer, target_sparsity, &thresholds);
+    if (s.ok()) {
+      stats.CountGatePasses(thresholds, target_sparsity);
+      fprintf(stderr,
+              "pi-profile: %s: counting, per neuron, the tokens whose |%s(gate)| passes "
+              "--sparse cats' threshold at --target-sparsity %.2f\n",
+              model_path.c_str(), pi::FfnActivationName(c.activation), target_sparsity);
+      pi::ProgressBar passes("pi-profile", chunks.positions(), "tok");
+      s = chunks.Eval(engine.get(), opt.n_batch, &passes);
+      if (s.ok()) passes.Finish();
+    }
+    if (!s.ok()) {
+      fprintf(stderr, "\npi-profile: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
 
   // Report.
   printf("layer  sparsity  neurons for 50%%   80%%     95%% of firings\n");
@@ -186,11 +207,11 @@ static int Run(int argc, char** argv) {
          static_cast<unsigned long long>(stats.n_tokens()));
   if (!pi::FfnIsReluFamily(c.activation)) {
     printf(
-        "note: %s uses %s: activations are (almost) never exactly zero, so every neuron fires "
-        "on every token; --sparse cats skips those whose |%s(gate)| is below a threshold set "
-        "from these statistics' quantiles (--target-sparsity).\n",
+        "note: %s uses %s, never exactly zero: the counts above are of neurons whose |%s(gate)| "
+        "passed --sparse cats' threshold at --target-sparsity %.2f (what --vram-budget ranks "
+        "by); the file also holds the quantiles every other target's thresholds come from.\n",
         model_path.c_str(), pi::FfnActivationName(c.activation),
-        pi::FfnActivationName(c.activation));
+        pi::FfnActivationName(c.activation), target_sparsity);
   }
   PrintGateThresholds(stats, target_sparsity);
 

@@ -10,7 +10,7 @@ namespace pi {
 
 Status ColdShard::Init(const LlamaModel& model, ShardLayout layout, int n_threads) {
   std::string why;
-  if (!SupportsSparseFfn(model, &why)) {
+  if (!SupportsNeuronSplit(model, !layout.gate_thresholds.empty(), &why)) {
     return Status::Unsupported("a cold shard needs a sparse-capable model: %s", why.c_str());
   }
   const LlamaConfig& c = model.config;
@@ -43,7 +43,8 @@ Status ColdShard::Init(const LlamaModel& model, ShardLayout layout, int n_thread
 void ColdShard::Start(const ShardStep& step) {
   const LlamaLayer& layer = model_->layers[step.layer];
   const std::vector<int32_t>& owned = layout_.owned[step.layer];
-  const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  if (!layout_.gate_thresholds.empty()) rows.threshold = layout_.gate_thresholds[step.layer];
   const int32_t* ids = step.ids;
   for (int b = 0; b < step.batch; ++b) {
     if (step.row_n) {

@@ -30,7 +30,8 @@ bool CudaFreeMemory(int64_t* free_bytes, std::string* why) {
 }
 
 Status LoadHotShard(const std::string& kind, int n_threads, const LlamaModel& model,
-                    const std::vector<std::vector<int32_t>>& hot_ids, std::unique_ptr<Shard>* out) {
+                    const std::vector<std::vector<int32_t>>& hot_ids,
+                    const std::vector<float>& gate_thresholds, std::unique_ptr<Shard>* out) {
   if (kind != "auto" && kind != "cuda" && kind != "host") {
     return Status::Error("unknown FFN backend '%s' (auto, cuda or host)", kind.c_str());
   }
@@ -41,7 +42,7 @@ Status LoadHotShard(const std::string& kind, int n_threads, const LlamaModel& mo
   }
   if (n_threads < 1) return Status::Error("hot neurons: %d threads", n_threads);
   auto shard = std::make_unique<HostHotShard>(n_threads);
-  PI_RETURN_IF_ERROR(shard->Load(model, hot_ids));
+  PI_RETURN_IF_ERROR(shard->Load(model, hot_ids, gate_thresholds));
   *out = std::move(shard);
   return Status::Ok();
 }

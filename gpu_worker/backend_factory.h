@@ -17,10 +17,12 @@
 namespace pi {
 
 // The hot neurons hot_ids (sorted, unique, < n_ff per layer) of `model`,
-// which must outlive the shard, on HostHotShard. kind "auto" or "host";
-// "cuda" is an error saying that a GPU takes whole layers.
+// which must outlive the shard, on HostHotShard (gate_thresholds: --sparse
+// cats' levels, one per layer, or none). kind "auto" or "host"; "cuda" is an
+// error saying that a GPU takes whole layers.
 Status LoadHotShard(const std::string& kind, int n_threads, const LlamaModel& model,
-                    const std::vector<std::vector<int32_t>>& hot_ids, std::unique_ptr<Shard>* out);
+                    const std::vector<std::vector<int32_t>>& hot_ids,
+                    const std::vector<float>& gate_thresholds, std::unique_ptr<Shard>* out);
 
 // Whether a CUDA device backend would be available; otherwise *why says what
 // is missing ("this build has no CUDA support ...", "no CUDA device", a

@@ -26,8 +26,8 @@ class GpuWorkerShard : public WorkerShard {
         hot_("hot neurons", true,
              [kind](const LlamaModel& model, const ShardLayout& layout, int n_threads,
                     std::unique_ptr<Shard>* out) {
-               PI_RETURN_IF_ERROR(ValidateHotNeurons(model, layout.owned));
-               return LoadHotShard(kind, n_threads, model, layout.owned, out);
+               return LoadHotShard(kind, n_threads, model, layout.owned, layout.gate_thresholds,
+                                   out);
              }) {}
 
   Status InitFromHello(const uint8_t* hello, size_t size, const LlamaModel& model,

@@ -32,9 +32,11 @@ class HostHotShard : public Shard {
   ~HostHotShard() override;
 
   // Takes the hot neurons of every layer (sorted, unique ids < n_ff; a layer
-  // may have none) and gathers their gate, up and down_t rows. The model
-  // must support sparse FFNs (SupportsSparseFfn).
-  Status Load(const LlamaModel& model, const std::vector<std::vector<int32_t>>& hot_ids);
+  // may have none) and gathers their gate, up and down_t rows. The model's
+  // FFN must be cut by neuron (SupportsNeuronSplit); gate_thresholds (one
+  // per layer, or none) are --sparse cats' levels.
+  Status Load(const LlamaModel& model, const std::vector<std::vector<int32_t>>& hot_ids,
+              const std::vector<float>& gate_thresholds = {});
 
   const char* name() const override { return "host hot neurons"; }
   const char* backend() const override { return "host"; }
@@ -57,6 +59,7 @@ class HostHotShard : public Shard {
 
   std::vector<LayerRows> layers_;
   std::vector<std::vector<int32_t>> owned_;
+  std::vector<float> gate_thresholds_;  // [n_layer] or empty
   int64_t n_embd_ = 0;
   NeuronFfn ffn_;
   std::unique_ptr<ThreadPool> pool_;

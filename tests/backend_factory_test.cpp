@@ -79,7 +79,7 @@ TEST(BackendFactoryTest, HostComputesTheHotPart) {
   std::vector<std::vector<int32_t>> hot(o.n_layer);
   hot[0] = {id};
   std::unique_ptr<Shard> b;
-  ASSERT_TRUE(LoadHotShard("host", 2, m, hot, &b).ok());
+  ASSERT_TRUE(LoadHotShard("host", 2, m, hot, {}, &b).ok());
   ASSERT_NE(b, nullptr);
   EXPECT_STREQ(b->backend(), "host");
   EXPECT_EQ(b->owned(), hot);
@@ -123,10 +123,10 @@ TEST(BackendFactoryTest, HotNeuronsAloneRunOnTheHost) {
   SmallModel sm;
   LoadSmallModel(&sm);
   std::unique_ptr<Shard> b;
-  ASSERT_TRUE(LoadHotShard("auto", 1, sm.m, sm.no_hot, &b).ok());
+  ASSERT_TRUE(LoadHotShard("auto", 1, sm.m, sm.no_hot, {}, &b).ok());
   EXPECT_STREQ(b->backend(), "host");
   b.reset();
-  const Status s = LoadHotShard("cuda", 1, sm.m, sm.no_hot, &b);
+  const Status s = LoadHotShard("cuda", 1, sm.m, sm.no_hot, {}, &b);
   EXPECT_EQ(s.code(), Status::Code::kUnsupported);
   EXPECT_THAT(s.message(), ::testing::HasSubstr("whole layers"));
   EXPECT_EQ(b, nullptr);
@@ -136,16 +136,16 @@ TEST(BackendFactoryTest, RejectsUnknownKinds) {
   SmallModel sm;
   LoadSmallModel(&sm);
   std::unique_ptr<Shard> b;
-  Status s = LoadHotShard("bogus", 1, sm.m, sm.no_hot, &b);
+  Status s = LoadHotShard("bogus", 1, sm.m, sm.no_hot, {}, &b);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), ::testing::HasSubstr("'bogus'"));
   EXPECT_THAT(s.message(), ::testing::HasSubstr("auto, cuda or host"));
   EXPECT_EQ(b, nullptr);
-  EXPECT_FALSE(LoadHotShard("", 1, sm.m, sm.no_hot, &b).ok());
-  EXPECT_FALSE(LoadHotShard("host", 0, sm.m, sm.no_hot, &b).ok());
+  EXPECT_FALSE(LoadHotShard("", 1, sm.m, sm.no_hot, {}, &b).ok());
+  EXPECT_FALSE(LoadHotShard("host", 0, sm.m, sm.no_hot, {}, &b).ok());
   std::vector<std::vector<int32_t>> unsorted = sm.no_hot;
   unsorted[0] = {3, 1};
-  EXPECT_THAT(LoadHotShard("host", 1, sm.m, unsorted, &b).message(),
+  EXPECT_THAT(LoadHotShard("host", 1, sm.m, unsorted, {}, &b).message(),
               ::testing::HasSubstr("sorted"));
   EXPECT_EQ(b, nullptr);
 }

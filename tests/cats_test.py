@@ -10,13 +10,16 @@
   model-wide share is the target;
 - pi-run's tokens with --sparse cats equal pi-dump-logits' greedy choice under the same
   thresholds (the reference check of those logits is check_forward.py's cats cases);
+- through cpu workers, the hot/cold split in this process and in a gpu worker process, and
+  pi-launch: the same tokens and the same neurons computed as in one process;
 - what cannot run is refused by name: no statistics (names pi-profile), statistics without
-  gate quantiles, a model without ffn_down_t (names pi-quantize --down-t), --cpu-workers
-  and --vram-budget splits, a target outside [0, 1).
+  gate quantiles, a model without ffn_down_t (names pi-quantize --down-t), the device path
+  (a GPU's whole layers), a target outside [0, 1).
 
 Usage: cats_test.py BIN_DIR
 """
 
+import http.client
 import json
 import os
 import re
@@ -26,7 +29,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from served_process import ROOT, check, demo_down_t, finish  # noqa: E402
+from served_process import ROOT, check, demo_down_t, finish, launch_http  # noqa: E402
 
 TEXT = os.path.join(ROOT, "models", "kjv-valid.txt")
 
@@ -140,14 +143,49 @@ def main():
                 "--target-sparsity", "1.5")
         check(p.returncode == 2 and "--target-sparsity" in p.stderr,
               f"--target-sparsity 1.5: refused ({last_line(p)!r})")
+        # Through the split and the workers: the thresholds travel in their hellos, so every
+        # configuration computes the same neurons (the logits: cats_split_test).
+        base = ["-m", model, "-p", "In the beginning", "-n", "16", "--temp", "0", "--sparse",
+                "cats", "--json", "-t", "2", "-c", "128"]
+        runs = {}
+        for name, extra in (("in process", []), ("cpu workers", ["--cpu-workers", "2"]),
+                            ("hot neurons in this process", ["--vram-budget", "900K",
+                                                             "--ffn-backend", "host"]),
+                            ("gpu and cpu worker processes", ["--vram-budget", "900K",
+                                                              "--ffn-backend", "host",
+                                                              "--gpu-worker", "--cpu-workers",
+                                                              "1"])):
+            p = run(tool("pi-run"), *base, *extra)
+            r = json.loads(p.stdout) if p.returncode == 0 else {}
+            runs[name] = (r.get("generated_tokens"), r.get("ffn_active"), r.get("gpu_fired_share"))
+            if name == "in process":
+                check(p.returncode == 0, "pi-run --sparse cats in process")
+                continue
+            check(p.returncode == 0 and runs[name][:2] == runs["in process"][:2]
+                  and (runs[name][2] > 0) == ("--vram-budget" in extra),
+                  f"{name}: the same tokens and neurons ({runs[name][1]}), hot share "
+                  f"{runs[name][2]} ({last_line(p)!r})")
+        p = launch_http(b, os.path.join(tmp, "launch.log"), "-m", model, "--sparse", "cats",
+                        "-c", "128", "-t", "2", "--vram-budget", "900K", "--ffn-backend", "host")
+        body = b""
+        if p.http:
+            host, port = p.http.split(":")
+            c = http.client.HTTPConnection(host, int(port), timeout=120)
+            c.request("POST", "/v1/completions", json.dumps(
+                {"prompt": "In the beginning", "max_tokens": 16, "temperature": 0}),
+                {"Content-Type": "application/json"})
+            body = c.getresponse().read()
+        log = p.stderr()
+        stopped = p.stop()
+        text = json.loads(body)["choices"][0]["text"] if body.startswith(b"{") else None
+        check(text is not None and "gpu worker" in log and "cpu worker" in log
+              and "target sparsity 50%" in log and stopped == 0,
+              f"pi-launch --sparse cats --vram-budget: a gpu and a cpu worker, served "
+              f"({text!r})")
         p = run(tool("pi-run"), "-m", model, "-p", "In", "-n", "2", "--sparse", "cats",
-                "--cpu-workers", "1")
-        check(p.returncode != 0 and "not yet with" in p.stderr,
-              f"--cpu-workers: refused ({last_line(p)!r})")
-        p = run(tool("pi-run"), "-m", model, "-p", "In", "-n", "2", "--sparse", "cats",
-                "--vram-budget", "1M", "--ffn-backend", "host")
-        check(p.returncode != 0 and "not yet with" in p.stderr,
-              f"--vram-budget split: refused ({last_line(p)!r})")
+                "--vram-budget", "900K", "--host-device", "-c", "128")
+        check(p.returncode != 0 and "device path" in p.stderr,
+              f"the device path: refused ({last_line(p)!r})")
         dense_file = os.path.join(tmp, "dense.gguf")
         run(tool("pi-synth"), "-o", dense_file, "--n-layer", "2", "--tokenizer", "bytes")
         p = run(tool("pi-run"), "-m", dense_file, "-p", "In", "-n", "2", "--sparse", "cats")

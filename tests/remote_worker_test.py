@@ -48,7 +48,7 @@ GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
 PROMPT = "In the beginning God created"
 TOKEN = "test-token-0123456789abcdef"
 
-PROTOCOL = 4  # kStepProtocolVersion
+PROTOCOL = 5  # kStepProtocolVersion
 KIND_FFN = 0  # StepKind::kFfn
 STATUS_INVALID = 2  # Status::Code::kInvalid, an error reply's status
 
@@ -157,7 +157,8 @@ def main():
         def hello(**kw):
             req = pi_pb2.HelloRequest(protocol_version=kw.get("version", PROTOCOL),
                                       model_fingerprint=kw.get("fingerprint", 0),
-                                      max_batch=1, owned=kw.get("owned", owned))
+                                      max_batch=1, owned=kw.get("owned", owned),
+                                      gate_thresholds=kw.get("thresholds", []))
             return stub.Hello(req, metadata=auth, timeout=30)
 
         for kw, words in (({"version": 99}, "protocol version 99"),
@@ -182,6 +183,18 @@ def main():
             except grpc.RpcError as e:
                 check(e.code() == grpc.StatusCode.FAILED_PRECONDITION,
                       f"a shard that does not fit is refused: {e.details()!r}")
+        # --sparse cats' gate thresholds: one per layer, finite and >= 0.
+        for thresholds, words in (([0.1] * 2, "2 gate thresholds"),
+                                  ([0.1] * 5 + [-1.0], "gate threshold -1"),
+                                  ([0.1] * 5 + [float("inf")], "gate threshold inf")):
+            try:
+                hello(fingerprint=fingerprint, thresholds=thresholds)
+                check(False, f"gate thresholds refused ({words})")
+            except grpc.RpcError as e:
+                check(e.code() == grpc.StatusCode.FAILED_PRECONDITION and words in e.details(),
+                      f"gate thresholds refused: {e.details()!r}")
+        check(hello(fingerprint=fingerprint, thresholds=[0.1] * n_layer).session > 0,
+              "a hello with a gate threshold per layer opens a session")
         session = hello(fingerprint=fingerprint).session
         check(session > 0, "a hello with the right model, version and shard opens a session")
 

@@ -283,6 +283,23 @@ TEST_F(StepProtocolTest, HelloCarriesTheShardAndRefusesAnotherModel) {
   EXPECT_EQ(got.owned[1], layout_.owned[1]);
   std::vector<uint8_t> cut(hello.begin(), hello.end() - 4);
   EXPECT_THAT(ParseHello(cut.data(), cut.size(), fp, &got).message(), HasSubstr("add up to"));
+  EXPECT_TRUE(got.gate_thresholds.empty());
+  // --sparse cats' thresholds, one per layer, between the counts and the ids.
+  const std::vector<float> levels = {0.25f, 0.5f};
+  const std::vector<uint8_t> cats = WriteHello(fp, 4, layout_.owned, levels);
+  ASSERT_EQ(cats.size(), hello.size() + 2 * sizeof(float));
+  ASSERT_TRUE(ParseHello(cats.data(), cats.size(), fp, &got).ok());
+  EXPECT_EQ(got.gate_thresholds, levels);
+  EXPECT_EQ(got.owned, layout_.owned);
+  std::vector<uint8_t> one_short(cats.begin(), cats.end() - 4);
+  EXPECT_THAT(ParseHello(one_short.data(), one_short.size(), fp, &got).message(),
+              HasSubstr("add up to"));
+  const std::vector<uint8_t> three = WriteHello(fp, 4, layout_.owned, {0.1f, 0.2f, 0.3f});
+  EXPECT_THAT(ParseHello(three.data(), three.size(), fp, &got).message(),
+              HasSubstr("3 gate thresholds"));
+  ShardLayout bad = layout_;
+  bad.gate_thresholds = {0.1f, -1.0f};
+  EXPECT_THAT(bad.Finish().message(), HasSubstr("layer 1's gate threshold -1"));
 }
 
 // Two threads as the two processes: every message arrives once, in order,

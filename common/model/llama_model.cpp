@@ -429,6 +429,13 @@ bool SupportsSparseFfn(const LlamaModel& model, std::string* why) {
   return true;
 }
 
+bool SupportsNeuronSplit(const LlamaModel& model, bool gate_thresholds, std::string* why) {
+  if (!gate_thresholds) return SupportsSparseFfn(model, why);
+  const Status s = CheckCatsSupport(model);
+  if (!s.ok()) *why = s.message();
+  return s.ok();
+}
+
 Status CheckCatsSupport(const LlamaModel& model) {
   for (size_t i = 0; i < model.layers.size(); ++i) {
     if (!model.layers[i].ffn_down_t.present()) {

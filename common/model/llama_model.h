@@ -175,6 +175,10 @@ void RopeAnglesOf(const LlamaConfig& c, int pos, float* cs);
 // ReLU-family activation and ffn_down_t in every layer. Otherwise *why says
 // what is missing (the FFN then runs dense, which is still exact).
 bool SupportsSparseFfn(const LlamaModel& model, std::string* why);
+// Whether the FFN can be cut by neuron across shards (the hot/cold split,
+// cpu workers): SupportsSparseFfn, or with `gate_thresholds` (--sparse cats
+// decides which neurons pass) any activation with ffn_down_t.
+bool SupportsNeuronSplit(const LlamaModel& model, bool gate_thresholds, std::string* why);
 // Whether the model can take --sparse cats (any activation; each computed
 // neuron's down row must be a row: ffn_down_t), else why not, naming the
 // command that writes ffn_down_t.

@@ -100,8 +100,24 @@ void ActivationStats::Init(int n_layer, int n_ff) {
 
 void ActivationStats::OnGate(int layer, int batch, const float* a) {
   if (layer < 0 || layer >= n_layer_) return;
+  if (!pass_thresholds_.empty()) {
+    const float t = pass_thresholds_[layer];
+    int64_t* c = mutable_counts(layer);
+    for (int b = 0; b < batch; ++b) {
+      const float* row = a + static_cast<int64_t>(b) * n_ff_;
+      for (int i = 0; i < n_ff_; ++i) c[i] += std::fabs(row[i]) > t;
+    }
+    return;
+  }
   if (gates_.empty()) gates_.Init(n_layer_);
   gates_.Add(layer, a, static_cast<int64_t>(batch) * n_ff_);
+}
+
+void ActivationStats::CountGatePasses(const std::vector<float>& thresholds, double target) {
+  pass_thresholds_ = thresholds;
+  pass_target = target;
+  std::fill(counts_.begin(), counts_.end(), 0);
+  n_tokens_ = 0;
 }
 
 void ActivationStats::FinishGateQuantiles() {
@@ -114,6 +130,10 @@ void ActivationStats::FinishGateQuantiles() {
 
 void ActivationStats::OnFfn(int layer, int batch, const float* act) {
   if (layer < 0 || layer >= n_layer_) return;
+  if (!pass_thresholds_.empty()) {  // OnGate counts
+    if (layer == 0) n_tokens_ += batch;
+    return;
+  }
   int64_t* c = mutable_counts(layer);
   for (int b = 0; b < batch; ++b) {
     const float* row = act + static_cast<int64_t>(b) * n_ff_;
@@ -154,6 +174,9 @@ Status WriteActivationStats(const ActivationStats& stats, const std::string& pat
   w.Set("pi.stats.activation", GgufValue::String(stats.activation));
   w.Set("pi.stats.corpus", GgufValue::String(stats.corpus));
   w.Set("pi.stats.n_ctx", GgufValue::U32(static_cast<uint32_t>(std::max(0, stats.n_ctx))));
+  if (stats.pass_target >= 0) {
+    w.Set("pi.stats.pass_target", GgufValue::F32(static_cast<float>(stats.pass_target)));
+  }
   std::vector<int32_t> row(stats.n_ff());
   for (int il = 0; il < stats.n_layer(); ++il) {
     const int64_t* c = stats.counts(il);
@@ -199,6 +222,11 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
   PI_RETURN_IF_ERROR(f.GetString("pi.stats.activation", &activation));
   PI_RETURN_IF_ERROR(f.GetString("pi.stats.corpus", &corpus));
   PI_RETURN_IF_ERROR(f.GetU32Opt("pi.stats.n_ctx", &n_ctx));
+  float pass_target = -1.0f;
+  PI_RETURN_IF_ERROR(f.GetF32Opt("pi.stats.pass_target", &pass_target));
+  if (pass_target != -1.0f && !(pass_target >= 0 && pass_target < 1)) {
+    return Status::Error("pi.stats.pass_target %g is not a share in [0, 1)", pass_target);
+  }
   PI_RETURN_IF_ERROR(f.GetStringOpt("pi.stats.shape_fingerprint", &shape_fp));
   PI_RETURN_IF_ERROR(f.GetStringOpt("pi.stats.weight_signs", &signs));
   if (!signs.empty() &&
@@ -277,6 +305,7 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
   s.activation = activation;
   s.corpus = corpus;
   s.n_ctx = static_cast<int>(n_ctx);
+  s.pass_target = pass_target;
   *stats = std::move(s);
   return Status::Ok();
 }

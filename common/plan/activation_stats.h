@@ -19,6 +19,9 @@
 //   blk.N.ffn_gate_quantiles    F32 [101], one per layer or none: the
 //                               quantiles of |act(gate x)| over the profiled
 //                               neurons and tokens (gate_thresholds.h)
+//   pi.stats.pass_target        f32 (optional): the counts are of neurons
+//                               whose |act(gate x)| passed --sparse cats'
+//                               thresholds for this target (SiLU models)
 // Readers match tensors to layers by the number in the name, never by sorting
 // names (PowerInfer bug #247 sorted "blk.10" before "blk.2").
 #pragma once
@@ -50,10 +53,16 @@ class ActivationStats : public FfnObserver {
   // Counts, per neuron, the rows of `act` ([batch, n_ff]) where it is
   // non-zero. Layer 0's calls also count tokens seen. Allocates nothing.
   void OnFfn(int layer, int batch, const float* act) override;
-  // Counts the activated gates' magnitudes (for gate_quantiles).
+  // Counts the activated gates' magnitudes (for gate_quantiles), or in
+  // CountGatePasses' mode the neurons whose |act(gate)| passes.
   void OnGate(int layer, int batch, const float* a) override;
   // gate_quantiles from the magnitudes OnGate counted (none counted: left).
   void FinishGateQuantiles();
+  // For a model whose neurons never fall silent (SiLU, GELU): from now on a
+  // neuron's count is how often |act(gate x)| passes its layer's threshold
+  // (--sparse cats at `target`, GateThresholdsFor), what placement then
+  // ranks by; counts and tokens start again from zero.
+  void CountGatePasses(const std::vector<float>& thresholds, double target);
 
   int n_layer() const { return n_layer_; }
   int n_ff() const { return n_ff_; }
@@ -78,9 +87,13 @@ class ActivationStats : public FfnObserver {
   // [n_layer][kGateQuantilePoints] or empty: |act(gate x)|'s quantiles per
   // layer, what --sparse cats' thresholds are read from.
   std::vector<float> gate_quantiles;
+  // >= 0: the counts are of gate passes at this --sparse cats target
+  // (CountGatePasses), not of exact firings.
+  double pass_target = -1;
 
  private:
-  GateHistogram gates_;  // while profiling (OnGate)
+  GateHistogram gates_;                 // while profiling (OnGate)
+  std::vector<float> pass_thresholds_;  // [n_layer] in CountGatePasses' mode
   int n_layer_ = 0;
   int n_ff_ = 0;
   uint64_t n_tokens_ = 0;

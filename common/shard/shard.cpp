@@ -4,10 +4,10 @@
 
 namespace pi {
 
-Status ValidateHotNeurons(const LlamaModel& model,
-                          const std::vector<std::vector<int32_t>>& hot_ids) {
+Status ValidateHotNeurons(const LlamaModel& model, const std::vector<std::vector<int32_t>>& hot_ids,
+                          bool gate_thresholds) {
   std::string why;
-  if (!SupportsSparseFfn(model, &why)) {
+  if (!SupportsNeuronSplit(model, gate_thresholds, &why)) {
     return Status::Error("the hot/cold FFN split needs a sparse-capable model: %s", why.c_str());
   }
   const LlamaConfig& c = model.config;

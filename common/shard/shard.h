@@ -67,9 +67,10 @@ class Shard {
   virtual Status Recover() { return Status::Error("%s cannot be recovered", name()); }
 };
 
-// Checks hot neuron sets against a model: the model supports sparse FFNs
-// (SupportsSparseFfn), one set per layer, ids sorted, unique and < n_ff.
-Status ValidateHotNeurons(const LlamaModel& model,
-                          const std::vector<std::vector<int32_t>>& hot_ids);
+// Checks hot neuron sets against a model: its FFN can be cut by neuron
+// (SupportsNeuronSplit, with `gate_thresholds` for --sparse cats), one set
+// per layer, ids sorted, unique and < n_ff.
+Status ValidateHotNeurons(const LlamaModel& model, const std::vector<std::vector<int32_t>>& hot_ids,
+                          bool gate_thresholds = false);
 
 }  // namespace pi

@@ -18,9 +18,15 @@ void Put(std::vector<uint8_t>* out, const void* data, size_t n) {
 
 std::vector<uint8_t> WriteHelloOfKind(uint32_t magic, uint64_t model_fingerprint, int max_batch,
                                       const void* prefix, size_t prefix_bytes,
-                                      const std::vector<std::vector<int32_t>>& owned) {
-  const HelloHeader h{magic, kStepProtocolVersion, model_fingerprint,
-                      static_cast<int32_t>(owned.size()), max_batch};
+                                      const std::vector<std::vector<int32_t>>& owned,
+                                      const std::vector<float>& thresholds) {
+  const HelloHeader h{magic,
+                      kStepProtocolVersion,
+                      model_fingerprint,
+                      static_cast<int32_t>(owned.size()),
+                      max_batch,
+                      static_cast<int32_t>(thresholds.size()),
+                      0};
   std::vector<uint8_t> out;
   Put(&out, &h, sizeof h);
   Put(&out, prefix, prefix_bytes);
@@ -28,15 +34,17 @@ std::vector<uint8_t> WriteHelloOfKind(uint32_t magic, uint64_t model_fingerprint
     const int32_t n = static_cast<int32_t>(ids.size());
     Put(&out, &n, sizeof n);
   }
+  Put(&out, thresholds.data(), sizeof(float) * thresholds.size());
   for (const std::vector<int32_t>& ids : owned) Put(&out, ids.data(), sizeof(int32_t) * ids.size());
   return out;
 }
 
 // Checks the header (magic, version, fingerprint), copies the `prefix_bytes`
-// after it into `prefix`, and reads the id lists behind them.
+// after it into `prefix`, and reads the id lists and thresholds behind them.
 Status ParseHelloOfKind(const uint8_t* data, size_t size, uint32_t magic,
                         uint64_t model_fingerprint, void* prefix, size_t prefix_bytes,
-                        HelloHeader* header, std::vector<std::vector<int32_t>>* owned) {
+                        HelloHeader* header, std::vector<std::vector<int32_t>>* owned,
+                        std::vector<float>* thresholds) {
   HelloHeader h;
   if (size < sizeof h + prefix_bytes) {
     return Status::Error("hello: %zu bytes, shorter than its header", size);
@@ -61,10 +69,13 @@ Status ParseHelloOfKind(const uint8_t* data, size_t size, uint32_t magic,
   const size_t body = size - sizeof h - prefix_bytes;
   const size_t words = body / sizeof(int32_t);
   if (body % sizeof(int32_t) != 0 || h.n_layer < 1 || static_cast<size_t>(h.n_layer) > words ||
-      h.max_batch < 1 || h.max_batch > 4096) {
-    return Status::Error("hello: %d layers, max batch %d in %zu bytes", h.n_layer, h.max_batch,
-                         size);
+      h.max_batch < 1 || h.max_batch > 4096 ||
+      (h.n_thresholds != 0 && h.n_thresholds != h.n_layer) || h.reserved != 0 ||
+      static_cast<size_t>(h.n_layer) + h.n_thresholds > words) {
+    return Status::Error("hello: %d layers, max batch %d, %d gate thresholds in %zu bytes",
+                         h.n_layer, h.max_batch, h.n_thresholds, size);
   }
+  const size_t fixed = static_cast<size_t>(h.n_layer) + static_cast<size_t>(h.n_thresholds);
   const uint8_t* p = data + sizeof h + prefix_bytes;
   std::vector<int32_t> counts(h.n_layer);
   memcpy(counts.data(), p, sizeof(int32_t) * counts.size());
@@ -73,11 +84,14 @@ Status ParseHelloOfKind(const uint8_t* data, size_t size, uint32_t magic,
     if (c < 0) return Status::Error("hello: a negative neuron count (%d)", c);
     total += static_cast<size_t>(c);
   }
-  if (total != words - counts.size()) {
+  if (total != words - fixed) {
     return Status::Error("hello: the counts add up to %zu ids, the message holds %zu", total,
-                         words - counts.size());
+                         words - fixed);
   }
   p += sizeof(int32_t) * counts.size();
+  thresholds->assign(h.n_thresholds, 0.0f);
+  if (h.n_thresholds > 0) memcpy(thresholds->data(), p, sizeof(float) * h.n_thresholds);
+  p += sizeof(float) * h.n_thresholds;
   owned->assign(h.n_layer, {});
   for (int l = 0; l < h.n_layer; ++l) {
     if (counts[l] == 0) continue;  // (memcpy into an empty vector's null data is undefined)
@@ -98,15 +112,17 @@ uint32_t HelloMagic(const uint8_t* data, size_t size) {
 }
 
 std::vector<uint8_t> WriteHello(uint64_t model_fingerprint, int max_batch,
-                                const std::vector<std::vector<int32_t>>& owned) {
-  return WriteHelloOfKind(kHelloMagic, model_fingerprint, max_batch, nullptr, 0, owned);
+                                const std::vector<std::vector<int32_t>>& owned,
+                                const std::vector<float>& gate_thresholds) {
+  return WriteHelloOfKind(kHelloMagic, model_fingerprint, max_batch, nullptr, 0, owned,
+                          gate_thresholds);
 }
 
 Status ParseHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
                   ShardLayout* layout) {
   HelloHeader h;
-  PI_RETURN_IF_ERROR(
-      ParseHelloOfKind(data, size, kHelloMagic, model_fingerprint, nullptr, 0, &h, &layout->owned));
+  PI_RETURN_IF_ERROR(ParseHelloOfKind(data, size, kHelloMagic, model_fingerprint, nullptr, 0, &h,
+                                      &layout->owned, &layout->gate_thresholds));
   layout->n_layer = h.n_layer;
   layout->max_batch = h.max_batch;
   return Status::Ok();
@@ -123,7 +139,7 @@ std::vector<uint8_t> WriteDeviceHello(uint64_t model_fingerprint, const DevicePl
                           plan.n_seq,
                           plan.first_layer,
                           0};
-  return WriteHelloOfKind(kDeviceHelloMagic, model_fingerprint, 1, &p, sizeof p, plan.hot);
+  return WriteHelloOfKind(kDeviceHelloMagic, model_fingerprint, 1, &p, sizeof p, plan.hot, {});
 }
 
 Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
@@ -131,8 +147,10 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
   HelloHeader h;
   DeviceHelloPlan p;
   std::vector<std::vector<int32_t>> hot;
-  PI_RETURN_IF_ERROR(
-      ParseHelloOfKind(data, size, kDeviceHelloMagic, model_fingerprint, &p, sizeof p, &h, &hot));
+  std::vector<float> thresholds;
+  PI_RETURN_IF_ERROR(ParseHelloOfKind(data, size, kDeviceHelloMagic, model_fingerprint, &p,
+                                      sizeof p, &h, &hot, &thresholds));
+  if (!thresholds.empty()) return Status::Error("hello: a device takes no gate thresholds");
   auto cache_type_ok = [](int32_t t) {
     return t == static_cast<int32_t>(DType::kF32) || t == static_cast<int32_t>(DType::kF16) ||
            t == static_cast<int32_t>(DType::kQ8_0);

@@ -1,10 +1,12 @@
 // The messages that open and close a worker session, as bytes for the
 // shared-memory channel: Hello (protocol version, the model's fingerprint,
-// the shard the worker must own, the largest batch) and its reply (what the
-// worker loaded, or why it refused), and Bye. Validated like step messages:
-// every count is checked against the message size before it is read.
+// the shard the worker must own, the largest batch, --sparse cats' gate
+// thresholds) and its reply (what the worker loaded, or why it refused), and
+// Bye. Validated like step messages: every count is checked against the
+// message size before it is read.
 //
-//   hello = HelloHeader | counts [n_layer] i32 | ids [sum of counts] i32
+//   hello = HelloHeader | counts [n_layer] i32 | thresholds [n_thresholds] f32
+//           | ids [sum of counts] i32
 //   reply = HelloReply  | message, UTF-8
 #pragma once
 
@@ -30,8 +32,10 @@ struct HelloHeader {
   uint64_t model_fingerprint;
   int32_t n_layer;
   int32_t max_batch;
+  int32_t n_thresholds;  // 0, or n_layer: one gate threshold per layer (--sparse cats)
+  int32_t reserved;      // 0
 };
-static_assert(sizeof(HelloHeader) == 24, "wire layout");
+static_assert(sizeof(HelloHeader) == 32, "wire layout");
 
 struct HelloReply {
   uint32_t magic;
@@ -63,13 +67,16 @@ static_assert(sizeof(DeviceHelloPlan) == 40, "wire layout");
 // The magic a hello starts with (kHelloMagic, kDeviceHelloMagic), or 0.
 uint32_t HelloMagic(const uint8_t* data, size_t size);
 
-// A hello for this shard (owned ids per layer) as bytes.
+// A hello for this shard (owned ids per layer; gate thresholds, one per
+// layer, or none) as bytes.
 std::vector<uint8_t> WriteHello(uint64_t model_fingerprint, int max_batch,
-                                const std::vector<std::vector<int32_t>>& owned);
+                                const std::vector<std::vector<int32_t>>& owned,
+                                const std::vector<float>& gate_thresholds = {});
 
 // Parses a hello: checks magic, version, the fingerprint against the
 // worker's model and the counts against the size; fills layout.owned,
-// n_layer and max_batch (the caller sets n_embd and n_ff and calls Finish).
+// gate_thresholds, n_layer and max_batch (the caller sets n_embd and n_ff
+// and calls Finish, which checks the thresholds' values).
 Status ParseHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
                   ShardLayout* layout);
 

@@ -1,5 +1,7 @@
 #include "common/transport/step_message.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
@@ -94,6 +96,16 @@ Status ShardLayout::Finish() {
     return Status::Invalid(
         "shard: bad sizes (%d layers, n_embd %d, n_ff %d, max batch %d, %zu lists)", n_layer,
         n_embd, n_ff, max_batch, owned.size());
+  }
+  if (!gate_thresholds.empty() && gate_thresholds.size() != static_cast<size_t>(n_layer)) {
+    return Status::Invalid("shard: %zu gate thresholds for %d layers", gate_thresholds.size(),
+                           n_layer);
+  }
+  for (size_t l = 0; l < gate_thresholds.size(); ++l) {
+    if (!std::isfinite(gate_thresholds[l]) || gate_thresholds[l] < 0) {
+      return Status::Invalid("shard: layer %zu's gate threshold %g is not finite and >= 0", l,
+                             gate_thresholds[l]);
+    }
   }
   is_owned.assign(n_layer, std::vector<uint8_t>(n_ff, 0));
   for (int l = 0; l < n_layer; ++l) {

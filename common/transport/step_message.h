@@ -40,7 +40,7 @@
 
 namespace pi {
 
-inline constexpr uint32_t kStepProtocolVersion = 4;
+inline constexpr uint32_t kStepProtocolVersion = 5;
 inline constexpr uint32_t kStepRequestMagic = 0x54535049;  // bytes "IPST"
 inline constexpr uint32_t kStepReplyMagic = 0x52535049;    // bytes "IPSR"
 inline constexpr size_t kMaxErrorBytes = 512;              // an error reply's message, at most
@@ -116,7 +116,10 @@ struct ShardLayout {
   // Steps compute every owned neuron of the layer (n_ids must be -1; the
   // gate decides): a gpu_worker's hot neurons, as the in-process split.
   bool whole_layers = false;
-  std::vector<std::vector<int32_t>> owned;     // [n_layer] sorted ids
+  std::vector<std::vector<int32_t>> owned;  // [n_layer] sorted ids
+  // [n_layer] with --sparse cats: the |act(gate x)| a neuron must pass in
+  // each layer (NeuronRows::threshold); empty: 0 everywhere (ReLU firing).
+  std::vector<float> gate_thresholds;
   std::vector<std::vector<uint8_t>> is_owned;  // [n_layer][n_ff], filled by Finish()
 
   // Fills is_owned and checks the lists (sorted, unique, < n_ff).

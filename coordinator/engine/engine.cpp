@@ -48,10 +48,10 @@ static Status CheckCatsOptions(const LlamaModel& model, const EngineOptions& o) 
     }
   }
   PI_RETURN_IF_ERROR(CheckCatsSupport(model));
-  if (o.hot_shard || o.device || !o.cold_shards.empty()) {
+  if (o.device) {
     return Status::Unsupported(
-        "--sparse cats runs the FFN in this process only, not yet with a --vram-budget split or "
-        "cpu workers");
+        "--sparse cats with a GPU's whole layers (the device path) is not built yet: "
+        "--ffn-backend host splits the hot neurons on the CPU");
   }
   return Status::Ok();
 }

@@ -36,7 +36,7 @@ void FfnBlock::InitPredictor(float threshold) {
 }
 
 Status FfnBlock::InitColdPart(const std::vector<std::vector<int32_t>>& hot_ids) {
-  PI_RETURN_IF_ERROR(ValidateHotNeurons(*model_, hot_ids));
+  PI_RETURN_IF_ERROR(ValidateHotNeurons(*model_, hot_ids, !gate_thresholds_.empty()));
   cold_ids_.assign(c_.n_layer, {});
   is_hot_.assign(c_.n_layer, std::vector<uint8_t>(c_.n_ff, 0));
   for (int l = 0; l < c_.n_layer; ++l) {
@@ -49,7 +49,8 @@ Status FfnBlock::InitColdPart(const std::vector<std::vector<int32_t>>& hot_ids) 
 }
 
 Status FfnBlock::InitColdShards(const std::vector<Shard*>& shards) {
-  PI_RETURN_IF_ERROR(router_.Init(*model_, shards, is_hot_, sparse_rows_, &events_));
+  PI_RETURN_IF_ERROR(
+      router_.Init(*model_, shards, is_hot_, sparse_rows_, &events_, gate_thresholds_));
   if (!router_.empty()) sparse_rows_ = router_.max_rows();
   return Status::Ok();
 }
@@ -179,7 +180,8 @@ void FfnBlock::FinishHotShard(int il, int n, bool started, float* y, ThreadPool*
   // Lost: the hot neurons run here, summed apart and added as the shard's
   // sums would be.
   const LlamaLayer& layer = model_->layers[il];
-  const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  if (!gate_thresholds_.empty()) rows.threshold = gate_thresholds_[il];
   std::memset(y_hot_.data(), 0, sizeof(float) * n * d);
   const std::vector<int32_t>& hot = hot_shard_->owned()[il];
   for (int b = 0; b < n; ++b) {

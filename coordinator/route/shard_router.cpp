@@ -6,11 +6,11 @@ namespace pi {
 
 Status ShardRouter::Init(const LlamaModel& model, const std::vector<Shard*>& shards,
                          const std::vector<std::vector<uint8_t>>& is_hot, int max_rows,
-                         ShardEvents* events) {
+                         ShardEvents* events, const std::vector<float>& gate_thresholds) {
   if (shards.empty()) return Status::Ok();
   if (shards.size() > 1024) return Status::Error("%zu shards: at most 1024", shards.size());
   std::string why;
-  if (!SupportsSparseFfn(model, &why)) {
+  if (!SupportsNeuronSplit(model, !gate_thresholds.empty(), &why)) {
     return Status::Error("cold neurons on workers need a sparse-capable model: %s", why.c_str());
   }
   const LlamaConfig& c = model.config;
@@ -32,6 +32,7 @@ Status ShardRouter::Init(const LlamaModel& model, const std::vector<Shard*>& sha
     }
   }
   model_ = &model;
+  gate_thresholds_ = gate_thresholds;
   n_ff_ = c.n_ff;
   n_embd_ = c.n_embd;
   shards_ = shards;
@@ -91,7 +92,8 @@ int64_t ShardRouter::Start(int il, int n, const int32_t* const* ids, const int64
 int64_t ShardRouter::Finish(int il, int n, const float* x, float* y, NeuronFfn* neurons,
                             ThreadPool* pool) {
   const LlamaLayer& layer = model_->layers[il];
-  const NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
+  if (!gate_thresholds_.empty()) rows.threshold = gate_thresholds_[il];
   int64_t fired_total = 0;
   for (size_t k = 0; k < shards_.size(); ++k) {  // in shard order: sums do not depend on timing
     if (health_[k].down()) continue;

@@ -29,8 +29,11 @@ class ShardRouter {
   // layer l's neuron i is on the hot shard; empty: none are), and outlive the
   // router; the model must support sparse FFNs. Steps carry at most
   // max_rows rows (and no more than any shard's max_batch: max_rows()).
+  // gate_thresholds (--sparse cats: one per layer, or empty) are the levels
+  // the shards were opened with, for a lost shard's neurons computed here.
   Status Init(const LlamaModel& model, const std::vector<Shard*>& shards,
-              const std::vector<std::vector<uint8_t>>& is_hot, int max_rows, ShardEvents* events);
+              const std::vector<std::vector<uint8_t>>& is_hot, int max_rows, ShardEvents* events,
+              const std::vector<float>& gate_thresholds = {});
   bool empty() const { return shards_.empty(); }
   int max_rows() const { return max_rows_; }
 
@@ -48,6 +51,7 @@ class ShardRouter {
 
  private:
   const LlamaModel* model_ = nullptr;
+  std::vector<float> gate_thresholds_;  // [n_layer] or empty
   int64_t n_ff_ = 0, n_embd_ = 0;
   int max_rows_ = 1;
   std::vector<Shard*> shards_;

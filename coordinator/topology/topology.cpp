@@ -108,11 +108,12 @@ Status StartDeviceWorkers(const char* tool, const Topology& t, const LlamaModel&
 }
 
 Status StartGpuWorker(const char* tool, const Topology& t, const LlamaModel& model,
-                      const std::vector<std::vector<int32_t>>& hot, Workers* out) {
+                      const std::vector<std::vector<int32_t>>& hot,
+                      const std::vector<float>& gate_thresholds, Workers* out) {
   WorkerProcessOptions o = GpuWorkerProcess(t);
   o.extra_args.insert(o.extra_args.begin(), {"--ffn-backend", t.ffn_backend});
   auto w = std::make_unique<RemoteShard>(NewShmLink(o), ShardOptions(t));
-  PI_RETURN_IF_ERROR(w->Open(model, hot));
+  PI_RETURN_IF_ERROR(w->Open(model, hot, gate_thresholds));
   if (tool) {
     fprintf(stderr, "%s: %s (shm): %s backend, %.1f MiB of hot neurons, %lld neurons\n", tool,
             w->name(), w->backend(), w->resident_bytes() / 1048576.0,
@@ -126,7 +127,7 @@ Status StartColdWorkers(const char* tool, const Topology& t, const LlamaModel& m
                         const EngineOptions& engine, Workers* out) {
   const int n_local = t.cpu_workers, n_remote = static_cast<int>(t.remote_workers.size());
   if (n_local + n_remote == 0) return Status::Ok();
-  PI_RETURN_IF_ERROR(CheckCpuWorkersPossible(model));
+  PI_RETURN_IF_ERROR(CheckCpuWorkersPossible(model, !engine.gate_thresholds.empty()));
 #ifndef PI_HAVE_GRPC
   if (n_remote > 0) {
     return Status::Unsupported("--cpu-worker needs a build with gRPC (PI_GRPC)");
@@ -148,7 +149,7 @@ Status StartColdWorkers(const char* tool, const Topology& t, const LlamaModel& m
 #endif
     }
     auto w = std::make_unique<RemoteShard>(std::move(link), ShardOptions(t));
-    PI_RETURN_IF_ERROR(w->Open(model, slices[k]));
+    PI_RETURN_IF_ERROR(w->Open(model, slices[k], engine.gate_thresholds));
     if (tool) {
       fprintf(stderr, "%s: %s (%s): %s backend, %.1f MiB of cold neurons, %lld neurons\n", tool,
               w->name(), w->transport(), w->backend(), w->resident_bytes() / 1048576.0,

@@ -73,9 +73,11 @@ struct Workers {
 Status StartDeviceWorkers(const char* tool, const Topology& t, const LlamaModel& model,
                           const DevicePlans& plans, Workers* out);
 
-// A pi-gpu-worker holding the hot neurons `hot` (its --ffn-backend: t.ffn_backend).
+// A pi-gpu-worker holding the hot neurons `hot` (its --ffn-backend: t.ffn_backend),
+// with --sparse cats' gate thresholds (one per layer, or none).
 Status StartGpuWorker(const char* tool, const Topology& t, const LlamaModel& model,
-                      const std::vector<std::vector<int32_t>>& hot, Workers* out);
+                      const std::vector<std::vector<int32_t>>& hot,
+                      const std::vector<float>& gate_thresholds, Workers* out);
 
 // The local cpu workers and the remote ones, the neurons `engine` leaves
 // cold split across all of them (and this process, t.coordinator_share).

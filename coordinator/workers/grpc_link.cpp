@@ -16,6 +16,9 @@ v1::HelloRequest HelloRequestOf(const WorkerHello& h) {
   for (const std::vector<int32_t>& ids : h.device ? h.device->hot : *h.owned) {
     hello.add_owned()->mutable_ids()->Add(ids.begin(), ids.end());
   }
+  if (h.gate_thresholds) {
+    hello.mutable_gate_thresholds()->Add(h.gate_thresholds->begin(), h.gate_thresholds->end());
+  }
   if (const DevicePlan* plan = h.device) {
     v1::DevicePlan* d = hello.mutable_device();
     d->set_first_layer(plan->first_layer);

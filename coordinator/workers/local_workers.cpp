@@ -38,9 +38,9 @@ std::vector<std::vector<std::vector<int32_t>>> SplitColdNeurons(const LlamaModel
   return owned;
 }
 
-Status CheckCpuWorkersPossible(const LlamaModel& model) {
+Status CheckCpuWorkersPossible(const LlamaModel& model, bool gate_thresholds) {
   std::string why;
-  if (!SupportsSparseFfn(model, &why)) {
+  if (!SupportsNeuronSplit(model, gate_thresholds, &why)) {
     return Status::Error("cpu workers compute cold neurons, which needs a sparse-capable model: %s",
                          why.c_str());
   }

@@ -21,8 +21,8 @@ std::vector<std::vector<int32_t>> HotNeuronSets(const LlamaModel& model,
                                                 const EngineOptions& options);
 
 // An error saying why, unless the model's FFN can be split off to cpu
-// workers (SupportsSparseFfn).
-Status CheckCpuWorkersPossible(const LlamaModel& model);
+// workers (SupportsNeuronSplit; gate_thresholds: under --sparse cats).
+Status CheckCpuWorkersPossible(const LlamaModel& model, bool gate_thresholds = false);
 
 // The neurons that are not hot, in each layer, split across n workers by
 // index (neuron i of the non-hot ones to worker i mod n): [n][n_layer] ids.

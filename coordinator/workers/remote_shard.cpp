@@ -30,9 +30,11 @@ RemoteShard::~RemoteShard() {
   if (reopen_.joinable()) reopen_.join();
 }
 
-Status RemoteShard::Open(const LlamaModel& model, const std::vector<std::vector<int32_t>>& owned) {
+Status RemoteShard::Open(const LlamaModel& model, const std::vector<std::vector<int32_t>>& owned,
+                         const std::vector<float>& gate_thresholds) {
   model_ = &model;
   owned_ = owned;
+  gate_thresholds_ = gate_thresholds;
   n_embd_ = model.config.n_embd;
   return OpenSession(&resident_bytes_, &backend_);
 }
@@ -44,6 +46,7 @@ Status RemoteShard::OpenSession(int64_t* resident_bytes, std::string* backend) {
   hello.model_fingerprint = ModelFingerprint(*model_->file);
   hello.max_batch = b;
   hello.owned = &owned_;
+  if (!gate_thresholds_.empty()) hello.gate_thresholds = &gate_thresholds_;
   return link_->Open(hello, StepRequestBytes(b, c.n_embd, int64_t{b} * c.n_ff),
                      StepReplyBytes(b, c.n_embd) + kMessageSlack, resident_bytes, backend);
 }

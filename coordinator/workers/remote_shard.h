@@ -52,9 +52,12 @@ class RemoteShard : public Shard {
 
   // Opens the session: `model` is the coordinator's own mapping (its
   // fingerprint and sizes; it must outlive this); owned[l]: the sorted
-  // neuron ids of layer l the worker takes. Fails with the worker's reason
-  // (it could not start or be reached, a wrong token, another model, ...).
-  Status Open(const LlamaModel& model, const std::vector<std::vector<int32_t>>& owned);
+  // neuron ids of layer l the worker takes; gate_thresholds (--sparse cats:
+  // one per layer, or none) the level its neurons' activated gates must
+  // pass. Fails with the worker's reason (it could not start or be reached,
+  // a wrong token, another model, ...).
+  Status Open(const LlamaModel& model, const std::vector<std::vector<int32_t>>& owned,
+              const std::vector<float>& gate_thresholds = {});
 
   // Shard.
   const char* name() const override { return link_->name().c_str(); }
@@ -104,6 +107,7 @@ class RemoteShard : public Shard {
   RemoteShardOptions options_;
   const LlamaModel* model_ = nullptr;
   std::vector<std::vector<int32_t>> owned_;
+  std::vector<float> gate_thresholds_;  // sent in every hello (a reconnection's too)
   std::string backend_;
   int64_t resident_bytes_ = 0;
   int n_embd_ = 0;

@@ -23,9 +23,10 @@ class ShmLink : public WorkerLink {
 
   Status Open(const WorkerHello& h, size_t request_bytes, size_t reply_bytes,
               int64_t* resident_bytes, std::string* backend) override {
-    const std::vector<uint8_t> hello = h.device
-                                           ? WriteDeviceHello(h.model_fingerprint, *h.device)
-                                           : WriteHello(h.model_fingerprint, h.max_batch, *h.owned);
+    const std::vector<uint8_t> hello =
+        h.device ? WriteDeviceHello(h.model_fingerprint, *h.device)
+                 : WriteHello(h.model_fingerprint, h.max_batch, *h.owned,
+                              h.gate_thresholds ? *h.gate_thresholds : std::vector<float>());
     return process_.Spawn(options_, hello, request_bytes, reply_bytes, resident_bytes, backend);
   }
   void Drop() override { process_.Kill(); }

@@ -28,6 +28,8 @@ struct WorkerHello {
   // A shard's neurons per layer; with `device`, unused (the plan's hot ids).
   const std::vector<std::vector<int32_t>>* owned = nullptr;
   const DevicePlan* device = nullptr;  // set: whole layers (a device session)
+  // A shard's gate thresholds per layer (--sparse cats), or null.
+  const std::vector<float>* gate_thresholds = nullptr;
 };
 
 class WorkerLink {

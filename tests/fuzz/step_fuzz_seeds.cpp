@@ -38,5 +38,9 @@ int main(int argc, char** argv) {
   }
   ok &= pi::WriteSeedFile(dir + "/hello.bin",
                           pi::WriteHello(pi::ModelFingerprint(*model.file), 2, layout.owned));
+  // --sparse cats': one gate threshold per layer.
+  const std::vector<float> levels(layout.owned.size(), 0.25f);
+  ok &= pi::WriteSeedFile(dir + "/hello_cats.bin", pi::WriteHello(pi::ModelFingerprint(*model.file),
+                                                                  2, layout.owned, levels));
   return ok ? 0 : 1;
 }
