@@ -1,9 +1,9 @@
 // NeuronFfn::AccumulateRows — several rows, each with its own candidates —
 // against Accumulate run on each row alone: the sums, the fired counts and
 // the activations equal bit for bit, for every weight type, gated and
-// ungated activations, any thread count (each giving one thread's bits),
-// candidate sets from empty to all neurons, and more rows than one call's
-// scratch holds.
+// ungated activations (with --sparse cats' threshold too), any thread count (each giving one
+// thread's bits), candidate sets from empty to all neurons, and more rows than one call's scratch
+// holds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,7 +28,8 @@ struct Case {
   DType type;
   const char* act;
   const char* arch;
-  int n_embd = 256;  // above 1024 the kernels take their long-row tiles
+  int n_embd = 256;     // above 1024 the kernels take their long-row tiles
+  float threshold = 0;  // NeuronRows::threshold (--sparse cats)
 };
 
 class NeuronFfnRowsTest : public ::testing::TestWithParam<Case> {};
@@ -50,7 +51,8 @@ TEST_P(NeuronFfnRowsTest, EachRowEqualsItsSoloSum) {
   ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
   std::remove(path.c_str());
   const LlamaLayer& L = m.layers[0];
-  const NeuronRows rows{&L.ffn_gate, &L.ffn_up, &L.ffn_down_t};
+  NeuronRows rows{&L.ffn_gate, &L.ffn_up, &L.ffn_down_t};
+  rows.threshold = GetParam().threshold;
   const int64_t d = o.n_embd, ff = o.n_ff;
 
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -135,10 +137,13 @@ INSTANTIATE_TEST_SUITE_P(Types, NeuronFfnRowsTest,
                                            Case{DType::kQ8_0, "relu", "falcon"},
                                            Case{DType::kQ4_0, "relu", "llama", 2048},
                                            Case{DType::kQ8_0, "drelu", "llama", 1536},
-                                           Case{DType::kF16, "relu", "llama", 1280}),
+                                           Case{DType::kF16, "relu", "llama", 1280},
+                                           Case{DType::kQ8_0, "silu", "llama", 256, 0.25f},
+                                           Case{DType::kF32, "gelu", "falcon", 256, 0.2f}),
                          [](const auto& p) {
                            return std::string(DTypeName(p.param.type)) + "_" + p.param.act + "_" +
-                                  p.param.arch + "_" + std::to_string(p.param.n_embd);
+                                  p.param.arch + "_" + std::to_string(p.param.n_embd) +
+                                  (p.param.threshold > 0 ? "_threshold" : "");
                          });
 
 // A threshold: against a float64 reference from the dequantized rows, the

@@ -540,6 +540,9 @@ def main():
                     help="coefficient of the L1 penalty on FFN activations (0 = off)")
     ap.add_argument("--l1-warmup", type=float, default=0.2,
                     help="fraction of the steps over which the L1 coefficient ramps up")
+    ap.add_argument("--activation", choices=["relu", "silu", "drelu"], default="relu",
+                    help="the FFN's gate activation (silu: a dense model like Llama's, for "
+                         "--sparse cats; train it with --l1 0)")
     ap.add_argument("--n-embd", type=int, default=256)
     ap.add_argument("--n-layer", type=int, default=6)
     ap.add_argument("--n-head", type=int, default=8)
@@ -583,7 +586,7 @@ def main():
 
     cfg = Config(n_vocab=sp.get_piece_size(), n_embd=args.n_embd, n_layer=args.n_layer,
                  n_head=args.n_head, n_head_kv=args.n_head_kv, n_ff=args.n_ff,
-                 n_ctx=args.n_ctx)
+                 n_ctx=args.n_ctx, activation=args.activation)
     assert args.seq <= cfg.n_ctx
     if args.load:
         model = build_model(cfg)
