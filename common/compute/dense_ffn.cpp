@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/compute/gate_activation.h"
 #include "common/compute/parallel_matmul.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
@@ -92,18 +93,7 @@ void DenseFfn::KeepGateActivations(bool on) {
 }
 
 void DenseFfn::KeepGate(int64_t n) {
-  const float* g = gate_.data();
-  float* a = gate_act_.data();
-  switch (c_.activation) {
-    case FfnActivation::kSilu:
-      for (int64_t i = 0; i < n; ++i) a[i] = SiluOf(g[i]);
-      break;
-    case FfnActivation::kGeluUp:
-      for (int64_t i = 0; i < n; ++i) a[i] = GeluOf(g[i]);
-      break;
-    default:
-      for (int64_t i = 0; i < n; ++i) a[i] = g[i] > 0.0f ? g[i] : 0.0f;
-  }
+  for (int64_t i = 0; i < n; ++i) gate_act_[i] = ActivatedGate(c_.activation, gate_[i]);
 }
 
 void DenseFfn::ReduceDownPartials(int batch, float* h, bool small, ThreadPool* pool) {

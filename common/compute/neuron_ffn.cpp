@@ -5,9 +5,9 @@
 #include <cstring>
 
 #include "common/base/progress.h"
+#include "common/compute/gate_activation.h"
 #include "common/compute/parallel_matmul.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/ops.h"
 
 namespace pi {
 
@@ -80,25 +80,10 @@ int64_t NeuronFfn::Union(int batch, const int32_t* const* lists, const int64_t* 
 int64_t NeuronFfn::PassGate(float* dots, const int32_t* ids, int64_t n, float t,
                             int32_t* out) const {
   int64_t m = 0;
-  switch (c_.activation) {
-    case FfnActivation::kSilu:
-      for (int64_t j = 0; j < n; ++j) {
-        const float a = SiluOf(dots[ids[j]]);
-        dots[ids[j]] = a;
-        if (std::fabs(a) > t) out[m++] = ids[j];
-      }
-      break;
-    case FfnActivation::kGeluUp:
-      for (int64_t j = 0; j < n; ++j) {
-        const float a = GeluOf(dots[ids[j]]);
-        dots[ids[j]] = a;
-        if (std::fabs(a) > t) out[m++] = ids[j];
-      }
-      break;
-    default:  // relu(g) > t >= 0 exactly when g > t, and relu(g) = g there
-      for (int64_t j = 0; j < n; ++j) {
-        if (dots[ids[j]] > t) out[m++] = ids[j];
-      }
+  for (int64_t j = 0; j < n; ++j) {
+    const float a = ActivatedGate(c_.activation, dots[ids[j]]);
+    dots[ids[j]] = a;
+    if (std::fabs(a) > t) out[m++] = ids[j];
   }
   return m;
 }

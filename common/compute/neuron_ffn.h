@@ -123,9 +123,9 @@ class NeuronFfn {
                     ThreadPool* pool, float* act_out);
   // 3: the partial sums added into y in chunk order.
   void SumPartials(int batch, float* y, bool small, ThreadPool* pool);
-  // act() of the deciding dots of candidates ids[0..n) in place (ReLU forms:
-  // left as they are, equal where they pass), and those that pass `t` into
-  // out, in order; returns how many.
+  // act() of the deciding dots of candidates ids[0..n) in place
+  // (ActivatedGate), and those that pass `t` into out, in order; returns how
+  // many.
   int64_t PassGate(float* dots, const int32_t* ids, int64_t n, float t, int32_t* out) const;
   // Row b's up dots, activations and down_t axpy for its active neurons at
   // positions [p0, p1), into its chunk k's partial sum.
