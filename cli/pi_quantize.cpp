@@ -305,13 +305,16 @@ static int Run(int argc, char** argv) {
   w.Set("general.file_type",
         pi::GgufValue::U32(mix_file_type != 0 ? mix_file_type : pi::GgufFileTypeOf(target)));
   if (!set_activation.empty()) {
-    // The forms the FFN can have: a gate or not (falcon's relu(up x)).
-    const bool gated = in->FindTensor("blk.0.ffn_gate.weight") != nullptr;
+    // The forms the FFN can have: a gate (phi3's fused into ffn_up) or not
+    // (falcon's relu(up x)).
+    std::string arch;
+    (void)in->GetStringOpt("general.architecture", &arch);
+    const bool gated = arch != "falcon";
     pi::FfnActivation a;
     if (!pi::ParseFfnActivation(set_activation, gated, &a)) {
       fprintf(stderr, "pi-quantize: --set-activation %s: this %s FFN takes %s\n",
               set_activation.c_str(), gated ? "gated" : "ungated",
-              gated ? "silu, relu or drelu" : "relu or gelu");
+              gated ? "silu, relu, drelu or gelu" : "relu or gelu");
       return 2;
     }
     w.Set(pi::kFfnActivationKey, pi::GgufValue::String(set_activation));

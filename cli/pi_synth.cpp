@@ -28,14 +28,20 @@ void Usage() {
           "  --type T              matrices: f32|f16|bf16|q8_0|q4_0|q4_K|q5_K|q6_K (default\n"
           "                        f32; norms are f32; the K types need n-embd, and n-ff\n"
           "                        without --down-t, multiples of 256)\n"
-          "  --arch A              llama|qwen2|qwen3|falcon (default llama). qwen2: llama's\n"
-          "                        tensors with Q/K/V biases, NeoX RoPE; qwen3: with Q/K head\n"
-          "                        norms instead. falcon: LayerNorm with biases,\n"
+          "  --arch A              llama|qwen2|qwen3|gemma2|gemma3|phi3|falcon (default\n"
+          "                        llama). qwen2: llama's tensors with Q/K/V biases, NeoX\n"
+          "                        RoPE; qwen3: with Q/K head norms instead. gemma2: post-\n"
+          "                        norms, GELU gate, soft-caps, sliding window on even\n"
+          "                        layers; gemma3: with head norms, no caps, 5 of 6 layers\n"
+          "                        slide; phi3: fused attn_qkv and gate+up, every layer\n"
+          "                        slides. falcon: LayerNorm with biases,\n"
           "                        fused attn_qkv (jploski layout), NeoX RoPE, parallel\n"
           "                        residual, FFN without a gate\n"
           "  --attn-norm-2         falcon: a separate FFN norm per layer (as Falcon-40B)\n"
-          "  --activation A        silu|relu|drelu for llama, relu|gelu for falcon (default\n"
-          "                        silu, falcon gelu; key pi.ffn_activation)\n"
+          "  --activation A        silu|relu|drelu|gelu, relu|gelu for falcon (default\n"
+          "                        silu, gemma and falcon gelu; key pi.ffn_activation)\n"
+          "  --sliding-window N    gemma2/gemma3/phi3: attention.sliding_window (default 4096)\n"
+          "  --softcap A,F         gemma2: attention and final logit soft-caps (default 50,30)\n"
           "  --no-activation-key   leave pi.ffn_activation out (the loader's default decides:\n"
           "                        relu with --down-t, else silu / falcon gelu)\n"
           "  --tied                no output.weight (the token embedding is reused)\n"
@@ -109,6 +115,14 @@ static int Run(int argc, char** argv) {
           }
         } else if (f == "--arch") {
           o.arch = args.String(f);
+        } else if (f == "--sliding-window") {
+          o.sliding_window = args.Int(f);
+        } else if (f == "--softcap") {
+          const std::string v = args.String(f);
+          if (!args.failed() &&
+              sscanf(v.c_str(), "%f,%f", &o.attn_softcap, &o.final_softcap) != 2) {
+            args.Fail("--softcap expects two numbers A,F, got '" + v + "'");
+          }
         } else if (f == "--attn-norm-2") {
           o.attn_norm_2 = true;
         } else if (f == "--activation") {
@@ -152,7 +166,10 @@ static int Run(int argc, char** argv) {
       },
       Usage);
   if (flags_rc >= 0) return flags_rc;
-  if (!activation_set && o.arch == "falcon") o.activation = "gelu";  // falcon's default
+  // falcon's and gemma's default
+  if (!activation_set && (o.arch == "falcon" || o.arch == "gemma2" || o.arch == "gemma3")) {
+    o.activation = "gelu";
+  }
   if (out.empty()) {
     fprintf(stderr, "pi-synth: -o OUT.gguf is required (see --help)\n");
     return 2;

@@ -108,6 +108,12 @@ Status CudaModelBackend::Validate(const LlamaModel& model, const DevicePlan& pla
                                FfnActivationName(a));
   }
   if (plan.n_layers == 0 && !plan.output) return Status::Ok();
+  if (const char* feature = c.GemmaFeature()) {
+    return Status::Unsupported(
+        "CUDA model backend: no kernel does %s (%s) yet: run this model on the CPU (no "
+        "--vram-budget)",
+        feature, c.arch.c_str());
+  }
   if (c.n_embd % 32 != 0) {
     return Status::Error("CUDA model backend: n_embd %d is not a multiple of 32", c.n_embd);
   }

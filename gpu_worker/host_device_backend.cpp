@@ -76,9 +76,15 @@ void HostDeviceBackend::BeginToken(const float* h, int seq, int pos) {
 
 void HostDeviceBackend::Merge() {
   if (!pending_) return;
+  pending_ = false;
+  const LlamaLayer& layer = model_->layers[pending_layer_];
+  if (layer.ffn_post_norm.present()) {  // gemma: the FFN's whole sum is normed first
+    for (size_t i = 0; i < h_.size(); ++i) y_cold_[i] += y_hot_[i];
+    AddResidual(model_->config, layer.ffn_post_norm, y_cold_.data(), h_.data());
+    return;
+  }
   for (size_t i = 0; i < h_.size(); ++i) h_[i] += y_hot_[i];
   for (size_t i = 0; i < h_.size(); ++i) h_[i] += y_cold_[i];
-  pending_ = false;
 }
 
 Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
@@ -121,6 +127,7 @@ Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
     fired_ += fired;
   }
   pending_ = true;
+  pending_layer_ = il;
   if (!has_cold) {
     std::fill(y_cold_.begin(), y_cold_.end(), 0.0f);
     Merge();
@@ -152,6 +159,7 @@ Status HostDeviceBackend::Head(const float* h, float* logits) {
       PrepareInput(x_.data(), c.n_embd, 1, head_q8_.data(), pool_.get(), ReadsQ8(m.output.type));
   const MatMulJob job[1] = {{&m.output, logits, c.n_vocab}};
   ParallelMatMul(pool_.get(), in, job, 1);
+  SoftCapLogits(c, logits, c.n_vocab);
   return Status::Ok();
 }
 

@@ -55,8 +55,9 @@ class HostDeviceBackend : public DeviceBackend {
   std::vector<uint32_t> mask_;
   std::vector<std::vector<uint8_t>> is_hot_;
   int seq_ = 0, pos_ = 0, next_layer_ = 0;
-  Status misuse_;         // the first call out of contract (sticky)
-  bool pending_ = false;  // a cold layer's sums wait for Merge
+  Status misuse_;          // the first call out of contract (sticky)
+  bool pending_ = false;   // a cold layer's sums wait for Merge
+  int pending_layer_ = 0;  // the layer they are from
   int64_t fired_ = 0;
 };
 

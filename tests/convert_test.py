@@ -10,8 +10,11 @@ gated FFN), in every mode the engine runs them:
 - llama-SiLU with GQA and tied embeddings (a BPE tokenizer.json);
 - Mistral-shaped (MistralForCausalLM, GQA) with --ffn-activation relu overriding hidden_act;
 - Qwen2 (Qwen2ForCausalLM: Q/K/V biases, rotate-half RoPE kept, tied), Qwen3 (head norms,
-  head_dim apart from hidden_size / heads; attention biases refused), and Llama 3.1's and
-  linear rope_scaling: logits equal torch's;
+  head_dim apart from hidden_size / heads; attention biases refused), Gemma 2 and Gemma 3
+  (Hugging Face's modeling_gemma2/3 written out here: (1 + w) norms, post-norms, GeGLU, soft-caps,
+  sliding windows, head norms and a local RoPE base; a query scale llama.cpp would not compute
+  refused), Phi-3 (fused qkv_proj and gate_up_proj, a window on every layer; LongRoPE refused),
+  and Llama 3.1's and linear rope_scaling: logits equal torch's;
 - dReLU (BambooForCausalLM, as Bamboo and TurboSparse-Mistral say it: hidden_act relu, applied
   to gate and up both): arch bamboo, pi.ffn_activation drelu, dense and --sparse oracle logits,
   greedy tokens as torch's;
@@ -141,6 +144,8 @@ def torch_forward(cfg, w, tokens):
 
     h = W["model.embed_tokens.weight"][tokens]
     mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
+    if cfg.get("_window"):  # Phi-3's sliding window, every layer
+        mask = sliding_mask(n, cfg["_window"])
     for l in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % l
         x = norm(h, W[p + "input_layernorm.weight"])
@@ -162,6 +167,85 @@ def torch_forward(cfg, w, tokens):
         h = h + f @ W[p + "mlp.down_proj.weight"].T
     head = W["lm_head.weight"] if "lm_head.weight" in W else W["model.embed_tokens.weight"]
     return (norm(h, W["model.norm.weight"]) @ head.T).numpy()
+
+
+# ---- Hugging Face's Gemma 2 / Gemma 3 in torch ---------------------------------------------
+
+def gemma_weights(cfg, seed):
+    """make_weights' tensors under Gemma's names: norms stored as w with (1 + w) applied
+    (GemmaRMSNorm), a norm before and after the FFN and after attention, Gemma 3's head
+    norms, a tied head."""
+    w = make_weights(cfg, seed)
+    g = torch.Generator().manual_seed(seed + 1000)
+    d, hd = cfg["hidden_size"], cfg["head_dim"]
+    out = {}
+    for k, v in w.items():
+        out[k] = v - 1 if k.endswith("norm.weight") else v
+    for l in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        for n in ("pre_feedforward_layernorm", "post_feedforward_layernorm"):
+            out[p + n + ".weight"] = torch.randn(d, generator=g) * 0.3
+        out[p + "post_attention_layernorm.weight"] = torch.randn(d, generator=g) * 0.3
+        if cfg["architectures"][0] == "Gemma3ForCausalLM":
+            for c in "qk":
+                out[p + "self_attn.%s_norm.weight" % c] = torch.randn(hd, generator=g) * 0.3
+    return out
+
+
+def sliding_mask(n, window):
+    """Causal, and a query at i sees keys j > i - window only (Gemma's sliding layers)."""
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    keep = (j <= i) & (i - j < window)
+    return torch.where(keep, 0.0, float("-inf")).double()
+
+
+def gemma_forward(cfg, w, tokens):
+    """Gemma2ForCausalLM / Gemma3ForCausalLM's forward (transformers' modeling_gemma2/3) in
+    float64: embeddings * sqrt(hidden_size); (1 + w) RMS norms; q.k * query_pre_attn_scalar
+    ** -0.5, soft-capped (Gemma 2); Gemma 3's q/k head norms and local RoPE base on sliding
+    layers; post-attention and post-FFN norms; gelu_pytorch_tanh(gate) * up; logits
+    soft-capped (Gemma 2)."""
+    gemma3 = cfg["architectures"][0] == "Gemma3ForCausalLM"
+    d, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd, eps = cfg["head_dim"], cfg.get("rms_norm_eps", 1e-6)
+    W = {k: v.double() for k, v in w.items()}
+    n = len(tokens)
+
+    def norm(x, g):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * (1 + g)
+
+    rope_global = rotate_half_rope(n, hd, cfg["rope_theta"], cfg.get("rope_scaling"))
+    rope_local = rotate_half_rope(n, hd, cfg.get("rope_local_base_freq", 10000.0))
+    causal = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
+    window = sliding_mask(n, cfg["sliding_window"])
+    cap_attn, cap_final = cfg.get("attn_logit_softcapping"), cfg.get("final_logit_softcapping")
+    h = W["model.embed_tokens.weight"][tokens] * d ** 0.5
+    for l in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        sliding = bool((l + 1) % cfg["sliding_window_pattern"]) if gemma3 else l % 2 == 0
+        x = norm(h, W[p + "input_layernorm.weight"])
+        q, k, v = (x @ W[p + "self_attn.%s_proj.weight" % c].T for c in "qkv")
+        q, k, v = q.view(n, nh, hd), k.view(n, nkv, hd), v.view(n, nkv, hd)
+        if gemma3:
+            q, k = norm(q, W[p + "self_attn.q_norm.weight"]), norm(k, W[p + "self_attn.k_norm.weight"])
+        rope = rope_local if gemma3 and sliding else rope_global
+        q, k, v = rope(q.transpose(0, 1)), rope(k.transpose(0, 1)), v.transpose(0, 1)
+        k, v = k.repeat_interleave(nh // nkv, 0), v.repeat_interleave(nh // nkv, 0)
+        s = q @ k.transpose(1, 2) * cfg["query_pre_attn_scalar"] ** -0.5
+        if cap_attn:
+            s = torch.tanh(s / cap_attn) * cap_attn
+        a = torch.softmax(s + (window if sliding else causal), -1) @ v
+        a = a.transpose(0, 1).reshape(n, nh * hd) @ W[p + "self_attn.o_proj.weight"].T
+        h = h + norm(a, W[p + "post_attention_layernorm.weight"])
+        x = norm(h, W[p + "pre_feedforward_layernorm.weight"])
+        gate = torch.nn.functional.gelu(x @ W[p + "mlp.gate_proj.weight"].T, approximate="tanh")
+        f = (gate * (x @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+        h = h + norm(f, W[p + "post_feedforward_layernorm.weight"])
+    logits = norm(h, W["model.norm.weight"]) @ W["model.embed_tokens.weight"].T
+    if cap_final:
+        logits = torch.tanh(logits / cap_final) * cap_final
+    return logits.numpy()
 
 
 # ---- a Hugging Face falcon in torch -------------------------------------------------------
@@ -504,6 +588,91 @@ def check_qwen3(bin_dir, tmp, base, tokens):
           f"Qwen3 with attention biases: refused, not dropped ({p.stderr[-200:]!r})")
 
 
+def check_gemma(bin_dir, tmp, base, tokens, cls):
+    """Gemma2ForCausalLM / Gemma3ForCausalLM against gemma_forward: every feature bites on
+    these 12 tokens (a window of 4, small caps, a global layer among Gemma 3's three), and a
+    query scale llama.cpp's graph would not compute is refused."""
+    import pigguf
+    gemma3 = cls == "Gemma3ForCausalLM"
+    cfg = dict(base, architectures=[cls], hidden_activation="gelu_pytorch_tanh",
+               num_key_value_heads=2, head_dim=32, query_pre_attn_scalar=32,
+               tie_word_embeddings=True, sliding_window=4)
+    cfg.pop("hidden_act", None)
+    if gemma3:
+        cfg.update(num_hidden_layers=6, sliding_window_pattern=6, rope_theta=1000000.0,
+                   rope_local_base_freq=10000.0, final_logit_softcapping=None,
+                   rope_scaling={"rope_type": "linear", "factor": 8.0})
+    else:
+        cfg.update(attn_logit_softcapping=2.0, final_logit_softcapping=3.0)
+    w = gemma_weights(cfg, 15 if gemma3 else 16)
+    want = gemma_forward(cfg, w, tokens)
+    wide = gemma_forward(dict(cfg, sliding_window=64), w, tokens)
+    check(rel_err(wide, want) > 1e-2, f"{cls}'s window moves torch's logits "
+                                      f"({rel_err(wide, want):.1e})")
+    name = "gemma3" if gemma3 else "gemma2"
+    src = os.path.join(tmp, name)
+    write_folder(src, cfg, w, "spm")
+    out = os.path.join(tmp, name + ".gguf")
+    p = run(os.path.join(bin_dir, "pi-convert"), src, "-o", out, "--outtype", "f32")
+    check(p.returncode == 0, f"{cls} converts ({p.stderr[-300:]!r})")
+    m = pigguf.GGUFReader(out).metadata if p.returncode == 0 else {}
+    check(m.get("general.architecture") == name and m.get(name + ".attention.sliding_window") == 4
+          and m.get("pi.ffn_activation") == "gelu",
+          f"{cls}: arch {name}, window 4, gelu ({m.get('general.architecture')}, "
+          f"{m.get(name + '.attention.sliding_window')}, {m.get('pi.ffn_activation')})")
+    got, err = dump_logits(bin_dir, out, tokens, tmp)
+    check_logits(f"{cls} (1 + w norms, post-norms, GeGLU, window, "
+                 f"{'head norms, local RoPE' if gemma3 else 'soft-caps'}, tied)", got, err, want)
+    bad = dict(cfg, query_pre_attn_scalar=48)
+    write_folder(src + "-scale", bad, w, "spm")
+    p = run(os.path.join(bin_dir, "pi-convert"), src + "-scale", "-o", out + ".s", "--outtype", "f32")
+    check(p.returncode != 0 and "query_pre_attn_scalar" in p.stderr,
+          f"{cls} with a query scale llama.cpp does not compute: refused ({p.stderr[-200:]!r})")
+
+
+def check_phi3(bin_dir, tmp, base, tokens):
+    """Phi3ForCausalLM: llama's layers with qkv_proj = [q; k; v] and gate_up_proj = [gate; up]
+    fused (kept fused: arch phi3), rotate-half RoPE, every layer attending to a window."""
+    import pigguf
+    cfg = dict(base, architectures=["Phi3ForCausalLM"], hidden_act="silu", _act="silu",
+               num_key_value_heads=2, sliding_window=5, tie_word_embeddings=False)
+    w = make_weights(cfg, 17)
+    fused = {}
+    for k, v in w.items():
+        if ".self_attn.k_proj" in k or ".self_attn.v_proj" in k or ".mlp.up_proj" in k:
+            continue
+        if ".self_attn.q_proj" in k:
+            p = k[:k.index("q_proj")]
+            fused[p + "qkv_proj.weight"] = torch.cat([w[p + c + "_proj.weight"] for c in "qkv"])
+        elif ".mlp.gate_proj" in k:
+            p = k[:k.index("gate_proj")]
+            fused[p + "gate_up_proj.weight"] = torch.cat([v, w[p + "up_proj.weight"]])
+        else:
+            fused[k] = v
+    want = torch_forward(dict(cfg, _window=5), w, tokens)
+    wide = torch_forward(cfg, w, tokens)
+    check(rel_err(wide, want) > 1e-2, f"Phi-3's window moves torch's logits "
+                                      f"({rel_err(wide, want):.1e})")
+    src = os.path.join(tmp, "phi3")
+    write_folder(src, cfg, fused, "spm")
+    out = os.path.join(tmp, "phi3.gguf")
+    p = run(os.path.join(bin_dir, "pi-convert"), src, "-o", out, "--outtype", "f32")
+    check(p.returncode == 0, f"Phi3 converts ({p.stderr[-300:]!r})")
+    m = pigguf.GGUFReader(out) if p.returncode == 0 else None
+    check(m is not None and m.metadata.get("general.architecture") == "phi3"
+          and list(m.tensors["blk.0.ffn_up.weight"].ne) == [64, 2 * 192]
+          and "blk.0.attn_qkv.weight" in m.tensors,
+          "Phi3: arch phi3, attn_qkv and the fused ffn_up [64, 384] kept")
+    got, err = dump_logits(bin_dir, out, tokens, tmp)
+    check_logits("Phi3 (fused QKV and gate+up, NeoX RoPE, window 5)", got, err, want)
+    longrope = dict(cfg, rope_scaling={"type": "longrope", "long_factor": [1.0] * 8,
+                                       "short_factor": [1.0] * 8})
+    write_folder(src + "-long", longrope, fused, "spm")
+    p = run(os.path.join(bin_dir, "pi-convert"), src + "-long", "-o", out + ".l", "--outtype", "f32")
+    check(p.returncode != 0 and "longrope" in p.stderr,
+          f"Phi3 with LongRoPE: refused by name ({p.stderr[-200:]!r})")
+
+
 def check_falcon(bin_dir, tmp, tokens):
     """FalconForCausalLM in each fused-QKV layout, relu and gelu; unsupported variants refused."""
     import pigguf
@@ -703,9 +872,9 @@ def main():
         check(p.returncode == 0 and got is not None and rel_err(got, want) < 1e-2,
               f"pi-quantize --set-activation relu fixes the file ({err or p.stderr[-200:]!r})")
         p = run(os.path.join(bin_dir, "pi-quantize"), wrong, os.path.join(tmp, "x.gguf"), "f16",
-                "--set-activation", "gelu")
-        check(p.returncode == 2 and "this gated FFN takes silu, relu or drelu" in p.stderr,
-              "--set-activation gelu on a gated FFN is refused")
+                "--set-activation", "tanh")
+        check(p.returncode == 2 and "this gated FFN takes silu, relu, drelu or gelu" in p.stderr,
+              "--set-activation tanh on a gated FFN is refused")
 
         def greedy(*args):
             q = run(os.path.join(bin_dir, "pi-run"), "-p", "In the beginning", "-n", "12", "--temp",
@@ -782,6 +951,9 @@ def main():
         check_drelu(bin_dir, tmp, base, tokens)
         check_qwen2(bin_dir, tmp, base, tokens)
         check_qwen3(bin_dir, tmp, base, tokens)
+        check_gemma(bin_dir, tmp, base, tokens, "Gemma2ForCausalLM")
+        check_gemma(bin_dir, tmp, base, tokens, "Gemma3ForCausalLM")
+        check_phi3(bin_dir, tmp, base, tokens)
         check_falcon(bin_dir, tmp, tokens)
 
         # The original's torch files: predictors and activation counts of a 12-layer model

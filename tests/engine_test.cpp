@@ -246,8 +246,8 @@ TEST_F(ModelValidationTest, HeadCountMustDivide) {
 
 TEST_F(ModelValidationTest, BadActivationKeyIsNamed) {
   Status s =
-      LoadEdited([](GgufWriter* w) { w->Set(kFfnActivationKey, GgufValue::String("gelu")); });
-  EXPECT_THAT(s.message(), HasSubstr("pi.ffn_activation = 'gelu'"));
+      LoadEdited([](GgufWriter* w) { w->Set(kFfnActivationKey, GgufValue::String("swiglu")); });
+  EXPECT_THAT(s.message(), HasSubstr("pi.ffn_activation = 'swiglu'"));
 }
 
 TEST(ModelLoadTest, MissingFileIsAnError) {

@@ -32,20 +32,13 @@
 #include "coordinator/engine/engine.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
+#include "tests/gguf_rewrite.h"
 #include "tests/temp_path.h"
 
 namespace pi {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Removes scratch files when a test ends, passed or not.
-struct RemoveOnExit {
-  std::vector<std::string> paths;
-  ~RemoveOnExit() {
-    for (const std::string& p : paths) std::remove(p.c_str());
-  }
-};
 
 SyntheticModelOptions Falcon(const std::string& act, bool down_t, int n_head_kv, bool norm2) {
   SyntheticModelOptions o;
@@ -68,37 +61,6 @@ std::string Write(const SyntheticModelOptions& o, const std::string& name) {
   Status s = WriteSyntheticModel(o, path);
   EXPECT_TRUE(s.ok()) << s.message();
   return path;
-}
-
-// Rewrites `src` into `dst`: metadata without `drop_keys` (then `set` applied),
-// tensors without `drop_tensors`, plus `extra` tensors (F32, 1-D, zeros).
-Status Rewrite(const std::string& src, const std::string& dst,
-               const std::set<std::string>& drop_keys, const std::set<std::string>& drop_tensors,
-               const std::function<void(GgufWriter*)>& set = nullptr,
-               const std::vector<std::pair<std::string, int64_t>>& extra = {}) {
-  std::unique_ptr<GgufFile> f;
-  PI_RETURN_IF_ERROR(GgufFile::Open(src, &f));
-  GgufWriter w;
-  w.SetSparseMagic(f->is_sparse_magic());
-  for (const auto& kv : f->metadata()) {
-    if (!drop_keys.count(kv.first)) w.Set(kv.first, kv.second);
-  }
-  if (set) set(&w);
-  for (const TensorInfo& t : f->tensors()) {
-    if (drop_tensors.count(t.name)) continue;
-    PI_RETURN_IF_ERROR(
-        w.AddTensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data));
-  }
-  for (const auto& e : extra) {
-    std::vector<float> zeros(static_cast<size_t>(e.second), 0.0f);
-    PI_RETURN_IF_ERROR(w.AddTensor(e.first, DType::kF32, {e.second}, zeros.data()));
-  }
-  return w.Write(dst);
-}
-
-Status LoadError(const std::string& path) {
-  LlamaModel m;
-  return LoadLlamaModel(path, &m);
 }
 
 // ---- loader -----------------------------------------------------------------
@@ -193,9 +155,10 @@ TEST(FalconLoadTest, ActivationKeyMustFitTheArchitecture) {
               }).ok());
   EXPECT_THAT(LoadError(bad_falcon).message(), HasSubstr("falcon's FFN has no gate"));
   ASSERT_TRUE(Rewrite(llama, bad_llama, {}, {}, [](GgufWriter* w) {
-                w->Set(kFfnActivationKey, GgufValue::String("gelu"));
+                w->Set(kFfnActivationKey, GgufValue::String("tanh"));
               }).ok());
-  EXPECT_THAT(LoadError(bad_llama).message(), HasSubstr("'gelu': expected silu, relu or drelu"));
+  EXPECT_THAT(LoadError(bad_llama).message(),
+              HasSubstr("'tanh': expected silu, relu, drelu or gelu"));
 }
 
 TEST(FalconLoadTest, NffFromFfnUpWhenTheKeyIsAbsent) {
@@ -757,9 +720,9 @@ TEST(FalconSyntheticTest, TensorSetAndValidation) {
     EXPECT_THAT(s.message(), HasSubstr(want_msg));
   };
   invalid(Falcon("silu", false, 2, false), "no gate");
-  SyntheticModelOptions l = Falcon("gelu", false, 2, false);
+  SyntheticModelOptions l = Falcon("tanh", false, 2, false);
   l.arch = "llama";
-  invalid(l, "expected silu, relu or drelu");
+  invalid(l, "expected silu, relu, drelu or gelu");
   l.activation = "relu";
   l.attn_norm_2 = true;
   invalid(l, "attn_norm_2 is a falcon tensor");
@@ -771,7 +734,7 @@ TEST(FalconSyntheticTest, TensorSetAndValidation) {
   invalid(p, "planted sparsity needs");
   SyntheticModelOptions a = Falcon("relu", false, 2, false);
   a.arch = "gpt2";
-  invalid(a, "expected llama, qwen2, qwen3 or falcon");
+  invalid(a, "expected llama, qwen2, qwen3, gemma2, gemma3, phi3 or falcon");
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, i
   q_k_.assign(n_threads * PreparedActivationBytes(k_type, c_.head_dim), 0);
   const size_t b = static_cast<size_t>(max_batch);
   rope_cs_.assign(b * std::max(c_.rope_dims, 1), 0.0f);
+  rope_cs_local_.assign(c_.rope_theta_swa > 0.0f ? rope_cs_.size() : 0, 0.0f);
   rope_pos_.clear();
   rope_pos_.reserve(b);
   pos_.assign(b, 0);
@@ -89,17 +90,23 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
   NormHeads(layer.q_norm, batch * c_.n_head, c_.norm_eps, q_.data());  // qwen3's, before RoPE
   NormHeads(layer.k_norm, batch * c_.n_head_kv, c_.norm_eps, k_.data());
 
-  // The batch's rotations: the same in every layer, so computed by the
-  // first layer that sees these positions (reserved: no allocation).
+  // The batch's rotations: the same in every layer (gemma3's sliding layers
+  // have their own), so computed by the first layer that sees these
+  // positions (reserved: no allocation).
   if (static_cast<int>(rope_pos_.size()) != batch ||
       !std::equal(rope_pos_.begin(), rope_pos_.end(), pos)) {
     rope_pos_.assign(pos, pos + batch);
     for (int b = 0; b < batch; ++b) {
       RopeAnglesOf(c_, pos[b], rope_cs_.data() + b * c_.rope_dims);
+      if (!rope_cs_local_.empty()) {
+        RopeAngles(c_.rope_dims, pos[b], c_.rope_theta_swa,
+                   rope_cs_local_.data() + b * c_.rope_dims);
+      }
     }
   }
+  const float* angles = c_.HasLocalRope(layer_index) ? rope_cs_local_.data() : rope_cs_.data();
   for (int b = 0; b < batch; ++b) {
-    const float* cs = rope_cs_.data() + b * c_.rope_dims;
+    const float* cs = angles + b * c_.rope_dims;
     // llama: adjacent pairs; falcon: NeoX pairs (i, i + rope_dims / 2).
     const auto rope = c_.rope == RopeKind::kNeox ? RopeNeox : RopeNormal;
     rope(q_.data() + static_cast<int64_t>(b) * qd, c_.n_head, hd, c_.rope_dims, cs);
@@ -110,7 +117,10 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
 
   // One (token, head) pair per work item; query heads of a group share a KV head.
   const int group = c_.n_head / c_.n_head_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c_.QueryScale();
+  const float cap = c_.attn_softcap;
+  // A sliding layer's query at p reads keys (p - n_swa, p].
+  const int window = c_.IsSlidingLayer(layer_index) ? c_.n_swa : 0;
   const int64_t items = static_cast<int64_t>(batch) * c_.n_head;
   // Items are (token, head) pairs; a chunk is a run of them. Short contexts
   // read little KV cache: then one chunk, on the caller.
@@ -129,6 +139,7 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
       const int b = static_cast<int>(i / c_.n_head), head = static_cast<int>(i % c_.n_head);
       const int kv_head = head / group;
       const int n_pos = pos[b] + 1;
+      const int p0 = window > 0 ? std::max(0, n_pos - window) : 0;
       const KvCache* cache = caches[b];
       // scores = K q (a matvec over the head's cached keys), softmax, then
       // out = sum_p scores[p] V[p] (an axpy over the head's cached values).
@@ -139,12 +150,15 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
         PrepareActivation(k_type_, qh, hd, q_k);
         q_in = q_k;
       }
-      MatVecRows(k_type_, cache->k(layer_index, kv_head), hd, q_in, scores, 0, n_pos);
-      for (int p = 0; p < n_pos; ++p) scores[p] *= scale;
-      Softmax(scores, n_pos);
+      MatVecRows(k_type_, cache->k(layer_index, kv_head), hd, q_in, scores, p0, n_pos);
+      for (int p = p0; p < n_pos; ++p) scores[p] *= scale;
+      if (cap > 0.0f) {
+        for (int p = p0; p < n_pos; ++p) scores[p] = cap * std::tanh(scores[p] / cap);
+      }
+      Softmax(scores + p0, n_pos - p0);
       float* out = attn_.data() + static_cast<int64_t>(b) * qd + head * hd;
       std::memset(out, 0, sizeof(float) * hd);
-      AxpyRows(cache->v_type(), cache->v(layer_index, kv_head), hd, scores, out, 0, n_pos);
+      AxpyRows(cache->v_type(), cache->v(layer_index, kv_head), hd, scores, out, p0, n_pos);
     }
   });
 
@@ -153,8 +167,10 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
   ain.run_length = run_length;
   const MatMulJob o[1] = {{&layer.wo, out_.data(), d}};
   ParallelMatMul(pool, ain, o, 1);
-  const int64_t n = static_cast<int64_t>(batch) * d;
-  for (int64_t i = 0; i < n; ++i) h[i] += out_[i];
+  for (int b = 0; b < batch; ++b) {
+    const int64_t row = static_cast<int64_t>(b) * d;
+    AddResidual(c_, layer.attn_post_norm, out_.data() + row, h + row);
+  }
 }
 
 }  // namespace pi

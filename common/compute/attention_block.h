@@ -45,13 +45,14 @@ class AttentionBlock {
   std::vector<float> attn_;  // [max_batch, q_dim]   heads' outputs
   std::vector<float> out_;   // [max_batch, n_embd]  Wo · attn
   DType k_type_ = DType::kF32;
-  std::vector<float> rope_cs_;    // [max_batch, rope_dims] RopeAngles of positions rope_pos_
-  std::vector<int> rope_pos_;     // the positions rope_cs_ holds (the same in every layer)
-  std::vector<int> pos_;          // [max_batch] Forward's positions
-  std::vector<KvCache*> caches_;  // [max_batch] Forward's cache, per row
-  std::vector<float> scores_;     // [n_threads, n_ctx]
-  std::vector<uint8_t> q_k_;      // [n_threads] one head's query as Q8_0 (a q8_0 key cache)
-  std::vector<uint8_t> q8_;       // prepared Q8_0 input, max(n_embd, q_dim) wide
+  std::vector<float> rope_cs_;        // [max_batch, rope_dims] RopeAngles of positions rope_pos_
+  std::vector<float> rope_cs_local_;  // the same for gemma3's sliding layers (else empty)
+  std::vector<int> rope_pos_;         // the positions rope_cs_ holds (the same in every layer)
+  std::vector<int> pos_;              // [max_batch] Forward's positions
+  std::vector<KvCache*> caches_;      // [max_batch] Forward's cache, per row
+  std::vector<float> scores_;         // [n_threads, n_ctx]
+  std::vector<uint8_t> q_k_;          // [n_threads] one head's query as Q8_0 (a q8_0 key cache)
+  std::vector<uint8_t> q8_;           // prepared Q8_0 input, max(n_embd, q_dim) wide
 };
 
 }  // namespace pi

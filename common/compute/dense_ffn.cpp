@@ -54,6 +54,9 @@ void DenseFfn::Forward(const LlamaLayer& layer, int batch, const float* x, float
     case FfnActivation::kGeluUp:
       Gelu(gate_.data(), n);
       break;
+    case FfnActivation::kGelu:
+      GatedGelu(gate_.data(), up_.data(), n);
+      break;
   }
 
   if (layer.ffn_down.present()) {

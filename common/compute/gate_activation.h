@@ -14,6 +14,7 @@ inline float ActivatedGate(FfnActivation a, float g) {
     case FfnActivation::kSilu:
       return SiluOf(g);
     case FfnActivation::kGeluUp:
+    case FfnActivation::kGelu:
       return GeluOf(g);
     default:
       return g > 0.0f ? g : 0.0f;

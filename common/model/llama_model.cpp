@@ -1,9 +1,13 @@
 #include "common/model/llama_model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
 
 namespace pi {
 
@@ -17,6 +21,7 @@ const char* FfnActivationName(FfnActivation a) {
     case FfnActivation::kDRelu:
       return "drelu";
     case FfnActivation::kGeluUp:
+    case FfnActivation::kGelu:
       return "gelu";
   }
   return "?";
@@ -29,8 +34,8 @@ bool ParseFfnActivation(const std::string& s, bool gated, FfnActivation* out) {
     *out = gated ? FfnActivation::kRelu : FfnActivation::kReluUp;
   else if (gated && s == "drelu")
     *out = FfnActivation::kDRelu;
-  else if (!gated && s == "gelu")
-    *out = FfnActivation::kGeluUp;
+  else if (s == "gelu")
+    *out = gated ? FfnActivation::kGelu : FfnActivation::kGeluUp;
   else
     return false;
   return true;
@@ -47,6 +52,45 @@ bool FfnIsReluFamily(FfnActivation a) {
 void RopeAnglesOf(const LlamaConfig& c, int pos, float* cs) {
   RopeAngles(c.rope_dims, pos, c.rope_theta, cs, c.rope_freq_scale,
              c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data());
+}
+
+void RopeAnglesOf(const LlamaConfig& c, int il, int pos, float* cs) {
+  if (c.HasLocalRope(il)) {
+    RopeAngles(c.rope_dims, pos, c.rope_theta_swa, cs);
+  } else {
+    RopeAnglesOf(c, pos, cs);
+  }
+}
+
+const char* LlamaConfig::GemmaFeature() const {
+  if (embd_scale != 1.0f) return "the embedding scale";
+  if (post_norms) return "post-norms";
+  if (attn_softcap > 0.0f || final_softcap > 0.0f) return "soft-capping";
+  if (n_swa > 0) return "sliding-window attention";
+  if (activation == FfnActivation::kGelu) return "the GELU-gated FFN";
+  return nullptr;
+}
+
+void EmbedToken(const LlamaModel& m, int token, float* out) {
+  const int64_t d = m.config.n_embd;
+  DequantizeRow(m.token_embd.type, m.token_embd.row(token), out, d);
+  const float s = m.config.embd_scale;
+  if (s != 1.0f) {
+    for (int64_t i = 0; i < d; ++i) out[i] *= s;
+  }
+}
+
+void SoftCapLogits(const LlamaConfig& c, float* logits, int64_t n) {
+  const float cap = c.final_softcap;
+  if (cap <= 0.0f) return;
+  for (int64_t i = 0; i < n; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+}
+
+void AddResidual(const LlamaConfig& c, const Tensor& post_norm, float* x, float* h) {
+  if (post_norm.present()) {
+    RmsNorm(x, reinterpret_cast<const float*>(post_norm.data), c.n_embd, c.norm_eps, x);
+  }
+  for (int i = 0; i < c.n_embd; ++i) h[i] += x[i];
 }
 
 void NormalizeRow(const LlamaConfig& c, const Tensor& w, const Tensor& b, const float* x,
@@ -83,20 +127,87 @@ Status ReadRopeScaling(const GgufFile& f, const std::string& p, LlamaConfig* c) 
   return Status::Ok();
 }
 
+// A window of 1 to 2^30 positions.
+Status CheckWindow(const std::string& key, uint32_t v) {
+  if (v == 0 || v > (1u << 30)) {
+    return Status::Invalid("%s = %u: expected 1 to 2^30 positions", key.c_str(), v);
+  }
+  return Status::Ok();
+}
+
+// Gemma 2/3 as llama.cpp runs them (llm_build_gemma2, llm_build_gemma3).
+Status ReadGemmaConfig(const GgufFile& f, const std::string& p, LlamaConfig* c) {
+  const bool gemma2 = c->arch == "gemma2";
+  c->embd_scale = std::sqrt(static_cast<float>(c->n_embd));
+  c->post_norms = true;
+  // The 27B models scale by n_embd / n_head (their query_pre_attn_scalar);
+  // llama.cpp tells them by their layer count.
+  if (c->n_layer == (gemma2 ? 46 : 62)) {
+    c->attn_scale = 1.0f / std::sqrt(static_cast<float>(c->n_embd / c->n_head));
+  }
+  uint32_t window = 4096;  // Gemma 2's, when the file does not say
+  const std::string wkey = p + "attention.sliding_window";
+  if (gemma2) {
+    c->attn_softcap = 50.0f;
+    c->final_softcap = 30.0f;
+    PI_RETURN_IF_ERROR(f.GetF32Opt(p + "attn_logit_softcapping", &c->attn_softcap));
+    PI_RETURN_IF_ERROR(f.GetU32Opt(wkey, &window));
+    c->swa_pattern = 2;
+  } else {
+    PI_RETURN_IF_ERROR(f.GetU32(wkey, &window));
+    c->swa_pattern = 6;
+    c->rope_theta_swa = 10000.0f;
+  }
+  PI_RETURN_IF_ERROR(f.GetF32Opt(p + "final_logit_softcapping", &c->final_softcap));
+  for (float cap : {c->attn_softcap, c->final_softcap}) {
+    if (!(cap >= 0.0f && cap < 1e30f)) {
+      return Status::Invalid("%s soft-capping %g: expected 0 (none) or a positive cap", p.c_str(),
+                             cap);
+    }
+  }
+  PI_RETURN_IF_ERROR(CheckWindow(wkey, window));
+  c->n_swa = static_cast<int>(window);
+  return Status::Ok();
+}
+
+// Phi-3's window, every layer's: the key, else llama.cpp's defaults for the
+// files written before it (mini and medium, 4k and 128k).
+Status ReadPhi3Window(const GgufFile& f, const std::string& p, LlamaConfig* c) {
+  uint32_t window = 0;
+  if (c->n_ctx_train == 4096 && (c->n_layer == 32 || c->n_layer == 40)) {
+    window = 2047;
+  } else if (c->n_ctx_train == 131072 && c->n_layer == 32 && c->n_head_kv == 32) {
+    window = 262144;
+  } else if (c->n_ctx_train == 131072 && c->n_layer == 40) {
+    window = 131072;
+  }
+  const std::string wkey = p + "attention.sliding_window";
+  if (f.Find(wkey)) {
+    PI_RETURN_IF_ERROR(f.GetU32(wkey, &window));
+    if (window == 0) return Status::Ok();  // Phi-4's: no window
+  } else if (window == 0) {
+    return Status::Error("missing key '%s' (Phi-3's sliding window)", wkey.c_str());
+  }
+  PI_RETURN_IF_ERROR(CheckWindow(wkey, window));
+  c->n_swa = static_cast<int>(window);
+  c->swa_pattern = 0;
+  return Status::Ok();
+}
+
 Status ReadConfig(const GgufFile& f, LlamaConfig* c) {
   PI_RETURN_IF_ERROR(f.GetString("general.architecture", &c->arch));
-  if (c->arch != "llama" && c->arch != "bamboo" && c->arch != "falcon" && c->arch != "qwen2" &&
-      c->arch != "qwen3") {
+  static const char* const kArchs[] = {"llama", "bamboo", "falcon", "qwen2",
+                                       "qwen3", "gemma2", "gemma3", "phi3"};
+  if (std::find(std::begin(kArchs), std::end(kArchs), c->arch) == std::end(kArchs)) {
     return Status::Unsupported(
         "unsupported architecture '%s' (general.architecture); supported: llama (LLaMA, "
         "Llama 3, Mistral, ReluLLaMA, ProSparse, TurboSparse), bamboo, falcon (Falcon, "
-        "ReluFalcon), qwen2, qwen3",
+        "ReluFalcon), qwen2, qwen3, gemma2, gemma3, phi3",
         c->arch.c_str());
   }
-  // qwen2: llama's layers with Q/K/V biases; qwen3: with a per-head RMSNorm of
-  // Q and K instead. Both rotate NeoX-style (llama.cpp's converter does not
-  // permute their Q/K rows).
-  if (c->arch == "qwen2" || c->arch == "qwen3") c->rope = RopeKind::kNeox;
+  // All but llama and bamboo rotate NeoX-style (llama.cpp's converter permutes
+  // only llama's Q/K rows into adjacent pairs).
+  if (c->arch != "llama" && c->arch != "bamboo") c->rope = RopeKind::kNeox;
   const bool falcon = c->arch == "falcon";
   PI_RETURN_IF_ERROR(f.GetStringOpt("general.name", &c->name));
   const std::string p = c->arch + ".";
@@ -185,6 +296,8 @@ Status ReadConfig(const GgufFile& f, LlamaConfig* c) {
                          c->rope_theta);
   }
   PI_RETURN_IF_ERROR(ReadRopeScaling(f, p, c));
+  if (c->arch == "gemma2" || c->arch == "gemma3") PI_RETURN_IF_ERROR(ReadGemmaConfig(f, p, c));
+  if (c->arch == "phi3") PI_RETURN_IF_ERROR(ReadPhi3Window(f, p, c));
 
   c->sparse_magic = f.is_sparse_magic();
   PI_RETURN_IF_ERROR(f.GetF32Opt("powerinfer.sparse_threshold", &c->sparse_threshold));
@@ -197,10 +310,12 @@ Status ReadConfig(const GgufFile& f, LlamaConfig* c) {
     if (!ParseFfnActivation(act, gated, &c->activation)) {
       return Status::Error(
           "%s = '%s': expected %s", kFfnActivationKey, act.c_str(),
-          gated ? "silu, relu or drelu" : "relu or gelu (falcon's FFN has no gate)");
+          gated ? "silu, relu, drelu or gelu" : "relu or gelu (falcon's FFN has no gate)");
     }
   } else if (c->arch == "bamboo") {
     c->activation = FfnActivation::kDRelu;
+  } else if (c->arch == "gemma2" || c->arch == "gemma3") {
+    c->activation = FfnActivation::kGelu;
   } else if (c->sparse_magic) {
     c->activation = gated ? FfnActivation::kRelu : FfnActivation::kReluUp;
   } else {
@@ -288,6 +403,53 @@ Status BindLayerFalcon(const GgufFile& f, const LlamaConfig& c, const std::strin
   return Status::Ok();
 }
 
+// Q, K and V of a llama-style layer: three matrices, or phi3's fused
+// attn_qkv bound as row-range views.
+Status BindQkv(const GgufFile& f, const LlamaConfig& c, const std::string& p, LlamaLayer* l) {
+  const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim();
+  if (c.arch == "phi3" && f.FindTensor(p + "attn_qkv.weight")) {
+    PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_qkv.weight", {d, qd + 2 * kvd}, true, &l->wqkv));
+    l->wq = RowRange(l->wqkv, 0, qd);
+    l->wk = RowRange(l->wqkv, qd, kvd);
+    l->wv = RowRange(l->wqkv, qd + kvd, kvd);
+    return Status::Ok();
+  }
+  PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q.weight", {d, qd}, true, &l->wq));
+  PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k.weight", {d, kvd}, true, &l->wk));
+  return BindTensor(f, p + "attn_v.weight", {d, kvd}, true, &l->wv);
+}
+
+// A llama-style layer's tensors but attn_output and the down projection, each
+// architecture's own (the header's table) required.
+Status BindLayerLlama(const GgufFile& f, const LlamaConfig& c, const std::string& p,
+                      LlamaLayer* l) {
+  const int64_t d = c.n_embd, ff = c.n_ff;
+  PI_RETURN_IF_ERROR(BindQkv(f, c, p, l));
+  const bool qwen2 = c.arch == "qwen2";
+  PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q.bias", {c.q_dim()}, qwen2, &l->bq));
+  PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k.bias", {c.kv_dim()}, qwen2, &l->bk));
+  PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_v.bias", {c.kv_dim()}, qwen2, &l->bv));
+  const bool head_norms = c.arch == "qwen3" || c.arch == "gemma3";
+  PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q_norm.weight", {c.head_dim}, head_norms, &l->q_norm));
+  PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k_norm.weight", {c.head_dim}, head_norms, &l->k_norm));
+  if (c.post_norms) {
+    PI_RETURN_IF_ERROR(
+        BindTensor(f, p + "post_attention_norm.weight", {d}, true, &l->attn_post_norm));
+    PI_RETURN_IF_ERROR(BindTensor(f, p + "post_ffw_norm.weight", {d}, true, &l->ffn_post_norm));
+  }
+  PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_norm.weight", {d}, true, &l->ffn_norm));
+  if (c.arch == "phi3") {
+    // ffn_up holds the gate's rows, then up's (llama.cpp's LLM_FFN_SWIGLU split).
+    Tensor gate_up;
+    PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_up.weight", {d, 2 * ff}, true, &gate_up));
+    l->ffn_gate = RowRange(gate_up, 0, ff);
+    l->ffn_up = RowRange(gate_up, ff, ff);
+    return Status::Ok();
+  }
+  PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_gate.weight", {d, ff}, true, &l->ffn_gate));
+  return BindTensor(f, p + "ffn_up.weight", {d, ff}, true, &l->ffn_up);
+}
+
 // rope_freqs.weight, when present: one factor per rotated pair, each finite
 // and positive (an angle is divided by it).
 Status ReadRopeFactors(const GgufFile& f, LlamaConfig* c) {
@@ -337,6 +499,12 @@ Status LoadLlamaModel(std::unique_ptr<GgufFile> file, LlamaModel* model) {
     if (model->tied_output) model->output = model->token_embd;
 
     PI_RETURN_IF_ERROR(ReadRopeFactors(f, &c));
+    for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+      if (f.FindTensor(name)) {
+        return Status::Unsupported(
+            "tensor '%s': LongRoPE (Phi-3's 128k-context scaling) is not supported", name);
+      }
+    }
 
     model->layers.assign(c.n_layer, LlamaLayer());
     for (int i = 0; i < c.n_layer; ++i) {
@@ -345,22 +513,11 @@ Status LoadLlamaModel(std::unique_ptr<GgufFile> file, LlamaModel* model) {
       PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_norm.weight", {d}, true, &l.attn_norm));
       if (falcon) {
         PI_RETURN_IF_ERROR(BindLayerFalcon(f, c, p, &l));
+        PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_up.weight", {d, ff}, true, &l.ffn_up));
       } else {
-        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q.weight", {d, c.q_dim()}, true, &l.wq));
-        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k.weight", {d, c.kv_dim()}, true, &l.wk));
-        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_v.weight", {d, c.kv_dim()}, true, &l.wv));
-        const bool qwen2 = c.arch == "qwen2";
-        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q.bias", {c.q_dim()}, qwen2, &l.bq));
-        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k.bias", {c.kv_dim()}, qwen2, &l.bk));
-        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_v.bias", {c.kv_dim()}, qwen2, &l.bv));
-        const bool qwen3 = c.arch == "qwen3";
-        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_q_norm.weight", {c.head_dim}, qwen3, &l.q_norm));
-        PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_k_norm.weight", {c.head_dim}, qwen3, &l.k_norm));
-        PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_norm.weight", {d}, true, &l.ffn_norm));
-        PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_gate.weight", {d, ff}, true, &l.ffn_gate));
+        PI_RETURN_IF_ERROR(BindLayerLlama(f, c, p, &l));
       }
       PI_RETURN_IF_ERROR(BindTensor(f, p + "attn_output.weight", {c.q_dim(), d}, true, &l.wo));
-      PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_up.weight", {d, ff}, true, &l.ffn_up));
       PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_down.weight", {ff, d}, false, &l.ffn_down));
       PI_RETURN_IF_ERROR(BindTensor(f, p + "ffn_down_t.weight", {d, ff}, false, &l.ffn_down_t));
       if (!l.ffn_down.present() && !l.ffn_down_t.present()) {
@@ -455,7 +612,7 @@ Status OverrideFfnActivation(const std::string& name, LlamaModel* model, FfnActi
   if (!ParseFfnActivation(name, gated, &a)) {
     return Status::Error("--ffn-activation %s: this %s FFN takes %s", name.c_str(),
                          gated ? "gated" : "ungated",
-                         gated ? "silu, relu or drelu" : "relu or gelu");
+                         gated ? "silu, relu, drelu or gelu" : "relu or gelu");
   }
   *previous = c.activation;
   c.activation = a;

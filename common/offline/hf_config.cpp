@@ -194,6 +194,37 @@ Status ParseFalconConfig(const json& j, HfConfig* c) {
   return Status::Ok();
 }
 
+// Gemma 2/3's and Phi-3's fields (HfConfig), each optional; sliding_window
+// only when use_sliding_window is not false (Qwen2's configs).
+Status ParseGemmaPhiFields(const json& j, HfConfig* c) {
+  PI_RETURN_IF_ERROR(Float(j, "query_pre_attn_scalar", &c->query_pre_attn_scalar));
+  PI_RETURN_IF_ERROR(Float(j, "attn_logit_softcapping", &c->attn_softcap));
+  PI_RETURN_IF_ERROR(Float(j, "final_logit_softcapping", &c->final_softcap));
+  PI_RETURN_IF_ERROR(Float(j, "rope_local_base_freq", &c->rope_local_base_freq));
+  PI_RETURN_IF_ERROR(Int(j, "sliding_window_pattern", false, 4096, &c->sliding_window_pattern));
+  bool use_window = true;
+  PI_RETURN_IF_ERROR(Bool(j, "use_sliding_window", &use_window));
+  if (use_window) PI_RETURN_IF_ERROR(Int(j, "sliding_window", false, 1 << 30, &c->sliding_window));
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const json& t = j["layer_types"];
+    if (!t.is_array()) return Status::Error("config.json: \"layer_types\" is not a list");
+    for (const json& x : t) {
+      const std::string v = x.is_string() ? x.get<std::string>() : "";
+      if (v != "sliding_attention" && v != "full_attention") {
+        return Status::Unsupported(
+            "config.json: layer_types holds '%s' (sliding_attention, full_attention)", v.c_str());
+      }
+      c->layer_types += v == "sliding_attention" ? 's' : 'f';
+    }
+  }
+  double partial = 1.0;
+  PI_RETURN_IF_ERROR(Float(j, "partial_rotary_factor", &partial));
+  if (partial != 1.0) {
+    return Status::Unsupported("config.json: partial_rotary_factor %g: not supported", partial);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ApplyGenerationConfig(const std::string& text, HfConfig* c) {
@@ -258,11 +289,13 @@ Status ParseHfConfig(const std::string& text, HfConfig* out) {
   PI_RETURN_IF_ERROR(Float(j, "rope_theta", &c.rope_theta));
   PI_RETURN_IF_ERROR(ParseRopeScaling(j, &c));
   c.hidden_act = "silu";
-  if (j.contains("hidden_act")) {
-    if (!j["hidden_act"].is_string())
-      return Status::Error("config.json: \"hidden_act\" is not a string");
-    c.hidden_act = j["hidden_act"].get<std::string>();
+  // Gemma's configs name it hidden_activation (hidden_act there is legacy).
+  for (const char* key : {"hidden_act", "hidden_activation"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    if (!j[key].is_string()) return Status::Error("config.json: \"%s\" is not a string", key);
+    c.hidden_act = j[key].get<std::string>();
   }
+  PI_RETURN_IF_ERROR(ParseGemmaPhiFields(j, &c));
   if (j.contains("tie_word_embeddings")) {
     if (!j["tie_word_embeddings"].is_boolean()) {
       return Status::Error("config.json: \"tie_word_embeddings\" is not true or false");

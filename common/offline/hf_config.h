@@ -28,7 +28,19 @@ struct HfConfig {
   // Other types are refused naming theirs.
   std::string rope_scaling;
   Llama3RopeScaling rope;
-  std::string hidden_act;  // relu, silu, gelu, ...
+  std::string hidden_act;  // relu, silu, gelu, ... (Gemma's hidden_activation)
+  // Gemma 2/3 and Phi-3 (0: absent). Gemma's query_pre_attn_scalar (q.k is
+  // scaled by its inverse square root), soft-caps (null: none), Gemma 3's
+  // window pattern and local RoPE base; the attention window (Mistral and
+  // Qwen2 configs name one too; their architectures do not use it).
+  double query_pre_attn_scalar = 0;
+  double attn_softcap = 0, final_softcap = 0;
+  int sliding_window = 0;
+  int sliding_window_pattern = 0;
+  // layer_types (newer configs): 's' per "sliding_attention" layer, 'f' per
+  // "full_attention"; empty when absent.
+  std::string layer_types;
+  double rope_local_base_freq = 0;
   bool tie_word_embeddings = false;
   int bos_token_id = -1, eos_token_id = -1;  // -1: not given
   // A second end-of-generation id (generation_config.json's eos list, e.g. a

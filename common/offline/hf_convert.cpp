@@ -20,6 +20,7 @@
 #include "common/format/gguf.h"
 #include "common/model/llama_model.h"
 #include "common/offline/hf_config.h"
+#include "common/offline/hf_tensor_jobs.h"
 #include "common/offline/hf_tokenizer.h"
 #include "common/offline/rope_scaling.h"
 #include "common/offline/safetensors.h"
@@ -29,33 +30,6 @@
 
 namespace pi {
 namespace {
-
-// How a source tensor becomes a GGUF tensor.
-enum class Reorder {
-  kNone,
-  kRope,       // rows permuted within heads of `head_dim` (rotate-half -> interleaved)
-  kTranspose,  // [rows, cols] -> [cols, rows] (ffn_down -> ffn_down_t)
-  kFalconQkv,  // query_key_value's heads grouped per KV head -> all Q, all K, all V
-};
-
-// The models pi-convert knows, by the GGUF architecture they become.
-enum class Family {
-  kLlama,   // LlamaForCausalLM, MistralForCausalLM: "llama"
-  kBamboo,  // BambooForCausalLM (Bamboo, TurboSparse-Mistral): "bamboo", dReLU
-  kFalcon,  // FalconForCausalLM, RWForCausalLM: "falcon"
-  kQwen2,   // Qwen2ForCausalLM: "qwen2" (llama's layers, Q/K/V biases, NeoX RoPE)
-  kQwen3,   // Qwen3ForCausalLM: "qwen3" (llama's layers, Q/K head norms, NeoX RoPE)
-};
-
-struct Job {
-  std::string src, dst;
-  std::vector<int64_t> shape;  // expected source shape, outermost first
-  DType type = DType::kF16;
-  Reorder reorder = Reorder::kNone;
-  int head_dim = 0;
-  const SafeTensor* tensor = nullptr;  // set: this source, not the model's `src`
-  int n_head = 0, n_kv = 0;            // kFalconQkv: the query and KV head counts
-};
 
 // The original's torch files as pi-pt-export wrote them (safetensors), mapped.
 struct PtExport {
@@ -244,13 +218,6 @@ std::string ShapeString(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-// The GGUF type of a matrix with rows of `cols`: the requested one when
-// its rows are whole blocks, else f16.
-DType MatrixType(DType want, int64_t cols) {
-  const int64_t block = GetDTypeInfo(static_cast<uint32_t>(want)).block_elems;
-  return cols % block == 0 ? want : DType::kF16;
-}
-
 Status Fill(const SafeTensor& t, const Job& job, uint8_t* dst) {
   const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
   const int64_t cols = t.shape.back();
@@ -272,6 +239,9 @@ Status Fill(const SafeTensor& t, const Job& job, uint8_t* dst) {
   const int64_t dst_row = RowBytes(job.type, cols);
   for (int64_t r = 0; r < rows; ++r) {
     DequantizeRow(t.type, t.data + SourceRow(job, r) * src_row, row.data(), cols);
+    if (job.offset != 0.0f) {
+      for (float& v : row) v += job.offset;
+    }
     QuantizeRow(job.type, row.data(), dst + r * dst_row, cols);
   }
   return Status::Ok();
@@ -289,11 +259,18 @@ Status FamilyOf(const HfConfig& c, const std::string& dir, Family* out) {
     *out = Family::kQwen2;
   } else if (c.architecture == "Qwen3ForCausalLM") {
     *out = Family::kQwen3;
+  } else if (c.architecture == "Gemma2ForCausalLM") {
+    *out = Family::kGemma2;
+  } else if (c.architecture == "Gemma3ForCausalLM") {
+    *out = Family::kGemma3;
+  } else if (c.architecture == "Phi3ForCausalLM") {
+    *out = Family::kPhi3;
   } else {
     return Status::Unsupported(
         "%s: architecture %s is not one pi-convert knows (LlamaForCausalLM, "
-        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, BambooForCausalLM, "
-        "FalconForCausalLM, RWForCausalLM)",
+        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
+        "Gemma3ForCausalLM, Phi3ForCausalLM, BambooForCausalLM, FalconForCausalLM, "
+        "RWForCausalLM)",
         dir.c_str(), c.architecture.c_str());
   }
   return Status::Ok();
@@ -329,10 +306,12 @@ Status ConfigActivation(const HfConfig& c, Family family, std::string* out) {
     *out = a;
   } else if (a == "swish") {
     *out = "silu";
+  } else if (a == "gelu_pytorch_tanh" || a == "gelu_new" || a == "gelu_fast") {
+    *out = "gelu";  // the tanh form, as the engine computes it
   } else {
     return Status::Error(
         "config.json: hidden_act '%s' is not one a llama-family model runs "
-        "(relu, silu, drelu); --ffn-activation sets it",
+        "(relu, silu, drelu, gelu_pytorch_tanh); --ffn-activation sets it",
         a.c_str());
   }
   return Status::Ok();
@@ -342,13 +321,13 @@ Status ActivationOf(const HfConfig& c, Family family, const std::string& overrid
                     std::string* out) {
   if (override_act.empty()) return ConfigActivation(c, family, out);
   const bool falcon = family == Family::kFalcon;
-  const bool ok = falcon
-                      ? override_act == "relu" || override_act == "gelu"
-                      : override_act == "relu" || override_act == "silu" || override_act == "drelu";
+  const bool ok = falcon ? override_act == "relu" || override_act == "gelu"
+                         : override_act == "relu" || override_act == "silu" ||
+                               override_act == "drelu" || override_act == "gelu";
   if (!ok) {
     return Status::Error("--ffn-activation %s: expected %s", override_act.c_str(),
                          falcon ? "relu or gelu for a falcon model (its FFN has no gate)"
-                                : "relu, silu or drelu for a llama-family model");
+                                : "relu, silu, drelu or gelu for a llama-family model");
   }
   *out = override_act;
   std::string implied;
@@ -361,109 +340,6 @@ Status ActivationOf(const HfConfig& c, Family family, const std::string& overrid
             meaning.c_str());
   }
   return Status::Ok();
-}
-
-// Every tensor of a llama-family model, in GGUF order. Llama's Q and K rows
-// go from Hugging Face's rotate-half order to llama.cpp's interleaved pairs;
-// qwen2's and qwen3's stay (they run NeoX RoPE), with qwen2's Q/K/V biases
-// and qwen3's Q/K head norms.
-std::vector<Job> LlamaJobs(const HfConfig& c, const HfConvertOptions& o, bool has_head,
-                           Family family) {
-  const bool qwen2 = family == Family::kQwen2, qwen3 = family == Family::kQwen3;
-  const int64_t d = c.hidden_size, ff = c.intermediate_size, hd = c.head_dim;
-  const int64_t q = c.num_attention_heads * hd, kv = c.num_key_value_heads * hd;
-  auto matrix = [&](std::string src, std::string dst, int64_t rows, int64_t cols,
-                    Reorder reorder = Reorder::kNone) {
-    Job j{std::move(src), std::move(dst), {rows, cols}, DType::kF16, reorder, c.head_dim};
-    j.type = MatrixType(o.outtype, reorder == Reorder::kTranspose ? rows : cols);
-    return j;
-  };
-  // An f32 vector of n: norms (n = d), qwen3's head norms, qwen2's biases.
-  auto vector = [&](std::string src, std::string dst, int64_t n) {
-    return Job{std::move(src), std::move(dst), {n}, DType::kF32, Reorder::kNone, 0};
-  };
-  auto norm = [&](std::string src, std::string dst) { return vector(src, dst, d); };
-  std::vector<Job> jobs;
-  jobs.push_back(matrix("model.embed_tokens.weight", "token_embd.weight", c.vocab_size, d));
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string s = "model.layers." + std::to_string(l) + ".";
-    const std::string g = "blk." + std::to_string(l) + ".";
-    jobs.push_back(norm(s + "input_layernorm.weight", g + "attn_norm.weight"));
-    const Reorder rope = qwen2 || qwen3 ? Reorder::kNone : Reorder::kRope;
-    jobs.push_back(matrix(s + "self_attn.q_proj.weight", g + "attn_q.weight", q, d, rope));
-    jobs.push_back(matrix(s + "self_attn.k_proj.weight", g + "attn_k.weight", kv, d, rope));
-    jobs.push_back(matrix(s + "self_attn.v_proj.weight", g + "attn_v.weight", kv, d));
-    const std::pair<const char*, int64_t> qkv[] = {{"q", q}, {"k", kv}, {"v", kv}};
-    for (const auto& [x, n] : qkv) {
-      if (qwen2) {
-        jobs.push_back(vector(s + "self_attn." + x + "_proj.bias", g + "attn_" + x + ".bias", n));
-      } else if (qwen3 && std::string(x) != "v") {  // head norms: Q and K only
-        jobs.push_back(
-            vector(s + "self_attn." + x + "_norm.weight", g + "attn_" + x + "_norm.weight", hd));
-      }
-    }
-    jobs.push_back(matrix(s + "self_attn.o_proj.weight", g + "attn_output.weight", d, q));
-    jobs.push_back(norm(s + "post_attention_layernorm.weight", g + "ffn_norm.weight"));
-    jobs.push_back(matrix(s + "mlp.gate_proj.weight", g + "ffn_gate.weight", ff, d));
-    jobs.push_back(matrix(s + "mlp.up_proj.weight", g + "ffn_up.weight", ff, d));
-    if (o.down_t) {
-      jobs.push_back(
-          matrix(s + "mlp.down_proj.weight", g + "ffn_down_t.weight", d, ff, Reorder::kTranspose));
-    } else {
-      jobs.push_back(matrix(s + "mlp.down_proj.weight", g + "ffn_down.weight", d, ff));
-    }
-  }
-  jobs.push_back(norm("model.norm.weight", "output_norm.weight"));
-  if (has_head) jobs.push_back(matrix("lm_head.weight", "output.weight", c.vocab_size, d));
-  return jobs;
-}
-
-// Every tensor of a falcon model, in GGUF order: llama.cpp's falcon names
-// (attn_norm_2 for the FFN's own norm where there are two), the fused QKV
-// regrouped, no RoPE permutation (the engine's falcon RoPE is rotate-half too).
-std::vector<Job> FalconJobs(const HfConfig& c, const HfConvertOptions& o, bool has_head) {
-  const int64_t d = c.hidden_size, ff = c.intermediate_size, hd = c.head_dim;
-  const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * hd;
-  auto matrix = [&](std::string src, std::string dst, int64_t rows, int64_t cols,
-                    Reorder reorder = Reorder::kNone) {
-    Job j{std::move(src), std::move(dst), {rows, cols}, DType::kF16, reorder, c.head_dim};
-    j.type = MatrixType(o.outtype, reorder == Reorder::kTranspose ? rows : cols);
-    j.n_head = c.num_attention_heads;
-    j.n_kv = c.num_key_value_heads;
-    return j;
-  };
-  std::vector<Job> jobs;
-  // LayerNorm: weight and bias, both f32.
-  auto norm = [&](const std::string& src, const std::string& dst) {
-    for (const char* part : {"weight", "bias"}) {
-      jobs.push_back(Job{src + "." + part, dst + "." + part, {d}, DType::kF32, Reorder::kNone, 0});
-    }
-  };
-  jobs.push_back(
-      matrix("transformer.word_embeddings.weight", "token_embd.weight", c.vocab_size, d));
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string s = "transformer.h." + std::to_string(l) + ".";
-    const std::string g = "blk." + std::to_string(l) + ".";
-    if (c.falcon_norms == 2) {
-      norm(s + "ln_attn", g + "attn_norm");
-      norm(s + "ln_mlp", g + "attn_norm_2");
-    } else {
-      norm(s + "input_layernorm", g + "attn_norm");
-    }
-    jobs.push_back(matrix(s + "self_attention.query_key_value.weight", g + "attn_qkv.weight", qkv,
-                          d, Reorder::kFalconQkv));
-    jobs.push_back(matrix(s + "self_attention.dense.weight", g + "attn_output.weight", d, d));
-    jobs.push_back(matrix(s + "mlp.dense_h_to_4h.weight", g + "ffn_up.weight", ff, d));
-    if (o.down_t) {
-      jobs.push_back(matrix(s + "mlp.dense_4h_to_h.weight", g + "ffn_down_t.weight", d, ff,
-                            Reorder::kTranspose));
-    } else {
-      jobs.push_back(matrix(s + "mlp.dense_4h_to_h.weight", g + "ffn_down.weight", d, ff));
-    }
-  }
-  norm("transformer.ln_f", "output_norm");
-  if (has_head) jobs.push_back(matrix("lm_head.weight", "output.weight", c.vocab_size, d));
-  return jobs;
 }
 
 // What llama.cpp's converter writes for falcon (no rope.dimension_count: the
@@ -502,11 +378,75 @@ void SetLlamaMetadata(const HfConfig& c, const std::string& arch, const std::str
   w->Set(p + "attention.layer_norm_rms_epsilon",
          GgufValue::F32(static_cast<float>(c.rms_norm_eps)));
   w->Set(p + "vocab_size", GgufValue::U32(c.vocab_size));
+  // Gemma's soft-caps (gemma2) and the windows (gemma2, gemma3, phi3).
+  if (c.attn_softcap > 0) {
+    w->Set(p + "attn_logit_softcapping", GgufValue::F32(static_cast<float>(c.attn_softcap)));
+  }
+  if (c.final_softcap > 0) {
+    w->Set(p + "final_logit_softcapping", GgufValue::F32(static_cast<float>(c.final_softcap)));
+  }
+  // Mistral's and Qwen2's configs name a window too; llama.cpp's llama and
+  // qwen2 graphs (and pi's) attend to every position, and its converter
+  // writes none for them.
+  if (c.sliding_window > 0 && (arch == "gemma2" || arch == "gemma3" || arch == "phi3")) {
+    w->Set(p + "attention.sliding_window", GgufValue::U32(c.sliding_window));
+  }
   if (c.rope_scaling == "linear") {
     w->Set(p + "rope.scaling.type", GgufValue::String("linear"));
     w->Set(p + "rope.scaling.factor", GgufValue::F32(static_cast<float>(c.rope.factor)));
   }
   w->Set("pi.ffn_activation", GgufValue::String(activation));
+}
+
+// What a family's file must say for llama.cpp's graph (and pi's) to compute
+// what the model does: Gemma's query scale and window pattern are not
+// written to the file but fixed by the architecture (and, for the 27B
+// models, by the layer count), so a config with other values is refused.
+Status CheckFamilyConfig(const HfConfig& c, Family family) {
+  const bool gemma = family == Family::kGemma2 || family == Family::kGemma3;
+  if (gemma) {
+    const bool big = c.num_hidden_layers == (family == Family::kGemma2 ? 46 : 62);
+    const int implied = big ? c.hidden_size / c.num_attention_heads : c.head_dim;
+    if (c.query_pre_attn_scalar != 0 && c.query_pre_attn_scalar != implied) {
+      return Status::Unsupported(
+          "config.json: query_pre_attn_scalar %g: llama.cpp's graph (and pi's) scales q.k by "
+          "1/sqrt(%d) for a %s of %d layers",
+          c.query_pre_attn_scalar, implied, c.architecture.c_str(), c.num_hidden_layers);
+    }
+  }
+  if (family == Family::kGemma3) {
+    if (c.sliding_window_pattern != 0 && c.sliding_window_pattern != 6) {
+      return Status::Unsupported(
+          "config.json: sliding_window_pattern %d: gemma3 files slide 5 of every 6 layers",
+          c.sliding_window_pattern);
+    }
+    if (c.rope_local_base_freq != 0 && c.rope_local_base_freq != 10000.0) {
+      return Status::Unsupported(
+          "config.json: rope_local_base_freq %g: gemma3 files rotate sliding layers with 10000",
+          c.rope_local_base_freq);
+    }
+    if (c.sliding_window <= 0) return Status::Error("config.json: gemma3 needs sliding_window");
+  }
+  if (gemma && !c.layer_types.empty()) {  // the pattern llama.cpp's graph runs
+    std::string implied;
+    for (int il = 0; il < c.num_hidden_layers; ++il) {
+      const bool slides = family == Family::kGemma2 ? il % 2 == 0 : il % 6 < 5;
+      implied += slides ? 's' : 'f';
+    }
+    if (c.layer_types != implied) {
+      return Status::Unsupported(
+          "config.json: layer_types (%s) is not the pattern %s files run (%s; s: sliding)",
+          c.layer_types.c_str(), FamilyArch(family), implied.c_str());
+    }
+  }
+  if (!gemma && (c.attn_softcap > 0 || c.final_softcap > 0)) {
+    return Status::Unsupported("config.json: logit soft-capping on %s: not supported",
+                               c.architecture.c_str());
+  }
+  if (family == Family::kGemma3 && c.attn_softcap > 0) {
+    return Status::Unsupported("config.json: attn_logit_softcapping on Gemma 3: not supported");
+  }
+  return Status::Ok();
 }
 
 // Llama 3.1's scaling as llama.cpp's converter stores it: rope_freqs.weight,
@@ -519,11 +459,7 @@ Status AddRopeFactors(const HfConfig& c, GgufWriter* w) {
 
 void SetMetadata(const HfConfig& c, Family family, const HfConvertOptions& o,
                  const std::string& name, const std::string& activation, GgufWriter* w) {
-  const char* arch = family == Family::kFalcon   ? "falcon"
-                     : family == Family::kBamboo ? "bamboo"
-                     : family == Family::kQwen2  ? "qwen2"
-                     : family == Family::kQwen3  ? "qwen3"
-                                                 : "llama";
+  const char* arch = FamilyArch(family);
   w->Set("general.architecture", GgufValue::String(arch));
   w->Set("general.name", GgufValue::String(name));
   w->Set("general.file_type", GgufValue::U32(GgufFileTypeOf(o.outtype)));
@@ -576,7 +512,8 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   PI_RETURN_IF_ERROR(weights.Open(dir));
   // Q/K/V biases are qwen2's alone: elsewhere (attention_bias true) they would be left out.
   if (family != Family::kQwen2 && family != Family::kFalcon &&
-      weights.Find("model.layers.0.self_attn.q_proj.bias") != nullptr) {
+      (weights.Find("model.layers.0.self_attn.q_proj.bias") != nullptr ||
+       weights.Find("model.layers.0.self_attn.qkv_proj.bias") != nullptr)) {
     return Status::Unsupported("%s: %s with attention biases (q_proj.bias): not supported",
                                dir.c_str(), c.architecture.c_str());
   }
@@ -584,8 +521,8 @@ Status ConvertHfModel(const std::string& dir, const HfConvertOptions& o,
   if (!has_head && !c.tie_word_embeddings) {
     return Status::Error("%s: no lm_head.weight and tie_word_embeddings is not set", dir.c_str());
   }
-  std::vector<Job> jobs =
-      family == Family::kFalcon ? FalconJobs(c, o, has_head) : LlamaJobs(c, o, has_head, family);
+  PI_RETURN_IF_ERROR(CheckFamilyConfig(c, family).WithContext(dir));
+  std::vector<Job> jobs = TensorJobs(c, o, has_head, family);
   PtExport predictors, activations;
   float threshold = 0.0f;
   if (!o.predictors_dir.empty()) {

@@ -252,11 +252,23 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
                          o.n_embd, o.down_t ? "" : " and n_ff", block);
   }
   const bool falcon = o.arch == "falcon";
-  if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3" && !falcon) {
-    return Status::Error("arch '%s': expected llama, qwen2, qwen3 or falcon", o.arch.c_str());
+  const bool gemma = o.arch == "gemma2" || o.arch == "gemma3";
+  if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3" && !gemma && o.arch != "phi3" &&
+      !falcon) {
+    return Status::Error("arch '%s': expected llama, qwen2, qwen3, gemma2, gemma3, phi3 or falcon",
+                         o.arch.c_str());
   }
-  if (!falcon && o.activation != "silu" && o.activation != "relu" && o.activation != "drelu") {
-    return Status::Error("activation '%s': expected silu, relu or drelu", o.activation.c_str());
+  if (!falcon && o.activation != "silu" && o.activation != "relu" && o.activation != "drelu" &&
+      o.activation != "gelu") {
+    return Status::Error("activation '%s': expected silu, relu, drelu or gelu",
+                         o.activation.c_str());
+  }
+  if (o.sliding_window < 1 || !(o.attn_softcap >= 0.0f) || !(o.final_softcap >= 0.0f)) {
+    return Status::Error("sliding window %d must be >= 1 and soft-caps %g, %g >= 0",
+                         o.sliding_window, o.attn_softcap, o.final_softcap);
+  }
+  if ((gemma || o.arch == "phi3") && o.planted_sparsity != 0.0) {
+    return Status::Error("planted sparsity is written for llama and falcon layers only");
   }
   if (falcon && o.activation != "relu" && o.activation != "gelu") {
     return Status::Error("activation '%s': falcon's FFN has no gate, expected relu or gelu",
@@ -264,7 +276,7 @@ Status ValidateSyntheticModel(const SyntheticModelOptions& o) {
   }
   if (!falcon && o.attn_norm_2) return Status::Error("attn_norm_2 is a falcon tensor");
   if (!o.activation_key) {
-    const char* implied = o.down_t ? "relu" : (falcon ? "gelu" : "silu");
+    const char* implied = o.down_t ? "relu" : (falcon || gemma ? "gelu" : "silu");
     if (o.activation != implied) {
       return Status::Error(
           "without pi.ffn_activation a %s file%s means %s, not the activation '%s' asked for",
@@ -380,6 +392,13 @@ static void SetSyntheticMetadata(const SyntheticModelOptions& o, GgufWriter* w) 
     w->Set(a + "rope.scaling.type", GgufValue::String("linear"));
     w->Set(a + "rope.scaling.factor", GgufValue::F32(o.rope_factor));
   }
+  if (o.arch == "gemma2") {
+    w->Set(a + "attn_logit_softcapping", GgufValue::F32(o.attn_softcap));
+    w->Set(a + "final_logit_softcapping", GgufValue::F32(o.final_softcap));
+  }
+  if (o.arch == "gemma2" || o.arch == "gemma3" || o.arch == "phi3") {
+    w->Set(a + "attention.sliding_window", GgufValue::U32(static_cast<uint32_t>(o.sliding_window)));
+  }
   if (o.activation_key) w->Set("pi.ffn_activation", GgufValue::String(o.activation));
 }
 
@@ -413,7 +432,7 @@ Status AddQwenAttention(const SyntheticModelOptions& o, const std::string& p, in
     PI_RETURN_IF_ERROR(AddVector(o, p + "attn_k.bias", kv_dim, 3, w));
     return AddVector(o, p + "attn_v.bias", kv_dim, 3, w);
   }
-  if (o.arch == "qwen3") {
+  if (o.arch == "qwen3" || o.arch == "gemma3") {
     PI_RETURN_IF_ERROR(AddVector(o, p + "attn_q_norm.weight", head_dim, head_dim, w));
     return AddVector(o, p + "attn_k_norm.weight", head_dim, head_dim, w);
   }
@@ -430,6 +449,7 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
   const int64_t head_dim = d / o.n_head;
   const int64_t kv_dim = head_dim * n_head_kv;
   const bool falcon = o.arch == "falcon";
+  const bool gemma = o.arch == "gemma2" || o.arch == "gemma3";
   SetSyntheticMetadata(o, w);
   if (o.byte_tokenizer) AddByteTokenizer(o.n_vocab, w);
 
@@ -522,6 +542,13 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
       PI_RETURN_IF_ERROR(
           matrix(p + "attn_output.weight", d, d, scaled_output(p + "attn_output.weight", d)));
       PI_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", d, ff, bias_column(gate_rates)));
+    } else if (o.arch == "phi3") {
+      // Fused as llama.cpp's converter writes Phi-3: Q, K, V rows; gate, up rows.
+      PI_RETURN_IF_ERROR(norm(p + "attn_norm.weight"));
+      PI_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", d, d + 2 * kv_dim));
+      PI_RETURN_IF_ERROR(matrix(p + "attn_output.weight", d, d));
+      PI_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));
+      PI_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", d, 2 * ff));
     } else {
       PI_RETURN_IF_ERROR(norm(p + "attn_norm.weight"));
       PI_RETURN_IF_ERROR(matrix(p + "attn_q.weight", d, d, zero_col0));
@@ -530,10 +557,12 @@ Status AddSyntheticModel(const SyntheticModelOptions& o, GgufWriter* w) {
       PI_RETURN_IF_ERROR(AddQwenAttention(o, p, d, kv_dim, head_dim, w));
       PI_RETURN_IF_ERROR(
           matrix(p + "attn_output.weight", d, d, scaled_output(p + "attn_output.weight", d)));
+      if (gemma) PI_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight"));
       PI_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));
       PI_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", d, ff, bias_column(gate_rates)));
       PI_RETURN_IF_ERROR(
           matrix(p + "ffn_up.weight", d, ff, up_rates.empty() ? zero_col0 : bias_column(up_rates)));
+      if (gemma) PI_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight"));
     }
     if (o.down_t) {
       // Row i = neuron i's output weights = column i of ffn_down [n_ff, n_embd].

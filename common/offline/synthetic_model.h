@@ -36,10 +36,21 @@ struct SyntheticModelOptions {
   DType type = DType::kF32;  // matrices: F32, F16, BF16, Q8_0 or Q4_0; norms are F32
   // general.architecture: llama | qwen2 (llama's tensors with Q/K/V biases,
   // NeoX RoPE) | qwen3 (with a per-head RMSNorm of Q and K instead of the
-  // biases) | falcon.
+  // biases) | gemma2 (post_attention_norm and post_ffw_norm, the soft-caps
+  // and sliding window below; activation gelu) | gemma3 (gemma2's tensors
+  // with qwen3's head norms; the window, no caps) | phi3 (fused attn_qkv and
+  // ffn_up = [gate rows; up rows], the window) | falcon.
   std::string arch = "llama";
-  // pi.ffn_activation: silu | relu | drelu (llama), relu | gelu (falcon, ungated).
+  // pi.ffn_activation: silu | relu | drelu | gelu (gated), relu | gelu
+  // (falcon, ungated).
   std::string activation = "silu";
+  // gemma2, gemma3, phi3: <arch>.attention.sliding_window.
+  int sliding_window = 4096;
+  // gemma2: <arch>.attn_logit_softcapping and .final_logit_softcapping (its
+  // converter writes Gemma 2's 50 and 30; tests take small ones so the caps
+  // bite).
+  float attn_softcap = 50.0f;
+  float final_softcap = 30.0f;
   // false: no pi.ffn_activation key, so the loader's default rule decides;
   // the activation must then be that default (llama: relu with down_t, the
   // PWRI magic, else silu; falcon: relu with down_t, else gelu).

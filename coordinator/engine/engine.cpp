@@ -147,6 +147,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->h_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
   e->x_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
   if (c.parallel_residual) e->inp_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
+  if (c.post_norms) e->ffn_out_.assign(static_cast<size_t>(max_rows) * c.n_embd, 0.0f);
   e->q8_.assign(max_rows * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
   e->logits_.assign(static_cast<size_t>(options.n_seq) * c.n_vocab, 0.0f);
   e->tokens_.assign(static_cast<size_t>(options.n_seq) * e->n_ctx_, 0);
@@ -242,7 +243,7 @@ void Engine::ForwardBatch(const int32_t* tokens, int batch, float* logits_out, b
   const LlamaModel& m = *model_;
   const int64_t d = m.config.n_embd;
   for (int b = 0; b < batch; ++b) {
-    DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[b]), h_.data() + b * d, d);
+    EmbedToken(m, tokens[b], h_.data() + b * d);
     tokens_[n_past_ + b] = tokens[b];
     row_pos_[b] = n_past_ + b;
     row_caches_[b] = &cache_;
@@ -269,6 +270,7 @@ void Engine::HostHead(int first, int rows, float* logits_out) {
       PrepareInput(x_.data(), d, rows, q8_.data(), pool_.get(), ReadsQ8(m.output.type));
   const MatMulJob job[1] = {{&m.output, logits_out, c.n_vocab}};
   ParallelMatMul(pool_.get(), in, job, 1);
+  SoftCapLogits(c, logits_out, static_cast<int64_t>(rows) * c.n_vocab);
 }
 
 void Engine::ForwardRows(int first, int n) {
@@ -282,6 +284,14 @@ void Engine::ForwardRows(int first, int n) {
     if (c.parallel_residual) {
       std::copy(h_.begin(), h_.begin() + n * d, inp_.begin());
       ffn_in = inp_.data();
+    }
+    // With a post-norm (gemma) the FFN sums into ffn_out_, normed before it
+    // joins h; else straight into h.
+    const LlamaLayer& layer = m.layers[il];
+    float* ffn_out = h_.data();
+    if (layer.ffn_post_norm.present()) {
+      std::fill(ffn_out_.begin(), ffn_out_.begin() + n * d, 0.0f);
+      ffn_out = ffn_out_.data();
     }
     attention_.ForwardRows(m.layers[il], il, row_pos_.data(), row_caches_.data(), n, h_.data(),
                            pool_.get(), run_length_.data());
@@ -300,7 +310,7 @@ void Engine::ForwardRows(int first, int n) {
         single_rows_[n_single++] = a;
       } else {
         if (observer_) observer_->OnFfnInput(il, b - a, ffn_in + a * d);
-        ffn_.Forward(il, b - a, ffn_in + a * d, h_.data() + a * d, pool_.get(),
+        ffn_.Forward(il, b - a, ffn_in + a * d, ffn_out + a * d, pool_.get(),
                      run_length_.data() + a);
         CountFfn(il);
         if (observer_) {
@@ -311,8 +321,11 @@ void Engine::ForwardRows(int first, int n) {
       a = b;
     }
     if (n_single > 0) {
-      ffn_.ForwardSparseRows(il, n_single, single_rows_.data(), ffn_in, h_.data(), pool_.get());
+      ffn_.ForwardSparseRows(il, n_single, single_rows_.data(), ffn_in, ffn_out, pool_.get());
       CountFfn(il);
+    }
+    if (ffn_out != h_.data()) {
+      for (int b = 0; b < n; ++b) AddResidual(c, layer.ffn_post_norm, ffn_out + b * d, &h_[b * d]);
     }
     NoteNonFinite(n, il, "FFN");
   }
@@ -355,7 +368,7 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
   if (device_) return DeviceBatch(rows, n);
   const int64_t d = c.n_embd;
   for (int i = 0; i < n; ++i) {
-    DequantizeRow(m.token_embd.type, m.token_embd.row(rows[i].token), h_.data() + i * d, d);
+    EmbedToken(m, rows[i].token, h_.data() + i * d);
     SeqTokens(rows[i].seq)[row_pos_[i]] = rows[i].token;
   }
   NoteNonFinite(n, -1, "the token embedding rows");
@@ -394,6 +407,7 @@ void Engine::HostHeadRows(const int* rows, int n, float* logits_out) {
   PreparedInput in = PrepareInput(x_.data(), d, n, q8_.data(), pool_.get(), ReadsQ8(m.output.type));
   const MatMulJob job[1] = {{&m.output, logits_out, c.n_vocab}};
   ParallelMatMul(pool_.get(), in, job, 1);
+  SoftCapLogits(c, logits_out, static_cast<int64_t>(n) * c.n_vocab);
 }
 
 Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out) {
@@ -463,7 +477,7 @@ Status Engine::ForwardDeviceToken(int seq, int32_t token, float* logits_out) {
   const LlamaConfig& c = m.config;
   const DevicePlan& plan = device_->plan();
   const int pos = SeqPast(seq);
-  DequantizeRow(m.token_embd.type, m.token_embd.row(token), h_.data(), c.n_embd);
+  EmbedToken(m, token, h_.data());
   const bool host_layers = plan.n_layers < c.n_layer;
   if (plan.n_layers > 0) {
     // h comes back when the host has layers or the head left to run.
@@ -518,7 +532,7 @@ Status Engine::RecoverDevice() {
   for (int seq = 0; seq < n_seq() && device_->plan().n_layers > 0; ++seq) {
     const int32_t* tokens = SeqTokens(seq);
     for (int pos = 0; pos < SeqPast(seq) && replayed.ok(); ++pos, ++replayed_tokens) {
-      DequantizeRow(m.token_embd.type, m.token_embd.row(tokens[pos]), h_.data(), m.config.n_embd);
+      EmbedToken(m, tokens[pos], h_.data());
       replayed = RunDeviceLayers(seq, pos, nullptr, nullptr);
     }
   }

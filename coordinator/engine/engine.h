@@ -291,11 +291,12 @@ class Engine {
   std::vector<int32_t> tokens_;  // [n_seq][n_ctx] the sequences' tokens (a device's replay)
   // [n_layer + 1][cold, hot]: ffn_computed()'s counts, layer -1 first.
   std::unique_ptr<std::atomic<int64_t>[]> computed_;
-  std::vector<float> h_;       // [n_batch, n_embd] residual stream
-  std::vector<float> x_;       // [n_batch, n_embd] final-normed
-  std::vector<float> inp_;     // [n_batch, n_embd] layer input (parallel residual only)
-  std::vector<uint8_t> q8_;    // prepared output-layer input
-  std::vector<float> logits_;  // [rows, n_vocab]
+  std::vector<float> h_;        // [n_batch, n_embd] residual stream
+  std::vector<float> x_;        // [n_batch, n_embd] final-normed
+  std::vector<float> inp_;      // [n_batch, n_embd] layer input (parallel residual only)
+  std::vector<float> ffn_out_;  // [n_batch, n_embd] the FFN's sum (post-norms only)
+  std::vector<uint8_t> q8_;     // prepared output-layer input
+  std::vector<float> logits_;   // [rows, n_vocab]
 };
 
 }  // namespace pi

@@ -99,6 +99,10 @@ void GatedSilu(float* gate, const float* up, int64_t n) {
   }
 }
 
+void GatedGelu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = GeluOf(gate[i]) * up[i];
+}
+
 void GatedRelu(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] > 0.0f ? gate[i] * up[i] : 0.0f;
 }

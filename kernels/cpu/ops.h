@@ -54,7 +54,9 @@ inline float GeluOf(float v) {
 //   silu:  gate[i] = silu(gate[i]) * up[i]
 //   relu:  gate[i] = relu(gate[i]) * up[i]
 //   drelu: gate[i] = relu(gate[i]) * relu(up[i])
+//   gelu:  gate[i] = gelu(gate[i]) * up[i]          (GeGLU, GeluOf's tanh form)
 void GatedSilu(float* gate, const float* up, int64_t n);
+void GatedGelu(float* gate, const float* up, int64_t n);
 void GatedRelu(float* gate, const float* up, int64_t n);
 void GatedDRelu(float* gate, const float* up, int64_t n);
 // Ungated FFN activations (falcon), in place:

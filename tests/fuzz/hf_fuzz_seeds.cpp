@@ -1,7 +1,7 @@
 // Writes hf_fuzz's seeds: a small valid safetensors file, config.jsons (llama,
-// llama with Llama 3.1's rope_scaling, qwen2, falcon, RW), the demo's
-// tokenizer.model and two small BPE tokenizer.jsons (ByteLevel, Qwen2's split),
-// each behind its selector byte.
+// llama with Llama 3.1's rope_scaling, qwen2, gemma3, phi3, falcon, RW), the
+// demo's tokenizer.model and two small BPE tokenizer.jsons (ByteLevel, Qwen2's
+// split), each behind its selector byte.
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -42,6 +42,17 @@ int main(int argc, char** argv) {
       R"({"architectures":["Qwen2ForCausalLM"],"hidden_size":64,"intermediate_size":192,)"
       R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,)"
       R"("vocab_size":512,"hidden_act":"silu","tie_word_embeddings":true})";
+  // Gemma 3's and Phi-3's fields: caps, windows, patterns, layer_types.
+  const std::string gemma3 =
+      R"({"architectures":["Gemma3ForCausalLM"],"hidden_size":64,"intermediate_size":192,)"
+      R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,)"
+      R"("vocab_size":512,"hidden_activation":"gelu_pytorch_tanh","query_pre_attn_scalar":32,)"
+      R"("sliding_window":512,"sliding_window_pattern":6,"rope_local_base_freq":10000.0,)"
+      R"("final_logit_softcapping":null,"layer_types":["sliding_attention","full_attention"]})";
+  const std::string phi3 =
+      R"({"architectures":["Phi3ForCausalLM"],"hidden_size":64,"intermediate_size":192,)"
+      R"("num_hidden_layers":2,"num_attention_heads":4,"vocab_size":512,)"
+      R"("sliding_window":2047,"partial_rotary_factor":1.0,"rope_scaling":null})";
   const std::string qwen2_bpe =
       R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},)"
       R"("pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":)"
@@ -68,6 +79,8 @@ int main(int argc, char** argv) {
   ok &= pi::WriteSeedFile(dir + "/config_llama3.bin", With(1, llama3));
   ok &= pi::WriteSeedFile(dir + "/config_qwen2.bin", With(1, qwen2));
   ok &= pi::WriteSeedFile(dir + "/bpe_qwen2.bin", With(3, qwen2_bpe));
+  ok &= pi::WriteSeedFile(dir + "/config_gemma3.bin", With(1, gemma3));
+  ok &= pi::WriteSeedFile(dir + "/config_phi3.bin", With(1, phi3));
   ok &= pi::WriteSeedFile(dir + "/config_falcon.bin", With(1, falcon));
   ok &= pi::WriteSeedFile(dir + "/config_rw.bin", With(1, rw));
   ok &= pi::WriteSeedFile(dir + "/spm.bin", With(2, spm.substr(0, 4000)));

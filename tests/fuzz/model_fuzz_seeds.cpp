@@ -1,8 +1,8 @@
 // Writes model_fuzz's seed corpus: a tiny llama model with a byte tokenizer
-// (and the same with RoPE scaling, qwen2 and qwen3 ones, and a falcon one with ffn_down_t), its
-// activation statistics, a placement plan and PowerInfer's gpu index, all made
-// by the code that writes them for users, so the fuzzer starts from files
-// every reader accepts.
+// (and the same with RoPE scaling, qwen2, qwen3, gemma2, gemma3 and phi3
+// ones, and a falcon one with ffn_down_t), its activation statistics, a
+// placement plan and PowerInfer's gpu index, all made by the code that writes
+// them for users, so the fuzzer starts from files every reader accepts.
 #include <unistd.h>
 
 #include <cstdio>
@@ -96,6 +96,15 @@ int main(int argc, char** argv) {
   ok &= WriteSet(dir, "qwen2", o);
   o.arch = "qwen3";  // Q/K head norms
   ok &= WriteSet(dir, "qwen3", o);
+  o.arch = "gemma2";  // post-norms, soft-caps, a window, GeGLU
+  o.activation = "gelu";
+  o.sliding_window = 3;
+  ok &= WriteSet(dir, "gemma2", o);
+  o.arch = "gemma3";  // and head norms, local RoPE
+  ok &= WriteSet(dir, "gemma3", o);
+  o.arch = "phi3";  // fused attn_qkv and gate+up
+  o.activation = "silu";
+  ok &= WriteSet(dir, "phi3", o);
   o.arch = "falcon";
   o.n_head_kv = 1;
   o.down_t = true;

@@ -155,6 +155,20 @@ CASES = [
     ("silu-q5_1-gqa-tied", "silu", "q5_1", 2, True, False),
     ("silu-q4_k_m-fallback-gqa", "silu", "q4_k_m-fallback", 2, False, False),
     ("relu-q6_k-fallback-mha-downt", "relu", "q6_k-fallback", 4, False, True),
+    # gemma2: post-norms, GeGLU, soft-caps (small ones, so they bite), a sliding window
+    # on even layers shorter than the tokens; gemma3: head norms, 5 of 6 layers slide with
+    # their own RoPE base; phi3: fused QKV and gate+up, every layer slides.
+    ("gemma2-gelu-f32-gqa-tied", "gelu", "f32", 2, True, False,
+     ["--arch", "gemma2", "--sliding-window", "5", "--softcap", "1.5,4"]),
+    ("gemma2-gelu-q8_0-mha", "gelu", "q8_0", 4, False, False,
+     ["--arch", "gemma2", "--sliding-window", "9", "--softcap", "2,6"]),
+    ("gemma3-gelu-f32-gqa-tied", "gelu", "f32", 2, True, False,
+     ["--arch", "gemma3", "--sliding-window", "6", "--n-layer", "7", "--rope-theta", "1000000"]),
+    ("gemma3-gelu-q4_0-mha-downt", "gelu", "q4_0", 4, False, True,
+     ["--arch", "gemma3", "--sliding-window", "11", "--n-layer", "6", "--rope-theta", "1000000"]),
+    ("phi3-silu-f32-gqa", "silu", "f32", 2, False, False, ["--arch", "phi3", "--sliding-window", "7"]),
+    ("phi3-silu-q4_0-mha-downt", "silu", "q4_0", 4, False, True,
+     ["--arch", "phi3", "--sliding-window", "13"]),
     # --sparse cats (decode steps only; prompt batches run dense): thresholds from the
     # quantiles pi-profile writes beside the model (a byte tokenizer, to profile text).
     ("cats40-silu-f32-gqa-downt", "silu", "f32", 2, False, True, ["--tokenizer", "bytes"],
@@ -169,6 +183,12 @@ CASES = [
     ("cats50-falcon-gelu-f32-mqa-downt", "gelu", "f32", 1, False, True,
      ["--tokenizer", "bytes", "--arch", "falcon"],
      ["-ctk", "f32", "-ctv", "f32", "--sparse", "cats", "--target-sparsity", "0.5"]),
+    ("cats50-gemma2-gelu-f32-gqa-downt", "gelu", "f32", 2, True, True,
+     ["--tokenizer", "bytes", "--arch", "gemma2", "--sliding-window", "5", "--softcap", "2,6"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "cats", "--target-sparsity", "0.5"]),
+    ("cats40-phi3-silu-q8_0-gqa-downt", "silu", "q8_0", 2, False, True,
+     ["--tokenizer", "bytes", "--arch", "phi3", "--sliding-window", "7"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "cats", "--target-sparsity", "0.4"]),
 ]
 # A cats case may part from the reference only from a position where a neuron's |act(gate)|
 # came within this (relative) of its layer's threshold: the two sides' rounding may put it
@@ -248,6 +268,47 @@ def rope_scaling_problems(ref, extra):
     return [] if moved > 1e-2 else ["the scaling moves the logits by %.1e only" % moved]
 
 
+def arch_problems(ref, extra):
+    """What the reference saw of a case's architecture that differs from what it asked for,
+    and whether each of its features (window, caps, post-norms, gemma3's local RoPE) moves
+    these logits far beyond the tolerance, so an engine that left one out would fail."""
+    arch = extra[extra.index("--arch") + 1] if "--arch" in extra else "llama"
+    problems = []
+    if ref.arch != arch:
+        return ["arch %s" % ref.arch]
+    if ref.neox != (arch != "llama"):
+        problems.append("NeoX RoPE mismatch")
+    if ("attn_q_b" in ref.layers[0]) != (arch == "qwen2"):
+        problems.append("Q/K/V biases mismatch")
+    if ("q_norm" in ref.layers[0]) != (arch in ("qwen3", "gemma3")):
+        problems.append("Q/K head norms mismatch")
+    if ("attn_post_norm" in ref.layers[0]) != (arch in ("gemma2", "gemma3")):
+        problems.append("post-norms mismatch")
+    if "--sliding-window" in extra and ref.window != int(extra[extra.index("--sliding-window") + 1]):
+        problems.append("window %d" % ref.window)
+    if problems or arch not in ("gemma2", "gemma3", "phi3"):
+        return problems
+    expect = ref.forward(TOKENS)
+
+    def moved_without(attr, off):
+        saved = getattr(ref, attr)
+        setattr(ref, attr, off)
+        try:
+            return float(np.abs(ref.forward(TOKENS) - expect).max() / np.abs(expect).max())
+        finally:
+            setattr(ref, attr, saved)
+    features = [("window", 0)]
+    if arch == "gemma2":
+        features += [("attn_softcap", 0.0), ("final_softcap", 0.0)]
+    if arch == "gemma3":
+        features += [("local_base", None)]
+    for attr, off in features:
+        moved = moved_without(attr, off)
+        if moved < 1e-2:
+            problems.append("the %s moves the logits by %.1e only" % (attr, moved))
+    return problems
+
+
 def run(cmd):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -321,10 +382,8 @@ def main():
                 problems.append("down_t mismatch")
             if ref.falcon != falcon:
                 problems.append("falcon=%s" % ref.falcon)
-            qwen2, qwen3 = "qwen2" in extra, "qwen3" in extra
-            if ref.neox != (falcon or qwen2 or qwen3) or ("attn_q_b" in ref.layers[0]) != qwen2 \
-                    or ("q_norm" in ref.layers[0]) != qwen3:
-                problems.append("qwen2/qwen3 (NeoX, Q/K/V biases, Q/K norms) mismatch")
+            if not falcon:
+                problems += arch_problems(ref, extra)
             if ("attn_norm_2" in ref.layers[0]) != ("--attn-norm-2" in extra):
                 problems.append("attn_norm_2 mismatch")
             first = "ffn_up" if falcon else "ffn_gate"

@@ -25,6 +25,16 @@ qwen2 (llama.cpp's): the llama layers with q,k,v = Wq x + bq, Wk x + bk, Wv x + 
 (attn_q/k/v.bias) and RoPE NeoX (pairs (i, i + n_rot/2)). qwen3: no biases; each head of q
 and k RMS-normed over head_dim (attn_q_norm / attn_k_norm, eps the model's) before RoPE NeoX.
 
+gemma2 (llm_build_gemma2): h = token_embd[tokens] * sqrt(n_embd); h += rmsnorm(Wo attn) *
+post_attention_norm, h += rmsnorm(Wdown a) * post_ffw_norm; a = gelu_tanh(Wg x) * (Wu x);
+scores (q.k / sqrt(head_dim); 27B, 46 layers: / sqrt(n_embd / n_head)) capped as
+cap * tanh(s / cap) with attn_logit_softcapping (default 50), the logits likewise with
+final_logit_softcapping (default 30); layers 0, 2, 4, ... attend only to keys j > i - window
+(attention.sliding_window, default 4096); RoPE NeoX. gemma3: the same with qwen3's head norms,
+no caps (final_logit_softcapping if the file has one), layers il % 6 < 5 slide and rotate with
+base 10000 unscaled (27B: 62 layers). phi3: llama's layers with attn_qkv split [q | k | v] and
+ffn_up split [gate rows | up rows], RoPE NeoX, every layer sliding (attention.sliding_window).
+
 Falcon (llama.cpp's llm_build_falcon), per layer, from the layer input h:
               x = layernorm(h) * attn_norm + attn_norm.bias       (ggml_norm, then w, b)
               qkv = attn_qkv x, split [q: n_embd | k: kv_dim | v: kv_dim] ("jploski")
@@ -143,7 +153,22 @@ class LlamaRef:
         self.head_dim = int(get("attention.key_length", self.n_embd // self.n_head))
         self.falcon = arch == "falcon"
         # qwen2: llama's layers plus Q/K/V biases, rotated NeoX-style (pairs (i, i + n_rot/2)).
-        self.neox = self.falcon or arch in ("qwen2", "qwen3")
+        self.neox = arch not in ("llama", "bamboo")
+        self.gemma = arch in ("gemma2", "gemma3")
+        self.embd_scale = math.sqrt(self.n_embd) if self.gemma else 1.0
+        self.attn_scale = 1.0 / math.sqrt(self.head_dim)
+        if self.gemma and self.n_layer == (46 if arch == "gemma2" else 62):
+            self.attn_scale = 1.0 / math.sqrt(self.n_embd // self.n_head)
+        self.attn_softcap = float(md.get(arch + ".attn_logit_softcapping", 50.0)) \
+            if arch == "gemma2" else 0.0
+        self.final_softcap = float(md.get(arch + ".final_logit_softcapping",
+                                          30.0 if arch == "gemma2" else 0.0))
+        window_default = {"gemma2": 4096}.get(arch, 0)
+        self.window = int(md.get(arch + ".attention.sliding_window", window_default))
+        if arch == "gemma3" and self.window == 0:
+            raise KeyError("gemma3 without attention.sliding_window")
+        self.swa_pattern = {"gemma2": 2, "gemma3": 6}.get(arch, 0)
+        self.local_base = 10000.0 if arch == "gemma3" else None
         if self.falcon and "falcon.feed_forward_length" not in md:
             self.n_ff = int(r.tensors["blk.0.ffn_up.weight"].ne[1])
         else:
@@ -169,11 +194,11 @@ class LlamaRef:
                 act = "drelu"
             elif r.sparse_magic:
                 act = "relu"
-            elif self.falcon:
+            elif self.falcon or self.gemma:
                 act = "gelu"
             else:
                 act = "silu"
-        if act not in (("relu", "gelu") if self.falcon else ("silu", "relu", "drelu")):
+        if act not in (("relu", "gelu") if self.falcon else ("silu", "relu", "drelu", "gelu")):
             raise ValueError("pi.ffn_activation %r is not valid for arch %s" % (act, arch))
         self.activation = act
 
@@ -211,14 +236,31 @@ class LlamaRef:
                     "attn_norm": t[p + "attn_norm.weight"].to_f32(),
                     "ffn_norm": t[p + "ffn_norm.weight"].to_f32(),
                 }
-                for name in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up"):
-                    L[name] = Weight(t[p + name + ".weight"], self)
+                if self.gemma:
+                    L["attn_post_norm"] = t[p + "post_attention_norm.weight"].to_f32()
+                    L["ffn_post_norm"] = t[p + "post_ffw_norm.weight"].to_f32()
+                if arch == "phi3":  # fused: [q | k | v] rows, [gate | up] rows
+                    qkv = Weight(t[p + "attn_qkv.weight"], self)
+                    qd, kvd = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
+                    L["attn_q"] = qkv.row_range(0, qd)
+                    L["attn_k"] = qkv.row_range(qd, qd + kvd)
+                    L["attn_v"] = qkv.row_range(qd + kvd, qd + 2 * kvd)
+                    gate_up = Weight(t[p + "ffn_up.weight"], self)
+                    if gate_up.w.shape != (2 * self.n_ff, self.n_embd):
+                        raise ValueError("phi3 ffn_up has shape %s" % (gate_up.w.shape,))
+                    L["ffn_gate"] = gate_up.row_range(0, self.n_ff)
+                    L["ffn_up"] = gate_up.row_range(self.n_ff, 2 * self.n_ff)
+                    L["attn_output"] = Weight(t[p + "attn_output.weight"], self)
+                else:
+                    for name in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate",
+                                 "ffn_up"):
+                        L[name] = Weight(t[p + name + ".weight"], self)
                 for name in ("attn_q", "attn_k", "attn_v"):
                     if p + name + ".bias" in t:
                         L[name + "_b"] = t[p + name + ".bias"].to_f32().astype(np.float32)
                     elif arch == "qwen2":
                         raise KeyError("qwen2 without %s%s.bias" % (p, name))
-                if arch == "qwen3":  # per-head RMSNorm weights of Q and K, [head_dim]
+                if arch in ("qwen3", "gemma3"):  # per-head RMSNorm of Q and K, [head_dim]
                     L["q_norm"] = t[p + "attn_q_norm.weight"].to_f32().astype(np.float32)
                     L["k_norm"] = t[p + "attn_k_norm.weight"].to_f32().astype(np.float32)
             if p + "ffn_down.weight" in t:
@@ -240,16 +282,25 @@ class LlamaRef:
         scale = 1.0 / np.sqrt(np.mean(c * c, axis=-1, keepdims=True) + self.eps)
         return (c * scale * w.astype(np.float64) + b.astype(np.float64)).astype(np.float32)
 
-    def rope(self, x, positions):
+    def sliding(self, il):
+        """Whether layer il attends to a sliding window (llama.cpp's pattern rule)."""
+        if self.window <= 0:
+            return False
+        return self.swa_pattern == 0 or il % self.swa_pattern < self.swa_pattern - 1
+
+    def rope(self, x, positions, local=False):
         """x: [n_tokens, n_heads, head_dim]; rotates pairs (2i, 2i+1) for 2i < n_rot
         (llama's "normal" RoPE), or for falcon pairs (i, i + n_rot/2) for i < n_rot/2 (NeoX),
-        pair i by angle pos * freq_base^(-2i/n_rot) in both."""
+        pair i by angle pos * freq_base^(-2i/n_rot) in both. local: gemma3's sliding layers,
+        base 10000, no scaling."""
         out = x.astype(np.float64).copy()
         half = self.n_rot // 2
-        inv = self.freq_base ** (-2.0 * np.arange(half) / self.n_rot)
-        if self.rope_factors is not None:
+        base = self.local_base if local else self.freq_base
+        inv = base ** (-2.0 * np.arange(half) / self.n_rot)
+        if self.rope_factors is not None and not local:
             inv = inv / self.rope_factors
-        ang = (positions[:, None].astype(np.float64) * self.pos_scale) * inv[None, :]  # [T, half]
+        pos_scale = 1.0 if local else self.pos_scale
+        ang = (positions[:, None].astype(np.float64) * pos_scale) * inv[None, :]  # [T, half]
         cos = np.cos(ang)[:, None, :]
         sin = np.sin(ang)[:, None, :]
         if self.neox:
@@ -278,6 +329,12 @@ class LlamaRef:
             return self.cut_below(a, a, threshold)
         g = L["ffn_gate"].matmul(x)
         u = L["ffn_up"].matmul(x)
+        if self.activation == "gelu":  # GeGLU, ggml_gelu's tanh form
+            g64 = g.astype(np.float64)
+            k = math.sqrt(2.0 / math.pi)
+            g = (0.5 * g64 * (1.0 + np.tanh(k * g64 * (1.0 + 0.044715 * g64 * g64)))).astype(
+                np.float32)
+            return self.cut_below(g, (g * u).astype(np.float32), threshold)
         if self.activation == "silu":
             with np.errstate(over="ignore"):
                 g = (g / (1.0 + np.exp(-g.astype(np.float64)))).astype(np.float32)
@@ -320,7 +377,7 @@ class LlamaRef:
         self.q8_boundary = np.full(T, np.inf)
         self.q8_scale_boundary = np.full(T, np.inf)
         self.gate_margin = np.full(T, np.inf)
-        h = self.token_embd[tokens].astype(np.float32)
+        h = (self.token_embd[tokens].astype(np.float64) * self.embd_scale).astype(np.float32)
         hd, nh, nkv = self.head_dim, self.n_head, self.n_head_kv
         group = nh // nkv
         mask = np.triu(np.full((T, T), -np.inf), k=1)
@@ -335,8 +392,12 @@ class LlamaRef:
             q, k = q.reshape(T, nh, hd), k.reshape(T, nkv, hd)
             if "q_norm" in L:  # qwen3: each head RMS-normed over head_dim, before RoPE
                 q, k = self.rmsnorm(q, L["q_norm"]), self.rmsnorm(k, L["k_norm"])
-            q = self.rope(q, pos)
-            k = self.rope(k, pos)
+            local = self.local_base is not None and self.sliding(il)
+            q = self.rope(q, pos, local)
+            k = self.rope(k, pos, local)
+            layer_mask = mask
+            if self.sliding(il):  # key j is seen from i only when i - j < window
+                layer_mask = np.where(pos[:, None] - pos[None, :] >= self.window, -np.inf, mask)
             v = v.reshape(T, nkv, hd)
             # The KV cache stores K and V rounded to its row types; a Q8_0 key cache
             # is read by a Q8_0 dot product, so q is rounded to Q8_0 too.
@@ -354,7 +415,10 @@ class LlamaRef:
             for j in range(nh):
                 kv = j // group
                 s = (q[:, j, :].astype(np.float64) @ k[:, kv, :].T.astype(np.float64))
-                s = s / np.sqrt(hd) + mask
+                s = s * self.attn_scale
+                if self.attn_softcap > 0:
+                    s = self.attn_softcap * np.tanh(s / self.attn_softcap)
+                s = s + layer_mask
                 s = np.exp(s - s.max(axis=1, keepdims=True))
                 s /= s.sum(axis=1, keepdims=True)
                 att[:, j, :] = (s @ v[:, kv, :].astype(np.float64)).astype(np.float32)
@@ -365,6 +429,8 @@ class LlamaRef:
                 if "attn_norm_2" in L:
                     x = self.layernorm(h, L["attn_norm_2"], L["attn_norm_2_b"])
             else:
+                if "attn_post_norm" in L:
+                    attn_out = self.rmsnorm(attn_out, L["attn_post_norm"])
                 h = h + attn_out
                 x = self.rmsnorm(h, L["ffn_norm"])
             a = self.ffn_activations(L, x, None if gate_thresholds is None
@@ -375,12 +441,17 @@ class LlamaRef:
                 y = L["ffn_down"].matmul(a)
             else:
                 y = (a.astype(np.float64) @ L["ffn_down_t"].astype(np.float64)).astype(np.float32)
+            if "ffn_post_norm" in L:
+                y = self.rmsnorm(y, L["ffn_post_norm"])
             h = (h + attn_out + y) if self.falcon else (h + y)
         if self.falcon:
             x = self.layernorm(h, self.output_norm, self.output_norm_b)
         else:
             x = self.rmsnorm(h, self.output_norm)
         logits = self.output.matmul(x)
+        if self.final_softcap > 0:
+            logits = (self.final_softcap * np.tanh(logits.astype(np.float64) / self.final_softcap)
+                      ).astype(np.float32)
         return (logits, ffn_acts) if return_ffn else logits
 
 
