@@ -11,7 +11,8 @@
   model-wide share is the target;
 - pi-run's tokens with --sparse cats equal pi-dump-logits' greedy choice under the same
   thresholds (the reference check of those logits is check_forward.py's cats cases);
-- through cpu workers, the hot/cold split in this process and in a gpu worker process, and
+- through cpu workers, the hot/cold split in this process and in a gpu worker process (on
+  gemma2 and phi3 files too), and
   pi-launch: the same tokens and the same neurons computed as in one process;
 - what cannot run is refused by name: no statistics (names pi-profile), statistics without
   gate quantiles, a model without ffn_down_t (names pi-quantize --down-t), the device path
@@ -42,6 +43,32 @@ def run(*args):
 def last_line(p):
     lines = (p.stderr or p.stdout).strip().splitlines()
     return lines[-1] if lines else ""
+
+
+def check_split_configurations(tool, model, label, budget="900K"):
+    """pi-run --sparse cats in one process, through cpu workers, with the hot neurons in this
+    process and in a gpu worker process: the same tokens and the same neurons computed."""
+    base = ["-m", model, "-p", "In the beginning", "-n", "16", "--temp", "0", "--sparse",
+            "cats", "--json", "-t", "2", "-c", "128"]
+    runs = {}
+    for name, extra in (("in process", []), ("cpu workers", ["--cpu-workers", "2"]),
+                        ("hot neurons in this process", ["--vram-budget", budget,
+                                                         "--ffn-backend", "host"]),
+                        ("gpu and cpu worker processes", ["--vram-budget", budget,
+                                                          "--ffn-backend", "host",
+                                                          "--gpu-worker", "--cpu-workers",
+                                                          "1"])):
+        p = run(tool("pi-run"), *base, *extra)
+        r = json.loads(p.stdout) if p.returncode == 0 else {}
+        runs[name] = (r.get("generated_tokens"), r.get("ffn_active"), r.get("gpu_fired_share"))
+        if name == "in process":
+            check(p.returncode == 0, f"{label}: pi-run --sparse cats in process "
+                                     f"({last_line(p)!r})")
+            continue
+        check(p.returncode == 0 and runs[name][:2] == runs["in process"][:2]
+              and (0 < runs[name][2] < 1) == ("--vram-budget" in extra),
+              f"{label}, {name}: the same tokens and neurons ({runs[name][1]}), hot share "
+              f"{runs[name][2]} ({last_line(p)!r})")
 
 
 def main():
@@ -164,27 +191,18 @@ def main():
         check(p.returncode == 2 and "--target-sparsity" in p.stderr,
               f"--target-sparsity 1.5: refused ({last_line(p)!r})")
         # Through the split and the workers: the thresholds travel in their hellos, so every
-        # configuration computes the same neurons (the logits: cats_split_test).
-        base = ["-m", model, "-p", "In the beginning", "-n", "16", "--temp", "0", "--sparse",
-                "cats", "--json", "-t", "2", "-c", "128"]
-        runs = {}
-        for name, extra in (("in process", []), ("cpu workers", ["--cpu-workers", "2"]),
-                            ("hot neurons in this process", ["--vram-budget", "900K",
-                                                             "--ffn-backend", "host"]),
-                            ("gpu and cpu worker processes", ["--vram-budget", "900K",
-                                                              "--ffn-backend", "host",
-                                                              "--gpu-worker", "--cpu-workers",
-                                                              "1"])):
-            p = run(tool("pi-run"), *base, *extra)
-            r = json.loads(p.stdout) if p.returncode == 0 else {}
-            runs[name] = (r.get("generated_tokens"), r.get("ffn_active"), r.get("gpu_fired_share"))
-            if name == "in process":
-                check(p.returncode == 0, "pi-run --sparse cats in process")
-                continue
-            check(p.returncode == 0 and runs[name][:2] == runs["in process"][:2]
-                  and (runs[name][2] > 0) == ("--vram-budget" in extra),
-                  f"{name}: the same tokens and neurons ({runs[name][1]}), hot share "
-                  f"{runs[name][2]} ({last_line(p)!r})")
+        # configuration computes the same neurons (the logits: cats_split_test) — on gemma2's
+        # post-norms and phi3's fused gate+up too.
+        check_split_configurations(tool, model, "silu")
+        for arch in ("gemma2", "phi3"):
+            other = os.path.join(tmp, arch + ".gguf")
+            p = run(tool("pi-synth"), "-o", other, "--arch", arch, "--n-layer", "2", "--n-embd",
+                    "128", "--n-ff", "512", "--type", "q8_0", "--down-t", "--tokenizer", "bytes",
+                    "--sliding-window", "8")
+            q = run(tool("pi-profile"), "-m", other, "-f", calib, "-c", "128", "--max-tokens",
+                    "3000", "-t", "2")
+            check(p.returncode == 0 and q.returncode == 0, f"{arch}: written and profiled")
+            check_split_configurations(tool, other, arch, "450K")
         p = launch_http(b, os.path.join(tmp, "launch.log"), "-m", model, "--sparse", "cats",
                         "-c", "128", "-t", "2", "--vram-budget", "900K", "--ffn-backend", "host")
         body = b""
