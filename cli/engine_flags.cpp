@@ -42,9 +42,13 @@ const char kEngineUsage[] =
     "                          predictor: fc1/fc2, see pi-train-predictor); cats = those\n"
     "                          whose |act(gate)| passes a calibrated threshold (any model\n"
     "                          with ffn_down_t; approximate; thresholds from pi-profile's\n"
-    "                          stats); auto (default) = predictor where the file has them,\n"
+    "                          stats); teal = cats, and the inputs of q, k, v, o and the\n"
+    "                          gate thresholded too, each product reading only the columns\n"
+    "                          of the entries kept (one process; transposed copies made at\n"
+    "                          load); auto (default) = predictor where the file has them,\n"
     "                          else oracle where the model can run sparse, else off\n"
-    "  --target-sparsity F     --sparse cats: the share of FFN neurons skipped (0 to 0.99,\n"
+    "  --target-sparsity F     --sparse cats/teal: the share of FFN neurons (teal: and of\n"
+    "                          each thresholded input's entries) skipped (0 to 0.99,\n"
     "                          default 0.5)\n"
     "  --sparse-threshold X    predictor score threshold (default: env\n"
     "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
@@ -264,10 +268,10 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   } else {
     NoteSparseSupport(tool, model, e->opt.sparse);
   }
-  if (e->opt.sparse == SparseMode::kCats) {
-    PI_RETURN_IF_ERROR(LoadGateThresholds(tool, e->model_path, e->split.stats_path, model,
-                                          e->target_sparsity, &e->opt.gate_thresholds));
-  }
+  PI_RETURN_IF_ERROR(LoadSparseThresholds(tool, e->model_path, e->split.stats_path, model,
+                                          e->target_sparsity, &e->opt));
+  const bool teal = e->opt.sparse == SparseMode::kTeal;
+  if (teal) PI_RETURN_IF_ERROR(AddTealCopies(tool, e->opt.n_threads, &out->model));
   const int n_ctx = Engine::ContextSize(model.config, e->opt.n_ctx);
   NoteContextSize(tool, model, n_ctx);
   e->split.hot_in_worker = e->gpu_worker;
@@ -278,7 +282,9 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
     // Remote workers given: the cold neurons go there; else one local worker.
     std::string why;
     const bool cats = e->opt.sparse == SparseMode::kCats;
-    e->cpu_workers = e->remote_workers.empty() && SupportsNeuronSplit(model, cats, &why) ? 1 : 0;
+    if (teal) why = "--sparse teal runs in one process";
+    e->cpu_workers =
+        e->remote_workers.empty() && !teal && SupportsNeuronSplit(model, cats, &why) ? 1 : 0;
     if (e->cpu_workers == 0 && e->remote_workers.empty()) {
       fprintf(stderr, "%s: no cpu worker: the FFN runs in this process (%s)\n", tool, why.c_str());
     }

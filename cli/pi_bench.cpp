@@ -12,6 +12,7 @@
 // under the plan, with the GPU's share of the fired neurons, and compares the
 // measured time with the time model's bound (common/offline/time_model.h).
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -82,9 +83,9 @@ void Usage() {
           "  --no-bw                  skip the memory-bandwidth probes (CPU and GPU)\n"
           "  --link-gbs X             CPU-GPU link bandwidth in GB/s for the time bound\n"
           "                           (default unknown: transfers left out of the bound)\n"
-          "  --sparse off[,oracle][,predictor][,cats]  FFN sparsity modes to compare (default\n"
-          "                           off)\n"
-          "  --target-sparsity F[,F]  cats runs: the shares of neurons skipped (default 0.5;\n"
+          "  --sparse off[,oracle][,predictor][,cats][,teal]  FFN sparsity modes to compare\n"
+          "                           (default off)\n"
+          "  --target-sparsity F[,F]  cats and teal runs: the shares skipped (default 0.5;\n"
           "                           thresholds from --stats, default MODEL.stats.gguf)\n"
           "  --transport inproc[,shm][,grpc]  where the cold neurons run in tg tests: this\n"
           "                          process, or a pi-cpu-worker process with -t threads over\n"
@@ -714,6 +715,9 @@ struct BenchModel {
   pi::GpuSplit split;
   pi::EngineOptions split_opt;                      // what the split gives each engine
   std::vector<std::vector<float>> gate_thresholds;  // cats runs: one set per --target-sparsity
+  // teal runs: one set of gate and input thresholds per --target-sparsity
+  std::vector<std::vector<float>> teal_gate_thresholds;
+  std::vector<std::array<std::vector<float>, pi::kProjectionInputs>> teal_input_thresholds;
   SplitInfo split_info;
   double gpu_bw = 0;
 };
@@ -753,6 +757,14 @@ pi::Status LoadBenchModel(const BenchFlags& b, BenchState* st, BenchModel* m) {
       PI_RETURN_IF_ERROR(pi::LoadGateThresholds("pi-bench", m->path, b.split_flags.stats_path,
                                                 model, target, &m->gate_thresholds.emplace_back()));
     }
+  }
+  if (std::count(b.sparse_modes.begin(), b.sparse_modes.end(), pi::SparseMode::kTeal) > 0) {
+    for (double target : b.targets) {
+      PI_RETURN_IF_ERROR(pi::LoadTealThresholds(
+          "pi-bench", m->path, b.split_flags.stats_path, model, target,
+          &m->teal_gate_thresholds.emplace_back(), m->teal_input_thresholds.emplace_back().data()));
+    }
+    PI_RETURN_IF_ERROR(pi::AddTealCopies("pi-bench", b.max_threads(), &model));
   }
   // --host-device's threads (in this process and in gpu-shm's worker alike).
   // The device holds a KV cache for every sequence of the -np tests.
@@ -826,7 +838,7 @@ Result DescribeRun(const BenchFlags& b, const BenchModel& m, const BenchTest& t,
   r.test_time = IsoNow();
   r.mem_bw_gbs = t.mem_bw_gbs;
   r.sparse = std::string(pi::SparseModeName(opt.sparse)) +
-             (opt.sparse == pi::SparseMode::kCats ? Fmt("@%g", run.target) : "") +
+             (pi::UsesGateThresholds(opt.sparse) ? Fmt("@%g", run.target) : "") +
              (opt.device                     ? "+gpu"
               : opt.hot_shard && t.n_gen > 0 ? "+split"
                                              : "") +
@@ -850,7 +862,7 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
     std::vector<std::pair<pi::SparseMode, size_t>> modes;  // cats once per target
     for (pi::SparseMode mode :
          pp ? std::vector<pi::SparseMode>{pi::SparseMode::kOff} : b.sparse_modes) {
-      const size_t targets = mode == pi::SparseMode::kCats ? b.targets.size() : 1;
+      const size_t targets = pi::UsesGateThresholds(mode) ? b.targets.size() : 1;
       for (size_t ti = 0; ti < targets; ++ti) modes.emplace_back(mode, ti);
     }
     for (const auto& [mode, ti] : modes) {
@@ -859,7 +871,7 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
         const std::string on = pp ? "inproc" : transport;
         BenchRun& run = runs->emplace_back();
         run.mode = mode;
-        if (mode == pi::SparseMode::kCats) run.target = b.targets[ti];
+        if (pi::UsesGateThresholds(mode)) run.target = b.targets[ti];
         run.repacked = nr == 0;
         run.worker = workers->Get(on);
         pi::EngineOptions opt;
@@ -869,15 +881,22 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
         opt.n_seq = t.n_parallel;
         opt.sparse = run.mode;
         opt.sparse_threshold = b.sparse_threshold;
-        if (mode == pi::SparseMode::kCats) {
+        if (pi::UsesGateThresholds(mode)) {
           // Workers and a split hold thresholds from their hello: one per
           // process, not one per run.
           if (run.worker || m.split_opt.hot_shard || m.split_opt.device) {
             return pi::Status::Unsupported(
-                "pi-bench runs --sparse cats in this process only (--transport inproc, no "
-                "--vram-budget); pi-run and pi-launch split it");
+                "pi-bench runs --sparse cats and teal in this process only (--transport inproc, "
+                "no --vram-budget); pi-run and pi-launch split cats");
           }
-          opt.gate_thresholds = m.gate_thresholds[ti];
+          if (mode == pi::SparseMode::kTeal) {
+            opt.gate_thresholds = m.teal_gate_thresholds[ti];
+            for (int k = 0; k < pi::kProjectionInputs; ++k) {
+              opt.input_thresholds[k] = m.teal_input_thresholds[ti][k];
+            }
+          } else {
+            opt.gate_thresholds = m.gate_thresholds[ti];
+          }
         }
         opt.cache_type_k = b.cache_type_k;
         opt.cache_type_v = b.cache_type_v;
@@ -961,6 +980,7 @@ void AddDecodeFigures(const BenchFlags& b, const BenchModel& m, const BenchTest&
   k.ffn_neurons = run->ffn_neurons;
   k.gate_rows = run->gate_rows;
   k.hot_fired = run->hot_fired;
+  k.input_kept_share = run->engine->input_kept_share();
   r.weight_bytes_per_token = pi::DecodeBytesPerToken(m.model, k);
   r.ffn_active = run->ffn_neurons / (static_cast<double>(reps) * ng * c.n_layer * c.n_ff);
   if (m.split_info.plan && run->ffn_neurons > 0)

@@ -92,9 +92,12 @@ static int Run(int argc, char** argv) {
   pi::LlamaModel model;
   pi::Status s = pi::LoadLlamaModel(model_path, &model);
   if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-dump-logits", ffn_activation, &model);
-  if (s.ok() && opt.sparse == pi::SparseMode::kCats) {
-    s = pi::LoadGateThresholds("pi-dump-logits", model_path, stats_path, model, target_sparsity,
-                               &opt.gate_thresholds);
+  if (s.ok()) {
+    s = pi::LoadSparseThresholds("pi-dump-logits", model_path, stats_path, model, target_sparsity,
+                                 &opt);
+  }
+  if (s.ok() && opt.sparse == pi::SparseMode::kTeal) {
+    s = pi::AddTealCopies("pi-dump-logits", opt.n_threads, &model);
   }
   if (s.ok() && repack) {
     pi::ThreadPool pool(opt.n_threads);

@@ -49,11 +49,12 @@ void Usage() {
           "  --chunks N              score at most N chunks (default -1 = all)\n"
           "  --json                  print one JSON object instead of the running values\n"
           "  --check-tensors         check every weight is finite when loading\n"
-          "  --sparse off|oracle|predictor|cats  FFN neurons computed (sparse modes feed one\n"
-          "                          token at a time, and the share skipped is reported)\n"
+          "  --sparse off|oracle|predictor|cats|teal  FFN neurons computed (sparse modes feed\n"
+          "                          one token at a time, and the share skipped is reported;\n"
+          "                          teal also thresholds the inputs of q, k, v, o and the gate)\n"
           "  --sparse-threshold X    predictor score threshold (default: env\n"
           "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
-          "  --target-sparsity F     --sparse cats: the share of neurons skipped (default 0.5;\n"
+          "  --target-sparsity F     --sparse cats/teal: the share skipped (default 0.5;\n"
           "                          thresholds from the --stats file, MODEL.stats.gguf)\n",
           kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
   fputs(pi::kCacheTypeUsage, stderr);
@@ -101,6 +102,7 @@ struct Report {
   // Per layer, the share of FFN neurons a token did not compute (sparse
   // modes; empty with --sparse off).
   std::vector<double> layer_sparsity;
+  double input_sparsity = -1;  // --sparse teal: the thresholded inputs' share dropped
 };
 
 // The share of each layer's neurons left out over `tokens` evaluated tokens.
@@ -249,19 +251,27 @@ void PrintResult(const Options& o, const Report& report, int n_threads) {
             pi::SparseModeName(o.engine.sparse), 100 * Mean(report.layer_sparsity), 100 * *lo,
             100 * *hi);
   }
+  if (report.input_sparsity >= 0) {
+    fprintf(stderr,
+            "pi-perplexity: --sparse teal: %.1f%% of the entries of q, k, v, o and the gate's "
+            "inputs dropped\n",
+            100 * report.input_sparsity);
+  }
   if (o.json) {
     printf(
         "{\"model\":%s,\"file\":%s,\"ppl\":%s,\"ppl_stderr\":%s,\"nll_mean\":%s,"
         "\"n_chunks\":%d,\"n_ctx\":%d,\"n_tokens\":%lld,\"n_tokens_scored\":%lld,"
-        "\"n_threads\":%d,\"sparse\":\"%s\",\"ffn_sparsity\":%s,\"seconds\":%s,"
+        "\"n_threads\":%d,\"sparse\":\"%s\",\"ffn_sparsity\":%s,\"input_sparsity\":%s,"
+        "\"seconds\":%s,"
         "\"tokens_per_second\":%s}\n",
         pi::JsonEscape(o.model_path).c_str(), pi::JsonEscape(o.text_path).c_str(),
         pi::JsonNumber(ppl).c_str(), pi::JsonNumber(ppl_stderr).c_str(),
         pi::JsonNumber(nll_mean).c_str(), report.n_chunks, report.n_ctx,
         static_cast<long long>(report.n_tokens), static_cast<long long>(report.nll.count),
         n_threads, pi::SparseModeName(o.engine.sparse),
-        pi::JsonNumber(Mean(report.layer_sparsity)).c_str(), pi::JsonNumber(report.seconds).c_str(),
-        pi::JsonNumber(tokens_per_s).c_str());
+        pi::JsonNumber(Mean(report.layer_sparsity)).c_str(),
+        report.input_sparsity >= 0 ? pi::JsonNumber(report.input_sparsity).c_str() : "null",
+        pi::JsonNumber(report.seconds).c_str(), pi::JsonNumber(tokens_per_s).c_str());
   } else if (std::isfinite(ppl_stderr)) {
     printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_stderr);
   } else {
@@ -292,10 +302,12 @@ static int Run(int argc, char** argv) {
   }
   const int n_ctx = o.n_ctx != 0 ? o.n_ctx : std::min(model.config.n_ctx_train, kDefaultCtx);
   pi::NoteSparseSupport("pi-perplexity", model, o.engine.sparse);
-  if (o.engine.sparse == pi::SparseMode::kCats) {
-    const pi::Status t =
-        pi::LoadGateThresholds("pi-perplexity", o.model_path, o.split_flags.stats_path, model,
-                               o.target_sparsity, &o.engine.gate_thresholds);
+  {
+    pi::Status t = pi::LoadSparseThresholds("pi-perplexity", o.model_path, o.split_flags.stats_path,
+                                            model, o.target_sparsity, &o.engine);
+    if (t.ok() && o.engine.sparse == pi::SparseMode::kTeal) {
+      t = pi::AddTealCopies("pi-perplexity", o.engine.n_threads, &model);
+    }
     if (!t.ok()) {
       fprintf(stderr, "pi-perplexity: %s\n", t.message().c_str());
       return 1;
@@ -364,6 +376,8 @@ static int Run(int argc, char** argv) {
     report.layer_sparsity =
         LayerSparsity(*engine, static_cast<int64_t>(report.n_chunks) * report.n_ctx);
   }
+  if (o.engine.sparse == pi::SparseMode::kTeal)
+    report.input_sparsity = 1 - engine->input_kept_share();
   PrintResult(o, report, engine->n_threads());
   return 0;
 }

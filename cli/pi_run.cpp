@@ -304,6 +304,10 @@ static int Run(int argc, char** argv) {
       : mode == pi::SparseMode::kCats
           ? " (target " + std::to_string(static_cast<int>(100 * r.engine.target_sparsity + 0.5)) +
                 "% of the FFN neurons skipped)"
+      : mode == pi::SparseMode::kTeal
+          ? " (target " + std::to_string(static_cast<int>(100 * r.engine.target_sparsity + 0.5)) +
+                "% of the FFN neurons and of the entries of q, k, v, o and the gate's inputs "
+                "skipped)"
           : "";
   fprintf(stderr, "pi-run: sparse %s%s, hot neurons: %s\n", pi::SparseModeName(mode),
           mode_note.c_str(),

@@ -5,7 +5,9 @@
 
 #include "cli/model_stats.h"
 #include "common/compute/predictor.h"
+#include "common/model/weight_transpose.h"
 #include "common/plan/gate_thresholds.h"
+#include "coordinator/engine/engine.h"
 
 namespace pi {
 
@@ -18,7 +20,7 @@ void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode*
   }
   if (!ParseSparseMode(value, mode)) {
     args->Fail(std::string("--sparse expects ") + (auto_mode ? "auto, " : "") +
-               "off, oracle, predictor or cats, got '" + value + "'");
+               "off, oracle, predictor, cats or teal, got '" + value + "'");
   }
 }
 
@@ -58,8 +60,8 @@ SparseMode ChooseSparseMode(const LlamaModel& model, std::string* why) {
 }
 
 void NoteSparseSupport(const char* tool, const LlamaModel& model, SparseMode mode) {
-  // kCats runs any activation; without ffn_down_t Engine::Create says so.
-  if (mode == SparseMode::kOff || mode == SparseMode::kCats) return;
+  // cats and teal run any activation; without ffn_down_t Engine::Create says so.
+  if (mode == SparseMode::kOff || UsesGateThresholds(mode)) return;
   // Without predictor tensors Engine::Create fails and says why; a note
   // that the FFN "runs dense" would only confuse.
   if (mode == SparseMode::kPredictor && !CheckPredictorPresent(model).ok()) return;
@@ -93,6 +95,58 @@ Status LoadGateThresholds(const char* tool, const std::string& model_path,
           "(%llu profiled tokens)\n",
           tool, 100 * target, *lo, *hi, path.c_str(),
           static_cast<unsigned long long>(stats.n_tokens()));
+  return Status::Ok();
+}
+
+Status LoadTealThresholds(const char* tool, const std::string& model_path,
+                          const std::string& stats_path, const LlamaModel& model, double target,
+                          std::vector<float>* gate, std::vector<float>* inputs) {
+  PI_RETURN_IF_ERROR(LoadGateThresholds(tool, model_path, stats_path, model, target, gate));
+  ActivationStats stats;
+  std::string path;
+  PI_RETURN_IF_ERROR(ReadModelStats(tool, "--sparse teal needs the model's input statistics",
+                                    model_path, stats_path, model, &stats, &path));
+  static const char* const kNames[kProjectionInputs] = {"attention input", "attention output",
+                                                        "FFN input"};
+  for (int k = 0; k < kProjectionInputs; ++k) {
+    if (stats.input_quantiles[k].empty()) {
+      return Status::NotFound(
+          "--sparse teal: %s has no %s quantiles (made by an older pi-profile): run pi-profile "
+          "-m %s -f CORPUS again",
+          path.c_str(), kNames[k], model_path.c_str());
+    }
+    PI_RETURN_IF_ERROR(
+        GateThresholdsFor(stats.input_quantiles[k], model.config.n_layer, target, &inputs[k])
+            .WithContext(path));
+  }
+  fprintf(stderr,
+          "%s: --sparse teal: the inputs of q, k, v, o and the gate drop %.0f%% of their entries "
+          "(thresholds from %s)\n",
+          tool, 100 * target, path.c_str());
+  return Status::Ok();
+}
+
+Status LoadSparseThresholds(const char* tool, const std::string& model_path,
+                            const std::string& stats_path, const LlamaModel& model, double target,
+                            EngineOptions* opt) {
+  if (opt->sparse == SparseMode::kCats) {
+    return LoadGateThresholds(tool, model_path, stats_path, model, target, &opt->gate_thresholds);
+  }
+  if (opt->sparse == SparseMode::kTeal) {
+    return LoadTealThresholds(tool, model_path, stats_path, model, target, &opt->gate_thresholds,
+                              opt->input_thresholds);
+  }
+  return Status::Ok();
+}
+
+Status AddTealCopies(const char* tool, int n_threads, LlamaModel* model) {
+  ThreadPool pool(n_threads);
+  int64_t bytes = 0;
+  PI_RETURN_IF_ERROR(AddTransposedCopies(model, &pool, &bytes));
+  fprintf(stderr,
+          "%s: --sparse teal: transposed copies of q, k, v, o and the gate (%.1f MiB) for the "
+          "column-sparse products\n",
+          tool, bytes / 1048576.0);
   return Status::Ok();
 }
 

@@ -12,7 +12,7 @@
 
 namespace pi {
 
-// Parses one mode name ("off", "oracle", "predictor") into *mode; otherwise
+// Parses one mode name ("off", "oracle", "predictor", "cats", "teal") into *mode; otherwise
 // fails `args` with a message naming the bad value. With `auto_mode` (the
 // tools that choose at load: pi-run, pi-launch) "auto" is a mode too, and
 // *auto_mode says whether it was given.
@@ -35,6 +35,25 @@ constexpr double kDefaultTargetSparsity = 0.5;
 Status LoadGateThresholds(const char* tool, const std::string& model_path,
                           const std::string& stats_path, const LlamaModel& model, double target,
                           std::vector<float>* thresholds);
+
+// --sparse teal: LoadGateThresholds', and each layer's input thresholds for
+// `target` (every thresholded input drops that share of its entries) into
+// inputs[ProjectionInput]. Fails, naming pi-profile, when the statistics
+// have no input quantiles.
+Status LoadTealThresholds(const char* tool, const std::string& model_path,
+                          const std::string& stats_path, const LlamaModel& model, double target,
+                          std::vector<float>* gate, std::vector<float>* inputs);
+
+// The thresholds `mode` (cats or teal) reads, into opt->gate_thresholds and
+// opt->input_thresholds; nothing for the other modes.
+struct EngineOptions;
+Status LoadSparseThresholds(const char* tool, const std::string& model_path,
+                            const std::string& stats_path, const LlamaModel& model, double target,
+                            EngineOptions* opt);
+
+// --sparse teal's transposed copies (weight_transpose.h), made with
+// `n_threads`; says on stderr how large they are.
+Status AddTealCopies(const char* tool, int n_threads, LlamaModel* model);
 
 // --sparse auto (pi-run's and pi-launch's default): predictor when the model's
 // FFN can run sparse and the file has a predictor for every layer (as

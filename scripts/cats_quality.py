@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""--sparse cats' quality against its target: for each target, the share of FFN neurons
-skipped on held-out text, the perplexity there (pi-perplexity) and how often the greedy
-token agrees with the dense (or, ReLU, oracle) one at the same position of that text
-(pi-dump-logits, one token at a time). Calibrates first (pi-profile on CALIB).
+"""--sparse cats' (or teal's) quality against its target: for each target, the share of FFN
+neurons skipped on held-out text (teal: and of the thresholded inputs' entries), the
+perplexity there (pi-perplexity) and how often the greedy token agrees with the dense (or,
+ReLU, oracle) one at the same position of that text (pi-dump-logits, one token at a time).
+Calibrates first (pi-profile on CALIB).
 
-    scripts/cats_quality.py BIN_DIR MODEL CALIB.txt HELD.txt [TARGET ...]
+    scripts/cats_quality.py BIN_DIR MODEL CALIB.txt HELD.txt [--mode cats|teal] [TARGET ...]
 
 Prints a Markdown table (docs/sparse-execution.md's)."""
 
@@ -28,7 +29,11 @@ def main():
     if len(sys.argv) < 5:
         sys.exit(__doc__)
     b, model, calib, held = sys.argv[1:5]
-    targets = [float(t) for t in sys.argv[5:]] or [0.25, 0.4, 0.5, 0.6]
+    rest = sys.argv[5:]
+    mode = "cats"
+    if rest[:1] == ["--mode"]:
+        mode, rest = rest[1], rest[2:]
+    targets = [float(t) for t in rest] or [0.25, 0.4, 0.5, 0.6]
     tool = lambda n: os.path.join(b, n)  # noqa: E731
     run(tool("pi-profile"), "-m", model, "-f", calib, "-t", "2", "--max-tokens", "20000")
     with open(held, encoding="utf-8") as f:
@@ -48,20 +53,22 @@ def main():
             run(tool("pi-dump-logits"), "-m", model, "--tokens", tok_arg, "--out", out,
                 "--sparse", mode, "--target-sparsity", target, "-t", "2")
             top = np.fromfile(out, dtype="<f4").reshape(len(ids), -1).argmax(axis=1)
-            return ppl["ffn_sparsity"], ppl["ppl"], top
+            return ppl["ffn_sparsity"], ppl.get("input_sparsity"), ppl["ppl"], top
 
         dense_mode = "oracle" if "relu" in run(tool("pi-run"), "-m", model, "-p", "x", "-n",
                                                  "1", "--sparse", "off").stderr else "off"
-        base_sparsity, base_ppl, base_top = measure(dense_mode, 0.5)
-        print("| target | skipped (held-out) | perplexity | vs %s | greedy agreement |"
-              % dense_mode)
-        print("|---:|---:|---:|---:|---:|")
-        print("| %s | %.1f %% | %.3f | | 100 %% |" % (dense_mode, 100 * base_sparsity, base_ppl))
+        base_sparsity, _, base_ppl, base_top = measure(dense_mode, 0.5)
+        teal = mode == "teal"
+        print("| target | skipped (held-out)%s | perplexity | vs %s | greedy agreement |"
+              % (" | inputs dropped" if teal else "", dense_mode))
+        print("|---:|---:|---:|---:|---:%s|" % ("|---:" if teal else ""))
+        print("| %s | %.1f %%%s | %.3f | | 100 %% |"
+              % (dense_mode, 100 * base_sparsity, " | 0 %" if teal else "", base_ppl))
         for t in targets:
-            s, ppl, top = measure("cats", t)
-            print("| %.0f %% | %.1f %% | %.3f | %+.2f %% | %.1f %% |"
-                  % (100 * t, 100 * s, ppl, 100 * (ppl / base_ppl - 1),
-                     100 * float(np.mean(top == base_top))))
+            s, ins, ppl, top = measure(mode, t)
+            print("| %.0f %% | %.1f %%%s | %.3f | %+.2f %% | %.1f %% |"
+                  % (100 * t, 100 * s, " | %.1f %%" % (100 * ins) if teal else "", ppl,
+                     100 * (ppl / base_ppl - 1), 100 * float(np.mean(top == base_top))))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@
 - through cpu workers, the hot/cold split in this process and in a gpu worker process (on
   gemma2 and phi3 files too), and
   pi-launch: the same tokens and the same neurons computed as in one process;
+- --sparse teal on the SiLU demo: the inputs' entries and the neurons skipped on held-out text
+  are the target within 2 points; refused with workers or a split, or statistics without
+  input quantiles;
 - what cannot run is refused by name: no statistics (names pi-profile), statistics without
   gate quantiles, a model without ffn_down_t (names pi-quantize --down-t), the device path
   (a GPU's whole layers), a target outside [0, 1).
@@ -43,6 +46,23 @@ def run(*args):
 def last_line(p):
     lines = (p.stderr or p.stdout).strip().splitlines()
     return lines[-1] if lines else ""
+
+
+def write_stats_subset(pigguf, r, path, suffixes):
+    """The statistics file `r` (a GGUFReader) written again with only the tensors whose names
+    end with one of `suffixes`: what an older pi-profile wrote."""
+    w = pigguf.GGUFWriter(path, "pi-stats")
+    md = r.metadata
+    for key in ("pi.stats.version", "pi.stats.n_layer", "pi.stats.n_ff", "pi.stats.n_ctx"):
+        w.add_u32(key, md[key])
+    w.add_u64("pi.stats.n_tokens", md["pi.stats.n_tokens"])
+    for key in ("pi.stats.model_name", "pi.stats.model_fingerprint", "pi.stats.shape_fingerprint",
+                "pi.stats.weight_signs", "pi.stats.activation", "pi.stats.corpus"):
+        w.add_string(key, md[key])
+    for name, t in r.tensors.items():
+        if name.endswith(suffixes):
+            w.add_tensor_raw(name, t.ne, t.type_id, bytes(t.data))
+    w.write()
 
 
 def check_split_configurations(tool, model, label, budget="900K"):
@@ -145,6 +165,23 @@ def main():
               f"the SiLU demo: 40 % ({s40:.1%}) ppl {p40:.3f}, 60 % ({s60:.1%}) ppl {p60:.3f}, "
               f"dense {off:.3f}")
 
+        # --sparse teal on the SiLU demo (f16: its transposed copies are exact): the share of
+        # the thresholded inputs' entries dropped and of the neurons skipped on held-out text,
+        # and what it costs beside cats alone.
+        p = run(tool("pi-perplexity"), "-m", silu_demo, "-f", held, "-c", "256", "--chunks",
+                "4", "-t", "2", "--json", "--sparse", "teal", "--target-sparsity", "0.4")
+        r = json.loads(p.stdout) if p.returncode == 0 else {}
+        ins, ffn, p_teal = r.get("input_sparsity", -1), r.get("ffn_sparsity", -1), r.get("ppl")
+        check(p.returncode == 0 and abs(ins - 0.4) <= 0.02 and abs(ffn - 0.4) <= 0.02
+              and p40 < p_teal <= 1.06 * off,
+              f"--sparse teal 40 %: {ins:.1%} of the inputs' entries and {ffn:.1%} of the neurons "
+              f"skipped, ppl {p_teal} (cats {p40:.3f}, dense {off:.3f}) ({last_line(p)!r})")
+        for extra in (["--cpu-workers", "1"], ["--vram-budget", "1M", "--ffn-backend", "host"]):
+            p = run(tool("pi-run"), "-m", silu_demo, "-p", "In", "-n", "2", "--sparse", "teal",
+                    *extra)
+            check(p.returncode != 0 and "--sparse teal runs in one process" in p.stderr,
+                  f"--sparse teal with {extra[0]}: refused ({last_line(p)!r})")
+
         # A ReLU model (the demo, ~91 % silent, its layers from 73 to 99 %): a target below
         # its own zeros skips just those (oracle's share); above them, the layers short of it
         # make it up, model-wide.
@@ -234,19 +271,15 @@ def main():
         import pigguf
         r = pigguf.GGUFReader(os.path.join(tmp, "silu.stats.gguf"))
         old = os.path.join(tmp, "old.stats.gguf")
-        w = pigguf.GGUFWriter(old, "pi-stats")
-        md = r.metadata
-        for key in ("pi.stats.version", "pi.stats.n_layer", "pi.stats.n_ff", "pi.stats.n_ctx"):
-            w.add_u32(key, md[key])
-        w.add_u64("pi.stats.n_tokens", md["pi.stats.n_tokens"])
-        for key in ("pi.stats.model_name", "pi.stats.model_fingerprint",
-                    "pi.stats.shape_fingerprint", "pi.stats.weight_signs", "pi.stats.activation",
-                    "pi.stats.corpus"):
-            w.add_string(key, md[key])
-        for name, t in r.tensors.items():
-            if name.endswith(".ffn_fire_count"):
-                w.add_tensor_raw(name, t.ne, t.type_id, bytes(t.data))
-        w.write()
+        write_stats_subset(pigguf, r, old, (".ffn_fire_count",))
+        # ... and from before the input quantiles (--sparse teal's).
+        no_inputs = os.path.join(tmp, "no-inputs.stats.gguf")
+        write_stats_subset(pigguf, r, no_inputs, (".ffn_fire_count", ".ffn_gate_quantiles"))
+        p = run(tool("pi-run"), "-m", model, "-p", "In", "-n", "2", "--sparse", "teal",
+                "--stats", no_inputs)
+        check(p.returncode != 0 and "no attention input quantiles" in p.stderr
+              and "pi-profile" in p.stderr,
+              f"statistics without input quantiles: --sparse teal refused ({last_line(p)!r})")
         p = run(tool("pi-run"), "-m", model, "-p", "In", "-n", "2", "--sparse", "cats",
                 "--stats", old)
         check(p.returncode != 0 and "no gate quantiles" in p.stderr and "pi-profile" in p.stderr,

@@ -8,6 +8,7 @@
 #include <new>
 #include <string>
 
+#include "common/model/weight_transpose.h"
 #include "common/offline/synthetic_model.h"
 #include "common/text/sampler.h"
 #include "coordinator/engine/engine.h"
@@ -56,6 +57,43 @@ TEST(DecodeAllocTest, DecodeStepAndSamplingAllocateNothing) {
     }
     std::remove(path.c_str());
   }
+}
+
+// --sparse teal's decode steps (column-sparse products, given gate dots).
+TEST(DecodeAllocTest, TealDecodeStepsAllocateNothing) {
+  SyntheticModelOptions o;
+  o.n_vocab = 512;
+  o.n_embd = 256;
+  o.n_ff = 1024;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.n_ctx = 128;
+  o.type = DType::kQ4_0;
+  o.down_t = true;
+  const std::string path = TempPath("decode_alloc_teal.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  ThreadPool pool(2);
+  int64_t bytes = 0;
+  ASSERT_TRUE(AddTransposedCopies(&m, &pool, &bytes).ok());
+  for (int threads : {1, 2}) {
+    EngineOptions opt;
+    opt.n_threads = threads;
+    opt.sparse = SparseMode::kTeal;
+    opt.gate_thresholds.assign(o.n_layer, 0.05f);
+    for (auto& t : opt.input_thresholds) t.assign(o.n_layer, 0.3f);
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+    const int32_t prompt[4] = {1, 2, 3, 4};
+    ASSERT_TRUE(e->Eval(prompt, 4).ok());
+    int32_t tok = 7;
+    const long before = AllocationCount();
+    for (int i = 0; i < 16; ++i) ASSERT_TRUE(e->Eval(&tok, 1).ok());
+    EXPECT_EQ(AllocationCount() - before, 0) << "threads=" << threads;
+    EXPECT_LT(e->input_kept_share(), 0.9);  // the thresholds dropped entries
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -1000,6 +1000,36 @@ TEST_P(KernelTest, AxpyRowsIndexed) {
   }
 }
 
+// AxpyRowsIndexedColumns over block-aligned column slices equals the whole
+// rows' AxpyRowsIndexed bit for bit, and writes nothing past its slice.
+TEST_P(KernelTest, AxpyRowsIndexedColumnsEqualsWholeRows) {
+  const int64_t block = IsKQuant(type()) ? 256 : 32;
+  const int64_t cols = 8 * block, rows = 61;
+  const Problem p = MakeProblem(type(), rows, cols, 1, 4242);
+  std::vector<int32_t> ids;
+  for (int32_t r = 1; r < rows; r += 2) ids.push_back(r);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  std::mt19937 rng(9);
+  std::vector<float> a = RandomRow(&rng, n, 1.0f);
+  a[3] = 0.0f;  // skipped, as whole rows skip it
+  SetCpuIsa(isa());
+  std::vector<float> whole(cols, 0.25f);
+  AxpyRowsIndexed(type(), p.w.data(), cols, ids.data(), a.data(), n, whole.data());
+  for (const auto& [c0, c1] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, cols}, {0, block}, {block, 3 * block}, {5 * block, cols}}) {
+    std::vector<float> slice(c1 - c0 + 8, 0.25f);
+    slice[c1 - c0] = FromBits(kSentinelBits);
+    AxpyRowsIndexedColumns(type(), p.w.data(), cols, c0, c1, ids.data(), a.data(), n, slice.data());
+    for (int64_t c = c0; c < c1; ++c) {
+      ASSERT_EQ(Bits(slice[c - c0]), Bits(whole[c]))
+          << DTypeName(type()) << " " << CpuIsaName(isa()) << " [" << c0 << ", " << c1
+          << ") c=" << c;
+    }
+    ASSERT_EQ(Bits(slice[c1 - c0]), kSentinelBits) << "wrote past the slice";
+  }
+  SetCpuIsa(DetectCpuIsa());
+}
+
 TEST_P(KernelTest, IndexedThreadsSplittingIdsMatchOneCall) {
   // The engine splits an id list across threads: the matvec into one y
   // (disjoint ids), the axpy into one y per thread, summed afterwards.

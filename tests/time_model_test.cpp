@@ -311,6 +311,24 @@ TEST(TimeModelTest, FalconCountsItsFusedQkvAndItsUpRowsAsDeciding) {
   }
 }
 
+TEST(TimeModelTest, TealReadsTheKeptShareOfTheAttentionAndGateBytes) {
+  LlamaModel m;
+  Load(Llama(DType::kQ4_0, true), 0, "teal", &m);
+  DecodeCounters k = Counters(m, SparseMode::kTeal, 0.5, 1.0);
+  const double all_inputs = DecodeBytesPerToken(m, k);  // input_kept_share 1
+  k.input_kept_share = 0.4;
+  double column_read = 0;
+  for (const LlamaLayer& l : m.layers) {
+    column_read += static_cast<double>(l.wq.nbytes() + l.wk.nbytes() + l.wv.nbytes() +
+                                       l.wo.nbytes() + l.ffn_gate.nbytes());
+  }
+  EXPECT_DOUBLE_EQ(DecodeBytesPerToken(m, k), all_inputs - 0.6 * column_read);
+  // Kept whole, teal reads what cats would.
+  k.input_kept_share = 1;
+  k.mode = SparseMode::kCats;
+  EXPECT_DOUBLE_EQ(DecodeBytesPerToken(m, k), all_inputs);
+}
+
 TEST(TimeModelTest, BoundOnWorkedNumbers) {
   // GPU 1 GB at 1000 GB/s = 1 ms; CPU 0.2 GB at 50 GB/s = 4 ms; 1 MB over a
   // 25 GB/s link = 0.04 ms.

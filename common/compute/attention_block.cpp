@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "common/compute/parallel_matmul.h"
 #include "kernels/cpu/matmul.h"
@@ -69,6 +70,53 @@ void AttentionBlock::Forward(const LlamaLayer& layer, int layer_index, int n_pas
   ForwardRows(layer, layer_index, pos_.data(), caches_.data(), batch, h, pool, run_length);
 }
 
+void AttentionBlock::SetInputThresholds(std::vector<float> in, std::vector<float> out) {
+  in_thresholds_ = std::move(in);
+  out_thresholds_ = std::move(out);
+  columns_.Init(std::max(c_.n_embd, c_.q_dim()),
+                std::max<int64_t>(c_.n_embd, c_.q_dim() + 2 * int64_t{c_.kv_dim()}));
+}
+
+bool AttentionBlock::SparseRows(const LlamaLayer& layer, int layer_index, int batch,
+                                const int32_t* run_length) const {
+  if (in_thresholds_.empty() || !layer.wq_t.present() || !layer.wo_t.present()) return false;
+  if (layer_index >= static_cast<int>(in_thresholds_.size())) return false;
+  // Decode rows only (runs of one row each): prompts stay dense, as TEAL's.
+  for (int b = 0; b < batch; ++b) {
+    if ((run_length ? run_length[b] : batch) != 1) return false;
+  }
+  return true;
+}
+
+void AttentionBlock::CountInputs(int64_t kept, int64_t width) {
+  inputs_kept_ += kept;
+  inputs_seen_ += width;
+}
+
+void AttentionBlock::OutputProjection(const LlamaLayer& layer, int layer_index, int batch,
+                                      bool sparse, ThreadPool* pool, const int32_t* run_length) {
+  const int d = c_.n_embd, qd = c_.q_dim();
+  if (observer_) {
+    observer_->OnProjectionInput(layer_index, ProjectionInput::kAttentionOutput, batch,
+                                 attn_.data(), qd);
+  }
+  if (sparse) {
+    for (int b = 0; b < batch; ++b) {
+      const int64_t kept =
+          columns_.Keep(attn_.data() + int64_t{b} * qd, qd, out_thresholds_[layer_index]);
+      CountInputs(kept, qd);
+      const ColumnSparseJob o[1] = {{&layer.wo_t, out_.data() + int64_t{b} * d}};
+      columns_.Run(o, 1, pool);
+    }
+    return;
+  }
+  PreparedInput ain =
+      PrepareInput(attn_.data(), qd, batch, q8_.data(), pool, ReadsQ8(layer.wo.type));
+  ain.run_length = run_length;
+  const MatMulJob o[1] = {{&layer.wo, out_.data(), d}};
+  ParallelMatMul(pool, ain, o, 1);
+}
+
 void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const int* pos,
                                  KvCache* const* caches, int batch, float* h, ThreadPool* pool,
                                  const int32_t* run_length) {
@@ -77,13 +125,28 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
     NormalizeRow(c_, layer.attn_norm, layer.attn_norm_b, h + static_cast<int64_t>(b) * d,
                  x_.data() + static_cast<int64_t>(b) * d);
   }
-  PreparedInput in =
-      PrepareInput(x_.data(), d, batch, q8_.data(), pool,
-                   ReadsQ8(layer.wq.type) || ReadsQ8(layer.wk.type) || ReadsQ8(layer.wv.type));
-  in.run_length = run_length;
-  const MatMulJob qkv[3] = {
-      {&layer.wq, q_.data(), qd}, {&layer.wk, k_.data(), kvd}, {&layer.wv, v_.data(), kvd}};
-  ParallelMatMul(pool, in, qkv, 3);
+  if (observer_)
+    observer_->OnProjectionInput(layer_index, ProjectionInput::kAttention, batch, x_.data(), d);
+  const bool sparse = SparseRows(layer, layer_index, batch, run_length);
+  if (sparse) {  // --sparse teal: each row reads the columns of its kept entries
+    for (int b = 0; b < batch; ++b) {
+      const int64_t kept =
+          columns_.Keep(x_.data() + int64_t{b} * d, d, in_thresholds_[layer_index]);
+      CountInputs(kept, d);
+      const ColumnSparseJob qkv[3] = {{&layer.wq_t, q_.data() + int64_t{b} * qd},
+                                      {&layer.wk_t, k_.data() + int64_t{b} * kvd},
+                                      {&layer.wv_t, v_.data() + int64_t{b} * kvd}};
+      columns_.Run(qkv, 3, pool);
+    }
+  } else {
+    PreparedInput in =
+        PrepareInput(x_.data(), d, batch, q8_.data(), pool,
+                     ReadsQ8(layer.wq.type) || ReadsQ8(layer.wk.type) || ReadsQ8(layer.wv.type));
+    in.run_length = run_length;
+    const MatMulJob qkv[3] = {
+        {&layer.wq, q_.data(), qd}, {&layer.wk, k_.data(), kvd}, {&layer.wv, v_.data(), kvd}};
+    ParallelMatMul(pool, in, qkv, 3);
+  }
   AddBias(layer.bq, batch, q_.data());  // qwen2's, before the rotation
   AddBias(layer.bk, batch, k_.data());
   AddBias(layer.bv, batch, v_.data());
@@ -162,11 +225,7 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
     }
   });
 
-  PreparedInput ain =
-      PrepareInput(attn_.data(), qd, batch, q8_.data(), pool, ReadsQ8(layer.wo.type));
-  ain.run_length = run_length;
-  const MatMulJob o[1] = {{&layer.wo, out_.data(), d}};
-  ParallelMatMul(pool, ain, o, 1);
+  OutputProjection(layer, layer_index, batch, sparse, pool, run_length);
   for (int b = 0; b < batch; ++b) {
     const int64_t row = static_cast<int64_t>(b) * d;
     AddResidual(c_, layer.attn_post_norm, out_.data() + row, h + row);

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "common/base/thread_pool.h"
+#include "common/compute/column_sparse.h"
+#include "common/compute/ffn_observer.h"
 #include "common/model/kv_cache.h"
 #include "common/model/llama_model.h"
 
@@ -35,7 +37,31 @@ class AttentionBlock {
   void ForwardRows(const LlamaLayer& layer, int layer_index, const int* pos, KvCache* const* caches,
                    int batch, float* h, ThreadPool* pool, const int32_t* run_length = nullptr);
 
+  // --sparse teal, per layer: the |x| an entry of the attention's normed
+  // input (what q, k and v read) and of its heads' output (what o reads)
+  // must exceed to be read, by column-sparse products over the layer's
+  // transposed copies (wq_t ... wo_t), for decode rows (runs of one row);
+  // empty: dense. Init first.
+  void SetInputThresholds(std::vector<float> in, std::vector<float> out);
+  // Entries of thresholded inputs kept and seen since the last reset.
+  int64_t inputs_kept() const { return inputs_kept_; }
+  int64_t inputs_seen() const { return inputs_seen_; }
+  void ResetInputCounts() { inputs_kept_ = inputs_seen_ = 0; }
+  // Sees the inputs of the projections (OnProjectionInput), or null.
+  void set_observer(FfnObserver* o) { observer_ = o; }
+
  private:
+  bool SparseRows(const LlamaLayer& layer, int layer_index, int batch,
+                  const int32_t* run_length) const;
+  void CountInputs(int64_t kept, int64_t width);
+  // out_ = Wo · attn_ for the batch's rows (column-sparse when `sparse`).
+  void OutputProjection(const LlamaLayer& layer, int layer_index, int batch, bool sparse,
+                        ThreadPool* pool, const int32_t* run_length);
+
+  std::vector<float> in_thresholds_, out_thresholds_;  // [n_layer] or empty
+  ColumnSparseProduct columns_;
+  int64_t inputs_kept_ = 0, inputs_seen_ = 0;
+  FfnObserver* observer_ = nullptr;
   LlamaConfig c_;
   int n_ctx_ = 0;
   std::vector<float> x_;     // [max_batch, n_embd]  normed input

@@ -6,6 +6,14 @@
 
 namespace pi {
 
+// The inputs --sparse teal thresholds (OnProjectionInput).
+enum class ProjectionInput {
+  kAttention,        // the attention's normed input: what q, k and v read
+  kAttentionOutput,  // its heads' output: what o reads
+  kFfn,              // the FFN's normed input: what gate and up read
+};
+constexpr int kProjectionInputs = 3;
+
 class FfnObserver {
  public:
   virtual ~FfnObserver() = default;
@@ -24,6 +32,11 @@ class FfnObserver {
   // act(up x), the activation itself) — what CATS' thresholds are set on.
   // The default ignores it.
   virtual void OnGate(int layer, int batch, const float* a) {}
+  // The input of layer `layer`'s projections `which` reads, [batch, width],
+  // for every step (what --sparse teal's thresholds are set on). The default
+  // ignores it.
+  virtual void OnProjectionInput(int layer, ProjectionInput which, int batch, const float* x,
+                                 int width) {}
 };
 
 }  // namespace pi

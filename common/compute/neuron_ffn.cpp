@@ -117,7 +117,7 @@ static const uint8_t* InputRow(const PreparedInput& in, const Tensor* t, int64_t
   return static_cast<const uint8_t*>(in.For(t->type)) + b * PreparedActivationBytes(t->type, d);
 }
 
-NeuronFfn::GateCut NeuronFfn::GateDots(const Tensor* first, float threshold, int batch,
+NeuronFfn::GateCut NeuronFfn::GateDots(const Tensor* first, float threshold, bool given, int batch,
                                        const int32_t* const* ids, const int64_t* n,
                                        const PreparedInput& in, ThreadPool* pool) {
   const int64_t d = c_.n_embd, ff = c_.n_ff;
@@ -144,8 +144,10 @@ NeuronFfn::GateCut NeuronFfn::GateDots(const Tensor* first, float threshold, int
         if (batch == 1) chunk_active_[k] = 0;
         if (k0 >= k1) return;
         if (batch == 1) {
-          MatVecRowsIndexed(first->type, first->data, d, InputRow(in, first, d, 0), ids[0] + k0,
-                            k1 - k0, gate_dots_.data());
+          if (!given) {
+            MatVecRowsIndexed(first->type, first->data, d, InputRow(in, first, d, 0), ids[0] + k0,
+                              k1 - k0, gate_dots_.data());
+          }
           // This chunk's gate-passing candidates, in order, at active_[k0..):
           // the caller closes the gaps (one thread scanning every candidate
           // would be the step's serial tail on a many-core host).
@@ -153,6 +155,7 @@ NeuronFfn::GateCut NeuronFfn::GateDots(const Tensor* first, float threshold, int
               PassGate(gate_dots_.data(), ids[0] + k0, k1 - k0, threshold, active_.data() + k0);
           return;
         }
+        if (given) return;   // the dots are there: SelectActive passes them
         if (shared_range) {  // the batched product: each weight row dots every row at once
           MatMulRows(first->type, first->data, d, InputRow(in, first, d, 0), batch,
                      gate_dots_.data(), ff, all[k0], all[k0] + (k1 - k0));
@@ -305,8 +308,11 @@ void NeuronFfn::AccumulateRows(const NeuronRows& rows, int batch, const int32_t*
   // chunk goes block by block, every row dotting its own candidates there.
   // Ungated (falcon's relu(up x)): the up rows play the gate's role, one dot
   // per candidate, and the activation is that dot itself.
-  const GateCut cut =
-      GateDots(gated_ ? rows.gate : rows.up, rows.threshold, batch, ids, n, in, pool);
+  if (rows.gate_dots) {
+    std::memcpy(gate_dots_.data(), rows.gate_dots, sizeof(float) * batch * ff);
+  }
+  const GateCut cut = GateDots(gated_ ? rows.gate : rows.up, rows.threshold,
+                               rows.gate_dots != nullptr, batch, ids, n, in, pool);
   const double t_gated = NowSeconds();
 
   // 2. Each row's fired (or, gated, gate-passing) neurons, then up and down

@@ -49,6 +49,9 @@ struct NeuronRows {
   // neuron; CATS' per-layer level (gate_thresholds.h) skips the neurons whose
   // activated gate is near zero, and their up and down rows with them.
   float threshold = 0.0f;
+  // Given: the deciding dots of every neuron, [batch][n_ff] (--sparse teal
+  // computes the gate column-sparsely), read instead of the gate rows.
+  const float* gate_dots = nullptr;
 };
 
 // Wall time of NeuronFfn's phases, summed over its calls (as the calling
@@ -112,8 +115,11 @@ class NeuronFfn {
     int64_t n_all = 0;   // candidates over all rows (their union)
     int64_t chunks = 0;  // the tasks they were cut into
   };
-  GateCut GateDots(const Tensor* first, float threshold, int batch, const int32_t* const* ids,
-                   const int64_t* n, const PreparedInput& in, ThreadPool* pool);
+  // `given`: gate_dots_ already holds the dots (NeuronRows::gate_dots); only
+  // the passing is done.
+  GateCut GateDots(const Tensor* first, float threshold, bool given, int batch,
+                   const int32_t* const* ids, const int64_t* n, const PreparedInput& in,
+                   ThreadPool* pool);
   // 2a: each row's passing neurons into active_ / n_active_; returns the bytes
   // of up and down_t rows they read.
   int64_t SelectActive(const NeuronRows& rows, int batch, const int32_t* const* ids,

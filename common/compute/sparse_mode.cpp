@@ -12,6 +12,8 @@ const char* SparseModeName(SparseMode m) {
       return "predictor";
     case SparseMode::kCats:
       return "cats";
+    case SparseMode::kTeal:
+      return "teal";
   }
   return "?";
 }
@@ -25,6 +27,8 @@ bool ParseSparseMode(const std::string& s, SparseMode* out) {
     *out = SparseMode::kPredictor;
   } else if (s == "cats") {
     *out = SparseMode::kCats;
+  } else if (s == "teal") {
+    *out = SparseMode::kTeal;
   } else {
     return false;
   }

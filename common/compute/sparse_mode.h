@@ -14,6 +14,13 @@
 //              for a target share of skipped neurons). For SiLU and GELU
 //              models, whose activations are never exactly zero: an
 //              approximation whose loss grows with the target.
+//   teal:      cats, and the inputs of the other projections thresholded
+//              too (TEAL: q, k, v read only the attention input's entries
+//              with |x| above the layer's threshold, o the attention
+//              output's, the gate the FFN input's), each product reading
+//              only the weight columns of the kept entries (transposed
+//              copies made at load, weight_transpose.h). Decode steps in
+//              one process; prompt batches run dense.
 // Oracle and predictor need a ReLU-family activation; every sparse mode
 // needs PowerInfer's ffn_down_t (rows per neuron). Elsewhere, and for prompt
 // batches, the FFN runs dense.
@@ -23,9 +30,13 @@
 
 namespace pi {
 
-enum class SparseMode { kOff, kOracle, kPredictor, kCats };
+enum class SparseMode { kOff, kOracle, kPredictor, kCats, kTeal };
 
 const char* SparseModeName(SparseMode m);
+// Whether the mode decides the FFN's neurons by CATS' gate thresholds.
+inline bool UsesGateThresholds(SparseMode m) {
+  return m == SparseMode::kCats || m == SparseMode::kTeal;
+}
 bool ParseSparseMode(const std::string& s, SparseMode* out);
 
 }  // namespace pi

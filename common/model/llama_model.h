@@ -188,8 +188,11 @@ struct LlamaLayer {
   Tensor ffn_up;          // [n_embd, n_ff]         row i = neuron i (phi3: rows [n_ff, 2 n_ff))
   Tensor ffn_down;        // [n_ff, n_embd]         row j = output feature j   (or absent)
   Tensor ffn_down_t;  // [n_embd, n_ff]         row i = neuron i's outputs (PowerInfer; or absent)
-  Tensor fc1;         // [n_embd, rank]         predictor (PowerInfer; optional)
-  Tensor fc2;         // [rank, n_ff]           predictor (PowerInfer; optional)
+  // Transposed copies for --sparse teal's column-sparse products (row j =
+  // input j's weights to every output; weight_transpose.h), else absent.
+  Tensor wq_t, wk_t, wv_t, wo_t, ffn_gate_t;
+  Tensor fc1;  // [n_embd, rank]         predictor (PowerInfer; optional)
+  Tensor fc2;  // [rank, n_ff]           predictor (PowerInfer; optional)
 };
 
 struct LlamaModel {

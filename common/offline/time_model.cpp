@@ -109,6 +109,16 @@ double DecodeBytesPerToken(const LlamaModel& model, const DecodeCounters& k) {
   if (k.mode == SparseMode::kPredictor) {
     for (const LlamaLayer& l : model.layers) bytes += static_cast<double>(PredictorBytes(l));
   }
+  if (k.mode == SparseMode::kTeal) {
+    // The attention's matrices and the gate read the kept share of their
+    // copies' rows; the gate's own rows (counted above as read) are not.
+    for (const LlamaLayer& l : model.layers) {
+      const double column_read =
+          static_cast<double>(l.wq.nbytes() + l.wk.nbytes() + l.wv.nbytes() + l.wo.nbytes()) +
+          static_cast<double>(l.ffn_gate.nbytes());
+      bytes -= (1.0 - k.input_kept_share) * column_read;
+    }
+  }
   return bytes;
 }
 

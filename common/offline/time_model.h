@@ -62,6 +62,10 @@ struct DecodeCounters {
   double ffn_neurons = 0;      // sum of Engine::last_ffn_neurons()
   double gate_rows = 0;        // sum of Engine::last_ffn_gate_rows()
   double hot_fired = 0;        // sum of Engine::last_ffn_hot_fired()
+  // --sparse teal: the share of the thresholded inputs' entries read
+  // (Engine::input_kept_share()); the attention matrices and the gate read
+  // that share of their rows (of their transposed copies).
+  double input_kept_share = 1;
 };
 
 // Weight and KV cache bytes one decode step reads, whatever device reads

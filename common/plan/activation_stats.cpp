@@ -20,6 +20,9 @@ constexpr uint32_t kMaxFf = 1u << 24;
 
 constexpr char kFireCountSuffix[] = ".ffn_fire_count";
 constexpr char kGateQuantilesSuffix[] = ".ffn_gate_quantiles";
+// ActivationStats::input_quantiles' tensors, by ProjectionInput.
+constexpr const char* kInputQuantilesSuffix[kProjectionInputs] = {
+    ".attn_in_quantiles", ".attn_out_quantiles", ".ffn_in_quantiles"};
 
 std::string LayerTensorName(int layer, const char* suffix) {
   return "blk." + std::to_string(layer) + suffix;
@@ -96,6 +99,18 @@ void ActivationStats::Init(int n_layer, int n_ff) {
   counts_.assign(static_cast<size_t>(n_layer) * n_ff, 0);
   gate_quantiles.clear();
   gates_ = GateHistogram();
+  for (int k = 0; k < kProjectionInputs; ++k) {
+    input_quantiles[k].clear();
+    inputs_[k] = GateHistogram();
+  }
+}
+
+void ActivationStats::OnProjectionInput(int layer, ProjectionInput which, int batch, const float* x,
+                                        int width) {
+  if (layer < 0 || layer >= n_layer_ || !pass_thresholds_.empty()) return;
+  GateHistogram& h = inputs_[static_cast<int>(which)];
+  if (h.empty()) h.Init(n_layer_);
+  h.Add(layer, x, static_cast<int64_t>(batch) * width);
 }
 
 void ActivationStats::OnGate(int layer, int batch, const float* a) {
@@ -121,11 +136,15 @@ void ActivationStats::CountGatePasses(const std::vector<float>& thresholds, doub
 }
 
 void ActivationStats::FinishGateQuantiles() {
-  if (gates_.empty()) return;
-  gate_quantiles.assign(static_cast<size_t>(n_layer_) * kGateQuantilePoints, 0.0f);
-  for (int l = 0; l < n_layer_; ++l) {
-    gates_.Quantiles(l, gate_quantiles.data() + static_cast<int64_t>(l) * kGateQuantilePoints);
-  }
+  auto finish = [this](const GateHistogram& h, std::vector<float>* table) {
+    if (h.empty()) return;
+    table->assign(static_cast<size_t>(n_layer_) * kGateQuantilePoints, 0.0f);
+    for (int l = 0; l < n_layer_; ++l) {
+      h.Quantiles(l, table->data() + static_cast<int64_t>(l) * kGateQuantilePoints);
+    }
+  };
+  finish(gates_, &gate_quantiles);
+  for (int k = 0; k < kProjectionInputs; ++k) finish(inputs_[k], &input_quantiles[k]);
 }
 
 void ActivationStats::OnFfn(int layer, int batch, const float* act) {
@@ -159,6 +178,50 @@ void InitActivationStatsFor(const LlamaModel& model, ActivationStats* stats) {
   stats->activation = FfnActivationName(model.config.activation);
 }
 
+namespace {
+
+// A [n_layer][kGateQuantilePoints] table as one tensor per layer (none when
+// empty).
+Status AddQuantileTable(const std::vector<float>& table, const char* suffix, int n_layer,
+                        const std::string& path, GgufWriter* w) {
+  if (table.empty()) return Status::Ok();
+  if (table.size() != static_cast<size_t>(n_layer) * kGateQuantilePoints) {
+    return Status::Error("writing %s: %zu quantiles (%s) for %d layers", path.c_str(), table.size(),
+                         suffix, n_layer);
+  }
+  for (int il = 0; il < n_layer; ++il) {
+    PI_RETURN_IF_ERROR(w->AddTensor(LayerTensorName(il, suffix), DType::kF32, {kGateQuantilePoints},
+                                    table.data() + static_cast<int64_t>(il) * kGateQuantilePoints));
+  }
+  return Status::Ok();
+}
+
+// Such a table read back: every layer's tensor or none (*out empty), each
+// checked (finite, >= 0, not decreasing).
+Status ReadQuantileTable(const GgufFile& f, const char* suffix, uint32_t n_layer,
+                         std::vector<float>* out) {
+  std::vector<const TensorInfo*> by_layer;
+  PI_RETURN_IF_ERROR(
+      FindLayerTensors(f, suffix, DType::kF32, kGateQuantilePoints, n_layer, &by_layer));
+  out->clear();
+  if (std::none_of(by_layer.begin(), by_layer.end(), [](const TensorInfo* t) { return t; })) {
+    return Status::Ok();
+  }
+  out->resize(static_cast<size_t>(n_layer) * kGateQuantilePoints);
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    if (by_layer[il] == nullptr) {  // all layers or none
+      return Status::Error("tensor '%s' is missing (other layers have theirs)",
+                           LayerTensorName(static_cast<int>(il), suffix).c_str());
+    }
+    float* q = out->data() + static_cast<int64_t>(il) * kGateQuantilePoints;
+    memcpy(q, by_layer[il]->data, sizeof(float) * kGateQuantilePoints);
+    PI_RETURN_IF_ERROR(CheckGateQuantiles(q, static_cast<int>(il)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status WriteActivationStats(const ActivationStats& stats, const std::string& path) {
   GgufWriter w;
   w.Set("pi.stats.version", GgufValue::U32(kStatsVersion));
@@ -191,16 +254,11 @@ Status WriteActivationStats(const ActivationStats& stats, const std::string& pat
     PI_RETURN_IF_ERROR(w.AddTensor(LayerTensorName(il, kFireCountSuffix), DType::kI32,
                                    {stats.n_ff()}, row.data()));
   }
-  if (!stats.gate_quantiles.empty()) {
-    if (stats.gate_quantiles.size() != static_cast<size_t>(stats.n_layer()) * kGateQuantilePoints) {
-      return Status::Error("writing %s: %zu gate quantiles for %d layers", path.c_str(),
-                           stats.gate_quantiles.size(), stats.n_layer());
-    }
-    for (int il = 0; il < stats.n_layer(); ++il) {
-      PI_RETURN_IF_ERROR(w.AddTensor(
-          LayerTensorName(il, kGateQuantilesSuffix), DType::kF32, {kGateQuantilePoints},
-          stats.gate_quantiles.data() + static_cast<int64_t>(il) * kGateQuantilePoints));
-    }
+  PI_RETURN_IF_ERROR(
+      AddQuantileTable(stats.gate_quantiles, kGateQuantilesSuffix, stats.n_layer(), path, &w));
+  for (int k = 0; k < kProjectionInputs; ++k) {
+    PI_RETURN_IF_ERROR(AddQuantileTable(stats.input_quantiles[k], kInputQuantilesSuffix[k],
+                                        stats.n_layer(), path, &w));
   }
   return w.Write(path);
 }
@@ -258,20 +316,17 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
   // Every layer's tensor must be in the file before counts are allocated.
   std::vector<const TensorInfo*> by_layer, quantiles;
   PI_RETURN_IF_ERROR(FindLayerTensors(f, kFireCountSuffix, DType::kI32, n_ff, n_layer, &by_layer));
-  PI_RETURN_IF_ERROR(FindLayerTensors(f, kGateQuantilesSuffix, DType::kF32, kGateQuantilePoints,
-                                      n_layer, &quantiles));
-  const bool any_quantiles =
-      std::any_of(quantiles.begin(), quantiles.end(), [](const TensorInfo* t) { return t; });
   for (uint32_t il = 0; il < n_layer; ++il) {
     if (by_layer[il] == nullptr) {
       return Status::Error("tensor '%s' is missing (pi.stats.n_layer is %u)",
                            LayerTensorName(static_cast<int>(il), kFireCountSuffix).c_str(),
                            n_layer);
     }
-    if (any_quantiles && quantiles[il] == nullptr) {  // all layers or none
-      return Status::Error("tensor '%s' is missing (other layers have theirs)",
-                           LayerTensorName(static_cast<int>(il), kGateQuantilesSuffix).c_str());
-    }
+  }
+  std::vector<float> gate_table, input_tables[kProjectionInputs];
+  PI_RETURN_IF_ERROR(ReadQuantileTable(f, kGateQuantilesSuffix, n_layer, &gate_table));
+  for (int k = 0; k < kProjectionInputs; ++k) {
+    PI_RETURN_IF_ERROR(ReadQuantileTable(f, kInputQuantilesSuffix[k], n_layer, &input_tables[k]));
   }
 
   ActivationStats s;
@@ -289,14 +344,8 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
       c[i] = v;
     }
   }
-  if (any_quantiles) {
-    s.gate_quantiles.resize(static_cast<size_t>(n_layer) * kGateQuantilePoints);
-    for (uint32_t il = 0; il < n_layer; ++il) {
-      float* q = s.gate_quantiles.data() + static_cast<int64_t>(il) * kGateQuantilePoints;
-      memcpy(q, quantiles[il]->data, sizeof(float) * kGateQuantilePoints);
-      PI_RETURN_IF_ERROR(CheckGateQuantiles(q, static_cast<int>(il)));
-    }
-  }
+  s.gate_quantiles = std::move(gate_table);
+  for (int k = 0; k < kProjectionInputs; ++k) s.input_quantiles[k] = std::move(input_tables[k]);
   s.set_n_tokens(n_tokens);
   s.model_name = name;
   s.model_fingerprint = fingerprint;

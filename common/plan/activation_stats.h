@@ -19,6 +19,10 @@
 //   blk.N.ffn_gate_quantiles    F32 [101], one per layer or none: the
 //                               quantiles of |act(gate x)| over the profiled
 //                               neurons and tokens (gate_thresholds.h)
+//   blk.N.attn_in_quantiles     F32 [101] each, one per layer or none: the
+//   blk.N.attn_out_quantiles    quantiles of |x| over the entries of the
+//   blk.N.ffn_in_quantiles      attention's normed input, its heads' output
+//                               and the FFN's normed input (--sparse teal)
 //   pi.stats.pass_target        f32 (optional): the counts are of neurons
 //                               whose |act(gate x)| passed --sparse cats'
 //                               thresholds for this target (SiLU models)
@@ -56,7 +60,12 @@ class ActivationStats : public FfnObserver {
   // Counts the activated gates' magnitudes (for gate_quantiles), or in
   // CountGatePasses' mode the neurons whose |act(gate)| passes.
   void OnGate(int layer, int batch, const float* a) override;
-  // gate_quantiles from the magnitudes OnGate counted (none counted: left).
+  // Counts the magnitudes of the thresholded inputs' entries (for
+  // input_quantiles).
+  void OnProjectionInput(int layer, ProjectionInput which, int batch, const float* x,
+                         int width) override;
+  // gate_quantiles and input_quantiles from the magnitudes OnGate and
+  // OnProjectionInput counted (none counted: left).
   void FinishGateQuantiles();
   // For a model whose neurons never fall silent (SiLU, GELU): from now on a
   // neuron's count is how often |act(gate x)| passes its layer's threshold
@@ -87,13 +96,17 @@ class ActivationStats : public FfnObserver {
   // [n_layer][kGateQuantilePoints] or empty: |act(gate x)|'s quantiles per
   // layer, what --sparse cats' thresholds are read from.
   std::vector<float> gate_quantiles;
+  // The same for |x| of each input --sparse teal thresholds, by
+  // ProjectionInput.
+  std::vector<float> input_quantiles[kProjectionInputs];
   // >= 0: the counts are of gate passes at this --sparse cats target
   // (CountGatePasses), not of exact firings.
   double pass_target = -1;
 
  private:
-  GateHistogram gates_;                 // while profiling (OnGate)
-  std::vector<float> pass_thresholds_;  // [n_layer] in CountGatePasses' mode
+  GateHistogram gates_;                      // while profiling (OnGate)
+  GateHistogram inputs_[kProjectionInputs];  // and OnProjectionInput
+  std::vector<float> pass_thresholds_;       // [n_layer] in CountGatePasses' mode
   int n_layer_ = 0;
   int n_ff_ = 0;
   uint64_t n_tokens_ = 0;

@@ -30,10 +30,41 @@ int64_t Engine::WorkingBytes(const LlamaConfig& c, int n_ctx, int n_batch, int n
   return kv > INT64_MAX - scratch ? -1 : kv + scratch;
 }
 
+// What --sparse teal adds: thresholds for each input of each layer, the
+// transposed copies, and everything in this process.
+static Status CheckTealOptions(const LlamaModel& model, const EngineOptions& o) {
+  const LlamaConfig& c = model.config;
+  for (const std::vector<float>& t : o.input_thresholds) {
+    if (static_cast<int>(t.size()) != c.n_layer) {
+      return Status::Invalid("--sparse teal: %zu input thresholds for a model of %d layers",
+                             t.size(), c.n_layer);
+    }
+    for (float v : t) {
+      if (!std::isfinite(v) || v < 0) {
+        return Status::Invalid("--sparse teal: an input threshold %g is not finite and >= 0", v);
+      }
+    }
+  }
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LlamaLayer& layer = model.layers[l];
+    if (!layer.wq_t.present() || !layer.wo_t.present() || !layer.ffn_gate_t.present()) {
+      return Status::Invalid(
+          "--sparse teal: layer %d has no transposed copies (weight_transpose.h)", l);
+    }
+  }
+  if (o.hot_shard || o.device || !o.cold_shards.empty()) {
+    return Status::Unsupported(
+        "--sparse teal runs in one process for now: no --vram-budget, cpu workers or devices "
+        "(--sparse cats splits)");
+  }
+  return Status::Ok();
+}
+
 // What --sparse cats needs: a threshold per layer, each passing neuron's
 // down row (ffn_down_t), and for now the whole FFN in this process.
 static Status CheckCatsOptions(const LlamaModel& model, const EngineOptions& o) {
   const LlamaConfig& c = model.config;
+  if (o.sparse == SparseMode::kTeal) PI_RETURN_IF_ERROR(CheckTealOptions(model, o));
   if (static_cast<int>(o.gate_thresholds.size()) != c.n_layer) {
     return Status::Invalid("--sparse cats: %zu gate thresholds for a model of %d layers",
                            o.gate_thresholds.size(), c.n_layer);
@@ -70,7 +101,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
     PI_RETURN_IF_ERROR(CheckPredictorPresent(*model));
     PI_RETURN_IF_ERROR(ResolvePredictorThreshold(c, options.sparse_threshold, &threshold));
   }
-  if (options.sparse == SparseMode::kCats) PI_RETURN_IF_ERROR(CheckCatsOptions(*model, options));
+  if (UsesGateThresholds(options.sparse)) PI_RETURN_IF_ERROR(CheckCatsOptions(*model, options));
   const int n_ctx = ContextSize(c, options.n_ctx);
   const int n_batch = std::min(options.n_batch, n_ctx);
   if (options.n_seq < 1 || options.n_seq > 256) {
@@ -114,7 +145,13 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->attention_.Init(c, max_rows, e->n_ctx_, options.n_threads, options.cache_type_k);
   e->ffn_.Init(*model, max_rows, options.sparse);
   if (options.sparse == SparseMode::kPredictor) e->ffn_.InitPredictor(threshold);
-  if (options.sparse == SparseMode::kCats) e->ffn_.InitGateThresholds(options.gate_thresholds);
+  if (UsesGateThresholds(options.sparse)) e->ffn_.InitGateThresholds(options.gate_thresholds);
+  if (options.sparse == SparseMode::kTeal) {
+    const auto& t = options.input_thresholds;
+    e->attention_.SetInputThresholds(t[static_cast<int>(ProjectionInput::kAttention)],
+                                     t[static_cast<int>(ProjectionInput::kAttentionOutput)]);
+    e->ffn_.InitInputThresholds(t[static_cast<int>(ProjectionInput::kFfn)]);
+  }
   if (options.hot_shard) {
     if (options.device) return Status::Invalid("a hot shard and a device backend at once");
     PI_RETURN_IF_ERROR(e->ffn_.InitHotShard(options.hot_shard->owned(), options.hot_shard));
@@ -313,6 +350,10 @@ void Engine::ForwardRows(int first, int n) {
         ffn_.Forward(il, b - a, ffn_in + a * d, ffn_out + a * d, pool_.get(),
                      run_length_.data() + a);
         CountFfn(il);
+        if (observer_) {
+          observer_->OnProjectionInput(il, ProjectionInput::kFfn, b - a, ffn_.normed_input(),
+                                       static_cast<int>(d));
+        }
         if (observer_) {
           if (const float* g = ffn_.gate_activations()) observer_->OnGate(il, b - a, g);
           observer_->OnFfn(il, b - a, ffn_.activations());

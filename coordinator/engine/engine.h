@@ -49,6 +49,11 @@ struct EngineOptions {
   // SparseMode::kCats: per layer, the |act(gate x)| a neuron must exceed to
   // be computed (gate_thresholds.h makes them from a stats file's quantiles).
   std::vector<float> gate_thresholds;
+  // SparseMode::kTeal, on top of gate_thresholds: per layer, the |x| an
+  // entry of each thresholded input must exceed to be read (indexed by
+  // ProjectionInput: attention input, attention output, FFN input). The
+  // layers need their transposed copies (weight_transpose.h).
+  std::vector<float> input_thresholds[kProjectionInputs];
   // The hot/cold FFN split (coordinator/route/ffn_block.h): when set, single-token steps
   // compute each layer's hot neurons — the shard's owned() — on `hot_shard`
   // (HostHotShard in this process, or a gpu_worker process),
@@ -202,7 +207,19 @@ class Engine {
   // pointer test per layer.
   void SetFfnObserver(FfnObserver* observer) {
     observer_ = observer;
+    attention_.set_observer(observer);
     ffn_.KeepGateActivations(observer != nullptr);
+  }
+  // --sparse teal: the share of the thresholded inputs' entries read since
+  // the last ResetInputCounts (1 when none was thresholded).
+  double input_kept_share() const {
+    const int64_t seen = attention_.inputs_seen() + ffn_.inputs_seen();
+    return seen == 0 ? 1.0
+                     : static_cast<double>(attention_.inputs_kept() + ffn_.inputs_kept()) / seen;
+  }
+  void ResetInputCounts() {
+    attention_.ResetInputCounts();
+    ffn_.ResetInputCounts();
   }
 
   // Forgets the context (the KV cache is overwritten as positions are reused).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace pi {
 
@@ -27,6 +28,12 @@ void FfnBlock::Init(const LlamaModel& model, int max_batch, SparseMode mode) {
   act_.assign(c_.n_ff, 0.0f);
   activations_ = act_.data();
   dense_.Init(c_, max_batch);
+}
+
+void FfnBlock::InitInputThresholds(std::vector<float> thresholds) {
+  input_thresholds_ = std::move(thresholds);
+  columns_.Init(c_.n_embd, c_.n_ff);
+  given_gate_.assign(static_cast<size_t>(sparse_rows_) * c_.n_ff, 0.0f);
 }
 
 void FfnBlock::InitPredictor(float threshold) {
@@ -71,7 +78,7 @@ bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
   // InitHotShard / InitColdShards checked support.
   if (hot_shard_ || !router_.empty()) return true;
   if (mode_ == SparseMode::kOff || !layer.ffn_down_t.present()) return false;
-  if (mode_ == SparseMode::kCats) return true;
+  if (UsesGateThresholds(mode_)) return true;
   if (!FfnIsReluFamily(c_.activation)) return false;
   return mode_ == SparseMode::kOracle || (layer.fc1.present() && layer.fc2.present());
 }
@@ -245,6 +252,17 @@ void FfnBlock::LocalRows(int il, int n, const int32_t* const* ids, const int64_t
   }
   NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
   if (!gate_thresholds_.empty()) rows.threshold = gate_thresholds_[il];
+  if (!input_thresholds_.empty() && layer.ffn_gate_t.present()) {
+    // --sparse teal: each row's gate from the columns of its kept entries.
+    const int64_t d = c_.n_embd, ff = c_.n_ff;
+    for (int b = 0; b < n; ++b) {
+      inputs_kept_ += columns_.Keep(x + b * d, d, input_thresholds_[il]);
+      inputs_seen_ += d;
+      const ColumnSparseJob gate[1] = {{&layer.ffn_gate_t, given_gate_.data() + b * ff}};
+      columns_.Run(gate, 1, pool);
+    }
+    rows.gate_dots = given_gate_.data();
+  }
   neurons_.AccumulateRows(rows, n, ids, n_ids, x, y, pool, fired_rows_.data(), act);
   last_cold_ = 0;
   last_hot_ = 0;

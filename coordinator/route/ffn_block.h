@@ -31,6 +31,7 @@
 
 #include "common/base/status.h"
 #include "common/base/thread_pool.h"
+#include "common/compute/column_sparse.h"
 #include "common/compute/dense_ffn.h"
 #include "common/compute/neuron_ffn.h"
 #include "common/compute/predictor.h"
@@ -53,6 +54,17 @@ class FfnBlock {
   // For SparseMode::kCats: layer l's neurons are computed when
   // |act(gate x)| > thresholds[l] (one per layer, checked by the engine).
   void InitGateThresholds(const std::vector<float>& thresholds) { gate_thresholds_ = thresholds; }
+  // For SparseMode::kTeal: also, per layer, the |x| an entry of the normed
+  // FFN input must exceed for the gate to read its column (the layer's
+  // ffn_gate_t, weight_transpose.h), in the sparse steps of this process.
+  void InitInputThresholds(std::vector<float> thresholds);
+  // Entries of the thresholded FFN inputs kept and seen since the last reset.
+  int64_t inputs_kept() const { return inputs_kept_; }
+  int64_t inputs_seen() const { return inputs_seen_; }
+  void ResetInputCounts() { inputs_kept_ = inputs_seen_ = 0; }
+  // The normed input rows of the last Forward / ForwardSparseRows (in the
+  // order computed), for an observer.
+  const float* normed_input() const { return x_.data(); }
   // The split with the hot neurons on a DeviceBackend (common/shard/device_backend.h),
   // which runs the whole layer there: only the cold neuron lists are kept,
   // for ForwardCold.
@@ -160,7 +172,11 @@ class FfnBlock {
   int64_t last_hot_ = 0, last_cold_ = 0, last_gate_rows_ = 0;
   Predictor predictor_;
   float threshold_ = 0.0f;
-  std::vector<float> gate_thresholds_;  // [n_layer] kCats' levels (empty: 0, every ReLU firing)
+  std::vector<float> gate_thresholds_;   // [n_layer] kCats' levels (empty: 0, every ReLU firing)
+  std::vector<float> input_thresholds_;  // [n_layer] kTeal's FFN input levels (else empty)
+  ColumnSparseProduct columns_;          // kTeal's gate products
+  std::vector<float> given_gate_;        // [sparse rows, n_ff] their dots
+  int64_t inputs_kept_ = 0, inputs_seen_ = 0;
   DenseFfn dense_;
   NeuronFfn neurons_;
   int sparse_rows_ = 1;               // rows one sparse step takes (scratch, shards' messages)

@@ -200,14 +200,16 @@ void MatVecRowsIndexed(DType wtype, const void* w, int64_t cols, const void* x_p
 
 namespace {
 
-void RunAxpy(DType wtype, const void* w, int64_t cols, const float* a, float* y, int64_t r0,
-             int64_t r1, const int32_t* ids) {
+// row_bytes: the stride between rows (a column slice's rows are longer
+// than its cols).
+void RunAxpy(DType wtype, const void* w, int64_t cols, size_t row_bytes, const float* a, float* y,
+             int64_t r0, int64_t r1, const int32_t* ids) {
   if (!IsComputeDType(wtype) || r0 >= r1 || cols <= 0) return;
   cpu_internal::AxpyArgs args;
   args.wtype = wtype;
   args.w = static_cast<const uint8_t*>(w);
   args.cols = cols;
-  args.row_bytes = static_cast<size_t>(RowBytes(wtype, cols));
+  args.row_bytes = row_bytes;
   args.a = a;
   args.y = y;
   args.r0 = r0;
@@ -239,12 +241,18 @@ void RunAxpy(DType wtype, const void* w, int64_t cols, const float* a, float* y,
 
 void AxpyRows(DType wtype, const void* w, int64_t cols, const float* a, float* y, int64_t r0,
               int64_t r1) {
-  RunAxpy(wtype, w, cols, a, y, r0, r1, nullptr);
+  RunAxpy(wtype, w, cols, static_cast<size_t>(RowBytes(wtype, cols)), a, y, r0, r1, nullptr);
 }
 
 void AxpyRowsIndexed(DType wtype, const void* w, int64_t cols, const int32_t* rows, const float* a,
                      int64_t n, float* y) {
-  RunAxpy(wtype, w, cols, a, y, 0, n, rows);
+  RunAxpy(wtype, w, cols, static_cast<size_t>(RowBytes(wtype, cols)), a, y, 0, n, rows);
+}
+
+void AxpyRowsIndexedColumns(DType wtype, const void* w, int64_t row_cols, int64_t c0, int64_t c1,
+                            const int32_t* rows, const float* a, int64_t n, float* y) {
+  const uint8_t* first = static_cast<const uint8_t*>(w) + RowBytes(wtype, c0);
+  RunAxpy(wtype, first, c1 - c0, static_cast<size_t>(RowBytes(wtype, row_cols)), a, y, 0, n, rows);
 }
 
 }  // namespace pi

@@ -78,4 +78,12 @@ void MatVecRowsIndexed(DType wtype, const void* w, int64_t cols, const void* x_p
 void AxpyRowsIndexed(DType wtype, const void* w, int64_t cols, const int32_t* rows, const float* a,
                      int64_t n, float* y);
 
+// The same over columns [c0, c1) of rows `row_cols` long: y[c - c0] += sum_k
+// a[k] * W[rows[k], c] — one thread's share of the outputs of a
+// column-sparse product. c0 and c1 are whole blocks of the type (c1 <=
+// row_cols); each y element gets the additions AxpyRowsIndexed would make,
+// in its order.
+void AxpyRowsIndexedColumns(DType wtype, const void* w, int64_t row_cols, int64_t c0, int64_t c1,
+                            const int32_t* rows, const float* a, int64_t n, float* y);
+
 }  // namespace pi

@@ -189,6 +189,19 @@ CASES = [
     ("cats40-phi3-silu-q8_0-gqa-downt", "silu", "q8_0", 2, False, True,
      ["--tokenizer", "bytes", "--arch", "phi3", "--sliding-window", "7"],
      ["-ctk", "f32", "-ctv", "f32", "--sparse", "cats", "--target-sparsity", "0.4"]),
+    # --sparse teal: cats, and the inputs of q, k, v (the attention's normed input), o (its
+    # heads' output) and the gate (the FFN's normed input) thresholded, each product over the
+    # kept entries' columns (transposed copies: exact for f32 and f16 weights).
+    ("teal50-silu-f32-gqa-downt", "silu", "f32", 2, False, True, ["--tokenizer", "bytes"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "teal", "--target-sparsity", "0.5"]),
+    ("teal30-silu-f16-mha-downt-tied", "silu", "f16", 4, True, True, ["--tokenizer", "bytes"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "teal", "--target-sparsity", "0.3"]),
+    ("teal40-gemma2-gelu-f32-gqa-downt", "gelu", "f32", 2, True, True,
+     ["--tokenizer", "bytes", "--arch", "gemma2", "--sliding-window", "5", "--softcap", "2,6"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "teal", "--target-sparsity", "0.4"]),
+    ("teal50-phi3-silu-f16-gqa-downt", "silu", "f16", 2, False, True,
+     ["--tokenizer", "bytes", "--arch", "phi3", "--sliding-window", "7"],
+     ["-ctk", "f32", "-ctv", "f32", "--sparse", "teal", "--target-sparsity", "0.5"]),
 ]
 # A cats case may part from the reference only from a position where a neuron's |act(gate)|
 # came within this (relative) of its layer's threshold: the two sides' rounding may put it
@@ -217,12 +230,22 @@ def common_level(zero, target):
 def cats_thresholds(bin_dir, model, dump_flags):
     """Profiles `model` (pi-profile writes MODEL.stats.gguf) and returns the per-layer gate
     thresholds --sparse cats takes from it for the case's --target-sparsity: each layer's
-    |act(gate)| quantile (float32, 0 %..100 %) at the common level, interpolated in float64."""
+    |act(gate)| quantile (float32, 0 %..100 %) at the common level, interpolated in float64;
+    and, for --sparse teal, the three input thresholds per layer the same way."""
     run([os.path.join(bin_dir, "pi-profile"), "-m", model, "-f", CORPUS, "-c", "64",
          "--max-tokens", "1500", "-t", "2"])
     stats = pigguf.GGUFReader(model[:-len(".gguf")] + ".stats.gguf")
     target = float(dump_flags[dump_flags.index("--target-sparsity") + 1])
-    qs = [stats.tensors["blk.%d.ffn_gate_quantiles" % il].to_f32().astype(np.float32)
+    gate = level_thresholds(stats, "ffn_gate_quantiles", target)
+    if "teal" not in dump_flags:
+        return gate, None
+    return gate, [level_thresholds(stats, name, target)
+                  for name in ("attn_in_quantiles", "attn_out_quantiles", "ffn_in_quantiles")]
+
+
+def level_thresholds(stats, name, target):
+    """Each layer's threshold from the quantile tensors blk.N.<name> at the common level."""
+    qs = [stats.tensors["blk.%d.%s" % (il, name)].to_f32().astype(np.float32)
           for il in range(stats.metadata["pi.stats.n_layer"])]
     zero = []
     for q in qs:
@@ -401,14 +424,22 @@ def main():
             # Per mode: the logits and the reference's boundary distances for them.
             expects = {m: (expect, ref.q8_boundary, ref.q8_scale_boundary, None)
                        for m in ("decode", "prompt")}
-            if "cats" in dump_flags:
-                thresholds = cats_thresholds(args.bin_dir, model, dump_flags)
-                sparse = ref.forward(TOKENS, gate_thresholds=thresholds)
+            if "cats" in dump_flags or "teal" in dump_flags:
+                thresholds, inputs = cats_thresholds(args.bin_dir, model, dump_flags)
+                sparse = ref.forward(TOKENS, gate_thresholds=thresholds, input_thresholds=inputs)
                 expects["decode"] = (sparse, ref.q8_boundary, ref.q8_scale_boundary,
                                      ref.gate_margin)
                 moved = float(np.abs(sparse - expect).max() / np.abs(expect).max())
                 if moved < 10 * TOLERANCE[wtype]:  # else a dense engine would pass too
                     raise RuntimeError("the thresholds move the logits by %.1e only" % moved)
+                for k in range(3 if inputs else 0):  # each input's own threshold bites
+                    partial = [t if j != k else [0.0] * len(t) for j, t in enumerate(inputs)]
+                    alone = ref.forward(TOKENS, gate_thresholds=thresholds,
+                                        input_thresholds=partial)
+                    moved = float(np.abs(sparse - alone).max() / np.abs(expect).max())
+                    if moved < 10 * TOLERANCE[wtype]:
+                        raise RuntimeError("input %d's thresholds move the logits by %.1e only"
+                                           % (k, moved))
             for mode in ("decode", "prompt"):
                 expect, q8_boundary, q8_scale_boundary, gate_margin = expects[mode]
                 scale = float(np.abs(expect).max())

@@ -313,11 +313,12 @@ class LlamaRef:
         out[:, :, second] = x0 * sin + x1 * cos
         return out.astype(np.float32)
 
-    def ffn_activations(self, L, x, threshold=None):
+    def ffn_activations(self, L, x, threshold=None, x_gate=None):
         """The FFN's hidden activations a [n_tokens, n_ff] for normalized input x. With a
         threshold (--sparse cats), a neuron whose activated gate has |act(gate x)| <= it is
         left out (0); self.gate_margin[t] records, per position, how near a neuron came to
-        it (relative), where the two sides' rounding might put it on either side."""
+        it (relative), where the two sides' rounding might put it on either side. x_gate:
+        what the gate reads instead of x (--sparse teal's thresholded input)."""
         if self.falcon:
             u = L["ffn_up"].matmul(x).astype(np.float64)
             if self.activation == "relu":
@@ -327,7 +328,7 @@ class LlamaRef:
                 a = (0.5 * u * (1.0 + np.tanh(k * u * (1.0 + 0.044715 * u * u)))).astype(
                     np.float32)
             return self.cut_below(a, a, threshold)
-        g = L["ffn_gate"].matmul(x)
+        g = L["ffn_gate"].matmul(x if x_gate is None else x_gate)
         u = L["ffn_up"].matmul(x)
         if self.activation == "gelu":  # GeGLU, ggml_gelu's tanh form
             g64 = g.astype(np.float64)
@@ -360,11 +361,24 @@ class LlamaRef:
         np.minimum(self.q8_boundary, q, out=self.q8_boundary)
         np.minimum(self.q8_scale_boundary, sc, out=self.q8_scale_boundary)
 
-    def forward(self, tokens, return_ffn=False, gate_thresholds=None):
+    def cut_input(self, x, threshold):
+        """--sparse teal: x with the entries of |x| <= threshold zeroed (None: x as it is);
+        gate_margin records how near an entry came to the threshold."""
+        if threshold is None:
+            return x
+        return self.cut_below(x, x, float(threshold))
+
+    def forward(self, tokens, return_ffn=False, gate_thresholds=None, input_thresholds=None):
         """Logits [n_tokens, n_vocab] (float32) for tokens at positions 0..n-1. With
         return_ffn, also the per-layer FFN activations (list of [n_tokens, n_ff]). With
         gate_thresholds (one per layer), every position's FFN as --sparse cats computes a
-        decoded token's: only neurons with |act(gate x)| above the layer's threshold."""
+        decoded token's: only neurons with |act(gate x)| above the layer's threshold. With
+        input_thresholds too (three lists, one value per layer: the attention's input, its
+        heads' output, the FFN's input), as --sparse teal: q, k and v read only the entries
+        of the normed input above the first, o only those of the heads' output above the
+        second, the gate only those of the FFN's normed input above the third (up reads it
+        whole)."""
+        teal = input_thresholds is not None
         tokens = np.asarray(tokens, dtype=np.int64)
         if tokens.ndim != 1 or len(tokens) == 0:
             raise ValueError("tokens must be a non-empty 1-D sequence")
@@ -387,7 +401,8 @@ class LlamaRef:
                 x = self.layernorm(h, L["attn_norm"], L["attn_norm_b"])
             else:
                 x = self.rmsnorm(h, L["attn_norm"])
-            q, k, v = (L[n].matmul(x) + L.get(n + "_b", np.float32(0))
+            xa = self.cut_input(x, input_thresholds[0][il] if teal else None)
+            q, k, v = (L[n].matmul(xa) + L.get(n + "_b", np.float32(0))
                        for n in ("attn_q", "attn_k", "attn_v"))
             q, k = q.reshape(T, nh, hd), k.reshape(T, nkv, hd)
             if "q_norm" in L:  # qwen3: each head RMS-normed over head_dim, before RoPE
@@ -422,7 +437,8 @@ class LlamaRef:
                 s = np.exp(s - s.max(axis=1, keepdims=True))
                 s /= s.sum(axis=1, keepdims=True)
                 att[:, j, :] = (s @ v[:, kv, :].astype(np.float64)).astype(np.float32)
-            attn_out = L["attn_output"].matmul(att.reshape(T, nh * hd))
+            att = self.cut_input(att.reshape(T, nh * hd), input_thresholds[1][il] if teal else None)
+            attn_out = L["attn_output"].matmul(att)
 
             if self.falcon:
                 # Parallel residual: the FFN reads the layer input too.
@@ -434,7 +450,8 @@ class LlamaRef:
                 h = h + attn_out
                 x = self.rmsnorm(h, L["ffn_norm"])
             a = self.ffn_activations(L, x, None if gate_thresholds is None
-                                     else float(gate_thresholds[il]))
+                                     else float(gate_thresholds[il]),
+                                     self.cut_input(x, input_thresholds[2][il]) if teal else None)
             if return_ffn:
                 ffn_acts.append(a)
             if "ffn_down" in L:
