@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
   o.arch = "phi3";  // fused attn_qkv and gate+up
   o.activation = "silu";
   ok &= WriteSet(dir, "phi3", o);
+  o.activation = "relu";
   o.arch = "falcon";
   o.n_head_kv = 1;
   o.down_t = true;

@@ -203,9 +203,9 @@ CASES = [
      ["--tokenizer", "bytes", "--arch", "phi3", "--sliding-window", "7"],
      ["-ctk", "f32", "-ctv", "f32", "--sparse", "teal", "--target-sparsity", "0.5"]),
 ]
-# A cats case may part from the reference only from a position where a neuron's |act(gate)|
-# came within this (relative) of its layer's threshold: the two sides' rounding may put it
-# on either side.
+# A cats or teal case may part from the reference only from a position where a neuron's
+# |act(gate)| (teal: also an input entry's |x|) came within this (relative) of its layer's
+# threshold: the two sides' rounding may put it on either side.
 GATE_BOUNDARY = 1e-4
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models",
                       "kjv-valid.txt")
