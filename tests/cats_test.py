@@ -65,19 +65,21 @@ def write_stats_subset(pigguf, r, path, suffixes):
     w.write()
 
 
-def check_split_configurations(tool, model, label, budget="900K"):
+def check_split_configurations(tool, model, label, budget="900K", every=True):
     """pi-run --sparse cats in one process, through cpu workers, with the hot neurons in this
-    process and in a gpu worker process: the same tokens and the same neurons computed."""
+    process and in a gpu worker process: the same tokens and the same neurons computed
+    (every=False: one process against the gpu and cpu worker processes only)."""
     base = ["-m", model, "-p", "In the beginning", "-n", "16", "--temp", "0", "--sparse",
             "cats", "--json", "-t", "2", "-c", "128"]
     runs = {}
-    for name, extra in (("in process", []), ("cpu workers", ["--cpu-workers", "2"]),
-                        ("hot neurons in this process", ["--vram-budget", budget,
-                                                         "--ffn-backend", "host"]),
-                        ("gpu and cpu worker processes", ["--vram-budget", budget,
-                                                          "--ffn-backend", "host",
-                                                          "--gpu-worker", "--cpu-workers",
-                                                          "1"])):
+    configurations = (("in process", []), ("cpu workers", ["--cpu-workers", "2"]),
+                      ("hot neurons in this process", ["--vram-budget", budget,
+                                                       "--ffn-backend", "host"]),
+                      ("gpu and cpu worker processes", ["--vram-budget", budget,
+                                                        "--ffn-backend", "host",
+                                                        "--gpu-worker", "--cpu-workers",
+                                                        "1"]))
+    for name, extra in configurations if every else configurations[::3]:
         p = run(tool("pi-run"), *base, *extra)
         r = json.loads(p.stdout) if p.returncode == 0 else {}
         runs[name] = (r.get("generated_tokens"), r.get("ffn_active"), r.get("gpu_fired_share"))
@@ -239,7 +241,7 @@ def main():
             q = run(tool("pi-profile"), "-m", other, "-f", calib, "-c", "128", "--max-tokens",
                     "3000", "-t", "2")
             check(p.returncode == 0 and q.returncode == 0, f"{arch}: written and profiled")
-            check_split_configurations(tool, other, arch, "450K")
+            check_split_configurations(tool, other, arch, "450K", every=False)
         p = launch_http(b, os.path.join(tmp, "launch.log"), "-m", model, "--sparse", "cats",
                         "-c", "128", "-t", "2", "--vram-budget", "900K", "--ffn-backend", "host")
         body = b""
