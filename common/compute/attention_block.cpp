@@ -88,11 +88,6 @@ bool AttentionBlock::SparseRows(const LlamaLayer& layer, int layer_index, int ba
   return true;
 }
 
-void AttentionBlock::CountInputs(int64_t kept, int64_t width) {
-  inputs_kept_ += kept;
-  inputs_seen_ += width;
-}
-
 void AttentionBlock::OutputProjection(const LlamaLayer& layer, int layer_index, int batch,
                                       bool sparse, ThreadPool* pool, const int32_t* run_length) {
   const int d = c_.n_embd, qd = c_.q_dim();
@@ -102,9 +97,7 @@ void AttentionBlock::OutputProjection(const LlamaLayer& layer, int layer_index, 
   }
   if (sparse) {
     for (int b = 0; b < batch; ++b) {
-      const int64_t kept =
-          columns_.Keep(attn_.data() + int64_t{b} * qd, qd, out_thresholds_[layer_index]);
-      CountInputs(kept, qd);
+      columns_.Keep(attn_.data() + int64_t{b} * qd, qd, out_thresholds_[layer_index]);
       const ColumnSparseJob o[1] = {{&layer.wo_t, out_.data() + int64_t{b} * d}};
       columns_.Run(o, 1, pool);
     }
@@ -130,9 +123,7 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
   const bool sparse = SparseRows(layer, layer_index, batch, run_length);
   if (sparse) {  // --sparse teal: each row reads the columns of its kept entries
     for (int b = 0; b < batch; ++b) {
-      const int64_t kept =
-          columns_.Keep(x_.data() + int64_t{b} * d, d, in_thresholds_[layer_index]);
-      CountInputs(kept, d);
+      columns_.Keep(x_.data() + int64_t{b} * d, d, in_thresholds_[layer_index]);
       const ColumnSparseJob qkv[3] = {{&layer.wq_t, q_.data() + int64_t{b} * qd},
                                       {&layer.wk_t, k_.data() + int64_t{b} * kvd},
                                       {&layer.wv_t, v_.data() + int64_t{b} * kvd}};

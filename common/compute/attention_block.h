@@ -44,23 +44,21 @@ class AttentionBlock {
   // empty: dense. Init first.
   void SetInputThresholds(std::vector<float> in, std::vector<float> out);
   // Entries of thresholded inputs kept and seen since the last reset.
-  int64_t inputs_kept() const { return inputs_kept_; }
-  int64_t inputs_seen() const { return inputs_seen_; }
-  void ResetInputCounts() { inputs_kept_ = inputs_seen_ = 0; }
+  int64_t inputs_kept() const { return columns_.entries_kept(); }
+  int64_t inputs_seen() const { return columns_.entries_seen(); }
+  void ResetInputCounts() { columns_.ResetCounts(); }
   // Sees the inputs of the projections (OnProjectionInput), or null.
   void set_observer(FfnObserver* o) { observer_ = o; }
 
  private:
   bool SparseRows(const LlamaLayer& layer, int layer_index, int batch,
                   const int32_t* run_length) const;
-  void CountInputs(int64_t kept, int64_t width);
   // out_ = Wo · attn_ for the batch's rows (column-sparse when `sparse`).
   void OutputProjection(const LlamaLayer& layer, int layer_index, int batch, bool sparse,
                         ThreadPool* pool, const int32_t* run_length);
 
   std::vector<float> in_thresholds_, out_thresholds_;  // [n_layer] or empty
   ColumnSparseProduct columns_;
-  int64_t inputs_kept_ = 0, inputs_seen_ = 0;
   FfnObserver* observer_ = nullptr;
   LlamaConfig c_;
   int n_ctx_ = 0;

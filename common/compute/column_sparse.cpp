@@ -24,6 +24,8 @@ int64_t ColumnSparseProduct::Keep(const float* x, int64_t n, float t) {
     }
   }
   n_kept_ = m;
+  entries_kept_ += m;
+  entries_seen_ += n;
   return m;
 }
 

@@ -32,6 +32,11 @@ class ColumnSparseProduct {
   // Keeps x's entries with |x[j]| > t, in order; returns how many.
   int64_t Keep(const float* x, int64_t n, float t);
   int64_t kept() const { return n_kept_; }
+  // Entries Keep kept and saw since the last ResetCounts (--sparse teal's
+  // achieved share).
+  int64_t entries_kept() const { return entries_kept_; }
+  int64_t entries_seen() const { return entries_seen_; }
+  void ResetCounts() { entries_kept_ = entries_seen_ = 0; }
   // The jobs' products over the kept entries (Keep first). Allocates nothing.
   void Run(const ColumnSparseJob* jobs, int n_jobs, ThreadPool* pool);
 
@@ -41,6 +46,7 @@ class ColumnSparseProduct {
   std::vector<float> vals_;
   std::vector<float> partial_;  // [kChunks][the jobs' outputs]
   int64_t n_kept_ = 0;
+  int64_t entries_kept_ = 0, entries_seen_ = 0;
 };
 
 }  // namespace pi

@@ -256,8 +256,7 @@ void FfnBlock::LocalRows(int il, int n, const int32_t* const* ids, const int64_t
     // --sparse teal: each row's gate from the columns of its kept entries.
     const int64_t d = c_.n_embd, ff = c_.n_ff;
     for (int b = 0; b < n; ++b) {
-      inputs_kept_ += columns_.Keep(x + b * d, d, input_thresholds_[il]);
-      inputs_seen_ += d;
+      columns_.Keep(x + b * d, d, input_thresholds_[il]);
       const ColumnSparseJob gate[1] = {{&layer.ffn_gate_t, given_gate_.data() + b * ff}};
       columns_.Run(gate, 1, pool);
     }

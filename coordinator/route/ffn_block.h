@@ -59,9 +59,9 @@ class FfnBlock {
   // ffn_gate_t, weight_transpose.h), in the sparse steps of this process.
   void InitInputThresholds(std::vector<float> thresholds);
   // Entries of the thresholded FFN inputs kept and seen since the last reset.
-  int64_t inputs_kept() const { return inputs_kept_; }
-  int64_t inputs_seen() const { return inputs_seen_; }
-  void ResetInputCounts() { inputs_kept_ = inputs_seen_ = 0; }
+  int64_t inputs_kept() const { return columns_.entries_kept(); }
+  int64_t inputs_seen() const { return columns_.entries_seen(); }
+  void ResetInputCounts() { columns_.ResetCounts(); }
   // The normed input rows of the last Forward / ForwardSparseRows (in the
   // order computed), for an observer.
   const float* normed_input() const { return x_.data(); }
@@ -176,7 +176,6 @@ class FfnBlock {
   std::vector<float> input_thresholds_;  // [n_layer] kTeal's FFN input levels (else empty)
   ColumnSparseProduct columns_;          // kTeal's gate products
   std::vector<float> given_gate_;        // [sparse rows, n_ff] their dots
-  int64_t inputs_kept_ = 0, inputs_seen_ = 0;
   DenseFfn dense_;
   NeuronFfn neurons_;
   int sparse_rows_ = 1;               // rows one sparse step takes (scratch, shards' messages)
