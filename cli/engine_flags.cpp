@@ -268,10 +268,9 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   } else {
     NoteSparseSupport(tool, model, e->opt.sparse);
   }
-  PI_RETURN_IF_ERROR(LoadSparseThresholds(tool, e->model_path, e->split.stats_path, model,
-                                          e->target_sparsity, &e->opt));
+  PI_RETURN_IF_ERROR(PrepareSparseMode(tool, e->model_path, e->split.stats_path, e->target_sparsity,
+                                       &out->model, &e->opt));
   const bool teal = e->opt.sparse == SparseMode::kTeal;
-  if (teal) PI_RETURN_IF_ERROR(AddTealCopies(tool, e->opt.n_threads, &out->model));
   const int n_ctx = Engine::ContextSize(model.config, e->opt.n_ctx);
   NoteContextSize(tool, model, n_ctx);
   e->split.hot_in_worker = e->gpu_worker;

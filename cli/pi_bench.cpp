@@ -713,11 +713,11 @@ struct BenchModel {
   std::vector<int32_t> text_tokens;  // --text's, or none
   std::string model_type;            // "llama 7M F16"
   pi::GpuSplit split;
-  pi::EngineOptions split_opt;                      // what the split gives each engine
-  std::vector<std::vector<float>> gate_thresholds;  // cats runs: one set per --target-sparsity
-  // teal runs: one set of gate and input thresholds per --target-sparsity
-  std::vector<std::vector<float>> teal_gate_thresholds;
-  std::vector<std::array<std::vector<float>, pi::kProjectionInputs>> teal_input_thresholds;
+  pi::EngineOptions split_opt;  // what the split gives each engine
+  // cats and teal runs: one set per --target-sparsity
+  std::vector<std::vector<float>> gate_thresholds;
+  // teal runs: the input thresholds too, one set per --target-sparsity
+  std::vector<std::array<std::vector<float>, pi::kProjectionInputs>> input_thresholds;
   SplitInfo split_info;
   double gpu_bw = 0;
 };
@@ -752,20 +752,19 @@ pi::Status LoadBenchModel(const BenchFlags& b, BenchState* st, BenchModel* m) {
     if (mode == pi::SparseMode::kPredictor) split_opt.sparse = mode;
   }
   split_opt.sparse_threshold = b.sparse_threshold;
-  if (std::count(b.sparse_modes.begin(), b.sparse_modes.end(), pi::SparseMode::kCats) > 0) {
+  const bool teal =
+      std::count(b.sparse_modes.begin(), b.sparse_modes.end(), pi::SparseMode::kTeal) > 0;
+  if (teal || std::count(b.sparse_modes.begin(), b.sparse_modes.end(), pi::SparseMode::kCats)) {
     for (double target : b.targets) {
       PI_RETURN_IF_ERROR(pi::LoadGateThresholds("pi-bench", m->path, b.split_flags.stats_path,
                                                 model, target, &m->gate_thresholds.emplace_back()));
+      if (!teal) continue;
+      PI_RETURN_IF_ERROR(pi::LoadInputThresholds("pi-bench", m->path, b.split_flags.stats_path,
+                                                 model, target,
+                                                 m->input_thresholds.emplace_back().data()));
     }
   }
-  if (std::count(b.sparse_modes.begin(), b.sparse_modes.end(), pi::SparseMode::kTeal) > 0) {
-    for (double target : b.targets) {
-      PI_RETURN_IF_ERROR(pi::LoadTealThresholds(
-          "pi-bench", m->path, b.split_flags.stats_path, model, target,
-          &m->teal_gate_thresholds.emplace_back(), m->teal_input_thresholds.emplace_back().data()));
-    }
-    PI_RETURN_IF_ERROR(pi::AddTealCopies("pi-bench", b.max_threads(), &model));
-  }
+  if (teal) PI_RETURN_IF_ERROR(pi::AddTealCopies("pi-bench", b.max_threads(), &model));
   // --host-device's threads (in this process and in gpu-shm's worker alike).
   // The device holds a KV cache for every sequence of the -np tests.
   split_opt.n_seq = b.max_parallel();
@@ -889,13 +888,11 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
                 "pi-bench runs --sparse cats and teal in this process only (--transport inproc, "
                 "no --vram-budget); pi-run and pi-launch split cats");
           }
+          opt.gate_thresholds = m.gate_thresholds[ti];
           if (mode == pi::SparseMode::kTeal) {
-            opt.gate_thresholds = m.teal_gate_thresholds[ti];
             for (int k = 0; k < pi::kProjectionInputs; ++k) {
-              opt.input_thresholds[k] = m.teal_input_thresholds[ti][k];
+              opt.input_thresholds[k] = m.input_thresholds[ti][k];
             }
-          } else {
-            opt.gate_thresholds = m.gate_thresholds[ti];
           }
         }
         opt.cache_type_k = b.cache_type_k;

@@ -93,11 +93,8 @@ static int Run(int argc, char** argv) {
   pi::Status s = pi::LoadLlamaModel(model_path, &model);
   if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-dump-logits", ffn_activation, &model);
   if (s.ok()) {
-    s = pi::LoadSparseThresholds("pi-dump-logits", model_path, stats_path, model, target_sparsity,
-                                 &opt);
-  }
-  if (s.ok() && opt.sparse == pi::SparseMode::kTeal) {
-    s = pi::AddTealCopies("pi-dump-logits", opt.n_threads, &model);
+    s = pi::PrepareSparseMode("pi-dump-logits", model_path, stats_path, target_sparsity, &model,
+                              &opt);
   }
   if (s.ok() && repack) {
     pi::ThreadPool pool(opt.n_threads);

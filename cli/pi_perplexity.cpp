@@ -303,11 +303,9 @@ static int Run(int argc, char** argv) {
   const int n_ctx = o.n_ctx != 0 ? o.n_ctx : std::min(model.config.n_ctx_train, kDefaultCtx);
   pi::NoteSparseSupport("pi-perplexity", model, o.engine.sparse);
   {
-    pi::Status t = pi::LoadSparseThresholds("pi-perplexity", o.model_path, o.split_flags.stats_path,
-                                            model, o.target_sparsity, &o.engine);
-    if (t.ok() && o.engine.sparse == pi::SparseMode::kTeal) {
-      t = pi::AddTealCopies("pi-perplexity", o.engine.n_threads, &model);
-    }
+    const pi::Status t =
+        pi::PrepareSparseMode("pi-perplexity", o.model_path, o.split_flags.stats_path,
+                              o.target_sparsity, &model, &o.engine);
     if (!t.ok()) {
       fprintf(stderr, "pi-perplexity: %s\n", t.message().c_str());
       return 1;

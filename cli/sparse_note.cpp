@@ -98,10 +98,9 @@ Status LoadGateThresholds(const char* tool, const std::string& model_path,
   return Status::Ok();
 }
 
-Status LoadTealThresholds(const char* tool, const std::string& model_path,
-                          const std::string& stats_path, const LlamaModel& model, double target,
-                          std::vector<float>* gate, std::vector<float>* inputs) {
-  PI_RETURN_IF_ERROR(LoadGateThresholds(tool, model_path, stats_path, model, target, gate));
+Status LoadInputThresholds(const char* tool, const std::string& model_path,
+                           const std::string& stats_path, const LlamaModel& model, double target,
+                           std::vector<float>* inputs) {
   ActivationStats stats;
   std::string path;
   PI_RETURN_IF_ERROR(ReadModelStats(tool, "--sparse teal needs the model's input statistics",
@@ -126,17 +125,16 @@ Status LoadTealThresholds(const char* tool, const std::string& model_path,
   return Status::Ok();
 }
 
-Status LoadSparseThresholds(const char* tool, const std::string& model_path,
-                            const std::string& stats_path, const LlamaModel& model, double target,
-                            EngineOptions* opt) {
-  if (opt->sparse == SparseMode::kCats) {
-    return LoadGateThresholds(tool, model_path, stats_path, model, target, &opt->gate_thresholds);
-  }
-  if (opt->sparse == SparseMode::kTeal) {
-    return LoadTealThresholds(tool, model_path, stats_path, model, target, &opt->gate_thresholds,
-                              opt->input_thresholds);
-  }
-  return Status::Ok();
+Status PrepareSparseMode(const char* tool, const std::string& model_path,
+                         const std::string& stats_path, double target, LlamaModel* model,
+                         EngineOptions* opt) {
+  if (!UsesGateThresholds(opt->sparse)) return Status::Ok();
+  PI_RETURN_IF_ERROR(
+      LoadGateThresholds(tool, model_path, stats_path, *model, target, &opt->gate_thresholds));
+  if (opt->sparse != SparseMode::kTeal) return Status::Ok();
+  PI_RETURN_IF_ERROR(
+      LoadInputThresholds(tool, model_path, stats_path, *model, target, opt->input_thresholds));
+  return AddTealCopies(tool, opt->n_threads, model);
 }
 
 Status AddTealCopies(const char* tool, int n_threads, LlamaModel* model) {

@@ -36,20 +36,22 @@ Status LoadGateThresholds(const char* tool, const std::string& model_path,
                           const std::string& stats_path, const LlamaModel& model, double target,
                           std::vector<float>* thresholds);
 
-// --sparse teal: LoadGateThresholds', and each layer's input thresholds for
-// `target` (every thresholded input drops that share of its entries) into
-// inputs[ProjectionInput]. Fails, naming pi-profile, when the statistics
-// have no input quantiles.
-Status LoadTealThresholds(const char* tool, const std::string& model_path,
-                          const std::string& stats_path, const LlamaModel& model, double target,
-                          std::vector<float>* gate, std::vector<float>* inputs);
+// --sparse teal: each layer's input thresholds for `target` (every
+// thresholded input drops that share of its entries) into
+// inputs[ProjectionInput], from the same statistics. Fails, naming
+// pi-profile, when they have no input quantiles.
+Status LoadInputThresholds(const char* tool, const std::string& model_path,
+                           const std::string& stats_path, const LlamaModel& model, double target,
+                           std::vector<float>* inputs);
 
-// The thresholds `mode` (cats or teal) reads, into opt->gate_thresholds and
-// opt->input_thresholds; nothing for the other modes.
+// What opt->sparse needs beyond the model: cats and teal their gate
+// thresholds (opt->gate_thresholds), teal its input thresholds
+// (opt->input_thresholds) and the transposed copies (AddTealCopies, with
+// opt->n_threads); nothing for the other modes.
 struct EngineOptions;
-Status LoadSparseThresholds(const char* tool, const std::string& model_path,
-                            const std::string& stats_path, const LlamaModel& model, double target,
-                            EngineOptions* opt);
+Status PrepareSparseMode(const char* tool, const std::string& model_path,
+                         const std::string& stats_path, double target, LlamaModel* model,
+                         EngineOptions* opt);
 
 // --sparse teal's transposed copies (weight_transpose.h), made with
 // `n_threads`; says on stderr how large they are.
