@@ -166,7 +166,7 @@ bool Exists(const std::string& path) {
 }
 
 // The settings every device of the plan shares: context, sequences, cache
-// types, predictor.
+// types, predictor or --sparse cats' gate thresholds.
 Status BaseDevicePlan(const LlamaModel& model, int n_ctx, const EngineOptions& options,
                       DevicePlan* dp) {
   dp->hot.assign(model.config.n_layer, {});
@@ -178,6 +178,10 @@ Status BaseDevicePlan(const LlamaModel& model, int n_ctx, const EngineOptions& o
     dp->mode = SparseMode::kPredictor;
     PI_RETURN_IF_ERROR(
         ResolvePredictorThreshold(model.config, options.sparse_threshold, &dp->threshold));
+  }
+  if (options.sparse == SparseMode::kCats) {
+    dp->mode = SparseMode::kCats;
+    dp->gate_thresholds = options.gate_thresholds;
   }
   return Status::Ok();
 }
@@ -330,11 +334,6 @@ namespace {
 Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& flags, int n_ctx,
                bool device_path, std::string why, Placement plan, const std::string& plan_path,
                bool reused, GpuSplit* split, EngineOptions* options) {
-  if (device_path && options->sparse == SparseMode::kCats) {
-    return Status::Unsupported(
-        "--sparse cats with a GPU's whole layers (the device path) is not built yet: "
-        "--ffn-backend host splits the hot neurons on the CPU");
-  }
   if (device_path) {
     PI_RETURN_IF_ERROR(flags.gpus.empty()
                            ? SetUpDevice(tool, model, plan, n_ctx, flags, split, options)

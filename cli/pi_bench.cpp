@@ -765,6 +765,21 @@ pi::Status LoadBenchModel(const BenchFlags& b, BenchState* st, BenchModel* m) {
     }
   }
   if (teal) PI_RETURN_IF_ERROR(pi::AddTealCopies("pi-bench", b.max_threads(), &model));
+  // A split's hot neurons (a hot shard, a device) hold one set of gate
+  // thresholds: cats with one target measures with them.
+  const bool split_cats = b.split_flags.vram_budget != -1 && !b.split_flags.disable &&
+                          !teal && b.targets.size() == 1 &&
+                          std::count(b.sparse_modes.begin(), b.sparse_modes.end(),
+                                     pi::SparseMode::kCats) > 0;
+  if (split_cats) {
+    if (split_opt.sparse == pi::SparseMode::kPredictor) {
+      return pi::Status::Unsupported(
+          "pi-bench --vram-budget: a device holds the predictor or --sparse cats' thresholds, "
+          "not both: measure predictor and cats in separate runs");
+    }
+    split_opt.sparse = pi::SparseMode::kCats;
+    split_opt.gate_thresholds = m->gate_thresholds[0];
+  }
   // --host-device's threads (in this process and in gpu-shm's worker alike).
   // The device holds a KV cache for every sequence of the -np tests.
   split_opt.n_seq = b.max_parallel();
@@ -882,11 +897,16 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
         opt.sparse_threshold = b.sparse_threshold;
         if (pi::UsesGateThresholds(mode)) {
           // Workers and a split hold thresholds from their hello: one per
-          // process, not one per run.
-          if (run.worker || m.split_opt.hot_shard || m.split_opt.device) {
+          // process, not one per run — a split's, cats with one target.
+          const bool split = m.split_opt.hot_shard || m.split_opt.device || on == "gpu-shm";
+          const bool split_holds = split && mode == pi::SparseMode::kCats &&
+                                   m.split_opt.sparse == pi::SparseMode::kCats &&
+                                   m.split_opt.gate_thresholds == m.gate_thresholds[ti];
+          if (run.worker || (split && !split_holds)) {
             return pi::Status::Unsupported(
-                "pi-bench runs --sparse cats and teal in this process only (--transport inproc, "
-                "no --vram-budget); pi-run and pi-launch split cats");
+                "pi-bench runs --sparse teal in this process only, and cats with --vram-budget "
+                "for one --target-sparsity, no cpu worker transport (pi-run and pi-launch "
+                "split both)");
           }
           opt.gate_thresholds = m.gate_thresholds[ti];
           if (mode == pi::SparseMode::kTeal) {

@@ -52,6 +52,25 @@ std::string LayerTensor(int il, const char* name) {
   return "blk." + std::to_string(il) + "." + name;
 }
 
+// The hot-neuron kernels' form of the model's FFN activation.
+cuda::HotActivation HotFormOf(FfnActivation a) {
+  switch (a) {
+    case FfnActivation::kRelu:
+      return cuda::HotActivation::kRelu;
+    case FfnActivation::kDRelu:
+      return cuda::HotActivation::kDRelu;
+    case FfnActivation::kReluUp:
+      return cuda::HotActivation::kReluUp;
+    case FfnActivation::kSilu:
+      return cuda::HotActivation::kSilu;
+    case FfnActivation::kGelu:
+      return cuda::HotActivation::kGelu;
+    case FfnActivation::kGeluUp:
+      return cuda::HotActivation::kGeluUp;
+  }
+  return cuda::HotActivation::kRelu;
+}
+
 }  // namespace
 
 CudaModelBackend::~CudaModelBackend() {
@@ -102,10 +121,11 @@ Status CudaModelBackend::Validate(const LlamaModel& model, const DevicePlan& pla
   bool any_hot = false;
   for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
   const FfnActivation a = c.activation;
-  if (any_hot && a != FfnActivation::kRelu && a != FfnActivation::kDRelu &&
-      a != FfnActivation::kReluUp) {
-    return Status::Unsupported("CUDA model backend: no hot-neuron kernel for the %s activation",
-                               FfnActivationName(a));
+  if (any_hot && !FfnIsReluFamily(a) && plan.mode != SparseMode::kCats) {
+    return Status::Unsupported(
+        "CUDA model backend: the %s activation's hot neurons run with --sparse cats' gate "
+        "thresholds only",
+        FfnActivationName(a));
   }
   if (plan.n_layers == 0 && !plan.output) return Status::Ok();
   if (const char* feature = c.GemmaFeature()) {
@@ -175,10 +195,7 @@ Status CudaModelBackend::Load(const LlamaModel& model, const DevicePlan& plan) {
   model_ = &model;
   plan_ = plan;
   c_ = model.config;
-  hot_form_ =
-      static_cast<int>(c_.activation == FfnActivation::kDRelu    ? cuda::HotActivation::kDRelu
-                       : c_.activation == FfnActivation::kReluUp ? cuda::HotActivation::kReluUp
-                                                                 : cuda::HotActivation::kRelu);
+  hot_form_ = static_cast<int>(HotFormOf(c_.activation));
   // Enough KV splits that the heads fill the GPU at long contexts, each
   // split still a few dozen positions.
   n_splits_ = std::max(1, std::min(32, plan.n_ctx / 64));
@@ -352,6 +369,7 @@ Status CudaModelBackend::AllocateBuffers() {
   PI_RETURN_IF_ERROR(alloc(d * f + words * 4, "the cold step's x", &d_cold_));
   PI_RETURN_IF_ERROR(alloc(d * f, "the cold sum", &d_ycold_));
   PI_RETURN_IF_ERROR(alloc(c_.n_layer * 4, "fired counts", &d_fired_));
+  PI_RETURN_IF_ERROR(alloc(c_.n_layer * 4, "gate thresholds", &d_thresholds_));
   PI_RETURN_IF_ERROR(alloc(c_.n_vocab * f, "logits", &d_logits_));
   PI_RETURN_IF_ERROR(alloc(hot_scratch_floats_ * f, "hot FFN scratch", &d_hot_scratch_));
   PI_RETURN_IF_ERROR(alloc(cuda::AttentionScratchFloats(c_.n_head, c_.head_dim, n_splits_) * f,
@@ -372,6 +390,8 @@ Status CudaModelBackend::AllocateBuffers() {
   PI_RETURN_IF_ERROR(pinned(d * f + words * 4, &h_cold_));
   PI_RETURN_IF_ERROR(pinned(d * f, &h_y_));
   PI_RETURN_IF_ERROR(pinned(c_.n_layer * 4, &h_fired_));
+  PI_RETURN_IF_ERROR(pinned(c_.n_layer * 4, &h_thresholds_));
+  std::memset(h_thresholds_, 0, sizeof(float) * c_.n_layer);
   PI_RETURN_IF_ERROR(pinned(c_.n_vocab * f, &h_logits_));
   cudaStream_t stream = nullptr;
   if (!Ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate", &err)) {
@@ -442,7 +462,11 @@ bool CudaModelBackend::EnqueueProduct(const Matrix& m, const float* x, float* y,
 bool CudaModelBackend::EnqueueStart(std::string* err) {
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
   const size_t bytes = sizeof(float) * c_.n_embd + 2 * sizeof(int32_t);  // h, pos, row0
+  const bool cats = plan_.mode == SparseMode::kCats;
   return Ok(cudaMemcpyAsync(d_h_, h_io_, bytes, cudaMemcpyHostToDevice, s), "token input", err) &&
+         (!cats || Ok(cudaMemcpyAsync(d_thresholds_, h_thresholds_, sizeof(float) * c_.n_layer,
+                                      cudaMemcpyHostToDevice, s),
+                      "gate thresholds", err)) &&
          Ok(cudaMemsetAsync(d_fired_, 0, sizeof(int32_t) * c_.n_layer, s), "fired counts", err);
 }
 
@@ -576,7 +600,8 @@ bool CudaModelBackend::EnqueueFfn(int il, std::string* err) {
   v.d = d_q8_d_;
   v.s = d_q8_s_;
   v.n = c.n_embd;
-  return cuda::EnqueueHotFfn(hot, static_cast<cuda::HotActivation>(hot_form_), v, d_h_,
+  const float* threshold = plan_.mode == SparseMode::kCats ? d_thresholds_ + il : nullptr;
+  return cuda::EnqueueHotFfn(hot, static_cast<cuda::HotActivation>(hot_form_), threshold, v, d_h_,
                              /*accumulate=*/true, d_fired_ + il, d_hot_scratch_, stream_, err);
 }
 
@@ -708,7 +733,7 @@ Status CudaModelBackend::Sync(const char* what) {
   return e == cudaSuccess ? Status::Ok() : Fault(what, cudaGetErrorString(e));
 }
 
-void CudaModelBackend::BeginToken(const float* h, int seq, int pos) {
+void CudaModelBackend::BeginToken(const float* h, int seq, int pos, bool dense) {
   current_layer_ = -1;
   next_layer_ = 0;
   next_segment_ = 0;
@@ -725,6 +750,11 @@ void CudaModelBackend::BeginToken(const float* h, int seq, int pos) {
   std::memcpy(h_io_, h, sizeof(float) * c_.n_embd);
   std::memcpy(h_io_ + c_.n_embd, &pos, sizeof(int32_t));
   std::memcpy(h_io_ + c_.n_embd + 1, &row0, sizeof(int32_t));
+  if (plan_.mode == SparseMode::kCats) {  // the first segment's graph copies them in
+    for (int il = 0; il < plan_.n_layers; ++il) {
+      h_thresholds_[il] = dense ? 0.0f : plan_.gate_thresholds[il];
+    }
+  }
 }
 
 Status CudaModelBackend::RunLayer(int il, ColdStep* cold) {

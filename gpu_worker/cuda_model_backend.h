@@ -46,7 +46,7 @@ class CudaModelBackend : public DeviceBackend {
   Status Load(const LlamaModel& model, const DevicePlan& plan) override;
   const DevicePlan& plan() const override { return plan_; }
 
-  void BeginToken(const float* h, int seq, int pos) override;
+  void BeginToken(const float* h, int seq, int pos, bool dense) override;
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;
@@ -117,32 +117,34 @@ class CudaModelBackend : public DeviceBackend {
   uint8_t* weights_ = nullptr;  // every packed matrix and norm vector
   uint8_t* kv_ = nullptr;       // the K caches of the device layers, then their V caches
   int64_t k_layer_bytes_ = 0, v_layer_bytes_ = 0;
-  float* d_h_ = nullptr;        // [n_embd] residual stream, then the int32 position
-  int32_t* d_pos_ = nullptr;    // right after d_h_'s floats, then the sequence's first cache row
-  float* d_x_ = nullptr;        // [n_embd] normed input of the attention / head
-  float* d_inp_ = nullptr;      // [n_embd] layer input (parallel residual)
-  float* d_qkv_ = nullptr;      // [q_dim + 2 kv_dim]
-  float* d_attn_ = nullptr;     // [q_dim]
-  int8_t* d_q8_ = nullptr;      // the current input's Q8_0 quants
-  float* d_q8_d_ = nullptr;     // and scales
-  int32_t* d_q8_s_ = nullptr;   // and sums
-  float* d_hidden_ = nullptr;   // [max rank] predictor hidden layer
-  float* d_scores_ = nullptr;   // [n_ff]
-  float* d_cold_ = nullptr;     // [n_embd] normed FFN input, then the cold mask words
-  float* d_ycold_ = nullptr;    // [n_embd]
-  int32_t* d_fired_ = nullptr;  // [n_layer]
-  float* d_logits_ = nullptr;   // [n_vocab]
+  float* d_h_ = nullptr;           // [n_embd] residual stream, then the int32 position
+  int32_t* d_pos_ = nullptr;       // right after d_h_'s floats, then the sequence's first cache row
+  float* d_x_ = nullptr;           // [n_embd] normed input of the attention / head
+  float* d_inp_ = nullptr;         // [n_embd] layer input (parallel residual)
+  float* d_qkv_ = nullptr;         // [q_dim + 2 kv_dim]
+  float* d_attn_ = nullptr;        // [q_dim]
+  int8_t* d_q8_ = nullptr;         // the current input's Q8_0 quants
+  float* d_q8_d_ = nullptr;        // and scales
+  int32_t* d_q8_s_ = nullptr;      // and sums
+  float* d_hidden_ = nullptr;      // [max rank] predictor hidden layer
+  float* d_scores_ = nullptr;      // [n_ff]
+  float* d_cold_ = nullptr;        // [n_embd] normed FFN input, then the cold mask words
+  float* d_ycold_ = nullptr;       // [n_embd]
+  int32_t* d_fired_ = nullptr;     // [n_layer]
+  float* d_thresholds_ = nullptr;  // [n_layer] --sparse cats: this token's gate thresholds
+  float* d_logits_ = nullptr;      // [n_vocab]
   float* d_hot_scratch_ = nullptr;
   float* d_attn_scratch_ = nullptr;
   float* d_angles_ = nullptr;  // [n_ctx][rope_dims]
   // Pinned host memory.
-  float* h_io_ = nullptr;       // as d_h_: the token's h and position in, or h out
-  float* h_cold_ = nullptr;     // as d_cold_
-  float* h_y_ = nullptr;        // [n_embd] the host's cold sum
-  int32_t* h_fired_ = nullptr;  // [n_layer]
-  float* h_logits_ = nullptr;   // [n_vocab]
-  void* stream_ = nullptr;      // cudaStream_t
-  std::vector<void*> events_;   // [n_layer] cudaEvent_t: x of a cold layer is on the host
+  float* h_io_ = nullptr;          // as d_h_: the token's h and position in, or h out
+  float* h_cold_ = nullptr;        // as d_cold_
+  float* h_y_ = nullptr;           // [n_embd] the host's cold sum
+  int32_t* h_fired_ = nullptr;     // [n_layer]
+  float* h_thresholds_ = nullptr;  // [n_layer] as d_thresholds_ (zeros for a dense token)
+  float* h_logits_ = nullptr;      // [n_vocab]
+  void* stream_ = nullptr;         // cudaStream_t
+  std::vector<void*> events_;      // [n_layer] cudaEvent_t: x of a cold layer is on the host
   std::vector<void*> allocations_, pinned_;
   std::vector<void*> segment_graphs_;  // cudaGraphExec_t
   void* finish_logits_ = nullptr;      // merge, head, fired counts

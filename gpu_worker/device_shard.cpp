@@ -28,7 +28,10 @@ Status DeviceShard::InitFromHello(const uint8_t* hello, size_t size, const Llama
   }
   bool any_hot = false;
   for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
-  if (any_hot) PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot));
+  if (any_hot) {
+    PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot, plan.mode == SparseMode::kCats));
+  }
+  if (plan.mode == SparseMode::kCats) PI_RETURN_IF_ERROR(CheckCatsSupport(model));
   if (plan.mode == SparseMode::kPredictor) PI_RETURN_IF_ERROR(CheckPredictorPresent(model));
   std::string why;
   const bool cuda = kind_ != "host" && CudaAvailable(&why);
@@ -98,7 +101,7 @@ Status DeviceShard::Answer(const DeviceRequest& r, uint8_t* reply, size_t* reply
       break;  // ParseDeviceRequest takes only a device's kinds
     case StepKind::kBegin:
       // A token left unfinished (its coordinator gave up on it) is dropped.
-      device_->BeginToken(r.payload, r.seq, r.pos);
+      device_->BeginToken(r.payload, r.seq, r.pos, r.dense);
       in_token_ = true;
       next_layer_ = layout_.first_layer;
       waiting_layer_ = -1;

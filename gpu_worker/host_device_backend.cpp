@@ -28,7 +28,7 @@ Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) 
     cache_bytes += cache.bytes();
   }
   attention_.Init(c, 1, plan.n_ctx, n_threads_, plan.cache_type_k);
-  if (any_hot) PI_RETURN_IF_ERROR(hot_.Load(model, plan.hot));
+  if (any_hot) PI_RETURN_IF_ERROR(hot_.Load(model, plan.hot, plan.gate_thresholds));
   if (plan.mode == SparseMode::kPredictor) {
     predictor_.Init(c.n_embd, c.n_ff, MaxPredictorRank(model));
     predictor_.PrepareLayers(model);
@@ -57,7 +57,7 @@ Status HostDeviceBackend::Misuse(const char* what) {
   return misuse_;
 }
 
-void HostDeviceBackend::BeginToken(const float* h, int seq, int pos) {
+void HostDeviceBackend::BeginToken(const float* h, int seq, int pos, bool dense) {
   next_layer_ = 0;
   if (!model_ || plan_.n_layers == 0) {
     Misuse("BeginToken: no device layers loaded");
@@ -70,6 +70,7 @@ void HostDeviceBackend::BeginToken(const float* h, int seq, int pos) {
   std::memcpy(h_.data(), h, sizeof(float) * h_.size());
   seq_ = seq;
   pos_ = pos;
+  dense_ = dense;
   pending_ = false;
   fired_ = 0;
 }
@@ -120,6 +121,7 @@ Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
     step.layer = il;
     step.x = x_.data();
     step.out = y_hot_.data();
+    step.dense = dense_;
     hot_.Start(step);
     const float* y = nullptr;
     int64_t fired = 0;

@@ -1,10 +1,10 @@
 // HostDeviceBackend: the DeviceBackend (common/shard/device_backend.h) in host
 // memory, on its own threads — what a GPU does with a plan, done by the CPU
 // blocks (attention_block.h with its own KV cache, the predictor, the hot
-// neurons on a HostHotShard). It is how the device step — layers run
-// elsewhere, the residual stream kept there, only x, the cold mask and the
-// cold sum crossing — runs and is tested on machines without a GPU, and the
-// reference the CUDA backend is checked against.
+// neurons on a HostHotShard, with --sparse cats' thresholds). It is how the device step — layers
+// run elsewhere, the residual stream kept there, only x, the cold mask and the cold sum crossing —
+// runs and is tested on machines without a GPU, and the reference the CUDA backend is checked
+// against.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ class HostDeviceBackend : public DeviceBackend {
   Status Load(const LlamaModel& model, const DevicePlan& plan) override;
   const DevicePlan& plan() const override { return plan_; }
 
-  void BeginToken(const float* h, int seq, int pos) override;
+  void BeginToken(const float* h, int seq, int pos, bool dense) override;
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;
@@ -55,6 +55,7 @@ class HostDeviceBackend : public DeviceBackend {
   std::vector<uint32_t> mask_;
   std::vector<std::vector<uint8_t>> is_hot_;
   int seq_ = 0, pos_ = 0, next_layer_ = 0;
+  bool dense_ = false;     // this token's BeginToken
   Status misuse_;          // the first call out of contract (sticky)
   bool pending_ = false;   // a cold layer's sums wait for Merge
   int pending_layer_ = 0;  // the layer they are from

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/compute/sparse_mode.h"
+
 namespace pi {
 
 HostHotShard::HostHotShard(int n_threads)
@@ -20,9 +22,7 @@ Status HostHotShard::Load(const LlamaModel& model, const std::vector<std::vector
                           const std::vector<float>& gate_thresholds) {
   PI_RETURN_IF_ERROR(ValidateHotNeurons(model, hot_ids, !gate_thresholds.empty()));
   const LlamaConfig& c = model.config;
-  if (!gate_thresholds.empty() && static_cast<int>(gate_thresholds.size()) != c.n_layer) {
-    return Status::Invalid("%zu gate thresholds for %d layers", gate_thresholds.size(), c.n_layer);
-  }
+  PI_RETURN_IF_ERROR(CheckGateThresholds(gate_thresholds, c.n_layer, true, name()));
   gate_thresholds_ = gate_thresholds;
   layers_.assign(c.n_layer, LayerRows());
   resident_bytes_ = 0;
@@ -75,7 +75,7 @@ int64_t HostHotShard::Compute(const ShardStep& step, float* y) {
   // A row at a time: each row's sum is formed exactly as it is alone.
   const LayerRows& lr = layers_[step.layer];
   NeuronRows nr{&lr.rows.gate_t, &lr.rows.up_t, &lr.rows.down_t_t};
-  if (!gate_thresholds_.empty()) nr.threshold = gate_thresholds_[step.layer];
+  if (!gate_thresholds_.empty() && !step.dense) nr.threshold = gate_thresholds_[step.layer];
   std::memset(y, 0, sizeof(float) * step.batch * n_embd_);
   if (lr.ids.empty()) return 0;
   int64_t fired = 0;

@@ -30,6 +30,14 @@ Status LayerRangeDevice::Load(const LlamaModel& model, const DevicePlan& plan) {
   local.first_layer = 0;
   local.n_layers = range_.config.n_layer;
   local.hot.assign(plan.hot.begin() + plan.first_layer, plan.hot.begin() + plan.n_layers);
+  if (!plan.gate_thresholds.empty()) {
+    if (plan.gate_thresholds.size() != static_cast<size_t>(n_layer)) {
+      return Status::Error("a device plan with %zu gate thresholds for a model of %d layers",
+                           plan.gate_thresholds.size(), n_layer);
+    }
+    local.gate_thresholds.assign(plan.gate_thresholds.begin() + plan.first_layer,
+                                 plan.gate_thresholds.begin() + plan.n_layers);
+  }
   return inner_->Load(range_, local)
       .WithContext("layers " + std::to_string(plan.first_layer) + ".." +
                    std::to_string(plan.n_layers - 1));

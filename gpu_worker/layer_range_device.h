@@ -22,7 +22,9 @@ class LayerRangeDevice : public DeviceBackend {
   Status Load(const LlamaModel& model, const DevicePlan& plan) override;
   const DevicePlan& plan() const override { return plan_; }
 
-  void BeginToken(const float* h, int seq, int pos) override { inner_->BeginToken(h, seq, pos); }
+  void BeginToken(const float* h, int seq, int pos, bool dense) override {
+    inner_->BeginToken(h, seq, pos, dense);
+  }
   Status RunLayer(int il, ColdStep* cold) override {
     return inner_->RunLayer(il - plan_.first_layer, cold);
   }

@@ -32,9 +32,13 @@
 #      run) and its predictor-mode decode, CPU only and at 2G, 2256M (the
 #      dense blocks and a quarter of the FFN's bytes, where a 4x speed-up is the aim)
 #      and 2816M (sweep_predictor.jsonl): the CPU then reads the predicted
-#      cold neurons' rows only, not every cold gate row as the oracle does.
+#      cold neurons' rows only, not every cold gate row as the oracle does;
+#   7. a SiLU model of the same shape (what people download: no exact
+#      zeros) under --sparse cats at 50 %: CPU-only dense and cats, then
+#      cats at 1G, 2G, 3G and everything (sweep_cats.jsonl: the GPU's share
+#      of the neurons that pass, ranked by pi-profile's pass counts).
 # SKIP_TESTS=1 (step 1), SKIP_SANITIZER=1, SKIP_BENCH=1 (steps 3 and 4),
-# SKIP_SWEEP=1 (5 and 6) and SKIP_PREDICTOR=1 (6) leave steps out: one device
+# SKIP_SWEEP=1 (5 to 7), SKIP_PREDICTOR=1 (6) and SKIP_CATS=1 (7) leave steps out: one device
 # command may run 10 minutes, so a fresh machine takes two, e.g.
 #   BUILD=1 SKIP_SWEEP=1 scripts/device_checks.sh build-cuda/bin $OUT/a
 #   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 scripts/device_checks.sh build-cuda/bin $OUT/b
@@ -206,6 +210,26 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
         tee -a "$OUT/sweep_predictor.jsonl"
       check "predictor sweep $budget"
       grep -E "GPU|error|pi-bench:" "$TMP/err" | sed "s/^/[predictor $budget] /" |
+        tee -a "$OUT/sweep_log.txt"
+    done
+  fi
+  if [ -z "${SKIP_CATS:-}" ]; then
+    step "SiLU Q4_0 model of the same shape, --sparse cats at 50 % (CPU only, 1G, 2G, 3G, 8G)"
+    SILU="$TMP/silu-7b-q4_0.gguf"
+    "$BIN/pi-synth" -o "$SILU" --n-vocab "${N_VOCAB:-32000}" --n-embd "${N_EMBD:-4096}" \
+      --n-ff "${N_FF:-11008}" --n-layer "${N_LAYER:-32}" --n-head "${N_HEAD:-32}" \
+      --type q4_0 --activation silu --down-t --tokenizer bytes 2>&1 | tail -1
+    timeout 300 "$BIN/pi-profile" -m "$SILU" -f "$TEXT" --max-tokens 256 -t "$THREADS" 2>&1 |
+      tail -1
+    timeout 200 "$BIN/pi-bench" -m "$SILU" -p 0 -n 32 -r 2 -t "$THREADS" --sparse off,cats \
+      --target-sparsity 0.5 --text "$TEXT" -o jsonl 2>/dev/null | tee "$OUT/sweep_cats.jsonl"
+    check "cats sweep cpu"
+    for budget in 1G 2G 3G 8G; do
+      timeout 150 "$BIN/pi-bench" -m "$SILU" -p 0 -n 32 -r 2 -t "$THREADS" --sparse cats \
+        --target-sparsity 0.5 --vram-budget $budget "${ON_DEVICE[@]}" --text "$TEXT" -o jsonl \
+        2>"$TMP/err" | tee -a "$OUT/sweep_cats.jsonl"
+      check "cats sweep $budget"
+      grep -E "GPU|error|pi-bench:" "$TMP/err" | sed "s/^/[cats $budget] /" |
         tee -a "$OUT/sweep_log.txt"
     done
   fi

@@ -4,11 +4,12 @@
 Usage: scripts/sweep_summary.py OUT_DIR
 
 Reads the pi-bench json rows OUT_DIR/sweep*.jsonl holds (sweep.jsonl,
-sweep_random_ids.jsonl, sweep_gpus.jsonl, sweep_predictor.jsonl: whichever
-exist) and prints, per tg row, what the GPU hybrid's targets are stated in:
-the budget (per device for a --gpus chain), tokens/s and its ratio to
-CPU-only dense decode at the same threads (sweep.jsonl's `off` row — the
-predictor file's model has the same weights; "-" when there is none), the
+sweep_random_ids.jsonl, sweep_gpus.jsonl, sweep_predictor.jsonl,
+sweep_cats.jsonl: whichever exist) and prints, per tg row, what the GPU
+hybrid's targets are stated in: the budget (per device for a --gpus chain),
+tokens/s and its ratio to CPU-only dense decode at the same threads
+(sweep.jsonl's `off` row — the predictor file's model has the same weights;
+sweep_cats.jsonl's SiLU model its own; "-" when there is none), the
 GPU's share of the fired neurons, the bytes per token by device, the share
 of the time model's bound, where a token's time went (waiting on the device,
 the cold parts and their GB/s) and the CPU's sparse FFN phases (input, gate
@@ -18,7 +19,10 @@ import json
 import os
 import sys
 
-FILES = ["sweep.jsonl", "sweep_random_ids.jsonl", "sweep_gpus.jsonl", "sweep_predictor.jsonl"]
+FILES = ["sweep.jsonl", "sweep_random_ids.jsonl", "sweep_gpus.jsonl", "sweep_predictor.jsonl",
+         "sweep_cats.jsonl"]
+# Files of another model, whose CPU-only dense rows are their own baseline.
+OWN_BASELINE = {"sweep_cats.jsonl"}
 
 
 def read_rows(path):
@@ -62,16 +66,17 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     out = argv[1]
-    dense = {}  # n_threads -> CPU-only dense t/s (sweep.jsonl)
+    dense = {}  # file -> n_threads -> CPU-only dense t/s (sweep.jsonl, or the file's own)
     tables = []
     for name in FILES:
         path = os.path.join(out, name)
         if not os.path.exists(path):
             continue
         rows = [r for r in read_rows(path) if r.get("n_gen", 0) > 0]
+        base = name if name in OWN_BASELINE else "sweep.jsonl"
         for r in rows:
-            if name == "sweep.jsonl" and r.get("sparse") == "off" and budget(r) == "CPU only":
-                dense[r.get("n_threads")] = r.get("avg_ts", 0)
+            if name == base and r.get("sparse") == "off" and budget(r) == "CPU only":
+                dense.setdefault(base, {})[r.get("n_threads")] = r.get("avg_ts", 0)
         tables.append((name, rows))
     if not tables:
         print(f"sweep_summary: no sweep*.jsonl in {out}", file=sys.stderr)
@@ -80,9 +85,10 @@ def main(argv):
           "| of bound | device wait µs | cold µs (GB/s) | CPU FFN µs in/gate/select/up-down/sum |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name, rows in tables:
+        own = dense.get(name if name in OWN_BASELINE else "sweep.jsonl", {})
         for r in rows:
             ts = r.get("avg_ts", 0)
-            base = dense.get(r.get("n_threads"))
+            base = own.get(r.get("n_threads"))
             ratio = f"{ts / base:.2f}" if base else "-"
             split = budget(r) != "CPU only"
             fired = f"{100 * r.get('gpu_fired_share', 0):.1f} %" if split else "-"

@@ -67,8 +67,10 @@ def write_stats_subset(pigguf, r, path, suffixes):
 
 def check_split_configurations(tool, model, label, budget="900K", every=True):
     """pi-run --sparse cats in one process, through cpu workers, with the hot neurons in this
-    process and in a gpu worker process: the same tokens and the same neurons computed
-    (every=False: one process against the gpu and cpu worker processes only)."""
+    process and in a gpu worker process, and on the device path (the GPU's whole layers, the
+    host backend standing in for it) here and in a gpu worker process with a cpu worker: the
+    same tokens and the same neurons computed (every=False: one process against the worker
+    processes only)."""
     base = ["-m", model, "-p", "In the beginning", "-n", "16", "--temp", "0", "--sparse",
             "cats", "--json", "-t", "2", "-c", "128"]
     runs = {}
@@ -78,8 +80,13 @@ def check_split_configurations(tool, model, label, budget="900K", every=True):
                       ("gpu and cpu worker processes", ["--vram-budget", budget,
                                                         "--ffn-backend", "host",
                                                         "--gpu-worker", "--cpu-workers",
-                                                        "1"]))
-    for name, extra in configurations if every else configurations[::3]:
+                                                        "1"]),
+                      ("the device path", ["--vram-budget", budget, "--host-device"]),
+                      ("the device path in a gpu worker, a cpu worker",
+                       ["--vram-budget", budget, "--host-device", "--gpu-worker",
+                        "--cpu-workers", "1"]))
+    chosen = configurations if every else [configurations[i] for i in (0, 3, 5)]
+    for name, extra in chosen:
         p = run(tool("pi-run"), *base, *extra)
         r = json.loads(p.stdout) if p.returncode == 0 else {}
         runs[name] = (r.get("generated_tokens"), r.get("ffn_active"), r.get("gpu_fired_share"))
@@ -259,10 +266,6 @@ def main():
               and "target sparsity 50%" in log and stopped == 0,
               f"pi-launch --sparse cats --vram-budget: a gpu and a cpu worker, served "
               f"({text!r})")
-        p = run(tool("pi-run"), "-m", model, "-p", "In", "-n", "2", "--sparse", "cats",
-                "--vram-budget", "900K", "--host-device", "-c", "128")
-        check(p.returncode != 0 and "device path" in p.stderr,
-              f"the device path: refused ({last_line(p)!r})")
         dense_file = os.path.join(tmp, "dense.gguf")
         run(tool("pi-synth"), "-o", dense_file, "--n-layer", "2", "--tokenizer", "bytes")
         p = run(tool("pi-run"), "-m", dense_file, "-p", "In", "-n", "2", "--sparse", "cats")

@@ -210,6 +210,74 @@ TEST_P(CudaMatVecTest, EveryEpilogueMatchesReference) {
     EXPECT_EQ(y[rows], 1234.5f) << "wrote past the end";
     EXPECT_EQ(fired[0], expect_fired) << "epilogue " << static_cast<int>(ep);
   }
+
+  // --sparse cats' epilogues: the gate's activation kept above a threshold
+  // read from device memory, and the up projection for the kept rows (a
+  // gate of exactly 0 skips the row, a negative one does not).
+  const float t = 0.3f;
+  std::vector<float> kept_gate(rows);
+  for (int64_t r = 0; r < rows; ++r) kept_gate[r] = r % 4 == 0 ? 0.0f : gate[r];
+  Buf dt(4);
+  Put(dt, std::vector<float>{t});
+  Put(dg, kept_gate);
+  struct CatsCase {
+    cuda::Epilogue ep;
+    cuda::ActForm form;
+    bool drelu;
+  };
+  for (const CatsCase cc : {CatsCase{cuda::Epilogue::kActThreshold, cuda::ActForm::kRelu, false},
+                            CatsCase{cuda::Epilogue::kActThreshold, cuda::ActForm::kSilu, false},
+                            CatsCase{cuda::Epilogue::kActThreshold, cuda::ActForm::kGelu, false},
+                            CatsCase{cuda::Epilogue::kGateUp, cuda::ActForm::kRelu, false},
+                            CatsCase{cuda::Epilogue::kGateUp, cuda::ActForm::kRelu, true}}) {
+    std::vector<float> y(rows + 1, 0.25f);
+    y[rows] = 1234.5f;
+    Put(dy, y);
+    Put(dfired, std::vector<int32_t>{7});
+    cuda::MatVecOut out;
+    out.y = dy.as<float>();
+    out.epilogue = cc.ep;
+    out.gate = dg.as<float>();
+    out.fired = dfired.as<int32_t>();
+    out.act_form = cc.form;
+    out.threshold = dt.as<float>();
+    out.drelu = cc.drelu;
+    ASSERT_TRUE(cuda::EnqueueMatVec(m, v, out, nullptr, &err)) << err;
+    Get(dy, &y);
+    std::vector<int32_t> fired(1);
+    Get(dfired, &fired);
+    int32_t expect_fired = 7;
+    const std::string what = std::string(DTypeName(tc.type)) + " cats epilogue " +
+                             std::to_string(static_cast<int>(cc.ep)) + " form " +
+                             std::to_string(static_cast<int>(cc.form)) + (cc.drelu ? " drelu" : "");
+    for (int64_t r = 0; r < rows; ++r) {
+      const double tol = 1e-5 * mag[r] + 1e-6, dot = ref[r];
+      double want = 0, act_tol = tol;
+      bool decided = true;  // the keep decision is clear of rounding
+      if (cc.ep == cuda::Epilogue::kActThreshold) {
+        const double a =
+            cc.form == cuda::ActForm::kSilu ? dot / (1 + std::exp(-dot))
+            : cc.form == cuda::ActForm::kGelu
+                ? 0.5 * dot * (1 + std::tanh(0.7978845608028654 * dot * (1 + 0.044715 * dot * dot)))
+                : (dot > 0 ? dot : 0);
+        want = std::fabs(a) > t ? a : 0;
+        decided = std::fabs(std::fabs(a) - t) > 2 * tol;
+      } else {
+        const double g = kept_gate[r];
+        want = g != 0 && (!cc.drelu || dot > 0) ? g * dot : 0;
+        act_tol = std::fabs(g) * tol;
+        decided = !cc.drelu || std::fabs(dot) > tol;
+      }
+      if (decided) {
+        ASSERT_NEAR(y[r], want, act_tol) << what << " row " << r;
+        expect_fired += want != 0;
+      } else {
+        expect_fired += y[r] != 0;
+      }
+    }
+    EXPECT_EQ(y[rows], 1234.5f) << what << ": wrote past the end";
+    EXPECT_EQ(fired[0], expect_fired) << what;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -4,7 +4,9 @@
 // greedy decode steps, for every weight type, llama (normal RoPE, GQA, gated
 // relu/drelu) and falcon (NeoX RoPE, parallel residual, LayerNorm with
 // biases, ungated relu), f16 and f32 KV caches, and plans from everything on
-// the device down to the head alone. Built twice: for the host backend
+// the device down to the head alone; and --sparse cats (SiLU, GELU and ReLU
+// forms with gate thresholds, the prompt dense and the decode steps
+// thresholded on both sides). Built twice: for the host backend
 // (device_backend_test, CI) and the CUDA backend (cuda_device_backend_test,
 // label "gpu": skipped, with the reason, without a device), and for the
 // host backend in a pi-gpu-worker process over shared memory
@@ -74,7 +76,30 @@ struct Case {
   Plan plan;
   DType kv = DType::kF16;
   const char* rope = "";  // RoPE scaling (SyntheticModelOptions::rope_scaling)
+  bool cats = false;      // --sparse cats on both engines (CatsThreshold)
 };
+
+// A gate threshold, the same for every layer, under which a decode step of
+// the one-process cats engine skips about half of the model's neurons (the
+// synthetic models' |act(gate x)| spread differs by architecture).
+float CatsThreshold(const LlamaModel& m, const std::vector<int32_t>& prompt) {
+  const int64_t all = int64_t{m.config.n_layer} * m.config.n_ff;
+  float t = 1e-3f;
+  for (int k = 0; k < 16; ++k, t *= 1.5f) {
+    EngineOptions opt;
+    opt.n_ctx = 64;
+    opt.sparse = SparseMode::kCats;
+    opt.gate_thresholds.assign(m.config.n_layer, t);
+    std::unique_ptr<Engine> e;
+    if (!Engine::Create(&m, opt, &e).ok()) return 0.0f;
+    const int32_t next = 7;
+    if (!e->Eval(prompt.data(), static_cast<int>(prompt.size())).ok() || !e->Eval(&next, 1).ok()) {
+      return 0.0f;
+    }
+    if (e->last_ffn_neurons() <= all / 2) return t;
+  }
+  return t;
+}
 
 // Removes a file when the test ends (a worker process opens the model by
 // its path when the device loads).
@@ -183,7 +208,7 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
   o.down_t = true;
   // Planted sparsity is written for llama and falcon layers; the others run
   // their gated ReLU's own zeros.
-  const bool planted = o.arch == "llama" || o.arch == "falcon";
+  const bool planted = (o.arch == "llama" || o.arch == "falcon") && std::string(tc.act) != "silu";
   o.planted_sparsity = planted ? 0.8 : 0.0;
   o.sliding_window = 3;  // gemma, phi3: shorter than the test's positions
   o.attn_softcap = 2.0f;
@@ -199,7 +224,14 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
   std::unique_ptr<DeviceBackend> device = MakeBackend(tc.backend, &skip, path);
 
   const int n_ctx = 64;
-  const Status load = device->Load(m, MakePlan(o, tc.plan, n_ctx, tc.kv));
+  DevicePlan plan_in = MakePlan(o, tc.plan, n_ctx, tc.kv);
+  const std::vector<int32_t> prompt = {1, 17, 42, 99, 5, 250};
+  const std::vector<float> thresholds(o.n_layer, tc.cats ? CatsThreshold(m, prompt) : 0.0f);
+  if (tc.cats) {
+    plan_in.mode = SparseMode::kCats;
+    plan_in.gate_thresholds = thresholds;
+  }
+  const Status load = device->Load(m, plan_in);
   const bool gpu = std::string(tc.backend).rfind("cuda", 0) == 0;
   if (gpu && m.config.GemmaFeature()) {  // no kernels for them: refused by name
     EXPECT_FALSE(load.ok());
@@ -211,6 +243,10 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
   opt.n_threads = 2;
   opt.n_ctx = n_ctx;
   opt.sparse = SparseMode::kOracle;
+  if (tc.cats) {
+    opt.sparse = SparseMode::kCats;
+    opt.gate_thresholds = thresholds;
+  }
   opt.cache_type_k = opt.cache_type_v = tc.kv;
   std::unique_ptr<Engine> ref, dev;
   ASSERT_TRUE(Engine::Create(&m, opt, &ref).ok());
@@ -225,7 +261,6 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
   const bool quantized = tc.type == DType::kQ8_0 || tc.type == DType::kQ4_0;
   const double tol = quantized ? 1e-2 : gpu ? 1e-3 : 1e-4;
   const int n_vocab = m.config.n_vocab;
-  const std::vector<int32_t> prompt = {1, 17, 42, 99, 5, 250};
   ASSERT_TRUE(ref->Eval(prompt.data(), static_cast<int>(prompt.size()), true).ok());
   std::vector<float> ref_rows(ref->logits(), ref->logits() + prompt.size() * n_vocab);
   ASSERT_TRUE(dev->Eval(prompt.data(), static_cast<int>(prompt.size()), true).ok());
@@ -264,7 +299,13 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
     EXPECT_NEAR(dev->last_ffn_neurons(), ref->last_ffn_neurons(),
                 2 + ref->last_ffn_neurons() / 100);
   }
-  printf("max relative logit error %.3g (tolerance %.0e)\n", max_err, tol);
+  printf("max relative logit error %.3g (tolerance %.0e); %lld of %lld neurons computed\n", max_err,
+         tol, static_cast<long long>(fired), 8LL * o.n_layer * o.n_ff);
+  if (tc.cats) {  // the thresholds skip neurons, on the device as on the host
+    EXPECT_GT(thresholds[0], 0.0f);
+    EXPECT_LT(fired, 8LL * o.n_layer * o.n_ff * 3 / 4);
+    EXPECT_GT(fired, 8LL * o.n_layer * o.n_ff / 10);
+  }
   if (tc.plan == Plan::kAll) {
     EXPECT_EQ(hot_fired, fired);
   } else if (tc.plan == Plan::kNoHot || tc.plan == Plan::kHeadOnly) {
@@ -301,6 +342,14 @@ std::vector<Case> AllCases() {
     cases.push_back({backend, DType::kF32, "relu", "gemma2", Plan::kHeadOnly});
     cases.push_back({backend, DType::kQ8_0, "relu", "gemma3", Plan::kAll});
     cases.push_back({backend, DType::kQ4_0, "relu", "phi3", Plan::kSplit});
+    // --sparse cats: SiLU and GELU FFNs split by neuron, ReLU ones thresholded.
+    const DType f16 = DType::kF16;
+    cases.push_back({backend, DType::kF16, "silu", "llama", Plan::kSplit, f16, "", true});
+    cases.push_back({backend, DType::kQ4_0, "silu", "llama", Plan::kAll, f16, "", true});
+    cases.push_back({backend, DType::kQ8_0, "silu", "llama", Plan::kPrefix, f16, "", true});
+    cases.push_back({backend, DType::kF32, "relu", "llama", Plan::kSplit, f16, "", true});
+    cases.push_back({backend, DType::kQ4_0, "silu", "phi3", Plan::kSplit, f16, "", true});
+    cases.push_back({backend, DType::kF16, "gelu", "gemma2", Plan::kSplit, f16, "", true});
   }
   return cases;
 }
@@ -311,7 +360,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, DeviceBackendTest, ::testing::ValuesIn(AllCases(
                            std::string name = std::string(c.backend) + "_" + c.arch + "_" +
                                               DTypeName(c.type) + "_" + c.act + "_" +
                                               PlanName(c.plan) + "_kv" + DTypeName(c.kv) +
-                                              (*c.rope ? std::string("_rope_") + c.rope : "");
+                                              (*c.rope ? std::string("_rope_") + c.rope : "") +
+                                              (c.cats ? "_cats" : "");
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });

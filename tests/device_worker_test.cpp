@@ -254,7 +254,7 @@ TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {
   auto request = [&](StepKind op, int pos, int layer,
                      const std::function<void(StepRequestHeader*)>& edit = nullptr) {
     std::vector<uint8_t> m(DeviceRequestBytes(c.n_embd), 0);
-    WriteDeviceRequest(77, op, 0, pos, layer, c.n_embd, DeviceOut::kNothing, m.data());
+    WriteDeviceRequest(77, op, 0, pos, false, layer, c.n_embd, DeviceOut::kNothing, m.data());
     for (int i = 0; i < c.n_embd; ++i) DeviceRequestPayload(m.data())[i] = 0.01f * (i % 7);
     if (edit) {
       StepRequestHeader h;

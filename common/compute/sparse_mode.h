@@ -27,6 +27,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "common/base/status.h"
 
 namespace pi {
 
@@ -38,5 +41,9 @@ inline bool UsesGateThresholds(SparseMode m) {
   return m == SparseMode::kCats || m == SparseMode::kTeal;
 }
 bool ParseSparseMode(const std::string& s, SparseMode* out);
+// Gate thresholds as every taker checks them: one per layer of n_layer (or
+// none, when `may_be_empty`), each finite and >= 0. Errors start with `who`.
+Status CheckGateThresholds(const std::vector<float>& thresholds, int n_layer, bool may_be_empty,
+                           const char* who);
 
 }  // namespace pi

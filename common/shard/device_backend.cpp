@@ -1,5 +1,6 @@
 #include "common/shard/device_backend.h"
 
+#include "common/compute/sparse_mode.h"
 #include "common/shard/shard.h"
 
 namespace pi {
@@ -26,7 +27,18 @@ Status CheckDevicePlan(const LlamaModel& model, const DevicePlan& plan, const ch
     }
     any_hot = any_hot || !plan.hot[il].empty();
   }
-  if (any_hot) PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot));
+  const bool cats = plan.mode == SparseMode::kCats;
+  if (cats != !plan.gate_thresholds.empty()) {
+    return Status::Invalid(
+        "%s: gate thresholds go with --sparse cats, and only with it (mode %s, %zu thresholds)",
+        backend, SparseModeName(plan.mode), plan.gate_thresholds.size());
+  }
+  if (cats)
+    PI_RETURN_IF_ERROR(CheckGateThresholds(plan.gate_thresholds, c.n_layer, false, backend));
+  if (plan.mode == SparseMode::kTeal) {
+    return Status::Unsupported("%s: --sparse teal runs in one process (no device)", backend);
+  }
+  if (any_hot) PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot, cats));
   if (plan.n_layers == 0 && !plan.output) return Status::Ok();  // holds nothing
   if (plan.n_ctx < 1) return Status::Invalid("%s: a context of %d", backend, plan.n_ctx);
   if (plan.n_seq < 1 || plan.n_seq > 256) {

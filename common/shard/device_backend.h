@@ -12,7 +12,8 @@
 // A token runs through it as follows (the engine, coordinator/engine/engine.h, is
 // the caller):
 //
-//   BeginToken(h: embedding row, or the residual after layer first_layer - 1)
+//   BeginToken(h: embedding row, or the residual after layer first_layer - 1,
+//              dense: a prompt's token)
 //   for il in [first_layer, n_layers):
 //     RunLayer(il, &cold)            device: attention, FFN norm, [predictor],
 //     if cold.x:                     hot FFN; when the layer has cold neurons,
@@ -58,6 +59,9 @@ struct DevicePlan {
   // host's candidates are all its cold neurons.
   SparseMode mode = SparseMode::kOff;
   float threshold = 0.0f;
+  // kCats: per model layer, the |act(gate x)| a hot neuron must exceed to be
+  // computed (gate_thresholds.h), on tokens not begun dense; else empty.
+  std::vector<float> gate_thresholds;
 };
 
 // What a layer with a cold part hands the host: x and the candidates are
@@ -88,8 +92,10 @@ class DeviceBackend {
 
   // Starts a token of sequence seq < n_seq: h [n_embd] (its embedding row,
   // or the residual stream after layer first_layer - 1) at position pos <
-  // n_ctx of that sequence's KV cache.
-  virtual void BeginToken(const float* h, int seq, int pos) = 0;
+  // n_ctx of that sequence's KV cache. `dense`: a prompt's token, whose hot
+  // neurons all run — the gate thresholds of kCats apply to decode steps
+  // only, as on the host, where a prompt batch runs dense.
+  virtual void BeginToken(const float* h, int seq, int pos, bool dense) = 0;
   // Runs layer il (the next one, in order, from first_layer up to n_layers -
   // 1). When the layer has a
   // cold part, returns with *cold filled in; otherwise cold->x is null.

@@ -40,6 +40,10 @@ struct ShardStep {
   // Where a shard that computes the sum itself writes it ([batch, n_embd]);
   // null: its own memory. A proxy returns its reply's memory either way.
   float* out = nullptr;
+  // Without the gate thresholds (--sparse cats): a prompt's token on the
+  // device path (HostDeviceBackend's hot neurons). The host sends worker
+  // shards no such step: a prompt's cold part runs in its own process.
+  bool dense = false;
 };
 
 class Shard {

@@ -35,8 +35,8 @@ size_t DeviceReplyCapacity(const DeviceLayout& l) {
   return sizeof(StepReplyHeader) + std::max({cold, done, kMaxErrorBytes});
 }
 
-void WriteDeviceRequest(uint64_t step_id, StepKind kind, int seq, int pos, int layer, int n_embd,
-                        DeviceOut out, uint8_t* message) {
+void WriteDeviceRequest(uint64_t step_id, StepKind kind, int seq, int pos, bool dense, int layer,
+                        int n_embd, DeviceOut out, uint8_t* message) {
   StepRequestHeader h{};
   h.magic = kStepRequestMagic;
   h.version = kStepProtocolVersion;
@@ -48,6 +48,7 @@ void WriteDeviceRequest(uint64_t step_id, StepKind kind, int seq, int pos, int l
   h.seq = seq;
   h.pos = pos;
   h.out = static_cast<int32_t>(out);
+  h.n_ids = kind == StepKind::kBegin && dense ? 1 : 0;
   memcpy(message, &h, sizeof h);
 }
 
@@ -73,6 +74,10 @@ Status CheckDeviceFields(const StepRequestHeader& h, const DeviceLayout& l) {
     }
   } else if (!l.output) {
     return Status::Invalid("device request %" PRIu64 ": the head is not on this device", id);
+  }
+  if (h.n_ids != 0 && (kind != StepKind::kBegin || h.n_ids != 1)) {
+    return Status::Invalid("device request %" PRIu64 ": n_ids %d (0, or 1 for a dense kBegin)", id,
+                           h.n_ids);
   }
   if (kind == StepKind::kBegin && (h.seq < 0 || h.seq >= l.n_seq)) {
     return Status::Invalid("device request %" PRIu64 ": sequence %d is out of range [0, %d)", id,
@@ -123,6 +128,7 @@ Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& 
   out->seq = h.seq;
   out->pos = h.pos;
   out->layer = h.layer;
+  out->dense = h.n_ids == 1;
   out->payload = reinterpret_cast<const float*>(data + sizeof h);
   return Status::Ok();
 }

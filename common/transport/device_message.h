@@ -4,7 +4,7 @@
 // One message per layer with a cold part, plus one per token:
 //
 //   coordinator                               gpu_worker (DeviceShard)
-//   kBegin (seq, pos, h = embedding row) ──▶  BeginToken; RunLayer until a
+//   kBegin (seq, pos, dense, h)          ──▶  BeginToken; RunLayer until a
 //                                             layer with a cold part:
 //                                        ◀──  kCold (layer, x [, mask])
 //   (computes the cold part: y)
@@ -52,9 +52,10 @@ size_t DeviceRequestBytes(int n_embd);
 size_t DeviceReplyCapacity(const DeviceLayout& layout);
 
 // Writes a request's header (kind kBegin, kResume or kHead; the payload
-// follows it: DeviceRequestPayload).
-void WriteDeviceRequest(uint64_t step_id, StepKind kind, int seq, int pos, int layer, int n_embd,
-                        DeviceOut out, uint8_t* message);
+// follows it: DeviceRequestPayload). `dense` (kBegin): the token runs dense
+// (DeviceBackend::BeginToken), carried in the header's n_ids.
+void WriteDeviceRequest(uint64_t step_id, StepKind kind, int seq, int pos, bool dense, int layer,
+                        int n_embd, DeviceOut out, uint8_t* message);
 inline float* DeviceRequestPayload(uint8_t* message) {
   return reinterpret_cast<float*>(message + sizeof(StepRequestHeader));
 }
@@ -65,6 +66,7 @@ struct DeviceRequest {
   StepKind kind = StepKind::kBegin;
   DeviceOut out = DeviceOut::kNothing;
   int seq = 0, pos = 0, layer = 0;
+  bool dense = false;              // kBegin
   const float* payload = nullptr;  // [n_embd]
 };
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/compute/sparse_mode.h"
+
 namespace pi {
 
 namespace {
@@ -139,7 +141,8 @@ std::vector<uint8_t> WriteDeviceHello(uint64_t model_fingerprint, const DevicePl
                           plan.n_seq,
                           plan.first_layer,
                           0};
-  return WriteHelloOfKind(kDeviceHelloMagic, model_fingerprint, 1, &p, sizeof p, plan.hot, {});
+  return WriteHelloOfKind(kDeviceHelloMagic, model_fingerprint, 1, &p, sizeof p, plan.hot,
+                          plan.gate_thresholds);
 }
 
 Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
@@ -150,7 +153,6 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
   std::vector<float> thresholds;
   PI_RETURN_IF_ERROR(ParseHelloOfKind(data, size, kDeviceHelloMagic, model_fingerprint, &p,
                                       sizeof p, &h, &hot, &thresholds));
-  if (!thresholds.empty()) return Status::Error("hello: a device takes no gate thresholds");
   auto cache_type_ok = [](int32_t t) {
     return t == static_cast<int32_t>(DType::kF32) || t == static_cast<int32_t>(DType::kF16) ||
            t == static_cast<int32_t>(DType::kQ8_0);
@@ -162,7 +164,7 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
   if (p.n_layers < 0 || p.n_layers > h.n_layer || p.first_layer < 0 || p.first_layer > p.n_layers ||
       p.reserved != 0 || (p.output != 0 && p.output != 1) || p.n_ctx < 1 || p.n_ctx > (1 << 24) ||
       !cache_type_ok(p.cache_type_k) || !cache_type_ok(p.cache_type_v) || p.mode < 0 ||
-      p.mode > static_cast<int32_t>(SparseMode::kPredictor) || !std::isfinite(p.threshold) ||
+      p.mode > static_cast<int32_t>(SparseMode::kCats) || !std::isfinite(p.threshold) ||
       p.n_seq < 1 || p.n_seq > 256) {
     return Status::Error(
         "device hello: a plan of layers [%d, %d) of %d, output %d, context %d, cache types "
@@ -170,6 +172,13 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
         p.first_layer, p.n_layers, h.n_layer, p.output, p.n_ctx, p.cache_type_k, p.cache_type_v,
         p.mode, p.threshold, p.n_seq);
   }
+  const bool cats = p.mode == static_cast<int32_t>(SparseMode::kCats);
+  if (cats == thresholds.empty()) {
+    return Status::Error(
+        "device hello: %zu gate thresholds with mode %d (cats takes one per layer)",
+        thresholds.size(), p.mode);
+  }
+  PI_RETURN_IF_ERROR(CheckGateThresholds(thresholds, h.n_layer, true, "device hello"));
   plan->first_layer = p.first_layer;
   plan->n_layers = p.n_layers;
   plan->output = p.output == 1;
@@ -180,6 +189,7 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
   plan->mode = static_cast<SparseMode>(p.mode);
   plan->threshold = p.threshold;
   plan->hot = std::move(hot);
+  plan->gate_thresholds = std::move(thresholds);
   return Status::Ok();
 }
 

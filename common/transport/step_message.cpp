@@ -6,6 +6,8 @@
 #include <cinttypes>
 #include <cstring>
 
+#include "common/compute/sparse_mode.h"
+
 namespace pi {
 
 // ---- every kind ----------------------------------------------------------------
@@ -97,16 +99,7 @@ Status ShardLayout::Finish() {
         "shard: bad sizes (%d layers, n_embd %d, n_ff %d, max batch %d, %zu lists)", n_layer,
         n_embd, n_ff, max_batch, owned.size());
   }
-  if (!gate_thresholds.empty() && gate_thresholds.size() != static_cast<size_t>(n_layer)) {
-    return Status::Invalid("shard: %zu gate thresholds for %d layers", gate_thresholds.size(),
-                           n_layer);
-  }
-  for (size_t l = 0; l < gate_thresholds.size(); ++l) {
-    if (!std::isfinite(gate_thresholds[l]) || gate_thresholds[l] < 0) {
-      return Status::Invalid("shard: layer %zu's gate threshold %g is not finite and >= 0", l,
-                             gate_thresholds[l]);
-    }
-  }
+  PI_RETURN_IF_ERROR(CheckGateThresholds(gate_thresholds, n_layer, true, "shard"));
   is_owned.assign(n_layer, std::vector<uint8_t>(n_ff, 0));
   for (int l = 0; l < n_layer; ++l) {
     const std::vector<int32_t>& ids = owned[l];

@@ -60,7 +60,8 @@ struct StepRequestHeader {
   int32_t n_embd;
   // kFfn: the candidate neurons over all rows (each row's sorted, unique and
   // all owned by the worker in `layer`); -1: every neuron it owns there, for
-  // every row (the oracle form: the gate decides). Other kinds: 0.
+  // every row (the oracle form: the gate decides). kBegin: 1 for a token
+  // that runs dense (a prompt's), else 0. Other kinds: 0.
   int32_t n_ids;
   int32_t seq;  // kBegin: the token's sequence (its KV cache)
   int32_t pos;  // kBegin: the token's position in it

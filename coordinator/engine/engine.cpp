@@ -60,31 +60,13 @@ static Status CheckTealOptions(const LlamaModel& model, const EngineOptions& o) 
   return Status::Ok();
 }
 
-// What --sparse cats needs: a threshold per layer, each passing neuron's
-// down row (ffn_down_t), and for now the whole FFN in this process.
+// What --sparse cats needs: a threshold per layer and each passing neuron's
+// down row (ffn_down_t).
 static Status CheckCatsOptions(const LlamaModel& model, const EngineOptions& o) {
   const LlamaConfig& c = model.config;
   if (o.sparse == SparseMode::kTeal) PI_RETURN_IF_ERROR(CheckTealOptions(model, o));
-  if (static_cast<int>(o.gate_thresholds.size()) != c.n_layer) {
-    return Status::Invalid("--sparse cats: %zu gate thresholds for a model of %d layers",
-                           o.gate_thresholds.size(), c.n_layer);
-  }
-  for (int l = 0; l < c.n_layer; ++l) {
-    const float t = o.gate_thresholds[l];
-    if (!std::isfinite(t) || t < 0) {
-      return Status::Invalid(
-          "--sparse cats: layer %d's gate threshold %g is not a finite value "
-          ">= 0",
-          l, t);
-    }
-  }
-  PI_RETURN_IF_ERROR(CheckCatsSupport(model));
-  if (o.device) {
-    return Status::Unsupported(
-        "--sparse cats with a GPU's whole layers (the device path) is not built yet: "
-        "--ffn-backend host splits the hot neurons on the CPU");
-  }
-  return Status::Ok();
+  PI_RETURN_IF_ERROR(CheckGateThresholds(o.gate_thresholds, c.n_layer, false, "--sparse cats"));
+  return CheckCatsSupport(model);
 }
 
 Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
@@ -175,6 +157,16 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
       return Status::Error("the %s device was loaded without the predictor at threshold %g",
                            options.device->name(), threshold);
     }
+    // The device's hot neurons pass the thresholds the host's cold ones do.
+    const bool cats = UsesGateThresholds(options.sparse);
+    if (cats && (p.mode != SparseMode::kCats || p.gate_thresholds != options.gate_thresholds)) {
+      return Status::Error("the %s device was loaded without these --sparse cats gate thresholds",
+                           options.device->name());
+    }
+    if (!cats && p.mode == SparseMode::kCats) {
+      return Status::Error("the %s device was loaded for --sparse cats, the engine runs %s",
+                           options.device->name(), SparseModeName(options.sparse));
+    }
     bool any_hot = false;
     for (const std::vector<int32_t>& h : p.hot) any_hot = any_hot || !h.empty();
     if (any_hot) PI_RETURN_IF_ERROR(e->ffn_.InitColdPart(p.hot));
@@ -188,6 +180,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->q8_.assign(max_rows * PreparedActivationBytes(DType::kQ8_0, c.n_embd), 0);
   e->logits_.assign(static_cast<size_t>(options.n_seq) * c.n_vocab, 0.0f);
   e->tokens_.assign(static_cast<size_t>(options.n_seq) * e->n_ctx_, 0);
+  e->token_dense_.assign(e->tokens_.size(), 0);
   e->computed_.reset(new std::atomic<int64_t>[2 * (c.n_layer + 1)]);
   for (int i = 0; i < 2 * (c.n_layer + 1); ++i) e->computed_[i].store(0);
   *out = std::move(e);
@@ -219,11 +212,14 @@ Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
   if (device_) {
     // A device lost earlier (its restart failed then): try again now.
     if (device_lost_) PI_RETURN_IF_ERROR(RecoverDevice());
-    // Token by token: the device's graphs take one position at a time.
+    // Token by token: the device's graphs take one position at a time. A
+    // token runs dense where the host would batch it with others (its
+    // n_batch chunk has more than one).
     for (int i = 0; i < n; ++i) {
       float* out = all_logits ? logits_.data() + static_cast<size_t>(i) * n_vocab
                               : (i == n - 1 ? logits_.data() : nullptr);
-      PI_RETURN_IF_ERROR(DeviceToken(0, tokens[i], out));
+      const int chunk = std::min(n_batch_, n - i / n_batch_ * n_batch_);
+      PI_RETURN_IF_ERROR(DeviceToken(0, tokens[i], chunk > 1, out));
     }
     return CheckLogits(logits_.data(), rows * n_vocab);
   }
@@ -451,10 +447,11 @@ void Engine::HostHeadRows(const int* rows, int n, float* logits_out) {
   SoftCapLogits(c, logits_out, static_cast<int64_t>(n) * c.n_vocab);
 }
 
-Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out) {
+Status Engine::RunDeviceLayers(int seq, int pos, bool dense, float* h_out, float* logits_out) {
   const DevicePlan& plan = device_->plan();
   double t = NowSeconds();
-  device_->BeginToken(h_.data(), seq, pos);
+  device_->BeginToken(h_.data(), seq, pos, dense);
+  ffn_.SetDense(dense);
   for (int il = 0; il < plan.n_layers; ++il) {
     ColdStep cold;
     PI_RETURN_IF_ERROR(device_->RunLayer(il, &cold));
@@ -475,6 +472,7 @@ Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out
     last_ffn_gate_rows_ += ffn_.last_gate_rows();
     CountComputed(il, false, ffn_.last_cold_fired());
   }
+  ffn_.SetDense(false);
   int64_t hot_fired = 0;
   PI_RETURN_IF_ERROR(device_->FinishToken(h_out, logits_out, &hot_fired));
   last_device_seconds_ += NowSeconds() - t;
@@ -484,16 +482,20 @@ Status Engine::RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out
   return Status::Ok();
 }
 
-Status Engine::DeviceToken(int seq, int32_t token, float* logits_out) {
+Status Engine::DeviceToken(int seq, int32_t token, bool dense, float* logits_out) {
+  // Only the gate thresholds change with it: the other modes' single-token
+  // steps are exact, or (the predictor) keep predicting a prompt's cold
+  // neurons rather than read all their rows token by token.
+  dense = dense && UsesGateThresholds(ffn_.mode());
   // A device lost earlier (its restart failed then): try again now.
   if (device_lost_) PI_RETURN_IF_ERROR(RecoverDevice());
-  Status s = ForwardDeviceToken(seq, token, logits_out);
+  Status s = ForwardDeviceToken(seq, token, dense, logits_out);
   if (s.ok()) return s;
   // A device in another process took its KV caches with it: a fresh one,
   // refilled from the sequences' tokens, then this token again.
   NoteDeviceFailure(s);
   PI_RETURN_IF_ERROR(RecoverDevice());
-  s = ForwardDeviceToken(seq, token, logits_out);
+  s = ForwardDeviceToken(seq, token, dense, logits_out);
   if (!s.ok()) {
     NoteDeviceFailure(s);
     device_lost_ = true;
@@ -503,17 +505,20 @@ Status Engine::DeviceToken(int seq, int32_t token, float* logits_out) {
 
 Status Engine::DeviceBatch(const BatchRow* rows, int n) {
   // Row by row, as Eval runs tokens with a device: each through the
-  // device's layers with its sequence's KV cache there, then the host's.
+  // device's layers with its sequence's KV cache there, then the host's;
+  // dense where the host would run its sequence's run of rows together.
   const int n_vocab = model_->config.n_vocab;
   int k = 0;
   for (int i = 0; i < n; ++i) {
     float* out = rows[i].logits ? logits_.data() + static_cast<size_t>(k++) * n_vocab : nullptr;
-    PI_RETURN_IF_ERROR(DeviceToken(rows[i].seq, rows[i].token, out));
+    const bool dense =
+        (i > 0 && rows[i - 1].seq == rows[i].seq) || (i + 1 < n && rows[i + 1].seq == rows[i].seq);
+    PI_RETURN_IF_ERROR(DeviceToken(rows[i].seq, rows[i].token, dense, out));
   }
   return CheckLogits(logits_.data(), static_cast<size_t>(k) * n_vocab);
 }
 
-Status Engine::ForwardDeviceToken(int seq, int32_t token, float* logits_out) {
+Status Engine::ForwardDeviceToken(int seq, int32_t token, bool dense, float* logits_out) {
   const LlamaModel& m = *model_;
   const LlamaConfig& c = m.config;
   const DevicePlan& plan = device_->plan();
@@ -523,8 +528,8 @@ Status Engine::ForwardDeviceToken(int seq, int32_t token, float* logits_out) {
   if (plan.n_layers > 0) {
     // h comes back when the host has layers or the head left to run.
     const bool h_back = host_layers || !plan.output;
-    PI_RETURN_IF_ERROR(
-        RunDeviceLayers(seq, pos, h_back ? h_.data() : nullptr, h_back ? nullptr : logits_out));
+    PI_RETURN_IF_ERROR(RunDeviceLayers(seq, pos, dense, h_back ? h_.data() : nullptr,
+                                       h_back ? nullptr : logits_out));
     // The device's layers are checked as one: h crosses to the host only here.
     if (h_back) NoteNonFinite(1, -1, "the device's layers (checked together)");
   }
@@ -532,7 +537,9 @@ Status Engine::ForwardDeviceToken(int seq, int32_t token, float* logits_out) {
     row_pos_[0] = pos;
     row_caches_[0] = SeqCache(seq);
     run_length_[0] = 1;
+    ffn_.SetDense(dense);
     ForwardRows(plan.n_layers, 1);
+    ffn_.SetDense(false);
   }
   if (logits_out) {
     if (plan.output && (host_layers || plan.n_layers == 0)) {
@@ -545,6 +552,7 @@ Status Engine::ForwardDeviceToken(int seq, int32_t token, float* logits_out) {
   }
   // Only a finished token counts: a failed one runs again whole.
   SeqTokens(seq)[pos] = token;
+  token_dense_[static_cast<size_t>(seq) * n_ctx_ + pos] = dense;
   ++SeqPast(seq);
   return Status::Ok();
 }
@@ -574,7 +582,8 @@ Status Engine::RecoverDevice() {
     const int32_t* tokens = SeqTokens(seq);
     for (int pos = 0; pos < SeqPast(seq) && replayed.ok(); ++pos, ++replayed_tokens) {
       EmbedToken(m, tokens[pos], h_.data());
-      replayed = RunDeviceLayers(seq, pos, nullptr, nullptr);
+      replayed = RunDeviceLayers(seq, pos, token_dense_[static_cast<size_t>(seq) * n_ctx_ + pos],
+                                 nullptr, nullptr);
     }
   }
   last_ffn_neurons_ = neurons;

@@ -234,16 +234,18 @@ class Engine {
   // One token of sequence seq at its next position through the device's
   // layers, then the host's; logits_out null: only the KV caches matter.
   // Advances the sequence (and records the token) only when it succeeds.
-  Status ForwardDeviceToken(int seq, int32_t token, float* logits_out);
+  // `dense`: a prompt's token (one of a run of several), which runs dense
+  // as a prompt batch does without a device (--sparse cats' thresholds off).
+  Status ForwardDeviceToken(int seq, int32_t token, bool dense, float* logits_out);
   // ForwardDeviceToken, and when the device fails, Recover() and the token
   // again once.
-  Status DeviceToken(int seq, int32_t token, float* logits_out);
+  Status DeviceToken(int seq, int32_t token, bool dense, float* logits_out);
   // EvalBatch's rows (validated) with a device: one at a time.
   Status DeviceBatch(const BatchRow* rows, int n);
   // The device's layers for the embedding row in h_ at `pos` of sequence
   // seq, their cold parts computed here; then h (h_out) or the logits come
   // back, or nothing.
-  Status RunDeviceLayers(int seq, int pos, float* h_out, float* logits_out);
+  Status RunDeviceLayers(int seq, int pos, bool dense, float* h_out, float* logits_out);
   void NoteDeviceFailure(const Status& s);
   KvCache* SeqCache(int seq) { return seq == 0 ? &cache_ : &extra_caches_[seq - 1]; }
   int32_t* SeqTokens(int seq) { return tokens_.data() + static_cast<size_t>(seq) * n_ctx_; }
@@ -305,7 +307,8 @@ class Engine {
   bool device_lost_ = false;  // failed and not yet brought back
   int64_t device_failures_ = 0, device_recoveries_ = 0;
   std::string device_error_;
-  std::vector<int32_t> tokens_;  // [n_seq][n_ctx] the sequences' tokens (a device's replay)
+  std::vector<int32_t> tokens_;       // [n_seq][n_ctx] the sequences' tokens (a device's replay)
+  std::vector<uint8_t> token_dense_;  // [n_seq][n_ctx] 1: the device ran it dense (the replay's)
   // [n_layer + 1][cold, hot]: ffn_computed()'s counts, layer -1 first.
   std::unique_ptr<std::atomic<int64_t>[]> computed_;
   std::vector<float> h_;        // [n_batch, n_embd] residual stream

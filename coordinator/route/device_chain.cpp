@@ -16,6 +16,7 @@ Status DeviceChain::Init(const LlamaModel& model, std::vector<DeviceBackend*> me
   plan_.cache_type_v = p0.cache_type_v;
   plan_.mode = p0.mode;
   plan_.threshold = p0.threshold;
+  plan_.gate_thresholds = p0.gate_thresholds;
   runs_.clear();
   head_ = -1;
   name_.clear();
@@ -42,9 +43,9 @@ Status DeviceChain::Init(const LlamaModel& model, std::vector<DeviceBackend*> me
       head_ = static_cast<int>(k);
     }
     if (p.cache_type_k != plan_.cache_type_k || p.cache_type_v != plan_.cache_type_v ||
-        p.mode != plan_.mode || p.threshold != plan_.threshold) {
-      return Status::Error("%s was loaded with other cache types or predictor settings",
-                           who.c_str());
+        p.mode != plan_.mode || p.threshold != plan_.threshold ||
+        p.gate_thresholds != plan_.gate_thresholds) {
+      return Status::Error("%s was loaded with other cache types or sparse settings", who.c_str());
     }
     plan_.n_ctx = std::min(plan_.n_ctx, p.n_ctx);
     plan_.n_seq = std::min(plan_.n_seq, p.n_seq);
@@ -62,12 +63,13 @@ Status DeviceChain::Fail(int k, const Status& s) {
   return s;
 }
 
-void DeviceChain::BeginToken(const float* h, int seq, int pos) {
+void DeviceChain::BeginToken(const float* h, int seq, int pos, bool dense) {
   seq_ = seq;
   pos_ = pos;
+  dense_ = dense;
   current_ = 0;
   fired_ = 0;
-  if (!runs_.empty()) members_[runs_[0]]->BeginToken(h, seq, pos);
+  if (!runs_.empty()) members_[runs_[0]]->BeginToken(h, seq, pos, dense);
 }
 
 Status DeviceChain::NextMember() {
@@ -77,7 +79,7 @@ Status DeviceChain::NextMember() {
   if (!s.ok()) return Fail(k, s);
   fired_ += fired;
   ++current_;
-  members_[runs_[current_]]->BeginToken(h_.data(), seq_, pos_);
+  members_[runs_[current_]]->BeginToken(h_.data(), seq_, pos_, dense_);
   return Status::Ok();
 }
 

@@ -44,7 +44,7 @@ class DeviceChain : public DeviceBackend {
   // The union: layers [0, end), every member's hot neurons.
   const DevicePlan& plan() const override { return plan_; }
 
-  void BeginToken(const float* h, int seq, int pos) override;
+  void BeginToken(const float* h, int seq, int pos, bool dense) override;
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;
@@ -69,6 +69,7 @@ class DeviceChain : public DeviceBackend {
   DevicePlan plan_;
   std::string name_;
   std::vector<float> h_;  // [n_embd] the residual between members
+  bool dense_ = false;
   int seq_ = 0, pos_ = 0;
   int current_ = 0;  // index into runs_ of the member running the token
   int64_t fired_ = 0;

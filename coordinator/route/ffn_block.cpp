@@ -74,7 +74,7 @@ Status FfnBlock::InitHotShard(const std::vector<std::vector<int32_t>>& hot_ids, 
 }
 
 bool FfnBlock::SparseStepApplies(const LlamaLayer& layer, int batch) const {
-  if (batch != 1) return false;
+  if (batch != 1 || dense_steps_) return false;
   // InitHotShard / InitColdShards checked support.
   if (hot_shard_ || !router_.empty()) return true;
   if (mode_ == SparseMode::kOff || !layer.ffn_down_t.present()) return false;
@@ -205,7 +205,8 @@ void FfnBlock::FinishHotShard(int il, int n, bool started, float* y, ThreadPool*
 void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* y,
                            ThreadPool* pool) {
   const LlamaLayer& layer = model_->layers[il];
-  if (!layer.ffn_down_t.present() || !FfnIsReluFamily(c_.activation)) {
+  if (!layer.ffn_down_t.present() ||
+      (!FfnIsReluFamily(c_.activation) && !UsesGateThresholds(mode_))) {
     DenseNormed(layer, 1, x, y, pool);  // nothing is hot: InitColdPart needs a sparse model
     return;
   }
@@ -222,6 +223,10 @@ void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* 
   } else if (!cold_ids_.empty()) {
     ids = cold_ids_[il].data();
     n = static_cast<int64_t>(cold_ids_[il].size());
+  }
+  if (dense_steps_) {  // a prompt's token: every cold neuron, here, as a prompt batch runs
+    LocalRows(il, 1, &ids, &n, x, y, pool);
+    return;
   }
   ComputeRows(il, 1, &ids, &n, x, y, pool);
 }
@@ -251,8 +256,8 @@ void FfnBlock::LocalRows(int il, int n, const int32_t* const* ids, const int64_t
     activations_ = act;
   }
   NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
-  if (!gate_thresholds_.empty()) rows.threshold = gate_thresholds_[il];
-  if (!input_thresholds_.empty() && layer.ffn_gate_t.present()) {
+  if (!gate_thresholds_.empty() && !dense_steps_) rows.threshold = gate_thresholds_[il];
+  if (!input_thresholds_.empty() && layer.ffn_gate_t.present() && !dense_steps_) {
     // --sparse teal: each row's gate from the columns of its kept entries.
     const int64_t d = c_.n_embd, ff = c_.n_ff;
     for (int b = 0; b < n; ++b) {

@@ -58,6 +58,11 @@ class FfnBlock {
   // FFN input must exceed for the gate to read its column (the layer's
   // ffn_gate_t, weight_transpose.h), in the sparse steps of this process.
   void InitInputThresholds(std::vector<float> thresholds);
+  // Until called again with false, every step runs as a prompt batch does:
+  // dense, or with a split (ForwardCold) over all its cold neurons, here,
+  // with no thresholds — a prompt's tokens, which the device path runs one
+  // at a time.
+  void SetDense(bool dense) { dense_steps_ = dense; }
   // Entries of the thresholded FFN inputs kept and seen since the last reset.
   int64_t inputs_kept() const { return columns_.entries_kept(); }
   int64_t inputs_seen() const { return columns_.entries_seen(); }
@@ -95,8 +100,9 @@ class FfnBlock {
   // The host's part of a layer whose attention and hot neurons run on a
   // device: y[n_embd] += the FFN over the layer's cold neurons for the
   // already normed input x — those the device's predictor picked (`mask`,
-  // bit i = neuron i; device_backend.h) or, without a mask, all of them —
-  // or over every neuron, dense, when the model cannot skip neurons.
+  // bit i = neuron i; device_backend.h) or, without a mask, all of them,
+  // passing kCats' gate threshold unless SetDense — or over every neuron,
+  // dense, when the model cannot skip neurons.
   void ForwardCold(int il, const float* x, const uint32_t* mask, float* y, ThreadPool* pool);
 
   // h: [batch, n_embd] for layer `il`, updated in place.
@@ -169,6 +175,7 @@ class FfnBlock {
   const LlamaModel* model_ = nullptr;
   LlamaConfig c_;
   SparseMode mode_ = SparseMode::kOff;
+  bool dense_steps_ = false;  // SetDense
   int64_t last_hot_ = 0, last_cold_ = 0, last_gate_rows_ = 0;
   Predictor predictor_;
   float threshold_ = 0.0f;

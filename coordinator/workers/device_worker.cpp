@@ -43,10 +43,10 @@ Status DeviceWorker::Recover() {
   return Open();
 }
 
-void DeviceWorker::BeginToken(const float* h, int seq, int pos) {
+void DeviceWorker::BeginToken(const float* h, int seq, int pos, bool dense) {
   uint8_t* slot = link_->request(DeviceRequestBytes(layout_.n_embd));
-  WriteDeviceRequest(++step_id_, StepKind::kBegin, seq, pos, 0, layout_.n_embd, DeviceOut::kNothing,
-                     slot);
+  WriteDeviceRequest(++step_id_, StepKind::kBegin, seq, pos, dense, 0, layout_.n_embd,
+                     DeviceOut::kNothing, slot);
   memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
   pending_ = true;
 }
@@ -82,8 +82,8 @@ Status DeviceWorker::RunLayer(int il, ColdStep* cold) {
   }
   // y goes straight into the next request's payload: the sum is written once.
   uint8_t* slot = link_->request(DeviceRequestBytes(layout_.n_embd));
-  WriteDeviceRequest(++step_id_, StepKind::kResume, 0, 0, il, layout_.n_embd, DeviceOut::kNothing,
-                     slot);
+  WriteDeviceRequest(++step_id_, StepKind::kResume, 0, 0, false, il, layout_.n_embd,
+                     DeviceOut::kNothing, slot);
   float* y = DeviceRequestPayload(slot);
   memset(y, 0, sizeof(float) * layout_.n_embd);
   pending_ = true;
@@ -110,8 +110,8 @@ Status DeviceWorker::FinishToken(float* h_out, float* logits, int64_t* hot_fired
 
 Status DeviceWorker::Head(const float* h, float* logits) {
   uint8_t* slot = link_->request(DeviceRequestBytes(layout_.n_embd));
-  WriteDeviceRequest(++step_id_, StepKind::kHead, 0, 0, 0, layout_.n_embd, DeviceOut::kLogits,
-                     slot);
+  WriteDeviceRequest(++step_id_, StepKind::kHead, 0, 0, false, 0, layout_.n_embd,
+                     DeviceOut::kLogits, slot);
   memcpy(DeviceRequestPayload(slot), h, sizeof(float) * layout_.n_embd);
   DeviceReply reply;
   PI_RETURN_IF_ERROR(Exchange(DeviceOut::kLogits, &reply));

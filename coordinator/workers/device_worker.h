@@ -6,7 +6,7 @@
 // (gpu_worker/device_shard.h). The engine drives it as it drives a GPU in
 // its own process:
 //
-//   BeginToken         writes kBegin (pos, h) into the link's request
+//   BeginToken         writes kBegin (pos, dense, h) into the link's request
 //   RunLayer(il)       a layer without a cold part: nothing (the worker runs
 //                      on); with one: sends what is pending, returns x (and
 //                      the mask) in place in the reply, and y in place in
@@ -59,7 +59,7 @@ class DeviceWorker : public DeviceBackend {
   Status Load(const LlamaModel& model, const DevicePlan& plan) override;
   const DevicePlan& plan() const override { return plan_; }
 
-  void BeginToken(const float* h, int seq, int pos) override;
+  void BeginToken(const float* h, int seq, int pos, bool dense) override;
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;

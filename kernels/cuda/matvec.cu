@@ -32,12 +32,29 @@ struct Args {
   const float* gate;
   int32_t* fired;
   Epilogue epilogue;
+  ActForm act_form;
+  const float* threshold;
+  bool drelu;
 };
 
-// Rows whose gate did not fire are neither read nor computed: act = 0.
+// Rows whose gate did not fire (or was not kept) are neither read nor
+// computed: act = 0.
 __device__ __forceinline__ bool SkipsRow(const Args& a, int64_t row) {
+  if (a.epilogue == Epilogue::kGateUp) return a.gate[row] == 0.0f;
   return (a.epilogue == Epilogue::kReluGateUp || a.epilogue == Epilogue::kDReluGateUp) &&
          !(a.gate[row] > 0.0f);
+}
+
+// act(g) as the CPU's ActivatedGate computes it (gate_activation.h).
+__device__ __forceinline__ float Activated(ActForm f, float g) {
+  switch (f) {
+    case ActForm::kSilu:
+      return g / (1.0f + expf(-g));
+    case ActForm::kGelu:
+      return 0.5f * g * (1.0f + tanhf(0.7978845608028654f * g * (1.0f + 0.044715f * g * g)));
+    default:
+      return g > 0.0f ? g : 0.0f;
+  }
 }
 
 // The row this warp computes: false when it has none, or when its gate did
@@ -73,6 +90,14 @@ __device__ __forceinline__ void Finish(const Args& a, int64_t row, float dot) {
       break;
     case Epilogue::kReluFired:
       act = dot > 0.0f ? dot : 0.0f;
+      break;
+    case Epilogue::kActThreshold: {
+      const float g = Activated(a.act_form, dot);
+      act = fabsf(g) > *a.threshold ? g : 0.0f;
+      break;
+    }
+    case Epilogue::kGateUp:
+      act = a.drelu && !(dot > 0.0f) ? 0.0f : a.gate[row] * dot;
       break;
   }
   a.y[row] = act;
@@ -300,9 +325,12 @@ bool EnqueueMatVec(const DeviceMatrix& w, const DeviceVector& x, const MatVecOut
                     " values for " + std::to_string(w.cols) + " columns, or no Q8_0 copy)",
                 error);
   }
-  const bool gated =
-      out.epilogue == Epilogue::kReluGateUp || out.epilogue == Epilogue::kDReluGateUp;
+  const bool gated = out.epilogue == Epilogue::kReluGateUp ||
+                     out.epilogue == Epilogue::kDReluGateUp || out.epilogue == Epilogue::kGateUp;
   if (gated && !out.gate) return Fail("cuda::EnqueueMatVec: gated epilogue without a gate", error);
+  if (out.epilogue == Epilogue::kActThreshold && !out.threshold) {
+    return Fail("cuda::EnqueueMatVec: a threshold epilogue without its threshold", error);
+  }
   if (w.rows == 0) return true;
   Args a;
   a.w = static_cast<const uint8_t*>(w.data);
@@ -317,6 +345,9 @@ bool EnqueueMatVec(const DeviceMatrix& w, const DeviceVector& x, const MatVecOut
   a.gate = out.gate;
   a.fired = out.fired;
   a.epilogue = out.epilogue;
+  a.act_form = out.act_form;
+  a.threshold = out.threshold;
+  a.drelu = out.drelu;
   if (IsQuantized(w.type)) {
     a.row_bytes = w.cols / 32 * PackedQuantBytes(w.type);
     a.scales = reinterpret_cast<const __half*>(a.w + PackedScalesOffset(w.type, w.rows, w.cols));

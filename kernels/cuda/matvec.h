@@ -68,13 +68,25 @@ enum class Epilogue {
   kReluGateUp,   // y[r] = g > 0 ? g * dot : 0
   kDReluGateUp,  // y[r] = g > 0 && dot > 0 ? g * dot : 0
   kReluFired,    // y[r] = max(dot, 0), counted (ungated: falcon's relu(up))
+  // --sparse cats (a gate threshold t = *threshold, read when the kernel
+  // runs): the gate's activation a = act(dot) (act_form), kept when |a| > t
+  // — counted when `fired` is set (ungated: it is the whole activation) —
+  // then the up projection for the rows it kept.
+  kActThreshold,  // y[r] = |a| > t ? a : 0
+  kGateUp,        // y[r] = g != 0 ? g * dot : 0;  with drelu: g != 0 && dot > 0
 };
+
+// The activation kActThreshold applies.
+enum class ActForm { kRelu, kSilu, kGelu };
 
 struct MatVecOut {
   float* y = nullptr;  // [rows]
   Epilogue epilogue = Epilogue::kStore;
-  const float* gate = nullptr;  // kReluGateUp, kDReluGateUp: [rows]
-  int32_t* fired = nullptr;     // kRelu*GateUp, kReluFired: incremented per nonzero act
+  const float* gate = nullptr;  // kReluGateUp, kDReluGateUp, kGateUp: [rows]
+  int32_t* fired = nullptr;     // kRelu*GateUp, kReluFired, kGateUp, kActThreshold: nonzero acts
+  ActForm act_form = ActForm::kRelu;  // kActThreshold
+  const float* threshold = nullptr;   // kActThreshold: a device pointer to t
+  bool drelu = false;                 // kGateUp: relu(up) too (bamboo's form)
 };
 
 // Whether a matrix of this type and row length can be multiplied (packed

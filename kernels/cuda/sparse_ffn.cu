@@ -273,13 +273,18 @@ int64_t HotFfnScratchFloats(int64_t rows, int64_t cols) {
   return 2 * Round4(rows) + NumChunks(rows) * cols;
 }
 
-bool EnqueueHotFfn(const HotLayer& l, HotActivation act, const DeviceVector& x, float* y,
-                   bool accumulate, int32_t* fired, float* scratch, void* stream,
-                   std::string* error) {
-  const bool gated = act != HotActivation::kReluUp;
-  if (act != HotActivation::kRelu && act != HotActivation::kDRelu &&
-      act != HotActivation::kReluUp) {
+bool EnqueueHotFfn(const HotLayer& l, HotActivation act, const float* threshold,
+                   const DeviceVector& x, float* y, bool accumulate, int32_t* fired, float* scratch,
+                   void* stream, std::string* error) {
+  const bool gated = act != HotActivation::kReluUp && act != HotActivation::kGeluUp;
+  const bool relu_form =
+      act == HotActivation::kRelu || act == HotActivation::kDRelu || act == HotActivation::kReluUp;
+  if (!relu_form && act != HotActivation::kSilu && act != HotActivation::kGelu &&
+      act != HotActivation::kGeluUp) {
     return Fail("unknown activation form", error);
+  }
+  if (!relu_form && !threshold) {
+    return Fail("a SiLU or GELU FFN's hot neurons need a gate threshold (--sparse cats)", error);
   }
   const int64_t rows = l.rows(), cols = l.cols();
   for (const DeviceMatrix* m : {&l.gate, &l.up, &l.down_t}) {
@@ -309,14 +314,23 @@ bool EnqueueHotFfn(const HotLayer& l, HotActivation act, const DeviceVector& x, 
   float* act_j = scratch + Round4(rows);
   float* partial = act_j + Round4(rows);
   MatVecOut out;
+  out.threshold = threshold;
+  out.act_form = act == HotActivation::kSilu                                    ? ActForm::kSilu
+                 : act == HotActivation::kGelu || act == HotActivation::kGeluUp ? ActForm::kGelu
+                                                                                : ActForm::kRelu;
   if (gated) {
     out.y = g;
-    out.epilogue = Epilogue::kStore;
+    out.epilogue = threshold ? Epilogue::kActThreshold : Epilogue::kStore;
     if (!EnqueueMatVec(l.gate, x, out, stream, error)) return false;
     out.gate = g;
-    out.epilogue = act == HotActivation::kRelu ? Epilogue::kReluGateUp : Epilogue::kDReluGateUp;
+    if (threshold) {
+      out.epilogue = Epilogue::kGateUp;
+      out.drelu = act == HotActivation::kDRelu;
+    } else {
+      out.epilogue = act == HotActivation::kRelu ? Epilogue::kReluGateUp : Epilogue::kDReluGateUp;
+    }
   } else {
-    out.epilogue = Epilogue::kReluFired;
+    out.epilogue = threshold ? Epilogue::kActThreshold : Epilogue::kReluFired;
   }
   out.y = act_j;
   out.fired = fired;

@@ -8,6 +8,14 @@
 //   y     = sum_j act_j * down_t[j]                 (y overwritten, or added to)
 //   *fired += #{ j : act_j != 0 }
 //
+// With a gate threshold t (--sparse cats), any form: a_j = act(gate_j . x)
+// (ungated: act(up_j . x)), and neuron j is computed only when |a_j| > t:
+//
+//   act_j = |a_j| > t ? a_j * (up_j . x) : 0       kRelu, kSilu, kGelu
+//   act_j = |a_j| > t ? a_j * relu(up_j . x) : 0   kDRelu
+//   act_j = |a_j| > t ? a_j : 0                     kReluUp, kGeluUp
+//
+// SiLU and GELU forms (not sparse by themselves) take only that form.
 // Three steps: the gate products (matvec.h), the up products only for rows
 // whose gate fired (the same kernel, told to skip the others), then down_t
 // over the rows that fired. A neuron whose gate is silent costs one gate row.
@@ -31,6 +39,9 @@ enum class HotActivation {
   kRelu,    // relu(gate . x) * up . x
   kDRelu,   // relu(gate . x) * relu(up . x)
   kReluUp,  // relu(up . x): ungated (falcon); the gate rows are not read
+  kSilu,    // silu(gate . x) * up . x          (a threshold only)
+  kGelu,    // gelu(gate . x) * up . x          (tanh form; a threshold only)
+  kGeluUp,  // gelu(up . x): ungated             (a threshold only)
 };
 
 // One layer's hot rows in device memory: all three `rows` x n_embd (gate
@@ -57,12 +68,15 @@ int64_t HotFfnScratchFloats(int64_t rows, int64_t cols);
 // = (accumulate ? y + : ) the hot partial sum for x, and *fired incremented
 // by the neurons with act != 0 (the caller clears it). x must carry its
 // Q8_0 copy when a matrix is quantized. y, fired and scratch
-// (HotFfnScratchFloats floats, 16-byte aligned) are device pointers.
+// (HotFfnScratchFloats floats, 16-byte aligned) are device pointers, as is
+// `threshold` (the gate threshold t, read when the kernels run: a captured
+// graph sees its current value), or null for none.
 // Returns false with *error set on an unsupported type or shape, a
-// misaligned pointer or a launch error.
-bool EnqueueHotFfn(const HotLayer& layer, HotActivation act, const DeviceVector& x, float* y,
-                   bool accumulate, int32_t* fired, float* scratch, void* stream,
-                   std::string* error);
+// misaligned pointer, a SiLU or GELU form without a threshold or a launch
+// error.
+bool EnqueueHotFfn(const HotLayer& layer, HotActivation act, const float* threshold,
+                   const DeviceVector& x, float* y, bool accumulate, int32_t* fired, float* scratch,
+                   void* stream, std::string* error);
 
 }  // namespace cuda
 }  // namespace pi

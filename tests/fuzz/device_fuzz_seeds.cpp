@@ -17,7 +17,8 @@ namespace {
 std::vector<uint8_t> Request(uint64_t id, pi::StepKind op, int pos, int layer, int n_embd,
                              pi::DeviceOut out) {
   std::vector<uint8_t> m(pi::DeviceRequestBytes(n_embd));
-  pi::WriteDeviceRequest(id, op, 0, pos, layer, n_embd, out, m.data());
+  pi::WriteDeviceRequest(id, op, 0, pos, op == pi::StepKind::kBegin && pos % 2 == 1, layer, n_embd,
+                         out, m.data());
   float* x = pi::DeviceRequestPayload(m.data());
   for (int i = 0; i < n_embd; ++i) x[i] = static_cast<float>((i * 37) % 11) * 0.1f - 0.5f;
   return m;

@@ -10,7 +10,8 @@ etc.), skipping the GPU tests, sanitizers and CUDA benchmarks, and checks
 what it leaves in OUT_DIR against the device run's plan: it exits 0 saying
 all checks passed; each sweep file holds one json row per run it names
 (CPU-only dense and oracle, seven budgets; 2G on random ids; one and two
-workers at two budgets; predictor mode CPU only and at three budgets), every
+workers at two budgets; predictor mode CPU only and at three budgets; a SiLU
+model's CPU-only dense and cats and cats at four budgets), every
 split row on the host backend (budget 0: none) with the budget asked for — the chained rows
 with two devices of half — and q8_0 predictors trained (their calibration
 table); summary.md has a line per row, naming each chain's per-device budgets.
@@ -78,6 +79,12 @@ def main():
                       [[2 * GIB]])
         gpus = rows_of(os.path.join(out, "sweep_gpus.jsonl"))
         check_budgets("sweep_gpus.jsonl", gpus, [[2 * GIB], [GIB, GIB], [8 * GIB], [4 * GIB, 4 * GIB]])
+        # The SiLU model under --sparse cats: CPU-only dense and cats, then four budgets.
+        cats = rows_of(os.path.join(out, "sweep_cats.jsonl"))
+        check_budgets("sweep_cats.jsonl", cats,
+                      [None, None] + [[b] for b in (GIB, 2 * GIB, 3 * GIB, 8 * GIB)])
+        if [x["sparse"] for x in cats] != ["off", "cats@0.5"] + ["cats@0.5+gpu"] * 4:
+            fail(f"sweep_cats.jsonl modes {[x['sparse'] for x in cats]}")
         pred = rows_of(os.path.join(out, "sweep_predictor.jsonl"))
         check_budgets("sweep_predictor.jsonl", pred, [None, [2 * GIB], [2256 * MIB], [2816 * MIB]])
         if any(not x["sparse"].startswith("predictor") for x in pred):
@@ -89,7 +96,7 @@ def main():
             fail(f"no q8_0 predictors and their calibration table:\n{train}")
         with open(os.path.join(out, "summary.md")) as f:
             table = [l for l in f.read().splitlines() if l.startswith("| sweep")]
-        n_rows = len(sweep) + 1 + len(gpus) + len(pred)
+        n_rows = len(sweep) + 1 + len(gpus) + len(pred) + len(cats)
         if len(table) != n_rows:
             fail(f"summary.md: {len(table)} lines for {n_rows} rows")
         chains = [l for l in table if "| 1.00G+1.00G |" in l or "| 4.00G+4.00G |" in l]
