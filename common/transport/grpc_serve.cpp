@@ -95,6 +95,7 @@ class WorkerService final : public v1::Worker::Service {
       plan.threshold = d.threshold();
       plan.n_seq = d.n_seq();  // 0 when unset: refused by the hello's check
       plan.hot = std::move(owned);
+      plan.gate_thresholds.assign(in->gate_thresholds().begin(), in->gate_thresholds().end());
       hello = WriteDeviceHello(in->model_fingerprint(), plan);  // its scalars checked there
     } else {
       hello = WriteHello(in->model_fingerprint(), in->max_batch(), owned,

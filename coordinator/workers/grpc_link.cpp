@@ -30,6 +30,9 @@ v1::HelloRequest HelloRequestOf(const WorkerHello& h) {
     d->set_mode(static_cast<int32_t>(plan->mode));
     d->set_threshold(plan->threshold);
     d->set_n_seq(plan->n_seq);
+    // --sparse cats: the device's thresholds ride the shard's field.
+    hello.mutable_gate_thresholds()->Add(plan->gate_thresholds.begin(),
+                                         plan->gate_thresholds.end());
   }
   return hello;
 }
