@@ -280,10 +280,8 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   if (e->cpu_workers_auto) {
     // Remote workers given: the cold neurons go there; else one local worker.
     std::string why;
-    const bool cats = e->opt.sparse == SparseMode::kCats;
-    if (teal) why = "--sparse teal runs in one process";
-    e->cpu_workers =
-        e->remote_workers.empty() && !teal && SupportsNeuronSplit(model, cats, &why) ? 1 : 0;
+    const bool cats = UsesGateThresholds(e->opt.sparse);
+    e->cpu_workers = e->remote_workers.empty() && SupportsNeuronSplit(model, cats, &why) ? 1 : 0;
     if (e->cpu_workers == 0 && e->remote_workers.empty()) {
       fprintf(stderr, "%s: no cpu worker: the FFN runs in this process (%s)\n", tool, why.c_str());
     }
@@ -297,7 +295,7 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   }
   if (e->gpu_worker && !out->split.hot.empty()) {
     PI_RETURN_IF_ERROR(
-        StartGpuWorker(tool, topology, model, out->split.hot, e->opt.gate_thresholds, &w));
+        StartGpuWorker(tool, topology, model, out->split.hot, e->opt.gate_thresholds, teal, &w));
     e->opt.hot_shard = w.gpu_worker.get();
   }
   PI_RETURN_IF_ERROR(StartColdWorkers(tool, topology, model, e->opt, &w));

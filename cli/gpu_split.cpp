@@ -334,6 +334,12 @@ namespace {
 Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& flags, int n_ctx,
                bool device_path, std::string why, Placement plan, const std::string& plan_path,
                bool reused, GpuSplit* split, EngineOptions* options) {
+  if (device_path && options->sparse == SparseMode::kTeal) {
+    return Status::Unsupported(
+        "--sparse teal with a GPU's whole layers (the device path) is not built yet: "
+        "--ffn-backend host splits the hot neurons on the CPU (--sparse cats runs on the device "
+        "path)");
+  }
   if (device_path) {
     PI_RETURN_IF_ERROR(flags.gpus.empty()
                            ? SetUpDevice(tool, model, plan, n_ctx, flags, split, options)

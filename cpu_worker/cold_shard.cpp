@@ -45,6 +45,7 @@ void ColdShard::Start(const ShardStep& step) {
   const std::vector<int32_t>& owned = layout_.owned[step.layer];
   NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
   if (!layout_.gate_thresholds.empty()) rows.threshold = layout_.gate_thresholds[step.layer];
+  rows.gate_dots = step.gate_dots;
   const int32_t* ids = step.ids;
   for (int b = 0; b < step.batch; ++b) {
     if (step.row_n) {

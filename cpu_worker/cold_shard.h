@@ -36,6 +36,7 @@ class ColdShard : public Shard {
   const char* backend() const override { return "cpu"; }
   const std::vector<std::vector<int32_t>>& owned() const override { return layout_.owned; }
   int max_batch() const override { return layout_.max_batch; }
+  bool takes_gate_dots() const override { return true; }
   // Bytes of the model this shard reads: its neurons' gate, up and down_t rows.
   int64_t resident_bytes() const override { return resident_bytes_; }
   const ShardLayout& layout() const { return layout_; }

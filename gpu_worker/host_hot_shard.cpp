@@ -36,6 +36,8 @@ Status HostHotShard::Load(const LlamaModel& model, const std::vector<std::vector
   }
   owned_ = hot_ids;
   n_embd_ = c.n_embd;
+  n_ff_ = c.n_ff;
+  gate_dots_.assign(c.n_ff, 0.0f);
   ffn_.Init(c);
   y_.assign(static_cast<size_t>(kMaxBatch) * c.n_embd, 0.0f);
   return Status::Ok();
@@ -79,7 +81,13 @@ int64_t HostHotShard::Compute(const ShardStep& step, float* y) {
   std::memset(y, 0, sizeof(float) * step.batch * n_embd_);
   if (lr.ids.empty()) return 0;
   int64_t fired = 0;
+  const std::vector<int32_t>& hot = owned_[step.layer];
   for (int b = 0; b < step.batch; ++b) {
+    if (step.gate_dots) {  // --sparse teal: the host's dots, by compact row
+      const float* row = step.gate_dots + static_cast<size_t>(b) * n_ff_;
+      for (size_t j = 0; j < hot.size(); ++j) gate_dots_[j] = row[hot[j]];
+      nr.gate_dots = gate_dots_.data();
+    }
     fired += ffn_.Accumulate(nr, lr.ids.data(), static_cast<int64_t>(lr.ids.size()),
                              step.x + b * n_embd_, y + b * n_embd_, pool_.get());
   }

@@ -42,6 +42,7 @@ class HostHotShard : public Shard {
   const char* backend() const override { return "host"; }
   const std::vector<std::vector<int32_t>>& owned() const override { return owned_; }
   int max_batch() const override { return kMaxBatch; }
+  bool takes_gate_dots() const override { return true; }
   // Bytes of gathered rows held (what the CUDA shard puts in VRAM).
   int64_t resident_bytes() const override { return resident_bytes_; }
   void Start(const ShardStep& step) override;
@@ -60,7 +61,8 @@ class HostHotShard : public Shard {
   std::vector<LayerRows> layers_;
   std::vector<std::vector<int32_t>> owned_;
   std::vector<float> gate_thresholds_;  // [n_layer] or empty
-  int64_t n_embd_ = 0;
+  int64_t n_embd_ = 0, n_ff_ = 0;
+  std::vector<float> gate_dots_;  // [n_ff] a row's given dots by compact row (--sparse teal)
   NeuronFfn ffn_;
   std::unique_ptr<ThreadPool> pool_;
   int64_t resident_bytes_ = 0;

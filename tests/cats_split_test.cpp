@@ -4,7 +4,9 @@
 // neurons computed here meanwhile. Each decode equals the one-process cats
 // engine: logits within 1e-4 of the largest and the same neurons computed;
 // a hot shard opened without the thresholds computes others (the check can
-// fail).
+// fail). --sparse teal too: the host computes every neuron's gate from the
+// thresholded input and the shards take their neurons' dots (a worker opened
+// without them is refused).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/model/weight_transpose.h"
 #include "common/offline/synthetic_model.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/workers/local_workers.h"
@@ -65,7 +68,8 @@ class CatsSplitTest : public ::testing::Test {
   };
   // 16 decode steps after a 3-token prompt; kill_at: SIGKILL that worker's
   // process before that step.
-  Run Decode(const EngineOptions& opt, RemoteShard* victim = nullptr, int kill_at = -1) {
+  Run Decode(const EngineOptions& opt, RemoteShard* victim = nullptr, int kill_at = -1,
+             double* kept = nullptr) {
     Run r;
     std::unique_ptr<Engine> e;
     const Status s = Engine::Create(&model_, opt, &e);
@@ -79,6 +83,7 @@ class CatsSplitTest : public ::testing::Test {
       r.logits.insert(r.logits.end(), e->logits(), e->logits() + e->n_vocab());
       r.neurons += e->last_ffn_neurons();
     }
+    if (kept) *kept = e->input_kept_share();
     return r;
   }
   // The largest |logit| difference against the reference, relative.
@@ -91,13 +96,14 @@ class CatsSplitTest : public ::testing::Test {
     }
     return worst / scale;
   }
-  std::unique_ptr<RemoteShard> Worker(const std::vector<std::vector<int32_t>>& owned) {
+  std::unique_ptr<RemoteShard> Worker(const std::vector<std::vector<int32_t>>& owned,
+                                      bool gate_dots = false) {
     WorkerProcessOptions o;
     o.binary = std::string(PI_BINARY_DIR) + "/bin/pi-cpu-worker";
     o.model_path = path_;
     o.n_threads = 1;
     auto w = std::make_unique<RemoteShard>(NewShmLink(o), RemoteShardOptions{});
-    const Status s = w->Open(model_, owned, thresholds_);
+    const Status s = w->Open(model_, owned, thresholds_, gate_dots);
     EXPECT_TRUE(s.ok()) << s.message();
     return w;
   }
@@ -173,6 +179,45 @@ TEST_F(CatsSplitTest, HellosRefuseThresholdsThatAreNotOnePerLayerOrNotFinite) {
   // A SiLU model's neurons go to workers only with thresholds.
   RemoteShard none(NewShmLink(o), RemoteShardOptions{});
   EXPECT_THAT(none.Open(model_, owned).message(), ::testing::HasSubstr("silu"));
+}
+
+TEST_F(CatsSplitTest, TealThroughTheHotShardAndWorkersGivesTheOneProcessAnswer) {
+  ThreadPool pool(1);
+  int64_t bytes = 0;
+  ASSERT_TRUE(AddTransposedCopies(&model_, &pool, &bytes).ok());
+  EngineOptions opt = Options();
+  opt.sparse = SparseMode::kTeal;
+  // About half of each input's entries (the normed inputs' |x| spread
+  // around 1; the heads' output is smaller).
+  const float levels[kProjectionInputs] = {0.6f, 0.1f, 0.6f};
+  for (int k = 0; k < kProjectionInputs; ++k) opt.input_thresholds[k].assign(2, levels[k]);
+  double kept = 0;
+  reference_ = Decode(opt, nullptr, -1, &kept);
+  EXPECT_GT(kept, 0.2);
+  EXPECT_LT(kept, 0.8);
+  EXPECT_GT(reference_.neurons, 16 * 2 * 512 / 5);
+
+  HostHotShard hot(1);
+  ASSERT_TRUE(hot.Load(model_, hot_, thresholds_).ok());
+  opt.hot_shard = &hot;
+  std::vector<std::unique_ptr<RemoteShard>> workers;
+  for (const auto& owned : SplitColdNeurons(model_, opt, 2, 0.0)) {
+    workers.push_back(Worker(owned, /*gate_dots=*/true));
+    opt.cold_shards.push_back(workers.back().get());
+  }
+  workers[0]->set_step_timeout_ms(2000);
+  const Run split = Decode(opt, workers[0].get(), 5);  // its neurons here for a while
+  EXPECT_LT(Differs(split), 1e-4);
+  EXPECT_EQ(split.neurons, reference_.neurons);
+  EXPECT_GE(workers[0]->restarts(), 1);
+
+  // A worker that reads its own gate rows would decide from the whole input.
+  std::unique_ptr<RemoteShard> plain = Worker(SplitColdNeurons(model_, opt, 1, 0.0)[0]);
+  opt.cold_shards = {plain.get()};
+  std::unique_ptr<Engine> e;
+  const Status refused = Engine::Create(&model_, opt, &e);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("without its gate dots"));
 }
 
 }  // namespace

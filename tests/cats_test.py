@@ -65,14 +65,14 @@ def write_stats_subset(pigguf, r, path, suffixes):
     w.write()
 
 
-def check_split_configurations(tool, model, label, budget="900K", every=True):
+def check_split_configurations(tool, model, label, budget="900K", every=True, mode="cats"):
     """pi-run --sparse cats in one process, through cpu workers, with the hot neurons in this
     process and in a gpu worker process, and on the device path (the GPU's whole layers, the
     host backend standing in for it) here and in a gpu worker process with a cpu worker: the
     same tokens and the same neurons computed (every=False: one process against the worker
     processes only)."""
     base = ["-m", model, "-p", "In the beginning", "-n", "16", "--temp", "0", "--sparse",
-            "cats", "--json", "-t", "2", "-c", "128"]
+            mode, "--json", "-t", "2", "-c", "128"]
     runs = {}
     configurations = (("in process", []), ("cpu workers", ["--cpu-workers", "2"]),
                       ("hot neurons in this process", ["--vram-budget", budget,
@@ -85,13 +85,16 @@ def check_split_configurations(tool, model, label, budget="900K", every=True):
                       ("the device path in a gpu worker, a cpu worker",
                        ["--vram-budget", budget, "--host-device", "--gpu-worker",
                         "--cpu-workers", "1"]))
-    chosen = configurations if every else [configurations[i] for i in (0, 3, 5)]
+    if mode == "teal":  # no device path for teal
+        chosen = configurations[:4]
+    else:
+        chosen = configurations if every else [configurations[i] for i in (0, 3, 5)]
     for name, extra in chosen:
         p = run(tool("pi-run"), *base, *extra)
         r = json.loads(p.stdout) if p.returncode == 0 else {}
         runs[name] = (r.get("generated_tokens"), r.get("ffn_active"), r.get("gpu_fired_share"))
         if name == "in process":
-            check(p.returncode == 0, f"{label}: pi-run --sparse cats in process "
+            check(p.returncode == 0, f"{label}: pi-run --sparse {mode} in process "
                                      f"({last_line(p)!r})")
             continue
         check(p.returncode == 0 and runs[name][:2] == runs["in process"][:2]
@@ -185,11 +188,15 @@ def main():
               and p40 < p_teal <= 1.06 * off,
               f"--sparse teal 40 %: {ins:.1%} of the inputs' entries and {ffn:.1%} of the neurons "
               f"skipped, ppl {p_teal} (cats {p40:.3f}, dense {off:.3f}) ({last_line(p)!r})")
-        for extra in (["--cpu-workers", "1"], ["--vram-budget", "1M", "--ffn-backend", "host"]):
-            p = run(tool("pi-run"), "-m", silu_demo, "-p", "In", "-n", "2", "--sparse", "teal",
-                    *extra)
-            check(p.returncode != 0 and "--sparse teal runs in one process" in p.stderr,
-                  f"--sparse teal with {extra[0]}: refused ({last_line(p)!r})")
+        # Through the split and the workers: the host computes every neuron's gate from the
+        # thresholded input and the shards take their neurons' dots, so each configuration
+        # computes the neurons and tokens of one process; the device path is refused.
+        check_split_configurations(tool, silu_demo, "teal, the SiLU demo", budget="2M",
+                                   mode="teal")
+        p = run(tool("pi-run"), "-m", silu_demo, "-p", "In", "-n", "2", "--sparse", "teal",
+                "--vram-budget", "2M", "--host-device")
+        check(p.returncode != 0 and "device path" in p.stderr,
+              f"--sparse teal on the device path: refused ({last_line(p)!r})")
 
         # A ReLU model (the demo, ~91 % silent, its layers from 73 to 99 %): a target below
         # its own zeros skips just those (oracle's share); above them, the layers short of it

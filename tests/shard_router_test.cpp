@@ -128,7 +128,7 @@ TEST(ShardRouterTest, SplitsByOwnerAndAddsTheSumsInShardOrder) {
   std::vector<float> x(2 * f.n_embd, 0.5f), y(2 * f.n_embd, -1e8f);
   const int32_t* const* local = nullptr;
   const int64_t* local_n = nullptr;
-  const int64_t routed = router.Start(1, 2, ids, n_ids, x.data(), &local, &local_n);
+  const int64_t routed = router.Start(1, 2, ids, n_ids, x.data(), nullptr, &local, &local_n);
   // Each shard gets its own neurons of both rows, row by row; the rest stays here.
   EXPECT_EQ(a.layer, 1);
   EXPECT_EQ(a.ids, Cat(Where(f.row0, 1), Where(f.row1, 1)));
@@ -168,7 +168,7 @@ TEST(ShardRouterTest, AFailedShardsShareRunsHereAndItsNeuronsStayHereWhileItIsDo
   const int64_t* local_n = nullptr;
 
   a.fail_wait = true;
-  router.Start(0, 1, &ids, &n_ids, x.data(), &local, &local_n);
+  router.Start(0, 1, &ids, &n_ids, x.data(), nullptr, &local, &local_n);
   std::vector<float> y(f.n_embd, 0.0f), want(f.n_embd, 0.0f);
   router.Finish(0, 1, x.data(), y.data(), &neurons, &pool);
   // Shard a's share computed here, then b's sum added: in shard order.
@@ -189,7 +189,7 @@ TEST(ShardRouterTest, AFailedShardsShareRunsHereAndItsNeuronsStayHereWhileItIsDo
   // a's neurons are computed here with the unowned ones, in id order.
   a.fail_wait = false;
   const int a_starts = a.starts;
-  router.Start(0, 1, &ids, &n_ids, x.data(), &local, &local_n);
+  router.Start(0, 1, &ids, &n_ids, x.data(), nullptr, &local, &local_n);
   EXPECT_EQ(a.recover_calls, 1);
   EXPECT_EQ(a.starts, a_starts);
   std::vector<int32_t> here;
@@ -199,12 +199,12 @@ TEST(ShardRouterTest, AFailedShardsShareRunsHereAndItsNeuronsStayHereWhileItIsDo
   EXPECT_EQ(std::vector<int32_t>(local[0], local[0] + local_n[0]), here);
   router.Finish(0, 1, x.data(), y.data(), &neurons, &pool);
   // A failed Recover() waits 250 ms before the next: not tried at this step.
-  router.Start(0, 1, &ids, &n_ids, x.data(), &local, &local_n);
+  router.Start(0, 1, &ids, &n_ids, x.data(), nullptr, &local, &local_n);
   router.Finish(0, 1, x.data(), y.data(), &neurons, &pool);
   EXPECT_EQ(a.recover_calls, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   a.recover_ok = true;
-  router.Start(0, 1, &ids, &n_ids, x.data(), &local, &local_n);
+  router.Start(0, 1, &ids, &n_ids, x.data(), nullptr, &local, &local_n);
   EXPECT_EQ(a.recover_calls, 2);
   EXPECT_EQ(a.starts, a_starts + 1);  // back: its neurons go to it again
   EXPECT_EQ(std::vector<int32_t>(local[0], local[0] + local_n[0]), Where(f.row0, 0));

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -300,6 +301,44 @@ TEST_F(StepProtocolTest, HelloCarriesTheShardAndRefusesAnotherModel) {
   ShardLayout bad = layout_;
   bad.gate_thresholds = {0.1f, -1.0f};
   EXPECT_THAT(bad.Finish().message(), HasSubstr("layer 1's gate threshold -1"));
+  // --sparse teal's flag: the steps carry gate dots; no other flag exists.
+  EXPECT_FALSE(got.gate_dots);
+  std::vector<uint8_t> teal = WriteHello(fp, 4, layout_.owned, levels, true);
+  ASSERT_TRUE(ParseHello(teal.data(), teal.size(), fp, &got).ok());
+  EXPECT_TRUE(got.gate_dots);
+  teal[offsetof(HelloHeader, flags)] = 3;
+  EXPECT_THAT(ParseHello(teal.data(), teal.size(), fp, &got).message(), HasSubstr("flags 3"));
+}
+
+// A --sparse teal session's step carries one gate dot per candidate after the
+// ids (every owned neuron's with n_ids -1): sizes without them are refused.
+TEST_F(StepProtocolTest, TealStepsCarryTheirCandidatesGateDots) {
+  ShardLayout teal = layout_;
+  teal.gate_dots = true;
+  const int d = teal.n_embd;
+  std::vector<float> x(d, 0.5f);
+  const std::vector<int32_t> ids = {teal.owned[1][0], teal.owned[1][2]};
+  const int32_t row_n[1] = {2};
+  std::vector<uint8_t> m(StepRequestBytes(1, d, 2, 2));
+  float* gates = WriteStepRequest(7, 1, 1, d, x.data(), ids.data(), row_n, m.data());
+  ASSERT_EQ(reinterpret_cast<uint8_t*>(gates + 2), m.data() + m.size());
+  gates[0] = 1.5f;
+  gates[1] = -2.5f;
+  StepRequest r;
+  ASSERT_TRUE(ParseStepRequest(m.data(), m.size(), teal, &r).ok());
+  ASSERT_NE(r.gate_dots, nullptr);
+  EXPECT_EQ(r.gate_dots[0], 1.5f);
+  EXPECT_EQ(r.gate_dots[1], -2.5f);
+  EXPECT_THAT(ParseStepRequest(m.data(), m.size() - 8, teal, &r).message(),
+              HasSubstr("2 gate dots"));
+  // The plain session takes the message without them only.
+  EXPECT_THAT(ParseStepRequest(m.data(), m.size(), layout_, &r).message(),
+              HasSubstr("0 gate dots"));
+  std::vector<uint8_t> all(StepRequestBytes(1, d, -1, teal.owned[1].size()));
+  WriteStepRequest(8, 1, 1, d, x.data(), nullptr, nullptr, all.data());
+  ASSERT_TRUE(ParseStepRequest(all.data(), all.size(), teal, &r).ok());
+  EXPECT_EQ(r.gate_dots,
+            reinterpret_cast<const float*>(all.data() + all.size()) - teal.owned[1].size());
 }
 
 // Two threads as the two processes: every message arrives once, in order,

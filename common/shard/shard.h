@@ -40,6 +40,10 @@ struct ShardStep {
   // Where a shard that computes the sum itself writes it ([batch, n_embd]);
   // null: its own memory. A proxy returns its reply's memory either way.
   float* out = nullptr;
+  // --sparse teal: every neuron's gate dot for each row, [batch][n_ff] (the
+  // host's column-sparse product over the thresholded input), read instead
+  // of the shard's gate rows; null: the shard computes its own.
+  const float* gate_dots = nullptr;
   // Without the gate thresholds (--sparse cats): a prompt's token on the
   // device path (HostDeviceBackend's hot neurons). The host sends worker
   // shards no such step: a prompt's cold part runs in its own process.
@@ -55,6 +59,8 @@ class Shard {
   virtual const std::vector<std::vector<int32_t>>& owned() const = 0;
   // The most rows one step may carry.
   virtual int max_batch() const { return 1; }
+  // Whether steps may carry ShardStep::gate_dots (--sparse teal).
+  virtual bool takes_gate_dots() const { return false; }
   // Bytes of the shard's rows where it keeps them (host or device memory).
   virtual int64_t resident_bytes() const = 0;
 

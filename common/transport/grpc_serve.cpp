@@ -98,8 +98,9 @@ class WorkerService final : public v1::Worker::Service {
       plan.gate_thresholds.assign(in->gate_thresholds().begin(), in->gate_thresholds().end());
       hello = WriteDeviceHello(in->model_fingerprint(), plan);  // its scalars checked there
     } else {
-      hello = WriteHello(in->model_fingerprint(), in->max_batch(), owned,
-                         {in->gate_thresholds().begin(), in->gate_thresholds().end()});
+      hello =
+          WriteHello(in->model_fingerprint(), in->max_batch(), owned,
+                     {in->gate_thresholds().begin(), in->gate_thresholds().end()}, in->gate_dots());
     }
     // One hello at a time, and the session it replaces gone first: its
     // stream cancelled and its shard freed before this one's is made, so the

@@ -21,14 +21,14 @@ void Put(std::vector<uint8_t>* out, const void* data, size_t n) {
 std::vector<uint8_t> WriteHelloOfKind(uint32_t magic, uint64_t model_fingerprint, int max_batch,
                                       const void* prefix, size_t prefix_bytes,
                                       const std::vector<std::vector<int32_t>>& owned,
-                                      const std::vector<float>& thresholds) {
+                                      const std::vector<float>& thresholds, int32_t flags) {
   const HelloHeader h{magic,
                       kStepProtocolVersion,
                       model_fingerprint,
                       static_cast<int32_t>(owned.size()),
                       max_batch,
                       static_cast<int32_t>(thresholds.size()),
-                      0};
+                      flags};
   std::vector<uint8_t> out;
   Put(&out, &h, sizeof h);
   Put(&out, prefix, prefix_bytes);
@@ -41,9 +41,10 @@ std::vector<uint8_t> WriteHelloOfKind(uint32_t magic, uint64_t model_fingerprint
   return out;
 }
 
-// Checks the header (magic, version, fingerprint), copies the `prefix_bytes`
-// after it into `prefix`, and reads the id lists and thresholds behind them.
-Status ParseHelloOfKind(const uint8_t* data, size_t size, uint32_t magic,
+// Checks the header (magic, version, fingerprint; flags among `flags_ok`),
+// copies the `prefix_bytes` after it into `prefix`, and reads the id lists
+// and thresholds behind them.
+Status ParseHelloOfKind(const uint8_t* data, size_t size, uint32_t magic, int32_t flags_ok,
                         uint64_t model_fingerprint, void* prefix, size_t prefix_bytes,
                         HelloHeader* header, std::vector<std::vector<int32_t>>* owned,
                         std::vector<float>* thresholds) {
@@ -72,10 +73,11 @@ Status ParseHelloOfKind(const uint8_t* data, size_t size, uint32_t magic,
   const size_t words = body / sizeof(int32_t);
   if (body % sizeof(int32_t) != 0 || h.n_layer < 1 || static_cast<size_t>(h.n_layer) > words ||
       h.max_batch < 1 || h.max_batch > 4096 ||
-      (h.n_thresholds != 0 && h.n_thresholds != h.n_layer) || h.reserved != 0 ||
+      (h.n_thresholds != 0 && h.n_thresholds != h.n_layer) || (h.flags & ~flags_ok) != 0 ||
       static_cast<size_t>(h.n_layer) + h.n_thresholds > words) {
-    return Status::Error("hello: %d layers, max batch %d, %d gate thresholds in %zu bytes",
-                         h.n_layer, h.max_batch, h.n_thresholds, size);
+    return Status::Error(
+        "hello: %d layers, max batch %d, %d gate thresholds, flags %d in %zu bytes", h.n_layer,
+        h.max_batch, h.n_thresholds, h.flags, size);
   }
   const size_t fixed = static_cast<size_t>(h.n_layer) + static_cast<size_t>(h.n_thresholds);
   const uint8_t* p = data + sizeof h + prefix_bytes;
@@ -115,16 +117,17 @@ uint32_t HelloMagic(const uint8_t* data, size_t size) {
 
 std::vector<uint8_t> WriteHello(uint64_t model_fingerprint, int max_batch,
                                 const std::vector<std::vector<int32_t>>& owned,
-                                const std::vector<float>& gate_thresholds) {
+                                const std::vector<float>& gate_thresholds, bool gate_dots) {
   return WriteHelloOfKind(kHelloMagic, model_fingerprint, max_batch, nullptr, 0, owned,
-                          gate_thresholds);
+                          gate_thresholds, gate_dots ? kHelloGateDots : 0);
 }
 
 Status ParseHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
                   ShardLayout* layout) {
   HelloHeader h;
-  PI_RETURN_IF_ERROR(ParseHelloOfKind(data, size, kHelloMagic, model_fingerprint, nullptr, 0, &h,
-                                      &layout->owned, &layout->gate_thresholds));
+  PI_RETURN_IF_ERROR(ParseHelloOfKind(data, size, kHelloMagic, kHelloGateDots, model_fingerprint,
+                                      nullptr, 0, &h, &layout->owned, &layout->gate_thresholds));
+  layout->gate_dots = (h.flags & kHelloGateDots) != 0;
   layout->n_layer = h.n_layer;
   layout->max_batch = h.max_batch;
   return Status::Ok();
@@ -142,7 +145,7 @@ std::vector<uint8_t> WriteDeviceHello(uint64_t model_fingerprint, const DevicePl
                           plan.first_layer,
                           0};
   return WriteHelloOfKind(kDeviceHelloMagic, model_fingerprint, 1, &p, sizeof p, plan.hot,
-                          plan.gate_thresholds);
+                          plan.gate_thresholds, 0);
 }
 
 Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
@@ -151,7 +154,7 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
   DeviceHelloPlan p;
   std::vector<std::vector<int32_t>> hot;
   std::vector<float> thresholds;
-  PI_RETURN_IF_ERROR(ParseHelloOfKind(data, size, kDeviceHelloMagic, model_fingerprint, &p,
+  PI_RETURN_IF_ERROR(ParseHelloOfKind(data, size, kDeviceHelloMagic, 0, model_fingerprint, &p,
                                       sizeof p, &h, &hot, &thresholds));
   auto cache_type_ok = [](int32_t t) {
     return t == static_cast<int32_t>(DType::kF32) || t == static_cast<int32_t>(DType::kF16) ||

@@ -33,8 +33,11 @@ struct HelloHeader {
   int32_t n_layer;
   int32_t max_batch;
   int32_t n_thresholds;  // 0, or n_layer: one gate threshold per layer (--sparse cats)
-  int32_t reserved;      // 0
+  int32_t flags;         // a shard's kHelloGateDots, or 0
 };
+// The shard's kFfn requests carry each candidate's gate dot (--sparse teal:
+// ShardLayout::gate_dots).
+inline constexpr int32_t kHelloGateDots = 1;
 static_assert(sizeof(HelloHeader) == 32, "wire layout");
 
 struct HelloReply {
@@ -68,14 +71,15 @@ static_assert(sizeof(DeviceHelloPlan) == 40, "wire layout");
 uint32_t HelloMagic(const uint8_t* data, size_t size);
 
 // A hello for this shard (owned ids per layer; gate thresholds, one per
-// layer, or none) as bytes.
+// layer, or none; whether its requests carry gate dots) as bytes.
 std::vector<uint8_t> WriteHello(uint64_t model_fingerprint, int max_batch,
                                 const std::vector<std::vector<int32_t>>& owned,
-                                const std::vector<float>& gate_thresholds = {});
+                                const std::vector<float>& gate_thresholds = {},
+                                bool gate_dots = false);
 
 // Parses a hello: checks magic, version, the fingerprint against the
 // worker's model and the counts against the size; fills layout.owned,
-// gate_thresholds, n_layer and max_batch (the caller sets n_embd and n_ff
+// gate_thresholds, gate_dots, n_layer and max_batch (the caller sets n_embd and n_ff
 // and calls Finish, which checks the thresholds' values).
 Status ParseHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
                   ShardLayout* layout);

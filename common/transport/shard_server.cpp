@@ -30,6 +30,9 @@ Status ShardServer::Init(const LlamaModel& model, ShardLayout layout, int n_thre
     return Status::Unsupported("hello: batches of %d rows, the %s take %d", layout.max_batch,
                                shard->name(), shard->max_batch());
   }
+  if (layout.gate_dots) {
+    gate_dots_.assign(static_cast<size_t>(layout.max_batch) * layout.n_ff, 0.0f);
+  }
   layout_ = std::move(layout);
   shard_ = std::move(shard);
   return Status::Ok();
@@ -51,6 +54,19 @@ size_t ShardServer::Handle(const uint8_t* request, size_t size, uint8_t* reply, 
     st.ids = step.ids;
     st.row_n = step.row_n;
     st.out = y;
+    if (step.gate_dots) {  // each candidate's dot into its neuron's slot
+      const float* dot = step.gate_dots;
+      const int32_t* ids = step.ids;
+      const std::vector<int32_t>& owned = layout_.owned[step.layer];
+      for (int b = 0; b < step.batch; ++b) {
+        float* row = gate_dots_.data() + static_cast<size_t>(b) * layout_.n_ff;
+        const int64_t n = step.row_n ? step.row_n[b] : static_cast<int64_t>(owned.size());
+        const int32_t* row_ids = step.row_n ? ids : owned.data();
+        for (int64_t k = 0; k < n; ++k) row[row_ids[k]] = *dot++;
+        if (step.row_n) ids += n;
+      }
+      st.gate_dots = gate_dots_.data();
+    }
     shard_->Start(st);
     const float* sum = nullptr;
     s = shard_->Wait(&sum, &fired);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "common/base/status.h"
 #include "common/model/llama_model.h"
@@ -54,6 +55,7 @@ class ShardServer : public WorkerShard {
   MakeShard make_;
   ShardLayout layout_;
   std::unique_ptr<Shard> shard_;
+  std::vector<float> gate_dots_;  // [max_batch][n_ff] a request's gate dots by neuron id
 };
 
 }  // namespace pi

@@ -116,10 +116,10 @@ Status ShardLayout::Finish() {
   return Status::Ok();
 }
 
-size_t StepRequestBytes(int batch, int n_embd, int64_t n_ids) {
+size_t StepRequestBytes(int batch, int n_embd, int64_t n_ids, int64_t n_gates) {
   const size_t ids = n_ids < 0 ? 0 : static_cast<size_t>(batch) + static_cast<size_t>(n_ids);
   return sizeof(StepRequestHeader) + sizeof(float) * static_cast<size_t>(batch) * n_embd +
-         sizeof(int32_t) * ids;
+         sizeof(int32_t) * ids + sizeof(float) * static_cast<size_t>(n_gates);
 }
 
 size_t StepReplyBytes(int batch, int n_embd) {
@@ -138,8 +138,8 @@ int64_t StepIdCount(int batch, const int32_t* row_n) {
   return n;
 }
 
-void WriteStepRequest(uint64_t step_id, int layer, int batch, int n_embd, const float* x,
-                      const int32_t* ids, const int32_t* row_n, uint8_t* out) {
+float* WriteStepRequest(uint64_t step_id, int layer, int batch, int n_embd, const float* x,
+                        const int32_t* ids, const int32_t* row_n, uint8_t* out) {
   const int64_t n_ids = StepIdCount(batch, row_n);
   StepRequestHeader h{};
   h.magic = kStepRequestMagic;
@@ -153,10 +153,13 @@ void WriteStepRequest(uint64_t step_id, int layer, int batch, int n_embd, const 
   memcpy(out, &h, sizeof h);
   const size_t x_bytes = sizeof(float) * static_cast<size_t>(batch) * n_embd;
   memcpy(out + sizeof h, x, x_bytes);
-  if (n_ids < 0) return;
-  memcpy(out + sizeof h + x_bytes, row_n, sizeof(int32_t) * batch);
-  if (n_ids > 0)
-    memcpy(out + sizeof h + x_bytes + sizeof(int32_t) * batch, ids, sizeof(int32_t) * n_ids);
+  uint8_t* end = out + sizeof h + x_bytes;
+  if (n_ids >= 0) {
+    memcpy(end, row_n, sizeof(int32_t) * batch);
+    if (n_ids > 0) memcpy(end + sizeof(int32_t) * batch, ids, sizeof(int32_t) * n_ids);
+    end += sizeof(int32_t) * (batch + n_ids);
+  }
+  return reinterpret_cast<float*>(end);
 }
 
 namespace {
@@ -230,12 +233,16 @@ Status ParseStepRequest(const uint8_t* data, size_t size, const ShardLayout& sha
                            ": %d ids, the shard owns %zu in layer %d (x %d rows)",
                            h.step_id, h.n_ids, owned.size(), h.layer, h.batch);
   }
-  const size_t want = StepRequestBytes(h.batch, h.n_embd, h.n_ids);
+  // Gate dots: one per candidate of every row (ids, or all owned ones).
+  const int64_t n_gates = !shard.gate_dots ? 0
+                          : h.n_ids < 0    ? static_cast<int64_t>(owned.size()) * h.batch
+                                           : h.n_ids;
+  const size_t want = StepRequestBytes(h.batch, h.n_embd, h.n_ids, n_gates);
   if (size != want) {
     return Status::Invalid("step request %" PRIu64
                            ": %zu bytes, its header says %zu (batch %d x "
-                           "n_embd %d f32, %d ids)",
-                           h.step_id, size, want, h.batch, h.n_embd, h.n_ids);
+                           "n_embd %d f32, %d ids, %" PRId64 " gate dots)",
+                           h.step_id, size, want, h.batch, h.n_embd, h.n_ids, n_gates);
   }
   out->step_id = h.step_id;
   out->layer = h.layer;
@@ -244,6 +251,8 @@ Status ParseStepRequest(const uint8_t* data, size_t size, const ShardLayout& sha
   out->ids = nullptr;
   out->row_n = nullptr;
   out->n_ids = static_cast<int64_t>(owned.size());
+  const uint8_t* gates = data + size - sizeof(float) * static_cast<size_t>(n_gates);
+  out->gate_dots = shard.gate_dots ? reinterpret_cast<const float*>(gates) : nullptr;
   if (h.n_ids < 0) return Status::Ok();
   const int32_t* row_n = reinterpret_cast<const int32_t*>(
       data + sizeof h + sizeof(float) * static_cast<size_t>(h.batch) * h.n_embd);

@@ -18,11 +18,14 @@
 //                               | message, UTF-8     (any other status)
 //
 // kFfn's payload: x [batch, n_embd] f32 | row_n [batch] i32 | ids [n_ids] i32
-// (row_n and ids only when n_ids >= 0). A batch is one decode token of each
-// of several sequences (continuous batching): every row has its own
-// candidates — row b's are the row_n[b] ids after the earlier rows' — so each
-// row's sum is the one it would get alone, and the worker reads a neuron's
-// rows once for every row needing it. Its reply (kSum): y [batch, n_embd] f32.
+// | gates f32 (row_n and ids only when n_ids >= 0; gates only in a session
+// whose hello asked for them, --sparse teal's: each row's candidates' gate
+// dots in their order, computed by the coordinator from the thresholded
+// input — n_ids of them, or with n_ids -1 batch x the layer's owned count). A batch is one decode
+// token of each of several sequences (continuous batching): every row has its own candidates — row
+// b's are the row_n[b] ids after the earlier rows' — so each row's sum is the one it would get
+// alone, and the worker reads a neuron's rows once for every row needing it. Its reply (kSum): y
+// [batch, n_embd] f32.
 //
 // A worker validates every field before it reads a payload byte: a bad
 // message is an error reply (status Status::Code::kInvalid, the message
@@ -121,6 +124,9 @@ struct ShardLayout {
   // [n_layer] with --sparse cats: the |act(gate x)| a neuron must pass in
   // each layer (NeuronRows::threshold); empty: 0 everywhere (ReLU firing).
   std::vector<float> gate_thresholds;
+  // --sparse teal: every request carries its candidates' gate dots, read
+  // instead of the shard's gate rows (kHelloGateDots).
+  bool gate_dots = false;
   std::vector<std::vector<uint8_t>> is_owned;  // [n_layer][n_ff], filled by Finish()
 
   // Fills is_owned and checks the lists (sorted, unique, < n_ff).
@@ -138,11 +144,14 @@ struct StepRequest {
   const int32_t* ids = nullptr;
   const int32_t* row_n = nullptr;
   int64_t n_ids = 0;  // over all rows; with ids null, the layer's owned count
+  // ShardLayout::gate_dots: the candidates' gate dots, row after row in the
+  // order of their ids (ids null: of the owned neurons); else null.
+  const float* gate_dots = nullptr;
 };
 
 // Bytes of a kFfn request / reply with these sizes (n_ids over all rows;
-// < 0: every owned neuron).
-size_t StepRequestBytes(int batch, int n_embd, int64_t n_ids);
+// < 0: every owned neuron; n_gates: the gate dots it carries, 0 without).
+size_t StepRequestBytes(int batch, int n_embd, int64_t n_ids, int64_t n_gates = 0);
 size_t StepReplyBytes(int batch, int n_embd);
 // The most a shard's reply takes: a full-batch sum, or an error message.
 size_t StepReplyCapacity(const ShardLayout& shard);
@@ -154,8 +163,10 @@ int64_t StepIdCount(int batch, const int32_t* row_n);
 // Writes a kFfn request into `out` (StepRequestBytes long): row b's
 // candidates are the row_n[b] ids after the earlier rows' in `ids`; row_n
 // null: every neuron the worker owns in `layer`, for every row (ids unused).
-void WriteStepRequest(uint64_t step_id, int layer, int batch, int n_embd, const float* x,
-                      const int32_t* ids, const int32_t* row_n, uint8_t* out);
+// Returns where the gate dots go (a session with ShardLayout::gate_dots:
+// the caller writes them), just past the ids.
+float* WriteStepRequest(uint64_t step_id, int layer, int batch, int n_embd, const float* x,
+                        const int32_t* ids, const int32_t* row_n, uint8_t* out);
 
 // Checks everything the worker is about to read: the header, the kind, the
 // layer, batch and n_embd against the shard, the size against the header,

@@ -52,10 +52,19 @@ static Status CheckTealOptions(const LlamaModel& model, const EngineOptions& o) 
           "--sparse teal: layer %d has no transposed copies (weight_transpose.h)", l);
     }
   }
-  if (o.hot_shard || o.device || !o.cold_shards.empty()) {
+  if (o.device) {
     return Status::Unsupported(
-        "--sparse teal runs in one process for now: no --vram-budget, cpu workers or devices "
-        "(--sparse cats splits)");
+        "--sparse teal with a GPU's whole layers (the device path) is not built yet: "
+        "--ffn-backend host splits the hot neurons on the CPU (--sparse cats runs there)");
+  }
+  // The shards decide their neurons by the dots the host computes from the
+  // thresholded input: each must take them.
+  std::vector<Shard*> shards = o.cold_shards;
+  if (o.hot_shard) shards.push_back(o.hot_shard);
+  for (const Shard* s : shards) {
+    if (!s->takes_gate_dots()) {
+      return Status::Invalid("--sparse teal: %s: opened without its gate dots", s->name());
+    }
   }
   return Status::Ok();
 }

@@ -123,11 +123,26 @@ void FfnBlock::ForwardSparseRows(int il, int n, const int* idx, const float* in,
     NormalizeRow(c_, layer.ffn_norm, layer.ffn_norm_b, in + idx[b] * d, x_.data() + b * d);
     std::memcpy(y_.data() + b * d, h + idx[b] * d, sizeof(float) * d);
   }
+  // --sparse teal: each row's gate dots from the columns of its kept
+  // entries, for every neuron — the shards read theirs instead of their
+  // gate rows, so a split decides each neuron as one process does.
+  step_gate_dots_ = nullptr;
+  if (!input_thresholds_.empty() && layer.ffn_gate_t.present() && !dense_steps_) {
+    const int64_t ff = c_.n_ff;
+    for (int b = 0; b < n; ++b) {
+      columns_.Keep(x_.data() + b * d, d, input_thresholds_[il]);
+      const ColumnSparseJob gate[1] = {{&layer.ffn_gate_t, given_gate_.data() + b * ff}};
+      columns_.Run(gate, 1, pool);
+    }
+    step_gate_dots_ = given_gate_.data();
+  }
   bool hot_started = false;
   if (hot_shard_) {
     hot_health_.TryRecover(hot_shard_, &events_);
     if (!hot_health_.down()) {
-      hot_shard_->Start({il, n, x_.data(), nullptr, nullptr});
+      ShardStep step{il, n, x_.data(), nullptr, nullptr};
+      step.gate_dots = step_gate_dots_;
+      hot_shard_->Start(step);
       hot_started = true;
     }
   }
@@ -189,6 +204,7 @@ void FfnBlock::FinishHotShard(int il, int n, bool started, float* y, ThreadPool*
   const LlamaLayer& layer = model_->layers[il];
   NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
   if (!gate_thresholds_.empty()) rows.threshold = gate_thresholds_[il];
+  rows.gate_dots = step_gate_dots_;
   std::memset(y_hot_.data(), 0, sizeof(float) * n * d);
   const std::vector<int32_t>& hot = hot_shard_->owned()[il];
   for (int b = 0; b < n; ++b) {
@@ -205,6 +221,7 @@ void FfnBlock::FinishHotShard(int il, int n, bool started, float* y, ThreadPool*
 void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* y,
                            ThreadPool* pool) {
   const LlamaLayer& layer = model_->layers[il];
+  step_gate_dots_ = nullptr;  // (--sparse teal takes no device)
   if (!layer.ffn_down_t.present() ||
       (!FfnIsReluFamily(c_.activation) && !UsesGateThresholds(mode_))) {
     DenseNormed(layer, 1, x, y, pool);  // nothing is hot: InitColdPart needs a sparse model
@@ -239,7 +256,7 @@ void FfnBlock::ComputeRows(int il, int n, const int32_t* const* ids, const int64
   }
   const int32_t* const* local = nullptr;
   const int64_t* local_n = nullptr;
-  const int64_t routed = router_.Start(il, n, ids, n_ids, x, &local, &local_n);
+  const int64_t routed = router_.Start(il, n, ids, n_ids, x, step_gate_dots_, &local, &local_n);
   LocalRows(il, n, local, local_n, x, y, pool);
   last_gate_rows_ += routed;
   last_cold_ += router_.Finish(il, n, x, y, &neurons_, pool);
@@ -257,16 +274,7 @@ void FfnBlock::LocalRows(int il, int n, const int32_t* const* ids, const int64_t
   }
   NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
   if (!gate_thresholds_.empty() && !dense_steps_) rows.threshold = gate_thresholds_[il];
-  if (!input_thresholds_.empty() && layer.ffn_gate_t.present() && !dense_steps_) {
-    // --sparse teal: each row's gate from the columns of its kept entries.
-    const int64_t d = c_.n_embd, ff = c_.n_ff;
-    for (int b = 0; b < n; ++b) {
-      columns_.Keep(x + b * d, d, input_thresholds_[il]);
-      const ColumnSparseJob gate[1] = {{&layer.ffn_gate_t, given_gate_.data() + b * ff}};
-      columns_.Run(gate, 1, pool);
-    }
-    rows.gate_dots = given_gate_.data();
-  }
+  rows.gate_dots = step_gate_dots_;  // --sparse teal's, from ForwardSparseRows
   neurons_.AccumulateRows(rows, n, ids, n_ids, x, y, pool, fired_rows_.data(), act);
   last_cold_ = 0;
   last_hot_ = 0;

@@ -56,7 +56,8 @@ class FfnBlock {
   void InitGateThresholds(const std::vector<float>& thresholds) { gate_thresholds_ = thresholds; }
   // For SparseMode::kTeal: also, per layer, the |x| an entry of the normed
   // FFN input must exceed for the gate to read its column (the layer's
-  // ffn_gate_t, weight_transpose.h), in the sparse steps of this process.
+  // ffn_gate_t, weight_transpose.h), in the sparse steps; every neuron's
+  // dot is computed here and the shards read theirs (ShardStep::gate_dots).
   void InitInputThresholds(std::vector<float> thresholds);
   // Until called again with false, every step runs as a prompt batch does:
   // dense, or with a split (ForwardCold) over all its cold neurons, here,
@@ -179,10 +180,11 @@ class FfnBlock {
   int64_t last_hot_ = 0, last_cold_ = 0, last_gate_rows_ = 0;
   Predictor predictor_;
   float threshold_ = 0.0f;
-  std::vector<float> gate_thresholds_;   // [n_layer] kCats' levels (empty: 0, every ReLU firing)
-  std::vector<float> input_thresholds_;  // [n_layer] kTeal's FFN input levels (else empty)
-  ColumnSparseProduct columns_;          // kTeal's gate products
-  std::vector<float> given_gate_;        // [sparse rows, n_ff] their dots
+  std::vector<float> gate_thresholds_;     // [n_layer] kCats' levels (empty: 0, every ReLU firing)
+  std::vector<float> input_thresholds_;    // [n_layer] kTeal's FFN input levels (else empty)
+  ColumnSparseProduct columns_;            // kTeal's gate products
+  std::vector<float> given_gate_;          // [sparse rows, n_ff] their dots
+  const float* step_gate_dots_ = nullptr;  // this step's given_gate_, or null
   DenseFfn dense_;
   NeuronFfn neurons_;
   int sparse_rows_ = 1;               // rows one sparse step takes (scratch, shards' messages)

@@ -55,7 +55,9 @@ Status ShardRouter::Init(const LlamaModel& model, const std::vector<Shard*>& sha
 }
 
 int64_t ShardRouter::Start(int il, int n, const int32_t* const* ids, const int64_t* n_ids,
-                           const float* x, const int32_t* const** local, const int64_t** local_n) {
+                           const float* x, const float* gate_dots, const int32_t* const** local,
+                           const int64_t** local_n) {
+  gate_dots_ = gate_dots;
   for (size_t k = 0; k < shards_.size(); ++k) health_[k].TryRecover(shards_[k], events_);
   const int16_t* owner = owner_[il].data();
   const size_t n_shards = shards_.size();
@@ -81,7 +83,9 @@ int64_t ShardRouter::Start(int il, int n, const int32_t* const* ids, const int64
   }
   for (size_t k = 0; k < n_shards; ++k) {
     if (!health_[k].down()) {
-      shards_[k]->Start({il, n, x, shard_ids_[k].data(), shard_row_n_[k].data()});
+      ShardStep step{il, n, x, shard_ids_[k].data(), shard_row_n_[k].data()};
+      step.gate_dots = gate_dots;
+      shards_[k]->Start(step);
     }
   }
   *local = local_rows_.data();
@@ -94,6 +98,7 @@ int64_t ShardRouter::Finish(int il, int n, const float* x, float* y, NeuronFfn* 
   const LlamaLayer& layer = model_->layers[il];
   NeuronRows rows{&layer.ffn_gate, &layer.ffn_up, &layer.ffn_down_t};
   if (!gate_thresholds_.empty()) rows.threshold = gate_thresholds_[il];
+  rows.gate_dots = gate_dots_;
   int64_t fired_total = 0;
   for (size_t k = 0; k < shards_.size(); ++k) {  // in shard order: sums do not depend on timing
     if (health_[k].down()) continue;

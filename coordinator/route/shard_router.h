@@ -41,9 +41,11 @@ class ShardRouter {
   // candidates ids[b][0..n_ids[b]) (sorted) by owner, starts each live
   // shard's share of the n rows of x (normed, [n, n_embd]), and sets
   // *local / *local_n to what the caller computes (valid until the next
-  // Start). Returns the candidates sent to shards.
+  // Start). gate_dots ([n, n_ff], --sparse teal; null: none): every neuron's
+  // gate dot, sent with the shards' shares and read by Finish's fallback
+  // (it must stay valid until then). Returns the candidates sent to shards.
   int64_t Start(int il, int n, const int32_t* const* ids, const int64_t* n_ids, const float* x,
-                const int32_t* const** local, const int64_t** local_n);
+                const float* gate_dots, const int32_t* const** local, const int64_t** local_n);
   // y ([n, n_embd]) += every started shard's sum, in shard order; a shard
   // that fails has its share computed here with `neurons`. Returns the
   // neurons that fired over the shards' shares.
@@ -52,6 +54,7 @@ class ShardRouter {
  private:
   const LlamaModel* model_ = nullptr;
   std::vector<float> gate_thresholds_;  // [n_layer] or empty
+  const float* gate_dots_ = nullptr;    // the started step's (Start)
   int64_t n_ff_ = 0, n_embd_ = 0;
   int max_rows_ = 1;
   std::vector<Shard*> shards_;

@@ -109,11 +109,11 @@ Status StartDeviceWorkers(const char* tool, const Topology& t, const LlamaModel&
 
 Status StartGpuWorker(const char* tool, const Topology& t, const LlamaModel& model,
                       const std::vector<std::vector<int32_t>>& hot,
-                      const std::vector<float>& gate_thresholds, Workers* out) {
+                      const std::vector<float>& gate_thresholds, bool gate_dots, Workers* out) {
   WorkerProcessOptions o = GpuWorkerProcess(t);
   o.extra_args.insert(o.extra_args.begin(), {"--ffn-backend", t.ffn_backend});
   auto w = std::make_unique<RemoteShard>(NewShmLink(o), ShardOptions(t));
-  PI_RETURN_IF_ERROR(w->Open(model, hot, gate_thresholds));
+  PI_RETURN_IF_ERROR(w->Open(model, hot, gate_thresholds, gate_dots));
   if (tool) {
     fprintf(stderr, "%s: %s (shm): %s backend, %.1f MiB of hot neurons, %lld neurons\n", tool,
             w->name(), w->backend(), w->resident_bytes() / 1048576.0,
@@ -149,7 +149,8 @@ Status StartColdWorkers(const char* tool, const Topology& t, const LlamaModel& m
 #endif
     }
     auto w = std::make_unique<RemoteShard>(std::move(link), ShardOptions(t));
-    PI_RETURN_IF_ERROR(w->Open(model, slices[k], engine.gate_thresholds));
+    PI_RETURN_IF_ERROR(
+        w->Open(model, slices[k], engine.gate_thresholds, engine.sparse == SparseMode::kTeal));
     if (tool) {
       fprintf(stderr, "%s: %s (%s): %s backend, %.1f MiB of cold neurons, %lld neurons\n", tool,
               w->name(), w->transport(), w->backend(), w->resident_bytes() / 1048576.0,

@@ -74,13 +74,17 @@ Status StartDeviceWorkers(const char* tool, const Topology& t, const LlamaModel&
                           const DevicePlans& plans, Workers* out);
 
 // A pi-gpu-worker holding the hot neurons `hot` (its --ffn-backend: t.ffn_backend),
-// with --sparse cats' gate thresholds (one per layer, or none).
+// with --sparse cats' gate thresholds (one per layer, or none), taking the
+// host's gate dots (gate_dots: --sparse teal).
 Status StartGpuWorker(const char* tool, const Topology& t, const LlamaModel& model,
                       const std::vector<std::vector<int32_t>>& hot,
-                      const std::vector<float>& gate_thresholds, Workers* out);
+                      const std::vector<float>& gate_thresholds, bool gate_dots, Workers* out);
 
 // The local cpu workers and the remote ones, the neurons `engine` leaves
-// cold split across all of them (and this process, t.coordinator_share).
+// cold split across all of them (and this process, t.coordinator_share),
+// with its gate thresholds (--sparse cats) and, under --sparse teal, taking
+// its gate dots.
+
 Status StartColdWorkers(const char* tool, const Topology& t, const LlamaModel& model,
                         const EngineOptions& engine, Workers* out);
 

@@ -19,6 +19,7 @@ v1::HelloRequest HelloRequestOf(const WorkerHello& h) {
   if (h.gate_thresholds) {
     hello.mutable_gate_thresholds()->Add(h.gate_thresholds->begin(), h.gate_thresholds->end());
   }
+  hello.set_gate_dots(h.gate_dots);
   if (const DevicePlan* plan = h.device) {
     v1::DevicePlan* d = hello.mutable_device();
     d->set_first_layer(plan->first_layer);

@@ -31,10 +31,11 @@ RemoteShard::~RemoteShard() {
 }
 
 Status RemoteShard::Open(const LlamaModel& model, const std::vector<std::vector<int32_t>>& owned,
-                         const std::vector<float>& gate_thresholds) {
+                         const std::vector<float>& gate_thresholds, bool gate_dots) {
   model_ = &model;
   owned_ = owned;
   gate_thresholds_ = gate_thresholds;
+  gate_dots_ = gate_dots;
   n_embd_ = model.config.n_embd;
   return OpenSession(&resident_bytes_, &backend_);
 }
@@ -47,7 +48,9 @@ Status RemoteShard::OpenSession(int64_t* resident_bytes, std::string* backend) {
   hello.max_batch = b;
   hello.owned = &owned_;
   if (!gate_thresholds_.empty()) hello.gate_thresholds = &gate_thresholds_;
-  return link_->Open(hello, StepRequestBytes(b, c.n_embd, int64_t{b} * c.n_ff),
+  hello.gate_dots = gate_dots_;
+  const int64_t most = int64_t{b} * c.n_ff;
+  return link_->Open(hello, StepRequestBytes(b, c.n_embd, most, gate_dots_ ? most : 0),
                      StepReplyBytes(b, c.n_embd) + kMessageSlack, resident_bytes, backend);
 }
 
@@ -60,13 +63,37 @@ int64_t RemoteShard::neurons() const {
 void RemoteShard::Start(const ShardStep& step) {
   batch_ = step.batch;
   step_start_ns_ = NowNs();
-  const size_t bytes = StepRequestBytes(step.batch, n_embd_, StepIdCount(step.batch, step.row_n));
-  WriteStepRequest(++step_id_, step.layer, step.batch, n_embd_, step.x, step.ids, step.row_n,
-                   link_->request(bytes));
+  ++step_id_;
+  start_error_ = Status::Ok();
+  if (gate_dots_ && !step.gate_dots) {
+    start_error_ =
+        Status::Internal("%s: a step without gate dots in a --sparse teal session", name());
+    return;
+  }
+  const int64_t n_ids = StepIdCount(step.batch, step.row_n);
+  const std::vector<int32_t>& owned = owned_[step.layer];
+  const int64_t n_gates = !gate_dots_ ? 0
+                          : n_ids < 0 ? static_cast<int64_t>(owned.size()) * step.batch
+                                      : n_ids;
+  const size_t bytes = StepRequestBytes(step.batch, n_embd_, n_ids, n_gates);
+  float* gates = WriteStepRequest(step_id_, step.layer, step.batch, n_embd_, step.x, step.ids,
+                                  step.row_n, link_->request(bytes));
+  if (gate_dots_) {  // each candidate's dot, row by row in the order of its ids
+    const int64_t n_ff = model_->config.n_ff;
+    const int32_t* ids = step.ids;
+    for (int b = 0; b < step.batch; ++b) {
+      const float* row = step.gate_dots + b * n_ff;
+      const int64_t n = step.row_n ? step.row_n[b] : static_cast<int64_t>(owned.size());
+      const int32_t* row_ids = step.row_n ? ids : owned.data();
+      for (int64_t k = 0; k < n; ++k) *gates++ = row[row_ids[k]];
+      if (step.row_n) ids += n;
+    }
+  }
   link_->Send(bytes);
 }
 
 Status RemoteShard::Wait(const float** y, int64_t* fired) {
+  if (!start_error_.ok()) return start_error_;
   const uint8_t* reply = nullptr;
   size_t n = 0;
   PI_RETURN_IF_ERROR(link_->Await(options_.step_timeout_ms, "step", step_id_, &reply, &n));

@@ -54,16 +54,19 @@ class RemoteShard : public Shard {
   // fingerprint and sizes; it must outlive this); owned[l]: the sorted
   // neuron ids of layer l the worker takes; gate_thresholds (--sparse cats:
   // one per layer, or none) the level its neurons' activated gates must
-  // pass. Fails with the worker's reason (it could not start or be reached,
-  // a wrong token, another model, ...).
+  // pass; gate_dots (--sparse teal): every step sends its candidates' gate
+  // dots (ShardStep::gate_dots, which each step must then carry). Fails with
+  // the worker's reason (it could not start or be reached, a wrong token,
+  // another model, ...).
   Status Open(const LlamaModel& model, const std::vector<std::vector<int32_t>>& owned,
-              const std::vector<float>& gate_thresholds = {});
+              const std::vector<float>& gate_thresholds = {}, bool gate_dots = false);
 
   // Shard.
   const char* name() const override { return link_->name().c_str(); }
   const char* backend() const override { return backend_.c_str(); }
   const std::vector<std::vector<int32_t>>& owned() const override { return owned_; }
   int max_batch() const override { return options_.max_batch; }
+  bool takes_gate_dots() const override { return gate_dots_; }
   int64_t resident_bytes() const override { return resident_bytes_; }
   void Start(const ShardStep& step) override;
   Status Wait(const float** y, int64_t* fired) override;
@@ -108,6 +111,8 @@ class RemoteShard : public Shard {
   const LlamaModel* model_ = nullptr;
   std::vector<std::vector<int32_t>> owned_;
   std::vector<float> gate_thresholds_;  // sent in every hello (a reconnection's too)
+  bool gate_dots_ = false;              // so is this
+  Status start_error_;                  // a step Start could not send: Wait's error
   std::string backend_;
   int64_t resident_bytes_ = 0;
   int n_embd_ = 0;

@@ -26,7 +26,8 @@ class ShmLink : public WorkerLink {
     const std::vector<uint8_t> hello =
         h.device ? WriteDeviceHello(h.model_fingerprint, *h.device)
                  : WriteHello(h.model_fingerprint, h.max_batch, *h.owned,
-                              h.gate_thresholds ? *h.gate_thresholds : std::vector<float>());
+                              h.gate_thresholds ? *h.gate_thresholds : std::vector<float>(),
+                              h.gate_dots);
     return process_.Spawn(options_, hello, request_bytes, reply_bytes, resident_bytes, backend);
   }
   void Drop() override { process_.Kill(); }

@@ -30,6 +30,8 @@ struct WorkerHello {
   const DevicePlan* device = nullptr;  // set: whole layers (a device session)
   // A shard's gate thresholds per layer (--sparse cats), or null.
   const std::vector<float>* gate_thresholds = nullptr;
+  // A shard's steps carry their candidates' gate dots (--sparse teal).
+  bool gate_dots = false;
 };
 
 class WorkerLink {

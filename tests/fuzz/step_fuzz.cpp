@@ -3,7 +3,8 @@
 // (common/transport/shard_server.h) and must give a well-formed reply (a partial
 // sum of the right size, or an error status), and any bytes that arrive as
 // a hello must be refused or give a shard layout that validates. The shard
-// is a small ReLU model built in memory once.
+// is a small ReLU model built in memory once, served twice: as a plain
+// session and as a --sparse teal one (requests carry gate dots).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -25,16 +26,21 @@ namespace {
 struct Fixture {
   std::vector<uint8_t> bytes;
   pi::LlamaModel model;
-  std::unique_ptr<pi::WorkerShard> server = pi::NewColdShardServer();
-  pi::ShardServer& shard = static_cast<pi::ShardServer&>(*server);
+  std::unique_ptr<pi::WorkerShard> servers[2] = {pi::NewColdShardServer(),
+                                                 pi::NewColdShardServer()};
   std::vector<uint8_t> reply;
 };
 
 Fixture* Make() {
   Fixture* f = new Fixture();
   if (!pi::MakeStepFuzzModel(&f->bytes, &f->model)) abort();
-  if (!f->shard.Init(f->model, pi::StepFuzzLayout(f->model.config), 1).ok()) abort();
-  f->reply.resize(pi::StepReplyCapacity(f->shard.layout()));
+  for (int k = 0; k < 2; ++k) {
+    pi::ShardLayout layout = pi::StepFuzzLayout(f->model.config);
+    layout.gate_dots = k == 1;
+    auto& shard = static_cast<pi::ShardServer&>(*f->servers[k]);
+    if (!shard.Init(f->model, layout, 1).ok()) abort();
+    f->reply.resize(pi::StepReplyCapacity(shard.layout()));
+  }
   return f;
 }
 
@@ -53,19 +59,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint32_t> aligned((size + 3) / 4);
   if (size > 0) memcpy(aligned.data(), data, size);
   const uint8_t* msg = reinterpret_cast<const uint8_t*>(aligned.data());
-  const size_t n = f->shard.Handle(msg, size, f->reply.data(), f->reply.size());
-  Check(n >= sizeof(pi::StepReplyHeader) && n <= f->reply.size(), "reply size out of bounds");
-  pi::StepReplyHeader h;
-  memcpy(&h, f->reply.data(), sizeof h);
-  Check(h.payload_bytes == n - sizeof h, "reply header disagrees with its size");
-  pi::StepRequest r;
-  const pi::Status parsed = pi::ParseStepRequest(msg, size, f->shard.layout(), &r);
-  if (h.status == static_cast<uint32_t>(pi::Status::Code::kOk)) {
-    Check(parsed.ok(), "accepted twice?");
-    Check(n == pi::StepReplyBytes(r.batch, f->shard.layout().n_embd), "ok reply of wrong size");
-  } else if (!parsed.ok()) {
-    Check(h.status == static_cast<uint32_t>(pi::Status::Code::kInvalid),
-          "a refused message's reply says invalid");
+  for (const std::unique_ptr<pi::WorkerShard>& server : f->servers) {
+    auto& shard = static_cast<pi::ShardServer&>(*server);
+    const size_t n = shard.Handle(msg, size, f->reply.data(), f->reply.size());
+    Check(n >= sizeof(pi::StepReplyHeader) && n <= f->reply.size(), "reply size out of bounds");
+    pi::StepReplyHeader h;
+    memcpy(&h, f->reply.data(), sizeof h);
+    Check(h.payload_bytes == n - sizeof h, "reply header disagrees with its size");
+    pi::StepRequest r;
+    const pi::Status parsed = pi::ParseStepRequest(msg, size, shard.layout(), &r);
+    if (h.status == static_cast<uint32_t>(pi::Status::Code::kOk)) {
+      Check(parsed.ok(), "accepted twice?");
+      Check(n == pi::StepReplyBytes(r.batch, shard.layout().n_embd), "ok reply of wrong size");
+    } else if (!parsed.ok()) {
+      Check(h.status == static_cast<uint32_t>(pi::Status::Code::kInvalid),
+            "a refused message's reply says invalid");
+    }
   }
   pi::ShardLayout layout;
   if (pi::ParseHello(msg, size, pi::ModelFingerprint(*f->model.file), &layout).ok()) {

@@ -31,9 +31,16 @@ int main(int argc, char** argv) {
       std::vector<int32_t> ids(owned.begin(), owned.begin() + std::max(n, 0));
       ids.insert(ids.end(), owned.begin(), owned.begin() + std::max(n - 1, 0));
       const int32_t* rows = n < 0 ? nullptr : row_n;
-      std::vector<uint8_t> m(pi::StepRequestBytes(batch, d, pi::StepIdCount(batch, rows)));
+      const int64_t n_ids = pi::StepIdCount(batch, rows);
+      std::vector<uint8_t> m(pi::StepRequestBytes(batch, d, n_ids));
       pi::WriteStepRequest(k, k % 2, batch, d, x.data(), ids.data(), rows, m.data());
-      ok &= pi::WriteSeedFile(dir + "/step" + std::to_string(k++) + ".bin", m);
+      ok &= pi::WriteSeedFile(dir + "/step" + std::to_string(k) + ".bin", m);
+      // The same with gate dots (a --sparse teal session's), one per candidate.
+      const int64_t n_gates = n_ids < 0 ? static_cast<int64_t>(owned.size()) * batch : n_ids;
+      std::vector<uint8_t> t(pi::StepRequestBytes(batch, d, n_ids, n_gates));
+      float* gates = pi::WriteStepRequest(k, k % 2, batch, d, x.data(), ids.data(), rows, t.data());
+      for (int64_t j = 0; j < n_gates; ++j) gates[j] = 0.1f * static_cast<float>(j % 7) - 0.3f;
+      ok &= pi::WriteSeedFile(dir + "/step_teal" + std::to_string(k++) + ".bin", t);
     }
   }
   ok &= pi::WriteSeedFile(dir + "/hello.bin",
@@ -42,5 +49,7 @@ int main(int argc, char** argv) {
   const std::vector<float> levels(layout.owned.size(), 0.25f);
   ok &= pi::WriteSeedFile(dir + "/hello_cats.bin", pi::WriteHello(pi::ModelFingerprint(*model.file),
                                                                   2, layout.owned, levels));
+  ok &= pi::WriteSeedFile(dir + "/hello_teal.bin", pi::WriteHello(pi::ModelFingerprint(*model.file),
+                                                                  2, layout.owned, levels, true));
   return ok ? 0 : 1;
 }
