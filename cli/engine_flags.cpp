@@ -50,6 +50,10 @@ const char kEngineUsage[] =
     "  --target-sparsity F     --sparse cats/teal: the share of FFN neurons (teal: and of\n"
     "                          each thresholded input's entries) skipped (0 to 0.99,\n"
     "                          default 0.5)\n"
+    "  --sparse-allocation A   how that share spreads over the layers: uniform (each\n"
+    "                          layer the same share, default) or greedy (thresholds the\n"
+    "                          same multiple of each layer's RMS magnitude, TEAL's\n"
+    "                          greedy allocation)\n"
     "  --sparse-threshold X    predictor score threshold (default: env\n"
     "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
     "  --check-tensors         check every weight is finite when loading\n"
@@ -128,7 +132,7 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
     e->gpu_worker = false;
   else if (ParseCacheTypeFlag(f, args, &e->opt.cache_type_k, &e->opt.cache_type_v) ||
            ParseSparseFlag(f, args, &e->opt.sparse, &e->opt.sparse_threshold, &e->target_sparsity,
-                           &e->sparse_auto) ||
+                           &e->sparse_auto, &e->allocation) ||
            ParseGpuSplitFlag(f, args, &e->split)) {
   } else
     return false;
@@ -269,7 +273,7 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
     NoteSparseSupport(tool, model, e->opt.sparse);
   }
   PI_RETURN_IF_ERROR(PrepareSparseMode(tool, e->model_path, e->split.stats_path, e->target_sparsity,
-                                       &out->model, &e->opt));
+                                       &out->model, &e->opt, e->allocation));
   const bool teal = e->opt.sparse == SparseMode::kTeal;
   const int n_ctx = Engine::ContextSize(model.config, e->opt.n_ctx);
   NoteContextSize(tool, model, n_ctx);

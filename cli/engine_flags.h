@@ -49,6 +49,7 @@ struct EngineFlags {
   // is loaded (ChooseSparseMode), which then says which and why.
   bool sparse_auto = true;
   double target_sparsity = kDefaultTargetSparsity;  // --target-sparsity (--sparse cats)
+  SparsityAllocation allocation = SparsityAllocation::kUniform;  // --sparse-allocation
   bool check_tensors = false;
   std::string ffn_activation;  // --ffn-activation (cli/activation_flag.h); local workers get it too
   bool no_mmap = false;        // --no-mmap: read the model into memory instead of mapping it

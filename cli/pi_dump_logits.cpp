@@ -25,6 +25,7 @@ void Usage() {
           "usage: pi-dump-logits -m MODEL --tokens 1,2,3 --out FILE [--mode decode|prompt] "
           "[-t N] [-b N] [-c N] [--sparse off|oracle|predictor|cats] [-nr]\n"
           "  --target-sparsity F   --sparse cats: the share of neurons skipped (default 0.5)\n"
+          "  --sparse-allocation A uniform (default) or greedy: as pi-run's\n"
           "  --stats FILE       --sparse cats: the gate quantiles (default MODEL.stats.gguf)\n"
           "  -nr, --no-repack   keep Q4_0, Q4_K, Q5_K and float matrices in the file's layout\n"
           "                     (default: repacked for the CPU kernels, as pi-run does)\n");
@@ -40,6 +41,7 @@ static int Run(int argc, char** argv) {
   std::vector<int64_t> token_list;
   pi::EngineOptions opt;
   double target_sparsity = pi::kDefaultTargetSparsity;
+  pi::SparsityAllocation allocation = pi::SparsityAllocation::kUniform;
   std::string stats_path;
   bool repack = true;
   const int flags_rc = args.ReadFlags(
@@ -60,8 +62,8 @@ static int Run(int argc, char** argv) {
           opt.n_ctx = args.Int(f);
         else if (f == "-nr" || f == "--no-repack")
           repack = false;
-        else if (pi::ParseSparseFlag(f, &args, &opt.sparse, &opt.sparse_threshold,
-                                     &target_sparsity)) {
+        else if (pi::ParseSparseFlag(f, &args, &opt.sparse, &opt.sparse_threshold, &target_sparsity,
+                                     nullptr, &allocation)) {
         } else if (f == "--stats")
           stats_path = args.String(f);
         else if (pi::ParseCacheTypeFlag(f, &args, &opt.cache_type_k, &opt.cache_type_v)) {
@@ -94,7 +96,7 @@ static int Run(int argc, char** argv) {
   if (s.ok()) s = pi::ApplyFfnActivationFlag("pi-dump-logits", ffn_activation, &model);
   if (s.ok()) {
     s = pi::PrepareSparseMode("pi-dump-logits", model_path, stats_path, target_sparsity, &model,
-                              &opt);
+                              &opt, allocation);
   }
   if (s.ok() && repack) {
     pi::ThreadPool pool(opt.n_threads);

@@ -55,7 +55,8 @@ void Usage() {
           "  --sparse-threshold X    predictor score threshold (default: env\n"
           "                          LLAMA_SPARSE_PRED_THRESHOLD, else the file's)\n"
           "  --target-sparsity F     --sparse cats/teal: the share skipped (default 0.5;\n"
-          "                          thresholds from the --stats file, MODEL.stats.gguf)\n",
+          "                          thresholds from the --stats file, MODEL.stats.gguf)\n"
+          "  --sparse-allocation A   uniform (default) or greedy: as pi-run's\n",
           kDefaultCtx, std::max(1u, std::thread::hardware_concurrency()));
   fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
@@ -172,6 +173,7 @@ struct Options {
   int n_ctx = 0;
   int max_chunks = -1;
   double target_sparsity = pi::kDefaultTargetSparsity;  // --sparse cats
+  pi::SparsityAllocation allocation = pi::SparsityAllocation::kUniform;
   pi::EngineOptions engine;
 };
 
@@ -194,7 +196,8 @@ bool ParseFlag(const std::string& f, pi::ArgReader* args, Options* o) {
   else if (f == "--json")
     o->json = true;
   else
-    return pi::ParseSparseFlag(f, args, &e.sparse, &e.sparse_threshold, &o->target_sparsity) ||
+    return pi::ParseSparseFlag(f, args, &e.sparse, &e.sparse_threshold, &o->target_sparsity,
+                               nullptr, &o->allocation) ||
            pi::ParseCacheTypeFlag(f, args, &e.cache_type_k, &e.cache_type_v) ||
            pi::ParseGpuSplitFlag(f, args, &o->split_flags) ||
            pi::ParseFfnActivationFlag(f, args, &o->ffn_activation);
@@ -305,7 +308,7 @@ static int Run(int argc, char** argv) {
   {
     const pi::Status t =
         pi::PrepareSparseMode("pi-perplexity", o.model_path, o.split_flags.stats_path,
-                              o.target_sparsity, &model, &o.engine);
+                              o.target_sparsity, &model, &o.engine, o.allocation);
     if (!t.ok()) {
       fprintf(stderr, "pi-perplexity: %s\n", t.message().c_str());
       return 1;

@@ -25,7 +25,8 @@ void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode*
 }
 
 bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
-                     std::optional<float>* threshold, double* target, bool* auto_mode) {
+                     std::optional<float>* threshold, double* target, bool* auto_mode,
+                     SparsityAllocation* allocation) {
   if (flag == "--sparse") {
     ParseSparseModeValue(args->String(flag), args, mode, auto_mode);
   } else if (flag == "--sparse-threshold") {
@@ -34,6 +35,11 @@ bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
     *target = args->Float(flag);
     if (!args->failed() && !(*target >= 0 && *target < 1)) {
       args->Fail("--target-sparsity expects a share in [0, 1), got " + std::to_string(*target));
+    }
+  } else if (flag == "--sparse-allocation" && allocation) {
+    const std::string v = args->String(flag);
+    if (!args->failed() && !ParseSparsityAllocation(v, allocation)) {
+      args->Fail("--sparse-allocation expects uniform or greedy, got '" + v + "'");
     }
   } else {
     return false;
@@ -72,9 +78,24 @@ void NoteSparseSupport(const char* tool, const LlamaModel& model, SparseMode mod
   }
 }
 
+namespace {
+
+// Greedy allocation weighs layers by RMS magnitudes; statistics from before
+// pi-profile recorded them leave it to estimate them from the quantiles.
+void NoteEstimatedRms(const char* tool, SparsityAllocation allocation,
+                      const std::vector<float>& rms, const std::string& path) {
+  if (allocation != SparsityAllocation::kGreedy || !rms.empty()) return;
+  fprintf(stderr,
+          "%s: note: %s has no RMS magnitudes (an older pi-profile): --sparse-allocation greedy "
+          "estimates them from the quantiles\n",
+          tool, path.c_str());
+}
+
+}  // namespace
+
 Status LoadGateThresholds(const char* tool, const std::string& model_path,
                           const std::string& stats_path, const LlamaModel& model, double target,
-                          std::vector<float>* thresholds) {
+                          std::vector<float>* thresholds, SparsityAllocation allocation) {
   PI_RETURN_IF_ERROR(CheckCatsSupport(model));
   ActivationStats stats;
   std::string path;
@@ -86,21 +107,22 @@ Status LoadGateThresholds(const char* tool, const std::string& model_path,
         "-m %s -f CORPUS again",
         path.c_str(), model_path.c_str());
   }
-  PI_RETURN_IF_ERROR(
-      GateThresholdsFor(stats.gate_quantiles, model.config.n_layer, target, thresholds)
-          .WithContext(path));
+  PI_RETURN_IF_ERROR(GateThresholdsFor(stats.gate_quantiles, model.config.n_layer, target,
+                                       thresholds, allocation, stats.gate_rms)
+                         .WithContext(path));
+  NoteEstimatedRms(tool, allocation, stats.gate_rms, path);
   const auto [lo, hi] = std::minmax_element(thresholds->begin(), thresholds->end());
   fprintf(stderr,
-          "%s: --sparse cats: target sparsity %.0f%%, gate thresholds %.3g to %.3g from %s "
+          "%s: --sparse cats: target sparsity %.0f%% (%s), gate thresholds %.3g to %.3g from %s "
           "(%llu profiled tokens)\n",
-          tool, 100 * target, *lo, *hi, path.c_str(),
+          tool, 100 * target, SparsityAllocationName(allocation), *lo, *hi, path.c_str(),
           static_cast<unsigned long long>(stats.n_tokens()));
   return Status::Ok();
 }
 
 Status LoadInputThresholds(const char* tool, const std::string& model_path,
                            const std::string& stats_path, const LlamaModel& model, double target,
-                           std::vector<float>* inputs) {
+                           std::vector<float>* inputs, SparsityAllocation allocation) {
   ActivationStats stats;
   std::string path;
   PI_RETURN_IF_ERROR(ReadModelStats(tool, "--sparse teal needs the model's input statistics",
@@ -114,26 +136,27 @@ Status LoadInputThresholds(const char* tool, const std::string& model_path,
           "-m %s -f CORPUS again",
           path.c_str(), kNames[k], model_path.c_str());
     }
-    PI_RETURN_IF_ERROR(
-        GateThresholdsFor(stats.input_quantiles[k], model.config.n_layer, target, &inputs[k])
-            .WithContext(path));
+    PI_RETURN_IF_ERROR(GateThresholdsFor(stats.input_quantiles[k], model.config.n_layer, target,
+                                         &inputs[k], allocation, stats.input_rms[k])
+                           .WithContext(path));
+    NoteEstimatedRms(tool, allocation, stats.input_rms[k], path);
   }
   fprintf(stderr,
           "%s: --sparse teal: the inputs of q, k, v, o and the gate drop %.0f%% of their entries "
-          "(thresholds from %s)\n",
-          tool, 100 * target, path.c_str());
+          "(%s; thresholds from %s)\n",
+          tool, 100 * target, SparsityAllocationName(allocation), path.c_str());
   return Status::Ok();
 }
 
 Status PrepareSparseMode(const char* tool, const std::string& model_path,
                          const std::string& stats_path, double target, LlamaModel* model,
-                         EngineOptions* opt) {
+                         EngineOptions* opt, SparsityAllocation allocation) {
   if (!UsesGateThresholds(opt->sparse)) return Status::Ok();
-  PI_RETURN_IF_ERROR(
-      LoadGateThresholds(tool, model_path, stats_path, *model, target, &opt->gate_thresholds));
+  PI_RETURN_IF_ERROR(LoadGateThresholds(tool, model_path, stats_path, *model, target,
+                                        &opt->gate_thresholds, allocation));
   if (opt->sparse != SparseMode::kTeal) return Status::Ok();
-  PI_RETURN_IF_ERROR(
-      LoadInputThresholds(tool, model_path, stats_path, *model, target, opt->input_thresholds));
+  PI_RETURN_IF_ERROR(LoadInputThresholds(tool, model_path, stats_path, *model, target,
+                                         opt->input_thresholds, allocation));
   return AddTealCopies(tool, opt->n_threads, model);
 }
 

@@ -9,6 +9,7 @@
 #include "common/base/status.h"
 #include "common/compute/sparse_mode.h"
 #include "common/model/llama_model.h"
+#include "common/plan/gate_thresholds.h"
 
 namespace pi {
 
@@ -20,10 +21,12 @@ void ParseSparseModeValue(const std::string& value, ArgReader* args, SparseMode*
                           bool* auto_mode = nullptr);
 
 // Consumes `flag` (already read by args->Next()) when it is --sparse MODE,
-// --sparse-threshold X or --target-sparsity F (into *target, in [0, 1));
-// returns false for any other flag.
+// --sparse-threshold X, --target-sparsity F (into *target, in [0, 1)) or,
+// where `allocation` is given, --sparse-allocation uniform|greedy; returns
+// false for any other flag.
 bool ParseSparseFlag(const std::string& flag, ArgReader* args, SparseMode* mode,
-                     std::optional<float>* threshold, double* target, bool* auto_mode = nullptr);
+                     std::optional<float>* threshold, double* target, bool* auto_mode = nullptr,
+                     SparsityAllocation* allocation = nullptr);
 
 // --sparse cats' default --target-sparsity: half the neurons skipped.
 constexpr double kDefaultTargetSparsity = 0.5;
@@ -32,9 +35,11 @@ constexpr double kDefaultTargetSparsity = 0.5;
 // statistics (`stats_path`, or beside the model: DefaultStatsPath), into
 // *thresholds; says on stderr which file and target they came from. Fails
 // with the command that makes them when there are none.
+// `allocation`: how the target spreads over the layers (gate_thresholds.h).
 Status LoadGateThresholds(const char* tool, const std::string& model_path,
                           const std::string& stats_path, const LlamaModel& model, double target,
-                          std::vector<float>* thresholds);
+                          std::vector<float>* thresholds,
+                          SparsityAllocation allocation = SparsityAllocation::kUniform);
 
 // --sparse teal: each layer's input thresholds for `target` (every
 // thresholded input drops that share of its entries) into
@@ -42,7 +47,8 @@ Status LoadGateThresholds(const char* tool, const std::string& model_path,
 // pi-profile, when they have no input quantiles.
 Status LoadInputThresholds(const char* tool, const std::string& model_path,
                            const std::string& stats_path, const LlamaModel& model, double target,
-                           std::vector<float>* inputs);
+                           std::vector<float>* inputs,
+                           SparsityAllocation allocation = SparsityAllocation::kUniform);
 
 // What opt->sparse needs beyond the model: cats and teal their gate
 // thresholds (opt->gate_thresholds), teal its input thresholds
@@ -51,7 +57,8 @@ Status LoadInputThresholds(const char* tool, const std::string& model_path,
 struct EngineOptions;
 Status PrepareSparseMode(const char* tool, const std::string& model_path,
                          const std::string& stats_path, double target, LlamaModel* model,
-                         EngineOptions* opt);
+                         EngineOptions* opt,
+                         SparsityAllocation allocation = SparsityAllocation::kUniform);
 
 // --sparse teal's transposed copies (weight_transpose.h), made with
 // `n_threads`; says on stderr how large they are.

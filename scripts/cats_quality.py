@@ -5,7 +5,8 @@ perplexity there (pi-perplexity) and how often the greedy token agrees with the 
 ReLU, oracle) one at the same position of that text (pi-dump-logits, one token at a time).
 Calibrates first (pi-profile on CALIB).
 
-    scripts/cats_quality.py BIN_DIR MODEL CALIB.txt HELD.txt [--mode cats|teal] [TARGET ...]
+    scripts/cats_quality.py BIN_DIR MODEL CALIB.txt HELD.txt [--mode cats|teal]
+                            [--allocation uniform|greedy] [TARGET ...]
 
 Prints a Markdown table (docs/sparse-execution.md's)."""
 
@@ -30,9 +31,13 @@ def main():
         sys.exit(__doc__)
     b, model, calib, held = sys.argv[1:5]
     rest = sys.argv[5:]
-    mode = "cats"
-    if rest[:1] == ["--mode"]:
-        mode, rest = rest[1], rest[2:]
+    mode, allocation = "cats", "uniform"
+    while rest[:1] in (["--mode"], ["--allocation"]):
+        if rest[0] == "--mode":
+            mode = rest[1]
+        else:
+            allocation = rest[1]
+        rest = rest[2:]
     targets = [float(t) for t in rest] or [0.25, 0.4, 0.5, 0.6]
     tool = lambda n: os.path.join(b, n)  # noqa: E731
     run(tool("pi-profile"), "-m", model, "-f", calib, "-t", "2", "--max-tokens", "20000")
@@ -48,10 +53,12 @@ def main():
         def measure(mode, target):
             ppl = json.loads(run(tool("pi-perplexity"), "-m", model, "-f", held, "-c", "256",
                                  "--chunks", "8", "-t", "2", "--json", "--sparse", mode,
-                                 "--target-sparsity", target).stdout)
+                                 "--target-sparsity", target, "--sparse-allocation",
+                                 allocation).stdout)
             out = os.path.join(tmp, "%s-%s.f32" % (mode, target))
             run(tool("pi-dump-logits"), "-m", model, "--tokens", tok_arg, "--out", out,
-                "--sparse", mode, "--target-sparsity", target, "-t", "2")
+                "--sparse", mode, "--target-sparsity", target, "--sparse-allocation", allocation,
+                "-t", "2")
             top = np.fromfile(out, dtype="<f4").reshape(len(ids), -1).argmax(axis=1)
             return ppl["ffn_sparsity"], ppl.get("input_sparsity"), ppl["ppl"], top
 

@@ -87,6 +87,72 @@ TEST(GateThresholdsFor, InterpolatesEachLayersQuantiles) {
   EXPECT_THAT(GateThresholdsFor(q, 2, 0.5, &t).message(), HasSubstr("not finite"));
 }
 
+// kGreedy against TEAL's greedy loop run directly on samples: one point of
+// sparsity at a time to the layer whose share of its squared magnitudes
+// skipped grows least, until the layers' mean share is the target.
+TEST(GateThresholdsFor, GreedyMatchesTheGreedyLoopOnSamples) {
+  std::mt19937 rng(7);
+  const int n = 200000;
+  std::vector<std::vector<float>> layers(3, std::vector<float>(n));
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::lognormal_distribution<float> heavy(0.0f, 1.2f);
+  std::exponential_distribution<float> expo(2.0f);
+  for (int i = 0; i < n; ++i) {
+    layers[0][i] = uniform(rng);  // even magnitudes
+    layers[1][i] = heavy(rng);    // a heavy tail
+    layers[2][i] = expo(rng);
+  }
+  GateHistogram h;
+  h.Init(3);
+  std::vector<float> q(3 * kGateQuantilePoints), rms(3);
+  for (int l = 0; l < 3; ++l) {
+    h.Add(l, layers[l].data(), n);
+    h.Quantiles(l, q.data() + l * kGateQuantilePoints);
+    double sq = 0;
+    for (float v : layers[l]) sq += double{v} * v;
+    rms[l] = static_cast<float>(h.Rms(l));
+    EXPECT_NEAR(rms[l], std::sqrt(sq / n), 1e-4 * rms[l]);
+    std::sort(layers[l].begin(), layers[l].end());
+  }
+  for (double target : {0.4, 0.5}) {
+    // The loop, on the sorted samples: a^2 skipped over the total, per step.
+    std::vector<double> total(3, 0), cum;
+    std::vector<std::vector<double>> prefix(3, std::vector<double>(n + 1, 0));
+    for (int l = 0; l < 3; ++l) {
+      for (int i = 0; i < n; ++i) {
+        prefix[l][i + 1] = prefix[l][i] + double{layers[l][i]} * layers[l][i];
+      }
+      total[l] = prefix[l][n];
+    }
+    const int step = n / 100;
+    std::vector<int> at(3, 0);
+    while ((at[0] + at[1] + at[2]) / 3.0 < target * n) {
+      int best = 0;
+      double best_cost = 1e300;
+      for (int l = 0; l < 3; ++l) {
+        if (at[l] + step > n) continue;
+        const double cost = (prefix[l][at[l] + step] - prefix[l][at[l]]) / total[l];
+        if (cost < best_cost) best_cost = cost, best = l;
+      }
+      at[best] += step;
+    }
+    std::vector<float> t;
+    ASSERT_TRUE(GateThresholdsFor(q, 3, target, &t, SparsityAllocation::kGreedy, rms).ok());
+    double mean = 0;
+    for (int l = 0; l < 3; ++l) {
+      const auto& v = layers[l];
+      const double share = double(std::upper_bound(v.begin(), v.end(), t[l]) - v.begin()) / n;
+      mean += share / 3;
+      EXPECT_NEAR(share, double(at[l]) / n, 0.03) << "layer " << l << " at " << target;
+    }
+    EXPECT_NEAR(mean, target, 0.01);
+    // The heavy-tailed layer skips more than the even one; uniform has each at the target.
+    const double even =
+        double(std::upper_bound(layers[0].begin(), layers[0].end(), t[0]) - layers[0].begin()) / n;
+    EXPECT_LT(even, target - 0.05);
+  }
+}
+
 TEST(GateThresholdsFor, ReluLayersSparserThanTheTargetKeepTheirZerosAndTheRestMakeItUp) {
   // Layer 0: 80 % exact zeros, then 1 .. 20; layer 1: no zeros, k + 1 at point k.
   std::vector<float> q(2 * kGateQuantilePoints);

@@ -157,6 +157,16 @@ TEST(TealStatsTest, InputQuantilesRoundTripAndAreTheProfiledMagnitudes) {
   EXPECT_TRUE(r.input_quantiles[0].empty());
   EXPECT_EQ(r.input_quantiles[1], s.input_quantiles[1]);
   EXPECT_EQ(r.input_quantiles[2], s.input_quantiles[2]);
+  // Their RMS magnitudes too (--sparse-allocation greedy's weights): sqrt of
+  // the mean of ((i + 1) / 100)^2 over i < 100 (layer 1's as two rows of 50).
+  double sq = 0;
+  for (int i = 0; i < 100; ++i) sq += (i + 1) * (i + 1) / 1e4;
+  ASSERT_EQ(s.input_rms[1].size(), 2u);
+  EXPECT_NEAR(s.input_rms[1][0], std::sqrt(sq / 100), 1e-6);
+  EXPECT_NEAR(s.input_rms[1][1], std::sqrt(sq / 100), 1e-6);
+  EXPECT_TRUE(r.input_rms[0].empty());
+  EXPECT_EQ(r.input_rms[1], s.input_rms[1]);
+  EXPECT_EQ(r.input_rms[2], s.input_rms[2]);
   // One layer's table without the other's: refused, naming it.
   const std::string cut = TempPath("cut.gguf");
   cleanup.paths.push_back(cut);

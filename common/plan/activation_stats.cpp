@@ -23,6 +23,10 @@ constexpr char kGateQuantilesSuffix[] = ".ffn_gate_quantiles";
 // ActivationStats::input_quantiles' tensors, by ProjectionInput.
 constexpr const char* kInputQuantilesSuffix[kProjectionInputs] = {
     ".attn_in_quantiles", ".attn_out_quantiles", ".ffn_in_quantiles"};
+// Their RMS magnitudes, F32 [1] per layer.
+constexpr char kGateRmsSuffix[] = ".ffn_gate_rms";
+constexpr const char* kInputRmsSuffix[kProjectionInputs] = {".attn_in_rms", ".attn_out_rms",
+                                                            ".ffn_in_rms"};
 
 std::string LayerTensorName(int layer, const char* suffix) {
   return "blk." + std::to_string(layer) + suffix;
@@ -136,15 +140,19 @@ void ActivationStats::CountGatePasses(const std::vector<float>& thresholds, doub
 }
 
 void ActivationStats::FinishGateQuantiles() {
-  auto finish = [this](const GateHistogram& h, std::vector<float>* table) {
+  auto finish = [this](const GateHistogram& h, std::vector<float>* table, std::vector<float>* rms) {
     if (h.empty()) return;
     table->assign(static_cast<size_t>(n_layer_) * kGateQuantilePoints, 0.0f);
+    rms->assign(n_layer_, 0.0f);
     for (int l = 0; l < n_layer_; ++l) {
       h.Quantiles(l, table->data() + static_cast<int64_t>(l) * kGateQuantilePoints);
+      (*rms)[l] = static_cast<float>(h.Rms(l));
     }
   };
-  finish(gates_, &gate_quantiles);
-  for (int k = 0; k < kProjectionInputs; ++k) finish(inputs_[k], &input_quantiles[k]);
+  finish(gates_, &gate_quantiles, &gate_rms);
+  for (int k = 0; k < kProjectionInputs; ++k) {
+    finish(inputs_[k], &input_quantiles[k], &input_rms[k]);
+  }
 }
 
 void ActivationStats::OnFfn(int layer, int batch, const float* act) {
@@ -182,16 +190,46 @@ namespace {
 
 // A [n_layer][kGateQuantilePoints] table as one tensor per layer (none when
 // empty).
-Status AddQuantileTable(const std::vector<float>& table, const char* suffix, int n_layer,
+Status AddQuantileTable(const std::vector<float>& table, const std::vector<float>& rms,
+                        const char* suffix, const char* rms_suffix, int n_layer,
                         const std::string& path, GgufWriter* w) {
   if (table.empty()) return Status::Ok();
-  if (table.size() != static_cast<size_t>(n_layer) * kGateQuantilePoints) {
-    return Status::Error("writing %s: %zu quantiles (%s) for %d layers", path.c_str(), table.size(),
-                         suffix, n_layer);
+  if (table.size() != static_cast<size_t>(n_layer) * kGateQuantilePoints ||
+      (!rms.empty() && rms.size() != static_cast<size_t>(n_layer))) {
+    return Status::Error("writing %s: %zu quantiles and %zu RMS values (%s) for %d layers",
+                         path.c_str(), table.size(), rms.size(), suffix, n_layer);
   }
   for (int il = 0; il < n_layer; ++il) {
     PI_RETURN_IF_ERROR(w->AddTensor(LayerTensorName(il, suffix), DType::kF32, {kGateQuantilePoints},
                                     table.data() + static_cast<int64_t>(il) * kGateQuantilePoints));
+    if (!rms.empty()) {
+      PI_RETURN_IF_ERROR(w->AddTensor(LayerTensorName(il, rms_suffix), DType::kF32, {1}, &rms[il]));
+    }
+  }
+  return Status::Ok();
+}
+
+// A table's RMS values read back: every layer's or none (*out empty), each
+// finite and >= 0.
+Status ReadRmsTable(const GgufFile& f, const char* suffix, uint32_t n_layer,
+                    std::vector<float>* out) {
+  std::vector<const TensorInfo*> by_layer;
+  PI_RETURN_IF_ERROR(FindLayerTensors(f, suffix, DType::kF32, 1, n_layer, &by_layer));
+  out->clear();
+  if (std::none_of(by_layer.begin(), by_layer.end(), [](const TensorInfo* t) { return t; })) {
+    return Status::Ok();
+  }
+  out->resize(n_layer);
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    if (by_layer[il] == nullptr) {
+      return Status::Error("tensor '%s' is missing (other layers have theirs)",
+                           LayerTensorName(static_cast<int>(il), suffix).c_str());
+    }
+    memcpy(&(*out)[il], by_layer[il]->data, sizeof(float));
+    if (!std::isfinite((*out)[il]) || (*out)[il] < 0) {
+      return Status::Error("tensor '%s' holds %g, not a finite RMS >= 0",
+                           by_layer[il]->name.c_str(), (*out)[il]);
+    }
   }
   return Status::Ok();
 }
@@ -254,10 +292,11 @@ Status WriteActivationStats(const ActivationStats& stats, const std::string& pat
     PI_RETURN_IF_ERROR(w.AddTensor(LayerTensorName(il, kFireCountSuffix), DType::kI32,
                                    {stats.n_ff()}, row.data()));
   }
-  PI_RETURN_IF_ERROR(
-      AddQuantileTable(stats.gate_quantiles, kGateQuantilesSuffix, stats.n_layer(), path, &w));
+  PI_RETURN_IF_ERROR(AddQuantileTable(stats.gate_quantiles, stats.gate_rms, kGateQuantilesSuffix,
+                                      kGateRmsSuffix, stats.n_layer(), path, &w));
   for (int k = 0; k < kProjectionInputs; ++k) {
-    PI_RETURN_IF_ERROR(AddQuantileTable(stats.input_quantiles[k], kInputQuantilesSuffix[k],
+    PI_RETURN_IF_ERROR(AddQuantileTable(stats.input_quantiles[k], stats.input_rms[k],
+                                        kInputQuantilesSuffix[k], kInputRmsSuffix[k],
                                         stats.n_layer(), path, &w));
   }
   return w.Write(path);
@@ -324,9 +363,12 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
     }
   }
   std::vector<float> gate_table, input_tables[kProjectionInputs];
+  std::vector<float> gate_rms, input_rms[kProjectionInputs];
   PI_RETURN_IF_ERROR(ReadQuantileTable(f, kGateQuantilesSuffix, n_layer, &gate_table));
+  PI_RETURN_IF_ERROR(ReadRmsTable(f, kGateRmsSuffix, n_layer, &gate_rms));
   for (int k = 0; k < kProjectionInputs; ++k) {
     PI_RETURN_IF_ERROR(ReadQuantileTable(f, kInputQuantilesSuffix[k], n_layer, &input_tables[k]));
+    PI_RETURN_IF_ERROR(ReadRmsTable(f, kInputRmsSuffix[k], n_layer, &input_rms[k]));
   }
 
   ActivationStats s;
@@ -345,7 +387,11 @@ Status ReadActivationStats(const GgufFile& f, ActivationStats* stats) {
     }
   }
   s.gate_quantiles = std::move(gate_table);
-  for (int k = 0; k < kProjectionInputs; ++k) s.input_quantiles[k] = std::move(input_tables[k]);
+  s.gate_rms = std::move(gate_rms);
+  for (int k = 0; k < kProjectionInputs; ++k) {
+    s.input_quantiles[k] = std::move(input_tables[k]);
+    s.input_rms[k] = std::move(input_rms[k]);
+  }
   s.set_n_tokens(n_tokens);
   s.model_name = name;
   s.model_fingerprint = fingerprint;

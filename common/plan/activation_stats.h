@@ -23,6 +23,9 @@
 //   blk.N.attn_out_quantiles    quantiles of |x| over the entries of the
 //   blk.N.ffn_in_quantiles      attention's normed input, its heads' output
 //                               and the FFN's normed input (--sparse teal)
+//   blk.N.ffn_gate_rms, ...     F32 [1] each, beside each quantile table
+//   blk.N.*_in_rms, attn_out_rms  (optional): the RMS of those magnitudes
+//                               (--sparse-allocation greedy's weights)
 //   pi.stats.pass_target        f32 (optional): the counts are of neurons
 //                               whose |act(gate x)| passed --sparse cats'
 //                               thresholds for this target (SiLU models)
@@ -99,6 +102,9 @@ class ActivationStats : public FfnObserver {
   // The same for |x| of each input --sparse teal thresholds, by
   // ProjectionInput.
   std::vector<float> input_quantiles[kProjectionInputs];
+  // [n_layer] or empty: the RMS of each table's magnitudes per layer.
+  std::vector<float> gate_rms;
+  std::vector<float> input_rms[kProjectionInputs];
   // >= 0: the counts are of gate passes at this --sparse cats target
   // (CountGatePasses), not of exact firings.
   double pass_target = -1;

@@ -8,12 +8,15 @@ namespace pi {
 void GateHistogram::Init(int n_layer) {
   n_layer_ = n_layer;
   counts_.assign(static_cast<size_t>(n_layer) * kBins, 0);
+  sum_sq_.assign(n_layer, 0.0);
 }
 
 void GateHistogram::Add(int layer, const float* a, int64_t n) {
   uint64_t* c = counts_.data() + static_cast<int64_t>(layer) * kBins;
+  double sq = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float m = std::fabs(a[i]);
+    if (m == m) sq += double{m} * m;
     if (!(m >= 0x1p-40f)) {  // zero, tiny or NaN
       if (m == m) ++c[0];
       continue;
@@ -21,6 +24,27 @@ void GateHistogram::Add(int layer, const float* a, int64_t n) {
     const int bin = 1 + static_cast<int>((std::log2(m) - kMinExp) * kPerOctave);
     ++c[std::min(bin, kBins - 1)];
   }
+  sum_sq_[layer] += sq;
+}
+
+double GateHistogram::Rms(int layer) const {
+  const uint64_t n = total(layer);
+  return n == 0 ? 0.0 : std::sqrt(sum_sq_[layer] / static_cast<double>(n));
+}
+
+const char* SparsityAllocationName(SparsityAllocation a) {
+  return a == SparsityAllocation::kGreedy ? "greedy" : "uniform";
+}
+
+bool ParseSparsityAllocation(const std::string& s, SparsityAllocation* out) {
+  if (s == "uniform") {
+    *out = SparsityAllocation::kUniform;
+  } else if (s == "greedy") {
+    *out = SparsityAllocation::kGreedy;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 uint64_t GateHistogram::total(int layer) const {
@@ -92,8 +116,61 @@ Status CheckGateQuantiles(const float* q, int layer) {
   return Status::Ok();
 }
 
+double ShareBelow(const float* q, double t) {
+  const int last = kGateQuantilePoints - 1;
+  if (t >= q[last]) return 1.0;
+  if (t < q[0]) return 0.0;
+  int k = 0;  // the last point <= t
+  while (k + 1 < last && q[k + 1] <= t) ++k;
+  const double span = q[k + 1] - q[k];
+  const double f = span > 0 ? (t - q[k]) / span : 1.0;
+  return (k + f) / last;
+}
+
+namespace {
+
+// A layer's RMS magnitude from its quantiles: the trapezoid rule over the
+// quantile function (each 1 % of the entries at its end points' mean a^2).
+double QuantileRms(const float* q) {
+  double e = 0;
+  for (int k = 0; k + 1 < kGateQuantilePoints; ++k) {
+    e += 0.5 * (double{q[k]} * q[k] + double{q[k + 1]} * q[k + 1]);
+  }
+  return std::sqrt(e / (kGateQuantilePoints - 1));
+}
+
+// kGreedy: thresholds c * rms[l], the c whose mean share below is target
+// (bisection: the mean share grows with c).
+void GreedyThresholds(const std::vector<float>& quantiles, int n_layer, double target,
+                      const std::vector<float>& profiled_rms, std::vector<float>* thresholds) {
+  std::vector<double> rms(n_layer);
+  for (int l = 0; l < n_layer; ++l) {
+    rms[l] = profiled_rms.empty()
+                 ? QuantileRms(quantiles.data() + static_cast<int64_t>(l) * kGateQuantilePoints)
+                 : profiled_rms[l];
+  }
+  auto mean_share = [&](double c) {
+    double s = 0;
+    for (int l = 0; l < n_layer; ++l) {
+      s += ShareBelow(quantiles.data() + static_cast<int64_t>(l) * kGateQuantilePoints, c * rms[l]);
+    }
+    return s / n_layer;
+  };
+  double lo = 0, hi = 1;
+  while (mean_share(hi) < target && hi < 1e6) hi *= 2;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (mean_share(mid) < target ? lo : hi) = mid;
+  }
+  thresholds->assign(n_layer, 0.0f);
+  for (int l = 0; l < n_layer; ++l) (*thresholds)[l] = static_cast<float>(lo * rms[l]);
+}
+
+}  // namespace
+
 Status GateThresholdsFor(const std::vector<float>& quantiles, int n_layer, double target,
-                         std::vector<float>* thresholds) {
+                         std::vector<float>* thresholds, SparsityAllocation allocation,
+                         const std::vector<float>& rms) {
   if (!(target >= 0 && target < 1)) {
     return Status::Invalid("the target sparsity %g is not in [0, 1)", target);
   }
@@ -106,6 +183,18 @@ Status GateThresholdsFor(const std::vector<float>& quantiles, int n_layer, doubl
     const float* q = quantiles.data() + static_cast<int64_t>(l) * kGateQuantilePoints;
     PI_RETURN_IF_ERROR(CheckGateQuantiles(q, l));
     zero[l] = ZeroShare(q);
+  }
+  if (allocation == SparsityAllocation::kGreedy) {
+    if (!rms.empty() && rms.size() != static_cast<size_t>(n_layer)) {
+      return Status::Invalid("%zu RMS values for %d layers", rms.size(), n_layer);
+    }
+    for (size_t l = 0; l < rms.size(); ++l) {
+      if (!std::isfinite(rms[l]) || rms[l] < 0) {
+        return Status::Invalid("layer %zu's RMS magnitude %g is not finite and >= 0", l, rms[l]);
+      }
+    }
+    GreedyThresholds(quantiles, n_layer, target, rms, thresholds);
+    return Status::Ok();
   }
   const double level = CommonLevel(zero, target);
   thresholds->assign(n_layer, 0.0f);
