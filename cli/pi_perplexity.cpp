@@ -106,6 +106,15 @@ struct Report {
   double input_sparsity = -1;  // --sparse teal: the thresholded inputs' share dropped
 };
 
+// The per-layer shares as a JSON array ([] when none were measured).
+std::string LayerList(const std::vector<double>& shares) {
+  std::string out = "[";
+  for (size_t l = 0; l < shares.size(); ++l) {
+    out += (l ? "," : "") + pi::JsonNumber(shares[l]);
+  }
+  return out + "]";
+}
+
 // The share of each layer's neurons left out over `tokens` evaluated tokens.
 std::vector<double> LayerSparsity(const pi::Engine& engine, int64_t tokens) {
   const pi::LlamaConfig& c = engine.model().config;
@@ -264,8 +273,8 @@ void PrintResult(const Options& o, const Report& report, int n_threads) {
     printf(
         "{\"model\":%s,\"file\":%s,\"ppl\":%s,\"ppl_stderr\":%s,\"nll_mean\":%s,"
         "\"n_chunks\":%d,\"n_ctx\":%d,\"n_tokens\":%lld,\"n_tokens_scored\":%lld,"
-        "\"n_threads\":%d,\"sparse\":\"%s\",\"ffn_sparsity\":%s,\"input_sparsity\":%s,"
-        "\"seconds\":%s,"
+        "\"n_threads\":%d,\"sparse\":\"%s\",\"ffn_sparsity\":%s,\"ffn_layer_sparsity\":%s,"
+        "\"input_sparsity\":%s,\"seconds\":%s,"
         "\"tokens_per_second\":%s}\n",
         pi::JsonEscape(o.model_path).c_str(), pi::JsonEscape(o.text_path).c_str(),
         pi::JsonNumber(ppl).c_str(), pi::JsonNumber(ppl_stderr).c_str(),
@@ -273,6 +282,7 @@ void PrintResult(const Options& o, const Report& report, int n_threads) {
         static_cast<long long>(report.n_tokens), static_cast<long long>(report.nll.count),
         n_threads, pi::SparseModeName(o.engine.sparse),
         pi::JsonNumber(Mean(report.layer_sparsity)).c_str(),
+        LayerList(report.layer_sparsity).c_str(),
         report.input_sparsity >= 0 ? pi::JsonNumber(report.input_sparsity).c_str() : "null",
         pi::JsonNumber(report.seconds).c_str(), pi::JsonNumber(tokens_per_s).c_str());
   } else if (std::isfinite(ppl_stderr)) {

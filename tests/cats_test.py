@@ -139,10 +139,12 @@ def main():
                     "-t", "2", "--json", "--sparse", "cats", "--target-sparsity", target)
             r = json.loads(p.stdout) if p.returncode == 0 else {}
             got = r.get("ffn_sparsity", -1)
+            layers = r.get("ffn_layer_sparsity", [])
             ppl[target] = r.get("ppl", float("nan"))
-            check(p.returncode == 0 and abs(got - target) <= 0.02,
-                  f"target {target:.0%}: {got:.1%} of the neurons skipped on held-out text, "
-                  f"ppl {ppl[target]:.3f}")
+            check(p.returncode == 0 and abs(got - target) <= 0.02 and len(layers) == 4
+                  and abs(sum(layers) / 4 - got) < 1e-5,
+                  f"target {target:.0%}: {got:.1%} of the neurons skipped on held-out text "
+                  f"(layers {', '.join(f'{x:.1%}' for x in layers)}), ppl {ppl[target]:.3f}")
             if target == 0.4:
                 m = re.search(r"gate thresholds ([\d.e+-]+) to ([\d.e+-]+)", p.stderr)
                 first = float(printed.group(1).split()[0]) if printed else -1
