@@ -49,7 +49,8 @@ float At(const Tensor& t, int64_t r, int64_t c) {
 }
 
 TEST(TealTransposeTest, CopiesAreTheTransposesExactForFloatsCloseForBlocks) {
-  for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+  for (DType type :
+       {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
     const std::string path = TempPath(std::string(DTypeName(type)) + ".gguf");
     RemoveOnExit cleanup{{path}};
     ASSERT_TRUE(WriteSyntheticModel(Small(type), path).ok());
@@ -65,10 +66,13 @@ TEST(TealTransposeTest, CopiesAreTheTransposesExactForFloatsCloseForBlocks) {
       ASSERT_TRUE(t->present());
       ASSERT_EQ(t->rows, w->cols);
       ASSERT_EQ(t->cols, w->rows);
-      // The copy keeps the type where a row of outputs is whole blocks of it
-      // (Q4_K's k has 128 outputs: F16).
-      const int64_t block = GetDTypeInfo(static_cast<uint32_t>(type)).block_elems;
-      EXPECT_EQ(t->type, w->rows % block == 0 ? type : DType::kF16) << DTypeName(type);
+      // The copy keeps the type — Q4_K as Q4_0, Q6_K as Q8_0, whose products
+      // run faster — where a row of outputs is whole blocks of it, else F16.
+      const DType kept = type == DType::kQ4_K   ? DType::kQ4_0
+                         : type == DType::kQ6_K ? DType::kQ8_0
+                                                : type;
+      const int64_t block = GetDTypeInfo(static_cast<uint32_t>(kept)).block_elems;
+      EXPECT_EQ(t->type, w->rows % block == 0 ? kept : DType::kF16) << DTypeName(type);
       double worst = 0, scale = 0;
       for (int64_t r = 0; r < w->rows; r += 7) {
         for (int64_t c = 0; c < w->cols; c += 5) {
@@ -79,9 +83,9 @@ TEST(TealTransposeTest, CopiesAreTheTransposesExactForFloatsCloseForBlocks) {
       }
       // Floats copied exactly; a block type rounded a second time, along the
       // other axis: within its own step (Q4_0: a 16th of a block's range).
-      const double tol = type == DType::kF32 || type == DType::kF16 ? 0.0
-                         : type == DType::kQ8_0                     ? scale / 60
-                                                                    : scale / 6;
+      const double tol = type == DType::kF32 || type == DType::kF16  ? 0.0
+                         : type == DType::kQ8_0 || type == DType::kQ6_K ? scale / 60
+                                                                        : scale / 6;
       EXPECT_LE(worst, tol) << DTypeName(type);
     }
   }

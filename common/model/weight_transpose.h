@@ -3,9 +3,11 @@
 // (column_sparse.h) adds x[j] times row j of the copy for each kept input j,
 // reading only those rows. Made once at load, in memory of their own (the
 // file's matrices stay, for prompts and dense steps): each row quantized
-// along the outputs in the matrix's own type where they are whole blocks of
-// it, else F16. A quantized matrix is rounded twice on the way (its own
-// blocks, then the copy's), a float one copied exactly.
+// along the outputs in the matrix's own type — the K-quants in Q4_0 (2 to
+// 4 bits) or Q8_0 (5 and 6), whose axpy runs about three times faster —
+// where they are whole blocks of it, else F16. A quantized matrix is
+// rounded twice on the way (its own blocks, then the copy's), a float one
+// copied exactly.
 #pragma once
 
 #include <cstdint>
