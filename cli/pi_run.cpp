@@ -4,6 +4,7 @@
 //   pi-run -p "In the beginning" -n 64
 //   pi-run -m model.gguf -f prompt.txt -n 128 -t 2 --temp 0 --json
 //   pi-run -m chat-model.gguf -cnv            (a conversation in the terminal)
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -133,12 +134,16 @@ struct Times {
 // pi-bench's "FFN active") and of those, the hot side's.
 struct DecodeFfn {
   double active = 0, hot_share = 0;
+  std::vector<double> layer_active;  // each layer's share computed (empty: not counted)
 };
 
 DecodeFfn DecodeShares(const pi::LlamaConfig& c, const pi::GenerationResult& g) {
   DecodeFfn d;
   if (g.n_eval > 0) {
     d.active = static_cast<double>(g.ffn_neurons) / (1.0 * g.n_eval * c.n_layer * c.n_ff);
+    for (int64_t n : g.layer_neurons) {
+      d.layer_active.push_back(static_cast<double>(n) / (1.0 * g.n_eval * c.n_ff));
+    }
   }
   if (g.ffn_neurons > 0) d.hot_share = static_cast<double>(g.ffn_hot) / g.ffn_neurons;
   return d;
@@ -180,6 +185,15 @@ void PrintJson(const RunFlags& r, const pi::Engine& engine, uint32_t seed,
   printf("\"sparse_threshold\":%s,\"hot_backend\":%s,\"ffn_active\":%s,\"gpu_fired_share\":%s,",
          pi::JsonNumber(engine.predictor_threshold()).c_str(), pi::JsonEscape(hot_backend).c_str(),
          pi::JsonNumber(ffn.active).c_str(), pi::JsonNumber(ffn.hot_share).c_str());
+  std::string layers = "null";  // a device counts its hot neurons over its layers together
+  if (!ffn.layer_active.empty()) {
+    layers = "[";
+    for (size_t l = 0; l < ffn.layer_active.size(); ++l) {
+      layers += (l ? "," : "") + pi::JsonNumber(ffn.layer_active[l]);
+    }
+    layers += "]";
+  }
+  printf("\"ffn_layer_active\":%s,", layers.c_str());
   printf(
       "\"timings\":{\"load_ms\":%s,\"prompt_n\":%d,\"prompt_ms\":%s,"
       "\"prompt_per_second\":%s,\"predicted_n\":%zu,\"eval_n\":%d,\"predicted_ms\":%s,"
@@ -366,6 +380,10 @@ static int Run(int argc, char** argv) {
   if (g.n_eval > 0) {
     fprintf(stderr, "pi-run:   FFN per token = %9.1f %% of the neurons computed", 100 * ffn.active);
     if (hot_backend != "none") fprintf(stderr, ", %.1f %% of them hot", 100 * ffn.hot_share);
+    if (!ffn.layer_active.empty()) {
+      const auto [lo, hi] = std::minmax_element(ffn.layer_active.begin(), ffn.layer_active.end());
+      fprintf(stderr, " (layers %.1f %% to %.1f %%)", 100 * *lo, 100 * *hi);
+    }
     fprintf(stderr, "\n");
   }
   if (r.json) PrintJson(r, *engine, sampler.seed(), prompt_ids, g, t, hot_backend, ffn);

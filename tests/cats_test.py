@@ -85,14 +85,19 @@ def check_split_configurations(tool, model, label, budget="900K", every=True, mo
                       ("the device path in a gpu worker, a cpu worker",
                        ["--vram-budget", budget, "--host-device", "--gpu-worker",
                         "--cpu-workers", "1"]))
-    if mode == "teal":  # no device path for teal
-        chosen = configurations[:4]
+    if mode == "teal":  # no device path; the hot shard and workers alone: cats_split_test
+        chosen = [configurations[i] for i in (0, 3)]
     else:
         chosen = configurations if every else [configurations[i] for i in (0, 3, 5)]
     for name, extra in chosen:
         p = run(tool("pi-run"), *base, *extra)
         r = json.loads(p.stdout) if p.returncode == 0 else {}
         runs[name] = (r.get("generated_tokens"), r.get("ffn_active"), r.get("gpu_fired_share"))
+        # Each layer's share, except on the device path (its hot neurons are counted
+        # over its layers together).
+        device = "--host-device" in extra
+        check(p.returncode != 0 or (r.get("ffn_layer_active") is None) == device,
+              f"{label}, {name}: per-layer shares {'absent' if device else 'reported'}")
         if name == "in process":
             check(p.returncode == 0, f"{label}: pi-run --sparse {mode} in process "
                                      f"({last_line(p)!r})")
@@ -225,9 +230,12 @@ def main():
                 "--sparse", "cats", "--target-sparsity", "0.5", "--json", "-t", "2", "-b", "1")
         r = json.loads(p.stdout) if p.returncode == 0 else {}
         ids = r.get("prompt_tokens", []) + r.get("generated_tokens", [])
+        layers = r.get("ffn_layer_active") or []
         check(p.returncode == 0 and len(r.get("generated_tokens", [])) == 12
-              and 0.45 <= 1 - r.get("ffn_active", 1) <= 0.55,
-              f"pi-run --sparse cats: 12 tokens, {1 - r.get('ffn_active', 1):.1%} skipped")
+              and 0.45 <= 1 - r.get("ffn_active", 1) <= 0.55 and len(layers) == 4
+              and abs(sum(layers) / 4 - r.get("ffn_active", 1)) < 1e-5,
+              f"pi-run --sparse cats: 12 tokens, {1 - r.get('ffn_active', 1):.1%} skipped "
+              f"(per layer: {', '.join(f'{1 - x:.1%}' for x in layers)})")
         if ids:
             out = os.path.join(tmp, "logits.f32")
             q = run(tool("pi-dump-logits"), "-m", model, "--tokens", ",".join(map(str, ids[:-1])),

@@ -190,6 +190,7 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   e->logits_.assign(static_cast<size_t>(options.n_seq) * c.n_vocab, 0.0f);
   e->tokens_.assign(static_cast<size_t>(options.n_seq) * e->n_ctx_, 0);
   e->token_dense_.assign(e->tokens_.size(), 0);
+  e->last_layer_neurons_.assign(c.n_layer, 0);
   e->computed_.reset(new std::atomic<int64_t>[2 * (c.n_layer + 1)]);
   for (int i = 0; i < 2 * (c.n_layer + 1); ++i) e->computed_[i].store(0);
   *out = std::move(e);
@@ -614,6 +615,7 @@ void Engine::ResetStepCounters() {
   last_ffn_neurons_ = 0;
   last_ffn_gate_rows_ = 0;
   last_ffn_hot_fired_ = 0;
+  std::fill(last_layer_neurons_.begin(), last_layer_neurons_.end(), 0);
   last_device_seconds_ = 0;
   last_cold_seconds_ = 0;
   last_cold_layers_ = 0;

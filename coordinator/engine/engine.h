@@ -159,6 +159,11 @@ class Engine {
   // Of last_ffn_neurons(), those computed where the placement put them in
   // VRAM (the hot neurons of a split: the GPU's share of the fired neurons).
   int64_t last_ffn_hot_fired() const { return last_ffn_hot_fired_; }
+  // Of last_ffn_neurons(), those of `layer`; complete only when
+  // ffn_layers_counted() (a device counts its hot neurons over its layers
+  // together).
+  int64_t last_ffn_neurons(int layer) const { return last_layer_neurons_[layer]; }
+  bool ffn_layers_counted() const { return !device_ || device_->plan().n_layers == 0; }
   // With a device (EngineOptions::device), where the last Eval's device
   // steps spent their time here: waiting on the device (its layers and head,
   // the transfers included) and computing its layers' cold parts on this
@@ -258,6 +263,7 @@ class Engine {
   void ResetStepCounters();
   void CountComputed(int layer, bool hot, int64_t n) {
     computed_[2 * (layer + 1) + (hot ? 1 : 0)].fetch_add(n, std::memory_order_relaxed);
+    if (layer >= 0) last_layer_neurons_[layer] += n;
   }
   // Device_->Recover(), then every sequence's tokens replayed through it.
   Status RecoverDevice();
@@ -282,6 +288,7 @@ class Engine {
   int64_t last_ffn_neurons_ = 0;
   int64_t last_ffn_gate_rows_ = 0;
   int64_t last_ffn_hot_fired_ = 0;
+  std::vector<int64_t> last_layer_neurons_;  // [n_layer] the last Eval's, by layer
   double last_device_seconds_ = 0, last_cold_seconds_ = 0;
   int64_t last_cold_layers_ = 0;
   float predictor_threshold_ = 0.0f;

@@ -197,6 +197,12 @@ void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
       break;
     }
     gen.Evaluated(engine->last_ffn_neurons(), engine->last_ffn_hot_fired());
+    if (engine->ffn_layers_counted()) {
+      g->layer_neurons.resize(engine->model().config.n_layer, 0);
+      for (size_t l = 0; l < g->layer_neurons.size(); ++l) {
+        g->layer_neurons[l] += engine->last_ffn_neurons(static_cast<int>(l));
+      }
+    }
   }
   gen.Finish(on_token);
 }

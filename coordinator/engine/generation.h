@@ -49,6 +49,9 @@ struct GenerationResult {
   // FFN neurons the decode steps computed, and of them the hot side's
   // (Engine::last_ffn_neurons, last_ffn_hot_fired).
   int64_t ffn_neurons = 0, ffn_hot = 0;
+  // Of ffn_neurons, each layer's (Engine::last_ffn_neurons(layer)), filled by
+  // Generate when the engine counts every layer's (else empty).
+  std::vector<int64_t> layer_neurons;
   int context_shifts = 0;  // times the context was shifted (context_keep)
   // length | eos | context | stop | cancelled | error
   const char* stop_reason = "length";
