@@ -209,53 +209,49 @@ Status AddQuantileTable(const std::vector<float>& table, const std::vector<float
   return Status::Ok();
 }
 
-// A table's RMS values read back: every layer's or none (*out empty), each
-// finite and >= 0.
-Status ReadRmsTable(const GgufFile& f, const char* suffix, uint32_t n_layer,
-                    std::vector<float>* out) {
+// A per-layer F32 table of `width` values a layer, read back: every layer's
+// tensor or none (*out empty), each layer's values checked by `check(values,
+// layer, tensor)`.
+template <class Check>
+Status ReadLayerTable(const GgufFile& f, const char* suffix, uint32_t n_layer, uint32_t width,
+                      Check check, std::vector<float>* out) {
   std::vector<const TensorInfo*> by_layer;
-  PI_RETURN_IF_ERROR(FindLayerTensors(f, suffix, DType::kF32, 1, n_layer, &by_layer));
+  PI_RETURN_IF_ERROR(FindLayerTensors(f, suffix, DType::kF32, width, n_layer, &by_layer));
   out->clear();
   if (std::none_of(by_layer.begin(), by_layer.end(), [](const TensorInfo* t) { return t; })) {
     return Status::Ok();
   }
-  out->resize(n_layer);
-  for (uint32_t il = 0; il < n_layer; ++il) {
-    if (by_layer[il] == nullptr) {
-      return Status::Error("tensor '%s' is missing (other layers have theirs)",
-                           LayerTensorName(static_cast<int>(il), suffix).c_str());
-    }
-    memcpy(&(*out)[il], by_layer[il]->data, sizeof(float));
-    if (!std::isfinite((*out)[il]) || (*out)[il] < 0) {
-      return Status::Error("tensor '%s' holds %g, not a finite RMS >= 0",
-                           by_layer[il]->name.c_str(), (*out)[il]);
-    }
-  }
-  return Status::Ok();
-}
-
-// Such a table read back: every layer's tensor or none (*out empty), each
-// checked (finite, >= 0, not decreasing).
-Status ReadQuantileTable(const GgufFile& f, const char* suffix, uint32_t n_layer,
-                         std::vector<float>* out) {
-  std::vector<const TensorInfo*> by_layer;
-  PI_RETURN_IF_ERROR(
-      FindLayerTensors(f, suffix, DType::kF32, kGateQuantilePoints, n_layer, &by_layer));
-  out->clear();
-  if (std::none_of(by_layer.begin(), by_layer.end(), [](const TensorInfo* t) { return t; })) {
-    return Status::Ok();
-  }
-  out->resize(static_cast<size_t>(n_layer) * kGateQuantilePoints);
+  out->resize(static_cast<size_t>(n_layer) * width);
   for (uint32_t il = 0; il < n_layer; ++il) {
     if (by_layer[il] == nullptr) {  // all layers or none
       return Status::Error("tensor '%s' is missing (other layers have theirs)",
                            LayerTensorName(static_cast<int>(il), suffix).c_str());
     }
-    float* q = out->data() + static_cast<int64_t>(il) * kGateQuantilePoints;
-    memcpy(q, by_layer[il]->data, sizeof(float) * kGateQuantilePoints);
-    PI_RETURN_IF_ERROR(CheckGateQuantiles(q, static_cast<int>(il)));
+    float* v = out->data() + static_cast<int64_t>(il) * width;
+    memcpy(v, by_layer[il]->data, sizeof(float) * width);
+    PI_RETURN_IF_ERROR(check(v, static_cast<int>(il), *by_layer[il]));
   }
   return Status::Ok();
+}
+
+// A quantile table (finite, >= 0, not decreasing).
+Status ReadQuantileTable(const GgufFile& f, const char* suffix, uint32_t n_layer,
+                         std::vector<float>* out) {
+  auto check = [](const float* q, int layer, const TensorInfo&) {
+    return CheckGateQuantiles(q, layer);
+  };
+  return ReadLayerTable(f, suffix, n_layer, kGateQuantilePoints, check, out);
+}
+
+// A table's RMS values (each finite and >= 0).
+Status ReadRmsTable(const GgufFile& f, const char* suffix, uint32_t n_layer,
+                    std::vector<float>* out) {
+  auto check = [](const float* v, int, const TensorInfo& t) {
+    return std::isfinite(*v) && *v >= 0
+               ? Status::Ok()
+               : Status::Error("tensor '%s' holds %g, not a finite RMS >= 0", t.name.c_str(), *v);
+  };
+  return ReadLayerTable(f, suffix, n_layer, 1, check, out);
 }
 
 }  // namespace
