@@ -18,6 +18,7 @@
 
 #include "common/format/gguf.h"
 #include "tests/fuzz/regression_files.h"
+#include "tests/temp_path.h"
 
 namespace pi {
 namespace {
@@ -247,10 +248,6 @@ TEST(GgufSpecTest, WriterMatchesHandAssembledBytes) {
 }
 
 // ---- round trip ---------------------------------------------------------------
-
-std::string TempPath(const std::string& name) {
-  return std::string(PI_BINARY_DIR) + "/gguf_test_" + std::to_string(getpid()) + "_" + name;
-}
 
 TEST(GgufRoundTripTest, EveryValueTypeAndTensorType) {
   GgufWriter w;

@@ -18,13 +18,10 @@
 #include "common/format/gguf.h"
 #include "common/offline/synthetic_model.h"
 #include "kernels/cpu/quant.h"
+#include "tests/temp_path.h"
 
 namespace pi {
 namespace {
-
-std::string TempPath(const std::string& name) {
-  return std::string(PI_BINARY_DIR) + "/quantize_test_" + std::to_string(getpid()) + "_" + name;
-}
 
 // Runs pi-quantize; returns its exit status (stderr goes to `log`).
 int RunQuantize(const std::string& args, const std::string& log) {

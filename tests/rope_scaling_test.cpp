@@ -19,6 +19,7 @@
 #include "common/format/gguf.h"
 #include "common/model/llama_model.h"
 #include "common/offline/synthetic_model.h"
+#include "tests/temp_path.h"
 
 namespace pi {
 namespace {
@@ -97,8 +98,7 @@ class RopeFileTest : public ::testing::Test {
   }
 
   SyntheticModelOptions o_;
-  std::string path_ =
-      std::string(PI_BINARY_DIR) + "/rope_test_" + std::to_string(getpid()) + ".gguf";
+  std::string path_ = TempPath("rope.gguf");
 };
 
 TEST_F(RopeFileTest, TheLoaderReadsLlama3FactorsAndLinearScaling) {

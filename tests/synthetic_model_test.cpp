@@ -19,15 +19,12 @@
 #include "common/model/llama_model.h"
 #include "common/text/tokenizer.h"
 #include "kernels/cpu/quant.h"
+#include "tests/temp_path.h"
 
 namespace pi {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  return std::string(PI_BINARY_DIR) + "/synth_test_" + std::to_string(getpid()) + "_" + name;
-}
 
 SyntheticModelOptions Small() {
   SyntheticModelOptions o;
