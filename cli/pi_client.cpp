@@ -158,6 +158,13 @@ void FillRequest(const pi::RequestFlags& r, pi::v1::GenerateRequest* req) {
   s->set_repeat_penalty(sp.repeat_penalty);
   s->set_repeat_last_n(sp.repeat_last_n);
   s->set_seed(sp.seed == 0xFFFFFFFFu ? -1 : static_cast<int64_t>(sp.seed));
+  s->set_frequency_penalty(sp.frequency_penalty);
+  s->set_presence_penalty(sp.presence_penalty);
+  for (const auto& [id, bias] : sp.logit_bias) {
+    pi::v1::LogitBias* b = s->add_logit_bias();
+    b->set_token(id);
+    b->set_bias(bias);
+  }
 }
 
 void PrintJson(const ClientFlags& c, const pi::v1::Done& d) {

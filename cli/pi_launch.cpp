@@ -241,6 +241,7 @@ static int Run(int argc, char** argv) {
     // Up while the model loads: /health says 503 "loading" until it is ready.
     if (l.engine.model_path.empty()) l.engine.model_path = pi::DefaultModelPath();
     l.http.model_id = ModelId(l.engine.model_path);
+    l.http.system_fingerprint = pi::BuildFingerprint();
     l.http.more_metrics = [&loaded](std::string* out) {
       std::vector<const pi::RemoteShard*> cpu;
       for (const auto& w : loaded.workers.cold) cpu.push_back(w.get());

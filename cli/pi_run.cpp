@@ -204,6 +204,12 @@ void PrintJson(const RunFlags& r, const pi::Engine& engine, uint32_t seed,
       pi::JsonNumber(g.sample_s * 1e3).c_str());
 }
 
+// Loads the engine, then checks what needed its vocabulary (--logit-bias).
+pi::Status LoadForRun(RunFlags* r, pi::LoadedEngine* loaded) {
+  PI_RETURN_IF_ERROR(pi::LoadEngine("pi-run", &r->engine, loaded));
+  return pi::CheckLogitBias(r->request.sampling, loaded->engine->n_vocab());
+}
+
 // Encodes the prompt for the loaded engine.
 pi::Status EncodePrompt(const RunFlags& r, const pi::LoadedEngine& e,
                         std::vector<int32_t>* prompt_ids) {
@@ -221,7 +227,7 @@ pi::Status EncodePrompt(const RunFlags& r, const pi::LoadedEngine& e,
 int Interact(RunFlags* r) {
   pi::LoadedEngine loaded;
   std::vector<int32_t> prompt_ids;
-  pi::Status s = pi::LoadEngine("pi-run", &r->engine, &loaded);
+  pi::Status s = LoadForRun(r, &loaded);
   if (s.ok()) s = EncodePrompt(*r, loaded, &prompt_ids);
   if (s.ok()) {
     fprintf(stderr, "pi-run: interactive mode: type a line when the model stops; end with EOF\n");
@@ -246,7 +252,7 @@ int Interact(RunFlags* r) {
 // -cnv: the conversation loop (cli/conversation.h) on the loaded engine.
 int Converse(RunFlags* r) {
   pi::LoadedEngine loaded;
-  pi::Status s = pi::LoadEngine("pi-run", &r->engine, &loaded);
+  pi::Status s = LoadForRun(r, &loaded);
   pi::ConversationOptions o;
   if (s.ok()) {
     if (r->chat_template) {
@@ -293,7 +299,7 @@ static int Run(int argc, char** argv) {
   const double t_start = pi::NowSeconds();
   pi::LoadedEngine loaded;
   std::vector<int32_t> prompt_ids;
-  pi::Status s = pi::LoadEngine("pi-run", &r.engine, &loaded);
+  pi::Status s = LoadForRun(&r, &loaded);
   if (s.ok()) s = EncodePrompt(r, loaded, &prompt_ids);
   if (!s.ok()) {
     fprintf(stderr, "pi-run: %s\n", s.message().c_str());

@@ -2,6 +2,10 @@
 
 #include "cli/read_file.h"
 
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+
 namespace pi {
 
 const char kRequestUsage[] =
@@ -17,7 +21,39 @@ const char kRequestUsage[] =
     "  --min-p X               (default 0.05, 0 = off)\n"
     "  --repeat-penalty X      (default 1.0 = off)\n"
     "  --repeat-last-n N       (default 64, -1 = the context; capped at the context)\n"
+    "  --presence-penalty X    (default 0.0 = off; [-2, 2])\n"
+    "  --frequency-penalty X   (default 0.0 = off; [-2, 2])\n"
+    "  -l, --logit-bias ID(+|-)BIAS\n"
+    "                          add BIAS to token ID's logit, e.g. 15043+1 or 15043-inf\n"
+    "                          (repeatable)\n"
     "  -s, --seed N            (default -1 = random)\n";
+
+namespace {
+
+// llama.cpp's spelling: the token id, then the signed bias ("15043+1",
+// "15043-inf").
+void ParseLogitBias(const std::string& f, const std::string& v, ArgReader* args,
+                    SamplerParams* sp) {
+  if (args->failed()) return;
+  const size_t sign = v.find_first_of("+-");
+  char* end = nullptr;
+  errno = 0;
+  const long id = sign > 0 && sign != std::string::npos ? strtol(v.c_str(), &end, 10) : -1;
+  if (sign == std::string::npos || sign == 0 || end != v.c_str() + sign || errno != 0 || id < 0 ||
+      id > INT32_MAX) {
+    args->Fail(f + " expects TOKEN_ID+BIAS or TOKEN_ID-BIAS, got '" + v + "'");
+    return;
+  }
+  const char* b = v.c_str() + sign;
+  const float bias = strtof(b, &end);
+  if (end == b || *end != '\0') {
+    args->Fail(f + " expects TOKEN_ID+BIAS or TOKEN_ID-BIAS, got '" + v + "'");
+    return;
+  }
+  sp->logit_bias.emplace_back(static_cast<int32_t>(id), bias);
+}
+
+}  // namespace
 
 bool ParseRequestFlag(const std::string& f, ArgReader* args, RequestFlags* r) {
   SamplerParams* sp = &r->sampling;
@@ -45,6 +81,12 @@ bool ParseRequestFlag(const std::string& f, ArgReader* args, RequestFlags* r) {
     sp->repeat_penalty = args->Float(f);
   else if (f == "--repeat-last-n")
     sp->repeat_last_n = args->Int(f);
+  else if (f == "--presence-penalty")
+    sp->presence_penalty = args->Float(f);
+  else if (f == "--frequency-penalty")
+    sp->frequency_penalty = args->Float(f);
+  else if (f == "-l" || f == "--logit-bias")
+    ParseLogitBias(f, args->String(f), args, sp);
   else if (f == "-s" || f == "--seed")
     sp->seed = static_cast<uint32_t>(args->Int64(f));
   else

@@ -2,6 +2,7 @@
 //   -p, --prompt TEXT   -f, --file FILE   -n, --n-predict N   --ignore-eos
 //   --stop TEXT (repeatable)   and llama.cpp's sampling flags: --temp X
 //   --top-k N  --top-p X  --min-p X  --repeat-penalty X  --repeat-last-n N
+//   --presence-penalty X  --frequency-penalty X  -l, --logit-bias ID(+|-)BIAS
 //   -s, --seed N
 #pragma once
 

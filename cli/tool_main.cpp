@@ -10,6 +10,10 @@
 
 namespace pi {
 
+std::string BuildFingerprint() {
+  return std::string("pi-") + PI_VERSION + "-" + PI_COMMIT;
+}
+
 int RunTool(const char* tool, int (*body)(int argc, char** argv), int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--version") {
     printf("%s (pi) %s, commit %s, %s build\n", tool, PI_VERSION, PI_COMMIT,

@@ -14,6 +14,10 @@ namespace pi {
 // `tool --version` alone prints the version and commit instead.
 int RunTool(const char* tool, int (*body)(int argc, char** argv), int argc, char** argv);
 
+// The version and commit --version prints, as one word ("pi-0.1.0-abc1234"):
+// the HTTP API's system_fingerprint.
+std::string BuildFingerprint();
+
 // Checks, before any work, that each non-empty path could be written
 // (common/base/atomic_file.h's CheckOutputPath); prints "tool: why" for the first
 // that cannot and returns false.

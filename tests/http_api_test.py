@@ -139,7 +139,7 @@ def main():
                 (None, "{not json", 400, "not JSON"),
                 ({"prompt": PROMPT, "max_tokens": "ten"}, None, 400, "max_tokens"),
                 ({"prompt": PROMPT, "temperature": "hot"}, None, 400, "temperature"),
-                ({"prompt": PROMPT, "n": 2}, None, 400, "n is out of range"),
+                ({"prompt": PROMPT, "n": 2}, None, 400, "one choice per request"),
                 ({"prompt": PROMPT, "stop": [""]}, None, 400, "stop"),
                 ({}, None, 400, "prompt is required"),
                 ({"prompt": "And God said " * 2000}, None, 400, "longer than the context"),

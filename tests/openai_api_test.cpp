@@ -183,6 +183,95 @@ TEST(OpenAiRequestTest, StopStringsAreBounded) {
   EXPECT_THAT(s.message(), HasSubstr("stop: 17 strings, at most 16"));
 }
 
+Status Chat(const json& body, CompletionRequest* out) {
+  int status = 0;
+  const ChatTemplate chatml = ChatTemplate::kChatml;
+  return ParseChatRequest(body.dump(), "m", &chatml, out, &status);
+}
+
+// No field is skipped: each is read, or the error names it.
+TEST(OpenAiRequestTest, EveryFieldIsReadOrRefusedByName) {
+  for (const char* field : {"tools", "tool_choice", "functions", "suffix", "grammar", "json_schema",
+                            "store", "frobnicate"}) {
+    CompletionRequest r;
+    const Status s = Completion(json{{"prompt", "a"}, {field, 1}}.dump(), &r);
+    EXPECT_THAT(s.message(), HasSubstr(field));
+  }
+  // Chat's own fields are not the completions' and the other way round.
+  CompletionRequest r;
+  EXPECT_THAT(Completion(json{{"prompt", "a"}, {"messages", json::array()}}.dump(), &r).message(),
+              HasSubstr("messages"));
+  const json user = {{"role", "user"}, {"content", "hi"}};
+  EXPECT_THAT(Chat({{"messages", {user}}, {"echo", true}}, &r).message(), HasSubstr("echo"));
+  EXPECT_THAT(Chat({{"messages", {user}}, {"prompt", "a"}}, &r).message(), HasSubstr("prompt"));
+}
+
+TEST(OpenAiRequestTest, LogitBiasInOpenAisAndLlamaServersShapes) {
+  CompletionRequest a, b;
+  ASSERT_TRUE(Completion(R"({"prompt": "a", "logit_bias": {"7": -2.5, "9": false}})", &a).ok());
+  ASSERT_TRUE(Completion(R"({"prompt": "a", "logit_bias": [[7, -2.5], [9, false]]})", &b).ok());
+  for (const CompletionRequest* r : {&a, &b}) {
+    const auto& lb = r->request.sampling().logit_bias();
+    ASSERT_EQ(lb.size(), 2);
+    EXPECT_EQ(lb[0].token(), 7);
+    EXPECT_EQ(lb[0].bias(), -2.5f);
+    EXPECT_EQ(lb[1].token(), 9);
+    EXPECT_EQ(lb[1].bias(), -INFINITY);
+  }
+  for (const char* bad : {R"({"7x": 1})", R"({"-1": 1})", R"({"7": "1"})", R"({"7": true})",
+                          R"([[7]])", R"([["hello", 1]])", R"([[4294967296, 1]])", "3"}) {
+    CompletionRequest r;
+    const Status s = Completion(std::string(R"({"prompt": "a", "logit_bias": )") + bad + "}", &r);
+    EXPECT_THAT(s.message(), HasSubstr("logit_bias")) << bad;
+  }
+}
+
+TEST(OpenAiRequestTest, ContentPartsDeveloperAndNullAssistantContent) {
+  CompletionRequest parts, joined;
+  const json sys = {{"role", "developer"}, {"content", "Be brief."}};
+  ASSERT_TRUE(
+      Chat({{"messages",
+             {sys,
+              {{"role", "user"},
+               {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
+              {{"role", "assistant"}, {"content", nullptr}}}}},
+           &parts)
+          .ok());
+  EXPECT_EQ(parts.request.prompt(),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\na\nb<|im_end|>\n"
+            "<|im_start|>assistant\n<|im_end|>\n<|im_start|>assistant\n");
+  CompletionRequest r;
+  EXPECT_THAT(Chat({{"messages", {{{"role", "user"}, {"content", nullptr}}}}}, &r).message(),
+              HasSubstr("null"));
+  EXPECT_THAT(
+      Chat({{"messages",
+             {{{"role", "user"},
+               {"content", {{{"type", "input_audio"}, {"input_audio", json::object()}}}}}}}},
+           &r)
+          .message(),
+      HasSubstr("input_audio"));
+}
+
+TEST(OpenAiRequestTest, MaxCompletionTokensStreamOptionsAndEcho) {
+  const json user = {{"role", "user"}, {"content", "hi"}};
+  CompletionRequest r;
+  ASSERT_TRUE(Chat({{"messages", {user}}, {"max_completion_tokens", 3}}, &r).ok());
+  EXPECT_EQ(r.request.n_predict(), 3);
+  CompletionRequest same;
+  EXPECT_TRUE(
+      Chat({{"messages", {user}}, {"max_completion_tokens", 3}, {"max_tokens", 3}}, &same).ok());
+  CompletionRequest s;
+  ASSERT_TRUE(Completion(R"({"prompt": "a", "stream": true, "echo": true,
+                             "stream_options": {"include_usage": true}})",
+                         &s)
+                  .ok());
+  EXPECT_TRUE(s.include_usage);
+  EXPECT_TRUE(s.echo);
+  EXPECT_THAT(
+      Completion(R"({"prompt": "a", "stream": true, "stream_options": {"x": 1}})").message(),
+      HasSubstr("stream_options"));
+}
+
 class GenerateRequestTest : public ::testing::Test {
  protected:
   void SetUp() override {

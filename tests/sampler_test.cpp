@@ -1,9 +1,11 @@
 // Sampler against distributions computed here by hand.
 #include "common/text/sampler.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace pi {
@@ -119,6 +121,103 @@ TEST(SamplerTest, RepeatPenaltyWindowForgetsOldTokens) {
   s.Accept(1);
   s.Accept(2);  // token 0 fell out of the window
   EXPECT_EQ(s.Sample(std::vector<float>{3.0f, 2.9f, 2.8f, 0.0f}.data()), 0);
+}
+
+// OpenAI's penalties, as llama.cpp applies them: each distinct token of the
+// window loses frequency_penalty per occurrence and presence_penalty once,
+// after the repetition penalty has scaled it.
+TEST(SamplerTest, FrequencyAndPresencePenaltiesSubtractPerOccurrenceAndOnce) {
+  const std::vector<float> logits = {3.0f, 2.0f, 1.0f};
+  auto greedy = [&](float freq, float presence, int times) {
+    SamplerParams p;
+    p.temp = 0.0f;
+    p.frequency_penalty = freq;
+    p.presence_penalty = presence;
+    Sampler s(p, 3);
+    for (int i = 0; i < times; ++i) s.Accept(0);
+    return s.Sample(logits.data());
+  };
+  EXPECT_EQ(greedy(0.4f, 0.0f, 3), 1);  // 3 - 3 * 0.4 = 1.8 < 2
+  EXPECT_EQ(greedy(0.3f, 0.0f, 3), 0);  // 3 - 0.9 = 2.1
+  EXPECT_EQ(greedy(0.0f, 1.1f, 3), 1);  // 3 - 1.1 = 1.9, however often it occurred
+  EXPECT_EQ(greedy(0.0f, 0.9f, 3), 0);  // 2.1
+  EXPECT_EQ(greedy(0.0f, 0.9f, 0), 0);  // not in the window: no penalty
+  EXPECT_EQ(greedy(-2.0f, 0.0f, 0), 0);
+  // A negative penalty raises a repeated token.
+  {
+    SamplerParams p;
+    p.temp = 0.0f;
+    p.frequency_penalty = -1.26f;
+    Sampler s(p, 3);
+    s.Accept(2);
+    s.Accept(2);
+    EXPECT_EQ(s.Sample(logits.data()), 2);  // 1 + 2.52 = 3.52 > 3
+  }
+  // The repetition penalty first, then the subtraction: (3 / 2) - 2 * 0.1 = 1.3 > 1.2, where
+  // the other order would give (3 - 0.2) / 2 = 1.4 either way; with 0.2: 1.1 < 1.2.
+  for (const auto& [freq, want] : {std::pair{0.1f, 0}, std::pair{0.2f, 1}}) {
+    SamplerParams p;
+    p.temp = 0.0f;
+    p.repeat_penalty = 2.0f;
+    p.frequency_penalty = freq;
+    Sampler s(p, 3);
+    s.Accept(0);
+    s.Accept(0);
+    EXPECT_EQ(s.Sample(std::vector<float>{3.0f, 1.2f, 1.1f}.data()), want) << freq;
+  }
+}
+
+TEST(SamplerTest, LogitBiasComesFirstAndMinusInfinityBans) {
+  SamplerParams p;
+  p.temp = 0.0f;
+  p.logit_bias = {{2, 2.5f}};
+  EXPECT_EQ(Sampler(p, 3).Sample(std::vector<float>{3.0f, 2.0f, 1.0f}.data()), 2);  // 3.5
+  // Before the penalties: (3 + 5) / 4 = 2 < 2.1, where 3 / 4 + 5 would win.
+  p.logit_bias = {{0, 5.0f}};
+  p.repeat_penalty = 4.0f;
+  Sampler s(p, 2);
+  s.Accept(0);
+  EXPECT_EQ(s.Sample(std::vector<float>{3.0f, 2.1f}.data()), 1);
+  // Sampled: a banned token never comes, however likely.
+  SamplerParams q;
+  q.temp = 1.0f;
+  q.top_k = 0;
+  q.top_p = 1.0f;
+  q.min_p = 0.0f;
+  q.seed = 7;
+  q.logit_bias = {{0, -INFINITY}, {1, -INFINITY}};
+  Sampler banned(q, 4);
+  const std::vector<float> logits = {9.0f, 8.0f, 0.0f, 0.5f};
+  int seen[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 2000; ++i) ++seen[banned.Sample(logits.data())];
+  EXPECT_EQ(seen[0] + seen[1], 0);
+  EXPECT_GT(seen[2], 0);
+  EXPECT_GT(seen[3], seen[2]);
+}
+
+TEST(SamplerTest, PenaltiesAndBiasesAreChecked) {
+  SamplerParams p;
+  p.frequency_penalty = 2.5f;
+  EXPECT_THAT(CheckSamplerParams(p).message(), ::testing::HasSubstr("frequency-penalty"));
+  p.frequency_penalty = 0.0f;
+  p.presence_penalty = -2.01f;
+  EXPECT_THAT(CheckSamplerParams(p).message(), ::testing::HasSubstr("presence-penalty"));
+  p.presence_penalty = NAN;
+  EXPECT_FALSE(CheckSamplerParams(p).ok());
+  p.presence_penalty = 0.0f;
+  p.logit_bias = {{5, 1.0f}};
+  EXPECT_TRUE(CheckLogitBias(p, 6).ok());
+  EXPECT_THAT(CheckLogitBias(p, 5).message(), ::testing::HasSubstr("token 5"));
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_FALSE(CheckLogitBias(p, 5).ok());
+  for (float bad : {100.5f, -101.0f, NAN, INFINITY}) {
+    p.logit_bias = {{1, bad}};
+    EXPECT_FALSE(CheckLogitBias(p, 5).ok()) << bad;
+  }
+  p.logit_bias = {{1, -INFINITY}, {2, -100.0f}, {3, 100.0f}};
+  EXPECT_TRUE(CheckLogitBias(p, 5).ok());
+  p.logit_bias.assign(kMaxLogitBiases + 1, {1, 0.0f});
+  EXPECT_FALSE(CheckLogitBias(p, 5).ok());
 }
 
 TEST(SamplerTest, SameSeedSameTokensDifferentSeedDifferentTokens) {

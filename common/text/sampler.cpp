@@ -26,6 +26,33 @@ Status CheckSamplerParams(const SamplerParams& sp) {
   }
   if (!std::isfinite(sp.temp))
     return Status::Error("temp out of range: must be finite, got %g", sp.temp);
+  // OpenAI's range for both.
+  if (!(sp.frequency_penalty >= -2.0f && sp.frequency_penalty <= 2.0f)) {
+    return Status::Error("frequency-penalty out of range: must be in [-2, 2], got %g",
+                         sp.frequency_penalty);
+  }
+  if (!(sp.presence_penalty >= -2.0f && sp.presence_penalty <= 2.0f)) {
+    return Status::Error("presence-penalty out of range: must be in [-2, 2], got %g",
+                         sp.presence_penalty);
+  }
+  return Status::Ok();
+}
+
+Status CheckLogitBias(const SamplerParams& sp, int n_vocab) {
+  if (sp.logit_bias.size() > kMaxLogitBiases) {
+    return Status::Error("logit-bias: %zu tokens, at most %zu", sp.logit_bias.size(),
+                         kMaxLogitBiases);
+  }
+  for (const auto& [id, bias] : sp.logit_bias) {
+    if (id < 0 || id >= n_vocab) {
+      return Status::Error("logit-bias: token %d is outside the vocabulary (0..%d)", id,
+                           n_vocab - 1);
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f) && bias != -INFINITY) {
+      return Status::Error("logit-bias: token %d's bias must be in [-100, 100] (or -inf), got %g",
+                           id, bias);
+    }
+  }
   return Status::Ok();
 }
 
@@ -44,6 +71,7 @@ Sampler::Sampler(const SamplerParams& params, int n_vocab)
   cand_.resize(n_vocab);
   probs_.resize(n_vocab);
   history_.assign(params_.repeat_last_n > 0 ? params_.repeat_last_n : 0, 0);
+  sorted_.assign(history_.size(), 0);
 }
 
 void Sampler::Reset() {
@@ -59,22 +87,34 @@ void Sampler::Accept(int32_t token) {
   if (history_len_ < static_cast<int>(history_.size())) ++history_len_;
 }
 
+// Each distinct token of the window is penalized once, as llama.cpp does:
+// the repetition penalty scales its logit, then it loses frequency_penalty
+// per occurrence and presence_penalty once.
+void Sampler::ApplyPenalties(int n) {
+  const bool repeat = params_.repeat_penalty != 1.0f;
+  const bool counted = params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  if ((!repeat && !counted) || history_len_ == 0) return;
+  std::copy(history_.begin(), history_.begin() + history_len_, sorted_.begin());
+  std::sort(sorted_.begin(), sorted_.begin() + history_len_);
+  for (int i = 0; i < history_len_;) {
+    const int32_t t = sorted_[i];
+    int count = 0;
+    for (; i < history_len_ && sorted_[i] == t; ++i) ++count;
+    if (t < 0 || t >= n) continue;
+    float& l = cand_[t].logit;
+    if (repeat) l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    l -= static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty;
+  }
+}
+
 int32_t Sampler::Sample(const float* logits) {
   int n = n_vocab_;
   for (int i = 0; i < n; ++i) cand_[i] = {i, logits[i]};
 
-  if (params_.repeat_penalty != 1.0f) {
-    // Each distinct recent token is penalized once, as llama.cpp does.
-    for (int i = 0; i < history_len_; ++i) {
-      const int32_t t = history_[i];
-      if (t < 0 || t >= n) continue;
-      bool seen_before = false;
-      for (int j = 0; j < i && !seen_before; ++j) seen_before = history_[j] == t;
-      if (seen_before) continue;
-      float& l = cand_[t].logit;
-      l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
-    }
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (id >= 0 && id < n) cand_[id].logit += bias;
   }
+  ApplyPenalties(n);
 
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);

@@ -1,7 +1,8 @@
 // Sampler: picks the next token from logits, llama.cpp-style, with its
-// default values: repetition penalty over the last `repeat_last_n` tokens,
-// then top-k, top-p, min-p (all on the untempered distribution), then
-// temperature and a draw. temp <= 0 is greedy (argmax). The same seed gives
+// default values: the logit biases, then the penalties over the last
+// `repeat_last_n` tokens (repetition, frequency, presence), then top-k,
+// top-p, min-p (all on the untempered distribution), then temperature and a
+// draw. temp <= 0 is greedy (argmax). The same seed gives
 // the same tokens: the draw uses mt19937's standardized output directly, not
 // a std:: distribution (those differ between standard libraries).
 // Buffers are sized at construction; Sample allocates nothing.
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "common/base/status.h"
@@ -22,12 +24,27 @@ struct SamplerParams {
   float min_p = 0.05f;          // 0 = off
   float repeat_penalty = 1.0f;  // 1 = off
   int repeat_last_n = 64;
+  // OpenAI's penalties over the same window: a token's logit loses
+  // frequency_penalty per time it occurs there and presence_penalty once if
+  // it does (llama.cpp's penalty_freq and penalty_present). 0 = off.
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
   uint32_t seed = 0xFFFFFFFFu;  // 0xFFFFFFFF (-1) = random
+  // Added to these tokens' logits before anything else (OpenAI's
+  // logit_bias; -infinity bans a token). Ids are checked against the
+  // vocabulary by whoever builds the params (CheckLogitBias).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
+
+// At most this many logit biases in one request: each is applied per token.
+inline constexpr size_t kMaxLogitBiases = 4096;
 
 // An error naming the first parameter out of range (by llama.cpp's flag
 // name: "top-k out of range: ..."); temp may be any finite value.
 Status CheckSamplerParams(const SamplerParams& params);
+// The same for the logit biases against a vocabulary of n_vocab: each id in
+// it, each bias in [-100, 100] or -infinity, at most kMaxLogitBiases.
+Status CheckLogitBias(const SamplerParams& params, int n_vocab);
 
 // repeat_last_n for a context of n_ctx: -1 means the whole context, and
 // more than the context is capped at it.
@@ -51,6 +68,7 @@ class Sampler {
     int32_t id;
     float logit;
   };
+  void ApplyPenalties(int n);
 
   SamplerParams params_;
   int n_vocab_;
@@ -59,6 +77,7 @@ class Sampler {
   std::vector<Candidate> cand_;
   std::vector<float> probs_;
   std::vector<int32_t> history_;  // ring buffer of the last repeat_last_n tokens
+  std::vector<int32_t> sorted_;   // the window sorted, to count each token once
   int history_len_ = 0;
   int history_pos_ = 0;
 };

@@ -29,14 +29,17 @@ void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>&
     if (t.logprob >= 0 && logprobs_) pending_logprobs_.push_back(result.logprobs[t.logprob]);
     if (t.text.empty()) continue;
     CompletionInfo chunk = info_;
+    // The echoed prompt goes out with the first text (its logprobs offsets
+    // count from the reply's own text, as echo with logprobs is refused).
+    const std::string text = started_ || echo_.empty() ? t.text : echo_ + t.text;
     if (logprobs_) {
       chunk.logprobs = &pending_logprobs_;
       chunk.tok = tok_;
       chunk.logprob_offset = streamed_bytes_;
     }
     streamed_bytes_ += t.text.size();
-    AppendEvent(chat_ ? ChatChunkJson(chunk, !started_, t.text, nullptr, 0, 0)
-                      : CompletionChunkJson(chunk, t.text, nullptr, 0, 0),
+    AppendEvent(chat_ ? ChatChunkJson(chunk, !started_, text, nullptr, 0, 0)
+                      : CompletionChunkJson(chunk, text, nullptr, 0, 0),
                 out);
     started_ = true;
     pending_logprobs_.clear();
@@ -61,9 +64,12 @@ void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prom
   }
   const int n_gen = static_cast<int>(result.ids.size());
   const char* finish = FinishReason(result.stop_reason);
-  AppendEvent(chat_ ? ChatChunkJson(end, !started_, "", finish, n_prompt, n_gen)
-                    : CompletionChunkJson(end, "", finish, n_prompt, n_gen),
+  // A reply with no text still echoes its prompt.
+  const std::string text = started_ ? "" : echo_;
+  AppendEvent(chat_ ? ChatChunkJson(end, !started_, text, finish, n_prompt, n_gen)
+                    : CompletionChunkJson(end, text, finish, n_prompt, n_gen),
               out);
+  if (include_usage_) AppendEvent(UsageChunkJson(info_, chat_, n_prompt, n_gen), out);
   AppendEvent("[DONE]", out);
   started_ = true;
 }
@@ -84,7 +90,7 @@ int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
   // The text as it would stream (bytes that are not UTF-8 as U+FFFD), cut
   // before a stop string.
   Utf8Stream whole;
-  const std::string text = whole.Push(result.text) + whole.Flush();
+  const std::string text = echo_ + whole.Push(result.text) + whole.Flush();
   const int n_gen = static_cast<int>(result.ids.size());
   const char* finish = FinishReason(result.stop_reason);
   *body = chat_ ? ChatCompletionJson(info, text, finish, n_prompt, n_gen)

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/text/tokenizer.h"
@@ -34,6 +35,10 @@ class CompletionReply {
   void AppendEndEvents(const GenerationResult& result, int n_prompt, std::string* out);
   // Whether an event went out (the stream's head with it).
   bool started() const { return started_; }
+  // Text the reply's text starts with (completions' echo: the prompt's).
+  void set_echo(std::string text) { echo_ = std::move(text); }
+  // A stream ends with a chunk of the usage alone (stream_options).
+  void set_include_usage(bool on) { include_usage_ = on; }
 
   // A non-streamed reply's status and body: 200 and the whole response, or
   // 500 and the error.
@@ -47,6 +52,8 @@ class CompletionReply {
   const CompletionInfo info_;
   const Tokenizer* tok_;
   const bool logprobs_;
+  std::string echo_;
+  bool include_usage_ = false;
   bool started_ = false;
   size_t streamed_bytes_ = 0;
   std::vector<TokenLogprob> pending_logprobs_;  // tokens told since the last chunk

@@ -16,6 +16,9 @@ SamplerParams SamplingFrom(const v1::SamplingParams& s) {
   if (s.has_repeat_penalty()) p.repeat_penalty = s.repeat_penalty();
   if (s.has_repeat_last_n()) p.repeat_last_n = s.repeat_last_n();
   if (s.has_seed()) p.seed = static_cast<uint32_t>(s.seed());  // (checked: -1 .. 2^32 - 1)
+  if (s.has_frequency_penalty()) p.frequency_penalty = s.frequency_penalty();
+  if (s.has_presence_penalty()) p.presence_penalty = s.presence_penalty();
+  for (const v1::LogitBias& b : s.logit_bias()) p.logit_bias.emplace_back(b.token(), b.bias());
   return p;
 }
 
@@ -78,8 +81,13 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
     return Status::Error("seed must be -1 (random) to 4294967295, got %lld",
                          static_cast<long long>(in.sampling().seed()));
   }
+  if (static_cast<size_t>(in.sampling().logit_bias_size()) > kMaxLogitBiases) {
+    return Status::Error("logit_bias: %d tokens, at most %zu", in.sampling().logit_bias_size(),
+                         kMaxLogitBiases);
+  }
   *sampling = SamplingFrom(in.sampling());
   PI_RETURN_IF_ERROR(CheckSamplerParams(*sampling));
+  PI_RETURN_IF_ERROR(CheckLogitBias(*sampling, n_vocab));
   // The sampler's history is sized by it: never beyond the context (a
   // request's 2000000000 must not allocate gigabytes).
   sampling->repeat_last_n = RepeatLastNForContext(sampling->repeat_last_n, n_ctx);

@@ -205,6 +205,8 @@ void HttpConnection::Dispatch() {
   c.options = &options();
   c.runner = shared_->runner.load(std::memory_order_acquire);
   c.started_at = shared_->started_at;
+  const std::string target(req.target());
+  c.path = target.substr(0, target.find('?'));
   if (route != HttpRoute::kCompletions && route != HttpRoute::kChatCompletions) {
     return Reply(HandleRoute(route, c, req.body()), false);
   }

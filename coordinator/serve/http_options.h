@@ -15,6 +15,7 @@ struct HttpServerOptions {
   std::string listen = "127.0.0.1:8080";  // port 0 picks a free one
   std::string api_key;                    // empty: no key required
   std::string model_id = "pi";            // what /v1/models lists and "model" must name
+  std::string system_fingerprint;         // OpenAI's: the backend's version and build
   // The chat template /v1/chat/completions renders messages with; unset:
   // the model has none (chat requests get a 400 saying how to choose one).
   std::optional<ChatTemplate> chat_template;

@@ -19,20 +19,32 @@ HttpReply JsonReply(const json& j) {
   return r;
 }
 
-HttpReply Models(const HttpContext& c) {
+// The served model, as OpenAI's model object (with llama-server's "meta").
+json ModelObject(const HttpContext& c) {
   const Engine& e = c.runner->engine();
   const HttpServerOptions& o = *c.options;
-  json model = {{"id", o.model_id},
-                {"object", "model"},
-                {"created", c.started_at},
-                {"owned_by", "pi"},
-                {"meta",
-                 {{"chat_template",
-                   o.chat_template ? json(ChatTemplateName(*o.chat_template)) : json(nullptr)},
-                  {"n_ctx", e.n_ctx()},
-                  {"n_vocab", e.n_vocab()},
-                  {"n_params", e.model().ParameterCount()}}}};
-  return JsonReply({{"object", "list"}, {"data", {model}}});
+  return {{"id", o.model_id},
+          {"object", "model"},
+          {"created", c.started_at},
+          {"owned_by", "pi"},
+          {"meta",
+           {{"chat_template",
+             o.chat_template ? json(ChatTemplateName(*o.chat_template)) : json(nullptr)},
+            {"n_ctx", e.n_ctx()},
+            {"n_vocab", e.n_vocab()},
+            {"n_params", e.model().ParameterCount()}}}};
+}
+
+constexpr char kModelPrefix[] = "/v1/models/";
+
+// GET /v1/models/{id}: the model when it is the one served, else 404.
+HttpReply Model(const HttpContext& c) {
+  const std::string id = c.path.substr(sizeof kModelPrefix - 1);
+  if (id != c.options->model_id) {
+    return ErrorReply(404, "model '" + id + "' is not served here (this server has '" +
+                               c.options->model_id + "')");
+  }
+  return JsonReply(ModelObject(c));
 }
 
 HttpReply Detokenize(const Tokenizer& tok, const json& j) {
@@ -96,6 +108,8 @@ bool FindRoute(const std::string& path, const std::string& method, HttpRoute* ro
       {"/tokenize", "POST", HttpRoute::kTokenize},
       {"/detokenize", "POST", HttpRoute::kDetokenize},
   };
+  const bool model_path = path.size() > sizeof kModelPrefix - 1 &&
+                          path.compare(0, sizeof kModelPrefix - 1, kModelPrefix) == 0;
   for (const Entry& e : kRoutes) {
     if (path != e.path) continue;
     if (method == e.method || (method == "HEAD" && std::string(e.method) == "GET")) {
@@ -104,6 +118,15 @@ bool FindRoute(const std::string& path, const std::string& method, HttpRoute* ro
     }
     *status = 405;
     *allow = e.method;
+    return false;
+  }
+  if (model_path) {  // GET /v1/models/{id}
+    if (method == "GET" || method == "HEAD") {
+      *route = HttpRoute::kModel;
+      return true;
+    }
+    *status = 405;
+    *allow = "GET";
     return false;
   }
   *status = 404;
@@ -143,7 +166,9 @@ HttpReply HandleRoute(HttpRoute route, const HttpContext& c, const std::string& 
       return r;
     }
     case HttpRoute::kModels:
-      return Models(c);
+      return JsonReply({{"object", "list"}, {"data", {ModelObject(c)}}});
+    case HttpRoute::kModel:
+      return Model(c);
     case HttpRoute::kTokenize:
     case HttpRoute::kDetokenize: {
       const json j = json::parse(body, nullptr, false);
@@ -185,6 +210,7 @@ void StartCompletion(const HttpContext& c, bool chat, const std::string& body, u
     return;
   }
   const int n_prompt = static_cast<int>(request.prompt.size());
+  const std::vector<int32_t> prompt_ids = cr.echo ? request.prompt : std::vector<int32_t>();
   const bool logprobs = request.logprobs >= 0;
   out->job = runner->Submit(std::move(request), sampling, cr.stream, std::move(notify));
   if (!out->job) {
@@ -200,8 +226,14 @@ void StartCompletion(const HttpContext& c, bool chat, const std::string& body, u
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();
   info.model = o.model_id;
+  info.system_fingerprint = o.system_fingerprint;
   out->reply =
       std::make_unique<CompletionReply>(chat, std::move(info), &runner->tokenizer(), logprobs);
+  out->reply->set_include_usage(cr.include_usage);
+  if (cr.echo) {
+    out->reply->set_echo(cr.request.has_prompt_ids() ? runner->tokenizer().Decode(prompt_ids)
+                                                     : cr.request.prompt());
+  }
   out->stream = cr.stream;
   out->n_prompt = n_prompt;
 }

@@ -30,6 +30,7 @@ enum class HttpRoute {
   kHealth,           // GET /health
   kMetrics,          // GET /metrics
   kModels,           // GET /v1/models
+  kModel,            // GET /v1/models/{id}
   kCompletions,      // POST /v1/completions
   kChatCompletions,  // POST /v1/chat/completions
   kTokenize,         // POST /tokenize
@@ -48,6 +49,7 @@ struct HttpContext {
   const HttpServerOptions* options = nullptr;
   RequestRunner* runner = nullptr;  // null while the model loads
   int64_t started_at = 0;           // the server's start (Unix seconds)
+  std::string path;                 // the request's (without the query)
 };
 
 // The answer of every route but the two completions.

@@ -1,9 +1,11 @@
-// The OpenAI-style completion API's bodies (POST /v1/completions, as
-// llama-server serves it): the request JSON checked and turned into the
-// Coordinator's GenerateRequest (so one validator, generate_request.h,
-// checks both front ends), and the response, stream chunk and error JSON.
-// Parsing uses nlohmann::json; every error names the field. Fuzzed by
-// http_body_fuzz.
+// The OpenAI-style completion API's bodies (POST /v1/completions and
+// /v1/chat/completions, as llama-server serves them): the request JSON
+// checked and turned into the Coordinator's GenerateRequest (so one
+// validator, generate_request.h, checks both front ends; openai_request.cpp),
+// and the response, stream chunk and error JSON (openai_api.cpp). Parsing
+// uses nlohmann::json; every error names the field. A field the endpoint
+// does not implement is refused by name, never skipped (docs/http-api.md
+// lists them). Fuzzed by http_body_fuzz.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,8 @@ namespace pi {
 struct CompletionRequest {
   v1::GenerateRequest request;  // prompt or ids, n_predict, stops, sampling, logprobs
   bool stream = false;
+  bool include_usage = false;  // stream_options: a last chunk with the usage alone
+  bool echo = false;           // completions: the reply's text starts with the prompt's
   // A chat's messages in the prompt text: tokenized as text, never as
   // control tokens (ParseGenerateRequest's `literal`).
   std::vector<TextSpan> content_spans;
@@ -29,17 +33,20 @@ struct CompletionRequest {
 // Reads a /v1/completions body: prompt (a string, token ids, or one string
 // in an array), max_tokens (or llama.cpp's n_predict; default -1: until end
 // of text), temperature, top_p, top_k, min_p, repeat_penalty,
-// repeat_last_n, seed, stop (a string or strings), stream, n (must be 1),
-// model (must be `model_id` when given: else *http_status 404). Unknown
-// fields are ignored, as OpenAI's clients send more than a server uses.
+// repeat_last_n, presence_penalty, frequency_penalty, logit_bias, seed,
+// stop (a string or strings), stream, stream_options, echo, logprobs, n
+// (must be 1), user, cache_prompt, ignore_eos, model (must be `model_id`
+// when given: else *http_status 404). Any other field is refused by name.
 // On an error, *http_status is 400 (or 404) and the message names the field.
 Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
                               CompletionRequest* out, int* http_status);
 
 // Reads a /v1/chat/completions body: messages (an array of {role, content}:
-// system, user, assistant), rendered with `chat_template` into the prompt
-// (the template's special tokens parsed, the messages' contents as text:
-// content_spans), and the completion's other fields. A null
+// system, developer (as system), user, assistant; content a string, text
+// parts, or null in an assistant's), rendered with `chat_template` into the
+// prompt (the template's special tokens parsed, the messages' contents as
+// text: content_spans), max_completion_tokens, response_format (text),
+// logprobs and top_logprobs, and the completion's other fields. A null
 // template: this model has none (400 saying to choose one).
 Status ParseChatRequest(const std::string& body, const std::string& model_id,
                         const ChatTemplate* chat_template, CompletionRequest* out,
@@ -73,6 +80,8 @@ struct CompletionInfo {
   const std::vector<TokenLogprob>* logprobs = nullptr;
   const Tokenizer* tok = nullptr;
   size_t logprob_offset = 0;
+  // The backend's configuration (OpenAI's system_fingerprint); "" leaves it out.
+  std::string system_fingerprint;
 };
 
 // The whole response of a non-streamed chat completion, and a stream chunk:
@@ -91,6 +100,9 @@ std::string CompletionJson(const CompletionInfo& info, const std::string& text,
 std::string CompletionChunkJson(const CompletionInfo& info, const std::string& text,
                                 const char* finish_reason, int prompt_tokens,
                                 int completion_tokens);
+// stream_options.include_usage's last chunk: no choices, the usage.
+std::string UsageChunkJson(const CompletionInfo& info, bool chat, int prompt_tokens,
+                           int completion_tokens);
 // OpenAI's error shape: {"error": {"code", "message", "type"}}.
 std::string ErrorJson(int http_status, const std::string& message);
 

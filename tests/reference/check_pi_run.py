@@ -252,6 +252,22 @@ def main():
               f"seed {seed}: sampled tokens equal the reference sampler's "
               f"({got['generated_tokens'][:8] if got else None}... vs {want[:8]}...)")
 
+    # OpenAI's penalties and a logit bias (--frequency-penalty, --presence-penalty,
+    # --logit-bias), greedy and seeded, against the same reference.
+    bias_id = expect_prompt[-1]
+    for seed, temp in ((None, 0.0), (7, 0.8)):
+        params = dict(temp=temp, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0,
+                      frequency_penalty=0.7, presence_penalty=0.4, logit_bias={bias_id: 1.5})
+        args = ["-p", PROMPT, "-n", "24", "--ignore-eos", "--repeat-last-n", "64",
+                "--frequency-penalty", "0.7", "--presence-penalty", "0.4",
+                "--logit-bias", f"{bias_id}+1.5", "--temp", str(temp)]
+        got = run_json(bin_dir, *args, *(["--seed", str(seed)] if seed is not None else []))
+        want = reference_tokens(ref, expect_prompt, 24, None,
+                                (Mt19937(seed if seed is not None else 0), params, 64))
+        check(got is not None and got["generated_tokens"] == want,
+              f"penalties and a logit bias at temp {temp}: the reference sampler's tokens "
+              f"({got['generated_tokens'][:8] if got else None}... vs {want[:8]}...)")
+
     # Why generation stopped.
     st = run_json(bin_dir, "-p", PROMPT, "-n", "200", "-c", "16", "--temp", "0", "--ignore-eos",
                   "--no-context-shift")

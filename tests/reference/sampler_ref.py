@@ -1,7 +1,8 @@
 """An independent reference for pi-run's seeded sampling, written from llama.cpp's
-documented order rather than from our C++: the repetition penalty over the distinct
-tokens of the last repeat_last_n (positive logits divided by the penalty, negative ones
-multiplied), then top-k, top-p and min-p on the untempered distribution, then the
+documented order rather than from our C++: the logit biases added, then over the
+distinct tokens of the last repeat_last_n the repetition penalty (positive logits divided
+by the penalty, negative ones multiplied) and then OpenAI's frequency penalty (per
+occurrence) and presence penalty (once) subtracted, then top-k, top-p and min-p on the untempered distribution, then the
 temperature, then one draw: u = (the next 32-bit MT19937 output >> 8) / 2^24, the first
 candidate (by logit, then id) whose cumulative probability exceeds u.
 
@@ -51,13 +52,20 @@ def _softmax32(logits, temp):
 
 
 def sample(logits, history, rng, temp=0.8, top_k=40, top_p=0.95, min_p=0.05,
-           repeat_penalty=1.0):
-    """The next token id. `history`: the last repeat_last_n accepted tokens, oldest first."""
+           repeat_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0, logit_bias=None):
+    """The next token id. `history`: the last repeat_last_n accepted tokens, oldest first;
+    logit_bias: {token id: bias}."""
     logits = np.asarray(logits, dtype=np.float32).copy()
-    if repeat_penalty != 1.0:
-        p = np.float32(repeat_penalty)
-        for t in set(history):
+    for t, b in (logit_bias or {}).items():
+        logits[t] = np.float32(logits[t] + np.float32(b))
+    f32 = np.float32
+    for t in set(history):
+        if repeat_penalty != 1.0:
+            p = f32(repeat_penalty)
             logits[t] = logits[t] / p if logits[t] > 0 else logits[t] * p
+        if frequency_penalty != 0.0 or presence_penalty != 0.0:
+            drop = f32(f32(history.count(t)) * f32(frequency_penalty)) + f32(presence_penalty)
+            logits[t] = f32(logits[t] - f32(drop))
     ids = np.arange(len(logits))
     order = np.lexsort((ids, -logits))  # by logit descending, then id
     if temp <= 0:

@@ -1,0 +1,478 @@
+// The OpenAI-style request bodies (openai_api.h): every field a client sends
+// is read, or refused by name. OpenAI answers an unrecognized argument with a
+// 400 too; a server that skipped one would let a client believe a setting
+// took effect (a JSON mode, a tool, a penalty) that did not.
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/text/sampler.h"
+#include "coordinator/serve/generate_request.h"
+#include "coordinator/serve/openai_api.h"
+
+namespace pi {
+namespace {
+
+using json = nlohmann::json;
+
+// ---- the fields each endpoint reads -------------------------------------------
+
+const char* const kSharedFields[] = {
+    "model",       "max_tokens",       "n_predict",         "n",          "stop",
+    "stream",      "stream_options",   "temperature",       "top_p",      "top_k",
+    "min_p",       "repeat_penalty",   "repeat_last_n",     "seed",       "ignore_eos",
+    "logprobs",    "presence_penalty", "frequency_penalty", "logit_bias", "user",
+    "cache_prompt"};
+const char* const kCompletionFields[] = {"prompt", "echo"};
+const char* const kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs",
+                                   "response_format"};
+
+// Fields clients send that this server does not implement, and what to say.
+struct NotImplemented {
+  const char* field;
+  const char* what;
+};
+const NotImplemented kNotImplemented[] = {
+    {"tools", "tool calls are not supported by this server"},
+    {"tool_choice", "tool calls are not supported by this server"},
+    {"parallel_tool_calls", "tool calls are not supported by this server"},
+    {"functions", "function calls are not supported by this server"},
+    {"function_call", "function calls are not supported by this server"},
+    {"suffix", "fill-in-the-middle (a suffix) is not supported by this server"},
+    {"best_of", "one choice per request: best_of is not supported"},
+    {"grammar", "grammars are not supported by this server"},
+    {"json_schema", "JSON schemas are not supported by this server"},
+    {"n_probs", "not supported: ask for logprobs"},
+    {"store", "stored completions are not supported by this server"},
+    {"metadata", "stored completions are not supported by this server"},
+};
+
+bool Listed(const std::string& key, const char* const* begin, const char* const* end) {
+  for (const char* const* f = begin; f != end; ++f) {
+    if (key == *f) return true;
+  }
+  return false;
+}
+
+// Every key of the body is one the endpoint reads, else the error names it.
+template <size_t N>
+Status CheckFields(const json& j, const char* const (&own)[N]) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    if (Listed(key, std::begin(kSharedFields), std::end(kSharedFields)) ||
+        Listed(key, own, own + N)) {
+      continue;
+    }
+    for (const NotImplemented& n : kNotImplemented) {
+      if (key == n.field) return Status::Error("%s: %s", n.field, n.what);
+    }
+    return Status::Error("unrecognized request argument: %s", key.c_str());
+  }
+  return Status::Ok();
+}
+
+// ---- values ---------------------------------------------------------------------
+
+// Reads an optional number field into *out (set when present).
+Status Number(const json& j, const char* key, double lo, double hi, double* out, bool* present) {
+  *present = false;
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number()) return Status::Error("%s must be a number", key);
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi)) return Status::Error("%s is out of range [%g, %g]", key, lo, hi);
+  *out = v;
+  *present = true;
+  return Status::Ok();
+}
+
+Status Integer(const json& j, const char* key, int64_t lo, int64_t hi, int64_t* out,
+               bool* present) {
+  *present = false;
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_integer()) return Status::Error("%s must be an integer", key);
+  // Read as what it is: an unsigned value over INT64_MAX must not wrap to a negative one.
+  const bool too_big = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{INT64_MAX};
+  const int64_t v = too_big ? INT64_MAX : it->get<int64_t>();
+  if (too_big || v < lo || v > hi) {
+    return Status::Error("%s is out of range [%lld, %lld]", key, static_cast<long long>(lo),
+                         static_cast<long long>(hi));
+  }
+  *out = v;
+  *present = true;
+  return Status::Ok();
+}
+
+Status Boolean(const json& j, const char* key, bool* out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_boolean()) return Status::Error("%s must be true or false", key);
+  *out = it->get<bool>();
+  return Status::Ok();
+}
+
+Status Prompt(const json& j, v1::GenerateRequest* req) {
+  const auto it = j.find("prompt");
+  if (it == j.end()) return Status::Error("prompt is required");
+  if (it->is_string()) {
+    req->set_prompt(it->get<std::string>());
+    return Status::Ok();
+  }
+  if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+    req->set_prompt((*it)[0].get<std::string>());
+    return Status::Ok();
+  }
+  if (it->is_array() && !it->empty() && (*it)[0].is_string()) {
+    return Status::Error("prompt: %zu prompts in one request; send one per request", it->size());
+  }
+  if (it->is_array()) {
+    v1::TokenIds* ids = req->mutable_prompt_ids();
+    for (const json& t : *it) {
+      if (!t.is_number_integer()) {
+        return Status::Error("prompt must be a string, token ids, or one string in an array");
+      }
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id > INT32_MAX)
+        return Status::Error("prompt: token %lld is not an id", static_cast<long long>(id));
+      ids->add_ids(static_cast<int32_t>(id));
+    }
+    return Status::Ok();
+  }
+  return Status::Error("prompt must be a string, token ids, or one string in an array");
+}
+
+Status Stops(const json& j, v1::GenerateRequest* req) {
+  const auto it = j.find("stop");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (it->is_string()) {
+    req->add_stop(it->get<std::string>());
+    return Status::Ok();
+  }
+  if (!it->is_array()) return Status::Error("stop must be a string or an array of strings");
+  if (it->size() > kMaxStopStrings) {
+    return Status::Error("stop: %zu strings, at most %zu", it->size(), kMaxStopStrings);
+  }
+  for (const json& s : *it) {
+    if (!s.is_string()) return Status::Error("stop must be a string or an array of strings");
+    req->add_stop(s.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+// One token's bias: a number in [-100, 100], or false (llama-server's ban).
+Status AddLogitBias(int64_t id, const json& v, v1::SamplingParams* s) {
+  if (id < 0 || id > INT32_MAX) {
+    return Status::Error("logit_bias: %lld is not a token id", static_cast<long long>(id));
+  }
+  if (static_cast<size_t>(s->logit_bias_size()) >= kMaxLogitBiases) {
+    return Status::Error("logit_bias: more than %zu tokens", kMaxLogitBiases);
+  }
+  float bias;
+  if (v.is_boolean() && !v.get<bool>()) {
+    bias = -INFINITY;
+  } else if (v.is_number() && v.get<double>() >= -100.0 && v.get<double>() <= 100.0) {
+    bias = static_cast<float>(v.get<double>());
+  } else {
+    return Status::Error("logit_bias: token %lld's bias must be a number in [-100, 100] (or false)",
+                         static_cast<long long>(id));
+  }
+  v1::LogitBias* b = s->add_logit_bias();
+  b->set_token(static_cast<int32_t>(id));
+  b->set_bias(bias);
+  return Status::Ok();
+}
+
+// OpenAI's {"token id": bias}, or llama-server's [[id, bias], ...].
+Status LogitBias(const json& j, v1::SamplingParams* s) {
+  const auto it = j.find("logit_bias");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (it->is_object()) {
+    for (const auto& item : it->items()) {
+      const std::string& key = item.key();
+      char* end = nullptr;
+      const long long id = key.empty() || key.size() > 10 ? -1 : strtoll(key.c_str(), &end, 10);
+      if (id < 0 || end != key.c_str() + key.size()) {
+        return Status::Error("logit_bias: key '%s' is not a token id", key.c_str());
+      }
+      PI_RETURN_IF_ERROR(AddLogitBias(id, item.value(), s));
+    }
+    return Status::Ok();
+  }
+  if (it->is_array()) {
+    for (const json& pair : *it) {
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer()) {
+        return Status::Error("logit_bias: each entry must be [token id, bias]");
+      }
+      const bool too_big = pair[0].is_number_unsigned() && pair[0].get<uint64_t>() > INT32_MAX;
+      PI_RETURN_IF_ERROR(AddLogitBias(too_big ? -1 : pair[0].get<int64_t>(), pair[1], s));
+    }
+    return Status::Ok();
+  }
+  return Status::Error("logit_bias must be an object of token id: bias");
+}
+
+Status Sampling(const json& j, v1::SamplingParams* s) {
+  double v = 0;
+  int64_t i = 0;
+  bool present = false;
+  PI_RETURN_IF_ERROR(Number(j, "temperature", -1e9, 1e9, &v, &present));
+  if (present) s->set_temperature(static_cast<float>(v));
+  PI_RETURN_IF_ERROR(Number(j, "top_p", -1e9, 1e9, &v, &present));
+  if (present) s->set_top_p(static_cast<float>(v));
+  PI_RETURN_IF_ERROR(Number(j, "min_p", -1e9, 1e9, &v, &present));
+  if (present) s->set_min_p(static_cast<float>(v));
+  PI_RETURN_IF_ERROR(Number(j, "repeat_penalty", -1e9, 1e9, &v, &present));
+  if (present) s->set_repeat_penalty(static_cast<float>(v));
+  PI_RETURN_IF_ERROR(Number(j, "presence_penalty", -2, 2, &v, &present));
+  if (present) s->set_presence_penalty(static_cast<float>(v));
+  PI_RETURN_IF_ERROR(Number(j, "frequency_penalty", -2, 2, &v, &present));
+  if (present) s->set_frequency_penalty(static_cast<float>(v));
+  PI_RETURN_IF_ERROR(Integer(j, "top_k", INT32_MIN, INT32_MAX, &i, &present));
+  if (present) s->set_top_k(static_cast<int32_t>(i));
+  PI_RETURN_IF_ERROR(Integer(j, "repeat_last_n", INT32_MIN, INT32_MAX, &i, &present));
+  if (present) s->set_repeat_last_n(static_cast<int32_t>(i));
+  PI_RETURN_IF_ERROR(Integer(j, "seed", -1, UINT32_MAX, &i, &present));
+  if (present) s->set_seed(i);
+  return LogitBias(j, s);
+}
+
+// stream_options: {"include_usage": bool}, with stream: true only (as OpenAI).
+Status StreamOptions(const json& j, CompletionRequest* out) {
+  const auto it = j.find("stream_options");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!out->stream) return Status::Error("stream_options: only with stream: true");
+  if (!it->is_object()) return Status::Error("stream_options must be an object");
+  for (const auto& item : it->items()) {
+    if (item.key() != "include_usage") {
+      return Status::Error("stream_options: unrecognized option %s", item.key().c_str());
+    }
+  }
+  return Boolean(*it, "include_usage", &out->include_usage).WithContext("stream_options");
+}
+
+// The fields completions and chat completions share.
+Status CommonFields(const json& j, const std::string& model_id, CompletionRequest* out,
+                    int* http_status) {
+  const auto model = j.find("model");
+  if (model != j.end() && !model->is_null()) {
+    if (!model->is_string()) return Status::Error("model must be a string");
+    if (model->get<std::string>() != model_id) {
+      *http_status = 404;
+      return Status::Error("model '%s' is not served here (this server has '%s')",
+                           model->get<std::string>().c_str(), model_id.c_str());
+    }
+  }
+  v1::GenerateRequest& req = out->request;
+  int64_t i = 0;
+  bool present = false;
+  PI_RETURN_IF_ERROR(Integer(j, "max_tokens", -2, INT32_MAX, &i, &present));
+  if (!present) PI_RETURN_IF_ERROR(Integer(j, "n_predict", -2, INT32_MAX, &i, &present));
+  req.set_n_predict(present ? static_cast<int32_t>(i) : -1);
+  PI_RETURN_IF_ERROR(Integer(j, "n", 1, INT32_MAX, &i, &present));
+  if (present && i != 1) {
+    return Status::Error("n: %lld choices asked; one choice per request is supported",
+                         static_cast<long long>(i));
+  }
+  PI_RETURN_IF_ERROR(Stops(j, &req));
+  PI_RETURN_IF_ERROR(Sampling(j, req.mutable_sampling()));
+  PI_RETURN_IF_ERROR(Boolean(j, "stream", &out->stream));
+  PI_RETURN_IF_ERROR(StreamOptions(j, out));
+  bool ignore_eos = false;
+  PI_RETURN_IF_ERROR(Boolean(j, "ignore_eos", &ignore_eos));
+  req.set_ignore_eos(ignore_eos);
+  // Identifies the end user to the operator (OpenAI's abuse monitoring): no
+  // effect on the answer.
+  const auto user = j.find("user");
+  if (user != j.end() && !user->is_null() && !user->is_string()) {
+    return Status::Error("user must be a string");
+  }
+  // llama-server's prompt cache switch: the answer is the same either way
+  // (docs/http-api.md), so either value is taken.
+  bool cache_prompt = false;
+  return Boolean(j, "cache_prompt", &cache_prompt);
+}
+
+Status AskLogprobs(int top, CompletionRequest* out) {
+  out->request.set_logprobs(true);
+  out->request.set_top_logprobs(top);
+  return Status::Ok();
+}
+
+Status ParseObject(const std::string& body, json* j) {
+  *j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j->is_discarded()) return Status::Error("the body is not JSON");
+  if (!j->is_object()) return Status::Error("the body must be a JSON object");
+  return Status::Ok();
+}
+
+// ---- chat messages ------------------------------------------------------------
+
+// A message's content: a string, an array of text parts (joined by
+// newlines, as llama-server does), or null for an assistant's turn.
+Status Content(const json& m, size_t k, const std::string& role, std::string* out) {
+  const auto it = m.find("content");
+  if (it == m.end()) return Status::Error("messages[%zu]: content is required", k);
+  if (it->is_string()) {
+    *out = it->get<std::string>();
+    return Status::Ok();
+  }
+  if (it->is_null()) {
+    if (role != "assistant") {
+      return Status::Error("messages[%zu]: content may be null only in an assistant's message", k);
+    }
+    out->clear();
+    return Status::Ok();
+  }
+  if (!it->is_array()) {
+    return Status::Error("messages[%zu]: content must be a string or an array of parts", k);
+  }
+  for (size_t p = 0; p < it->size(); ++p) {
+    const json& part = (*it)[p];
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      return Status::Error("messages[%zu].content[%zu] must be {\"type\": \"text\", \"text\": ...}",
+                           k, p);
+    }
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text") {
+      return Status::Error(
+          "messages[%zu].content[%zu]: %s parts are not supported by this server (text only)", k, p,
+          type.c_str());
+    }
+    for (const auto& item : part.items()) {
+      if (item.key() != "type" && item.key() != "text") {
+        return Status::Error("messages[%zu].content[%zu]: unrecognized field %s", k, p,
+                             item.key().c_str());
+      }
+    }
+    if (!part.contains("text") || !part["text"].is_string()) {
+      return Status::Error("messages[%zu].content[%zu].text must be a string", k, p);
+    }
+    if (p > 0) *out += "\n";
+    *out += part["text"].get<std::string>();
+  }
+  return Status::Ok();
+}
+
+// One message: system, developer (OpenAI's newer name for the system's
+// instructions: rendered as system), user or assistant.
+Status Message(const json& m, size_t k, ChatMessage* out) {
+  if (!m.is_object()) return Status::Error("messages[%zu] must be an object {role, content}", k);
+  for (const auto& item : m.items()) {
+    const std::string& key = item.key();
+    if (key == "role" || key == "content") continue;
+    if (key == "tool_calls" || key == "tool_call_id" || key == "function_call") {
+      return Status::Error("messages[%zu].%s: tool calls are not supported by this server", k,
+                           key.c_str());
+    }
+    return Status::Error("messages[%zu]: unrecognized field %s", k, key.c_str());
+  }
+  const auto role = m.find("role");
+  if (role == m.end() || !role->is_string()) {
+    return Status::Error("messages[%zu]: role must be a string", k);
+  }
+  out->role = role->get<std::string>();
+  if (out->role == "developer") out->role = "system";
+  if (out->role == "tool" || out->role == "function") {
+    return Status::Error(
+        "messages[%zu]: role %s (a tool's result): tool calls are not supported "
+        "by this server",
+        k, out->role.c_str());
+  }
+  if (out->role != "system" && out->role != "user" && out->role != "assistant") {
+    return Status::Error("messages[%zu]: role '%s' is not system, developer, user or assistant", k,
+                         out->role.c_str());
+  }
+  return Content(m, k, out->role, &out->content);
+}
+
+// response_format: {"type": "text"} is what every reply is; JSON modes are
+// refused by name.
+Status ResponseFormat(const json& j) {
+  const auto it = j.find("response_format");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) {
+    return Status::Error("response_format must be {\"type\": ...}");
+  }
+  const std::string type = (*it)["type"].get<std::string>();
+  if (type == "text") return Status::Ok();
+  if (type == "json_object" || type == "json_schema") {
+    return Status::Error("response_format: %s is not supported by this server", type.c_str());
+  }
+  return Status::Error("response_format: type must be text, json_object or json_schema, got %s",
+                       type.c_str());
+}
+
+}  // namespace
+
+Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
+                              CompletionRequest* out, int* http_status) {
+  *http_status = 400;
+  json j;
+  PI_RETURN_IF_ERROR(ParseObject(body, &j));
+  PI_RETURN_IF_ERROR(CheckFields(j, kCompletionFields));
+  PI_RETURN_IF_ERROR(CommonFields(j, model_id, out, http_status));
+  PI_RETURN_IF_ERROR(Prompt(j, &out->request));
+  // logprobs: how many most likely tokens to list beside each token's (0 to 5).
+  int64_t n = 0;
+  bool present = false;
+  PI_RETURN_IF_ERROR(Integer(j, "logprobs", 0, 5, &n, &present));
+  if (present) PI_RETURN_IF_ERROR(AskLogprobs(static_cast<int>(n), out));
+  PI_RETURN_IF_ERROR(Boolean(j, "echo", &out->echo));
+  if (out->echo && present) {
+    return Status::Error("echo: with logprobs (the prompt's own) is not supported by this server");
+  }
+  *http_status = 200;
+  return Status::Ok();
+}
+
+Status ParseChatRequest(const std::string& body, const std::string& model_id,
+                        const ChatTemplate* chat_template, CompletionRequest* out,
+                        int* http_status) {
+  *http_status = 400;
+  json j;
+  PI_RETURN_IF_ERROR(ParseObject(body, &j));
+  PI_RETURN_IF_ERROR(CheckFields(j, kChatFields));
+  PI_RETURN_IF_ERROR(CommonFields(j, model_id, out, http_status));
+  // max_completion_tokens: OpenAI's current name for max_tokens in chat.
+  int64_t max = 0;
+  bool present = false;
+  PI_RETURN_IF_ERROR(Integer(j, "max_completion_tokens", -2, INT32_MAX, &max, &present));
+  if (present) {
+    const bool other = j.contains("max_tokens") && !j["max_tokens"].is_null();
+    if (other && out->request.n_predict() != max) {
+      return Status::Error("max_tokens and max_completion_tokens differ: give one");
+    }
+    out->request.set_n_predict(static_cast<int32_t>(max));
+  }
+  PI_RETURN_IF_ERROR(ResponseFormat(j));
+  const auto messages = j.find("messages");
+  if (messages == j.end() || !messages->is_array() || messages->empty()) {
+    return Status::Error("messages must be a non-empty array of {role, content}");
+  }
+  std::vector<ChatMessage> chat(messages->size());
+  for (size_t k = 0; k < messages->size(); ++k) {
+    PI_RETURN_IF_ERROR(Message((*messages)[k], k, &chat[k]));
+  }
+  if (!chat_template) {
+    return Status::Error(
+        "this model has no chat template: start pi-launch with --chat-template NAME (%s)",
+        ChatTemplateNames());
+  }
+  std::string prompt;
+  PI_RETURN_IF_ERROR(RenderChat(*chat_template, chat, true, &prompt, &out->content_spans));
+  out->request.set_prompt(prompt);
+  out->request.set_parse_special(true);  // the template's markers; never the contents
+  // logprobs: true, with top_logprobs (0 to 20) most likely tokens beside each.
+  bool asked = false;
+  PI_RETURN_IF_ERROR(Boolean(j, "logprobs", &asked));
+  int64_t top = 0;
+  PI_RETURN_IF_ERROR(Integer(j, "top_logprobs", 0, 20, &top, &present));
+  if (present && !asked) return Status::Error("top_logprobs needs logprobs: true");
+  if (asked) PI_RETURN_IF_ERROR(AskLogprobs(static_cast<int>(top), out));
+  *http_status = 200;
+  return Status::Ok();
+}
+
+}  // namespace pi

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""pi-launch --http: each OpenAI request field, checked with Python's standard library on
+127.0.0.1 against the demo model (--chat-template chatml). A field is either honoured or
+refused with a 400 that names it; none is skipped.
+
+- Refused by name: tools, tool_choice, parallel_tool_calls, functions, function_call,
+  suffix, best_of, grammar, json_schema, n_probs, store, metadata, an unknown field;
+  response_format json_object and json_schema; image content parts; tool messages and
+  tool_calls; n = 2; several prompts; stream_options without stream; echo with logprobs.
+- Honoured: max_completion_tokens (the count; differing from max_tokens is a 400);
+  response_format text; content as text parts (joined by newlines, as llama-server does)
+  and an assistant's null content; the developer role (rendered as system); logit_bias
+  (OpenAI's object and llama-server's pairs; a ban changes the first token, a boost of
+  +100 makes every token the boosted one); presence_penalty and frequency_penalty
+  (the same tokens as pi-run's --presence-penalty / --frequency-penalty, which
+  check_pi_run.py holds against an independent sampler; out of range a 400); echo
+  (whole and streamed); stream_options.include_usage (a last chunk with no choices and
+  the usage); user; cache_prompt; GET /v1/models/{id}; system_fingerprint in replies
+  and chunks.
+
+Usage: openai_fields_test.py BIN_DIR
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from served_process import check, finish  # noqa: E402
+from http_api_test import call, launch, stream  # noqa: E402
+
+MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
+PROMPT = "In the beginning God created"
+
+
+def error(address, path, body):
+    """(status, error message) of a request expected to fail."""
+    st, _, r = call(address, "POST", path, body)
+    return st, r["error"]["message"] if isinstance(r, dict) and "error" in r else repr(r)
+
+
+def refusals(a, greedy, chat):
+    for field, value, path in (
+            ("tools", [{"type": "function", "function": {"name": "f"}}], "chat"),
+            ("tool_choice", "required", "chat"), ("parallel_tool_calls", True, "chat"),
+            ("functions", [{"name": "f"}], "chat"), ("function_call", "auto", "chat"),
+            ("suffix", "the end", "completions"), ("best_of", 2, "completions"),
+            ("grammar", "root ::= \"a\"", "completions"), ("json_schema", {}, "chat"),
+            ("n_probs", 3, "completions"), ("store", True, "chat"), ("metadata", {}, "chat"),
+            ("no_such_field", 1, "completions"), ("no_such_field", 1, "chat")):
+        body = dict(chat if path == "chat" else greedy, **{field: value})
+        st, msg = error(a, f"/v1/{'chat/' if path == 'chat' else ''}completions", body)
+        check(st == 400 and field in msg, f"{field} on {path}: 400 naming it ({msg!r})")
+    for body, path, words in (
+            (dict(chat, response_format={"type": "json_object"}), "chat", "json_object"),
+            (dict(chat, response_format={"type": "json_schema", "json_schema": {}}), "chat",
+             "json_schema"),
+            (dict(chat, messages=[{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]), "chat",
+             "image_url"),
+            (dict(chat, messages=[{"role": "tool", "content": "42", "tool_call_id": "c"}]), "chat",
+             "tool"),
+            (dict(chat, messages=[{"role": "assistant", "content": None, "tool_calls": []}]),
+             "chat", "tool_calls"),
+            (dict(chat, messages=[{"role": "user", "content": "hi", "name": "bob"}]), "chat",
+             "name"),
+            (dict(chat, messages=[{"role": "user", "content": None}]), "chat", "null"),
+            (dict(chat, max_tokens=4, max_completion_tokens=5), "chat", "max_completion_tokens"),
+            (dict(chat, presence_penalty=2.5), "chat", "presence_penalty"),
+            (dict(greedy, frequency_penalty=-3), "completions", "frequency_penalty"),
+            (dict(greedy, logit_bias={"abc": 1}), "completions", "logit_bias"),
+            (dict(greedy, logit_bias={"5": 101}), "completions", "logit_bias"),
+            (dict(greedy, logit_bias={"99999999": 1}), "completions", "vocabulary"),
+            (dict(greedy, n=2), "completions", "one choice"),
+            (dict(greedy, prompt=["a", "b"]), "completions", "2 prompts"),
+            (dict(greedy, stream_options={"include_usage": True}), "completions", "stream"),
+            (dict(greedy, echo=True, logprobs=1), "completions", "echo"),
+            (dict(greedy, user=5), "completions", "user")):
+        st, msg = error(a, f"/v1/{'chat/' if path == 'chat' else ''}completions", body)
+        check(st == 400 and words in msg, f"400 naming {words!r} ({msg!r})")
+
+
+def chat_fields(a, chat):
+    st, _, base = call(a, "POST", "/v1/chat/completions", chat)
+    text = base["choices"][0]["message"]["content"] if st == 200 else None
+    check(st == 200 and base.get("system_fingerprint", "").startswith("pi-"),
+          f"a chat reply with its system_fingerprint ({base.get('system_fingerprint')!r})")
+    st, _, r = call(a, "POST", "/v1/chat/completions",
+                    dict(chat, max_tokens=None, max_completion_tokens=3))
+    check(st == 200 and r["usage"]["completion_tokens"] == 3, "max_completion_tokens 3: 3 tokens")
+    st, _, r = call(a, "POST", "/v1/chat/completions", dict(chat, response_format={"type": "text"}))
+    check(st == 200 and r["choices"][0]["message"]["content"] == text,
+          "response_format text: the same reply")
+    # Text parts are joined by a newline; a developer message is the system's.
+    system, user = chat["messages"]
+    parts = dict(chat, messages=[system, {"role": "user", "content": [
+        {"type": "text", "text": "In the"}, {"type": "text", "text": "beginning"}]}])
+    joined = dict(chat, messages=[system, {"role": "user", "content": "In the\nbeginning"}])
+    r1 = call(a, "POST", "/v1/chat/completions", parts)[2]
+    r2 = call(a, "POST", "/v1/chat/completions", joined)[2]
+    check(r1["choices"][0]["message"]["content"] == r2["choices"][0]["message"]["content"]
+          and r1["usage"] == r2["usage"], "content parts == their text joined by newlines")
+    dev = dict(chat, messages=[dict(system, role="developer"), user])
+    r = call(a, "POST", "/v1/chat/completions", dev)[2]
+    check(r["choices"][0]["message"]["content"] == text and r["usage"] == base["usage"],
+          "a developer message is rendered as the system's")
+    history = dict(chat, messages=[system, user, {"role": "assistant", "content": None}, user])
+    st, _, r = call(a, "POST", "/v1/chat/completions", history)
+    check(st == 200, "an assistant message with content null is taken")
+    st, _, r = call(a, "POST", "/v1/chat/completions", dict(chat, user="u-1", cache_prompt=True))
+    check(st == 200 and r["choices"][0]["message"]["content"] == text,
+          "user and cache_prompt: the same reply")
+
+
+def completion_fields(a, greedy, bin_dir):
+    st, _, base = call(a, "POST", "/v1/completions", dict(greedy, logprobs=0))
+    check(st == 200, "the greedy completion")
+    tokens = base["choices"][0]["logprobs"]["tokens"]
+    text = base["choices"][0]["text"]
+    p = subprocess.run([os.path.join(bin_dir, "pi-run"), "-m", MODEL, "-p", PROMPT, "-n", "1",
+                        "--temp", "0", "--json"], capture_output=True, text=True, timeout=120)
+    first = json.loads(p.stdout)["generated_tokens"][0]
+    for bias in ({str(first): -100}, [[first, False]]):
+        st, _, r = call(a, "POST", "/v1/completions", dict(greedy, logit_bias=bias, logprobs=0))
+        got = r["choices"][0]["logprobs"]["tokens"] if st == 200 else None
+        check(st == 200 and got[0] != tokens[0],
+              f"logit_bias {bias}: the first token is no longer {tokens[0]!r} ({got and got[0]!r})")
+    boost = call(a, "POST", "/tokenize", {"content": " God"})[2]["tokens"][-1]
+    piece = call(a, "POST", "/detokenize", {"tokens": [boost]})[2]["content"]
+    st, _, r = call(a, "POST", "/v1/completions", dict(greedy, logit_bias={str(boost): 100},
+                                                        logprobs=0, max_tokens=5))
+    got = r["choices"][0]["logprobs"]["tokens"] if st == 200 else None
+    check(st == 200 and len(got) == 5 and all(t.strip() == piece.strip() for t in got),
+          f"logit_bias +100: every token is token {boost} ({got})")
+    # The penalties give pi-run's tokens (check_pi_run.py holds pi-run to a reference).
+    for flags, fields in ((["--frequency-penalty", "1.5"], {"frequency_penalty": 1.5}),
+                          (["--presence-penalty", "2"], {"presence_penalty": 2})):
+        p = subprocess.run([os.path.join(bin_dir, "pi-run"), "-m", MODEL, "-p", PROMPT, "-n",
+                            str(greedy["max_tokens"]), "--temp", "0", "--json", *flags],
+                           capture_output=True, text=True, timeout=120)
+        want = json.loads(p.stdout)["text"] if p.returncode == 0 else None
+        st, _, r = call(a, "POST", "/v1/completions", dict(greedy, **fields))
+        check(st == 200 and r["choices"][0]["text"] == want and want != text,
+              f"{fields}: pi-run's text, not the unpenalized one ({want!r})")
+    st, _, r = call(a, "POST", "/v1/completions", dict(greedy, echo=True))
+    check(st == 200 and r["choices"][0]["text"] == PROMPT + text, "echo: the prompt, then the text")
+    st, _, events = stream(a, dict(greedy, echo=True, stream_options={"include_usage": True}))
+    chunks = [json.loads(e) for e in events[:-1]]
+    streamed = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+    check(st == 200 and streamed == PROMPT + text, "echo streamed: the prompt first")
+    check(chunks and chunks[-1]["choices"] == [] and chunks[-1]["usage"] == base["usage"]
+          and all(c["choices"] for c in chunks[:-1]),
+          "stream_options.include_usage: a last chunk with the usage and no choices")
+    check(all(c.get("system_fingerprint") == base["system_fingerprint"] for c in chunks),
+          "every chunk carries the system_fingerprint")
+
+
+def main():
+    bin_dir = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        s = launch(bin_dir, tmp, "-m", MODEL, "-t", "2", "-c", "512", "--chat-template", "chatml")
+        check(s.http is not None, "pi-launch --http 127.0.0.1:0 serves")
+        a = s.http
+        greedy = {"prompt": PROMPT, "max_tokens": 16, "temperature": 0}
+        chat = {"messages": [{"role": "system", "content": "Answer as the King James Bible."},
+                             {"role": "user", "content": "In the beginning"}],
+                "max_tokens": 8, "temperature": 0}
+        refusals(a, greedy, chat)
+        chat_fields(a, chat)
+        completion_fields(a, greedy, bin_dir)
+        st, _, r = call(a, "GET", "/v1/models/demo-kjv-f16")
+        check(st == 200 and r["id"] == "demo-kjv-f16" and r["object"] == "model",
+              "GET /v1/models/{id}: the model")
+        st, _, r = call(a, "GET", "/v1/models/gpt-4")
+        check(st == 404 and "gpt-4" in r["error"]["message"], "GET /v1/models/gpt-4: 404")
+        check(s.stop() == 0, "pi-launch stops cleanly")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
