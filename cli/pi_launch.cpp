@@ -35,8 +35,14 @@ void Usage() {
       "  --max-queue N           requests that may wait behind the running one; more are\n"
       "                          refused at once with RESOURCE_EXHAUSTED (default 8)\n"
       "  --http HOST:PORT        also serve the OpenAI-style HTTP API there (e.g.\n"
-      "                          127.0.0.1:8080): /v1/completions, /v1/models, /health,\n"
-      "                          /tokenize, /detokenize\n"
+      "                          127.0.0.1:8080): /v1/completions, /v1/chat/completions,\n"
+      "                          /v1/models, /health, /metrics, /tokenize, /detokenize and\n"
+      "                          llama-server's /props, /slots, /apply-template\n"
+      "  --alias NAME            the model's name in the HTTP API (default: the file's)\n"
+      "  --any-model-name        take any \"model\" a request names, as llama-server does\n"
+      "                          (default: another name is a 404)\n"
+      "  --cors ORIGIN           answer cross-origin requests from ORIGIN (* : any), and\n"
+      "                          their preflights; default: none\n"
       "  --api-key-file F        every client (HTTP and gRPC; /health and Health excepted)\n"
       "                          must send Authorization: Bearer KEY, KEY on F's first line\n"
       "                          (16+ printable characters)\n"
@@ -72,6 +78,7 @@ struct LaunchFlags {
   bool cpu_workers_given = false;
   pi::HttpServerOptions http;
   bool http_enabled = false;
+  std::string alias;  // --alias: the model's name in the HTTP API
   pi::ApiKeyFlags api_key;
   int timeout_s = 30;
   int idle_timeout_s = 15;
@@ -105,7 +112,19 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
           l->http.max_connections = args.Int(f);
         else if (f == "--http-max-connections-per-client")
           l->http.max_connections_per_client = args.Int(f);
-        else if (f == "--chat-template") {
+        else if (f == "--alias") {
+          // A name /v1/models/{id} can carry.
+          l->alias = args.String(f);
+          if (!args.failed() && (l->alias.empty() || l->alias.size() > 256 ||
+                                 l->alias.find('/') != std::string::npos)) {
+            args.Fail("--alias must be 1 to 256 characters, without '/'");
+          }
+        } else if (f == "--any-model-name")
+          l->http.any_model_name = true;
+        else if (f == "--cors") {
+          l->http.cors_origin = args.String(f);
+          if (!args.failed() && l->http.cors_origin.empty()) args.Fail("--cors expects an origin");
+        } else if (f == "--chat-template") {
           const std::string name = args.String(f);
           pi::ChatTemplate t;
           const pi::Status known = pi::ParseChatTemplateName(name, &t);
@@ -240,7 +259,8 @@ static int Run(int argc, char** argv) {
   if (s.ok() && l.http_enabled) {
     // Up while the model loads: /health says 503 "loading" until it is ready.
     if (l.engine.model_path.empty()) l.engine.model_path = pi::DefaultModelPath();
-    l.http.model_id = ModelId(l.engine.model_path);
+    l.http.model_id = l.alias.empty() ? ModelId(l.engine.model_path) : l.alias;
+    l.http.model_path = l.engine.model_path;
     l.http.system_fingerprint = pi::BuildFingerprint();
     l.http.more_metrics = [&loaded](std::string* out) {
       std::vector<const pi::RemoteShard*> cpu;

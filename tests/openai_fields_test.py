@@ -159,6 +159,75 @@ def completion_fields(a, greedy, bin_dir):
           "every chunk carries the system_fingerprint")
 
 
+def llama_server_routes(a, greedy, chat):
+    """llama-server's own routes: its paths without /v1, /props, /slots, /apply-template,
+    /tokenize with pieces."""
+    whole = call(a, "POST", "/v1/completions", greedy)[2]["choices"][0]["text"]
+    st, _, r = call(a, "POST", "/completions", greedy)
+    check(st == 200 and r["choices"][0]["text"] == whole, "POST /completions == /v1/completions")
+    st, _, r = call(a, "POST", "/chat/completions", chat)
+    check(st == 200 and r["object"] == "chat.completion", "POST /chat/completions")
+    st, _, r = call(a, "GET", "/models")
+    check(st == 200 and r["data"][0]["id"] == "demo-kjv-f16", "GET /models")
+    st, _, r = call(a, "GET", "/props")
+    check(st == 200 and r["total_slots"] == 1 and r["chat_template"] == "chatml"
+          and r["default_generation_settings"]["n_ctx"] == 512
+          and r["model_path"].endswith("demo-kjv-f16.gguf"), f"GET /props ({r})")
+    st, _, r = call(a, "GET", "/slots")
+    check(st == 200 and r == [{"id": 0, "n_ctx": 512, "is_processing": False}], f"GET /slots ({r})")
+    st, _, r = call(a, "POST", "/apply-template", {"messages": chat["messages"]})
+    check(st == 200 and r["prompt"] == (
+        "<|im_start|>system\nAnswer as the King James Bible.<|im_end|>\n"
+        "<|im_start|>user\nIn the beginning<|im_end|>\n<|im_start|>assistant\n"),
+        "POST /apply-template: the ChatML prompt")
+    st, msg = error(a, "/apply-template", {"messages": chat["messages"], "max_tokens": 3})
+    check(st == 400 and "max_tokens" in msg, f"/apply-template takes messages only ({msg!r})")
+    ids = call(a, "POST", "/tokenize", {"content": "Sea of Galilee \u00e9"})[2]["tokens"]
+    st, _, r = call(a, "POST", "/tokenize", {"content": "Sea of Galilee \u00e9", "with_pieces": True})
+    pieces = r["tokens"] if st == 200 else []
+    text = b"".join(p["piece"].encode() if isinstance(p["piece"], str) else bytes(p["piece"])
+                    for p in pieces).decode()
+    check([p["id"] for p in pieces] == ids and text.replace("\u2581", " ").strip()
+          == "Sea of Galilee \u00e9", f"/tokenize with_pieces: the ids with their pieces, bytes where not UTF-8 ({pieces})")
+    st, msg = error(a, "/tokenize", {"content": "a", "parse_special": True})
+    check(st == 400 and "parse_special" in msg, f"/tokenize refuses what it does not read ({msg!r})")
+    st, _, r = call(a, "OPTIONS", "/v1/completions", headers={"Origin": "http://x"})
+    check(st == 405, "without --cors an OPTIONS request is not answered as a preflight")
+
+
+def llama_server_flags(a, greedy):
+    """--alias, --any-model-name, --cors."""
+    st, _, r = call(a, "GET", "/v1/models")
+    check(st == 200 and r["data"][0]["id"] == "kjv", "--alias names the model")
+    st, _, r = call(a, "POST", "/v1/completions", dict(greedy, model="gpt-3.5-turbo"))
+    check(st == 200 and r["model"] == "kjv", "--any-model-name: another name is served")
+    st, _, r = call(a, "GET", "/v1/models/gpt-4o")
+    check(st == 200 and r["id"] == "kjv", "--any-model-name: /v1/models/{any} is the model")
+    st, headers, _ = call(a, "OPTIONS", "/v1/chat/completions",
+                          headers={"Origin": "http://app.example",
+                                   "Access-Control-Request-Method": "POST"})
+    check(st == 204 and headers.get("Access-Control-Allow-Origin") == "http://app.example"
+          and "POST" in headers.get("Access-Control-Allow-Methods", "")
+          and "Authorization" in headers.get("Access-Control-Allow-Headers", ""),
+          f"--cors: the preflight is answered ({st} {headers})")
+    st, headers, _ = call(a, "POST", "/v1/completions", greedy, headers={"Origin": "http://app.example"})
+    check(st == 200 and headers.get("Access-Control-Allow-Origin") == "http://app.example",
+          "--cors: a reply to the origin carries Access-Control-Allow-Origin")
+    st, headers, _ = call(a, "POST", "/v1/completions", greedy, headers={"Origin": "http://evil.example"})
+    check(st == 200 and "Access-Control-Allow-Origin" not in headers,
+          "--cors: another origin gets no CORS header")
+    host, port = a.split(":")
+    import http.client
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("POST", "/v1/completions", body=json.dumps(dict(greedy, stream=True)),
+                 headers={"Origin": "http://app.example"})
+    r = conn.getresponse()
+    r.read()
+    check(r.getheader("Access-Control-Allow-Origin") == "http://app.example",
+          "--cors: a stream's head carries it too")
+    conn.close()
+
+
 def main():
     bin_dir = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,6 +246,11 @@ def main():
               "GET /v1/models/{id}: the model")
         st, _, r = call(a, "GET", "/v1/models/gpt-4")
         check(st == 404 and "gpt-4" in r["error"]["message"], "GET /v1/models/gpt-4: 404")
+        llama_server_routes(a, greedy, chat)
+        check(s.stop() == 0, "pi-launch stops cleanly")
+        s = launch(bin_dir, tmp, "-m", MODEL, "-t", "2", "-c", "512", "--alias", "kjv",
+                   "--any-model-name", "--cors", "http://app.example")
+        llama_server_flags(s.http, greedy)
         check(s.stop() == 0, "pi-launch stops cleanly")
     finish()
 

@@ -159,6 +159,15 @@ void HttpConnection::OnHeader(beast::error_code ec) {
   int status = 0;
   std::string allow;
   const bool no_body = parser_->is_done();
+  origin_ = std::string(req[http::field::origin]);
+  if (req.method() == http::verb::options && !options().cors_origin.empty()) {
+    // A browser's preflight: no key asked (it carries none), the methods and
+    // headers the API takes.
+    HttpReply r;
+    r.status = 204;
+    r.content_type.clear();
+    return Reply(r, !no_body);
+  }
   if (!FindRoute(path, std::string(req.method_string()), &route_, &status, &allow)) {
     HttpReply r = ErrorReply(
         status, status == 405
@@ -225,12 +234,27 @@ void HttpConnection::Dispatch() {
   StartJob(std::move(start));
 }
 
+template <class Message>
+void HttpConnection::AddCors(Message* m) const {
+  const std::string& allowed = options().cors_origin;
+  if (allowed.empty() || origin_.empty()) return;
+  if (allowed != "*" && allowed != origin_) return;
+  m->set(http::field::access_control_allow_origin, allowed == "*" ? "*" : origin_);
+  m->set(http::field::vary, "Origin");
+}
+
 void HttpConnection::Reply(const HttpReply& r, bool close) {
   const bool keep_alive = !close && keep_alive_ && !peer_eof_ && !shared_->stopping &&
                           requests_ < options().max_requests_per_connection;
   response_.emplace(static_cast<http::status>(r.status), version_);
   response_->set(http::field::server, "pi-launch");
-  response_->set(http::field::content_type, r.content_type);
+  if (!r.content_type.empty()) response_->set(http::field::content_type, r.content_type);
+  AddCors(&*response_);
+  if (r.status == 204 && !options().cors_origin.empty()) {
+    response_->set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
+    response_->set(http::field::access_control_allow_headers, "Authorization, Content-Type");
+    response_->set(http::field::access_control_max_age, "600");
+  }
   if (r.retry_after_s > 0)
     response_->set(http::field::retry_after, std::to_string(r.retry_after_s));
   response_->keep_alive(keep_alive);
@@ -282,6 +306,7 @@ void HttpConnection::StartJob(CompletionStart start) {
     head_->set(http::field::server, "pi-launch");
     head_->set(http::field::content_type, "text/event-stream");
     head_->set(http::field::cache_control, "no-cache");
+    AddCors(&*head_);
     head_->keep_alive(keep_alive_ && !peer_eof_ &&
                       requests_ < options().max_requests_per_connection);
     head_->chunked(true);

@@ -76,6 +76,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // A request the framing lost: its status (400, 413, 431), then close.
   void FramingError(ErrorCode ec, bool in_body);
 
+  // The CORS headers of a reply to origin_, when --cors allows it.
+  template <class Message>
+  void AddCors(Message* m) const;
   // A whole reply; then the next request, or close (`close`: the request's
   // body was not read, so the connection cannot go on).
   void Reply(const HttpReply& reply, bool close);
@@ -101,6 +104,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::optional<Parser> parser_;
   HttpShared* const shared_;
   const std::string client_;
+  std::string origin_;  // the request's Origin header (CORS)
   int requests_ = 0;
   HttpRoute route_ = HttpRoute::kHealth;  // the request's (from its headers)
   unsigned version_ = 11;

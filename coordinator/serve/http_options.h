@@ -16,6 +16,13 @@ struct HttpServerOptions {
   std::string api_key;                    // empty: no key required
   std::string model_id = "pi";            // what /v1/models lists and "model" must name
   std::string system_fingerprint;         // OpenAI's: the backend's version and build
+  // Take any "model" a request names, as llama-server does (clients that
+  // hard-code a name); false: another name is a 404.
+  bool any_model_name = false;
+  // Cross-origin requests from this origin ("*": any) get CORS headers and
+  // their preflights (OPTIONS) an answer; empty: none.
+  std::string cors_origin;
+  std::string model_path;  // what /props reports
   // The chat template /v1/chat/completions renders messages with; unset:
   // the model has none (chat requests get a 400 saying how to choose one).
   std::optional<ChatTemplate> chat_template;

@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <utility>
 #include <vector>
 
+#include "common/text/unicode.h"
 #include "coordinator/serve/generate_request.h"
 #include "coordinator/serve/openai_api.h"
 #include "coordinator/serve/web_page.h"
@@ -17,6 +19,21 @@ HttpReply JsonReply(const json& j) {
   HttpReply r;
   r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
   return r;
+}
+
+// A token's bytes as a JSON string when they are UTF-8, else as numbers.
+json Utf8OrBytes(const std::string& piece) {
+  for (size_t pos = 0; pos < piece.size();) {
+    uint32_t cp;
+    size_t len;
+    if (DecodeUtf8(piece.data(), piece.size(), pos, &cp, &len) != Utf8Status::kValid) {
+      json bytes = json::array();
+      for (unsigned char ch : piece) bytes.push_back(static_cast<int>(ch));
+      return bytes;
+    }
+    pos += len;
+  }
+  return piece;
 }
 
 // The served model, as OpenAI's model object (with llama-server's "meta").
@@ -40,7 +57,7 @@ constexpr char kModelPrefix[] = "/v1/models/";
 // GET /v1/models/{id}: the model when it is the one served, else 404.
 HttpReply Model(const HttpContext& c) {
   const std::string id = c.path.substr(sizeof kModelPrefix - 1);
-  if (id != c.options->model_id) {
+  if (id != c.options->model_id && !c.options->any_model_name) {
     return ErrorReply(404, "model '" + id + "' is not served here (this server has '" +
                                c.options->model_id + "')");
   }
@@ -48,6 +65,10 @@ HttpReply Model(const HttpContext& c) {
 }
 
 HttpReply Detokenize(const Tokenizer& tok, const json& j) {
+  for (const auto& item : j.items()) {
+    if (item.key() != "tokens")
+      return ErrorReply(400, "unrecognized request argument: " + item.key());
+  }
   const auto tokens = j.find("tokens");
   if (tokens == j.end() || !tokens->is_array()) {
     return ErrorReply(400, "tokens must be an array of token ids");
@@ -71,14 +92,68 @@ HttpReply Tokenize(const HttpContext& c, const json& j) {
   if (content == j.end() || !content->is_string()) {
     return ErrorReply(400, "content must be a string");
   }
-  const auto special = j.find("add_special");
-  const bool add_bos = special != j.end() && special->is_boolean() ? special->get<bool>() : false;
+  for (const auto& item : j.items()) {
+    if (item.key() != "content" && item.key() != "add_special" && item.key() != "with_pieces") {
+      return ErrorReply(400, "unrecognized request argument: " + item.key());
+    }
+  }
+  bool add_bos = false, with_pieces = false;
+  for (auto [key, flag] : {std::pair{"add_special", &add_bos}, {"with_pieces", &with_pieces}}) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_boolean()) return ErrorReply(400, std::string(key) + " must be true or false");
+    *flag = it->get<bool>();
+  }
   std::vector<int32_t> ids;
   bool busy = false;
   const Status s = TokenizeGated(&c.runner->tokenize_gate(), tok, content->get<std::string>(),
                                  add_bos && tok.add_bos_token(), &ids, &busy);
   if (!s.ok()) return busy ? ErrorReply(503, s.message(), 1) : ErrorReply(400, s.message());
-  return JsonReply({{"tokens", ids}});
+  if (!with_pieces) return JsonReply({{"tokens", ids}});
+  // llama-server's shape: each id with its piece, a string when it is
+  // UTF-8, else its bytes.
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    const std::string piece = tok.TokenToPiece(id);
+    tokens.push_back({{"id", id}, {"piece", Utf8OrBytes(piece)}});
+  }
+  return JsonReply({{"tokens", tokens}});
+}
+
+// GET /props: llama-server's server properties (read-only).
+HttpReply Props(const HttpContext& c) {
+  const Engine& e = c.runner->engine();
+  const HttpServerOptions& o = *c.options;
+  return JsonReply({{"default_generation_settings",
+                     {{"n_ctx", e.n_ctx()},
+                      {"model", o.model_id},
+                      {"params",
+                       {{"temperature", 0.8},
+                        {"top_k", 40},
+                        {"top_p", 0.95},
+                        {"min_p", 0.05},
+                        {"repeat_penalty", 1.0},
+                        {"repeat_last_n", 64},
+                        {"presence_penalty", 0.0},
+                        {"frequency_penalty", 0.0},
+                        {"n_predict", -1},
+                        {"seed", -1}}}}},
+                    {"total_slots", e.n_seq()},
+                    {"model_path", o.model_path},
+                    {"chat_template",
+                     o.chat_template ? json(ChatTemplateName(*o.chat_template)) : json(nullptr)},
+                    {"build_info", o.system_fingerprint}});
+}
+
+// GET /slots: one entry per sequence the engine runs at once; the first
+// `running` are busy (requests take no fixed slot here).
+HttpReply Slots(const HttpContext& c) {
+  const Engine& e = c.runner->engine();
+  json slots = json::array();
+  for (int i = 0; i < e.n_seq(); ++i) {
+    slots.push_back({{"id", i}, {"n_ctx", e.n_ctx()}, {"is_processing", i < c.runner->running()}});
+  }
+  return JsonReply(slots);
 }
 
 }  // namespace
@@ -107,6 +182,13 @@ bool FindRoute(const std::string& path, const std::string& method, HttpRoute* ro
       {"/v1/chat/completions", "POST", HttpRoute::kChatCompletions},
       {"/tokenize", "POST", HttpRoute::kTokenize},
       {"/detokenize", "POST", HttpRoute::kDetokenize},
+      // llama-server's own: its paths without /v1, and its server routes.
+      {"/models", "GET", HttpRoute::kModels},
+      {"/completions", "POST", HttpRoute::kCompletions},
+      {"/chat/completions", "POST", HttpRoute::kChatCompletions},
+      {"/props", "GET", HttpRoute::kProps},
+      {"/slots", "GET", HttpRoute::kSlots},
+      {"/apply-template", "POST", HttpRoute::kApplyTemplate},
   };
   const bool model_path = path.size() > sizeof kModelPrefix - 1 &&
                           path.compare(0, sizeof kModelPrefix - 1, kModelPrefix) == 0;
@@ -169,6 +251,17 @@ HttpReply HandleRoute(HttpRoute route, const HttpContext& c, const std::string& 
       return JsonReply({{"object", "list"}, {"data", {ModelObject(c)}}});
     case HttpRoute::kModel:
       return Model(c);
+    case HttpRoute::kProps:
+      return Props(c);
+    case HttpRoute::kSlots:
+      return Slots(c);
+    case HttpRoute::kApplyTemplate: {
+      const ChatTemplate* t = c.options->chat_template ? &*c.options->chat_template : nullptr;
+      std::string prompt;
+      const Status s = RenderChatMessages(body, t, &prompt);
+      if (!s.ok()) return ErrorReply(400, s.message());
+      return JsonReply({{"prompt", prompt}});
+    }
     case HttpRoute::kTokenize:
     case HttpRoute::kDetokenize: {
       const json j = json::parse(body, nullptr, false);
@@ -191,9 +284,10 @@ void StartCompletion(const HttpContext& c, bool chat, const std::string& body, u
   RequestRunner* runner = c.runner;
   CompletionRequest cr;
   int status = 400;
-  Status s = chat ? ParseChatRequest(body, o.model_id,
-                                     o.chat_template ? &*o.chat_template : nullptr, &cr, &status)
-                  : ParseCompletionRequest(body, o.model_id, &cr, &status);
+  Status s = chat
+                 ? ParseChatRequest(body, o.model_id, o.chat_template ? &*o.chat_template : nullptr,
+                                    &cr, &status, o.any_model_name)
+                 : ParseCompletionRequest(body, o.model_id, &cr, &status, o.any_model_name);
   if (!s.ok()) {
     out->refusal = ErrorReply(status, s.message());
     return;

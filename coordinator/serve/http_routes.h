@@ -29,12 +29,15 @@ enum class HttpRoute {
   kPage,             // GET /: the chat page
   kHealth,           // GET /health
   kMetrics,          // GET /metrics
-  kModels,           // GET /v1/models
+  kModels,           // GET /v1/models (and llama-server's /models)
   kModel,            // GET /v1/models/{id}
-  kCompletions,      // POST /v1/completions
-  kChatCompletions,  // POST /v1/chat/completions
+  kCompletions,      // POST /v1/completions (and /completions)
+  kChatCompletions,  // POST /v1/chat/completions (and /chat/completions)
   kTokenize,         // POST /tokenize
   kDetokenize,       // POST /detokenize
+  kProps,            // GET /props (llama-server's)
+  kSlots,            // GET /slots (llama-server's, read-only)
+  kApplyTemplate,    // POST /apply-template (llama-server's)
 };
 
 // The route of `path` (without the query) and `method`; false with *status

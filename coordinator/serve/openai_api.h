@@ -38,8 +38,9 @@ struct CompletionRequest {
 // (must be 1), user, cache_prompt, ignore_eos, model (must be `model_id`
 // when given: else *http_status 404). Any other field is refused by name.
 // On an error, *http_status is 400 (or 404) and the message names the field.
+// any_model: take any model name (llama-server's way), serving this one.
 Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
-                              CompletionRequest* out, int* http_status);
+                              CompletionRequest* out, int* http_status, bool any_model = false);
 
 // Reads a /v1/chat/completions body: messages (an array of {role, content}:
 // system, developer (as system), user, assistant; content a string, text
@@ -49,8 +50,13 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
 // logprobs and top_logprobs, and the completion's other fields. A null
 // template: this model has none (400 saying to choose one).
 Status ParseChatRequest(const std::string& body, const std::string& model_id,
-                        const ChatTemplate* chat_template, CompletionRequest* out,
-                        int* http_status);
+                        const ChatTemplate* chat_template, CompletionRequest* out, int* http_status,
+                        bool any_model = false);
+
+// The messages of a chat body rendered with `chat_template` into *prompt
+// (llama-server's /apply-template): the same checks as ParseChatRequest's.
+Status RenderChatMessages(const std::string& body, const ChatTemplate* chat_template,
+                          std::string* prompt);
 
 // OpenAI's finish_reason for a generation's stop reason: "length" (the
 // limit or the context) or "stop" (end of text, a stop string).

@@ -253,12 +253,12 @@ Status StreamOptions(const json& j, CompletionRequest* out) {
 }
 
 // The fields completions and chat completions share.
-Status CommonFields(const json& j, const std::string& model_id, CompletionRequest* out,
-                    int* http_status) {
+Status CommonFields(const json& j, const std::string& model_id, bool any_model,
+                    CompletionRequest* out, int* http_status) {
   const auto model = j.find("model");
   if (model != j.end() && !model->is_null()) {
     if (!model->is_string()) return Status::Error("model must be a string");
-    if (model->get<std::string>() != model_id) {
+    if (!any_model && model->get<std::string>() != model_id) {
       *http_status = 404;
       return Status::Error("model '%s' is not served here (this server has '%s')",
                            model->get<std::string>().c_str(), model_id.c_str());
@@ -404,15 +404,47 @@ Status ResponseFormat(const json& j) {
                        type.c_str());
 }
 
+// The body's messages rendered with the template (and where their contents lie).
+Status RenderMessages(const json& j, const ChatTemplate* chat_template, std::string* prompt,
+                      std::vector<TextSpan>* spans) {
+  const auto messages = j.find("messages");
+  if (messages == j.end() || !messages->is_array() || messages->empty()) {
+    return Status::Error("messages must be a non-empty array of {role, content}");
+  }
+  std::vector<ChatMessage> chat(messages->size());
+  for (size_t k = 0; k < messages->size(); ++k) {
+    PI_RETURN_IF_ERROR(Message((*messages)[k], k, &chat[k]));
+  }
+  if (!chat_template) {
+    return Status::Error(
+        "this model has no chat template: start pi-launch with --chat-template NAME (%s)",
+        ChatTemplateNames());
+  }
+  return RenderChat(*chat_template, chat, true, prompt, spans);
+}
+
 }  // namespace
 
+Status RenderChatMessages(const std::string& body, const ChatTemplate* chat_template,
+                          std::string* prompt) {
+  json j;
+  PI_RETURN_IF_ERROR(ParseObject(body, &j));
+  for (const auto& item : j.items()) {
+    if (item.key() != "messages") {
+      return Status::Error("unrecognized request argument: %s", item.key().c_str());
+    }
+  }
+  std::vector<TextSpan> spans;
+  return RenderMessages(j, chat_template, prompt, &spans);
+}
+
 Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
-                              CompletionRequest* out, int* http_status) {
+                              CompletionRequest* out, int* http_status, bool any_model) {
   *http_status = 400;
   json j;
   PI_RETURN_IF_ERROR(ParseObject(body, &j));
   PI_RETURN_IF_ERROR(CheckFields(j, kCompletionFields));
-  PI_RETURN_IF_ERROR(CommonFields(j, model_id, out, http_status));
+  PI_RETURN_IF_ERROR(CommonFields(j, model_id, any_model, out, http_status));
   PI_RETURN_IF_ERROR(Prompt(j, &out->request));
   // logprobs: how many most likely tokens to list beside each token's (0 to 5).
   int64_t n = 0;
@@ -428,13 +460,13 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
 }
 
 Status ParseChatRequest(const std::string& body, const std::string& model_id,
-                        const ChatTemplate* chat_template, CompletionRequest* out,
-                        int* http_status) {
+                        const ChatTemplate* chat_template, CompletionRequest* out, int* http_status,
+                        bool any_model) {
   *http_status = 400;
   json j;
   PI_RETURN_IF_ERROR(ParseObject(body, &j));
   PI_RETURN_IF_ERROR(CheckFields(j, kChatFields));
-  PI_RETURN_IF_ERROR(CommonFields(j, model_id, out, http_status));
+  PI_RETURN_IF_ERROR(CommonFields(j, model_id, any_model, out, http_status));
   // max_completion_tokens: OpenAI's current name for max_tokens in chat.
   int64_t max = 0;
   bool present = false;
@@ -447,21 +479,8 @@ Status ParseChatRequest(const std::string& body, const std::string& model_id,
     out->request.set_n_predict(static_cast<int32_t>(max));
   }
   PI_RETURN_IF_ERROR(ResponseFormat(j));
-  const auto messages = j.find("messages");
-  if (messages == j.end() || !messages->is_array() || messages->empty()) {
-    return Status::Error("messages must be a non-empty array of {role, content}");
-  }
-  std::vector<ChatMessage> chat(messages->size());
-  for (size_t k = 0; k < messages->size(); ++k) {
-    PI_RETURN_IF_ERROR(Message((*messages)[k], k, &chat[k]));
-  }
-  if (!chat_template) {
-    return Status::Error(
-        "this model has no chat template: start pi-launch with --chat-template NAME (%s)",
-        ChatTemplateNames());
-  }
   std::string prompt;
-  PI_RETURN_IF_ERROR(RenderChat(*chat_template, chat, true, &prompt, &out->content_spans));
+  PI_RETURN_IF_ERROR(RenderMessages(j, chat_template, &prompt, &out->content_spans));
   out->request.set_prompt(prompt);
   out->request.set_parse_special(true);  // the template's markers; never the contents
   // logprobs: true, with top_logprobs (0 to 20) most likely tokens beside each.
