@@ -191,8 +191,46 @@ def llama_server_routes(a, greedy, chat):
           == "Sea of Galilee \u00e9", f"/tokenize with_pieces: the ids with their pieces, bytes where not UTF-8 ({pieces})")
     st, msg = error(a, "/tokenize", {"content": "a", "parse_special": True})
     check(st == 400 and "parse_special" in msg, f"/tokenize refuses what it does not read ({msg!r})")
+    native(a, greedy, whole)
     st, _, r = call(a, "OPTIONS", "/v1/completions", headers={"Origin": "http://x"})
     check(st == 405, "without --cors an OPTIONS request is not answered as a preflight")
+
+
+def native(a, greedy, whole):
+    """llama-server's native POST /completion: its fields, whole and streamed."""
+    body = {"prompt": PROMPT, "n_predict": greedy["max_tokens"], "temperature": 0,
+            "return_tokens": True}
+    st, _, r = call(a, "POST", "/completion", body)
+    check(st == 200 and r["content"] == whole and r["stop"] is True
+          and r["tokens_predicted"] == greedy["max_tokens"] == len(r["tokens"])
+          and r["stop_type"] == "limit" and r["prompt"] == PROMPT and r["model"] == "demo-kjv-f16"
+          and r["generation_settings"]["n_predict"] == greedy["max_tokens"]
+          and r["timings"]["predicted_n"] == greedy["max_tokens"]
+          and r["tokens_evaluated"] == r["timings"]["prompt_n"] > 0,
+          f"POST /completion: the same text, llama-server's fields ({str(r)[:300]})")
+    st, _, events = stream(a, body, path="/completion")
+    chunks = [json.loads(e) for e in events]
+    check(st == 200 and chunks and chunks[-1]["stop"] is True
+          and all(c["stop"] is False for c in chunks[:-1])
+          and "".join(c["content"] for c in chunks) == whole
+          and sum((c["tokens"] for c in chunks), []) == r["tokens"]
+          and chunks[-1]["stop_type"] == "limit" and "[DONE]" not in events,
+          "POST /completion streamed: chunks add up to the text and tokens, the last stop: true")
+    word = whole.split()[2]
+    st, _, w = call(a, "POST", "/completion", dict(body, stop=[word]))
+    check(st == 200 and w["stop_type"] == "word" and w["stopping_word"] == word
+          and whole.startswith(w["content"]) and word not in w["content"],
+          f"a stop string: stop_type word, stopping_word {word!r}")
+    st, _, p = call(a, "POST", "/completion", dict(body, n_probs=2))
+    probs = p.get("completion_probabilities", []) if st == 200 else []
+    check(len(probs) == greedy["max_tokens"]
+          and all(len(e["top_logprobs"]) == 2 and e["top_logprobs"][0]["logprob"] == e["logprob"]
+                  for e in probs) and [e["id"] for e in probs] == r["tokens"],
+          "n_probs 2: each token's log-probability and 2 alternatives, greedy = the first")
+    for field, value in (("mirostat", 2), ("logprobs", 1), ("samplers", ["top_k"]),
+                         ("id_slot", 0)):
+        st, msg = error(a, "/completion", dict(body, **{field: value}))
+        check(st == 400 and field in msg, f"/completion {field}: 400 naming it ({msg!r})")
 
 
 def llama_server_flags(a, greedy):

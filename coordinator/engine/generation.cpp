@@ -86,6 +86,14 @@ bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_t
   }
   emitted_ = std::max(sendable, emitted_);
   if (stop_at != std::string::npos || shown_stop != std::string::npos) {
+    const std::string& where = stop_at != std::string::npos ? g->text : whole_;
+    const size_t at = stop_at != std::string::npos ? stop_at : shown_stop;
+    for (const std::string& stop : request_.stops) {
+      if (where.compare(at, stop.size(), stop) == 0) {
+        g->stop_word = stop;
+        break;
+      }
+    }
     if (stop_at != std::string::npos) g->text.resize(stop_at);
     g->stop_reason = "stop";
     return false;

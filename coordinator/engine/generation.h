@@ -55,7 +55,8 @@ struct GenerationResult {
   int context_shifts = 0;  // times the context was shifted (context_keep)
   // length | eos | context | stop | cancelled | error
   const char* stop_reason = "length";
-  std::string error;  // for "error"
+  std::string stop_word;  // for "stop": the stop string that matched
+  std::string error;      // for "error"
   // One per generated token when asked for, entry k written before token k
   // is told (and never moved: reserved for the whole generation).
   std::vector<TokenLogprob> logprobs;

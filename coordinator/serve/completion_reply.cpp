@@ -23,11 +23,28 @@ void CompletionReply::AppendEvent(const std::string& payload, std::string* out) 
   *out += "\n\n";
 }
 
+void CompletionReply::AppendNativeChunk(const std::string& text, std::string* out) {
+  AppendEvent(NativeChunkJson(*native_, text, pending_ids_, told_,
+                              logprobs_ ? &pending_logprobs_ : nullptr, *tok_),
+              out);
+  started_ = true;
+  pending_ids_.clear();
+  pending_logprobs_.clear();
+}
+
 void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>& tokens,
                                         const GenerationResult& result, std::string* out) {
   for (const RequestStream::Token& t : tokens) {
     if (t.logprob >= 0 && logprobs_) pending_logprobs_.push_back(result.logprobs[t.logprob]);
+    if (native_ && t.id >= 0) {
+      pending_ids_.push_back(t.id);
+      ++told_;
+    }
     if (t.text.empty()) continue;
+    if (native_) {
+      AppendNativeChunk(t.text, out);
+      continue;
+    }
     CompletionInfo chunk = info_;
     // The echoed prompt goes out with the first text (its logprobs offsets
     // count from the reply's own text, as echo with logprobs is refused).
@@ -54,6 +71,13 @@ void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prom
     return;
   }
   const ReplyTimings timings = TimingsOf(result, n_prompt);
+  if (native_) {
+    // What no text went with (a stop string's tokens), then the last object.
+    if (!pending_ids_.empty() || !pending_logprobs_.empty()) AppendNativeChunk("", out);
+    AppendEvent(NativeFinalJson(*native_, true, result, "", n_prompt, timings, *tok_), out);
+    started_ = true;
+    return;
+  }
   CompletionInfo end = info_;
   end.timings = &timings;
   // The last chunk carries the tokens no text went out with (a stop string's).
@@ -91,6 +115,10 @@ int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
   // before a stop string.
   Utf8Stream whole;
   const std::string text = echo_ + whole.Push(result.text) + whole.Flush();
+  if (native_) {
+    *body = NativeFinalJson(*native_, false, result, text, n_prompt, timings, *tok_);
+    return 200;
+  }
   const int n_gen = static_cast<int>(result.ids.size());
   const char* finish = FinishReason(result.stop_reason);
   *body = chat_ ? ChatCompletionJson(info, text, finish, n_prompt, n_gen)

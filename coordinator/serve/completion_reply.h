@@ -7,12 +7,14 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/generation.h"
+#include "coordinator/serve/native_api.h"
 #include "coordinator/serve/openai_api.h"
 #include "coordinator/serve/request_stream.h"
 
@@ -39,6 +41,8 @@ class CompletionReply {
   void set_echo(std::string text) { echo_ = std::move(text); }
   // A stream ends with a chunk of the usage alone (stream_options).
   void set_include_usage(bool on) { include_usage_ = on; }
+  // Replies in llama-server's native shape (native_api.h) instead.
+  void set_native(NativeReplyInfo info) { native_ = std::move(info); }
 
   // A non-streamed reply's status and body: 200 and the whole response, or
   // 500 and the error.
@@ -52,8 +56,13 @@ class CompletionReply {
   const CompletionInfo info_;
   const Tokenizer* tok_;
   const bool logprobs_;
+  void AppendNativeChunk(const std::string& text, std::string* out);
+
   std::string echo_;
   bool include_usage_ = false;
+  std::optional<NativeReplyInfo> native_;
+  std::vector<int32_t> pending_ids_;  // native: ids since the last chunk
+  int told_ = 0;                      // native: tokens told so far
   bool started_ = false;
   size_t streamed_bytes_ = 0;
   std::vector<TokenLogprob> pending_logprobs_;  // tokens told since the last chunk

@@ -216,14 +216,19 @@ void HttpConnection::Dispatch() {
   c.started_at = shared_->started_at;
   const std::string target(req.target());
   c.path = target.substr(0, target.find('?'));
-  if (route != HttpRoute::kCompletions && route != HttpRoute::kChatCompletions) {
+  if (route != HttpRoute::kCompletions && route != HttpRoute::kChatCompletions &&
+      route != HttpRoute::kNativeCompletion) {
     return Reply(HandleRoute(route, c, req.body()), false);
   }
+  const CompletionKind kind = route == HttpRoute::kChatCompletions ? CompletionKind::kChat
+                              : route == HttpRoute::kNativeCompletion
+                                  ? CompletionKind::kNative
+                                  : CompletionKind::kCompletions;
   CompletionStart start;
   std::weak_ptr<HttpConnection> weak = weak_from_this();
   auto executor = stream_.get_executor();
   StartCompletion(
-      c, route == HttpRoute::kChatCompletions, req.body(), shared_->next_id++,
+      c, kind, req.body(), shared_->next_id++,
       [weak, executor] {
         net::post(executor, [weak] {
           if (auto self = weak.lock()) self->Guarded("streaming", [&] { self->Drain(); });

@@ -189,6 +189,7 @@ bool FindRoute(const std::string& path, const std::string& method, HttpRoute* ro
       {"/props", "GET", HttpRoute::kProps},
       {"/slots", "GET", HttpRoute::kSlots},
       {"/apply-template", "POST", HttpRoute::kApplyTemplate},
+      {"/completion", "POST", HttpRoute::kNativeCompletion},
   };
   const bool model_path = path.size() > sizeof kModelPrefix - 1 &&
                           path.compare(0, sizeof kModelPrefix - 1, kModelPrefix) == 0;
@@ -274,20 +275,37 @@ HttpReply HandleRoute(HttpRoute route, const HttpContext& c, const std::string& 
   }
 }
 
-void StartCompletion(const HttpContext& c, bool chat, const std::string& body, uint64_t number,
-                     std::function<void()> notify, CompletionStart* out) {
+namespace {
+
+// The body read as its kind says.
+Status ParseCompletion(const HttpServerOptions& o, CompletionKind kind, const std::string& body,
+                       CompletionRequest* cr, int* status) {
+  switch (kind) {
+    case CompletionKind::kChat:
+      return ParseChatRequest(body, o.model_id, o.chat_template ? &*o.chat_template : nullptr, cr,
+                              status, o.any_model_name);
+    case CompletionKind::kNative:
+      return ParseNativeCompletionRequest(body, o.model_id, cr, status, o.any_model_name);
+    case CompletionKind::kCompletions:
+      break;
+  }
+  return ParseCompletionRequest(body, o.model_id, cr, status, o.any_model_name);
+}
+
+}  // namespace
+
+void StartCompletion(const HttpContext& c, CompletionKind kind, const std::string& body,
+                     uint64_t number, std::function<void()> notify, CompletionStart* out) {
   if (!c.runner) {
     out->refusal = ErrorReply(503, "the model is still loading; retry shortly", 1);
     return;
   }
   const HttpServerOptions& o = *c.options;
   RequestRunner* runner = c.runner;
+  const Tokenizer& tok = runner->tokenizer();
   CompletionRequest cr;
   int status = 400;
-  Status s = chat
-                 ? ParseChatRequest(body, o.model_id, o.chat_template ? &*o.chat_template : nullptr,
-                                    &cr, &status, o.any_model_name)
-                 : ParseCompletionRequest(body, o.model_id, &cr, &status, o.any_model_name);
+  Status s = ParseCompletion(o, kind, body, &cr, &status);
   if (!s.ok()) {
     out->refusal = ErrorReply(status, s.message());
     return;
@@ -297,14 +315,30 @@ void StartCompletion(const HttpContext& c, bool chat, const std::string& body, u
   SamplerParams sampling;
   bool busy = false;
   s = ParseGenerateRequestGated(&runner->tokenize_gate(), cr.request, engine.n_vocab(),
-                                engine.n_ctx(), runner->tokenizer(), &request, &sampling,
-                                &cr.content_spans, &busy);
+                                engine.n_ctx(), tok, &request, &sampling, &cr.content_spans, &busy);
   if (!s.ok()) {
     out->refusal = busy ? ErrorReply(503, s.message(), 1) : ErrorReply(400, s.message());
     return;
   }
+  const bool native = kind == CompletionKind::kNative;
   const int n_prompt = static_cast<int>(request.prompt.size());
-  const std::vector<int32_t> prompt_ids = cr.echo ? request.prompt : std::vector<int32_t>();
+  // The prompt's text, for echo and the native reply's "prompt".
+  std::string prompt_text;
+  if (cr.echo || native) {
+    prompt_text = cr.request.has_prompt_ids() ? tok.Decode(request.prompt) : cr.request.prompt();
+  }
+  NativeReplyInfo native_info;
+  if (native) {
+    native_info.model = o.model_id;
+    native_info.prompt = prompt_text;
+    native_info.n_prompt = n_prompt;
+    native_info.return_tokens = cr.return_tokens;
+    native_info.n_probs = cr.n_probs;
+    native_info.sampling = sampling;
+    native_info.n_predict = request.n_predict;
+    native_info.stops = request.stops;
+    native_info.ignore_eos = request.ignore_eos;
+  }
   const bool logprobs = request.logprobs >= 0;
   out->job = runner->Submit(std::move(request), sampling, cr.stream, std::move(notify));
   if (!out->job) {
@@ -314,6 +348,7 @@ void StartCompletion(const HttpContext& c, bool chat, const std::string& body, u
                               1);
     return;
   }
+  const bool chat = kind == CompletionKind::kChat;
   CompletionInfo info;
   info.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(number);
   info.created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -321,13 +356,10 @@ void StartCompletion(const HttpContext& c, bool chat, const std::string& body, u
                      .count();
   info.model = o.model_id;
   info.system_fingerprint = o.system_fingerprint;
-  out->reply =
-      std::make_unique<CompletionReply>(chat, std::move(info), &runner->tokenizer(), logprobs);
+  out->reply = std::make_unique<CompletionReply>(chat, std::move(info), &tok, logprobs);
   out->reply->set_include_usage(cr.include_usage);
-  if (cr.echo) {
-    out->reply->set_echo(cr.request.has_prompt_ids() ? runner->tokenizer().Decode(prompt_ids)
-                                                     : cr.request.prompt());
-  }
+  if (cr.echo) out->reply->set_echo(prompt_text);
+  if (native) out->reply->set_native(std::move(native_info));
   out->stream = cr.stream;
   out->n_prompt = n_prompt;
 }

@@ -26,19 +26,23 @@ struct HttpReply {
 HttpReply ErrorReply(int status, const std::string& message, int retry_after_s = 0);
 
 enum class HttpRoute {
-  kPage,             // GET /: the chat page
-  kHealth,           // GET /health
-  kMetrics,          // GET /metrics
-  kModels,           // GET /v1/models (and llama-server's /models)
-  kModel,            // GET /v1/models/{id}
-  kCompletions,      // POST /v1/completions (and /completions)
-  kChatCompletions,  // POST /v1/chat/completions (and /chat/completions)
-  kTokenize,         // POST /tokenize
-  kDetokenize,       // POST /detokenize
-  kProps,            // GET /props (llama-server's)
-  kSlots,            // GET /slots (llama-server's, read-only)
-  kApplyTemplate,    // POST /apply-template (llama-server's)
+  kPage,              // GET /: the chat page
+  kHealth,            // GET /health
+  kMetrics,           // GET /metrics
+  kModels,            // GET /v1/models (and llama-server's /models)
+  kModel,             // GET /v1/models/{id}
+  kCompletions,       // POST /v1/completions (and /completions)
+  kChatCompletions,   // POST /v1/chat/completions (and /chat/completions)
+  kTokenize,          // POST /tokenize
+  kDetokenize,        // POST /detokenize
+  kProps,             // GET /props (llama-server's)
+  kSlots,             // GET /slots (llama-server's, read-only)
+  kApplyTemplate,     // POST /apply-template (llama-server's)
+  kNativeCompletion,  // POST /completion (llama-server's native)
 };
+
+// Which completion a route starts: OpenAI's two, or llama-server's native.
+enum class CompletionKind { kCompletions, kChat, kNative };
 
 // The route of `path` (without the query) and `method`; false with *status
 // 404 (no such path) or 405 (the path takes another method, *allow says which).
@@ -55,7 +59,7 @@ struct HttpContext {
   std::string path;                 // the request's (without the query)
 };
 
-// The answer of every route but the two completions.
+// The answer of every route but the completions.
 HttpReply HandleRoute(HttpRoute route, const HttpContext& c, const std::string& body);
 
 // A completion started: `job` runs (its tokens, with `reply`, become the
@@ -70,7 +74,7 @@ struct CompletionStart {
 
 // Reads, checks and tokenizes a completion's body and submits it; `notify`
 // is the job's stream's (called on the engine's thread).
-void StartCompletion(const HttpContext& c, bool chat, const std::string& body, uint64_t number,
-                     std::function<void()> notify, CompletionStart* out);
+void StartCompletion(const HttpContext& c, CompletionKind kind, const std::string& body,
+                     uint64_t number, std::function<void()> notify, CompletionStart* out);
 
 }  // namespace pi

@@ -25,6 +25,8 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options: a last chunk with the usage alone
   bool echo = false;           // completions: the reply's text starts with the prompt's
+  int n_probs = 0;             // native: the alternatives listed beside each token
+  bool return_tokens = false;  // native: each chunk's token ids
   // A chat's messages in the prompt text: tokenized as text, never as
   // control tokens (ParseGenerateRequest's `literal`).
   std::vector<TextSpan> content_spans;
@@ -52,6 +54,14 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
 Status ParseChatRequest(const std::string& body, const std::string& model_id,
                         const ChatTemplate* chat_template, CompletionRequest* out, int* http_status,
                         bool any_model = false);
+
+// Reads llama-server's native POST /completion body: prompt, n_predict (or
+// max_tokens), the sampling fields, stop, stream, ignore_eos, logit_bias,
+// n_probs (0 to 20), return_tokens, cache_prompt, model (as above). Any
+// other field is refused by name.
+Status ParseNativeCompletionRequest(const std::string& body, const std::string& model_id,
+                                    CompletionRequest* out, int* http_status,
+                                    bool any_model = false);
 
 // The messages of a chat body rendered with `chat_template` into *prompt
 // (llama-server's /apply-template): the same checks as ParseChatRequest's.

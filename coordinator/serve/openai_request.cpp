@@ -18,15 +18,30 @@ using json = nlohmann::json;
 
 // ---- the fields each endpoint reads -------------------------------------------
 
-const char* const kSharedFields[] = {
-    "model",       "max_tokens",       "n_predict",         "n",          "stop",
-    "stream",      "stream_options",   "temperature",       "top_p",      "top_k",
-    "min_p",       "repeat_penalty",   "repeat_last_n",     "seed",       "ignore_eos",
-    "logprobs",    "presence_penalty", "frequency_penalty", "logit_bias", "user",
-    "cache_prompt"};
-const char* const kCompletionFields[] = {"prompt", "echo"};
-const char* const kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs",
-                                   "response_format"};
+const char* const kSharedFields[] = {"model",
+                                     "max_tokens",
+                                     "n_predict",
+                                     "stop",
+                                     "stream",
+                                     "temperature",
+                                     "top_p",
+                                     "top_k",
+                                     "min_p",
+                                     "repeat_penalty",
+                                     "repeat_last_n",
+                                     "seed",
+                                     "ignore_eos",
+                                     "presence_penalty",
+                                     "frequency_penalty",
+                                     "logit_bias",
+                                     "user",
+                                     "cache_prompt"};
+const char* const kCompletionFields[] = {"prompt", "echo", "logprobs", "n", "stream_options"};
+const char* const kChatFields[] = {"messages",      "max_completion_tokens", "logprobs",
+                                   "top_logprobs",  "response_format",       "n",
+                                   "stream_options"};
+// llama-server's native /completion.
+const char* const kNativeFields[] = {"prompt", "n_probs", "return_tokens"};
 
 // Fields clients send that this server does not implement, and what to say.
 struct NotImplemented {
@@ -455,6 +470,27 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
   if (out->echo && present) {
     return Status::Error("echo: with logprobs (the prompt's own) is not supported by this server");
   }
+  *http_status = 200;
+  return Status::Ok();
+}
+
+Status ParseNativeCompletionRequest(const std::string& body, const std::string& model_id,
+                                    CompletionRequest* out, int* http_status, bool any_model) {
+  *http_status = 400;
+  json j;
+  PI_RETURN_IF_ERROR(ParseObject(body, &j));
+  PI_RETURN_IF_ERROR(CheckFields(j, kNativeFields));
+  PI_RETURN_IF_ERROR(CommonFields(j, model_id, any_model, out, http_status));
+  PI_RETURN_IF_ERROR(Prompt(j, &out->request));
+  // n_probs: each token's log-probability with this many alternatives (0 to 20).
+  int64_t n = 0;
+  bool present = false;
+  PI_RETURN_IF_ERROR(Integer(j, "n_probs", 0, 20, &n, &present));
+  if (present && n > 0) {
+    PI_RETURN_IF_ERROR(AskLogprobs(static_cast<int>(n), out));
+    out->n_probs = static_cast<int>(n);
+  }
+  PI_RETURN_IF_ERROR(Boolean(j, "return_tokens", &out->return_tokens));
   *http_status = 200;
   return Status::Ok();
 }

@@ -1,6 +1,6 @@
 // libFuzzer target for the HTTP API's request bodies: any bytes that arrive
-// as a /v1/chat/completions body (messages rendered by each chat template)
-// or a /v1/completions body (nlohmann's JSON parser, ParseCompletionRequest,
+// as a /v1/chat/completions body (messages rendered by each chat template),
+// a native /completion body, or a /v1/completions body (nlohmann's JSON parser, ParseCompletionRequest,
 // then the validator every front end shares, with the demo model's
 // tokenizer) are refused with a 400/404 and a message, or give a job the
 // engine can take.
@@ -27,6 +27,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int chat_status = 0;
   const pi::Status cs = pi::ParseChatRequest(body, "demo", &t, &chat, &chat_status);
   if (cs.ok() != (chat_status == 200) || (cs.ok() && !chat.request.parse_special())) abort();
+  // And as llama-server's native /completion reads it.
+  pi::CompletionRequest native;
+  int native_status = 0;
+  const pi::Status ns = pi::ParseNativeCompletionRequest(body, "demo", &native, &native_status);
+  if (ns.ok() != (native_status == 200) || (!ns.ok() && ns.message().empty())) abort();
+  if (native.n_probs < 0 || native.n_probs > 20) abort();
   const pi::Status s = pi::ParseCompletionRequest(body, "demo", &cr, &status);
   if (!s.ok()) {
     if ((status != 400 && status != 404) || s.message().empty()) abort();

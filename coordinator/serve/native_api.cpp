@@ -1,0 +1,120 @@
+#include "coordinator/serve/native_api.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace pi {
+namespace {
+
+using json = nlohmann::json;
+
+json Bytes(const std::string& text) {
+  json b = json::array();
+  for (unsigned char ch : text) b.push_back(static_cast<int>(ch));
+  return b;
+}
+
+json Entry(const Tokenizer& tok, int32_t id, float logprob) {
+  const std::string piece = tok.TokenToPiece(id);
+  return {{"id", id}, {"token", piece}, {"bytes", Bytes(piece)}, {"logprob", logprob}};
+}
+
+// llama-server's completion_probabilities (its log-probability form): each
+// token with its most likely alternatives.
+json Probabilities(const std::vector<TokenLogprob>& probs, const Tokenizer& tok) {
+  json out = json::array();
+  for (const TokenLogprob& p : probs) {
+    json e = Entry(tok, p.id, p.logprob);
+    json top = json::array();
+    for (const auto& [id, lp] : p.top) top.push_back(Entry(tok, id, lp));
+    e["top_logprobs"] = std::move(top);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+json Settings(const NativeReplyInfo& info) {
+  const SamplerParams& s = info.sampling;
+  return {{"n_predict", info.n_predict},
+          {"max_tokens", info.n_predict},
+          {"seed", s.seed},
+          {"temperature", s.temp},
+          {"top_k", s.top_k},
+          {"top_p", s.top_p},
+          {"min_p", s.min_p},
+          {"repeat_last_n", s.repeat_last_n},
+          {"repeat_penalty", s.repeat_penalty},
+          {"presence_penalty", s.presence_penalty},
+          {"frequency_penalty", s.frequency_penalty},
+          {"stop", info.stops},
+          {"ignore_eos", info.ignore_eos},
+          {"n_probs", info.n_probs},
+          {"stream", false}};
+}
+
+json Timings(const ReplyTimings& t) {
+  auto per_token = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
+  auto per_second = [](double ms, int n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
+  return {{"prompt_n", t.prompt_n},
+          {"prompt_ms", t.prompt_ms},
+          {"prompt_per_token_ms", per_token(t.prompt_ms, t.prompt_n)},
+          {"prompt_per_second", per_second(t.prompt_ms, t.prompt_n)},
+          {"predicted_n", t.predicted_n},
+          {"predicted_ms", t.predicted_ms},
+          {"predicted_per_token_ms", per_token(t.predicted_ms, t.predicted_n)},
+          {"predicted_per_second", per_second(t.predicted_ms, t.predicted_n)}};
+}
+
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+const char* NativeStopType(const std::string& stop_reason) {
+  if (stop_reason == "eos") return "eos";
+  if (stop_reason == "stop") return "word";
+  if (stop_reason == "length" || stop_reason == "context") return "limit";
+  return "none";
+}
+
+std::string NativeChunkJson(const NativeReplyInfo& info, const std::string& text,
+                            const std::vector<int32_t>& ids, int tokens_predicted,
+                            const std::vector<TokenLogprob>* probs, const Tokenizer& tok) {
+  json j = {{"index", 0},
+            {"content", text},
+            {"tokens", info.return_tokens ? json(ids) : json::array()},
+            {"stop", false},
+            {"id_slot", 0},
+            {"tokens_predicted", tokens_predicted},
+            {"tokens_evaluated", info.n_prompt}};
+  if (probs && !probs->empty()) j["completion_probabilities"] = Probabilities(*probs, tok);
+  return Dump(j);
+}
+
+std::string NativeFinalJson(const NativeReplyInfo& info, bool stream, const GenerationResult& g,
+                            const std::string& text, int n_prompt, const ReplyTimings& t,
+                            const Tokenizer& tok) {
+  const int n_gen = static_cast<int>(g.ids.size());
+  json j = {{"index", 0},
+            {"content", stream ? "" : text},
+            {"tokens", info.return_tokens && !stream ? json(g.ids) : json::array()},
+            {"id_slot", 0},
+            {"stop", true},
+            {"model", info.model},
+            {"tokens_predicted", n_gen},
+            {"tokens_evaluated", n_prompt},
+            {"generation_settings", Settings(info)},
+            {"prompt", info.prompt},
+            {"has_new_line", text.find('\n') != std::string::npos},
+            {"truncated", g.context_shifts > 0},
+            {"stop_type", NativeStopType(g.stop_reason)},
+            {"stopping_word", g.stop_word},
+            {"tokens_cached", n_prompt + std::max(0, n_gen - 1)},
+            {"timings", Timings(t)}};
+  j["generation_settings"]["stream"] = stream;
+  if (!stream && info.n_probs > 0) j["completion_probabilities"] = Probabilities(g.logprobs, tok);
+  return Dump(j);
+}
+
+}  // namespace pi
