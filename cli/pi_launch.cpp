@@ -294,7 +294,8 @@ static int Run(int argc, char** argv) {
     }
     if (s.ok() && l.http_enabled) {
       ResolveChatTemplate(loaded.model, &l.http);
-      http_server.Ready(runner.get(), l.http.chat_template);
+      http_server.Ready(runner.get(), l.http.chat_template,
+                        loaded.workers.gpu_worker != nullptr || !loaded.workers.devices.empty());
       fprintf(stderr, "pi-launch: HTTP API (model '%s') on http://%s%s\n", l.http.model_id.c_str(),
               http_address.c_str(), l.http.api_key.empty() ? "" : " (API key required)");
     }

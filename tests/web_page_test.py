@@ -8,7 +8,12 @@ temperature 0 set in its settings — a message typed and sent streams a reply e
 non-streamed API's answer for the same conversation; the reply shows tokens/s and the share of
 fired FFN neurons on the GPU worker and on the CPU. A second message continues the
 conversation (chat mode, the model's template given as --chat-template chatml), and
-completion mode continues the text. A screenshot is saved as a test artifact (web_page.png in the working
+completion mode continues the text; a reload keeps the conversation; the API key stays in
+sessionStorage. On a server without a GPU worker: Stop ends a reply and frees the engine, New
+conversation mid-reply cancels it (the typed text stays), the stats say nothing of a GPU, a
+480 px window keeps the stats in view, code blocks and lists render as elements (markup in
+the text stays text); with -c 48 a reply cut by the full context says so and offers a new
+conversation. A screenshot is saved as a test artifact (web_page.png in the working
 directory, or $PI_TEST_ARTIFACTS). Exit 77 (skipped, saying so) only where Chromium, its
 driver or Selenium is not installed.
 
@@ -55,6 +60,93 @@ def wait_for(predicate, seconds=60):
     return None
 
 
+def running(address):
+    return call(address, "GET", "/health")[2]["running"]
+
+
+def controls(driver, By, bin_dir, tmp, say, text_of, set_value):
+    """Stop, New conversation mid-reply, a full context, a narrow window and the
+    rendering of code and lists, on a server without a GPU worker (no GPU share shown)."""
+    p = launch(bin_dir, tmp, "-m", os.path.join(os.path.dirname(HERE), "models",
+                                                  "demo-kjv-f16.gguf"),
+               "-c", "2048", "--chat-template", "chatml", "--cpu-workers", "0")
+    check(p.http is not None, "pi-launch --http without workers")
+    driver.get(f"http://{p.http}/")
+    wait_for(lambda: "demo-kjv-f16" in driver.find_element(By.ID, "model").text)
+    check(not driver.find_elements(By.CSS_SELECTOR, ".msg"),
+          "another server's page starts empty here (its own origin's storage)")
+    set_value("max_tokens", 2000)
+
+    def start(text):
+        driver.find_element(By.ID, "prompt").send_keys(text)
+        driver.find_element(By.ID, "send").click()
+        return wait_for(lambda: any(e.get_attribute("data-raw") for e in driver.find_elements(
+            By.CSS_SELECTOR, ".msg.assistant .text")), 30)
+
+    check(start("In the beginning God created"), "a long reply streams")
+    check(driver.find_element(By.ID, "stop").is_displayed()
+          and not driver.find_element(By.ID, "send").is_displayed(), "Stop replaces Send meanwhile")
+    driver.find_element(By.ID, "stop").click()
+    done = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, ".msg.assistant[data-done='1']"))
+    stats = done[0].find_element(By.CSS_SELECTOR, ".stats").text if done else ""
+    check(done and stats == "stopped" and text_of(done[0]), f"Stop ends the reply ({stats!r})")
+    check(wait_for(lambda: running(p.http) == 0, 10) is not None or running(p.http) == 0,
+          "Stop frees the engine (the request is cancelled)")
+    check(driver.find_element(By.ID, "send").is_displayed(), "Send is back after Stop")
+    # New conversation while a reply streams: it is cancelled and forgotten.
+    check(start("And the earth was without form"), "another long reply streams")
+    driver.find_element(By.ID, "prompt").send_keys("typed meanwhile")
+    driver.find_element(By.ID, "clear").click()
+    check(not driver.find_elements(By.CSS_SELECTOR, ".msg")
+          and driver.find_element(By.ID, "send").is_displayed()
+          and driver.find_element(By.ID, "prompt").get_attribute("value") == "typed meanwhile",
+          "New conversation mid-reply: the log empties, Send is back, the typed text stays")
+    check(wait_for(lambda: running(p.http) == 0, 10) is not None or running(p.http) == 0,
+          "New conversation frees the engine")
+    driver.find_element(By.ID, "prompt").clear()
+    set_value("max_tokens", 24)
+    set_value("temperature", 0)
+    reply = say("In the beginning God created", 1)
+    status, _, want = call(p.http, "POST", "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "In the beginning God created"}],
+        "max_tokens": 24, "temperature": 0, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+        "repeat_penalty": 1})
+    check(reply is not None and text_of(reply) == want["choices"][0]["message"]["content"],
+          "the next message starts a conversation of its own (the API's answer to it alone)")
+    line = reply.find_element(By.CSS_SELECTOR, ".stats").text if reply else ""
+    check("tokens/s" in line and "GPU" not in line,
+          f"without a GPU worker the stats say nothing of one ({line!r})")
+    # A narrow window: the conversation keeps the width, the stats stay in view.
+    driver.set_window_size(480, 800)
+    stats = driver.find_elements(By.CSS_SELECTOR, ".stats")
+    rect = stats[-1].rect if stats else {"x": 1e9, "width": 0}
+    check(stats and stats[-1].is_displayed() and rect["x"] + rect["width"] <= 480,
+          f"at 480 px wide the reply's stats are in view ({rect})")
+    driver.set_window_size(1200, 800)
+    # Code blocks and lists rendered as elements, the text never as HTML.
+    html = driver.execute_script("return piRender(arguments[0]).innerHTML",
+                                 "Run `make`:\n```\nx < y\n```\n- a\n- b\n1. c\n<img src=x>")
+    check("<pre><code>x &lt; y</code></pre>" in html and "<ul><li>a</li><li>b</li></ul>" in html
+          and "<ol><li>c</li></ol>" in html and "<code>make</code>" in html
+          and "&lt;img src=x&gt;" in html and "<img" not in html,
+          f"code blocks, inline code and lists rendered; markup stays text ({html!r})")
+    check(p.stop() == 0, "pi-launch stops cleanly")
+    # A context that fills: the reply says so and offers a new conversation.
+    p = launch(bin_dir, tmp, "-m", os.path.join(os.path.dirname(HERE), "models",
+                                                  "demo-kjv-f16.gguf"),
+               "-c", "48", "--chat-template", "chatml", "--cpu-workers", "0")
+    driver.get(f"http://{p.http}/")
+    wait_for(lambda: "demo-kjv-f16" in driver.find_element(By.ID, "model").text)
+    set_value("max_tokens", 200)
+    reply = say("In the beginning God created", 1)
+    notice = reply.find_elements(By.CSS_SELECTOR, ".notice") if reply else []
+    check(notice and "context" in notice[0].text, "a reply cut by the full context says so")
+    if notice:
+        notice[0].find_element(By.CSS_SELECTOR, "button").click()
+    check(not driver.find_elements(By.CSS_SELECTOR, ".msg"), "its button starts a new conversation")
+    check(p.stop() == 0, "pi-launch stops cleanly")
+
+
 def main():
     bin_dir = sys.argv[1]
     driver, why = browser()
@@ -90,7 +182,8 @@ def main():
                 return driver.find_elements(By.CSS_SELECTOR, ".msg.assistant")[n - 1] if done else None
 
             def text_of(reply):
-                return reply.find_element(By.CSS_SELECTOR, ".text").get_attribute("textContent")
+                """The reply's text as received (the page renders code and lists)."""
+                return reply.find_element(By.CSS_SELECTOR, ".text").get_attribute("data-raw")
 
             driver.get(f"http://{p.http}/")
             check("pi" in driver.title, f"the page loads ({driver.title!r})")
@@ -123,12 +216,26 @@ def main():
             check(reply is not None and text_of(reply) == want["choices"][0]["text"],
                   f"completion mode: the API's completion ({want['choices'][0]['text']!r})")
             check(not driver.find_elements(By.CSS_SELECTOR, ".msg.error"), "no error replies")
+            # A reload keeps the conversation, and the next message continues it.
+            driver.refresh()
+            wait_for(lambda: "demo-down-t" in driver.find_element(By.ID, "model").text)
+            kept = driver.find_elements(By.CSS_SELECTOR, ".msg")
+            check(len(kept) == 6 and text_of(kept[1]) == a1,
+                  f"a reload keeps the conversation ({len(kept)} messages)")
+            # The key stays in the tab's session, never in localStorage.
+            set_value("api_key", "not-a-real-key-0123456789")
+            stored = driver.execute_script(
+                "return [localStorage.getItem('pi.api_key'), sessionStorage.getItem('pi.api_key')]")
+            check(stored == [None, "not-a-real-key-0123456789"],
+                  f"the API key is kept in sessionStorage only ({stored})")
+            set_value("api_key", "")
             shot = os.path.join(artifacts, "web_page.png")
             check(driver.save_screenshot(shot) and os.path.getsize(shot) > 0,
                   f"screenshot saved ({shot})")
             errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
             check(not errors, f"no errors in the browser's console ({errors[:2]})")
             check(p.stop() == 0, "pi-launch stops cleanly")
+            controls(driver, By, bin_dir, tmp, say, text_of, set_value)
     finally:
         driver.quit()
     finish()

@@ -22,7 +22,8 @@ struct HttpServerOptions {
   // Cross-origin requests from this origin ("*": any) get CORS headers and
   // their preflights (OPTIONS) an answer; empty: none.
   std::string cors_origin;
-  std::string model_path;  // what /props reports
+  std::string model_path;   // what /props reports
+  bool gpu_worker = false;  // the hot neurons run in a pi-gpu-worker (/v1/models' meta)
   // The chat template /v1/chat/completions renders messages with; unset:
   // the model has none (chat requests get a 400 saying how to choose one).
   std::optional<ChatTemplate> chat_template;

@@ -49,7 +49,8 @@ json ModelObject(const HttpContext& c) {
              o.chat_template ? json(ChatTemplateName(*o.chat_template)) : json(nullptr)},
             {"n_ctx", e.n_ctx()},
             {"n_vocab", e.n_vocab()},
-            {"n_params", e.model().ParameterCount()}}}};
+            {"n_params", e.model().ParameterCount()},
+            {"gpu_worker", o.gpu_worker}}}};
 }
 
 constexpr char kModelPrefix[] = "/v1/models/";

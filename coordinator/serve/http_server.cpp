@@ -137,10 +137,12 @@ Status HttpServer::Start(const HttpServerOptions& options, RequestRunner* runner
   return Status::Ok();
 }
 
-void HttpServer::Ready(RequestRunner* runner, std::optional<ChatTemplate> chat_template) {
+void HttpServer::Ready(RequestRunner* runner, std::optional<ChatTemplate> chat_template,
+                       bool gpu_worker) {
   // Written before the runner is published: no request reads the options
   // until it sees the runner.
   if (chat_template) impl_->shared.options.chat_template = chat_template;
+  impl_->shared.options.gpu_worker = gpu_worker;
   impl_->shared.runner.store(runner, std::memory_order_release);
 }
 

@@ -38,7 +38,10 @@ class HttpServer {
   Status Start(const HttpServerOptions& options, RequestRunner* runner, std::string* address);
   // The engine is loaded: requests run on `runner` from now on, chats with
   // `chat_template` when set.
-  void Ready(RequestRunner* runner, std::optional<ChatTemplate> chat_template);
+  // gpu_worker: the hot neurons run in a pi-gpu-worker (the page says where
+  // the fired neurons ran only then).
+  void Ready(RequestRunner* runner, std::optional<ChatTemplate> chat_template,
+             bool gpu_worker = false);
   // Stops accepting, closes every connection (their requests cancelled)
   // and joins the threads.
   void Shutdown();
