@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "coordinator/engine/generation.h"
+#include "coordinator/engine/prompt_cache.h"
 
 namespace pi {
 
@@ -11,6 +12,7 @@ Status RunConversation(const ConversationOptions& o, LoadedEngine* loaded, Sampl
   Engine* engine = loaded->engine.get();
   const Tokenizer& tok = *loaded->tok;
   std::vector<ChatMessage> messages;
+  std::vector<int32_t> cached;  // the prompt the engine's cache holds
   if (!o.system_prompt.empty()) messages.push_back({"system", o.system_prompt});
   std::string line;
   while (true) {
@@ -33,9 +35,8 @@ Status RunConversation(const ConversationOptions& o, LoadedEngine* loaded, Sampl
     job.n_predict = o.n_predict;
     job.ignore_eos = o.ignore_eos;
     job.stops = o.stops;
-    // The whole conversation again: the previous turns' KV entries are
-    // rewritten with the same values.
-    engine->Reset();
+    // The whole conversation again, from the prefix the last turn's prompt
+    // left in the cache (prompt_cache.h: the same answer as from scratch).
     GenerationResult g;
     Generate(
         engine, tok, sampler, job,
@@ -44,7 +45,12 @@ Status RunConversation(const ConversationOptions& o, LoadedEngine* loaded, Sampl
           fflush(out);
           return true;
         },
-        &g);
+        &g, ReusablePrefix(cached, job.prompt, engine->n_batch()));
+    if (g.error.empty() && g.context_shifts == 0) {
+      cached = job.prompt;
+    } else {
+      cached.clear();
+    }
     fputs("\n", out);
     fflush(out);
     if (!g.error.empty()) return Status::Error("%s", g.error.c_str());

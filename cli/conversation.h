@@ -2,7 +2,8 @@
 // read is the user's turn; the whole conversation is rendered with the chat
 // template (common/text/chat_template.h, the code the HTTP API's chat uses),
 // tokenized with its control tokens, and the assistant's reply streamed to
-// `out`, one reply per turn followed by a newline. Ends at end of input or
+// `out`, one reply per turn followed by a newline; each turn starts from the
+// prefix the last turn's prompt left in the KV cache (prompt_cache.h). Ends at end of input or
 // a line "/exit"; a conversation that outgrows the context ends with an
 // error saying so.
 #pragma once

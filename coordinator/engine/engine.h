@@ -141,6 +141,7 @@ class Engine {
   }
   int n_seq() const { return static_cast<int>(extra_caches_.size()) + 1; }
   int max_batch_rows() const { return max_rows_; }
+  int n_batch() const { return n_batch_; }  // where Eval cuts a prompt (-b)
   int seq_n_past(int seq) const { return seq == 0 ? n_past_ : extra_n_past_[seq - 1]; }
   // Forgets sequence `seq` (0: as Reset).
   void ResetSeq(int seq) {
@@ -149,6 +150,13 @@ class Engine {
     } else {
       extra_n_past_[seq - 1] = 0;
     }
+  }
+  // Keeps the first n positions of sequence `seq` (n <= seq_n_past(seq)) and
+  // forgets the rest: the next tokens go to position n on, overwriting what
+  // was there (a prompt cache's reused prefix, prompt_cache.h).
+  void KeepSeq(int seq, int n) {
+    if (n <= 0) return ResetSeq(seq);
+    if (n < SeqPast(seq)) SeqPast(seq) = n;
   }
   // FFN neurons whose up and down rows the last Eval computed, over all
   // layers (n_layer * n_ff * tokens when dense; in sparse decode steps the

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "common/base/progress.h"
+#include "coordinator/engine/prompt_cache.h"
 
 namespace pi {
 
@@ -173,11 +174,12 @@ Status ShiftContext(Engine* engine, int keep, std::vector<int32_t>* context) {
 }
 
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
-              const GenerationRequest& request, const TokenCallback& on_token,
-              GenerationResult* g) {
+              const GenerationRequest& request, const TokenCallback& on_token, GenerationResult* g,
+              size_t cached) {
   Generation gen(tok, sampler, request, engine->n_ctx(), engine->n_vocab(), g);
   const double t_prompt = NowSeconds();
-  const Status s = engine->Eval(request.prompt.data(), static_cast<int>(request.prompt.size()));
+  g->n_cached = static_cast<int>(cached);
+  const Status s = EvalPromptFrom(engine, request.prompt, cached);
   if (!s.ok()) {
     g->prompt_s = NowSeconds() - t_prompt;
     gen.Fail(s);

@@ -31,6 +31,9 @@ struct GenerationRequest {
   // evaluated again and generation goes on; -1: stop at a full context
   // ("context"). With shifting, n_predict -1 means until end of text.
   int context_keep = -1;
+  // A scheduler may start from the prompt's prefix its sequence's cache
+  // holds (prompt_cache.h; the answer is the same); false: evaluate it all.
+  bool cache_prompt = true;
 };
 
 // A generated token's log-probability, and the most likely tokens' (most
@@ -53,6 +56,7 @@ struct GenerationResult {
   // Generate when the engine counts every layer's (else empty).
   std::vector<int64_t> layer_neurons;
   int context_shifts = 0;  // times the context was shifted (context_keep)
+  int n_cached = 0;        // prompt tokens reused from the sequence's cache (prompt_cache.h)
   // length | eos | context | stop | cancelled | error
   const char* stop_reason = "length";
   std::string stop_word;  // for "stop": the stop string that matched
@@ -118,11 +122,14 @@ Status ShiftContext(Engine* engine, int keep, std::vector<int32_t>* context);
 // many prompt tokens (-2: the whole prompt).
 int ContextKeepTokens(const Tokenizer& tok, const std::vector<int32_t>& prompt, int context_keep);
 
-// The engine must be fresh or Reset(); the sampler's history gets the
-// prompt. Allocates only the result's growth.
+// Sequence 0 of the engine keeps its first `cached` positions, which must
+// hold the prompt's first tokens as a prompt evaluation wrote them
+// (prompt_cache.h: ReusablePrefix); the rest of the prompt is evaluated from
+// there (0: all of it, whatever the engine held). The sampler's history gets
+// the whole prompt. Allocates only the result's growth.
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
               const GenerationRequest& request, const TokenCallback& on_token,
-              GenerationResult* result);
+              GenerationResult* result, size_t cached = 0);
 
 // The position of the first stop string in `text` that ends within its last
 // `fresh` bytes, or npos (exposed for tests).

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/base/progress.h"
+#include "coordinator/engine/prompt_cache.h"
 
 namespace pi {
 
@@ -13,14 +14,19 @@ struct BatchScheduler::Slot {
   std::shared_ptr<RequestJob> job;
   std::unique_ptr<Generation> gen;
   int seq = -1;
-  size_t prefilled = 0;  // prompt tokens evaluated
+  size_t prefilled = 0;  // prompt tokens evaluated (from the cache at first)
   int32_t next = -1;     // the token to evaluate next (decoding), else -1
   double prompt_start = 0;
 };
 
 BatchScheduler::BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks)
-    : Scheduler(std::move(hooks)), engine_(engine), tok_(tok) {
+    : Scheduler(std::move(hooks)),
+      engine_(engine),
+      tok_(tok),
+      n_batch_(engine->max_batch_rows() - engine->n_seq() + 1) {
   const int n_seq = engine->n_seq();
+  cached_.resize(n_seq);
+  last_used_.assign(n_seq, 0);
   rows_.reserve(engine->max_batch_rows());
   row_slot_.reserve(n_seq);
   done_.reserve(n_seq);
@@ -46,19 +52,19 @@ void BatchScheduler::Loop() {
         pending_.pop_front();
         if (!job->Start()) continue;
         auto slot = std::make_unique<Slot>();
+        slot->seq = PickSeq(*job, &slot->prefilled);
         slot->job = std::move(job);
-        slot->seq = free_seqs_.back();
-        free_seqs_.pop_back();
         running.push_back(slot.release());  // owned by `running` until Leave
       }
     }
     for (Slot* slot : running) {
       if (slot->gen) continue;
       RequestJob* job = slot->job.get();
-      engine_->ResetSeq(slot->seq);
+      engine_->KeepSeq(slot->seq, static_cast<int>(slot->prefilled));
       hooks_.started(job);
       slot->gen = std::make_unique<Generation>(*tok_, &job->sampler, job->request, engine_->n_ctx(),
                                                engine_->n_vocab(), &job->result);
+      job->result.n_cached = static_cast<int>(slot->prefilled);
       slot->prompt_start = NowSeconds();
     }
     if (!running.empty()) Step(&running);
@@ -72,7 +78,36 @@ void BatchScheduler::Loop() {
   CancelPending();
 }
 
+int BatchScheduler::PickSeq(const RequestJob& job, size_t* reuse) {
+  size_t best = 0, most = 0;
+  for (size_t i = 0; i < free_seqs_.size(); ++i) {
+    const int s = free_seqs_[i];
+    const size_t r =
+        job.request.cache_prompt ? ReusablePrefix(cached_[s], job.request.prompt, n_batch_) : 0;
+    const int b = free_seqs_[best];
+    if (r > most || (r == most && last_used_[s] < last_used_[b])) {
+      best = i;
+      most = r;
+    }
+  }
+  const int seq = free_seqs_[best];
+  free_seqs_.erase(free_seqs_.begin() + static_cast<long>(best));
+  *reuse = most;
+  return seq;
+}
+
 void BatchScheduler::Leave(Slot* slot) {
+  // Its prompt stays cached when every position of it was written as a
+  // prompt (not on a failure, nor cut short).
+  const GenerationResult& g = slot->job->result;
+  const std::vector<int32_t>& prompt = slot->job->request.prompt;
+  if (slot->prefilled == prompt.size() && std::string(g.stop_reason) != "error" &&
+      engine_->seq_n_past(slot->seq) >= static_cast<int>(prompt.size())) {
+    cached_[slot->seq] = prompt;
+  } else {
+    cached_[slot->seq].clear();
+  }
+  last_used_[slot->seq] = ++uses_;
   {
     std::lock_guard<std::mutex> lock(mu_);
     free_seqs_.push_back(slot->seq);
@@ -112,9 +147,9 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
     if (!prefill || left(slot) < left(prefill)) prefill = slot;
   }
   if (prefill) {
-    const int n_batch = engine_->max_batch_rows() - engine_->n_seq() + 1;
+    // (A cached prefix ends on a multiple of -b: the chunks of an uncached run.)
     const std::vector<int32_t>& prompt = prefill->job->request.prompt;
-    const size_t end = std::min(prompt.size(), prefill->prefilled + n_batch);
+    const size_t end = std::min(prompt.size(), prefill->prefilled + n_batch_);
     for (size_t i = prefill->prefilled; i < end; ++i) {
       const bool last = i + 1 == prompt.size();
       rows_.push_back({prefill->seq, prompt[i], last});

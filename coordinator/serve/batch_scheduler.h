@@ -9,8 +9,13 @@
 //
 // One thread of its own drives the engine; a request's tokens go to its
 // stream, which never blocks, so a slow client never holds the step.
+//
+// Each sequence's cache keeps the last prompt run on it; a request takes
+// the free sequence whose prompt shares the most with its own (then the one
+// used longest ago) and starts after that prefix (prompt_cache.h).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -35,6 +40,9 @@ class BatchScheduler final : public Scheduler {
   // One step: the rows of the running jobs, EvalBatch, then each job's Next.
   void Step(std::vector<Slot*>* running);
   void Leave(Slot* slot);
+  // The free sequence for `job` (under mu_) and how much of its prompt that
+  // sequence's cache holds.
+  int PickSeq(const RequestJob& job, size_t* reuse);
 
   Engine* engine_;
   const Tokenizer* tok_;
@@ -42,6 +50,12 @@ class BatchScheduler final : public Scheduler {
   std::vector<Slot*> row_slot_;         // the job of each row asking for logits
   std::vector<int> free_seqs_;
   std::vector<Slot*> done_;  // a step's finished jobs (reserved)
+  int n_batch_;              // where a prompt is cut (-b), as Engine::Eval cuts it
+  // Per sequence: the prompt its cache holds (prompt_cache.h), and when it
+  // last ran one (a step count: the least recently used goes first).
+  std::vector<std::vector<int32_t>> cached_;
+  std::vector<uint64_t> last_used_;
+  uint64_t uses_ = 0;
 };
 
 }  // namespace pi

@@ -4,7 +4,7 @@ namespace pi {
 
 ReplyTimings TimingsOf(const GenerationResult& g, int n_prompt) {
   ReplyTimings t;
-  t.prompt_n = n_prompt;
+  t.prompt_n = n_prompt - g.n_cached;  // evaluated, as llama-server counts (the rest was cached)
   t.prompt_ms = g.prompt_s * 1e3;
   t.predicted_n = static_cast<int>(g.ids.size());
   t.predicted_ms = g.eval_s * 1e3;

@@ -20,8 +20,10 @@
 
 namespace pi {
 
-// llama-server's timings of a finished generation: predicted_n counts the
-// generated tokens (usage's completion_tokens), predicted_ms their time.
+// llama-server's timings of a finished generation: prompt_n counts the
+// prompt tokens evaluated (not those its sequence's cache held),
+// predicted_n the generated tokens (usage's completion_tokens), predicted_ms
+// their time.
 ReplyTimings TimingsOf(const GenerationResult& g, int n_prompt);
 
 class CompletionReply {

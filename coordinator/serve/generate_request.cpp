@@ -62,6 +62,7 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
   out->n_predict = in.has_n_predict() ? in.n_predict() : -1;
   if (out->n_predict < -2) return Status::Error("n_predict must be -2 or more");
   out->ignore_eos = in.ignore_eos();
+  out->cache_prompt = !in.has_cache_prompt() || in.cache_prompt();
   if (in.top_logprobs() < 0 || in.top_logprobs() > 20) {
     return Status::Error("top_logprobs must be 0 to 20, got %d", in.top_logprobs());
   }

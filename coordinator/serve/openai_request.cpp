@@ -303,10 +303,11 @@ Status CommonFields(const json& j, const std::string& model_id, bool any_model,
   if (user != j.end() && !user->is_null() && !user->is_string()) {
     return Status::Error("user must be a string");
   }
-  // llama-server's prompt cache switch: the answer is the same either way
-  // (docs/http-api.md), so either value is taken.
-  bool cache_prompt = false;
-  return Boolean(j, "cache_prompt", &cache_prompt);
+  // llama-server's prompt cache switch (default on).
+  bool cache_prompt = true;
+  PI_RETURN_IF_ERROR(Boolean(j, "cache_prompt", &cache_prompt));
+  if (!cache_prompt) req.set_cache_prompt(false);
+  return Status::Ok();
 }
 
 Status AskLogprobs(int top, CompletionRequest* out) {

@@ -1,6 +1,9 @@
 #include "coordinator/serve/serial_scheduler.h"
 
+#include <string>
 #include <utility>
+
+#include "coordinator/engine/prompt_cache.h"
 
 namespace pi {
 
@@ -31,14 +34,26 @@ void SerialScheduler::Loop() {
 
 void SerialScheduler::RunJob(RequestJob* job) {
   hooks_.started(job);
-  engine_->Reset();
+  const std::vector<int32_t>& prompt = job->request.prompt;
+  const size_t reuse =
+      job->request.cache_prompt ? ReusablePrefix(cached_, prompt, engine_->n_batch()) : 0;
   Generate(
       engine_, *tok_, &job->sampler, job->request,
       [&](int32_t id, const std::string& text) {
         if (stopping_) return false;
         return hooks_.token(job, id, text);
       },
-      &job->result);
+      &job->result, reuse);
+  // The prompt stays cached unless its positions were not all written as a
+  // prompt (a failure) or moved (a context shift).
+  const GenerationResult& g = job->result;
+  const bool kept = std::string(g.stop_reason) != "error" && g.context_shifts == 0 &&
+                    engine_->n_past() >= static_cast<int>(prompt.size());
+  if (kept) {
+    cached_ = prompt;
+  } else {
+    cached_.clear();
+  }
   SetHealth(ReadWorkerHealth(*engine_));
   hooks_.finished(job);
 }

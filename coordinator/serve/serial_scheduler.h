@@ -2,8 +2,13 @@
 // in arrival order, on a thread of its own (Generate: the prompt, then a
 // token at a time, with llama-cli's context shift when a request asks for
 // it). The thread never writes to a client: each token goes to the job's
-// stream, which never blocks (request_stream.h).
+// stream, which never blocks (request_stream.h). The engine's cache keeps
+// the last prompt: a request starts from the prefix it shares with it
+// (prompt_cache.h).
 #pragma once
+
+#include <cstdint>
+#include <vector>
 
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/engine.h"
@@ -25,6 +30,9 @@ class SerialScheduler final : public Scheduler {
 
   Engine* engine_;
   const Tokenizer* tok_;
+  // The prompt whose positions the engine's cache holds as a prompt wrote
+  // them (empty: nothing reusable).
+  std::vector<int32_t> cached_;
 };
 
 }  // namespace pi
