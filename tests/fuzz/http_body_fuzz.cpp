@@ -1,9 +1,9 @@
 // libFuzzer target for the HTTP API's request bodies: any bytes that arrive
 // as a /v1/chat/completions body (messages rendered by each chat template),
-// a native /completion body, or a /v1/completions body (nlohmann's JSON parser, ParseCompletionRequest,
-// then the validator every front end shares, with the demo model's
-// tokenizer) are refused with a 400/404 and a message, or give a job the
-// engine can take.
+// a native /completion body, or a /v1/completions body (nlohmann's JSON
+// parser, ParseCompletionRequest, then the validator every front end shares,
+// with the demo model's tokenizer) are refused with a 400/404 and a message,
+// or give a job the engine can take.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
