@@ -6,6 +6,7 @@
 #include <boost/beast.hpp>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -40,7 +41,16 @@ struct Flags {
   std::string background_prompt;
   std::string api_key;
   std::string out = "md";
+  // > 0: instead of the client runs, one client's conversation of this many
+  // turns, each asked with the prompt cache and without (cache_prompt false).
+  int conversation = 0;
 };
+
+// The user's lines of --conversation's turns (then again from the first).
+const char* const kTurns[] = {
+    "\nAnd God said, Let there be light:", "\nAnd the evening and the morning were",
+    "\nAnd God called the firmament", "\nAnd the earth brought forth grass,",
+    "\nAnd God made two great lights;"};
 
 // What one streamed request saw.
 struct Sample {
@@ -49,17 +59,32 @@ struct Sample {
   double ttft_s = 0;           // request sent to first text
   std::vector<double> gaps_s;  // between later events with text
   int tokens = 0;              // completion tokens (usage), else events
+  int prompt_tokens = 0;       // usage
+  int prompt_evaluated = 0;    // timings.prompt_n (the rest was cached)
+  std::string text;            // the reply
+};
+
+// What one request asks (Request's default: the run's prompt and -n).
+struct Ask {
+  const std::string* prompt = nullptr;
+  int max_tokens = 0;
+  bool cache_prompt = true;
 };
 
 // One streamed completion over `stream`'s connection (kept alive).
 Sample Request(beast::tcp_stream* stream, const Flags& f, const std::string& host,
-               bool background = false) {
+               bool background = false, const Ask* ask = nullptr) {
   Sample s;
-  json body = {{"prompt", background ? f.background_prompt : f.prompt},
-               {"max_tokens", background ? 1 : f.max_tokens},
+  json body = {{"prompt", ask          ? *ask->prompt
+                          : background ? f.background_prompt
+                                       : f.prompt},
+               {"max_tokens", ask          ? ask->max_tokens
+                              : background ? 1
+                                           : f.max_tokens},
                {"stream", true},
                {"temperature", 0},
                {"ignore_eos", true}};
+  if (ask && !ask->cache_prompt) body["cache_prompt"] = false;
   http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
   req.set(http::field::host, host);
   req.set(http::field::content_type, "application/json");
@@ -77,13 +102,22 @@ Sample Request(beast::tcp_stream* stream, const Flags& f, const std::string& hos
   }
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
-  parser.body_limit(boost::none);
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // (a stream has no end known)
   http::read_header(*stream, buffer, parser, ec);
   if (ec) {
     s.error = "read: " + ec.message();
     return s;
   }
   const int status = parser.get().result_int();
+  if (status != 200) {
+    // An error's whole body (its message), read as a string.
+    http::response_parser<http::string_body> whole{std::move(parser)};
+    whole.body_limit(1 << 20);
+    http::read(*stream, buffer, whole, ec);
+    s.refused = status == 503;
+    s.error = "HTTP " + std::to_string(status) + ": " + whole.get().body().substr(0, 300);
+    return s;
+  }
   std::string text;
   char chunk[4096];
   auto last = sent;
@@ -100,7 +134,7 @@ Sample Request(beast::tcp_stream* stream, const Flags& f, const std::string& hos
     text.append(chunk, sizeof chunk - parser.get().body().size);
     // Events as they complete: "data: {...}\n\n".
     size_t end;
-    while (status == 200 && (end = text.find("\n\n")) != std::string::npos) {
+    while ((end = text.find("\n\n")) != std::string::npos) {
       const std::string event = text.substr(0, end);
       text.erase(0, end + 2);
       if (event.rfind("data: ", 0) != 0 || event == "data: [DONE]") continue;
@@ -114,6 +148,15 @@ Sample Request(beast::tcp_stream* stream, const Flags& f, const std::string& hos
       const auto now = Clock::now();
       const bool has_text = choice.contains("text") && choice["text"].is_string() &&
                             !choice["text"].get_ref<const std::string&>().empty();
+      if (has_text) s.text += choice["text"].get_ref<const std::string&>();
+      if (j.contains("timings") && j["timings"].is_object() && j["timings"].contains("prompt_n") &&
+          j["timings"]["prompt_n"].is_number_integer()) {
+        s.prompt_evaluated = j["timings"]["prompt_n"].get<int>();
+      }
+      if (j.contains("usage") && j["usage"].is_object() && j["usage"].contains("prompt_tokens") &&
+          j["usage"]["prompt_tokens"].is_number_integer()) {
+        s.prompt_tokens = j["usage"]["prompt_tokens"].get<int>();
+      }
       if (has_text) {
         const double since = std::chrono::duration<double>(now - last).count();
         if (first) s.ttft_s = std::chrono::duration<double>(now - sent).count();
@@ -128,14 +171,6 @@ Sample Request(beast::tcp_stream* stream, const Flags& f, const std::string& hos
         s.tokens = j["usage"]["completion_tokens"].get<int>();
       }
     }
-  }
-  if (status == 503) {
-    s.refused = true;
-    return s;
-  }
-  if (status != 200) {
-    s.error = "HTTP " + std::to_string(status) + ": " + text.substr(0, 200);
-    return s;
   }
   s.ok = true;
   return s;
@@ -238,6 +273,54 @@ Row RunClients(const Flags& f, int n_clients, const std::string& host, const std
   return r;
 }
 
+// --conversation: one client, a conversation of f.conversation turns. Each
+// turn's prompt is the last one, its reply and the next user line; each is
+// asked with the cache, then without, on one connection (greedy: the same
+// reply either way), and their times to first token are printed side by side.
+int RunConversation(const Flags& f, const std::string& host, const std::string& port) {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  std::string error;
+  if (!Connect(&ioc, host, port, &stream, &error)) {
+    fprintf(stderr, "pi-bench: %s\n", error.c_str());
+    return 1;
+  }
+  std::string prompt = f.prompt;
+  json rows = json::array();
+  if (f.out == "md") {
+    printf("| turn | prompt tokens | evaluated (cached) | TTFT cached ms | TTFT uncached ms |\n");
+    printf("| ---: | ---: | ---: | ---: | ---: |\n");
+  }
+  for (int t = 0; t < f.conversation; ++t) {
+    Sample got[2];
+    for (int uncached = 0; uncached < 2; ++uncached) {
+      Ask ask{&prompt, f.max_tokens, uncached == 0};
+      got[uncached] = Request(&stream, f, host, false, &ask);
+      if (!got[uncached].ok) {
+        fprintf(stderr, "pi-bench: turn %d: %s\n", t + 1,
+                got[uncached].refused ? "refused (503)" : got[uncached].error.c_str());
+        return 1;
+      }
+    }
+    if (got[0].text != got[1].text) {
+      fprintf(stderr, "pi-bench: turn %d: the cached and uncached replies differ\n", t + 1);
+      return 1;
+    }
+    if (f.out == "md") {
+      printf("| %d | %d | %d | %.1f | %.1f |\n", t + 1, got[0].prompt_tokens,
+             got[0].prompt_evaluated, got[0].ttft_s * 1e3, got[1].ttft_s * 1e3);
+    }
+    rows.push_back({{"turn", t + 1},
+                    {"prompt_tokens", got[0].prompt_tokens},
+                    {"prompt_evaluated", got[0].prompt_evaluated},
+                    {"ttft_cached_ms", got[0].ttft_s * 1e3},
+                    {"ttft_uncached_ms", got[1].ttft_s * 1e3}});
+    prompt += got[0].text + kTurns[t % (sizeof kTurns / sizeof kTurns[0])];
+  }
+  if (f.out == "json") printf("%s\n", rows.dump(2).c_str());
+  return 0;
+}
+
 void Print(const Flags& f, const std::vector<Row>& rows) {
   if (f.out == "json") {
     json all = json::array();
@@ -293,6 +376,10 @@ void ServerBenchUsage() {
           "  --background-prompt-file F  meanwhile one more client sends this prompt\n"
           "                          (max_tokens 1) back to back: the clients' time to\n"
           "                          first token while a long prompt is prefilled\n"
+          "  --conversation T        instead: one client's conversation of T turns (each\n"
+          "                          prompt the last, its reply and a new line), each turn\n"
+          "                          asked with the prompt cache and without: the times to\n"
+          "                          first token side by side\n"
           "  --api-key-file F        the server's API key\n"
           "  -o, --output md|json    (default md)\n");
 }
@@ -323,6 +410,8 @@ int RunServerBench(int argc, char** argv) {
           key_file = args.String(flag);
         else if (flag == "-o" || flag == "--output")
           f.out = args.String(flag);
+        else if (flag == "--conversation")
+          f.conversation = args.Int(flag);
         else
           args.Fail("unknown flag '" + flag + "' with --server (see pi-bench --server --help)");
         return true;
@@ -341,6 +430,9 @@ int RunServerBench(int argc, char** argv) {
     s = Status::Error("-n must be 1 to 1000000, got %d", f.max_tokens);
   }
   if (s.ok() && f.out != "md" && f.out != "json") s = Status::Error("-o expects md or json");
+  if (s.ok() && (f.conversation < 0 || f.conversation > 1000)) {
+    s = Status::Error("--conversation must be 0 (off) to 1000 turns, got %d", f.conversation);
+  }
   if (!s.ok()) {
     fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
     return 2;
@@ -363,6 +455,7 @@ int RunServerBench(int argc, char** argv) {
     fprintf(stderr, "pi-bench: %s\n", s.message().c_str());
     return 1;
   }
+  if (f.conversation > 0) return RunConversation(f, host, std::to_string(port));
   std::vector<Row> rows;
   for (int64_t c : f.clients) {
     fprintf(stderr, "pi-bench: %lld client(s), %d requests of %d tokens to %s ...\n",

@@ -298,6 +298,16 @@ def main():
                                      and r["tokens_per_second"] > 0 and r["ttft_p50_ms"] > 0
                                      for r in rows) and [r["clients"] for r in rows] == [1, 3],
               f"pi-bench --server: 1 and 3 clients, every request streamed 8 tokens ({p.stderr[-200:]!r})")
+        # A scripted conversation, each turn with the prompt cache and without.
+        p = subprocess.run([os.path.join(bin_dir, "pi-bench"), "--server", s.http, "--conversation",
+                            "3", "-n", "48", "-o", "json"], capture_output=True, text=True,
+                           timeout=300)
+        turns = json.loads(p.stdout) if p.returncode == 0 else []
+        check(len(turns) == 3 and turns[2]["prompt_evaluated"] < turns[2]["prompt_tokens"]
+              and turns[0]["prompt_evaluated"] == turns[0]["prompt_tokens"]
+              and all(t["ttft_cached_ms"] > 0 and t["ttft_uncached_ms"] > 0 for t in turns),
+              f"pi-bench --server --conversation 3: the third turn reuses the cached prompt "
+              f"({turns[-1] if turns else p.stderr[-200:]!r})")
         # With a long prompt sent back to back meanwhile (its requests end with the run's).
         long_file = os.path.join(tmp, "long.txt")
         with open(long_file, "w") as f:
