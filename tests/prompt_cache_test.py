@@ -10,7 +10,9 @@ oracle): a six-turn chat, each turn asked with the cache (the default) and with
 "cache_prompt": false, in turn. Each pair must have the same text, token log-probabilities
 (the logits' log-softmax, compared exactly) and usage; the cached turns after the first
 must evaluate fewer prompt tokens (timings.prompt_n) than the prompt has; with -np 2 two
-conversations interleaved each find their own sequence again.
+conversations interleaved each find their own sequence again. The same on the device path
+(--vram-budget with --host-device: the device's layers and KV cache in a gpu worker
+process, the prompt's tokens sent one at a time, dense where the host would batch them).
 
 Usage: prompt_cache_test.py BIN_DIR
 """
@@ -22,7 +24,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from served_process import check, finish  # noqa: E402
+from served_process import check, demo_down_t, finish  # noqa: E402
 from http_api_test import call, launch  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
@@ -67,10 +69,14 @@ def conversation(a, label, others=None):
 def main():
     bin_dir = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        for args, label in ((["-b", "7"], "serial, -b 7, predictors"),
-                            (["-b", "3", "--sparse", "oracle"], "serial, -b 3, oracle"),
-                            (["-np", "2", "-b", "7", "--sparse", "oracle"], "-np 2, -b 7, oracle")):
-            s = launch(bin_dir, tmp, "-m", MODEL, "-t", "2", "-c", "1024", "--chat-template",
+        demo_t = demo_down_t(bin_dir, tmp, profile=True)
+        for model, args, label in (
+                (MODEL, ["-b", "7"], "serial, -b 7, predictors"),
+                (MODEL, ["-b", "3", "--sparse", "oracle"], "serial, -b 3, oracle"),
+                (MODEL, ["-np", "2", "-b", "7", "--sparse", "oracle"], "-np 2, -b 7, oracle"),
+                (demo_t, ["-b", "5", "--sparse", "oracle", "--vram-budget", "8M", "--host-device"],
+                 "the device path (--host-device, a gpu worker), -b 5, oracle")):
+            s = launch(bin_dir, tmp, "-m", model, "-t", "2", "-c", "1024", "--chat-template",
                        "chatml", "--cpu-workers", "0", *args)
             check(s.http is not None, f"pi-launch {' '.join(args)}")
             other = [{"role": "user", "content": "And God said"}] if "-np" in args else None
