@@ -28,6 +28,7 @@
 
 #include "common/offline/synthetic_model.h"
 #include "coordinator/engine/engine.h"
+#include "coordinator/engine/prompt_cache.h"
 #include "coordinator/route/device_chain.h"
 #include "coordinator/workers/device_worker.h"
 #include "gpu_worker/host_device_backend.h"
@@ -491,6 +492,78 @@ TEST(DeviceBackendSequencesTest, InterleavedSequencesEqualEachAlone) {
   opt.n_seq = kSeqs + 1;
   EXPECT_THAT(Engine::Create(&m, opt, &e).message(),
               ::testing::HasSubstr("loaded for 3 sequences, the engine has 4 (-np)"));
+}
+
+// Prompt caching (prompt_cache.h): a second prompt evaluated after the
+// prefix the first left in the KV cache, with decode steps in between (their
+// positions overwritten), gives the logits a fresh engine gives it, bit for
+// bit: with and without the device, oracle and dense, chunks of 4 (the kept
+// prefix ends on a multiple of them).
+TEST(DeviceBackendPromptCacheTest, KeptPrefixEqualsTheWholePrompt) {
+  std::string skip;
+  if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
+  SyntheticModelOptions o;
+  o.n_vocab = 256;
+  o.n_embd = 256;
+  o.n_ff = 512;
+  o.n_layer = 2;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.type = DType::kQ8_0;
+  o.activation = "relu";
+  o.down_t = true;
+  o.planted_sparsity = 0.8;
+  const std::string path = TempPath("cache.gguf");
+  const RemoveAtExit remove{path};
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  constexpr int kCtx = 64;
+  std::vector<int32_t> first, second;
+  for (int i = 0; i < 19; ++i) first.push_back((i * 37 + 11) % 256);
+  second = first;
+  second.resize(14);  // shares 14 tokens: 12 are kept (a multiple of 4)
+  for (int i = 0; i < 17; ++i) second.push_back((i * 53 + 7) % 256);
+  EXPECT_EQ(ReusablePrefix(first, second, 4), 12u);
+  EXPECT_EQ(ReusablePrefix(first, first, 4), 16u);   // never the last token
+  EXPECT_EQ(ReusablePrefix(first, second, 64), 0u);  // no whole chunk cached
+  EXPECT_EQ(ReusablePrefix({}, second, 4), 0u);
+  for (bool with_device : {false, true}) {
+    for (SparseMode mode : {SparseMode::kOracle, SparseMode::kOff}) {
+      auto make = [&](std::unique_ptr<DeviceBackend>* device, std::unique_ptr<Engine>* e) {
+        EngineOptions opt;
+        opt.n_threads = 2;
+        opt.n_ctx = kCtx;
+        opt.n_batch = 4;
+        opt.sparse = mode;
+        if (with_device) {
+          *device = MakeBackend(PI_TEST_DEVICE, &skip, path);
+          ASSERT_TRUE((*device)->Load(m, MakePlan(o, Plan::kPrefix, kCtx, DType::kF16)).ok());
+          opt.device = device->get();
+        }
+        ASSERT_TRUE(Engine::Create(&m, opt, e).ok());
+      };
+      std::unique_ptr<DeviceBackend> d1, d2;
+      std::unique_ptr<Engine> cached, fresh;
+      ASSERT_NO_FATAL_FAILURE(make(&d1, &cached));
+      ASSERT_NO_FATAL_FAILURE(make(&d2, &fresh));
+      ASSERT_TRUE(EvalPromptFrom(cached.get(), first, 0).ok());
+      for (int32_t t : {3, 9, 27}) ASSERT_TRUE(cached->Eval(&t, 1).ok());  // decode steps
+      const size_t keep = ReusablePrefix(first, second, cached->n_batch());
+      ASSERT_EQ(keep, 12u);
+      ASSERT_TRUE(EvalPromptFrom(cached.get(), second, keep).ok());
+      ASSERT_TRUE(EvalPromptFrom(fresh.get(), second, 0).ok());
+      EXPECT_EQ(cached->n_past(), fresh->n_past());
+      EXPECT_EQ(0, std::memcmp(cached->logits(), fresh->logits(), sizeof(float) * o.n_vocab))
+          << PI_TEST_DEVICE << (with_device ? " with the device" : " host only") << " mode "
+          << static_cast<int>(mode);
+      // And a decode step after it.
+      const int32_t next = 77;
+      ASSERT_TRUE(cached->Eval(&next, 1).ok());
+      ASSERT_TRUE(fresh->Eval(&next, 1).ok());
+      EXPECT_EQ(0, std::memcmp(cached->logits(), fresh->logits(), sizeof(float) * o.n_vocab));
+    }
+  }
 }
 
 // Predictor mode: the device evaluates each layer's predictor and hands the
