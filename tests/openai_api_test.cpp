@@ -99,9 +99,11 @@ TEST_P(ReplyTest, StreamedUsageAndFinishEqualTheWholeReplys) {
       EXPECT_EQ(
           w["choices"][0]["finish_reason"],
           std::string(stop) == "length" || std::string(stop) == "context" ? "length" : "stop");
-      // llama-server's timings count the generated tokens, as usage does.
-      EXPECT_EQ(w["timings"]["predicted_n"], n);
-      EXPECT_EQ(last["timings"]["predicted_n"], n);
+      // llama-server's timings count the tokens sampled: usage's, and an end of
+      // text that stopped the generation (which usage leaves out: it is not text).
+      const int sampled = n + (std::string(stop) == "eos" ? 1 : 0);
+      EXPECT_EQ(w["timings"]["predicted_n"], sampled);
+      EXPECT_EQ(last["timings"]["predicted_n"], sampled);
       // The deltas add up to the whole text; the role comes first (chat).
       std::string text;
       for (size_t k = 0; k + 2 < events.size(); ++k) {

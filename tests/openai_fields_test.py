@@ -136,6 +136,15 @@ def completion_fields(a, greedy, bin_dir):
     got = r["choices"][0]["logprobs"]["tokens"] if st == 200 else None
     check(st == 200 and len(got) == 5 and all(t.strip() == piece.strip() for t in got),
           f"logit_bias +100: every token is token {boost} ({got})")
+    # An end of text forced first: no text, no completion tokens, but one token sampled
+    # (timings.predicted_n counts it, as llama-server's does).
+    import sentencepiece as spm  # noqa: E402
+    eos = spm.SentencePieceProcessor(
+        model_file=os.path.join(ROOT, "models", "demo-tokenizer.model")).eos_id()
+    st, _, r = call(a, "POST", "/v1/completions", dict(greedy, logit_bias={str(eos): 100}))
+    check(st == 200 and r["choices"][0]["text"] == "" and r["choices"][0]["finish_reason"] == "stop"
+          and r["usage"]["completion_tokens"] == 0 and r["timings"]["predicted_n"] == 1,
+          f"an end of text sampled first: empty, stop, predicted_n 1 ({r.get('timings')})")
     # The penalties give pi-run's tokens (check_pi_run.py holds pi-run to a reference).
     for flags, fields in ((["--frequency-penalty", "1.5"], {"frequency_penalty": 1.5}),
                           (["--presence-penalty", "2"], {"presence_penalty": 2})):

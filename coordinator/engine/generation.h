@@ -66,6 +66,13 @@ struct GenerationResult {
   std::vector<TokenLogprob> logprobs;
 };
 
+// The tokens a generation sampled: the generated ones, and the end of text
+// that stopped it (never part of the text; llama-server's n_decoded counts
+// it too): timings' predicted_n.
+inline int SampledTokens(const GenerationResult& g) {
+  return static_cast<int>(g.ids.size()) + (std::string(g.stop_reason) == "eos" ? 1 : 0);
+}
+
 // Told of each generated token and the text that became whole UTF-8 with it
 // (possibly empty; text that may begin a stop string is held back, and a
 // stop string is never sent, so the pieces add up to the result's text);

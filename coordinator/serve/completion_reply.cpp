@@ -6,7 +6,7 @@ ReplyTimings TimingsOf(const GenerationResult& g, int n_prompt) {
   ReplyTimings t;
   t.prompt_n = n_prompt - g.n_cached;  // evaluated, as llama-server counts (the rest was cached)
   t.prompt_ms = g.prompt_s * 1e3;
-  t.predicted_n = static_cast<int>(g.ids.size());
+  t.predicted_n = SampledTokens(g);
   t.predicted_ms = g.eval_s * 1e3;
   t.ffn_neurons = g.ffn_neurons;
   t.ffn_hot = g.ffn_hot;

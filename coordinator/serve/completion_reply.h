@@ -22,8 +22,8 @@ namespace pi {
 
 // llama-server's timings of a finished generation: prompt_n counts the
 // prompt tokens evaluated (not those its sequence's cache held),
-// predicted_n the generated tokens (usage's completion_tokens), predicted_ms
-// their time.
+// predicted_n the tokens sampled (usage's completion_tokens, and an end of
+// text that stopped it, as llama-server counts), predicted_ms their time.
 ReplyTimings TimingsOf(const GenerationResult& g, int n_prompt);
 
 class CompletionReply {

@@ -43,9 +43,9 @@ void FillDone(const GenerationRequest& request, const GenerationResult& g, uint3
   }
   v1::Timings* t = done->mutable_timings();
   t->set_queue_ms(queue_s * 1e3);
-  t->set_prompt_n(static_cast<int32_t>(request.prompt.size()));
+  t->set_prompt_n(static_cast<int32_t>(request.prompt.size()) - g.n_cached);
   t->set_prompt_ms(g.prompt_s * 1e3);
-  t->set_predicted_n(static_cast<int32_t>(g.ids.size()));
+  t->set_predicted_n(SampledTokens(g));
   t->set_eval_n(g.n_eval);
   t->set_predicted_ms(g.eval_s * 1e3);
   t->set_sampling_ms(g.sample_s * 1e3);

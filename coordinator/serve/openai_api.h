@@ -79,7 +79,7 @@ const char* FinishReason(const std::string& stop_reason);
 struct ReplyTimings {
   int prompt_n = 0;
   double prompt_ms = 0;
-  int predicted_n = 0;  // decode steps evaluated
+  int predicted_n = 0;  // tokens sampled (SampledTokens)
   double predicted_ms = 0;
   int64_t ffn_neurons = 0, ffn_hot = 0;
 };
