@@ -46,7 +46,7 @@ Status RunConversation(const ConversationOptions& o, LoadedEngine* loaded, Sampl
           return true;
         },
         &g, ReusablePrefix(cached, job.prompt, engine->n_batch()));
-    if (g.error.empty() && g.context_shifts == 0) {
+    if (HoldsPrompt(g, engine->n_past(), job.prompt.size())) {
       cached = job.prompt;
     } else {
       cached.clear();

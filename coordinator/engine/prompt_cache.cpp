@@ -1,5 +1,7 @@
 #include "coordinator/engine/prompt_cache.h"
 
+#include <string>
+
 namespace pi {
 
 size_t ReusablePrefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& prompt,
@@ -9,6 +11,11 @@ size_t ReusablePrefix(const std::vector<int32_t>& cached, const std::vector<int3
   size_t p = 0;
   while (p < whole_chunks && p + 1 < prompt.size() && cached[p] == prompt[p]) ++p;
   return p / b * b;
+}
+
+bool HoldsPrompt(const GenerationResult& g, int n_past, size_t prompt_size) {
+  return std::string(g.stop_reason) != "error" && g.context_shifts == 0 &&
+         n_past >= static_cast<int>(prompt_size);
 }
 
 Status EvalPromptFrom(Engine* engine, const std::vector<int32_t>& prompt, size_t reuse) {

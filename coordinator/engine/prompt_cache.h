@@ -19,6 +19,7 @@
 
 #include "common/base/status.h"
 #include "coordinator/engine/engine.h"
+#include "coordinator/engine/generation.h"
 
 namespace pi {
 
@@ -29,6 +30,12 @@ namespace pi {
 // of n_batch.
 size_t ReusablePrefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& prompt,
                       int n_batch);
+
+// Whether a sequence still holds `prompt_size` positions as the prompt's
+// evaluation wrote them after generation `g` ran on it (n_past: the
+// sequence's positions now): not after a failure, nor a context shift (which
+// moved them), nor a prompt cut short.
+bool HoldsPrompt(const GenerationResult& g, int n_past, size_t prompt_size);
 
 // Evaluates prompt[reuse, end) on sequence 0, keeping the engine's first
 // `reuse` positions (a ReusablePrefix; 0: the whole prompt, whatever the

@@ -97,12 +97,9 @@ int BatchScheduler::PickSeq(const RequestJob& job, size_t* reuse) {
 }
 
 void BatchScheduler::Leave(Slot* slot) {
-  // Its prompt stays cached when every position of it was written as a
-  // prompt (not on a failure, nor cut short).
-  const GenerationResult& g = slot->job->result;
   const std::vector<int32_t>& prompt = slot->job->request.prompt;
-  if (slot->prefilled == prompt.size() && std::string(g.stop_reason) != "error" &&
-      engine_->seq_n_past(slot->seq) >= static_cast<int>(prompt.size())) {
+  if (slot->prefilled == prompt.size() &&
+      HoldsPrompt(slot->job->result, engine_->seq_n_past(slot->seq), prompt.size())) {
     cached_[slot->seq] = prompt;
   } else {
     cached_[slot->seq].clear();

@@ -323,6 +323,18 @@ Status ParseObject(const std::string& body, json* j) {
   return Status::Ok();
 }
 
+// What every completion body starts with: the JSON object, only `own` and
+// the shared fields, and those read (*http_status 400 until the caller is
+// done, 404 for another model).
+template <size_t N>
+Status ReadBody(const std::string& body, const char* const (&own)[N], const std::string& model_id,
+                bool any_model, json* j, CompletionRequest* out, int* http_status) {
+  *http_status = 400;
+  PI_RETURN_IF_ERROR(ParseObject(body, j));
+  PI_RETURN_IF_ERROR(CheckFields(*j, own));
+  return CommonFields(*j, model_id, any_model, out, http_status);
+}
+
 // ---- chat messages ------------------------------------------------------------
 
 // A message's content: a string, an array of text parts (joined by
@@ -456,11 +468,8 @@ Status RenderChatMessages(const std::string& body, const ChatTemplate* chat_temp
 
 Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
                               CompletionRequest* out, int* http_status, bool any_model) {
-  *http_status = 400;
   json j;
-  PI_RETURN_IF_ERROR(ParseObject(body, &j));
-  PI_RETURN_IF_ERROR(CheckFields(j, kCompletionFields));
-  PI_RETURN_IF_ERROR(CommonFields(j, model_id, any_model, out, http_status));
+  PI_RETURN_IF_ERROR(ReadBody(body, kCompletionFields, model_id, any_model, &j, out, http_status));
   PI_RETURN_IF_ERROR(Prompt(j, &out->request));
   // logprobs: how many most likely tokens to list beside each token's (0 to 5).
   int64_t n = 0;
@@ -477,11 +486,8 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
 
 Status ParseNativeCompletionRequest(const std::string& body, const std::string& model_id,
                                     CompletionRequest* out, int* http_status, bool any_model) {
-  *http_status = 400;
   json j;
-  PI_RETURN_IF_ERROR(ParseObject(body, &j));
-  PI_RETURN_IF_ERROR(CheckFields(j, kNativeFields));
-  PI_RETURN_IF_ERROR(CommonFields(j, model_id, any_model, out, http_status));
+  PI_RETURN_IF_ERROR(ReadBody(body, kNativeFields, model_id, any_model, &j, out, http_status));
   PI_RETURN_IF_ERROR(Prompt(j, &out->request));
   // n_probs: each token's log-probability with this many alternatives (0 to 20).
   int64_t n = 0;
@@ -499,11 +505,8 @@ Status ParseNativeCompletionRequest(const std::string& body, const std::string& 
 Status ParseChatRequest(const std::string& body, const std::string& model_id,
                         const ChatTemplate* chat_template, CompletionRequest* out, int* http_status,
                         bool any_model) {
-  *http_status = 400;
   json j;
-  PI_RETURN_IF_ERROR(ParseObject(body, &j));
-  PI_RETURN_IF_ERROR(CheckFields(j, kChatFields));
-  PI_RETURN_IF_ERROR(CommonFields(j, model_id, any_model, out, http_status));
+  PI_RETURN_IF_ERROR(ReadBody(body, kChatFields, model_id, any_model, &j, out, http_status));
   // max_completion_tokens: OpenAI's current name for max_tokens in chat.
   int64_t max = 0;
   bool present = false;

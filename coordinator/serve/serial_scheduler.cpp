@@ -1,6 +1,5 @@
 #include "coordinator/serve/serial_scheduler.h"
 
-#include <string>
 #include <utility>
 
 #include "coordinator/engine/prompt_cache.h"
@@ -44,12 +43,7 @@ void SerialScheduler::RunJob(RequestJob* job) {
         return hooks_.token(job, id, text);
       },
       &job->result, reuse);
-  // The prompt stays cached unless its positions were not all written as a
-  // prompt (a failure) or moved (a context shift).
-  const GenerationResult& g = job->result;
-  const bool kept = std::string(g.stop_reason) != "error" && g.context_shifts == 0 &&
-                    engine_->n_past() >= static_cast<int>(prompt.size());
-  if (kept) {
+  if (HoldsPrompt(job->result, engine_->n_past(), prompt.size())) {
     cached_ = prompt;
   } else {
     cached_.clear();
