@@ -424,20 +424,28 @@ TEST(DeviceBackendDemoTest, GreedyTokensEqualHost) {
 // token of each, EvalBatch) give every sequence the logits it gets alone on
 // a device of one sequence: the same backend, the same kernels, its own
 // cache rows read and written, no other's.
-TEST(DeviceBackendSequencesTest, InterleavedSequencesEqualEachAlone) {
-  std::string skip;
-  if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
+// A small Q8_0 ReLU llama (GQA, down_t, 80 % planted sparsity) of n_vocab
+// tokens and n_layer layers: the model of the sequence, prompt cache and
+// chain tests.
+SyntheticModelOptions SmallQ8Relu(int n_vocab, int n_layer) {
   SyntheticModelOptions o;
-  o.n_vocab = 256;
+  o.n_vocab = n_vocab;
   o.n_embd = 256;
   o.n_ff = 512;
-  o.n_layer = 2;
+  o.n_layer = n_layer;
   o.n_head = 4;
   o.n_head_kv = 2;
   o.type = DType::kQ8_0;
   o.activation = "relu";
   o.down_t = true;
   o.planted_sparsity = 0.8;
+  return o;
+}
+
+TEST(DeviceBackendSequencesTest, InterleavedSequencesEqualEachAlone) {
+  std::string skip;
+  if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
+  const SyntheticModelOptions o = SmallQ8Relu(256, 2);
   const std::string path = TempPath("seqs.gguf");
   const RemoveAtExit remove{path};
   ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
@@ -502,17 +510,7 @@ TEST(DeviceBackendSequencesTest, InterleavedSequencesEqualEachAlone) {
 TEST(DeviceBackendPromptCacheTest, KeptPrefixEqualsTheWholePrompt) {
   std::string skip;
   if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
-  SyntheticModelOptions o;
-  o.n_vocab = 256;
-  o.n_embd = 256;
-  o.n_ff = 512;
-  o.n_layer = 2;
-  o.n_head = 4;
-  o.n_head_kv = 2;
-  o.type = DType::kQ8_0;
-  o.activation = "relu";
-  o.down_t = true;
-  o.planted_sparsity = 0.8;
+  const SyntheticModelOptions o = SmallQ8Relu(256, 2);
   const std::string path = TempPath("cache.gguf");
   const RemoveAtExit remove{path};
   ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
@@ -673,17 +671,7 @@ TEST(DeviceBackendPredictorTest, Q8_0PredictorMatchesHostBackend) {
 TEST(DeviceChainTest, TwoDevicesEqualOne) {
   std::string skip;
   if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
-  SyntheticModelOptions o;
-  o.n_vocab = 300;
-  o.n_embd = 256;
-  o.n_ff = 512;
-  o.n_layer = 4;
-  o.n_head = 4;
-  o.n_head_kv = 2;
-  o.type = DType::kQ8_0;
-  o.activation = "relu";
-  o.down_t = true;
-  o.planted_sparsity = 0.8;
+  const SyntheticModelOptions o = SmallQ8Relu(300, 4);
   const std::string path = TempPath("chain.gguf");
   const RemoveAtExit remove{path};
   ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
