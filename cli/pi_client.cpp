@@ -149,6 +149,7 @@ void FillRequest(const pi::RequestFlags& r, pi::v1::GenerateRequest* req) {
   req->set_n_predict(r.n_predict);
   req->set_ignore_eos(r.ignore_eos);
   for (const std::string& stop : r.stops) req->add_stop(stop);
+  req->set_grammar(r.grammar);
   const pi::SamplerParams& sp = r.sampling;
   pi::v1::SamplingParams* s = req->mutable_sampling();
   s->set_temperature(sp.temp);
@@ -291,7 +292,8 @@ static int Run(int argc, char** argv) {
   ClientFlags c;
   const int flags_status = ParseFlags(argc, argv, &c);
   if (flags_status >= 0) return flags_status;
-  const pi::Status read = pi::ReadPromptFile(&c.request);
+  pi::Status read = pi::ReadPromptFile(&c.request);
+  if (read.ok()) read = pi::ReadGrammarFlags(&c.request);
   if (!read.ok()) {
     fprintf(stderr, "pi-client: %s\n", read.message().c_str());
     return 1;

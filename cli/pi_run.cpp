@@ -23,6 +23,7 @@
 #include "cli/tool_main.h"
 #include "common/base/progress.h"
 #include "common/text/chat_template.h"
+#include "common/text/grammar.h"
 #include "common/text/json.h"
 #include "common/text/sampler.h"
 #include "coordinator/engine/engine.h"
@@ -288,7 +289,17 @@ static int Run(int argc, char** argv) {
   RunFlags r;
   const int flags_status = ParseFlags(argc, argv, &r);
   if (flags_status >= 0) return flags_status;
-  const pi::Status read = pi::ReadPromptFile(&r.request);
+  pi::Status read = pi::ReadPromptFile(&r.request);
+  if (read.ok()) read = pi::ReadGrammarFlags(&r.request);
+  // The grammar is checked before the model loads: its errors come at once.
+  std::shared_ptr<const pi::Grammar> grammar;
+  if (read.ok() && !r.request.grammar.empty()) {
+    if (r.conversation || r.is_interactive) {
+      read = pi::Status::Error("a grammar holds one generation: not with -cnv or -i");
+    } else {
+      read = pi::Grammar::Parse(r.request.grammar, &grammar);
+    }
+  }
   if (!read.ok()) {
     fprintf(stderr, "pi-run: %s\n", read.message().c_str());
     return 1;
@@ -344,6 +355,7 @@ static int Run(int argc, char** argv) {
   job.ignore_eos = r.request.ignore_eos;
   job.stops = r.request.stops;
   job.context_keep = !r.context_shift ? -1 : r.keep < 0 ? -2 : r.keep;
+  job.grammar = grammar;
   pi::GenerationResult g;
   pi::Generate(
       engine, *loaded.tok, &sampler, job,

@@ -5,6 +5,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "common/text/json_schema_grammar.h"
 
 namespace pi {
 
@@ -26,7 +29,12 @@ const char kRequestUsage[] =
     "  -l, --logit-bias ID(+|-)BIAS\n"
     "                          add BIAS to token ID's logit, e.g. 15043+1 or 15043-inf\n"
     "                          (repeatable)\n"
-    "  -s, --seed N            (default -1 = random)\n";
+    "  -s, --seed N            (default -1 = random)\n"
+    "  --grammar GBNF          generate only text this grammar matches (llama.cpp's GBNF,\n"
+    "                          start rule root)\n"
+    "  --grammar-file FILE     the same, read from a file\n"
+    "  -j, --json-schema SCHEMA\n"
+    "                          generate only JSON valid under this JSON schema, e.g. '{}'\n";
 
 namespace {
 
@@ -87,6 +95,12 @@ bool ParseRequestFlag(const std::string& f, ArgReader* args, RequestFlags* r) {
     sp->frequency_penalty = args->Float(f);
   else if (f == "-l" || f == "--logit-bias")
     ParseLogitBias(f, args->String(f), args, sp);
+  else if (f == "--grammar")
+    r->grammar = args->String(f);
+  else if (f == "--grammar-file")
+    r->grammar_file = args->String(f);
+  else if (f == "-j" || f == "--json-schema")
+    r->json_schema = args->String(f);
   else if (f == "-s" || f == "--seed")
     sp->seed = static_cast<uint32_t>(args->Int64(f));
   else
@@ -105,6 +119,19 @@ Status ReadPromptFile(RequestFlags* r) {
   if (r->prompt_file.empty()) return Status::Ok();
   if (r->prompt_file == "-") return ReadStandardInput(&r->prompt);
   return ReadWholeFile(r->prompt_file, &r->prompt).WithContext("prompt file");
+}
+
+Status ReadGrammarFlags(RequestFlags* r) {
+  const int given = !r->grammar.empty() + !r->grammar_file.empty() + !r->json_schema.empty();
+  if (given > 1) return Status::Error("--grammar, --grammar-file and --json-schema: give one");
+  if (!r->grammar_file.empty()) {
+    return ReadWholeFile(r->grammar_file, &r->grammar).WithContext("grammar file");
+  }
+  if (r->json_schema.empty()) return Status::Ok();
+  const nlohmann::ordered_json schema =
+      nlohmann::ordered_json::parse(r->json_schema, nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) return Status::Error("--json-schema: not JSON");
+  return JsonSchemaToGbnf(schema, &r->grammar);
 }
 
 }  // namespace pi

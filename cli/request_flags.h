@@ -3,7 +3,8 @@
 //   --stop TEXT (repeatable)   and llama.cpp's sampling flags: --temp X
 //   --top-k N  --top-p X  --min-p X  --repeat-penalty X  --repeat-last-n N
 //   --presence-penalty X  --frequency-penalty X  -l, --logit-bias ID(+|-)BIAS
-//   -s, --seed N
+//   -s, --seed N   and the output's grammar: --grammar GBNF  --grammar-file FILE
+//   -j, --json-schema SCHEMA
 #pragma once
 
 #include <string>
@@ -21,6 +22,9 @@ struct RequestFlags {
   bool ignore_eos = false;
   std::vector<std::string> stops;
   SamplerParams sampling;
+  // The output's GBNF grammar (grammar.h): --grammar, read from
+  // --grammar-file, or made from -j's JSON schema (ReadGrammarFlags).
+  std::string grammar, grammar_file, json_schema;
 };
 
 // Help lines for the flags, with llama.cpp's defaults.
@@ -35,5 +39,9 @@ Status CheckRequestFlags(const RequestFlags& flags);
 
 // With -f, reads the prompt file into flags->prompt (the error names it).
 Status ReadPromptFile(RequestFlags* flags);
+
+// Reads --grammar-file, or turns -j's schema into a grammar, into
+// flags->grammar (at most one of the three flags; the error names it).
+Status ReadGrammarFlags(RequestFlags* flags);
 
 }  // namespace pi

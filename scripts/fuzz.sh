@@ -12,7 +12,9 @@
 #               headers, chunked bodies and trailers) through the server's own
 #               connection code;
 #   hf_fuzz     what pi-convert reads: safetensors, config.json, tokenizer.model,
-#               tokenizer.json.
+#               tokenizer.json;
+#   grammar_fuzz  a client's GBNF grammar or JSON schema, and the token masks of
+#               the grammar matcher.
 #
 #   scripts/fuzz.sh                  # 60 s each
 #   FUZZ_SECONDS=600 scripts/fuzz.sh
@@ -37,7 +39,7 @@ cmake -S "$root" -B "$build" -G Ninja \
 cmake --build "$build" -j"$jobs" --target gguf_fuzz gguf_fuzz_seeds model_fuzz model_fuzz_seeds \
   step_fuzz step_fuzz_seeds device_fuzz device_fuzz_seeds request_fuzz request_fuzz_seeds http_body_fuzz \
   http_framing_fuzz http_framing_fuzz_seeds \
-  hf_fuzz hf_fuzz_seeds
+  hf_fuzz hf_fuzz_seeds grammar_fuzz grammar_fuzz_seeds
 
 # run_fuzzer TARGET MAX_LEN [libFuzzer flags...]
 run_fuzzer() {
@@ -85,4 +87,5 @@ run_fuzzer request_fuzz 4096
 run_http_fuzzer
 run_fuzzer http_framing_fuzz 131072
 run_fuzzer hf_fuzz 65536
+run_fuzzer grammar_fuzz 4096
 echo "fuzz.sh: no failures in ${seconds}s per target"

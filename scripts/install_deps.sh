@@ -13,7 +13,7 @@ PKGS=(
   python3 python3-numpy python3-sentencepiece python3-regex python3-matplotlib
 )
 case "${1:-}" in
-  --tests) PKGS+=(python3-torch python3-grpcio python3-protobuf prometheus
+  --tests) PKGS+=(python3-torch python3-grpcio python3-protobuf python3-jsonschema prometheus
                   chromium chromium-driver python3-selenium) ;;
   --train) PKGS+=(python3-torch bible-kjv) ;;
 esac

@@ -107,9 +107,21 @@ void Sampler::ApplyPenalties(int n) {
   }
 }
 
-int32_t Sampler::Sample(const float* logits) {
+int32_t Sampler::Sample(const float* logits, const uint64_t* allowed) {
   int n = n_vocab_;
   for (int i = 0; i < n; ++i) cand_[i] = {i, logits[i]};
+  if (allowed != nullptr) {
+    // A word at a time: a grammar's mask is mostly whole words of ones
+    // (inside a string) or of zeros (between values).
+    for (int base = 0; base < n; base += 64) {
+      const uint64_t bits = allowed[base >> 6];
+      if (bits == ~0ull) continue;
+      const int end = std::min(base + 64, n);
+      for (int i = base; i < end; ++i) {
+        if (!((bits >> (i - base)) & 1)) cand_[i].logit = -INFINITY;
+      }
+    }
+  }
 
   for (const auto& [id, bias] : params_.logit_bias) {
     if (id >= 0 && id < n) cand_[id].logit += bias;
@@ -171,6 +183,9 @@ int32_t Sampler::Sample(const float* logits) {
     cum += probs_[i];
     if (u < cum) return cand_[i].id;
   }
+  // Rounding left u past the sum: the last candidate with a chance (a
+  // masked token has none).
+  while (n > 1 && probs_[n - 1] == 0.0f) --n;
   return cand_[n - 1].id;
 }
 

@@ -54,8 +54,11 @@ class Sampler {
  public:
   Sampler(const SamplerParams& params, int n_vocab);
 
-  // Chooses a token from logits [n_vocab] (not modified).
-  int32_t Sample(const float* logits);
+  // Chooses a token from logits [n_vocab] (not modified). With `allowed`
+  // (n_vocab bits, a grammar's mask: grammar_matcher.h), only a token whose
+  // bit is set can be chosen: the others are out before anything else, as
+  // if their logits were -infinity. At least one bit must be set.
+  int32_t Sample(const float* logits, const uint64_t* allowed = nullptr);
   // Records a token of the context (prompt or generated) for the penalty.
   void Accept(int32_t token);
   void Reset();

@@ -8,6 +8,7 @@
 #include "common/text/tokenizer_bpe.h"
 #include "common/text/tokenizer_spm.h"
 #include "common/text/unicode.h"
+#include "common/text/vocab_trie.h"
 
 namespace pi {
 namespace {
@@ -235,6 +236,8 @@ Status Tokenizer::Init() {
       eog_ids_.insert(it->second);
     }
   }
+  eog_list_.assign(eog_ids_.begin(), eog_ids_.end());
+  std::sort(eog_list_.begin(), eog_list_.end());
 
   if (spm) {
     spm_.reset(new SpmEncoder(vocab_, token_to_id_));
@@ -390,6 +393,11 @@ int32_t Tokenizer::FindToken(const std::string& text) const {
 
 bool Tokenizer::IsEog(int32_t id) const {
   return eog_ids_.count(id) != 0;
+}
+
+const VocabTrie& Tokenizer::vocab_trie() const {
+  std::call_once(trie_once_, [this] { trie_ = std::make_unique<VocabTrie>(pieces_); });
+  return *trie_;
 }
 
 std::string Utf8Stream::Push(const std::string& bytes) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -23,6 +24,7 @@ namespace pi {
 
 class GgufFile;
 class SpmEncoder;
+class VocabTrie;
 class BpeEncoder;
 
 // tokenizer.ggml.token_type values; sentencepiece's piece types use the same numbers.
@@ -111,6 +113,11 @@ class Tokenizer {
   // End of generation: eos, eot, eom, and control tokens that chat models use to end a
   // turn ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>").
   bool IsEog(int32_t id) const;
+  // Those ids, sorted.
+  const std::vector<int32_t>& eog_ids() const { return eog_list_; }
+  // Every token's TokenToPiece bytes as a trie (a grammar's token masks),
+  // built on the first call (thread-safe), then kept.
+  const VocabTrie& vocab_trie() const;
 
  private:
   Tokenizer();
@@ -131,6 +138,9 @@ class Tokenizer {
   std::vector<std::string> pieces_;   // TokenToPiece, precomputed
   std::vector<int32_t> special_ids_;  // by text length, longest first
   std::unordered_set<int32_t> eog_ids_;
+  std::vector<int32_t> eog_list_;
+  mutable std::once_flag trie_once_;
+  mutable std::unique_ptr<VocabTrie> trie_;
   size_t max_token_bytes_ = 0;
   std::unique_ptr<SpmEncoder> spm_;
   std::unique_ptr<BpeEncoder> bpe_;

@@ -49,6 +49,27 @@ Generation::Generation(const Tokenizer& tok, Sampler* sampler, const GenerationR
   // Reserved whole: a streaming caller may read entry k (once told of token
   // k) while later ones are added on another thread (batch_scheduler.h).
   if (request.logprobs >= 0) g_->logprobs.reserve(std::min(limit_, n_ctx));
+  if (request.grammar) {
+    matcher_ = std::make_unique<GrammarMatcher>(request.grammar, &tok.vocab_trie());
+    allowed_.resize((n_vocab + 63) / 64);
+  }
+}
+
+// The grammar's mask, and the ends of text: allowed where the text is a
+// whole match (with ignore_eos only where nothing else can follow).
+Status Generation::ConstrainNext() {
+  Status st = matcher_->Mask(allowed_.data());
+  if (!st.ok()) return st;
+  const bool end = matcher_->CanEnd() && (!request_.ignore_eos || matcher_->Done());
+  for (int32_t id : tok_.eog_ids()) {
+    if (id < 0 || id >= n_vocab_) continue;
+    uint64_t& word = allowed_[id >> 6];
+    word = end ? word | (1ull << (id & 63)) : word & ~(1ull << (id & 63));
+  }
+  for (uint64_t w : allowed_) {
+    if (w != 0) return Status::Ok();
+  }
+  return Status::Invalid("grammar: no token of the vocabulary can continue the text");
 }
 
 void Generation::PromptDone(double prompt_s) {
@@ -62,9 +83,26 @@ bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_t
   GenerationResult* g = g_;
   if (static_cast<int>(g->ids.size()) >= limit_) return false;
   const double ts = NowSeconds();
-  const int32_t id = sampler_->Sample(logits);
+  if (matcher_) {
+    const Status st = ConstrainNext();
+    if (!st.ok()) {
+      g->sample_s += NowSeconds() - ts;
+      Fail(st);
+      return false;
+    }
+  }
+  const int32_t id = sampler_->Sample(logits, matcher_ ? allowed_.data() : nullptr);
+  const bool eog = tok_.IsEog(id);
+  if (matcher_ && !eog) {
+    const Status st = matcher_->Accept(tok_.TokenToPiece(id));
+    if (!st.ok()) {
+      g->sample_s += NowSeconds() - ts;
+      Fail(st);
+      return false;
+    }
+  }
   g->sample_s += NowSeconds() - ts;
-  if (!request_.ignore_eos && tok_.IsEog(id)) {
+  if (eog && (!request_.ignore_eos || matcher_)) {
     g->stop_reason = "eos";
     return false;
   }

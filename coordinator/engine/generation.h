@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/text/grammar_matcher.h"
 #include "common/text/sampler.h"
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/engine.h"
@@ -34,6 +36,10 @@ struct GenerationRequest {
   // A scheduler may start from the prompt's prefix its sequence's cache
   // holds (prompt_cache.h; the answer is the same); false: evaluate it all.
   bool cache_prompt = true;
+  // Only text this grammar matches is generated (grammar.h: each token is
+  // sampled among those that can continue it; an end of text only where
+  // the text is a whole match); null: any text.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // A generated token's log-probability, and the most likely tokens' (most
@@ -106,6 +112,7 @@ class Generation {
 
  private:
   void RecordLogprob(const float* logits, int32_t id);
+  Status ConstrainNext();
   const Tokenizer& tok_;
   Sampler* sampler_;
   const GenerationRequest& request_;
@@ -119,6 +126,9 @@ class Generation {
   std::string whole_;   // the text as streamed, sent or held
   size_t emitted_ = 0;  // bytes of whole_ sent
   bool cancelled_ = false;
+  // With a grammar: where the text is in it, and the tokens allowed next.
+  std::unique_ptr<GrammarMatcher> matcher_;
+  std::vector<uint64_t> allowed_;
 };
 
 // llama-cli's context shift on a full context: `context` (the tokens the

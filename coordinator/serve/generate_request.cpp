@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/text/grammar.h"
+
 namespace pi {
 namespace {
 
@@ -85,6 +87,11 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
   if (static_cast<size_t>(in.sampling().logit_bias_size()) > kMaxLogitBiases) {
     return Status::Error("logit_bias: %d tokens, at most %zu", in.sampling().logit_bias_size(),
                          kMaxLogitBiases);
+  }
+  if (!in.grammar().empty()) {
+    // Read and checked here, before the request waits for the engine: a
+    // grammar's errors are the client's (400), never a failed generation.
+    PI_RETURN_IF_ERROR(Grammar::Parse(in.grammar(), &out->grammar));
   }
   *sampling = SamplingFrom(in.sampling());
   PI_RETURN_IF_ERROR(CheckSamplerParams(*sampling));

@@ -37,7 +37,8 @@ struct CompletionRequest {
 // of text), temperature, top_p, top_k, min_p, repeat_penalty,
 // repeat_last_n, presence_penalty, frequency_penalty, logit_bias, seed,
 // stop (a string or strings), stream, stream_options, echo, logprobs, n
-// (must be 1), user, cache_prompt, ignore_eos, model (must be `model_id`
+// (must be 1), user, cache_prompt, ignore_eos, grammar and json_schema
+// (output_constraint.h), model (must be `model_id`
 // when given: else *http_status 404). Any other field is refused by name.
 // On an error, *http_status is 400 (or 404) and the message names the field.
 // any_model: take any model name (llama-server's way), serving this one.
@@ -48,7 +49,8 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
 // system, developer (as system), user, assistant; content a string, text
 // parts, or null in an assistant's), rendered with `chat_template` into the
 // prompt (the template's special tokens parsed, the messages' contents as
-// text: content_spans), max_completion_tokens, response_format (text),
+// text: content_spans), max_completion_tokens, response_format
+// (output_constraint.h),
 // logprobs and top_logprobs, and the completion's other fields. A null
 // template: this model has none (400 saying to choose one).
 Status ParseChatRequest(const std::string& body, const std::string& model_id,

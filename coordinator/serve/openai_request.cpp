@@ -10,6 +10,7 @@
 #include "common/text/sampler.h"
 #include "coordinator/serve/generate_request.h"
 #include "coordinator/serve/openai_api.h"
+#include "coordinator/serve/output_constraint.h"
 
 namespace pi {
 namespace {
@@ -35,7 +36,9 @@ const char* const kSharedFields[] = {"model",
                                      "frequency_penalty",
                                      "logit_bias",
                                      "user",
-                                     "cache_prompt"};
+                                     "cache_prompt",
+                                     "grammar",
+                                     "json_schema"};
 const char* const kCompletionFields[] = {"prompt", "echo", "logprobs", "n", "stream_options"};
 const char* const kChatFields[] = {"messages",      "max_completion_tokens", "logprobs",
                                    "top_logprobs",  "response_format",       "n",
@@ -56,8 +59,6 @@ const NotImplemented kNotImplemented[] = {
     {"function_call", "function calls are not supported by this server"},
     {"suffix", "fill-in-the-middle (a suffix) is not supported by this server"},
     {"best_of", "one choice per request: best_of is not supported"},
-    {"grammar", "grammars are not supported by this server"},
-    {"json_schema", "JSON schemas are not supported by this server"},
     {"n_probs", "not supported: ask for logprobs"},
     {"store", "stored completions are not supported by this server"},
     {"metadata", "stored completions are not supported by this server"},
@@ -332,7 +333,8 @@ Status ReadBody(const std::string& body, const char* const (&own)[N], const std:
   *http_status = 400;
   PI_RETURN_IF_ERROR(ParseObject(body, j));
   PI_RETURN_IF_ERROR(CheckFields(*j, own));
-  return CommonFields(*j, model_id, any_model, out, http_status);
+  PI_RETURN_IF_ERROR(CommonFields(*j, model_id, any_model, out, http_status));
+  return ReadOutputConstraint(body, *j, &out->request);
 }
 
 // ---- chat messages ------------------------------------------------------------
@@ -413,23 +415,6 @@ Status Message(const json& m, size_t k, ChatMessage* out) {
                          out->role.c_str());
   }
   return Content(m, k, out->role, &out->content);
-}
-
-// response_format: {"type": "text"} is what every reply is; JSON modes are
-// refused by name.
-Status ResponseFormat(const json& j) {
-  const auto it = j.find("response_format");
-  if (it == j.end() || it->is_null()) return Status::Ok();
-  if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) {
-    return Status::Error("response_format must be {\"type\": ...}");
-  }
-  const std::string type = (*it)["type"].get<std::string>();
-  if (type == "text") return Status::Ok();
-  if (type == "json_object" || type == "json_schema") {
-    return Status::Error("response_format: %s is not supported by this server", type.c_str());
-  }
-  return Status::Error("response_format: type must be text, json_object or json_schema, got %s",
-                       type.c_str());
 }
 
 // The body's messages rendered with the template (and where their contents lie).
@@ -518,7 +503,6 @@ Status ParseChatRequest(const std::string& body, const std::string& model_id,
     }
     out->request.set_n_predict(static_cast<int32_t>(max));
   }
-  PI_RETURN_IF_ERROR(ResponseFormat(j));
   std::string prompt;
   PI_RETURN_IF_ERROR(RenderMessages(j, chat_template, &prompt, &out->content_spans));
   out->request.set_prompt(prompt);
