@@ -70,6 +70,8 @@ run_http_fuzzer() {
   printf '%s' '{"prompt":["x"],"n":1,"model":"demo","top_k":5,"min_p":0.1}' >"$work/seeds/array"
   printf '%s' '{"prompt":"x","max_tokens":"ten"}' >"$work/seeds/bad_type"
   printf '%s' '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"stream":true}' >"$work/seeds/chat"
+  printf '%s' '{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"2"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}}],"tool_choice":"required","parallel_tool_calls":false}' >"$work/seeds/tools"
+  printf '%s' '{"prompt":"x","json_schema":{"type":"object","properties":{"n":{"enum":[1,"a"]}}},"grammar":null}' >"$work/seeds/schema"
   echo "fuzzing http_body_fuzz for ${seconds}s"
   if ! "$build/bin/http_body_fuzz" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$work/artifacts/" \

@@ -161,6 +161,47 @@ TEST_F(GenerationTest, StopStringCancelAndError) {
   EXPECT_TRUE(e.ids.empty());
 }
 
+// A grammar held from its trigger (a lazy grammar: tool calls after free
+// text): Next is fed logits by hand that favour, at each step, a token the
+// grammar refuses over the one it takes; before the trigger the favourite
+// wins, after it the best token the grammar takes, and at the end only the
+// end of text.
+TEST_F(GenerationTest, LazyGrammarHoldsTheTextFromItsTrigger) {
+  std::vector<int32_t> id_of(256, -1);
+  for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
+    const std::string p = tok_->TokenToPiece(id);
+    if (p.size() == 1) id_of[static_cast<uint8_t>(p[0])] = id;
+  }
+  GenerationRequest req = Prompt();
+  req.ignore_eos = false;
+  ASSERT_TRUE(Grammar::Parse("root ::= \"<go>\" [0-9]{2} \".\"", &req.grammar).ok());
+  req.grammar_trigger = "<go>";
+  SamplerParams sp;
+  sp.temp = 0;
+  Sampler sampler(sp, tok_->n_vocab());
+  GenerationResult g;
+  Generation gen(*tok_, &sampler, req, 64, tok_->n_vocab(), &g);
+  gen.PromptDone(0);
+  // (favourite, runner-up) per step.
+  const std::vector<std::pair<char, char>> steps = {{'a', 'z'}, {'<', 'z'}, {'g', 'z'},
+                                                    {'o', 'z'}, {'>', 'z'}, {'z', '7'},
+                                                    {'.', '3'}, {'.', 'x'}, {'9', 'x'}};
+  std::vector<float> logits(tok_->n_vocab(), -10.0f);
+  int32_t next = 0;
+  size_t k = 0;
+  for (; k < steps.size(); ++k) {
+    std::fill(logits.begin(), logits.end(), -10.0f);
+    ASSERT_GE(id_of[static_cast<uint8_t>(steps[k].first)], 0);
+    logits[id_of[static_cast<uint8_t>(steps[k].first)]] = 5.0f;
+    logits[id_of[static_cast<uint8_t>(steps[k].second)]] = 4.0f;
+    if (!gen.Next(logits.data(), static_cast<int>(req.prompt.size() + k), nullptr, &next)) break;
+  }
+  gen.Finish(nullptr);
+  EXPECT_EQ(g.text, "a<go>73.");
+  EXPECT_STREQ(g.stop_reason, "eos");  // after the match only an end of text could come
+  EXPECT_EQ(k, 8u);
+}
+
 TEST(StopPrefixAtEndTest, TheLongestEndThatCouldStartAStop) {
   EXPECT_EQ(StopPrefixAtEnd("and the LO", {"LORD"}), 2u);
   EXPECT_EQ(StopPrefixAtEnd("and the L", {"LORD", "the Lamb"}), 5u);

@@ -3,10 +3,10 @@
 127.0.0.1 against the demo model (--chat-template chatml). A field is either honoured or
 refused with a 400 that names it; none is skipped.
 
-- Refused by name: tools, tool_choice, parallel_tool_calls, functions, function_call,
-  suffix, best_of, n_probs, store, metadata, an unknown field; a response_format schema
-  keyword outside the subset (structured_output_test.py has the rest); image content
-  parts; tool messages and
+- Refused by name: functions, function_call (the deprecated ones; tools:
+  tool_calls_test.py), suffix, best_of, n_probs, store, metadata, an unknown field; a
+  response_format schema keyword outside the subset (structured_output_test.py has the
+  rest); image content parts; a tool message answering no call, malformed
   tool_calls; n = 2; several prompts; stream_options without stream; echo with logprobs.
 - Honoured: max_completion_tokens (the count; differing from max_tokens is a 400);
   response_format text; content as text parts (joined by newlines, as llama-server does)
@@ -46,8 +46,6 @@ def error(address, path, body):
 
 def refusals(a, greedy, chat):
     for field, value, path in (
-            ("tools", [{"type": "function", "function": {"name": "f"}}], "chat"),
-            ("tool_choice", "required", "chat"), ("parallel_tool_calls", True, "chat"),
             ("functions", [{"name": "f"}], "chat"), ("function_call", "auto", "chat"),
             ("suffix", "the end", "completions"), ("best_of", 2, "completions"),
             ("n_probs", 3, "completions"), ("store", True, "chat"), ("metadata", {}, "chat"),
@@ -63,8 +61,8 @@ def refusals(a, greedy, chat):
              "image_url"),
             (dict(chat, messages=[{"role": "tool", "content": "42", "tool_call_id": "c"}]), "chat",
              "tool"),
-            (dict(chat, messages=[{"role": "assistant", "content": None, "tool_calls": []}]),
-             "chat", "tool_calls"),
+            (dict(chat, messages=[{"role": "assistant", "content": None, "tool_calls": [{"id": 1}]}]),
+             "chat", "tool_calls[0]"),
             (dict(chat, messages=[{"role": "user", "content": "hi", "name": "bob"}]), "chat",
              "name"),
             (dict(chat, messages=[{"role": "user", "content": None}]), "chat", "null"),

@@ -53,7 +53,14 @@ def browser():
 def wait_for(predicate, seconds=60):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        value = predicate()
+        try:
+            value = predicate()
+        except Exception as e:  # noqa: BLE001 (selenium's own type, imported late)
+            # An element the page replaced while it was being read (a streamed reply
+            # re-rendered): look again.
+            if type(e).__name__ != "StaleElementReferenceException":
+                raise
+            value = None
         if value:
             return value
         time.sleep(0.1)

@@ -50,9 +50,26 @@ Generation::Generation(const Tokenizer& tok, Sampler* sampler, const GenerationR
   // k) while later ones are added on another thread (batch_scheduler.h).
   if (request.logprobs >= 0) g_->logprobs.reserve(std::min(limit_, n_ctx));
   if (request.grammar) {
-    matcher_ = std::make_unique<GrammarMatcher>(request.grammar, &tok.vocab_trie());
     allowed_.resize((n_vocab + 63) / 64);
+    if (request.grammar_trigger.empty()) StartGrammar();
   }
+}
+
+void Generation::StartGrammar() {
+  matcher_ = std::make_unique<GrammarMatcher>(request_.grammar, &tok_.vocab_trie());
+}
+
+// A lazy grammar starts where its trigger first shows in the text (the
+// token that completed it may carry text on past it: all of it goes in).
+Status Generation::WatchTrigger(size_t fresh) {
+  const std::string& trigger = request_.grammar_trigger;
+  const std::string& text = g_->text;
+  const size_t from =
+      text.size() > fresh + trigger.size() ? text.size() - fresh - trigger.size() : 0;
+  const size_t at = text.find(trigger, from);
+  if (at == std::string::npos) return Status::Ok();
+  StartGrammar();
+  return matcher_->Accept(text.substr(at));
 }
 
 // The grammar's mask, and the ends of text: allowed where the text is a
@@ -111,6 +128,13 @@ bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_t
   sampler_->Accept(id);
   const std::string piece = tok_.TokenToPiece(id);
   g->text += piece;
+  if (request_.grammar && !matcher_) {
+    const Status st = WatchTrigger(piece.size());
+    if (!st.ok()) {
+      Fail(st);
+      return false;
+    }
+  }
   const std::string fresh = stream_.Push(piece);
   whole_ += fresh;
   const size_t stop_at = FindStopString(g->text, piece.size(), request_.stops);

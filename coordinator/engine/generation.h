@@ -40,6 +40,10 @@ struct GenerationRequest {
   // sampled among those that can continue it; an end of text only where
   // the text is a whole match); null: any text.
   std::shared_ptr<const Grammar> grammar;
+  // Non-empty: the grammar holds the text only from where this text first
+  // appears in it (a lazy grammar: free text, then a tool call held to its
+  // schema); the grammar's matches start with it.
+  std::string grammar_trigger;
 };
 
 // A generated token's log-probability, and the most likely tokens' (most
@@ -113,6 +117,8 @@ class Generation {
  private:
   void RecordLogprob(const float* logits, int32_t id);
   Status ConstrainNext();
+  void StartGrammar();
+  Status WatchTrigger(size_t fresh);
   const Tokenizer& tok_;
   Sampler* sampler_;
   const GenerationRequest& request_;

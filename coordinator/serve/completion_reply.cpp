@@ -34,6 +34,12 @@ void CompletionReply::AppendNativeChunk(const std::string& text, std::string* ou
 
 void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>& tokens,
                                         const GenerationResult& result, std::string* out) {
+  if (tools_) {
+    if (!started_ && !tokens.empty())
+      AppendEvent(ChatChunkJson(info_, true, "", nullptr, 0, 0), out);
+    started_ = started_ || !tokens.empty();
+    return;
+  }
   for (const RequestStream::Token& t : tokens) {
     if (t.logprob >= 0 && logprobs_) pending_logprobs_.push_back(result.logprobs[t.logprob]);
     if (native_ && t.id >= 0) {
@@ -78,6 +84,10 @@ void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prom
     started_ = true;
     return;
   }
+  if (tools_) {
+    AppendToolEndEvents(result, n_prompt, out);
+    return;
+  }
   CompletionInfo end = info_;
   end.timings = &timings;
   // The last chunk carries the tokens no text went out with (a stop string's).
@@ -93,6 +103,31 @@ void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prom
   AppendEvent(chat_ ? ChatChunkJson(end, !started_, text, finish, n_prompt, n_gen)
                     : CompletionChunkJson(end, text, finish, n_prompt, n_gen),
               out);
+  if (include_usage_) AppendEvent(UsageChunkJson(info_, chat_, n_prompt, n_gen), out);
+  AppendEvent("[DONE]", out);
+  started_ = true;
+}
+
+// The content and each call, then the last chunk: finish_reason
+// "tool_calls" when there are calls.
+void CompletionReply::AppendToolEndEvents(const GenerationResult& result, int n_prompt,
+                                          std::string* out) {
+  const ReplyTimings timings = TimingsOf(result, n_prompt);
+  std::string content;
+  std::vector<ToolCall> calls;
+  Utf8Stream whole;
+  ParseToolReply(*tools_, whole.Push(result.text) + whole.Flush(), &content, &calls);
+  if (!content.empty() || !started_) {
+    AppendEvent(ChatChunkJson(info_, !started_, content, nullptr, 0, 0), out);
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    AppendEvent(ChatToolCallChunkJson(info_, static_cast<int>(i), calls[i]), out);
+  }
+  CompletionInfo end = info_;
+  end.timings = &timings;
+  const int n_gen = static_cast<int>(result.ids.size());
+  const char* finish = calls.empty() ? FinishReason(result.stop_reason) : "tool_calls";
+  AppendEvent(ChatChunkJson(end, false, "", finish, n_prompt, n_gen), out);
   if (include_usage_) AppendEvent(UsageChunkJson(info_, chat_, n_prompt, n_gen), out);
   AppendEvent("[DONE]", out);
   started_ = true;
@@ -121,6 +156,17 @@ int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
   }
   const int n_gen = static_cast<int>(result.ids.size());
   const char* finish = FinishReason(result.stop_reason);
+  if (tools_) {
+    std::string content;
+    std::vector<ToolCall> calls;
+    ParseToolReply(*tools_, text, &content, &calls);
+    if (!calls.empty()) {
+      *body = ChatToolsCompletionJson(info, content, calls, n_prompt, n_gen);
+      return 200;
+    }
+    *body = ChatCompletionJson(info, content, finish, n_prompt, n_gen);
+    return 200;
+  }
   *body = chat_ ? ChatCompletionJson(info, text, finish, n_prompt, n_gen)
                 : CompletionJson(info, text, finish, n_prompt, n_gen);
   return 200;

@@ -45,6 +45,9 @@ class CompletionReply {
   void set_include_usage(bool on) { include_usage_ = on; }
   // Replies in llama-server's native shape (native_api.h) instead.
   void set_native(NativeReplyInfo info) { native_ = std::move(info); }
+  // A chat with tools: the text is read for calls at the end (a stream
+  // sends its role at once, then the content and each call when whole).
+  void set_tools(ToolSyntax syntax) { tools_ = syntax; }
 
   // A non-streamed reply's status and body: 200 and the whole response, or
   // 500 and the error.
@@ -63,6 +66,8 @@ class CompletionReply {
   std::string echo_;
   bool include_usage_ = false;
   std::optional<NativeReplyInfo> native_;
+  std::optional<ToolSyntax> tools_;
+  void AppendToolEndEvents(const GenerationResult& result, int n_prompt, std::string* out);
   std::vector<int32_t> pending_ids_;  // native: ids since the last chunk
   int told_ = 0;                      // native: tokens told so far
   bool started_ = false;

@@ -93,6 +93,14 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
     // grammar's errors are the client's (400), never a failed generation.
     PI_RETURN_IF_ERROR(Grammar::Parse(in.grammar(), &out->grammar));
   }
+  if (!in.grammar_trigger().empty()) {
+    if (in.grammar().empty()) return Status::Error("grammar_trigger: only with a grammar");
+    if (in.grammar_trigger().size() > kMaxStopBytes) {
+      return Status::Error("grammar_trigger: %zu bytes, at most %zu", in.grammar_trigger().size(),
+                           kMaxStopBytes);
+    }
+    out->grammar_trigger = in.grammar_trigger();
+  }
   *sampling = SamplingFrom(in.sampling());
   PI_RETURN_IF_ERROR(CheckSamplerParams(*sampling));
   PI_RETURN_IF_ERROR(CheckLogitBias(*sampling, n_vocab));

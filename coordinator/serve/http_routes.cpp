@@ -361,6 +361,7 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
   out->reply->set_include_usage(cr.include_usage);
   if (cr.echo) out->reply->set_echo(prompt_text);
   if (native) out->reply->set_native(std::move(native_info));
+  if (cr.tools) out->reply->set_tools(cr.tool_syntax);
   out->stream = cr.stream;
   out->n_prompt = n_prompt;
 }

@@ -144,6 +144,36 @@ std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::str
                prompt_tokens, completion_tokens);
 }
 
+namespace {
+
+json ToolCallJson(const ToolCall& c) {
+  return {{"id", c.id},
+          {"type", "function"},
+          {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+}  // namespace
+
+std::string ChatToolsCompletionJson(const CompletionInfo& info, const std::string& content,
+                                    const std::vector<ToolCall>& calls, int prompt_tokens,
+                                    int completion_tokens) {
+  json tool_calls = json::array();
+  for (const ToolCall& c : calls) tool_calls.push_back(ToolCallJson(c));
+  json message = {{"role", "assistant"},
+                  {"content", content.empty() ? json(nullptr) : json(content)},
+                  {"tool_calls", std::move(tool_calls)}};
+  json choice = {{"index", 0}, {"message", std::move(message)}, {"finish_reason", "tool_calls"}};
+  return Reply(info, "chat.completion", std::move(choice), true, prompt_tokens, completion_tokens);
+}
+
+std::string ChatToolCallChunkJson(const CompletionInfo& info, int index, const ToolCall& call) {
+  json c = ToolCallJson(call);
+  c["index"] = index;
+  json choice = {{"index", 0}, {"delta", {{"tool_calls", json::array({c})}}}};
+  choice["finish_reason"] = nullptr;
+  return Reply(info, "chat.completion.chunk", std::move(choice), false, 0, 0);
+}
+
 std::string ErrorJson(int http_status, const std::string& message) {
   const char* type = http_status == 401   ? "authentication_error"
                      : http_status == 404 ? "not_found_error"

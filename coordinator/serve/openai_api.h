@@ -14,6 +14,7 @@
 
 #include "common/base/status.h"
 #include "common/text/chat_template.h"
+#include "common/text/chat_tools.h"
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/generation.h"
 #include "proto/pi.pb.h"
@@ -30,6 +31,9 @@ struct CompletionRequest {
   // A chat's messages in the prompt text: tokenized as text, never as
   // control tokens (ParseGenerateRequest's `literal`).
   std::vector<TextSpan> content_spans;
+  // Chat with tools offered: the reply's text is read for calls (chat_tools.h).
+  bool tools = false;
+  ToolSyntax tool_syntax = ToolSyntax::kGeneric;
 };
 
 // Reads a /v1/completions body: prompt (a string, token ids, or one string
@@ -109,6 +113,14 @@ std::string ChatCompletionJson(const CompletionInfo& info, const std::string& te
                                const char* finish_reason, int prompt_tokens, int completion_tokens);
 std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::string& text,
                           const char* finish_reason, int prompt_tokens, int completion_tokens);
+
+// A chat reply with tool calls: the message's content (null when empty)
+// and its tool_calls, finish_reason "tool_calls"; and a stream chunk of
+// call `index` (OpenAI's delta: id, type, function name and arguments).
+std::string ChatToolsCompletionJson(const CompletionInfo& info, const std::string& content,
+                                    const std::vector<ToolCall>& calls, int prompt_tokens,
+                                    int completion_tokens);
+std::string ChatToolCallChunkJson(const CompletionInfo& info, int index, const ToolCall& call);
 
 // The whole response of a non-streamed completion.
 std::string CompletionJson(const CompletionInfo& info, const std::string& text,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/text/sampler.h"
+#include "coordinator/serve/chat_messages.h"
 #include "coordinator/serve/generate_request.h"
 #include "coordinator/serve/openai_api.h"
 #include "coordinator/serve/output_constraint.h"
@@ -40,9 +41,9 @@ const char* const kSharedFields[] = {"model",
                                      "grammar",
                                      "json_schema"};
 const char* const kCompletionFields[] = {"prompt", "echo", "logprobs", "n", "stream_options"};
-const char* const kChatFields[] = {"messages",      "max_completion_tokens", "logprobs",
-                                   "top_logprobs",  "response_format",       "n",
-                                   "stream_options"};
+const char* const kChatFields[] = {
+    "messages", "max_completion_tokens", "logprobs", "top_logprobs", "response_format",
+    "n",        "stream_options",        "tools",    "tool_choice",  "parallel_tool_calls"};
 // llama-server's native /completion.
 const char* const kNativeFields[] = {"prompt", "n_probs", "return_tokens"};
 
@@ -52,11 +53,10 @@ struct NotImplemented {
   const char* what;
 };
 const NotImplemented kNotImplemented[] = {
-    {"tools", "tool calls are not supported by this server"},
-    {"tool_choice", "tool calls are not supported by this server"},
-    {"parallel_tool_calls", "tool calls are not supported by this server"},
-    {"functions", "function calls are not supported by this server"},
-    {"function_call", "function calls are not supported by this server"},
+    {"functions", "the deprecated function calls are not supported by this server: use tools"},
+    {"function_call",
+     "the deprecated function calls are not supported by this server: use "
+     "tool_choice"},
     {"suffix", "fill-in-the-middle (a suffix) is not supported by this server"},
     {"best_of", "one choice per request: best_of is not supported"},
     {"n_probs", "not supported: ask for logprobs"},
@@ -337,105 +337,6 @@ Status ReadBody(const std::string& body, const char* const (&own)[N], const std:
   return ReadOutputConstraint(body, *j, &out->request);
 }
 
-// ---- chat messages ------------------------------------------------------------
-
-// A message's content: a string, an array of text parts (joined by
-// newlines, as llama-server does), or null for an assistant's turn.
-Status Content(const json& m, size_t k, const std::string& role, std::string* out) {
-  const auto it = m.find("content");
-  if (it == m.end()) return Status::Error("messages[%zu]: content is required", k);
-  if (it->is_string()) {
-    *out = it->get<std::string>();
-    return Status::Ok();
-  }
-  if (it->is_null()) {
-    if (role != "assistant") {
-      return Status::Error("messages[%zu]: content may be null only in an assistant's message", k);
-    }
-    out->clear();
-    return Status::Ok();
-  }
-  if (!it->is_array()) {
-    return Status::Error("messages[%zu]: content must be a string or an array of parts", k);
-  }
-  for (size_t p = 0; p < it->size(); ++p) {
-    const json& part = (*it)[p];
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
-      return Status::Error("messages[%zu].content[%zu] must be {\"type\": \"text\", \"text\": ...}",
-                           k, p);
-    }
-    const std::string type = part["type"].get<std::string>();
-    if (type != "text") {
-      return Status::Error(
-          "messages[%zu].content[%zu]: %s parts are not supported by this server (text only)", k, p,
-          type.c_str());
-    }
-    for (const auto& item : part.items()) {
-      if (item.key() != "type" && item.key() != "text") {
-        return Status::Error("messages[%zu].content[%zu]: unrecognized field %s", k, p,
-                             item.key().c_str());
-      }
-    }
-    if (!part.contains("text") || !part["text"].is_string()) {
-      return Status::Error("messages[%zu].content[%zu].text must be a string", k, p);
-    }
-    if (p > 0) *out += "\n";
-    *out += part["text"].get<std::string>();
-  }
-  return Status::Ok();
-}
-
-// One message: system, developer (OpenAI's newer name for the system's
-// instructions: rendered as system), user or assistant.
-Status Message(const json& m, size_t k, ChatMessage* out) {
-  if (!m.is_object()) return Status::Error("messages[%zu] must be an object {role, content}", k);
-  for (const auto& item : m.items()) {
-    const std::string& key = item.key();
-    if (key == "role" || key == "content") continue;
-    if (key == "tool_calls" || key == "tool_call_id" || key == "function_call") {
-      return Status::Error("messages[%zu].%s: tool calls are not supported by this server", k,
-                           key.c_str());
-    }
-    return Status::Error("messages[%zu]: unrecognized field %s", k, key.c_str());
-  }
-  const auto role = m.find("role");
-  if (role == m.end() || !role->is_string()) {
-    return Status::Error("messages[%zu]: role must be a string", k);
-  }
-  out->role = role->get<std::string>();
-  if (out->role == "developer") out->role = "system";
-  if (out->role == "tool" || out->role == "function") {
-    return Status::Error(
-        "messages[%zu]: role %s (a tool's result): tool calls are not supported "
-        "by this server",
-        k, out->role.c_str());
-  }
-  if (out->role != "system" && out->role != "user" && out->role != "assistant") {
-    return Status::Error("messages[%zu]: role '%s' is not system, developer, user or assistant", k,
-                         out->role.c_str());
-  }
-  return Content(m, k, out->role, &out->content);
-}
-
-// The body's messages rendered with the template (and where their contents lie).
-Status RenderMessages(const json& j, const ChatTemplate* chat_template, std::string* prompt,
-                      std::vector<TextSpan>* spans) {
-  const auto messages = j.find("messages");
-  if (messages == j.end() || !messages->is_array() || messages->empty()) {
-    return Status::Error("messages must be a non-empty array of {role, content}");
-  }
-  std::vector<ChatMessage> chat(messages->size());
-  for (size_t k = 0; k < messages->size(); ++k) {
-    PI_RETURN_IF_ERROR(Message((*messages)[k], k, &chat[k]));
-  }
-  if (!chat_template) {
-    return Status::Error(
-        "this model has no chat template: start pi-launch with --chat-template NAME (%s)",
-        ChatTemplateNames());
-  }
-  return RenderChat(*chat_template, chat, true, prompt, spans);
-}
-
 }  // namespace
 
 Status RenderChatMessages(const std::string& body, const ChatTemplate* chat_template,
@@ -447,8 +348,10 @@ Status RenderChatMessages(const std::string& body, const ChatTemplate* chat_temp
       return Status::Error("unrecognized request argument: %s", item.key().c_str());
     }
   }
-  std::vector<TextSpan> spans;
-  return RenderMessages(j, chat_template, prompt, &spans);
+  ChatPrompt chat;
+  PI_RETURN_IF_ERROR(ReadChatPrompt(body, j, chat_template, &chat));
+  *prompt = std::move(chat.text);
+  return Status::Ok();
 }
 
 Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
@@ -503,9 +406,20 @@ Status ParseChatRequest(const std::string& body, const std::string& model_id,
     }
     out->request.set_n_predict(static_cast<int32_t>(max));
   }
-  std::string prompt;
-  PI_RETURN_IF_ERROR(RenderMessages(j, chat_template, &prompt, &out->content_spans));
-  out->request.set_prompt(prompt);
+  ChatPrompt chat;
+  PI_RETURN_IF_ERROR(ReadChatPrompt(body, j, chat_template, &chat));
+  out->request.set_prompt(chat.text);
+  out->content_spans = std::move(chat.spans);
+  if (chat.tools) {
+    // The calls are held to the tools' grammar: no other constraint beside it.
+    if (!out->request.grammar().empty()) {
+      return Status::Error("tools and grammar, json_schema or response_format: give one");
+    }
+    out->request.set_grammar(chat.grammar);
+    out->request.set_grammar_trigger(chat.trigger);
+    out->tools = true;
+    out->tool_syntax = chat.syntax;
+  }
   out->request.set_parse_special(true);  // the template's markers; never the contents
   // logprobs: true, with top_logprobs (0 to 20) most likely tokens beside each.
   bool asked = false;
@@ -513,6 +427,9 @@ Status ParseChatRequest(const std::string& body, const std::string& model_id,
   int64_t top = 0;
   PI_RETURN_IF_ERROR(Integer(j, "top_logprobs", 0, 20, &top, &present));
   if (present && !asked) return Status::Error("top_logprobs needs logprobs: true");
+  if (asked && out->tools) {
+    return Status::Error("logprobs with tools is not supported by this server");
+  }
   if (asked) PI_RETURN_IF_ERROR(AskLogprobs(static_cast<int>(top), out));
   *http_status = 200;
   return Status::Ok();

@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const pi::VocabTrie trie(Pieces());
   pi::GrammarMatcher m(g, &trie);
   uint64_t mask = 0;
-  for (size_t i = 0; i < text.size() && i < 64; ++i) {
+  for (size_t i = 0; i < text.size() && i < 16; ++i) {
     if (!m.Mask(&mask).ok()) return 0;
     for (size_t t = 0; t < Pieces().size(); ++t) {
       pi::GrammarMatcher alone = m;

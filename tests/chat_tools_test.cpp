@@ -1,0 +1,243 @@
+// Tool calls in a chat (common/text/chat_tools.h): a tool conversation
+// rendered to the exact text of each syntax (Hermes as Qwen 2.5's template
+// writes it; the generic JSON one through llama3's markers), the calls
+// parsed back out of replies whole and malformed, the reply grammar against
+// calls the grammar matcher takes and refuses, and the helpers (Python's
+// json.dumps spelling, rule prefixes) against hand-written expectations.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/text/chat_tools.h"
+#include "common/text/grammar.h"
+#include "common/text/grammar_matcher.h"
+#include "common/text/vocab_trie.h"
+
+namespace pi {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+ToolRequest Weather() {
+  ToolRequest r;
+  ToolDef t;
+  t.name = "get_weather";
+  t.description = "The weather in a city";
+  t.parameters = ojson::parse(
+      R"({"type": "object", "properties": {"city": {"type": "string", "maxLength": 8},)"
+      R"( "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"]})");
+  r.tools.push_back(t);
+  ToolDef time;
+  time.name = "now";
+  time.parameters = ojson::parse(R"({"type": "object", "properties": {}})");
+  r.tools.push_back(time);
+  return r;
+}
+
+std::vector<ChatTurn> Conversation() {
+  ChatTurn calls{
+      "assistant",
+      "",
+      {{"call_1", "get_weather", R"({"city":"Paris","unit":"c"})"}, {"call_2", "now", "{}"}},
+      ""};
+  return {{"system", "Be brief.", {}, ""},
+          {"user", "Weather in Paris?", {}, ""},
+          calls,
+          {"tool", "18 C", {}, "call_1"},
+          {"tool", "noon", {}, "call_2"},
+          {"user", "And Rome?", {}, ""}};
+}
+
+std::string Render(ChatTemplate t, ToolSyntax syntax) {
+  std::vector<ChatMessage> messages;
+  const Status st = ToolMessages(syntax, Weather(), Conversation(), &messages);
+  EXPECT_TRUE(st.ok()) << st.message();
+  std::string text;
+  EXPECT_TRUE(RenderChat(t, messages, true, &text).ok());
+  return text;
+}
+
+TEST(ChatTools, HermesAsQwenTemplateWritesIt) {
+  const std::string tools =
+      "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"The "
+      "weather in a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+      "{\"type\": \"string\", \"maxLength\": 8}, \"unit\": {\"enum\": [\"c\", \"f\"]}}, "
+      "\"required\": [\"city\", \"unit\"]}}}\n"
+      "{\"type\": \"function\", \"function\": {\"name\": \"now\", \"parameters\": {\"type\": "
+      "\"object\", \"properties\": {}}}}";
+  const std::string want =
+      "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist "
+      "with the user query.\n\nYou are provided with function signatures within <tools></tools> "
+      "XML tags:\n<tools>\n" +
+      tools +
+      "\n</tools>\n\nFor each function call, return a json object with function name and "
+      "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+      "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+      "<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+      "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\", \"unit\": \"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", "
+      "\"arguments\": {}}\n</tool_call><|im_end|>\n"
+      "<|im_start|>user\n<tool_response>\n18 C\n</tool_response>\n<tool_response>\nnoon\n"
+      "</tool_response><|im_end|>\n"
+      "<|im_start|>user\nAnd Rome?<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(Render(ChatTemplate::kChatml, ToolSyntax::kHermes), want);
+}
+
+TEST(ChatTools, GenericThroughLlama3Markers) {
+  const std::string text = Render(ChatTemplate::kLlama3, ToolSyntax::kGeneric);
+  const std::string want_tail =
+      "<|start_header_id|>user<|end_header_id|>\n\nWeather in Paris?<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n{\"tool_calls\": [{\"id\": \"call_1\", "
+      "\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}, {\"id\": "
+      "\"call_2\", \"name\": \"now\", \"arguments\": {}}]}<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\n{\"tool_response\": {\"tool_call_id\": "
+      "\"call_1\", \"name\": \"get_weather\", \"content\": \"18 C\"}}\n{\"tool_response\": "
+      "{\"tool_call_id\": \"call_2\", \"name\": \"now\", \"content\": \"noon\"}}<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nAnd Rome?<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  ASSERT_GE(text.size(), want_tail.size());
+  EXPECT_EQ(text.substr(text.size() - want_tail.size()), want_tail);
+  EXPECT_EQ(text.rfind("<|start_header_id|>system<|end_header_id|>\n\nBe brief.\n\nYou can call "
+                       "these tools",
+                       0),
+            0u)
+      << text;
+}
+
+TEST(ChatTools, NoneLeavesTheToolsOutAndAnOrphanResultIsRefused) {
+  ToolRequest none = Weather();
+  none.choice = ToolChoice::kNone;
+  std::vector<ChatMessage> messages;
+  ASSERT_TRUE(ToolMessages(ToolSyntax::kHermes, none, Conversation(), &messages).ok());
+  EXPECT_EQ(messages[0].content, "Be brief.");
+  std::vector<ChatTurn> orphan = {{"user", "hi", {}, ""}, {"tool", "x", {}, "call_9"}};
+  const Status st = ToolMessages(ToolSyntax::kHermes, Weather(), orphan, &messages);
+  EXPECT_NE(st.message().find("messages[1]: tool_call_id 'call_9' answers no call"),
+            std::string::npos)
+      << st.message();
+}
+
+TEST(ChatTools, ParsesHermesCalls) {
+  std::string content;
+  std::vector<ToolCall> calls;
+  ParseToolReply(ToolSyntax::kHermes,
+                 "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                 "\"Rome\", \"unit\": \"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", "
+                 "\"arguments\": {}}\n</tool_call>",
+                 &content, &calls);
+  EXPECT_EQ(content, "Let me look.");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].name, "get_weather");
+  EXPECT_EQ(calls[0].arguments, R"({"city":"Rome","unit":"c"})");
+  EXPECT_EQ(calls[1].arguments, "{}");
+  EXPECT_EQ(calls[0].id.rfind("call_", 0), 0u);
+  EXPECT_EQ(calls[0].id.size(), 29u);
+  EXPECT_NE(calls[0].id, calls[1].id);
+  // Not a call: all of it stays content.
+  const std::string broken = "<tool_call>\n{\"name\": \"now\", \"argu";
+  ParseToolReply(ToolSyntax::kHermes, broken, &content, &calls);
+  EXPECT_EQ(content, broken);
+  EXPECT_TRUE(calls.empty());
+  ParseToolReply(ToolSyntax::kHermes, "Plain text.", &content, &calls);
+  EXPECT_EQ(content, "Plain text.");
+  EXPECT_TRUE(calls.empty());
+}
+
+TEST(ChatTools, ParsesGenericReplies) {
+  std::string content;
+  std::vector<ToolCall> calls;
+  ParseToolReply(ToolSyntax::kGeneric,
+                 R"({"tool_call": {"name": "now", "arguments": {"tz": "UTC"}}})", &content, &calls);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].arguments, R"({"tz":"UTC"})");
+  EXPECT_EQ(content, "");
+  ParseToolReply(ToolSyntax::kGeneric,
+                 R"({"tool_calls": [{"name": "now", "arguments": {}}, {"name": "now"}]})", &content,
+                 &calls);
+  EXPECT_EQ(calls.size(), 2u);
+  ParseToolReply(ToolSyntax::kGeneric, R"({"response": "It is \"noon\"."})", &content, &calls);
+  EXPECT_EQ(content, "It is \"noon\".");
+  EXPECT_TRUE(calls.empty());
+  ParseToolReply(ToolSyntax::kGeneric, R"({"tool_call": 5})", &content, &calls);
+  EXPECT_EQ(content, R"({"tool_call": 5})");
+  EXPECT_TRUE(calls.empty());
+}
+
+// Whole texts through the reply grammar: a valid call is taken, a call
+// that breaks its schema or names another tool is not.
+bool Takes(const std::string& gbnf, const std::string& text, bool* whole) {
+  std::shared_ptr<const Grammar> g;
+  const Status st = Grammar::Parse(gbnf, &g);
+  EXPECT_TRUE(st.ok()) << st.message() << "\n" << gbnf;
+  if (!st.ok()) return false;
+  VocabTrie trie({"x"});
+  GrammarMatcher m(g, &trie);
+  if (!m.Accept(text).ok()) return false;
+  *whole = m.CanEnd();
+  return true;
+}
+
+TEST(ChatTools, ReplyGrammarHoldsCallsToTheirSchemas) {
+  ToolRequest r = Weather();
+  r.choice = ToolChoice::kRequired;
+  r.parallel = false;
+  std::string gbnf, trigger;
+  ASSERT_TRUE(ToolGrammar(ToolSyntax::kHermes, r, &gbnf, &trigger).ok());
+  EXPECT_EQ(trigger, "");
+  const std::string good =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", \"unit\": "
+      "\"f\"}}\n</tool_call>";
+  bool whole = false;
+  EXPECT_TRUE(Takes(gbnf, good, &whole) && whole);
+  EXPECT_FALSE(Takes(gbnf, good + "\n<tool_call>", &whole));  // one call only
+  EXPECT_FALSE(Takes(gbnf,
+                     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                     "\"Rome\", \"unit\": \"k\"",
+                     &whole));
+  EXPECT_FALSE(Takes(gbnf, "<tool_call>\n{\"name\": \"other\"", &whole));
+  EXPECT_FALSE(Takes(gbnf, "Sure", &whole));
+  // Auto: the grammar starts at its trigger; parallel calls follow each other.
+  r.choice = ToolChoice::kAuto;
+  r.parallel = true;
+  ASSERT_TRUE(ToolGrammar(ToolSyntax::kHermes, r, &gbnf, &trigger).ok());
+  EXPECT_EQ(trigger, "<tool_call>");
+  EXPECT_TRUE(Takes(gbnf,
+                    good + "\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+                    &whole) &&
+              whole);
+  // Named: that tool alone.
+  r.choice = ToolChoice::kNamed;
+  r.named = "now";
+  ASSERT_TRUE(ToolGrammar(ToolSyntax::kGeneric, r, &gbnf, &trigger).ok());
+  EXPECT_TRUE(Takes(gbnf, R"({"tool_call": {"name": "now", "arguments": {}}})", &whole) && whole);
+  EXPECT_FALSE(Takes(gbnf, R"({"tool_call": {"name": "get_weather")", &whole));
+  EXPECT_FALSE(Takes(gbnf, R"({"response")", &whole));
+  r.choice = ToolChoice::kAuto;
+  ASSERT_TRUE(ToolGrammar(ToolSyntax::kGeneric, r, &gbnf, &trigger).ok());
+  EXPECT_TRUE(Takes(gbnf, R"({"response": "Noon."})", &whole) && whole);
+  EXPECT_TRUE(Takes(gbnf,
+                    R"({"tool_calls": [{"name": "now", "arguments": {}}, {"name": "get_weather", )"
+                    R"("arguments": {"city": "Oslo", "unit": "c"}}]})",
+                    &whole) &&
+              whole);
+}
+
+TEST(ChatTools, PythonJsonSpelling) {
+  const ojson j = ojson::parse(R"({"b": [1, 2.5, true, null], "a": {"é": "x\ny\"", "z": {}}})");
+  EXPECT_EQ(PythonJson(j),
+            "{\"b\": [1, 2.5, true, null], \"a\": {\"é\": \"x\\ny\\\"\", \"z\": {}}}");
+}
+
+TEST(ChatTools, PrefixesRuleNamesOnly) {
+  const std::string g =
+      "root ::= item{1,3} \"root ws\" [a-z] # root comment\nitem ::= ws [^\\]root] ws\n"
+      "ws ::= \" \"?\n";
+  EXPECT_EQ(PrefixGbnfRules(g, "t0-"),
+            "t0-root ::= t0-item{1,3} \"root ws\" [a-z] # root comment\n"
+            "t0-item ::= t0-ws [^\\]root] t0-ws\nt0-ws ::= \" \"?\n");
+}
+
+}  // namespace
+}  // namespace pi
