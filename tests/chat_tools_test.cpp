@@ -224,6 +224,26 @@ TEST(ChatTools, ReplyGrammarHoldsCallsToTheirSchemas) {
               whole);
 }
 
+TEST(ChatTools, SettledContentStopsBeforeWhatMayBeACall) {
+  EXPECT_EQ(SettledToolContent(ToolSyntax::kHermes, "Hello"), 5u);
+  EXPECT_EQ(SettledToolContent(ToolSyntax::kHermes, "Hello <tool_c"), 5u);
+  EXPECT_EQ(SettledToolContent(ToolSyntax::kHermes, "Hello\n<tool_call>\n{\"na"), 5u);
+  EXPECT_EQ(SettledToolContent(ToolSyntax::kHermes, "Hi <"), 2u);
+  EXPECT_EQ(SettledToolContent(ToolSyntax::kHermes, "a<b"), 3u);
+  EXPECT_EQ(SettledToolContent(ToolSyntax::kHermes, "a \n"), 1u);
+  EXPECT_EQ(SettledToolContent(ToolSyntax::kGeneric, "{\"response\": \"Hi"), 0u);
+  // What is settled is where the parsed content starts, whatever came after.
+  const std::string reply = "Let me see.\n<tool_call>\n{\"name\": \"now\"}\n</tool_call>";
+  std::string content;
+  std::vector<ToolCall> calls;
+  ParseToolReply(ToolSyntax::kHermes, reply, &content, &calls);
+  for (size_t n = 0; n <= reply.size(); ++n) {
+    const size_t settled = SettledToolContent(ToolSyntax::kHermes, reply.substr(0, n));
+    EXPECT_EQ(content.compare(0, settled, reply, 0, settled), 0) << n;
+    EXPECT_LE(settled, content.size()) << n;
+  }
+}
+
 TEST(ChatTools, PythonJsonSpelling) {
   const ojson j = ojson::parse(R"({"b": [1, 2.5, true, null], "a": {"é": "x\ny\"", "z": {}}})");
   EXPECT_EQ(PythonJson(j),

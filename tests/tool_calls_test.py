@@ -87,6 +87,14 @@ def auto_and_none(a, label):
     ok = st == 200 and (valid_calls(m.get("tool_calls", [])) if m.get("tool_calls")
                         else isinstance(m.get("content"), str))
     check(ok, f"{label}, auto: text or well-formed calls ({json.dumps(m)[:120]})")
+    st, _, events = stream(a, dict(ASK, tool_choice="auto"), path="/v1/chat/completions")
+    chunks = [json.loads(e) for e in events if e != "[DONE]"]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    streamed = "".join(d.get("content") or "" for d in deltas)
+    with_text = sum(1 for d in deltas if d.get("content"))
+    check(streamed == (m.get("content") or "") and
+          (with_text > 1 or len(streamed) < 20 or label == "generic"),
+          f"{label}, auto streamed: the content deltas ({with_text}) add up to the whole content")
     st, _, r = call(a, "POST", "/v1/chat/completions", dict(ASK, tool_choice="none",
                                                             max_tokens=8))
     m = r["choices"][0]["message"] if st == 200 else {}

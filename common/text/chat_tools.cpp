@@ -265,6 +265,23 @@ void ParseToolReply(ToolSyntax syntax, const std::string& text, std::string* con
   *calls = std::move(found);
 }
 
+size_t SettledToolContent(ToolSyntax syntax, const std::string& text) {
+  if (syntax == ToolSyntax::kGeneric) return 0;
+  static const std::string kOpen = "<tool_call>";
+  size_t end = text.find(kOpen);
+  if (end == std::string::npos) {
+    end = text.size();
+    for (size_t k = std::min(kOpen.size() - 1, text.size()); k > 0; --k) {
+      if (text.compare(text.size() - k, k, kOpen, 0, k) == 0) {
+        end = text.size() - k;
+        break;
+      }
+    }
+  }
+  while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == ' ')) --end;
+  return end;
+}
+
 std::string PythonJson(const nlohmann::ordered_json& j) {
   if (j.is_object()) {
     std::string s = "{";

@@ -77,6 +77,13 @@ Status ToolGrammar(ToolSyntax syntax, const ToolRequest& tools, std::string* gbn
 void ParseToolReply(ToolSyntax syntax, const std::string& text, std::string* content,
                     std::vector<ToolCall>* calls);
 
+// Of a reply's text so far, the bytes that are content whatever follows,
+// for a stream to send at once: Hermes, the text before a call, before an
+// end that may begin one ("<tool_c") and before the whitespace ahead of
+// either (ParseToolReply leaves it out); generic, none (its content is
+// inside the JSON).
+size_t SettledToolContent(ToolSyntax syntax, const std::string& text);
+
 // JSON as Python's json.dumps writes it (", " and ": " between items,
 // non-ASCII as itself): what the models' templates render with tojson.
 std::string PythonJson(const nlohmann::ordered_json& j);

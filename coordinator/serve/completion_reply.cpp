@@ -35,9 +35,15 @@ void CompletionReply::AppendNativeChunk(const std::string& text, std::string* ou
 void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>& tokens,
                                         const GenerationResult& result, std::string* out) {
   if (tools_) {
-    if (!started_ && !tokens.empty())
-      AppendEvent(ChatChunkJson(info_, true, "", nullptr, 0, 0), out);
-    started_ = started_ || !tokens.empty();
+    for (const RequestStream::Token& t : tokens) tool_text_ += t.text;
+    const size_t settled = SettledToolContent(*tools_, tool_text_);
+    if (settled > tool_sent_ || (!started_ && !tokens.empty())) {
+      const size_t n = settled > tool_sent_ ? settled - tool_sent_ : 0;
+      AppendEvent(ChatChunkJson(info_, !started_, tool_text_.substr(tool_sent_, n), nullptr, 0, 0),
+                  out);
+      tool_sent_ += n;
+      started_ = true;
+    }
     return;
   }
   for (const RequestStream::Token& t : tokens) {
@@ -117,9 +123,10 @@ void CompletionReply::AppendToolEndEvents(const GenerationResult& result, int n_
   std::vector<ToolCall> calls;
   Utf8Stream whole;
   ParseToolReply(*tools_, whole.Push(result.text) + whole.Flush(), &content, &calls);
-  if (!content.empty() || !started_) {
-    AppendEvent(ChatChunkJson(info_, !started_, content, nullptr, 0, 0), out);
-  }
+  // The content not sent yet (what was sent is where it starts).
+  const std::string rest = content.size() > tool_sent_ ? content.substr(tool_sent_) : "";
+  if (!rest.empty() || !started_)
+    AppendEvent(ChatChunkJson(info_, !started_, rest, nullptr, 0, 0), out);
   for (size_t i = 0; i < calls.size(); ++i) {
     AppendEvent(ChatToolCallChunkJson(info_, static_cast<int>(i), calls[i]), out);
   }

@@ -46,7 +46,8 @@ class CompletionReply {
   // Replies in llama-server's native shape (native_api.h) instead.
   void set_native(NativeReplyInfo info) { native_ = std::move(info); }
   // A chat with tools: the text is read for calls at the end (a stream
-  // sends its role at once, then the content and each call when whole).
+  // sends the content as it settles: SettledToolContent; each call when
+  // the reply is whole).
   void set_tools(ToolSyntax syntax) { tools_ = syntax; }
 
   // A non-streamed reply's status and body: 200 and the whole response, or
@@ -67,6 +68,8 @@ class CompletionReply {
   bool include_usage_ = false;
   std::optional<NativeReplyInfo> native_;
   std::optional<ToolSyntax> tools_;
+  std::string tool_text_;  // tools: the reply's text so far
+  size_t tool_sent_ = 0;   // tools: its bytes sent as content
   void AppendToolEndEvents(const GenerationResult& result, int n_prompt, std::string* out);
   std::vector<int32_t> pending_ids_;  // native: ids since the last chunk
   int told_ = 0;                      // native: tokens told so far
