@@ -129,6 +129,7 @@ def refusals(a):
                                                    "function": {"name": "nope"}}), "'nope'"),
             (dict(base, tool_choice="auto"), "no tools given"),
             (dict(base, tools=TOOLS, tool_choice="sometimes"), "tool_choice must be"),
+            (dict(base, tools=TOOLS, tool_choice={"type": 1}), "tool_choice must be"),
             (dict(base, messages=user + [{"role": "tool", "content": "x"}]), "tool_call_id"),
             (dict(base, messages=user + [{"role": "tool", "content": "x", "tool_call_id": "c9"}]),
              "answers no call"),

@@ -218,7 +218,7 @@ Status Tools(const std::string& body, const json& j, ToolRequest* out) {
       out->choice = ToolChoice::kAuto;
     } else if (choice->is_string() && *choice == "required") {
       out->choice = ToolChoice::kRequired;
-    } else if (choice->is_object() && choice->value("type", "") == "function" &&
+    } else if (choice->is_object() && choice->contains("type") && (*choice)["type"] == "function" &&
                choice->contains("function") && (*choice)["function"].is_object() &&
                (*choice)["function"].contains("name") &&
                (*choice)["function"]["name"].is_string()) {
