@@ -459,6 +459,14 @@ class Converter {
     return Allocate(c.hint, c.path, name);
   }
   void Define(const std::string& name, Draft draft);
+  // A node's rule with this body: opened, defined, and named in *out.
+  Status DefineNode(const Ctx& c, Draft draft, Expr* out) {
+    std::string name;
+    PI_RETURN_IF_ERROR(Open(c, &name));
+    Define(name, std::move(draft));
+    out->name = name;
+    return Status::Ok();
+  }
   // A node that accepts nothing gives its rule up (a target's is its caller's to give up).
   void Release(const std::string& name, const Ctx& c) {
     if (name != c.target) rules_[index_[name]].dropped = true;
@@ -788,13 +796,9 @@ Status Converter::VisitEnum(const Json& s, const Ctx& c, Expr* out) {
     out->never = true;
     return Status::Ok();
   }
-  std::string name;
-  PI_RETURN_IF_ERROR(Open(c, &name));
   Draft d;
   d.body = Join(literals, " | ");
-  Define(name, std::move(d));
-  out->name = name;
-  return Status::Ok();
+  return DefineNode(c, std::move(d), out);
 }
 
 Status Converter::VisitTyped(const Json& s, const Ctx& c, Expr* out) {
@@ -873,13 +877,9 @@ Status Converter::VisitInteger(const Json& s, const Ctx& c, Expr* out) {
     alts.push_back("\"-\" " + (neg.size() == 1 ? neg[0] : "( " + Join(neg, " | ") + " )"));
   }
   if (hi >= 0) NonNegativeRange(std::max<int64_t>(lo, 0), hi, &alts);
-  std::string name;
-  PI_RETURN_IF_ERROR(Open(c, &name));
   Draft d;
   d.body = Join(alts, " | ");
-  Define(name, std::move(d));
-  out->name = name;
-  return Status::Ok();
+  return DefineNode(c, std::move(d), out);
 }
 
 Status Converter::ReadCount(const Json& s, const char* key, const Ctx& c, int64_t* out) {
@@ -930,14 +930,10 @@ Status Converter::VisitString(const Json& s, const Ctx& c, Expr* out) {
   } else {
     inner = Repeat("char", min_length, max_length);
   }
-  std::string name;
-  PI_RETURN_IF_ERROR(Open(c, &name));
   Draft d;
   d.body = Join({R"("\"")", inner, R"("\"")"}, " ");
   d.refs = {FindPrimitive(inner) != nullptr ? inner : "char"};  // a format, or char{m,n}
-  Define(name, std::move(d));
-  out->name = name;
-  return Status::Ok();
+  return DefineNode(c, std::move(d), out);
 }
 
 Status Converter::VisitObject(const Json& s, const Ctx& c, Expr* out) {
