@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "common/text/grammar.h"
 #include "common/text/json_schema_grammar.h"
 
 namespace pi {
@@ -304,10 +305,6 @@ std::string PythonJson(const nlohmann::ordered_json& j) {
 
 std::string PrefixGbnfRules(const std::string& g, const std::string& prefix) {
   std::string out;
-  auto name_char = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '_';
-  };
   for (size_t i = 0; i < g.size();) {
     const char c = g[i];
     if (c == '"' || c == '[') {
@@ -322,9 +319,9 @@ std::string PrefixGbnfRules(const std::string& g, const std::string& prefix) {
       const size_t end = j == std::string::npos ? g.size() : j + 1;
       out.append(g, i, end - i);
       i = end;
-    } else if (name_char(c)) {
+    } else if (IsGbnfNameChar(c)) {
       size_t j = i;
-      while (j < g.size() && name_char(g[j])) ++j;
+      while (j < g.size() && IsGbnfNameChar(g[j])) ++j;
       out += prefix;
       out.append(g, i, j - i);
       i = j;

@@ -104,10 +104,6 @@ class GrammarBuilder {
   // Parsing.
   Status Fail(const char* what) const;
   void SkipSpace(bool newline_ok);
-  bool IsNameChar(char c) const {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '_';
-  }
   Status ParseRule();
   Status ParseAlternatives(int32_t rule, bool nested, int depth, std::vector<Sequence>* alts);
   Status ParseSequence(int32_t rule, bool nested, int depth, Sequence* seq);
@@ -213,7 +209,7 @@ Status GrammarBuilder::CountElements(size_t n) {
 
 Status GrammarBuilder::ParseRule() {
   const size_t begin = pos_;
-  while (pos_ < s_.size() && IsNameChar(s_[pos_])) ++pos_;
+  while (pos_ < s_.size() && IsGbnfNameChar(s_[pos_])) ++pos_;
   if (pos_ == begin) return Fail("expected a rule name");
   const std::string name = s_.substr(begin, pos_ - begin);
   SkipSpace(false);
@@ -272,9 +268,9 @@ Status GrammarBuilder::ParseSequence(int32_t rule, bool nested, int depth, Seque
       ++pos_;
       rules_[sub].alts = std::move(alts);
       seq->push_back({true, sub});
-    } else if (IsNameChar(c)) {
+    } else if (IsGbnfNameChar(c)) {
       const size_t begin = pos_;
-      while (pos_ < s_.size() && IsNameChar(s_[pos_])) ++pos_;
+      while (pos_ < s_.size() && IsGbnfNameChar(s_[pos_])) ++pos_;
       const std::string name = s_.substr(begin, pos_ - begin);
       SkipSpace(nested);
       if (s_.compare(pos_, 3, "::=") == 0) {

@@ -76,6 +76,12 @@ class Grammar {
   int32_t root_ = -1;
 };
 
+// A character of a GBNF rule name: a-z, A-Z, 0-9, '-' and '_'.
+inline bool IsGbnfNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
+}
+
 // The byte-range runs of UTF-8 that encode exactly the code points [lo, hi]
 // (surrogates excluded): each run a list of (first, last) byte ranges, one
 // per byte of the encoding. Exposed for tests.

@@ -226,18 +226,18 @@ Status Tokenizer::Init() {
   MeasureTokenBytes();
 
   for (int32_t id : {v.eos, v.eot, v.eom}) {
-    if (id >= 0) eog_ids_.insert(id);
+    if (id >= 0) eog_ids_.push_back(id);
   }
   static const char* const kEogTexts[] = {"<|eot_id|>", "<|eom_id|>",    "<|im_end|>",
                                           "<|end|>",    "<end_of_turn>", "<|endoftext|>"};
   for (const char* text : kEogTexts) {
     const auto it = token_to_id_.find(text);
     if (it != token_to_id_.end() && v.types[it->second] == TokenType::kControl) {
-      eog_ids_.insert(it->second);
+      eog_ids_.push_back(it->second);
     }
   }
-  eog_list_.assign(eog_ids_.begin(), eog_ids_.end());
-  std::sort(eog_list_.begin(), eog_list_.end());
+  std::sort(eog_ids_.begin(), eog_ids_.end());
+  eog_ids_.erase(std::unique(eog_ids_.begin(), eog_ids_.end()), eog_ids_.end());
 
   if (spm) {
     spm_.reset(new SpmEncoder(vocab_, token_to_id_));
@@ -392,7 +392,7 @@ int32_t Tokenizer::FindToken(const std::string& text) const {
 }
 
 bool Tokenizer::IsEog(int32_t id) const {
-  return eog_ids_.count(id) != 0;
+  return std::binary_search(eog_ids_.begin(), eog_ids_.end(), id);
 }
 
 const VocabTrie& Tokenizer::vocab_trie() const {

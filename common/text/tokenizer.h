@@ -15,7 +15,6 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "common/base/status.h"
@@ -114,7 +113,7 @@ class Tokenizer {
   // turn ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>").
   bool IsEog(int32_t id) const;
   // Those ids, sorted.
-  const std::vector<int32_t>& eog_ids() const { return eog_list_; }
+  const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
   // Every token's TokenToPiece bytes as a trie (a grammar's token masks),
   // built on the first call (thread-safe), then kept.
   const VocabTrie& vocab_trie() const;
@@ -137,8 +136,7 @@ class Tokenizer {
   std::unordered_map<std::string, int32_t> token_to_id_;
   std::vector<std::string> pieces_;   // TokenToPiece, precomputed
   std::vector<int32_t> special_ids_;  // by text length, longest first
-  std::unordered_set<int32_t> eog_ids_;
-  std::vector<int32_t> eog_list_;
+  std::vector<int32_t> eog_ids_;      // sorted, each once
   mutable std::once_flag trie_once_;
   mutable std::unique_ptr<VocabTrie> trie_;
   size_t max_token_bytes_ = 0;

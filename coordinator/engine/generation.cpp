@@ -9,13 +9,15 @@
 
 namespace pi {
 
+size_t FindEndingIn(const std::string& text, size_t fresh, const std::string& stop) {
+  const size_t from = text.size() > fresh + stop.size() ? text.size() - fresh - stop.size() : 0;
+  return text.find(stop, from);
+}
+
 size_t FindStopString(const std::string& text, size_t fresh,
                       const std::vector<std::string>& stops) {
   size_t best = std::string::npos;
-  for (const std::string& stop : stops) {
-    const size_t from = text.size() > fresh + stop.size() ? text.size() - fresh - stop.size() : 0;
-    best = std::min(best, text.find(stop, from));
-  }
+  for (const std::string& stop : stops) best = std::min(best, FindEndingIn(text, fresh, stop));
   return best;
 }
 
@@ -62,14 +64,10 @@ void Generation::StartGrammar() {
 // A lazy grammar starts where its trigger first shows in the text (the
 // token that completed it may carry text on past it: all of it goes in).
 Status Generation::WatchTrigger(size_t fresh) {
-  const std::string& trigger = request_.grammar_trigger;
-  const std::string& text = g_->text;
-  const size_t from =
-      text.size() > fresh + trigger.size() ? text.size() - fresh - trigger.size() : 0;
-  const size_t at = text.find(trigger, from);
+  const size_t at = FindEndingIn(g_->text, fresh, request_.grammar_trigger);
   if (at == std::string::npos) return Status::Ok();
   StartGrammar();
-  return matcher_->Accept(text.substr(at));
+  return matcher_->Accept(g_->text.substr(at));
 }
 
 // The grammar's mask, and the ends of text: allowed where the text is a
@@ -110,8 +108,9 @@ bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_t
   }
   const int32_t id = sampler_->Sample(logits, matcher_ ? allowed_.data() : nullptr);
   const bool eog = tok_.IsEog(id);
+  const std::string piece = tok_.TokenToPiece(id);
   if (matcher_ && !eog) {
-    const Status st = matcher_->Accept(tok_.TokenToPiece(id));
+    const Status st = matcher_->Accept(piece);
     if (!st.ok()) {
       g->sample_s += NowSeconds() - ts;
       Fail(st);
@@ -126,7 +125,6 @@ bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_t
   g->ids.push_back(id);
   if (request_.logprobs >= 0) RecordLogprob(logits, id);
   sampler_->Accept(id);
-  const std::string piece = tok_.TokenToPiece(id);
   g->text += piece;
   if (request_.grammar && !matcher_) {
     const Status st = WatchTrigger(piece.size());

@@ -157,6 +157,8 @@ void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
 // The position of the first stop string in `text` that ends within its last
 // `fresh` bytes, or npos (exposed for tests).
 size_t FindStopString(const std::string& text, size_t fresh, const std::vector<std::string>& stops);
+// The same for one string (a stop, or a lazy grammar's trigger).
+size_t FindEndingIn(const std::string& text, size_t fresh, const std::string& stop);
 // The length of the longest end of `text` that is the start (not the whole)
 // of a stop string: what a stream holds back until the next tokens tell.
 size_t StopPrefixAtEnd(const std::string& text, const std::vector<std::string>& stops);

@@ -1,7 +1,10 @@
 #include "coordinator/serve/chat_messages.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
+
+#include "common/text/grammar.h"
 
 namespace pi {
 namespace {
@@ -55,14 +58,11 @@ Status Content(const json& m, size_t k, const std::string& role, std::string* ou
   return Status::Ok();
 }
 
+// A tool's name goes into the reply's grammar as a literal: OpenAI's
+// [A-Za-z0-9_-]{1,64}, which are GBNF's name characters.
 bool ToolNameOk(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
+  return !name.empty() && name.size() <= 64 &&
+         std::all_of(name.begin(), name.end(), IsGbnfNameChar);
 }
 
 // An assistant's tool_calls: [{id, type: "function", function: {name, arguments}}].
