@@ -76,13 +76,15 @@ def controls(driver, By, bin_dir, tmp, say, text_of, set_value):
     rendering of code and lists, on a server without a GPU worker (no GPU share shown)."""
     p = launch(bin_dir, tmp, "-m", os.path.join(os.path.dirname(HERE), "models",
                                                   "demo-kjv-f16.gguf"),
-               "-c", "2048", "--chat-template", "chatml", "--cpu-workers", "0")
+               "-c", "16384", "--chat-template", "chatml", "--cpu-workers", "0")
     check(p.http is not None, "pi-launch --http without workers")
     driver.get(f"http://{p.http}/")
     wait_for(lambda: "demo-kjv-f16" in driver.find_element(By.ID, "model").text)
     check(not driver.find_elements(By.CSS_SELECTOR, ".msg"),
           "another server's page starts empty here (its own origin's storage)")
-    set_value("max_tokens", 2000)
+    # Replies long enough to be mid-stream when Stop is clicked on a fast machine too
+    # (2000 tokens took 1.9 s on one): 16000 tokens are seconds at any speed.
+    set_value("max_tokens", 16000)
 
     def start(text):
         driver.find_element(By.ID, "prompt").send_keys(text)
