@@ -51,6 +51,12 @@ TEST(ChatTemplateTest, EachFamilyRendersItsPublishedFormat) {
             "you? [/INST]");
   EXPECT_EQ(Render(ChatTemplate::kMistral),
             "[INST] You are terse.\n\nHi [/INST] Hello.</s>[INST] Who are you? [/INST]");
+  // Mistral's tool-token formats (7B v0.3, Nemo): the system message opens the last
+  // user message; no space before [/INST]; Nemo's markers take no spaces at all.
+  EXPECT_EQ(Render(ChatTemplate::kMistralV3),
+            "[INST] Hi[/INST] Hello.</s>[INST] You are terse.\n\nWho are you?[/INST]");
+  EXPECT_EQ(Render(ChatTemplate::kMistralV3Tekken),
+            "[INST]Hi[/INST]Hello.</s>[INST]You are terse.\n\nWho are you?[/INST]");
   EXPECT_EQ(Render(ChatTemplate::kGemma),
             "<start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
             "Hello.<end_of_turn>\n<start_of_turn>user\nWho are you?<end_of_turn>\n"
@@ -85,6 +91,12 @@ TEST(ChatTemplateTest, DetectedFromTheirJinjaTemplates) {
        ChatTemplate::kGemma},
       {"{{ 'USER: ' + message['content'] + '\\n' }}{{ 'ASSISTANT: ' }}", ChatTemplate::kVicuna},
       {"gemma", ChatTemplate::kGemma},
+      {"{{- \"[AVAILABLE_TOOLS] [\" }}{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}",
+       ChatTemplate::kMistralV3},
+      {"{{- \"[AVAILABLE_TOOLS][\" }}{{- \"[INST]\" + message[\"content\"] + \"[/INST]\" }}"
+       "{{- \"[TOOL_CALLS][\" }}",
+       ChatTemplate::kMistralV3Tekken},
+      {"mistral-v3-tekken", ChatTemplate::kMistralV3Tekken},
   };
   for (const auto& c : cases) {
     ChatTemplate t = ChatTemplate::kChatml;
@@ -105,6 +117,10 @@ TEST(ChatTemplateTest, UnknownTemplatesAndBadConversationsAreErrors) {
       HasSubstr("must come first"));
   EXPECT_THAT(RenderChat(ChatTemplate::kChatml, {{"tool", "a"}}, true, &out).message(),
               HasSubstr("role 'tool'"));
+  // A family's tool roles are its own.
+  EXPECT_THAT(RenderChat(ChatTemplate::kChatml, {{"ipython", "a"}}, true, &out).message(),
+              HasSubstr("role 'ipython'"));
+  EXPECT_TRUE(RenderChat(ChatTemplate::kLlama3, {{"ipython", "a"}}, true, &out).ok());
 }
 
 // An SPM vocabulary of byte tokens and ChatML's markers (control tokens).
@@ -156,7 +172,8 @@ TEST(ChatTemplateTest, AMessageCannotForgeATurn) {
 TEST(ChatTemplateTest, BenignMessagesTokenizeAsWithoutSpans) {
   const std::unique_ptr<Tokenizer> tok = ChatmlTokenizer();
   for (ChatTemplate t : {ChatTemplate::kChatml, ChatTemplate::kLlama2, ChatTemplate::kMistral,
-                         ChatTemplate::kGemma, ChatTemplate::kVicuna, ChatTemplate::kZephyr}) {
+                         ChatTemplate::kMistralV3, ChatTemplate::kGemma, ChatTemplate::kVicuna,
+                         ChatTemplate::kZephyr}) {
     std::string text;
     std::vector<TextSpan> spans;
     ASSERT_TRUE(RenderChat(t, kConversation, true, &text, &spans).ok());

@@ -1,6 +1,9 @@
 // Tool calls in a chat (common/text/chat_tools.h): a tool conversation
 // rendered to the exact text of each syntax (Hermes as Qwen 2.5's template
-// writes it; the generic JSON one through llama3's markers), the calls
+// writes it, Llama 3.1's and Mistral 7B v0.3's and Nemo's as theirs do, the
+// texts rendered by those Jinja templates with python3-jinja2:
+// scripts/check_chat_templates.py; the generic JSON one through llama3's
+// markers), the calls
 // parsed back out of replies whole and malformed, the reply grammar against
 // calls the grammar matcher takes and refuses, and the helpers (Python's
 // json.dumps spelling, rule prefixes) against hand-written expectations.
@@ -106,6 +109,101 @@ TEST(ChatTools, GenericThroughLlama3Markers) {
       << text;
 }
 
+// The conversation a tool-calling model's template takes: calls (one for
+// Llama 3.1's), their results, the answer, the next question.
+std::vector<ChatTurn> AnsweredConversation(size_t n_calls) {
+  std::vector<ChatTurn> turns = Conversation();
+  turns[2].tool_calls.resize(n_calls);
+  turns.erase(turns.begin() + 3 + static_cast<long>(n_calls), turns.begin() + 5);
+  turns.insert(turns.end() - 1, ChatTurn{"assistant", "18 C at noon.", {}, ""});
+  return turns;
+}
+
+std::string Render(ChatTemplate t, const std::vector<ChatTurn>& turns) {
+  std::vector<ChatMessage> messages;
+  const Status st = ToolMessages(ToolSyntaxOf(t), Weather(), turns, &messages);
+  EXPECT_TRUE(st.ok()) << st.message();
+  std::string text;
+  const Status rendered = RenderChat(t, messages, true, &text);
+  EXPECT_TRUE(rendered.ok()) << rendered.message();
+  return text;
+}
+
+TEST(ChatTools, Llama3AsMetaTemplateWritesIt) {
+  const std::string want =
+      "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge "
+      "Date: December 2023\nToday Date: 26 Jul 2024\n\nBe brief.<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond "
+      "with a JSON for a function call with its proper arguments that best answers the given "
+      "prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of "
+      "argument name and its value}.Do not use variables.\n\n"
+      "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n"
+      "        \"description\": \"The weather in a city\",\n        \"parameters\": {\n"
+      "            \"type\": \"object\",\n            \"properties\": {\n"
+      "                \"city\": {\n                    \"type\": \"string\",\n"
+      "                    \"maxLength\": 8\n                },\n                \"unit\": {\n"
+      "                    \"enum\": [\n                        \"c\",\n                        "
+      "\"f\"\n                    ]\n                }\n            },\n            \"required\": "
+      "[\n"
+      "                \"city\",\n                \"unit\"\n            ]\n        }\n    }\n}\n\n"
+      "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"now\",\n"
+      "        \"parameters\": {\n            \"type\": \"object\",\n            \"properties\": "
+      "{}\n        }\n    }\n}\n\nWeather in Paris?<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", "
+      "\"parameters\": "
+      "{\"city\": \"Paris\", \"unit\": \"c\"}}<|eot_id|>"
+      "<|start_header_id|>ipython<|end_header_id|>\n\n\"18 C\"<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n18 C at noon.<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nAnd Rome?<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  EXPECT_EQ(Render(ChatTemplate::kLlama3, AnsweredConversation(1)), want);
+  // Several calls in one turn: a turn each (the template itself takes one).
+  const std::string two = Render(ChatTemplate::kLlama3, AnsweredConversation(2));
+  EXPECT_NE(two.find("{\"name\": \"now\", \"parameters\": {}}<|eot_id|><|start_header_id|>"
+                     "ipython<|end_header_id|>\n\n\"18 C\"<|eot_id|><|start_header_id|>ipython"),
+            std::string::npos)
+      << two;
+  // The tools go into the first message after the system's: it must be the user's.
+  std::vector<ChatMessage> messages;
+  const Status st = ToolMessages(ToolSyntax::kLlama3, Weather(),
+                                 {{"system", "s", {}, ""}, {"assistant", "a", {}, ""}}, &messages);
+  EXPECT_NE(st.message().find("messages[1]: llama3's template writes the tools"), std::string::npos)
+      << st.message();
+}
+
+TEST(ChatTools, MistralAsItsTemplatesWriteIt) {
+  // OpenAI's ids ("call_1") become 9 letters and digits, the same in the
+  // calls and in their results.
+  const std::string tools =
+      "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+      "\"The weather in a city\", \"parameters\": {\"type\": \"object\", \"properties\": "
+      "{\"city\": {\"type\": \"string\", \"maxLength\": 8}, \"unit\": {\"enum\": [\"c\", "
+      "\"f\"]}}, \"required\": [\"city\", \"unit\"]}}}, {\"type\": \"function\", \"function\": "
+      "{\"name\": \"now\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}}]";
+  const std::string calls =
+      "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}, "
+      "\"id\": \"rM7gdOtUZ\"}, {\"name\": \"now\", \"arguments\": {}, \"id\": \"OIrznkCVZ\"}]";
+  EXPECT_EQ(
+      Render(ChatTemplate::kMistralV3, AnsweredConversation(2)),
+      "[INST] Weather in Paris?[/INST][TOOL_CALLS] " + calls +
+          "</s>[TOOL_RESULTS] {\"content\": 18 C, \"call_id\": \"rM7gdOtUZ\"}[/TOOL_RESULTS]"
+          "[TOOL_RESULTS] {\"content\": noon, \"call_id\": \"OIrznkCVZ\"}[/TOOL_RESULTS] 18 C "
+          "at noon.</s>[AVAILABLE_TOOLS] " +
+          tools + "[/AVAILABLE_TOOLS][INST] Be brief.\n\nAnd Rome?[/INST]");
+  EXPECT_EQ(Render(ChatTemplate::kMistralV3Tekken, AnsweredConversation(2)),
+            "[INST]Weather in Paris?[/INST][TOOL_CALLS]" + calls +
+                "</s>[TOOL_RESULTS]{\"content\": 18 C, \"call_id\": \"rM7gdOtUZ\"}[/TOOL_RESULTS]"
+                "[TOOL_RESULTS]{\"content\": noon, \"call_id\": \"OIrznkCVZ\"}[/TOOL_RESULTS]18 C "
+                "at noon.</s>[AVAILABLE_TOOLS]" +
+                tools + "[/AVAILABLE_TOOLS][INST]Be brief.\n\nAnd Rome?[/INST]");
+  // A required call starts after [TOOL_CALLS] in the prompt.
+  ToolRequest r = Weather();
+  EXPECT_EQ(ToolPrefill(ToolSyntax::kMistral, r), "");
+  r.choice = ToolChoice::kRequired;
+  EXPECT_EQ(ToolPrefill(ToolSyntax::kMistral, r), "[TOOL_CALLS]");
+  EXPECT_EQ(ToolPrefill(ToolSyntax::kHermes, r), "");
+}
+
 TEST(ChatTools, NoneLeavesTheToolsOutAndAnOrphanResultIsRefused) {
   ToolRequest none = Weather();
   none.choice = ToolChoice::kNone;
@@ -163,6 +261,44 @@ TEST(ChatTools, ParsesGenericReplies) {
   ParseToolReply(ToolSyntax::kGeneric, R"({"tool_call": 5})", &content, &calls);
   EXPECT_EQ(content, R"({"tool_call": 5})");
   EXPECT_TRUE(calls.empty());
+}
+
+TEST(ChatTools, ParsesLlama3AndMistralCalls) {
+  std::string content;
+  std::vector<ToolCall> calls;
+  ParseToolReply(ToolSyntax::kLlama3,
+                 "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\", \"unit\": "
+                 "\"c\"}}",
+                 &content, &calls);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "get_weather");
+  EXPECT_EQ(calls[0].arguments, R"({"city":"Rome","unit":"c"})");
+  EXPECT_EQ(content, "");
+  ParseToolReply(ToolSyntax::kLlama3, "Looking.\n{\"name\": \"now\", \"parameters\": {}}", &content,
+                 &calls);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(content, "Looking.");
+  ParseToolReply(ToolSyntax::kLlama3, "{\"name\": \"now\", \"param", &content, &calls);
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(content, "{\"name\": \"now\", \"param");
+  // Mistral: [TOOL_CALLS] is a control token, not in the text; where a
+  // vocabulary spells it, it is no content.
+  for (const std::string& lead : {std::string(" "), std::string("[TOOL_CALLS] ")}) {
+    ParseToolReply(ToolSyntax::kMistral,
+                   lead +
+                       "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", "
+                       "\"unit\": \"f\"}}, {\"name\": \"now\", \"arguments\": {}}]",
+                   &content, &calls);
+    ASSERT_EQ(calls.size(), 2u) << lead;
+    EXPECT_EQ(calls[1].name, "now");
+    EXPECT_EQ(content, "");
+  }
+  ParseToolReply(ToolSyntax::kMistral, "[{\"name\": 5}]", &content, &calls);
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(content, "[{\"name\": 5}]");
+  EXPECT_EQ(SettledToolContent(ToolSyntax::kLlama3, "Hi {\"na"), 2u);
+  EXPECT_EQ(SettledToolContent(ToolSyntax::kMistral, "Hi [{"), 2u);
+  EXPECT_EQ(SettledToolContent(ToolSyntax::kMistral, "Hi [1]"), 6u);
 }
 
 // Whole texts through the reply grammar: a valid call is taken, a call
@@ -224,6 +360,33 @@ TEST(ChatTools, ReplyGrammarHoldsCallsToTheirSchemas) {
               whole);
 }
 
+TEST(ChatTools, Llama3AndMistralGrammars) {
+  ToolRequest r = Weather();
+  r.choice = ToolChoice::kRequired;
+  std::string gbnf, trigger;
+  bool whole = false;
+  ASSERT_TRUE(ToolGrammar(ToolSyntax::kLlama3, r, &gbnf, &trigger).ok());
+  EXPECT_EQ(trigger, "");
+  const std::string call = "{\"name\": \"now\", \"parameters\": {}}";
+  EXPECT_TRUE(Takes(gbnf, call, &whole) && whole);
+  EXPECT_FALSE(Takes(gbnf, call + ";", &whole));  // one call a reply
+  EXPECT_FALSE(Takes(gbnf, "{\"name\": \"now\", \"arguments\"", &whole));
+  r.choice = ToolChoice::kAuto;
+  ASSERT_TRUE(ToolGrammar(ToolSyntax::kLlama3, r, &gbnf, &trigger).ok());
+  EXPECT_EQ(trigger, "{\"name\": \"");
+  ASSERT_TRUE(ToolGrammar(ToolSyntax::kMistral, r, &gbnf, &trigger).ok());
+  EXPECT_EQ(trigger, "[{\"name\": \"");
+  const std::string calls =
+      "[{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": "
+      "{\"city\": \"Oslo\", \"unit\": \"c\"}}]";
+  EXPECT_TRUE(Takes(gbnf, calls, &whole) && whole);
+  EXPECT_TRUE(Takes(gbnf, " " + calls, &whole) && whole);  // 7B v0.3's space
+  EXPECT_FALSE(Takes(gbnf, "[{\"name\": \"now\", \"parameters\"", &whole));
+  r.parallel = false;
+  ASSERT_TRUE(ToolGrammar(ToolSyntax::kMistral, r, &gbnf, &trigger).ok());
+  EXPECT_FALSE(Takes(gbnf, calls, &whole));
+}
+
 TEST(ChatTools, SettledContentStopsBeforeWhatMayBeACall) {
   EXPECT_EQ(SettledToolContent(ToolSyntax::kHermes, "Hello"), 5u);
   EXPECT_EQ(SettledToolContent(ToolSyntax::kHermes, "Hello <tool_c"), 5u);
@@ -248,6 +411,14 @@ TEST(ChatTools, PythonJsonSpelling) {
   const ojson j = ojson::parse(R"({"b": [1, 2.5, true, null], "a": {"é": "x\ny\"", "z": {}}})");
   EXPECT_EQ(PythonJson(j),
             "{\"b\": [1, 2.5, true, null], \"a\": {\"é\": \"x\\ny\\\"\", \"z\": {}}}");
+}
+
+TEST(ChatTools, PythonJsonIndentedAsJsonDumps) {
+  // json.dumps(..., indent=4): "," ends an item's line, empty containers stay "{}" "[]".
+  const ojson j = ojson::parse(R"({"a": [1, {}], "b": {"c": []}})");
+  EXPECT_EQ(PythonJson(j, 4),
+            "{\n    \"a\": [\n        1,\n        {}\n    ],\n    \"b\": {\n        \"c\": []\n"
+            "    }\n}");
 }
 
 TEST(ChatTools, PrefixesRuleNamesOnly) {

@@ -187,7 +187,7 @@ def llama_server_routes(a, greedy, chat):
         "<|im_start|>user\nIn the beginning<|im_end|>\n<|im_start|>assistant\n"),
         "POST /apply-template: the ChatML prompt")
     st, msg = error(a, "/apply-template", {"messages": chat["messages"], "max_tokens": 3})
-    check(st == 400 and "max_tokens" in msg, f"/apply-template takes messages only ({msg!r})")
+    check(st == 400 and "max_tokens" in msg, f"/apply-template takes messages and tools only ({msg!r})")
     ids = call(a, "POST", "/tokenize", {"content": "Sea of Galilee \u00e9"})[2]["tokens"]
     st, _, r = call(a, "POST", "/tokenize", {"content": "Sea of Galilee \u00e9", "with_pieces": True})
     pieces = r["tokens"] if st == 200 else []

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Tool calls through pi-launch --http, against the demo model served with the chatml
-template (the Hermes syntax) and with llama3's (the generic JSON syntax).
+"""Tool calls through pi-launch --http, against the demo model served with each tool
+syntax's template: chatml (Hermes), llama3 (Llama 3.1's), mistral-v3 (Mistral's) and
+phi3 (the generic JSON syntax).
 
 - tool_choice required and named (one call: parallel_tool_calls false): finish_reason
   tool_calls, content null, each call's id, name, and arguments a JSON string valid
@@ -8,7 +9,8 @@ template (the Hermes syntax) and with llama3's (the generic JSON syntax).
   give the same calls as the whole reply (ids aside: each reply makes its own).
 - tool_choice auto: a reply of text or of calls, each well formed; none: plain text.
 - A conversation with the assistant's calls and the tools' results is taken, and
-  /apply-template renders the results (Hermes: <tool_response> blocks).
+  /apply-template renders the results in the family's own markers (Hermes:
+  <tool_response> blocks; Llama 3.1: an ipython turn; Mistral: [TOOL_RESULTS]).
 - 400s naming the problem: tools malformed, a bad or repeated name, an unknown named
   tool, tool_choice without tools, a tool message without its id or answering no
   call, tools beside response_format, logprobs with tools, functions, a parameters
@@ -116,6 +118,10 @@ def history(a, label, marker):
     st, _, r = call(a, "POST", "/apply-template", {"messages": convo})
     check(st == 200 and marker in r.get("prompt", "") and "18 degrees" in r.get("prompt", ""),
           f"{label}: /apply-template renders the result ({marker!r})")
+    bare = r.get("prompt", "")
+    st, _, r = call(a, "POST", "/apply-template", {"messages": convo, "tools": TOOLS})
+    check(st == 200 and "The weather" in r.get("prompt", "") and "The weather" not in bare,
+          f"{label}: /apply-template with tools writes them into the prompt")
 
 
 def refusals(a):
@@ -149,9 +155,12 @@ def refusals(a):
 def main():
     bin_dir = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        for template, label, marker in (("chatml", "hermes", "<tool_response>"),
-                                        ("llama3", "generic", "\"tool_response\"")):
-            s = launch(bin_dir, tmp, "-m", MODEL, "-t", "2", "-c", "1024",
+        for template, label, marker in (
+                ("chatml", "hermes", "<tool_response>"),
+                ("llama3", "llama3", "<|start_header_id|>ipython<|end_header_id|>"),
+                ("mistral-v3", "mistral", "[TOOL_RESULTS] {\"content\": 18 degrees"),
+                ("phi3", "generic", "\"tool_response\"")):
+            s = launch(bin_dir, tmp, "-m", MODEL, "-t", "2", "-c", "2048",
                        "--chat-template", template)
             check(s.http is not None, f"pi-launch --chat-template {template} serves")
             required_and_named(s.http, label)

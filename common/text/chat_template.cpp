@@ -8,25 +8,38 @@ struct Named {
   ChatTemplate t;
 };
 constexpr Named kNames[] = {
-    {"chatml", ChatTemplate::kChatml}, {"llama2", ChatTemplate::kLlama2},
-    {"llama3", ChatTemplate::kLlama3}, {"mistral", ChatTemplate::kMistral},
-    {"zephyr", ChatTemplate::kZephyr}, {"gemma", ChatTemplate::kGemma},
-    {"vicuna", ChatTemplate::kVicuna}, {"phi3", ChatTemplate::kPhi3},
+    {"chatml", ChatTemplate::kChatml},        {"llama2", ChatTemplate::kLlama2},
+    {"llama3", ChatTemplate::kLlama3},        {"mistral", ChatTemplate::kMistral},
+    {"mistral-v3", ChatTemplate::kMistralV3}, {"mistral-v3-tekken", ChatTemplate::kMistralV3Tekken},
+    {"zephyr", ChatTemplate::kZephyr},        {"gemma", ChatTemplate::kGemma},
+    {"vicuna", ChatTemplate::kVicuna},        {"phi3", ChatTemplate::kPhi3},
 };
 
 bool Has(const std::string& s, const char* marker) {
   return s.find(marker) != std::string::npos;
 }
 
+bool IsMistralV3(ChatTemplate t) {
+  return t == ChatTemplate::kMistralV3 || t == ChatTemplate::kMistralV3Tekken;
+}
+
+// The roles a family writes besides system, user and assistant.
+bool ToolRole(ChatTemplate t, const std::string& role) {
+  if (t == ChatTemplate::kLlama3) return role == "ipython";
+  return IsMistralV3(t) &&
+         (role == "available_tools" || role == "tool_calls" || role == "tool_results");
+}
+
 // The system message (if first) apart from the turns.
-Status Split(const std::vector<ChatMessage>& messages, std::string* system,
-             std::vector<const ChatMessage*>* turns) {
+Status Split(ChatTemplate t, const std::vector<ChatMessage>& messages, std::string* system,
+             bool* has_system, std::vector<const ChatMessage*>* turns) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "system") {
       if (i != 0) return Status::Error("messages[%zu]: a system message must come first", i);
       *system = m.content;
-    } else if (m.role == "user" || m.role == "assistant") {
+      *has_system = true;
+    } else if (m.role == "user" || m.role == "assistant" || ToolRole(t, m.role)) {
       turns->push_back(&m);
     } else {
       return Status::Error("messages[%zu]: role '%s' is not system, user or assistant", i,
@@ -73,6 +86,36 @@ void RenderTagged(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
   if (gen) out->Markup(open("assistant"));
 }
 
+// Mistral's formats with tool tokens (7B v0.3's template; Nemo's without the
+// spaces after the markers): the system message opens the last message when
+// that is the user's (and is left out otherwise, as those templates do); the
+// tools go before the last user message; no generation prompt.
+void RenderMistralV3(ChatTemplate t, const std::string& system, bool has_system,
+                     const std::vector<const ChatMessage*>& turns, Rendered* out) {
+  const std::string sp = t == ChatTemplate::kMistralV3 ? " " : "";
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const ChatMessage& m = *turns[i];
+    if (m.role == "user") {
+      out->Markup("[INST]" + sp);
+      if (i + 1 == turns.size() && has_system) out->Content(system).Markup("\n\n");
+      out->Content(m.content).Markup("[/INST]");
+    } else if (m.role == "assistant") {
+      if (sp.empty()) {
+        out->Content(m.content);
+      } else {
+        out->Markup(" ").Content(TrimSpace(m.content));
+      }
+      out->Markup("</s>");
+    } else if (m.role == "available_tools") {
+      out->Markup("[AVAILABLE_TOOLS]" + sp).Content(m.content).Markup("[/AVAILABLE_TOOLS]");
+    } else if (m.role == "tool_calls") {
+      out->Markup("[TOOL_CALLS]" + sp).Content(m.content).Markup("</s>");
+    } else {  // tool_results
+      out->Markup("[TOOL_RESULTS]" + sp).Content(m.content).Markup("[/TOOL_RESULTS]");
+    }
+  }
+}
+
 }  // namespace
 
 const char* ChatTemplateName(ChatTemplate t) {
@@ -83,7 +126,8 @@ const char* ChatTemplateName(ChatTemplate t) {
 }
 
 const char* ChatTemplateNames() {
-  return "chatml, llama2, llama3, mistral, zephyr, gemma, vicuna, phi3";
+  return "chatml, llama2, llama3, mistral, mistral-v3, mistral-v3-tekken, zephyr, gemma, vicuna, "
+         "phi3";
 }
 
 Status ParseChatTemplateName(const std::string& name, ChatTemplate* out) {
@@ -103,6 +147,11 @@ Status DetectChatTemplate(const std::string& text, ChatTemplate* out) {
     *out = ChatTemplate::kChatml;
   } else if (Has(text, "<|start_header_id|>") && Has(text, "<|end_header_id|>")) {
     *out = ChatTemplate::kLlama3;
+  } else if (Has(text, "[INST]") && (Has(text, "[TOOL_CALLS]") || Has(text, "[AVAILABLE_TOOLS]"))) {
+    // 7B v0.3 writes "[TOOL_CALLS] [", Nemo "[TOOL_CALLS][".
+    *out = Has(text, "[TOOL_CALLS][") || Has(text, "[AVAILABLE_TOOLS][")
+               ? ChatTemplate::kMistralV3Tekken
+               : ChatTemplate::kMistralV3;
   } else if (Has(text, "[INST]")) {
     *out = Has(text, "<<SYS>>") ? ChatTemplate::kLlama2 : ChatTemplate::kMistral;
   } else if (Has(text, "<|assistant|>") && Has(text, "<|end|>")) {
@@ -128,8 +177,9 @@ Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
   if (content_spans) content_spans->clear();
   Rendered out{text, content_spans};
   std::string system;
+  bool has_system = false;
   std::vector<const ChatMessage*> turns;
-  PI_RETURN_IF_ERROR(Split(messages, &system, &turns));
+  PI_RETURN_IF_ERROR(Split(t, messages, &system, &has_system, &turns));
   switch (t) {
     case ChatTemplate::kChatml:
     case ChatTemplate::kLlama3:
@@ -171,6 +221,10 @@ Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
       }
       return Status::Ok();
     }
+    case ChatTemplate::kMistralV3:
+    case ChatTemplate::kMistralV3Tekken:
+      RenderMistralV3(t, system, has_system, turns, &out);
+      return Status::Ok();
     case ChatTemplate::kGemma: {
       // No system role: it opens the first user turn; the assistant is "model".
       bool first = true;
@@ -198,6 +252,12 @@ Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
     }
   }
   return Status::Error("unknown chat template");
+}
+
+std::string TrimSpace(const std::string& s) {
+  const char* ws = " \t\n\r";
+  const size_t b = s.find_first_not_of(ws);
+  return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(ws) + 1 - b);
 }
 
 Status ChatTemplateOfModel(const GgufFile& file, ChatTemplate* out) {

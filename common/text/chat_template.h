@@ -18,18 +18,35 @@
 
 namespace pi {
 
-enum class ChatTemplate { kChatml, kLlama2, kLlama3, kMistral, kZephyr, kGemma, kVicuna, kPhi3 };
+// kMistral is Mistral's v1 format ("[INST] user [/INST]"); kMistralV3 and
+// kMistralV3Tekken the formats of its models with tool tokens (7B v0.3; Nemo,
+// whose markers take no spaces), as their own templates write them.
+enum class ChatTemplate {
+  kChatml,
+  kLlama2,
+  kLlama3,
+  kMistral,
+  kMistralV3,
+  kMistralV3Tekken,
+  kZephyr,
+  kGemma,
+  kVicuna,
+  kPhi3
+};
 
 struct ChatMessage {
-  std::string role;  // system | user | assistant
+  // system | user | assistant; and the roles tool conversations are written
+  // with (chat_tools.h): ipython (llama3: a tool's result), available_tools,
+  // tool_calls and tool_results (mistral-v3: inside the family's markers).
+  std::string role;
   std::string content;
 };
 
 const char* ChatTemplateName(ChatTemplate t);
 // The names --chat-template takes, comma-separated (for errors and help).
 const char* ChatTemplateNames();
-// A name (chatml, llama2, llama3, mistral, zephyr, gemma, vicuna, phi3)
-// into *out; an error listing the names otherwise.
+// A name (chatml, llama2, llama3, mistral, mistral-v3, mistral-v3-tekken,
+// zephyr, gemma, vicuna, phi3) into *out; an error listing the names otherwise.
 Status ParseChatTemplateName(const std::string& name, ChatTemplate* out);
 // The family of a GGUF's tokenizer.chat_template: its name, or Jinja text
 // with the family's markers; an error saying the template is not one of
@@ -41,8 +58,13 @@ Status DetectChatTemplate(const std::string& text, ChatTemplate* out);
 // one (--chat-template NAME) otherwise.
 Status ChatTemplateOfModel(const GgufFile& file, ChatTemplate* out);
 
-// Renders `messages` (roles system, user, assistant; a system message only
-// first) and, with add_generation_prompt, opens the assistant's turn.
+// `s` without the whitespace around it: Jinja's trim, as templates apply it
+// to messages.
+std::string TrimSpace(const std::string& s);
+
+// Renders `messages` (roles system, user, assistant, and the family's tool
+// roles; a system message only first) and, with add_generation_prompt, opens
+// the assistant's turn.
 // *content_spans (when given): where the messages' contents are in *out,
 // in order.
 Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages,

@@ -1,5 +1,6 @@
 #include "common/text/chat_tools.h"
 
+#include <cctype>
 #include <random>
 
 #include "common/text/grammar.h"
@@ -74,21 +75,71 @@ std::string GenericCalls(const ChatTurn& t) {
   return PythonJson(reply);
 }
 
+const char kAlnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+const char kLlama3System[] =
+    "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+
+std::string Llama3Tools(const ToolRequest& tools) {
+  std::string s =
+      "Given the following functions, please respond with a JSON for a function call with its "
+      "proper arguments that best answers the given prompt.\n\nRespond in the format "
+      "{\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do "
+      "not use variables.\n\n";
+  for (const ToolDef& t : tools.tools) s += PythonJson(ToolSpec(t), 4) + "\n\n";
+  return s;
+}
+
+std::string Llama3Call(const ToolCall& c) {
+  return "{\"name\": \"" + c.name + "\", \"parameters\": " + PythonJson(Arguments(c)) + "}";
+}
+
+// Mistral's templates take ids of exactly 9 letters and digits; any other id
+// (OpenAI's "call_...") becomes 9 of them, the same each time it is written.
+std::string MistralId(const std::string& id) {
+  bool ok = id.size() == 9;
+  for (char c : id) ok = ok && std::isalnum(static_cast<unsigned char>(c));
+  if (ok) return id;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (char c : id) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  std::string out;
+  for (int i = 0; i < 9; ++i, h /= 62) out += kAlnum[h % 62];
+  return out;
+}
+
+// The tools as Mistral's templates list them: a JSON list on one line.
+std::string MistralTools(const ToolRequest& tools) {
+  std::string s = "[";
+  for (size_t i = 0; i < tools.tools.size(); ++i) {
+    s += (i ? ", " : "") + PythonJson(ToolSpec(tools.tools[i]));
+  }
+  return s + "]";
+}
+
+std::string MistralCalls(const ChatTurn& t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.tool_calls.size(); ++i) {
+    const ToolCall& c = t.tool_calls[i];
+    const std::string fn = PythonJson(ojson{{"name", c.name}, {"arguments", Arguments(c)}});
+    s += (i ? ", " : "") + fn.substr(0, fn.size() - 1) + ", \"id\": \"" + MistralId(c.id) + "\"}";
+  }
+  return s + "]";
+}
+
 std::string NewCallId() {
-  static const char kAlnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   thread_local std::mt19937 rng(std::random_device{}());
   std::string id = "call_";
   for (int i = 0; i < 24; ++i) id += kAlnum[rng() % 62];
   return id;
 }
 
-// The calls of one JSON object {"name", "arguments"}; false if it is not one.
-bool ReadCall(const ojson& j, std::vector<ToolCall>* calls) {
+// The call of one JSON object {"name", args_key}; false if it is not one.
+bool ReadCall(const ojson& j, std::vector<ToolCall>* calls, const char* args_key = "arguments") {
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
   ToolCall c;
   c.id = NewCallId();
   c.name = j["name"].get<std::string>();
-  const auto args = j.find("arguments");
+  const auto args = j.find(args_key);
   if (args == j.end()) {
     c.arguments = "{}";
   } else if (args->is_string()) {
@@ -111,23 +162,122 @@ std::string Quoted(const std::string& s) {
   return "\"" + s + "\"";
 }
 
+bool Offered(const ToolRequest& tools) {
+  return !tools.tools.empty() && tools.choice != ToolChoice::kNone;
+}
+
+// The call of the assistant's turn `calling` that tool turn k answers; an
+// error naming the message if none.
+Status Answered(const ChatTurn* calling, const ChatTurn& t, size_t k, const ToolCall** out) {
+  *out = nullptr;
+  for (size_t c = 0; calling != nullptr && c < calling->tool_calls.size(); ++c) {
+    if (calling->tool_calls[c].id == t.tool_call_id) *out = &calling->tool_calls[c];
+  }
+  if (*out != nullptr) return Status::Ok();
+  return Status::Error(
+      "messages[%zu]: tool_call_id '%s' answers no call of the assistant's message before it", k,
+      t.tool_call_id.c_str());
+}
+
+// Meta's Llama 3.1 template: contents trimmed, the tools before the first
+// user message's text, each call an assistant turn of its own (that
+// template takes one call a turn), each result an ipython turn.
+Status Llama3Messages(const ToolRequest& tools, const std::vector<ChatTurn>& turns, size_t first,
+                      std::vector<ChatMessage>* out) {
+  const bool offer = Offered(tools);
+  if (offer) {
+    out->push_back({"system", kLlama3System + (first ? TrimSpace(turns[0].content) : "")});
+  } else if (first == 1) {
+    out->push_back({"system", TrimSpace(turns[0].content)});
+  }
+  bool tools_written = !offer;
+  const ChatTurn* calling = nullptr;
+  for (size_t k = first; k < turns.size(); ++k) {
+    const ChatTurn& t = turns[k];
+    if (!tools_written) {
+      if (t.role != "user") {
+        return Status::Error(
+            "messages[%zu]: llama3's template writes the tools into the first message after the "
+            "system message, which must then be the user's (this one is %s)",
+            k, t.role.c_str());
+      }
+      out->push_back({"user", Llama3Tools(tools) + TrimSpace(t.content)});
+      tools_written = true;
+    } else if (t.role == "assistant" && !t.tool_calls.empty()) {
+      calling = &t;
+      if (!TrimSpace(t.content).empty()) out->push_back({"assistant", TrimSpace(t.content)});
+      for (const ToolCall& c : t.tool_calls) out->push_back({"assistant", Llama3Call(c)});
+    } else if (t.role == "tool") {
+      const ToolCall* answered = nullptr;
+      PI_RETURN_IF_ERROR(Answered(calling, t, k, &answered));
+      // The template writes a result with tojson: a JSON string.
+      out->push_back({"ipython", PythonJson(ojson(t.content))});
+    } else {
+      out->push_back({t.role, TrimSpace(t.content)});
+    }
+  }
+  if (!tools_written)
+    return Status::Error(
+        "messages: llama3's template needs a user message to write the tools into");
+  return Status::Ok();
+}
+
+// Mistral's templates: the tools just before the last user message.
+Status MistralMessages(const ToolRequest& tools, const std::vector<ChatTurn>& turns, size_t first,
+                       std::vector<ChatMessage>* out) {
+  if (first == 1) out->push_back({"system", turns[0].content});
+  size_t last_user = turns.size();
+  for (size_t k = first; k < turns.size(); ++k) {
+    if (turns[k].role == "user") last_user = k;
+  }
+  if (Offered(tools) && last_user == turns.size()) {
+    return Status::Error(
+        "messages: mistral's template needs a user message to write the tools before");
+  }
+  const ChatTurn* calling = nullptr;
+  for (size_t k = first; k < turns.size(); ++k) {
+    const ChatTurn& t = turns[k];
+    if (k == last_user && Offered(tools)) out->push_back({"available_tools", MistralTools(tools)});
+    if (t.role == "assistant" && !t.tool_calls.empty()) {
+      calling = &t;
+      if (!t.content.empty()) out->push_back({"assistant", t.content});
+      out->push_back({"tool_calls", MistralCalls(t)});
+    } else if (t.role == "tool") {
+      const ToolCall* answered = nullptr;
+      PI_RETURN_IF_ERROR(Answered(calling, t, k, &answered));
+      out->push_back({"tool_results", "{\"content\": " + t.content + ", \"call_id\": \"" +
+                                          MistralId(t.tool_call_id) + "\"}"});
+    } else {
+      out->push_back({t.role, t.content});
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 ToolSyntax ToolSyntaxOf(ChatTemplate t) {
-  return t == ChatTemplate::kChatml ? ToolSyntax::kHermes : ToolSyntax::kGeneric;
+  switch (t) {
+    case ChatTemplate::kChatml:
+      return ToolSyntax::kHermes;
+    case ChatTemplate::kLlama3:
+      return ToolSyntax::kLlama3;
+    case ChatTemplate::kMistralV3:
+    case ChatTemplate::kMistralV3Tekken:
+      return ToolSyntax::kMistral;
+    default:
+      return ToolSyntax::kGeneric;
+  }
 }
 
 Status ToolMessages(ToolSyntax syntax, const ToolRequest& tools, const std::vector<ChatTurn>& turns,
                     std::vector<ChatMessage>* out) {
   out->clear();
-  std::string system;
-  size_t first = 0;
-  if (!turns.empty() && turns[0].role == "system") {
-    system = turns[0].content;
-    first = 1;
-  }
-  const bool offer = !tools.tools.empty() && tools.choice != ToolChoice::kNone;
-  if (offer) {
+  const size_t first = !turns.empty() && turns[0].role == "system" ? 1 : 0;
+  if (syntax == ToolSyntax::kLlama3) return Llama3Messages(tools, turns, first, out);
+  if (syntax == ToolSyntax::kMistral) return MistralMessages(tools, turns, first, out);
+  const std::string system = first ? turns[0].content : "";
+  if (Offered(tools)) {
     out->push_back({"system", syntax == ToolSyntax::kHermes ? HermesSystem(system, tools)
                                                             : GenericSystem(system, tools)});
   } else if (first == 1) {
@@ -147,15 +297,7 @@ Status ToolMessages(ToolSyntax syntax, const ToolRequest& tools, const std::vect
       continue;
     }
     const ToolCall* answered = nullptr;
-    for (size_t c = 0; calling != nullptr && c < calling->tool_calls.size(); ++c) {
-      if (calling->tool_calls[c].id == t.tool_call_id) answered = &calling->tool_calls[c];
-    }
-    if (answered == nullptr) {
-      return Status::Error(
-          "messages[%zu]: tool_call_id '%s' answers no call of the assistant's "
-          "message before it",
-          k, t.tool_call_id.c_str());
-    }
+    PI_RETURN_IF_ERROR(Answered(calling, t, k, &answered));
     // Results of one turn's calls go together in one user message.
     const bool joins = k > first && turns[k - 1].role == "tool";
     std::string block;
@@ -193,19 +335,31 @@ Status ToolGrammar(ToolSyntax syntax, const ToolRequest& tools, std::string* gbn
     rules += PrefixGbnfRules(args, p);
     const std::string call = "call-" + std::to_string(i);
     names += (names.empty() ? "" : " | ") + call;
-    if (syntax == ToolSyntax::kHermes) {
+    if (syntax != ToolSyntax::kGeneric) {
       // The name as its literal with the JSON quotes escaped for GBNF.
-      rules += call + " ::= \"\\\"" + t.name + "\\\", \\\"arguments\\\": \" " + p + "root\n";
+      const char* key = syntax == ToolSyntax::kLlama3 ? "parameters" : "arguments";
+      rules += call + " ::= \"\\\"" + t.name + "\\\", \\\"" + key + "\\\": \" " + p + "root\n";
     } else {
       rules += call + " ::= " + Quoted("\\\"" + t.name + "\\\"") +
                " call-ws \",\" call-ws \"\\\"arguments\\\"\" call-ws \":\" call-ws " + p + "root\n";
     }
   }
   if (names.empty()) return Status::Error("tool_choice: no tool named '%s'", tools.named.c_str());
+  const bool lazy = tools.choice == ToolChoice::kAuto;
   if (syntax == ToolSyntax::kHermes) {
     rules += "call ::= \"<tool_call>\\n{\\\"name\\\": \" ( " + names + " ) \"}\\n</tool_call>\"\n";
     rules += std::string("root ::= call") + (tools.parallel ? " ( \"\\n\" call )*" : "") + "\n";
-    if (tools.choice == ToolChoice::kAuto) *trigger = "<tool_call>";
+    if (lazy) *trigger = "<tool_call>";
+  } else if (syntax == ToolSyntax::kLlama3) {
+    // One call a reply: Llama 3.1's template takes no more.
+    rules += "root ::= \"{\\\"name\\\": \" ( " + names + " ) \"}\"\n";
+    if (lazy) *trigger = "{\"name\": \"";
+  } else if (syntax == ToolSyntax::kMistral) {
+    // After [TOOL_CALLS] (invisible): " [" in 7B v0.3's spelling, "[" in Nemo's.
+    rules += "call ::= \"{\\\"name\\\": \" ( " + names + " ) \"}\"\n";
+    rules += std::string("root ::= \" \"? \"[\" call") +
+             (tools.parallel ? " ( \", \" call )*" : "") + " \"]\"\n";
+    if (lazy) *trigger = "[{\"name\": \"";
   } else {
     rules += kGenericRules;
     rules += "call ::= \"{\" call-ws \"\\\"name\\\"\" call-ws \":\" call-ws ( " + names +
@@ -225,55 +379,113 @@ Status ToolGrammar(ToolSyntax syntax, const ToolRequest& tools, std::string* gbn
   return Status::Ok();
 }
 
-void ParseToolReply(ToolSyntax syntax, const std::string& text, std::string* content,
-                    std::vector<ToolCall>* calls) {
-  calls->clear();
-  *content = text;
-  if (syntax == ToolSyntax::kGeneric) {
-    const ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return;
-    std::vector<ToolCall> found;
-    bool ok = true;
-    if (j.contains("tool_call")) ok = ReadCall(j["tool_call"], &found);
-    if (ok && j.contains("tool_calls")) {
-      ok = j["tool_calls"].is_array();
-      for (size_t i = 0; ok && i < j["tool_calls"].size(); ++i)
-        ok = ReadCall(j["tool_calls"][i], &found);
-    }
-    const auto response = j.find("response");
-    if (!ok || (found.empty() && (response == j.end() || !response->is_string()))) return;
-    *content = response != j.end() && response->is_string() ? response->get<std::string>() : "";
-    *calls = std::move(found);
-    return;
+std::string ToolPrefill(ToolSyntax syntax, const ToolRequest& tools) {
+  const bool required = tools.choice == ToolChoice::kRequired || tools.choice == ToolChoice::kNamed;
+  return syntax == ToolSyntax::kMistral && required && !tools.tools.empty() ? "[TOOL_CALLS]" : "";
+}
+
+namespace {
+
+// Where a call may begin in each syntax's reply ("" for generic: all JSON).
+const std::string& CallOpening(ToolSyntax syntax) {
+  static const std::string kHermes = "<tool_call>", kLlama3 = "{\"name\"", kMistral = "[{\"name\"",
+                           kNone;
+  switch (syntax) {
+    case ToolSyntax::kHermes:
+      return kHermes;
+    case ToolSyntax::kLlama3:
+      return kLlama3;
+    case ToolSyntax::kMistral:
+      return kMistral;
+    default:
+      return kNone;
   }
-  static const std::string kOpen = "<tool_call>", kClose = "</tool_call>";
-  size_t at = text.find(kOpen);
-  if (at == std::string::npos) return;
+}
+
+// The generic syntax's one JSON object: true with its calls and response.
+bool ParseGeneric(const std::string& text, std::string* content, std::vector<ToolCall>* calls) {
+  const ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return false;
   std::vector<ToolCall> found;
-  const size_t first = at;
+  bool ok = true;
+  if (j.contains("tool_call")) ok = ReadCall(j["tool_call"], &found);
+  if (ok && j.contains("tool_calls")) {
+    ok = j["tool_calls"].is_array();
+    for (size_t i = 0; ok && i < j["tool_calls"].size(); ++i)
+      ok = ReadCall(j["tool_calls"][i], &found);
+  }
+  const auto response = j.find("response");
+  if (!ok || (found.empty() && (response == j.end() || !response->is_string()))) return false;
+  *content = response != j.end() && response->is_string() ? response->get<std::string>() : "";
+  *calls = std::move(found);
+  return true;
+}
+
+// Hermes' <tool_call> blocks from `at` on: true with their calls.
+bool ParseHermes(const std::string& text, size_t at, std::vector<ToolCall>* calls) {
+  static const std::string kOpen = "<tool_call>", kClose = "</tool_call>";
   while (at != std::string::npos) {
     const size_t body = at + kOpen.size();
     const size_t end = text.find(kClose, body);
     const ojson j = ojson::parse(text.substr(body, end == std::string::npos ? end : end - body),
                                  nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !ReadCall(j, &found)) return;
+    if (j.is_discarded() || !ReadCall(j, calls)) return false;
     if (end == std::string::npos) break;
     at = text.find(kOpen, end + kClose.size());
   }
-  size_t keep = first;
-  while (keep > 0 && (text[keep - 1] == '\n' || text[keep - 1] == ' ')) --keep;
-  *content = text.substr(0, keep);
+  return true;
+}
+
+}  // namespace
+
+void ParseToolReply(ToolSyntax syntax, const std::string& text, std::string* content,
+                    std::vector<ToolCall>* calls) {
+  calls->clear();
+  *content = text;
+  if (syntax == ToolSyntax::kGeneric) {
+    ParseGeneric(text, content, calls);
+    return;
+  }
+  const size_t first = text.find(CallOpening(syntax));
+  if (first == std::string::npos) return;
+  std::vector<ToolCall> found;
+  if (syntax == ToolSyntax::kHermes) {
+    if (!ParseHermes(text, first, &found)) return;
+  } else {
+    // The rest of the text one JSON value: Llama 3's call, Mistral's list.
+    const ojson j = ojson::parse(text.substr(first), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return;
+    if (syntax == ToolSyntax::kLlama3) {
+      if (!ReadCall(j, &found, j.contains("parameters") ? "parameters" : "arguments")) return;
+    } else {
+      if (!j.is_array() || j.empty()) return;
+      for (const ojson& c : j) {
+        if (!ReadCall(c, &found)) return;
+      }
+    }
+  }
+  std::string before = text.substr(0, first);
+  // Mistral's marker, where a vocabulary spells it as text.
+  static const std::string kMarker = "[TOOL_CALLS]";
+  const size_t marker = before.rfind(kMarker);
+  if (syntax == ToolSyntax::kMistral && marker != std::string::npos &&
+      before.find_first_not_of(" \n", marker + kMarker.size()) == std::string::npos) {
+    before.resize(marker);
+  }
+  size_t keep = before.size();
+  while (keep > 0 && (before[keep - 1] == '\n' || before[keep - 1] == ' ')) --keep;
+  *content = before.substr(0, keep);
   *calls = std::move(found);
 }
 
 size_t SettledToolContent(ToolSyntax syntax, const std::string& text) {
   if (syntax == ToolSyntax::kGeneric) return 0;
-  static const std::string kOpen = "<tool_call>";
-  size_t end = text.find(kOpen);
+  const std::string& open = CallOpening(syntax);
+  size_t end = text.find(open);
   if (end == std::string::npos) {
     end = text.size();
-    for (size_t k = std::min(kOpen.size() - 1, text.size()); k > 0; --k) {
-      if (text.compare(text.size() - k, k, kOpen, 0, k) == 0) {
+    for (size_t k = std::min(open.size() - 1, text.size()); k > 0; --k) {
+      if (text.compare(text.size() - k, k, open, 0, k) == 0) {
         end = text.size() - k;
         break;
       }
@@ -283,24 +495,39 @@ size_t SettledToolContent(ToolSyntax syntax, const std::string& text) {
   return end;
 }
 
-std::string PythonJson(const nlohmann::ordered_json& j) {
-  if (j.is_object()) {
+namespace {
+
+std::string PythonJsonAt(const ojson& j, int indent, int depth) {
+  const bool lines = indent > 0;
+  const std::string in =
+      lines ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
+  const std::string out = lines ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
+  const char* sep = lines ? "," : ", ";
+  if (j.is_object() && !j.empty()) {
     std::string s = "{";
     bool first = true;
     for (const auto& item : j.items()) {
-      if (!first) s += ", ";
+      s += (first ? "" : sep) + in;
       first = false;
       s += ojson(item.key()).dump(-1, ' ', false, ojson::error_handler_t::replace) + ": " +
-           PythonJson(item.value());
+           PythonJsonAt(item.value(), indent, depth + 1);
     }
-    return s + "}";
+    return s + out + "}";
   }
-  if (j.is_array()) {
+  if (j.is_array() && !j.empty()) {
     std::string s = "[";
-    for (size_t i = 0; i < j.size(); ++i) s += (i ? ", " : "") + PythonJson(j[i]);
-    return s + "]";
+    for (size_t i = 0; i < j.size(); ++i) {
+      s += (i ? sep : "") + in + PythonJsonAt(j[i], indent, depth + 1);
+    }
+    return s + out + "]";
   }
   return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string PythonJson(const nlohmann::ordered_json& j, int indent) {
+  return PythonJsonAt(j, indent, 0);
 }
 
 std::string PrefixGbnfRules(const std::string& g, const std::string& prefix) {

@@ -271,7 +271,9 @@ Status ReadChatPrompt(const std::string& body, const json& j, const ChatTemplate
     for (ChatTurn& t : turns) chat.push_back({t.role, std::move(t.content)});
   }
   if (out->tools) PI_RETURN_IF_ERROR(ToolGrammar(out->syntax, tools, &out->grammar, &out->trigger));
-  return RenderChat(*chat_template, chat, true, &out->text, &out->spans);
+  PI_RETURN_IF_ERROR(RenderChat(*chat_template, chat, true, &out->text, &out->spans));
+  out->text += ToolPrefill(out->syntax, tools);
+  return Status::Ok();
 }
 
 }  // namespace pi

@@ -344,7 +344,8 @@ Status RenderChatMessages(const std::string& body, const ChatTemplate* chat_temp
   json j;
   PI_RETURN_IF_ERROR(ParseObject(body, &j));
   for (const auto& item : j.items()) {
-    if (item.key() != "messages") {
+    const std::string& k = item.key();
+    if (k != "messages" && k != "tools" && k != "tool_choice" && k != "parallel_tool_calls") {
       return Status::Error("unrecognized request argument: %s", item.key().c_str());
     }
   }
