@@ -55,6 +55,10 @@ void Usage() {
       "  --http-max-connections N             open HTTP connections (default 256)\n"
       "  --http-max-connections-per-client N  of them from one address (default 32; 0:\n"
       "                          no limit, e.g. behind a reverse proxy)\n"
+      "  --spm-infill            /infill and suffix prompts put the suffix first (a model\n"
+      "                          trained suffix-prefix-middle)\n"
+      "  --pooling mean|last|cls /v1/embeddings: the prompt's final hidden states averaged,\n"
+      "                          the last token's or the first's (default mean)\n"
       "  --chat-template NAME    how /v1/chat/completions renders messages: chatml, llama2,\n"
       "                          llama3, mistral, mistral-v3, mistral-v3-tekken, zephyr,\n"
       "                          gemma, vicuna, phi3 (default: the model's\n"
@@ -125,6 +129,11 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
         else if (f == "--cors") {
           l->http.cors_origin = args.String(f);
           if (!args.failed() && l->http.cors_origin.empty()) args.Fail("--cors expects an origin");
+        } else if (f == "--spm-infill") {
+          l->http.spm_infill = true;
+        } else if (f == "--pooling") {
+          const pi::Status known = pi::ParsePooling(args.String(f), &l->http.pooling);
+          if (!args.failed() && !known.ok()) args.Fail("--pooling: " + known.message());
         } else if (f == "--chat-template") {
           const std::string name = args.String(f);
           pi::ChatTemplate t;

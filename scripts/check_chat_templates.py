@@ -84,23 +84,6 @@ def render(template, messages, tools, eos):
     return env.from_string(template).render(**kw)
 
 
-def with_template(dst, template):
-    """The demo model with `template` as its tokenizer.chat_template, written to dst."""
-    r = pigguf.GGUFReader(MODEL)
-    w = pigguf.GGUFWriter(dst, r.metadata["general.architecture"], sparse_magic=r.sparse_magic,
-                          alignment=r.alignment)
-    for key, value in r.metadata.items():
-        kind = r.metadata_types[key]
-        if kind.startswith("array["):
-            w.add_array(key, value, kind[len("array["):-1])
-        else:
-            getattr(w, "add_" + kind)(key, value)
-    w.add_string("tokenizer.chat_template", template)
-    for name, t in r.tensors.items():
-        w.add_tensor_raw(name, t.ne, t.type_id, t.data)
-    w.write()
-
-
 def mistral_v03(llama_cpp):
     """Mistral 7B v0.3's template: llama.cpp's chat-template test holds it as a C string."""
     with open(os.path.join(llama_cpp, "tests", "test-chat-template.cpp")) as f:
@@ -141,7 +124,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name, template, source, eos, calls, ids, plain in cases:
             model = os.path.join(tmp, "model.gguf")
-            with_template(model, template)
+            pigguf.copy_with_metadata(MODEL, model, tokenizer__chat_template=template)
             server = launch(bin_dir, tmp, "-m", model, "-c", "256")
             st, _, props = call(server.http, "GET", "/props") if server.http else (0, {}, {})
             detected = props.get("chat_template") if st == 200 else None

@@ -7,7 +7,8 @@
 #   device_fuzz a gpu_worker's device sessions (any sequence of device messages);
 #   request_fuzz  what a client sends the coordinator (GenerateRequest and
 #               TokenizeRequest bytes: protobuf, the validator, the tokenizer);
-#   http_body_fuzz  the HTTP API's /v1/completions bodies (JSON);
+#   http_body_fuzz  the HTTP API's completion, chat, native, infill and embeddings
+#               bodies (JSON);
 #   http_framing_fuzz  what a client sends on an HTTP connection (request lines,
 #               headers, chunked bodies and trailers) through the server's own
 #               connection code;
@@ -72,6 +73,9 @@ run_http_fuzzer() {
   printf '%s' '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"stream":true}' >"$work/seeds/chat"
   printf '%s' '{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"2"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}}],"tool_choice":"required","parallel_tool_calls":false}' >"$work/seeds/tools"
   printf '%s' '{"prompt":"x","json_schema":{"type":"object","properties":{"n":{"enum":[1,"a"]}}},"grammar":null}' >"$work/seeds/schema"
+  printf '%s' '{"input_prefix":"def f(","input_suffix":"):","prompt":"x","input_extra":[{"filename":"a.py","text":"y"}],"n_predict":8}' >"$work/seeds/infill"
+  printf '%s' '{"prompt":"a","suffix":"b","max_tokens":4}' >"$work/seeds/suffix"
+  printf '%s' '{"input":["In the beginning",[1,2,3]],"encoding_format":"base64","model":"demo"}' >"$work/seeds/embeddings"
   echo "fuzzing http_body_fuzz for ${seconds}s"
   if ! "$build/bin/http_body_fuzz" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$work/artifacts/" \

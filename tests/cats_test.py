@@ -158,7 +158,9 @@ def main():
         p = run(tool("pi-perplexity"), "-m", model, "-f", held, "-c", "128", "--chunks", "6",
                 "-t", "2", "--json", "--sparse", "off", "-b", "1")
         dense = json.loads(p.stdout)["ppl"] if p.returncode == 0 else float("nan")
-        check(abs(ppl[0.0] - dense) <= 1e-4 * dense,
+        # (The sparse and dense kernels sum in other orders: 1.01e-4 apart on an AVX2-only
+        # EPYC, 881.8170 against 881.9060; under 1e-4 on AVX-512 machines.)
+        check(abs(ppl[0.0] - dense) <= 2e-4 * dense,
               f"0 %: the dense perplexity, one token at a time ({ppl[0.0]:.4f} against "
               f"{dense:.4f})")
         # (A random model's perplexity says nothing of quality: docs/sparsity.md measures it

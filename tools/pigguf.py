@@ -539,6 +539,29 @@ class GGUFReader:
                 t.data = view[start:end]
 
 
+def copy_with_metadata(src, dst, **kv):
+    """Writes src's GGUF to dst with the keys of kv added or replaced (a str value as a
+    string, an int as u32); keys are spelled with "__" for "." (tokenizer__chat_template)."""
+    r = GGUFReader(src)
+    w = GGUFWriter(dst, r.metadata["general.architecture"], sparse_magic=r.sparse_magic,
+                   alignment=r.alignment)
+    for key, value in r.metadata.items():
+        kind = r.metadata_types[key]
+        if kind.startswith("array["):
+            w.add_array(key, value, kind[len("array["):-1])
+        else:
+            getattr(w, "add_" + kind)(key, value)
+    for key, value in kv.items():
+        key = key.replace("__", ".")
+        if isinstance(value, str):
+            w.add_string(key, value)
+        else:
+            w.add_u32(key, value)
+    for name, t in r.tensors.items():
+        w.add_tensor_raw(name, t.ne, t.type_id, t.data)
+    w.write()
+
+
 def _main(argv):
     if len(argv) != 2:
         print("usage: pigguf.py FILE.gguf", file=sys.stderr)

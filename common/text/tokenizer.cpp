@@ -125,6 +125,21 @@ Status Tokenizer::FromGguf(const GgufFile& file, std::unique_ptr<Tokenizer>* out
   PI_RETURN_IF_ERROR(ReadId(file, "tokenizer.ggml.unknown_token_id", &v.unk));
   PI_RETURN_IF_ERROR(ReadId(file, "tokenizer.ggml.eot_token_id", &v.eot));
   PI_RETURN_IF_ERROR(ReadId(file, "tokenizer.ggml.eom_token_id", &v.eom));
+  // FIM: llama.cpp's current keys, then the older ones (CodeLlama's files).
+  const struct {
+    const char* key;
+    const char* old_key;
+    int32_t* id;
+  } fim[] = {{"fim_pre", "prefix", &v.fim_pre}, {"fim_suf", "suffix", &v.fim_suf},
+             {"fim_mid", "middle", &v.fim_mid}, {"fim_pad", nullptr, &v.fim_pad},
+             {"fim_rep", nullptr, &v.fim_rep},  {"fim_sep", nullptr, &v.fim_sep}};
+  for (const auto& f : fim) {
+    if (f.old_key != nullptr) {
+      PI_RETURN_IF_ERROR(
+          ReadId(file, std::string("tokenizer.ggml.") + f.old_key + "_token_id", f.id));
+    }
+    PI_RETURN_IF_ERROR(ReadId(file, std::string("tokenizer.ggml.") + f.key + "_token_id", f.id));
+  }
   PI_RETURN_IF_ERROR(file.GetBoolOpt("tokenizer.ggml.add_bos_token", &v.add_bos));
   PI_RETURN_IF_ERROR(file.GetBoolOpt("tokenizer.ggml.add_eos_token", &v.add_eos));
   PI_RETURN_IF_ERROR(file.GetBoolOpt("tokenizer.ggml.add_space_prefix", &v.add_space_prefix));
@@ -164,7 +179,13 @@ Status Tokenizer::FromVocab(TokenizerVocab vocab, std::unique_ptr<Tokenizer>* ou
              {"tokenizer.ggml.eos_token_id", vocab.eos},
              {"tokenizer.ggml.unknown_token_id", vocab.unk},
              {"tokenizer.ggml.eot_token_id", vocab.eot},
-             {"tokenizer.ggml.eom_token_id", vocab.eom}};
+             {"tokenizer.ggml.eom_token_id", vocab.eom},
+             {"tokenizer.ggml.fim_pre_token_id", vocab.fim_pre},
+             {"tokenizer.ggml.fim_suf_token_id", vocab.fim_suf},
+             {"tokenizer.ggml.fim_mid_token_id", vocab.fim_mid},
+             {"tokenizer.ggml.fim_pad_token_id", vocab.fim_pad},
+             {"tokenizer.ggml.fim_rep_token_id", vocab.fim_rep},
+             {"tokenizer.ggml.fim_sep_token_id", vocab.fim_sep}};
   for (const auto& k : ids) {
     if (k.id < -1 || k.id >= static_cast<int32_t>(n)) {
       return Status::Error("%s = %d is out of range (%zu tokens)", k.key, k.id, n);
@@ -225,7 +246,8 @@ Status Tokenizer::Init() {
                    [&](int32_t a, int32_t b) { return v.tokens[a].size() > v.tokens[b].size(); });
   MeasureTokenBytes();
 
-  for (int32_t id : {v.eos, v.eot, v.eom}) {
+  FindFimTokens();
+  for (int32_t id : {v.eos, v.eot, v.eom, v.fim_pad, v.fim_rep, v.fim_sep}) {
     if (id >= 0) eog_ids_.push_back(id);
   }
   static const char* const kEogTexts[] = {"<|eot_id|>", "<|eom_id|>",    "<|im_end|>",
@@ -245,6 +267,45 @@ Status Tokenizer::Init() {
     PI_RETURN_IF_ERROR(BpeEncoder::Create(vocab_, token_to_id_, &bpe_));
   }
   return Status::Ok();
+}
+
+void Tokenizer::FindFimTokens() {
+  // The spellings of the code models' vocabularies (Qwen 2.5 Coder, StarCoder,
+  // CodeGemma, CodeLlama, DeepSeek Coder), for files without the keys.
+  const struct {
+    int32_t* id;
+    std::vector<const char*> texts;
+  } kinds[] = {
+      {&vocab_.fim_pre,
+       {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<|fim_begin|>", "<PRE>",
+        "\xe2\x96\x81<PRE>",
+        "<\xef\xbd\x9c"
+        "fim\xe2\x96\x81"
+        "begin\xef\xbd\x9c>"}},
+      {&vocab_.fim_suf,
+       {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<|fim_hole|>", "<SUF>",
+        "\xe2\x96\x81<SUF>",
+        "<\xef\xbd\x9c"
+        "fim\xe2\x96\x81"
+        "hole\xef\xbd\x9c>"}},
+      {&vocab_.fim_mid,
+       {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<|fim_end|>", "<MID>",
+        "\xe2\x96\x81<MID>",
+        "<\xef\xbd\x9c"
+        "fim\xe2\x96\x81"
+        "end\xef\xbd\x9c>"}},
+      {&vocab_.fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>"}},
+      {&vocab_.fim_rep, {"<|repo_name|>", "<fim-repo>", "<reponame>"}},
+      {&vocab_.fim_sep, {"<|file_sep|>", "<fim-sep>", "<file_sep>"}},
+  };
+  for (const auto& k : kinds) {
+    for (size_t i = 0; *k.id < 0 && i < k.texts.size(); ++i) {
+      const auto it = token_to_id_.find(k.texts[i]);
+      if (it == token_to_id_.end()) continue;
+      const TokenType t = vocab_.types[it->second];
+      if (t == TokenType::kControl || t == TokenType::kUserDefined) *k.id = it->second;
+    }
+  }
 }
 
 void Tokenizer::MeasureTokenBytes() {

@@ -48,8 +48,11 @@ struct TokenizerVocab {
   int32_t bos = -1;                 // -1: none
   int32_t eos = -1;
   int32_t unk = -1;
-  int32_t eot = -1;      // end of turn (tokenizer.ggml.eot_token_id), ends generation too
-  int32_t eom = -1;      // end of message (tokenizer.ggml.eom_token_id)
+  int32_t eot = -1;  // end of turn (tokenizer.ggml.eot_token_id), ends generation too
+  int32_t eom = -1;  // end of message (tokenizer.ggml.eom_token_id)
+  // Fill-in-the-middle (tokenizer.ggml.fim_*_token_id; found by their text
+  // when absent): prefix, suffix, middle, padding, repository, file separator.
+  int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
   bool add_bos = false;  // tokenizer.ggml.add_bos_token: what callers should pass to Encode
   bool add_eos = false;  // tokenizer.ggml.add_eos_token (Encode never appends eos itself)
   bool add_space_prefix = false;          // SPM: prepend one space to the text
@@ -109,7 +112,10 @@ class Tokenizer {
   // unknown characters into one token, and one that drops extra spaces shrinks the text).
   size_t max_token_bytes() const { return max_token_bytes_; }
   const TokenizerVocab& vocab() const { return vocab_; }
-  // End of generation: eos, eot, eom, and control tokens that chat models use to end a
+  // Fill-in-the-middle: a model that has them all takes an infill prompt (infill.h).
+  bool has_fim() const { return vocab_.fim_pre >= 0 && vocab_.fim_suf >= 0 && vocab_.fim_mid >= 0; }
+  // End of generation: eos, eot, eom, FIM's pad, repository and file separator (a code
+  // model's middle ends there), and control tokens that chat models use to end a
   // turn ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>").
   bool IsEog(int32_t id) const;
   // Those ids, sorted.
@@ -122,6 +128,7 @@ class Tokenizer {
   Tokenizer();
   Status Init();
   void MeasureTokenBytes();  // max_token_bytes_, once the pieces are known
+  void FindFimTokens();      // the FIM ids the file left out, by their text
   // Splits `text` into runs of raw text and special tokens (llama.cpp's
   // tokenizer_st_partition): longest special tokens first, leftmost occurrences.
   struct Fragment {

@@ -385,7 +385,7 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
     return Status::Error("a batch of %d rows: expected 1 to %d (-b + -np - 1)", n, max_rows_);
   }
   // Validated before anything changes; positions assigned in row order.
-  int n_logits = 0;
+  int n_logits = 0, n_hidden = 0;
   for (int i = 0; i < n; ++i) {
     const BatchRow& r = rows[i];
     if (r.seq < 0 || r.seq >= n_seq()) {
@@ -398,6 +398,19 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
       return Status::Error("more than %d rows ask for logits", n_seq());
     }
     n_logits += r.logits;
+    if (r.hidden && device_) {
+      return Status::Error(
+          "row %d: hidden states (embeddings) are computed on the host path only, and this "
+          "engine runs layers on a device",
+          i);
+    }
+    n_hidden += r.hidden;
+  }
+  if (n_hidden > 0 && hidden_.empty()) {
+    const size_t floats = static_cast<size_t>(max_rows_) * c.n_embd;
+    PI_RETURN_IF_ERROR(
+        CheckMemory("the hidden states of a batch", static_cast<int64_t>(floats * sizeof(float))));
+    hidden_.assign(floats, 0.0f);
   }
   int count[256] = {};  // n_seq <= 256 (Create)
   for (int i = 0; i < n; ++i) {
@@ -427,6 +440,17 @@ Status Engine::EvalBatch(const BatchRow* rows, int n) {
   }
   ForwardRows(0, n);
   for (int s = 0; s < n_seq(); ++s) SeqPast(s) += count[s];
+  for (int i = 0; n_hidden > 0 && i < n; ++i) {
+    if (!rows[i].hidden) continue;
+    float* out = hidden_.data() + static_cast<size_t>(i) * d;
+    NormalizeRow(c, m.output_norm, m.output_norm_b, h_.data() + i * d, out);
+    if (!AllFinite(out, static_cast<size_t>(d))) {
+      return Status::Error(
+          "row %d's hidden state holds NaN or infinite values (the model's numbers overflowed or "
+          "its weights are corrupt: --check-tensors validates them at load)",
+          i);
+    }
+  }
   int k = 0;
   for (int i = 0; i < n; ++i) {
     if (rows[i].logits) logit_rows_[k++] = i;

@@ -130,14 +130,22 @@ class Engine {
   // evaluating it alone in the same runs. At most max_batch_rows() rows and
   // n_seq asking for logits. Fails, changing nothing, on a bad sequence,
   // token or a full context.
+  // A row with `hidden` keeps its final-normed hidden state (what the head
+  // reads: the rows an embedding pools) at batch_hidden(i), i the row's
+  // index; on the host path only (with a device, an error before anything
+  // changes).
   struct BatchRow {
     int seq = 0;
     int32_t token = 0;
     bool logits = false;
+    bool hidden = false;
   };
   Status EvalBatch(const BatchRow* rows, int n);
   const float* batch_logits(int k) const {
     return logits_.data() + static_cast<size_t>(k) * n_vocab();
+  }
+  const float* batch_hidden(int i) const {
+    return hidden_.data() + static_cast<size_t>(i) * model_->config.n_embd;
   }
   int n_seq() const { return static_cast<int>(extra_caches_.size()) + 1; }
   int max_batch_rows() const { return max_rows_; }
@@ -211,6 +219,8 @@ class Engine {
   // Device failures (a gpu_worker lost mid-token), the recoveries (a fresh
   // device refilled by replaying the context's tokens, the token run again),
   // and the last failure's message.
+  // Layers run on a device (EngineOptions::device): no hidden states here.
+  bool has_device() const { return device_ != nullptr; }
   int64_t device_failures() const { return device_failures_; }
   int64_t device_recoveries() const { return device_recoveries_; }
   const std::string& device_error() const { return device_error_; }
@@ -328,6 +338,7 @@ class Engine {
   std::unique_ptr<std::atomic<int64_t>[]> computed_;
   std::vector<float> h_;        // [n_batch, n_embd] residual stream
   std::vector<float> x_;        // [n_batch, n_embd] final-normed
+  std::vector<float> hidden_;   // [max_rows, n_embd] EvalBatch's kept rows (on first use)
   std::vector<float> inp_;      // [n_batch, n_embd] layer input (parallel residual only)
   std::vector<float> ffn_out_;  // [n_batch, n_embd] the FFN's sum (post-norms only)
   std::vector<uint8_t> q8_;     // prepared output-layer input

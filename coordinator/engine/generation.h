@@ -15,6 +15,7 @@
 #include "common/text/grammar_matcher.h"
 #include "common/text/sampler.h"
 #include "common/text/tokenizer.h"
+#include "coordinator/engine/embedding.h"
 #include "coordinator/engine/engine.h"
 
 namespace pi {
@@ -44,6 +45,12 @@ struct GenerationRequest {
   // appears in it (a lazy grammar: free text, then a tool call held to its
   // schema); the grammar's matches start with it.
   std::string grammar_trigger;
+  // An embedding request (pooling not kNone; embedding.h): each of
+  // embed_prompts (non-empty, at most the context each) is evaluated,
+  // nothing generated, and its embedding goes to the result's embeddings;
+  // `prompt` is unused.
+  Pooling pooling = Pooling::kNone;
+  std::vector<std::vector<int32_t>> embed_prompts;
 };
 
 // A generated token's log-probability, and the most likely tokens' (most
@@ -74,6 +81,8 @@ struct GenerationResult {
   // One per generated token when asked for, entry k written before token k
   // is told (and never moved: reserved for the whole generation).
   std::vector<TokenLogprob> logprobs;
+  // An embedding request's: one per prompt, in order.
+  std::vector<std::vector<float>> embeddings;
 };
 
 // The tokens a generation sampled: the generated ones, and the end of text
@@ -81,6 +90,13 @@ struct GenerationResult {
 // it too): timings' predicted_n.
 inline int SampledTokens(const GenerationResult& g) {
   return static_cast<int>(g.ids.size()) + (std::string(g.stop_reason) == "eos" ? 1 : 0);
+}
+
+// The prompt tokens a request evaluates (an embedding request's, all its prompts').
+inline size_t PromptTokens(const GenerationRequest& r) {
+  size_t n = r.prompt.size();
+  for (const std::vector<int32_t>& p : r.embed_prompts) n += p.size();
+  return n;
 }
 
 // Told of each generated token and the text that became whole UTF-8 with it

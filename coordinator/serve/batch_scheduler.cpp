@@ -17,6 +17,14 @@ struct BatchScheduler::Slot {
   size_t prefilled = 0;  // prompt tokens evaluated (from the cache at first)
   int32_t next = -1;     // the token to evaluate next (decoding), else -1
   double prompt_start = 0;
+  size_t embed_at = 0;  // an embedding request: which of its prompts is evaluated
+  EmbeddingPool pool;   // and its embedding so far
+
+  bool embeds() const { return job->request.pooling != Pooling::kNone; }
+  // The prompt being evaluated.
+  const std::vector<int32_t>& prompt() const {
+    return embeds() ? job->request.embed_prompts[embed_at] : job->request.prompt;
+  }
 };
 
 BatchScheduler::BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks)
@@ -64,6 +72,10 @@ void BatchScheduler::Loop() {
       hooks_.started(job);
       slot->gen = std::make_unique<Generation>(*tok_, &job->sampler, job->request, engine_->n_ctx(),
                                                engine_->n_vocab(), &job->result);
+      if (slot->embeds()) {
+        slot->pool.Start(job->request.pooling, engine_->model().config.n_embd,
+                         static_cast<int>(slot->prompt().size()));
+      }
       job->result.n_cached = static_cast<int>(slot->prefilled);
       slot->prompt_start = NowSeconds();
     }
@@ -82,8 +94,10 @@ int BatchScheduler::PickSeq(const RequestJob& job, size_t* reuse) {
   size_t best = 0, most = 0;
   for (size_t i = 0; i < free_seqs_.size(); ++i) {
     const int s = free_seqs_[i];
-    const size_t r =
-        job.request.cache_prompt ? ReusablePrefix(cached_[s], job.request.prompt, n_batch_) : 0;
+    // (An embedding pools every position: nothing cached is reused.)
+    const size_t r = job.request.cache_prompt && job.request.pooling == Pooling::kNone
+                         ? ReusablePrefix(cached_[s], job.request.prompt, n_batch_)
+                         : 0;
     const int b = free_seqs_[best];
     if (r > most || (r == most && last_used_[s] < last_used_[b])) {
       best = i;
@@ -98,7 +112,7 @@ int BatchScheduler::PickSeq(const RequestJob& job, size_t* reuse) {
 
 void BatchScheduler::Leave(Slot* slot) {
   const std::vector<int32_t>& prompt = slot->job->request.prompt;
-  if (slot->prefilled == prompt.size() &&
+  if (!slot->embeds() && slot->prefilled == prompt.size() &&
       HoldsPrompt(slot->job->result, engine_->seq_n_past(slot->seq), prompt.size())) {
     cached_[slot->seq] = prompt;
   } else {
@@ -138,20 +152,27 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
   // The prompt with the least left goes first: a short request waits for at
   // most a chunk of a long one, not for all of it.
   Slot* prefill = nullptr;
-  auto left = [](const Slot* s) { return s->job->request.prompt.size() - s->prefilled; };
+  auto left = [](const Slot* s) { return s->prompt().size() - s->prefilled; };
   for (Slot* slot : *running) {
     if (slot->next >= 0 || left(slot) == 0) continue;
     if (!prefill || left(slot) < left(prefill)) prefill = slot;
   }
+  const size_t prefill_row = rows_.size();  // the prefill's first row
+  size_t prefill_from = 0;                  // and its position in the prompt
   if (prefill) {
     // (A cached prefix ends on a multiple of -b: the chunks of an uncached run.)
-    const std::vector<int32_t>& prompt = prefill->job->request.prompt;
+    const std::vector<int32_t>& prompt = prefill->prompt();
     const size_t end = std::min(prompt.size(), prefill->prefilled + n_batch_);
     for (size_t i = prefill->prefilled; i < end; ++i) {
+      if (prefill->embeds()) {  // hidden states, no logits
+        rows_.push_back({prefill->seq, prompt[i], false, prefill->pool.Wants(static_cast<int>(i))});
+        continue;
+      }
       const bool last = i + 1 == prompt.size();
       rows_.push_back({prefill->seq, prompt[i], last});
       if (last) row_slot_.push_back(prefill);
     }
+    prefill_from = prefill->prefilled;
     prefill->prefilled = end;
   }
   const Status s = engine_->EvalBatch(rows_.data(), static_cast<int>(rows_.size()));
@@ -191,6 +212,9 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
     slot->gen->Finish(push);
     done.push_back(slot);
   }
+  if (s.ok() && prefill && prefill->embeds() && EmbedStep(prefill, prefill_row, prefill_from)) {
+    done.push_back(prefill);
+  }
   if (!s.ok()) {  // a failed step ends every job in it (a prefill without logits too)
     for (Slot* slot : *running) {
       if (std::find(done.begin(), done.end(), slot) == done.end()) {
@@ -204,6 +228,26 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
     running->erase(std::find(running->begin(), running->end(), slot));
     Leave(slot);
   }
+}
+
+bool BatchScheduler::EmbedStep(Slot* slot, size_t row, size_t from) {
+  for (size_t i = from; i < slot->prefilled; ++i, ++row) {
+    const int pos = static_cast<int>(i);
+    if (slot->pool.Wants(pos)) slot->pool.Add(pos, engine_->batch_hidden(static_cast<int>(row)));
+  }
+  if (slot->prefilled < slot->prompt().size()) return false;
+  RequestJob* job = slot->job.get();
+  job->result.embeddings.push_back(slot->pool.Finish());
+  if (++slot->embed_at < job->request.embed_prompts.size()) {  // the next prompt, from empty
+    engine_->KeepSeq(slot->seq, 0);
+    slot->prefilled = 0;
+    slot->pool.Start(job->request.pooling, engine_->model().config.n_embd,
+                     static_cast<int>(slot->prompt().size()));
+    return false;
+  }
+  slot->gen->PromptDone(NowSeconds() - slot->prompt_start);
+  slot->gen->Finish(nullptr);
+  return true;
 }
 
 }  // namespace pi

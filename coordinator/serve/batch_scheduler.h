@@ -40,6 +40,9 @@ class BatchScheduler final : public Scheduler {
   // One step: the rows of the running jobs, EvalBatch, then each job's Next.
   void Step(std::vector<Slot*>* running);
   void Leave(Slot* slot);
+  // An embedding request's prefill rows from `row` (prompt position `from`
+  // on) were evaluated: pooled; true when its last prompt is done (finished).
+  bool EmbedStep(Slot* slot, size_t row, size_t from);
   // The free sequence for `job` (under mu_) and how much of its prompt that
   // sequence's cache holds.
   int PickSeq(const RequestJob& job, size_t* reuse);

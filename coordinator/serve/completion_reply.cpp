@@ -1,5 +1,7 @@
 #include "coordinator/serve/completion_reply.h"
 
+#include "coordinator/serve/embeddings_api.h"
+
 namespace pi {
 
 ReplyTimings TimingsOf(const GenerationResult& g, int n_prompt) {
@@ -145,6 +147,10 @@ int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
   if (std::string(result.stop_reason) == "error") {
     *body = ErrorJson(500, "the generation failed: " + result.error);
     return 500;
+  }
+  if (embeddings_) {
+    *body = EmbeddingsJson(embeddings_model_, result.embeddings, embeddings_base64_, n_prompt);
+    return 200;
   }
   const ReplyTimings timings = TimingsOf(result, n_prompt);
   CompletionInfo info = info_;

@@ -49,6 +49,12 @@ class CompletionReply {
   // sends the content as it settles: SettledToolContent; each call when
   // the reply is whole).
   void set_tools(ToolSyntax syntax) { tools_ = syntax; }
+  // An embeddings request's reply (embeddings_api.h): the list, whole.
+  void set_embeddings(std::string model, bool base64) {
+    embeddings_model_ = std::move(model);
+    embeddings_base64_ = base64;
+    embeddings_ = true;
+  }
 
   // A non-streamed reply's status and body: 200 and the whole response, or
   // 500 and the error.
@@ -68,6 +74,8 @@ class CompletionReply {
   bool include_usage_ = false;
   std::optional<NativeReplyInfo> native_;
   std::optional<ToolSyntax> tools_;
+  bool embeddings_ = false, embeddings_base64_ = false;
+  std::string embeddings_model_;
   std::string tool_text_;  // tools: the reply's text so far
   size_t tool_sent_ = 0;   // tools: its bytes sent as content
   void AppendToolEndEvents(const GenerationResult& result, int n_prompt, std::string* out);

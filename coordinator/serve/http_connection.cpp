@@ -216,14 +216,26 @@ void HttpConnection::Dispatch() {
   c.started_at = shared_->started_at;
   const std::string target(req.target());
   c.path = target.substr(0, target.find('?'));
-  if (route != HttpRoute::kCompletions && route != HttpRoute::kChatCompletions &&
-      route != HttpRoute::kNativeCompletion) {
-    return Reply(HandleRoute(route, c, req.body()), false);
+  CompletionKind kind;
+  switch (route) {
+    case HttpRoute::kCompletions:
+      kind = CompletionKind::kCompletions;
+      break;
+    case HttpRoute::kChatCompletions:
+      kind = CompletionKind::kChat;
+      break;
+    case HttpRoute::kNativeCompletion:
+      kind = CompletionKind::kNative;
+      break;
+    case HttpRoute::kInfill:
+      kind = CompletionKind::kInfill;
+      break;
+    case HttpRoute::kEmbeddings:
+      kind = CompletionKind::kEmbeddings;
+      break;
+    default:
+      return Reply(HandleRoute(route, c, req.body()), false);
   }
-  const CompletionKind kind = route == HttpRoute::kChatCompletions ? CompletionKind::kChat
-                              : route == HttpRoute::kNativeCompletion
-                                  ? CompletionKind::kNative
-                                  : CompletionKind::kCompletions;
   CompletionStart start;
   std::weak_ptr<HttpConnection> weak = weak_from_this();
   auto executor = stream_.get_executor();

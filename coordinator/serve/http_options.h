@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/text/chat_template.h"
+#include "coordinator/engine/embedding.h"
 
 namespace pi {
 
@@ -27,6 +28,11 @@ struct HttpServerOptions {
   // The chat template /v1/chat/completions renders messages with; unset:
   // the model has none (chat requests get a 400 saying how to choose one).
   std::optional<ChatTemplate> chat_template;
+  // /infill and a completion's suffix: the suffix before the prefix (a model
+  // trained suffix-prefix-middle; infill.h).
+  bool spm_infill = false;
+  // /v1/embeddings: how a prompt's hidden states become one vector (embedding.h).
+  Pooling pooling = Pooling::kMean;
   size_t max_body_bytes = 1 << 20;
   size_t max_header_bytes = 16 << 10;  // the request line and fields (and a body's trailer)
   // Deadlines (ms): a connection's wait for a request's first byte (between

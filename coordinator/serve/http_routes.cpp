@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/text/unicode.h"
+#include "coordinator/serve/embeddings_api.h"
 #include "coordinator/serve/generate_request.h"
 #include "coordinator/serve/openai_api.h"
 #include "coordinator/serve/web_page.h"
@@ -159,6 +160,13 @@ HttpReply Slots(const HttpContext& c) {
 
 }  // namespace
 
+HttpReply QueueFullReply(int max_queue) {
+  return ErrorReply(503,
+                    "the queue is full (" + std::to_string(max_queue) +
+                        " requests waiting, --max-queue); retry later",
+                    1);
+}
+
 HttpReply ErrorReply(int status, const std::string& message, int retry_after_s) {
   HttpReply r;
   r.status = status;
@@ -191,6 +199,8 @@ bool FindRoute(const std::string& path, const std::string& method, HttpRoute* ro
       {"/slots", "GET", HttpRoute::kSlots},
       {"/apply-template", "POST", HttpRoute::kApplyTemplate},
       {"/completion", "POST", HttpRoute::kNativeCompletion},
+      {"/infill", "POST", HttpRoute::kInfill},
+      {"/v1/embeddings", "POST", HttpRoute::kEmbeddings},
   };
   const bool model_path = path.size() > sizeof kModelPrefix - 1 &&
                           path.compare(0, sizeof kModelPrefix - 1, kModelPrefix) == 0;
@@ -287,10 +297,41 @@ Status ParseCompletion(const HttpServerOptions& o, CompletionKind kind, const st
                               status, o.any_model_name);
     case CompletionKind::kNative:
       return ParseNativeCompletionRequest(body, o.model_id, cr, status, o.any_model_name);
+    case CompletionKind::kInfill:
+      return ParseInfillRequest(body, o.model_id, cr, status, o.any_model_name);
+    case CompletionKind::kEmbeddings:
+      return Status::Error("not a completion");  // (StartEmbedding reads these)
     case CompletionKind::kCompletions:
       break;
   }
   return ParseCompletionRequest(body, o.model_id, cr, status, o.any_model_name);
+}
+
+// An infill request's prompt: InfillPrompt's tokens (infill.h), leaving room
+// for n_predict tokens (a quarter of the context when it asks for no limit).
+Status InfillTokens(RequestRunner* runner, bool spm, CompletionRequest* cr, int* status) {
+  const Tokenizer& tok = runner->tokenizer();
+  const InfillInput& in = cr->infill_input;
+  size_t bytes = in.prefix.size() + in.suffix.size() + in.prompt.size();
+  for (const InfillFile& f : in.extra) bytes += f.filename.size() + f.text.size();
+  *status = 400;
+  if (bytes > kMaxTokenizeBytes) {
+    return Status::Error("the infill texts are %zu bytes, at most %zu", bytes, kMaxTokenizeBytes);
+  }
+  WorkGate::Pass pass = runner->tokenize_gate().Enter();
+  if (!pass) {
+    *status = 503;
+    return Status::Error("too many prompts being tokenized at once; retry shortly");
+  }
+  const int n_ctx = runner->engine().n_ctx();
+  const int n_predict = cr->request.has_n_predict() ? cr->request.n_predict() : -1;
+  const int reserve = n_predict > 0 ? std::min(n_predict, n_ctx - 1) : n_ctx / 4;
+  std::vector<int32_t> ids;
+  Status s = InfillPrompt(tok, in, spm, n_ctx - reserve, &ids, &cr->infill_truncated);
+  if (!s.ok()) return s;
+  cr->request.clear_prompt();
+  for (int32_t id : ids) cr->request.mutable_prompt_ids()->add_ids(id);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -301,6 +342,7 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
     out->refusal = ErrorReply(503, "the model is still loading; retry shortly", 1);
     return;
   }
+  if (kind == CompletionKind::kEmbeddings) return StartEmbedding(c, body, std::move(notify), out);
   const HttpServerOptions& o = *c.options;
   RequestRunner* runner = c.runner;
   const Tokenizer& tok = runner->tokenizer();
@@ -312,6 +354,15 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
     return;
   }
   const Engine& engine = runner->engine();
+  if (cr.infill) {
+    s = InfillTokens(runner, o.spm_infill, &cr, &status);
+    if (!s.ok()) {
+      // A completion's suffix asked for it: the error names the field.
+      if (kind == CompletionKind::kCompletions && status == 400) s = s.WithContext("suffix");
+      out->refusal = ErrorReply(status, s.message(), status == 503 ? 1 : 0);
+      return;
+    }
+  }
   GenerationRequest request;
   SamplerParams sampling;
   bool busy = false;
@@ -321,7 +372,7 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
     out->refusal = busy ? ErrorReply(503, s.message(), 1) : ErrorReply(400, s.message());
     return;
   }
-  const bool native = kind == CompletionKind::kNative;
+  const bool native = kind == CompletionKind::kNative || kind == CompletionKind::kInfill;
   const int n_prompt = static_cast<int>(request.prompt.size());
   // The prompt's text, for echo and the native reply's "prompt".
   std::string prompt_text;
@@ -339,14 +390,12 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
     native_info.n_predict = request.n_predict;
     native_info.stops = request.stops;
     native_info.ignore_eos = request.ignore_eos;
+    native_info.prompt_truncated = cr.infill_truncated;
   }
   const bool logprobs = request.logprobs >= 0;
   out->job = runner->Submit(std::move(request), sampling, cr.stream, std::move(notify));
   if (!out->job) {
-    out->refusal = ErrorReply(503,
-                              "the queue is full (" + std::to_string(runner->max_queue()) +
-                                  " requests waiting, --max-queue); retry later",
-                              1);
+    out->refusal = QueueFullReply(runner->max_queue());
     return;
   }
   const bool chat = kind == CompletionKind::kChat;

@@ -24,6 +24,8 @@ struct HttpReply {
 };
 
 HttpReply ErrorReply(int status, const std::string& message, int retry_after_s = 0);
+// 503: max_queue requests already wait (retry in a second).
+HttpReply QueueFullReply(int max_queue);
 
 enum class HttpRoute {
   kPage,              // GET /: the chat page
@@ -39,10 +41,14 @@ enum class HttpRoute {
   kSlots,             // GET /slots (llama-server's, read-only)
   kApplyTemplate,     // POST /apply-template (llama-server's)
   kNativeCompletion,  // POST /completion (llama-server's native)
+  kInfill,            // POST /infill (llama-server's fill-in-the-middle)
+  kEmbeddings,        // POST /v1/embeddings
 };
 
-// Which completion a route starts: OpenAI's two, or llama-server's native.
-enum class CompletionKind { kCompletions, kChat, kNative };
+// Which completion a route starts: OpenAI's two, or llama-server's native
+// completion and infill (a native completion of an infill prompt).
+// Embeddings go the same way: a job, its whole reply.
+enum class CompletionKind { kCompletions, kChat, kNative, kInfill, kEmbeddings };
 
 // The route of `path` (without the query) and `method`; false with *status
 // 404 (no such path) or 405 (the path takes another method, *allow says which).

@@ -107,7 +107,7 @@ std::string NativeFinalJson(const NativeReplyInfo& info, bool stream, const Gene
             {"generation_settings", Settings(info)},
             {"prompt", info.prompt},
             {"has_new_line", text.find('\n') != std::string::npos},
-            {"truncated", g.context_shifts > 0},
+            {"truncated", g.context_shifts > 0 || info.prompt_truncated},
             {"stop_type", NativeStopType(g.stop_reason)},
             {"stopping_word", g.stop_word},
             {"tokens_cached", n_prompt + std::max(0, n_gen - 1)},

@@ -20,10 +20,11 @@ namespace pi {
 // What the replies of one native request report besides its tokens.
 struct NativeReplyInfo {
   std::string model;
-  std::string prompt;          // the prompt's text
-  int n_prompt = 0;            // its tokens (tokens_evaluated)
-  bool return_tokens = false;  // "tokens": the ids of each chunk (else [])
-  int n_probs = 0;             // > 0: "completion_probabilities" of each token
+  std::string prompt;             // the prompt's text
+  int n_prompt = 0;               // its tokens (tokens_evaluated)
+  bool return_tokens = false;     // "tokens": the ids of each chunk (else [])
+  int n_probs = 0;                // > 0: "completion_probabilities" of each token
+  bool prompt_truncated = false;  // an infill prompt lost text to fit (its "truncated")
   // generation_settings: what the request ran with.
   SamplerParams sampling;
   int n_predict = -1;

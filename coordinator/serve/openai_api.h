@@ -15,6 +15,7 @@
 #include "common/base/status.h"
 #include "common/text/chat_template.h"
 #include "common/text/chat_tools.h"
+#include "common/text/infill.h"
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/generation.h"
 #include "proto/pi.pb.h"
@@ -34,6 +35,11 @@ struct CompletionRequest {
   // Chat with tools offered: the reply's text is read for calls (chat_tools.h).
   bool tools = false;
   ToolSyntax tool_syntax = ToolSyntax::kGeneric;
+  // Fill-in-the-middle (/infill, a completion's suffix): the prompt is
+  // InfillPrompt's tokens of this input (infill.h), made with the tokenizer.
+  bool infill = false;
+  InfillInput infill_input;
+  bool infill_truncated = false;  // the prompt lost text to fit the context
 };
 
 // Reads a /v1/completions body: prompt (a string, token ids, or one string
@@ -68,6 +74,18 @@ Status ParseChatRequest(const std::string& body, const std::string& model_id,
 Status ParseNativeCompletionRequest(const std::string& body, const std::string& model_id,
                                     CompletionRequest* out, int* http_status,
                                     bool any_model = false);
+
+// A request's "model": one served here (model_id; any with any_model),
+// else an error with *http_status 404.
+Status CheckRequestModel(const std::string& requested, const std::string& model_id, bool any_model,
+                         int* http_status);
+
+// Reads llama-server's POST /infill body: input_prefix, input_suffix,
+// input_extra ([{"filename", "text"}], at most kMaxInfillFiles), prompt
+// (optional: text after the prefix), and the native completion's fields.
+Status ParseInfillRequest(const std::string& body, const std::string& model_id,
+                          CompletionRequest* out, int* http_status, bool any_model = false);
+inline constexpr size_t kMaxInfillFiles = 256;
 
 // The messages of a chat body rendered with `chat_template` into *prompt
 // (llama-server's /apply-template): the same checks as ParseChatRequest's.

@@ -40,12 +40,16 @@ const char* const kSharedFields[] = {"model",
                                      "cache_prompt",
                                      "grammar",
                                      "json_schema"};
-const char* const kCompletionFields[] = {"prompt", "echo", "logprobs", "n", "stream_options"};
+const char* const kCompletionFields[] = {"prompt", "echo",           "logprobs",
+                                         "n",      "stream_options", "suffix"};
 const char* const kChatFields[] = {
     "messages", "max_completion_tokens", "logprobs", "top_logprobs", "response_format",
     "n",        "stream_options",        "tools",    "tool_choice",  "parallel_tool_calls"};
 // llama-server's native /completion.
 const char* const kNativeFields[] = {"prompt", "n_probs", "return_tokens"};
+// llama-server's /infill: the native fields and the code around the cursor.
+const char* const kInfillFields[] = {"prompt",       "n_probs",      "return_tokens",
+                                     "input_prefix", "input_suffix", "input_extra"};
 
 // Fields clients send that this server does not implement, and what to say.
 struct NotImplemented {
@@ -57,7 +61,6 @@ const NotImplemented kNotImplemented[] = {
     {"function_call",
      "the deprecated function calls are not supported by this server: use "
      "tool_choice"},
-    {"suffix", "fill-in-the-middle (a suffix) is not supported by this server"},
     {"best_of", "one choice per request: best_of is not supported"},
     {"n_probs", "not supported: ask for logprobs"},
     {"store", "stored completions are not supported by this server"},
@@ -274,11 +277,8 @@ Status CommonFields(const json& j, const std::string& model_id, bool any_model,
   const auto model = j.find("model");
   if (model != j.end() && !model->is_null()) {
     if (!model->is_string()) return Status::Error("model must be a string");
-    if (!any_model && model->get<std::string>() != model_id) {
-      *http_status = 404;
-      return Status::Error("model '%s' is not served here (this server has '%s')",
-                           model->get<std::string>().c_str(), model_id.c_str());
-    }
+    PI_RETURN_IF_ERROR(
+        CheckRequestModel(model->get<std::string>(), model_id, any_model, http_status));
   }
   v1::GenerateRequest& req = out->request;
   int64_t i = 0;
@@ -327,6 +327,57 @@ Status ParseObject(const std::string& body, json* j) {
 // What every completion body starts with: the JSON object, only `own` and
 // the shared fields, and those read (*http_status 400 until the caller is
 // done, 404 for another model).
+// n_probs (each token's log-probability with this many alternatives, 0 to
+// 20) and return_tokens: the native completion's own fields.
+Status NativeFields(const json& j, CompletionRequest* out) {
+  int64_t n = 0;
+  bool present = false;
+  PI_RETURN_IF_ERROR(Integer(j, "n_probs", 0, 20, &n, &present));
+  if (present && n > 0) {
+    PI_RETURN_IF_ERROR(AskLogprobs(static_cast<int>(n), out));
+    out->n_probs = static_cast<int>(n);
+  }
+  return Boolean(j, "return_tokens", &out->return_tokens);
+}
+
+Status OptionalString(const json& j, const char* key, std::string* out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_string()) return Status::Error("%s must be a string", key);
+  *out = it->get<std::string>();
+  return Status::Ok();
+}
+
+// input_extra: the other files, [{"filename": ..., "text": ...}].
+Status InfillFiles(const json& j, std::vector<InfillFile>* out) {
+  const auto it = j.find("input_extra");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_array()) return Status::Error("input_extra must be an array of {filename, text}");
+  if (it->size() > kMaxInfillFiles) {
+    return Status::Error("input_extra: %zu files, at most %zu", it->size(), kMaxInfillFiles);
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& f = (*it)[i];
+    if (!f.is_object()) return Status::Error("input_extra[%zu] must be {filename, text}", i);
+    InfillFile file;
+    for (const auto& item : f.items()) {
+      const std::string& key = item.key();
+      std::string* field = key == "filename" ? &file.filename
+                           : key == "text"   ? &file.text
+                                             : nullptr;
+      if (field == nullptr) {
+        return Status::Error("input_extra[%zu].%s: unrecognized field", i, key.c_str());
+      }
+      if (!item.value().is_string()) {
+        return Status::Error("input_extra[%zu].%s must be a string", i, key.c_str());
+      }
+      *field = item.value().get<std::string>();
+    }
+    out->push_back(std::move(file));
+  }
+  return Status::Ok();
+}
+
 template <size_t N>
 Status ReadBody(const std::string& body, const char* const (&own)[N], const std::string& model_id,
                 bool any_model, json* j, CompletionRequest* out, int* http_status) {
@@ -338,6 +389,14 @@ Status ReadBody(const std::string& body, const char* const (&own)[N], const std:
 }
 
 }  // namespace
+
+Status CheckRequestModel(const std::string& requested, const std::string& model_id, bool any_model,
+                         int* http_status) {
+  if (any_model || requested == model_id) return Status::Ok();
+  *http_status = 404;
+  return Status::Error("model '%s' is not served here (this server has '%s')", requested.c_str(),
+                       model_id.c_str());
+}
 
 Status RenderChatMessages(const std::string& body, const ChatTemplate* chat_template,
                           std::string* prompt) {
@@ -369,6 +428,16 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
   if (out->echo && present) {
     return Status::Error("echo: with logprobs (the prompt's own) is not supported by this server");
   }
+  // suffix: OpenAI's insertion, the middle between the prompt and it.
+  const auto suffix = j.find("suffix");
+  if (suffix != j.end() && !suffix->is_null()) {
+    if (!suffix->is_string()) return Status::Error("suffix must be a string");
+    if (!out->request.has_prompt()) return Status::Error("suffix: the prompt must be text");
+    if (out->echo) return Status::Error("echo: with suffix is not supported by this server");
+    out->infill = true;
+    out->infill_input.prefix = out->request.prompt();
+    out->infill_input.suffix = suffix->get<std::string>();
+  }
   *http_status = 200;
   return Status::Ok();
 }
@@ -378,15 +447,22 @@ Status ParseNativeCompletionRequest(const std::string& body, const std::string& 
   json j;
   PI_RETURN_IF_ERROR(ReadBody(body, kNativeFields, model_id, any_model, &j, out, http_status));
   PI_RETURN_IF_ERROR(Prompt(j, &out->request));
-  // n_probs: each token's log-probability with this many alternatives (0 to 20).
-  int64_t n = 0;
-  bool present = false;
-  PI_RETURN_IF_ERROR(Integer(j, "n_probs", 0, 20, &n, &present));
-  if (present && n > 0) {
-    PI_RETURN_IF_ERROR(AskLogprobs(static_cast<int>(n), out));
-    out->n_probs = static_cast<int>(n);
-  }
-  PI_RETURN_IF_ERROR(Boolean(j, "return_tokens", &out->return_tokens));
+  PI_RETURN_IF_ERROR(NativeFields(j, out));
+  *http_status = 200;
+  return Status::Ok();
+}
+
+Status ParseInfillRequest(const std::string& body, const std::string& model_id,
+                          CompletionRequest* out, int* http_status, bool any_model) {
+  json j;
+  PI_RETURN_IF_ERROR(ReadBody(body, kInfillFields, model_id, any_model, &j, out, http_status));
+  InfillInput& in = out->infill_input;
+  PI_RETURN_IF_ERROR(OptionalString(j, "input_prefix", &in.prefix));
+  PI_RETURN_IF_ERROR(OptionalString(j, "input_suffix", &in.suffix));
+  PI_RETURN_IF_ERROR(OptionalString(j, "prompt", &in.prompt));
+  PI_RETURN_IF_ERROR(InfillFiles(j, &in.extra));
+  out->infill = true;
+  PI_RETURN_IF_ERROR(NativeFields(j, out));
   *http_status = 200;
   return Status::Ok();
 }

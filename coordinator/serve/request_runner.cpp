@@ -136,7 +136,7 @@ void RequestRunner::Finished(RequestJob* job) {
   GenerationResult& g = job->result;
   const std::string stop = g.stop_reason;
   ++(stop == "cancelled" ? cancelled_ : stop == "error" ? errors_ : completed_);
-  prompt_tokens_ += static_cast<int64_t>(job->request.prompt.size());
+  prompt_tokens_ += static_cast<int64_t>(PromptTokens(job->request));
   generated_tokens_ += static_cast<int64_t>(g.ids.size());
   if (g.eval_s > 0) last_tokens_per_s_milli_ = static_cast<int64_t>(1000.0 * g.n_eval / g.eval_s);
   // A lost gpu_worker counts as a worker failure too.
@@ -158,8 +158,9 @@ void RequestRunner::Finished(RequestJob* job) {
   fprintf(
       stderr,
       "%s: request %llu: %zu prompt + %zu tokens, %.1f tokens/s, queued %.0f ms, %s%s%s%s%s%s%s\n",
-      log_prefix_.c_str(), static_cast<unsigned long long>(job->id), job->request.prompt.size(),
-      g.ids.size(), g.eval_s > 0 ? g.n_eval / g.eval_s : 0.0, job->queue_s * 1e3, g.stop_reason,
+      log_prefix_.c_str(), static_cast<unsigned long long>(job->id), PromptTokens(job->request),
+      g.ids.size(), g.eval_s > 0 ? g.n_eval / g.eval_s : 0.0, job->queue_s * 1e3,
+      job->request.pooling != Pooling::kNone && stop == "length" ? "embedded" : g.stop_reason,
       g.error.empty() ? "" : ": ", g.error.c_str(), why.empty() ? "" : ": ", why.c_str(),
       job->warning.empty() ? "" : "; worker lost: ", job->warning.c_str());
   job->stream.End();

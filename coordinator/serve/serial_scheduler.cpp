@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/base/progress.h"
 #include "coordinator/engine/prompt_cache.h"
 
 namespace pi {
@@ -33,6 +34,10 @@ void SerialScheduler::Loop() {
 
 void SerialScheduler::RunJob(RequestJob* job) {
   hooks_.started(job);
+  if (job->request.pooling != Pooling::kNone) {
+    RunEmbedding(job);
+    return;
+  }
   const std::vector<int32_t>& prompt = job->request.prompt;
   const size_t reuse =
       job->request.cache_prompt ? ReusablePrefix(cached_, prompt, engine_->n_batch()) : 0;
@@ -48,6 +53,23 @@ void SerialScheduler::RunJob(RequestJob* job) {
   } else {
     cached_.clear();
   }
+  SetHealth(ReadWorkerHealth(*engine_));
+  hooks_.finished(job);
+}
+
+void SerialScheduler::RunEmbedding(RequestJob* job) {
+  const double start = NowSeconds();
+  GenerationResult& g = job->result;
+  const Status s = EmbedPrompts(
+      engine_, job->request.pooling, job->request.embed_prompts,
+      [&] { return stopping_ || job->stream.cancelled(); }, &g.embeddings);
+  g.prompt_s = NowSeconds() - start;
+  if (!s.ok()) {
+    const bool cancelled = stopping_ || job->stream.cancelled();
+    g.stop_reason = cancelled ? "cancelled" : "error";
+    if (!cancelled) g.error = s.message();
+  }
+  cached_.clear();  // the engine's sequence holds the last prompt, not a generation's
   SetHealth(ReadWorkerHealth(*engine_));
   hooks_.finished(job);
 }

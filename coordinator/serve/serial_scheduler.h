@@ -27,6 +27,7 @@ class SerialScheduler final : public Scheduler {
  private:
   void Loop() override;
   void RunJob(RequestJob* job);
+  void RunEmbedding(RequestJob* job);  // an embedding request's prompts (embedding.h)
 
   Engine* engine_;
   const Tokenizer* tok_;

@@ -1,16 +1,22 @@
 // libFuzzer target for the HTTP API's request bodies: any bytes that arrive
 // as a /v1/chat/completions body (messages rendered by each chat template),
-// a native /completion body, or a /v1/completions body (nlohmann's JSON
-// parser, ParseCompletionRequest, then the validator every front end shares,
-// with the demo model's tokenizer) are refused with a 400/404 and a message,
-// or give a job the engine can take.
+// a native /completion or /infill body, a /v1/embeddings body, or a
+// /v1/completions body (nlohmann's JSON parser, ParseCompletionRequest, then
+// the validator every front end shares, with the demo model's tokenizer) are
+// refused with a 400/404 and a message, or give a job the engine can take
+// (an infill's prompt built within its budget, with a copy of the demo
+// tokenizer given FIM markers).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "common/text/infill.h"
 #include "common/text/sampler.h"
 #include "common/text/tokenizer.h"
+#include "coordinator/serve/embeddings_api.h"
 #include "coordinator/serve/generate_request.h"
 #include "coordinator/serve/openai_api.h"
 #include "tests/fuzz/demo_tokenizer.h"
@@ -22,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int status = 0;
   // A body as /v1/chat/completions reads it (messages rendered with each
   // template in turn), and as /v1/completions reads it.
-  const pi::ChatTemplate t = static_cast<pi::ChatTemplate>(size % 8);
+  const pi::ChatTemplate t = static_cast<pi::ChatTemplate>(size % 10);
   pi::CompletionRequest chat;
   int chat_status = 0;
   const pi::Status cs = pi::ParseChatRequest(body, "demo", &t, &chat, &chat_status);
@@ -33,6 +39,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const pi::Status ns = pi::ParseNativeCompletionRequest(body, "demo", &native, &native_status);
   if (ns.ok() != (native_status == 200) || (!ns.ok() && ns.message().empty())) abort();
   if (native.n_probs < 0 || native.n_probs > 20) abort();
+  // And as /v1/embeddings reads it: inputs of one kind, none empty.
+  pi::EmbeddingRequest embed;
+  int embed_status = 0;
+  const pi::Status es = pi::ParseEmbeddingRequest(body, "demo", &embed, &embed_status);
+  if (es.ok() != (embed_status == 200) || (!es.ok() && es.message().empty())) abort();
+  if (es.ok() && (embed.texts.empty() == embed.ids.empty() ||
+                  embed.texts.size() + embed.ids.size() > pi::kMaxEmbeddingInputs)) {
+    abort();
+  }
+  // And as /infill reads it: its prompt within the budget, ending in the middle's marker.
+  pi::CompletionRequest infill;
+  int infill_status = 0;
+  const pi::Status is = pi::ParseInfillRequest(body, "demo", &infill, &infill_status);
+  if (is.ok() != (infill_status == 200) || (!is.ok() && is.message().empty())) abort();
+  if (is.ok()) {
+    static const std::unique_ptr<pi::Tokenizer> fim = [&] {
+      pi::TokenizerVocab v = tok.vocab();
+      v.fim_pre = 100, v.fim_suf = 101, v.fim_mid = 102;
+      std::unique_ptr<pi::Tokenizer> t;
+      if (!pi::Tokenizer::FromVocab(v, &t).ok()) abort();
+      return t;
+    }();
+    std::vector<int32_t> ids;
+    bool truncated = false;
+    const int budget = static_cast<int>(size % 64);
+    if (pi::InfillPrompt(*fim, infill.infill_input, size % 2, budget, &ids, &truncated).ok() &&
+        (ids.size() > static_cast<size_t>(budget) || ids.back() != 102)) {
+      abort();
+    }
+  }
   const pi::Status s = pi::ParseCompletionRequest(body, "demo", &cr, &status);
   if (!s.ok()) {
     if ((status != 400 && status != 404) || s.message().empty()) abort();

@@ -465,6 +465,7 @@ class LlamaRef:
             x = self.layernorm(h, self.output_norm, self.output_norm_b)
         else:
             x = self.rmsnorm(h, self.output_norm)
+        self.hidden = x  # the final-normed hidden states (what the head reads: embeddings)
         logits = self.output.matmul(x)
         if self.final_softcap > 0:
             logits = (self.final_softcap * np.tanh(logits.astype(np.float64) / self.final_softcap)
