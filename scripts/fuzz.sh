@@ -7,8 +7,8 @@
 #   device_fuzz a gpu_worker's device sessions (any sequence of device messages);
 #   request_fuzz  what a client sends the coordinator (GenerateRequest and
 #               TokenizeRequest bytes: protobuf, the validator, the tokenizer);
-#   http_body_fuzz  the HTTP API's completion, chat, native, infill and embeddings
-#               bodies (JSON);
+#   http_body_fuzz  the HTTP API's completion, chat, native, infill, embeddings and
+#               responses bodies (JSON);
 #   http_framing_fuzz  what a client sends on an HTTP connection (request lines,
 #               headers, chunked bodies and trailers) through the server's own
 #               connection code;
@@ -76,6 +76,7 @@ run_http_fuzzer() {
   printf '%s' '{"input_prefix":"def f(","input_suffix":"):","prompt":"x","input_extra":[{"filename":"a.py","text":"y"}],"n_predict":8}' >"$work/seeds/infill"
   printf '%s' '{"prompt":"a","suffix":"b","max_tokens":4}' >"$work/seeds/suffix"
   printf '%s' '{"input":["In the beginning",[1,2,3]],"encoding_format":"base64","model":"demo"}' >"$work/seeds/embeddings"
+  printf '%s' '{"instructions":"Be brief.","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"2"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"text":{"format":{"type":"json_object"}}}' >"$work/seeds/responses"
   echo "fuzzing http_body_fuzz for ${seconds}s"
   if ! "$build/bin/http_body_fuzz" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$work/artifacts/" \

@@ -169,6 +169,14 @@ int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
   }
   const int n_gen = static_cast<int>(result.ids.size());
   const char* finish = FinishReason(result.stop_reason);
+  if (responses_) {
+    std::string content = text;
+    std::vector<ToolCall> calls;
+    if (tools_) ParseToolReply(*tools_, text, &content, &calls);
+    *body = ResponseJson(info.id, info.created, info.model, *responses_, content, calls,
+                         std::string(finish) == "length", n_prompt, n_gen);
+    return 200;
+  }
   if (tools_) {
     std::string content;
     std::vector<ToolCall> calls;

@@ -49,6 +49,8 @@ class CompletionReply {
   // sends the content as it settles: SettledToolContent; each call when
   // the reply is whole).
   void set_tools(ToolSyntax syntax) { tools_ = syntax; }
+  // A /v1/responses request's reply (responses_api.h): a response object.
+  void set_responses(ResponsesEcho echo) { responses_ = std::move(echo); }
   // An embeddings request's reply (embeddings_api.h): the list, whole.
   void set_embeddings(std::string model, bool base64) {
     embeddings_model_ = std::move(model);
@@ -74,6 +76,7 @@ class CompletionReply {
   bool include_usage_ = false;
   std::optional<NativeReplyInfo> native_;
   std::optional<ToolSyntax> tools_;
+  std::optional<ResponsesEcho> responses_;
   bool embeddings_ = false, embeddings_base64_ = false;
   std::string embeddings_model_;
   std::string tool_text_;  // tools: the reply's text so far

@@ -233,6 +233,9 @@ void HttpConnection::Dispatch() {
     case HttpRoute::kEmbeddings:
       kind = CompletionKind::kEmbeddings;
       break;
+    case HttpRoute::kResponses:
+      kind = CompletionKind::kResponses;
+      break;
     default:
       return Reply(HandleRoute(route, c, req.body()), false);
   }

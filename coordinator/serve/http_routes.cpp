@@ -201,6 +201,7 @@ bool FindRoute(const std::string& path, const std::string& method, HttpRoute* ro
       {"/completion", "POST", HttpRoute::kNativeCompletion},
       {"/infill", "POST", HttpRoute::kInfill},
       {"/v1/embeddings", "POST", HttpRoute::kEmbeddings},
+      {"/v1/responses", "POST", HttpRoute::kResponses},
   };
   const bool model_path = path.size() > sizeof kModelPrefix - 1 &&
                           path.compare(0, sizeof kModelPrefix - 1, kModelPrefix) == 0;
@@ -301,6 +302,14 @@ Status ParseCompletion(const HttpServerOptions& o, CompletionKind kind, const st
       return ParseInfillRequest(body, o.model_id, cr, status, o.any_model_name);
     case CompletionKind::kEmbeddings:
       return Status::Error("not a completion");  // (StartEmbedding reads these)
+    case CompletionKind::kResponses: {
+      std::string chat;
+      *status = 400;
+      PI_RETURN_IF_ERROR(ResponsesToChat(body, &chat, &cr->responses_echo));
+      cr->responses = true;
+      return ParseChatRequest(chat, o.model_id, o.chat_template ? &*o.chat_template : nullptr, cr,
+                              status, o.any_model_name);
+    }
     case CompletionKind::kCompletions:
       break;
   }
@@ -398,9 +407,12 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
     out->refusal = QueueFullReply(runner->max_queue());
     return;
   }
-  const bool chat = kind == CompletionKind::kChat;
+  const bool chat = kind == CompletionKind::kChat || kind == CompletionKind::kResponses;
   CompletionInfo info;
-  info.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(number);
+  info.id = (kind == CompletionKind::kResponses ? "resp_"
+             : chat                             ? "chatcmpl-"
+                                                : "cmpl-") +
+            std::to_string(number);
   info.created = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();
@@ -411,6 +423,7 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
   if (cr.echo) out->reply->set_echo(prompt_text);
   if (native) out->reply->set_native(std::move(native_info));
   if (cr.tools) out->reply->set_tools(cr.tool_syntax);
+  if (cr.responses) out->reply->set_responses(std::move(cr.responses_echo));
   out->stream = cr.stream;
   out->n_prompt = n_prompt;
 }

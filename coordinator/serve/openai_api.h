@@ -18,6 +18,7 @@
 #include "common/text/infill.h"
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/generation.h"
+#include "coordinator/serve/responses_api.h"
 #include "proto/pi.pb.h"
 
 namespace pi {
@@ -40,6 +41,10 @@ struct CompletionRequest {
   bool infill = false;
   InfillInput infill_input;
   bool infill_truncated = false;  // the prompt lost text to fit the context
+  // A /v1/responses request (read as the chat body it was rewritten to): the
+  // reply is a response object echoing these.
+  bool responses = false;
+  ResponsesEcho responses_echo;
 };
 
 // Reads a /v1/completions body: prompt (a string, token ids, or one string

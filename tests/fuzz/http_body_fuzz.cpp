@@ -1,11 +1,11 @@
 // libFuzzer target for the HTTP API's request bodies: any bytes that arrive
 // as a /v1/chat/completions body (messages rendered by each chat template),
-// a native /completion or /infill body, a /v1/embeddings body, or a
-// /v1/completions body (nlohmann's JSON parser, ParseCompletionRequest, then
-// the validator every front end shares, with the demo model's tokenizer) are
-// refused with a 400/404 and a message, or give a job the engine can take
-// (an infill's prompt built within its budget, with a copy of the demo
-// tokenizer given FIM markers).
+// a native /completion or /infill body, a /v1/embeddings or /v1/responses
+// body, or a /v1/completions body (nlohmann's JSON parser,
+// ParseCompletionRequest, then the validator every front end shares, with
+// the demo model's tokenizer) are refused with a 400/404 and a message, or
+// give a job the engine can take (an infill's prompt built within its
+// budget, with a copy of the demo tokenizer given FIM markers).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -19,6 +19,7 @@
 #include "coordinator/serve/embeddings_api.h"
 #include "coordinator/serve/generate_request.h"
 #include "coordinator/serve/openai_api.h"
+#include "coordinator/serve/responses_api.h"
 #include "tests/fuzz/demo_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -39,6 +40,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const pi::Status ns = pi::ParseNativeCompletionRequest(body, "demo", &native, &native_status);
   if (ns.ok() != (native_status == 200) || (!ns.ok() && ns.message().empty())) abort();
   if (native.n_probs < 0 || native.n_probs > 20) abort();
+  // And as /v1/responses reads it: rewritten as a chat body, which the chat
+  // path reads (or refuses) in turn.
+  std::string chat_body;
+  pi::ResponsesEcho echo;
+  if (pi::ResponsesToChat(body, &chat_body, &echo).ok()) {
+    if (!echo.fields.contains("tools")) abort();
+    pi::CompletionRequest responses;
+    int responses_status = 0;
+    const pi::Status rs =
+        pi::ParseChatRequest(chat_body, "demo", &t, &responses, &responses_status);
+    if (rs.ok() != (responses_status == 200) || (!rs.ok() && rs.message().empty())) abort();
+  }
   // And as /v1/embeddings reads it: inputs of one kind, none empty.
   pi::EmbeddingRequest embed;
   int embed_status = 0;
