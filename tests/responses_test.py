@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""POST /v1/responses (OpenAI's Responses API, whole replies) through pi-launch --http on the
-demo model with the chatml template, against /v1/chat/completions asked the same:
+"""POST /v1/responses (OpenAI's Responses API) through pi-launch --http on the demo model
+with the chatml template, against /v1/chat/completions asked the same:
 
 - instructions and input (a string; items of text parts; a developer message joined to the
   instructions): the output message's text, the status (incomplete at max_output_tokens,
@@ -10,12 +10,17 @@ demo model with the chatml template, against /v1/chat/completions asked the same
   function_call_output items answers as the chat with the assistant's calls and the tool's
   result;
 - text.format json_schema and json_object: the text is valid JSON (under the schema);
-- 400s naming the field: stream, store, previous_response_id, reasoning, a web_search tool,
+- streamed: "event: TYPE" lines matching each payload's type, sequence numbers 0, 1, ...,
+  response.created first, the text's deltas adding up to the whole reply's text, its done
+  events, and response.completed / response.incomplete with the whole reply's output; a
+  required tool call streamed as output_item.added, function_call_arguments.delta/done;
+- 400s naming the field: store, previous_response_id, reasoning, a web_search tool,
   an image part, an unknown field or item type, truncation auto, a bad text.format.
 
 Usage: responses_test.py BIN_DIR
 """
 
+import http.client
 import json
 import os
 import sys
@@ -129,10 +134,61 @@ def formats(a):
         check(ok, f"text.format {fmt['type']}: valid JSON ({text_of(r)!r})")
 
 
+def events_of(a, body):
+    """(status, [(event line's type, payload)]) of a streamed response."""
+    host, port = a.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    conn.request("POST", "/v1/responses", body=json.dumps(dict(body, model="demo-kjv-f16",
+                                                               stream=True)))
+    r = conn.getresponse()
+    raw = r.read().decode()
+    conn.close()
+    out = []
+    for block in raw.split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line)
+        if "data" in lines:
+            out.append((lines.get("event"), json.loads(lines["data"])))
+    return r.status, r.getheader("Content-Type"), out
+
+
+def streamed(a):
+    body = {"instructions": "Be brief.", "input": "In the beginning", "max_output_tokens": 24,
+            "temperature": 0}
+    st, whole = respond(a, body)
+    st2, ctype, events = events_of(a, body)
+    types = [e["type"] for _, e in events]
+    text = "".join(e["delta"] for _, e in events if e["type"] == "response.output_text.delta")
+    last = events[-1][1] if events else {}
+    check(st == 200 and st2 == 200 and ctype.startswith("text/event-stream")
+          and all(t == e["type"] for t, e in events)
+          and [e["sequence_number"] for _, e in events] == list(range(len(events)))
+          and types[:2] == ["response.created", "response.in_progress"]
+          and "response.output_text.done" in types and "response.output_item.done" in types
+          and text == text_of(whole) and types.count("response.output_text.delta") > 1
+          and last["type"] == "response." + ("incomplete" if whole["status"] == "incomplete"
+                                             else "completed")
+          and text_of(last["response"]) == text_of(whole)
+          and last["response"]["usage"] == whole["usage"],
+          f"streamed text: the events add up to the whole reply ({len(events)} events)")
+    tool_body = {"input": "Weather in Paris?", "tools": [FLAT_TOOL], "tool_choice": "required",
+                 "parallel_tool_calls": False, "max_output_tokens": 200, "temperature": 0}
+    st, whole = respond(a, tool_body)
+    st2, _, events = events_of(a, tool_body)
+    done = [e for _, e in events if e["type"] == "response.function_call_arguments.done"]
+    added = [e for _, e in events if e["type"] == "response.output_item.added"]
+    calls = [o for o in whole.get("output", []) if o["type"] == "function_call"]
+    final = [o for o in events[-1][1]["response"]["output"] if o["type"] == "function_call"] \
+        if events else []
+    check(st == 200 and st2 == 200 and len(done) == 1 and len(calls) == 1
+          and done[0]["arguments"] == calls[0]["arguments"]
+          and added[-1]["item"]["type"] == "function_call"
+          and [c["arguments"] for c in final] == [calls[0]["arguments"]],
+          f"streamed tool call: its item and arguments' events ({done[0]['arguments'] if done else None})")
+
+
 def refusals(a):
     base = {"input": "hi", "max_output_tokens": 4}
-    for extra, words in (({"stream": True}, "stream: streamed responses"),
-                         ({"store": True}, "store: stored responses"),
+    for extra, words in (({"store": True}, "store: stored responses"),
                          ({"previous_response_id": "resp_1"}, "previous_response_id"),
                          ({"reasoning": {"effort": "low"}}, "reasoning"),
                          ({"tools": [{"type": "web_search"}]}, "tools[0]: web_search tools"),
@@ -159,6 +215,7 @@ def main():
         texts(s.http)
         tools(s.http)
         formats(s.http)
+        streamed(s.http)
         refusals(s.http)
         check(s.stop() == 0, "pi-launch stops cleanly")
     finish()

@@ -34,8 +34,26 @@ void CompletionReply::AppendNativeChunk(const std::string& text, std::string* ou
   pending_logprobs_.clear();
 }
 
+ResponsesStream* CompletionReply::Responses() {
+  if (!responses_stream_) {
+    responses_stream_ =
+        std::make_unique<ResponsesStream>(info_.id, info_.created, info_.model, *responses_);
+  }
+  return responses_stream_.get();
+}
+
 void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>& tokens,
                                         const GenerationResult& result, std::string* out) {
+  if (responses_) {
+    // The text goes out as it settles (all of it without tools).
+    for (const RequestStream::Token& t : tokens) tool_text_ += t.text;
+    const size_t settled = tools_ ? SettledToolContent(*tools_, tool_text_) : tool_text_.size();
+    const size_t n = settled > tool_sent_ ? settled - tool_sent_ : 0;
+    Responses()->Text(tool_text_.substr(tool_sent_, n), out);
+    tool_sent_ += n;
+    started_ = true;
+    return;
+  }
   if (tools_) {
     for (const RequestStream::Token& t : tokens) tool_text_ += t.text;
     const size_t settled = SettledToolContent(*tools_, tool_text_);
@@ -77,8 +95,25 @@ void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>&
   }
 }
 
+void CompletionReply::AppendResponsesEnd(const GenerationResult& result, int n_prompt,
+                                         std::string* out) {
+  started_ = true;
+  if (std::string(result.stop_reason) == "error") {
+    Responses()->Fail("the generation failed: " + result.error, out);
+    return;
+  }
+  Utf8Stream whole;
+  const std::string text = whole.Push(result.text) + whole.Flush();
+  std::string content = text;
+  std::vector<ToolCall> calls;
+  if (tools_) ParseToolReply(*tools_, text, &content, &calls);
+  Responses()->End(content, calls, std::string(FinishReason(result.stop_reason)) == "length",
+                   n_prompt, static_cast<int>(result.ids.size()), out);
+}
+
 void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prompt,
                                       std::string* out) {
+  if (responses_) return AppendResponsesEnd(result, n_prompt, out);
   if (std::string(result.stop_reason) == "error") {
     AppendEvent(ErrorJson(500, "the generation failed: " + result.error), out);
     started_ = true;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -49,7 +50,8 @@ class CompletionReply {
   // sends the content as it settles: SettledToolContent; each call when
   // the reply is whole).
   void set_tools(ToolSyntax syntax) { tools_ = syntax; }
-  // A /v1/responses request's reply (responses_api.h): a response object.
+  // A /v1/responses request's reply (responses_api.h): a response object,
+  // or its events (the text as it settles, as with tools).
   void set_responses(ResponsesEcho echo) { responses_ = std::move(echo); }
   // An embeddings request's reply (embeddings_api.h): the list, whole.
   void set_embeddings(std::string model, bool base64) {
@@ -77,6 +79,9 @@ class CompletionReply {
   std::optional<NativeReplyInfo> native_;
   std::optional<ToolSyntax> tools_;
   std::optional<ResponsesEcho> responses_;
+  std::unique_ptr<ResponsesStream> responses_stream_;  // streamed: made at the first event
+  ResponsesStream* Responses();
+  void AppendResponsesEnd(const GenerationResult& result, int n_prompt, std::string* out);
   bool embeddings_ = false, embeddings_base64_ = false;
   std::string embeddings_model_;
   std::string tool_text_;  // tools: the reply's text so far

@@ -213,14 +213,8 @@ Status TextFormat(const ojson& text, ojson* chat) {
   return Status::Ok();
 }
 
-// The switches that take one value only here.
+// The settings that take one value only here.
 Status Switches(const ojson& j) {
-  const auto stream = j.find("stream");
-  if (stream != j.end() && !stream->is_null() && *stream != false) {
-    return Status::Error(
-        "stream: streamed responses are not supported by this server yet: ask without stream "
-        "(or use /v1/chat/completions)");
-  }
   const auto store = j.find("store");
   if (store != j.end() && !store->is_null() && *store != false) {
     return Status::Error(
@@ -257,7 +251,8 @@ Status ResponsesToChat(const std::string& body, std::string* chat_body, Response
   ojson messages = ojson::array();
   PI_RETURN_IF_ERROR(Messages(j, &messages));
   chat["messages"] = std::move(messages);
-  for (const char* key : {"model", "temperature", "top_p", "parallel_tool_calls", "user"}) {
+  for (const char* key :
+       {"model", "temperature", "top_p", "parallel_tool_calls", "user", "stream"}) {
     if (j.contains(key)) chat[key] = j[key];
   }
   if (j.contains("max_output_tokens") && !j["max_output_tokens"].is_null()) {
@@ -287,45 +282,185 @@ Status ResponsesToChat(const std::string& body, std::string* chat_body, Response
   return Status::Ok();
 }
 
-std::string ResponseJson(const std::string& id, int64_t created_at, const std::string& model,
-                         const ResponsesEcho& echo, const std::string& content,
-                         const std::vector<ToolCall>& calls, bool at_limit, int input_tokens,
-                         int output_tokens) {
-  const char* status = at_limit ? "incomplete" : "completed";
-  ojson output = ojson::array();
-  if (!content.empty() || calls.empty()) {
-    output.push_back({{"type", "message"},
-                      {"id", "msg_" + id.substr(id.find('_') + 1)},
-                      {"status", status},
-                      {"role", "assistant"},
-                      {"content", ojson::array({{{"type", "output_text"},
-                                                 {"text", content},
-                                                 {"annotations", ojson::array()}}})}});
+namespace {
+
+std::string Suffix(const std::string& id) {
+  return id.substr(id.find('_') + 1);
+}
+
+ojson MessageItem(const std::string& response_id, const char* status, const std::string& text,
+                  bool with_part) {
+  ojson content = ojson::array();
+  if (with_part) {
+    content.push_back({{"type", "output_text"}, {"text", text}, {"annotations", ojson::array()}});
   }
-  for (const ToolCall& c : calls) {
-    output.push_back({{"type", "function_call"},
-                      {"id", "fc_" + c.id.substr(c.id.find('_') + 1)},
-                      {"call_id", c.id},
-                      {"name", c.name},
-                      {"arguments", c.arguments},
-                      {"status", "completed"}});
-  }
+  return {{"type", "message"},
+          {"id", "msg_" + Suffix(response_id)},
+          {"status", status},
+          {"role", "assistant"},
+          {"content", std::move(content)}};
+}
+
+ojson CallItem(const ToolCall& c, const char* status, bool with_arguments) {
+  return {{"type", "function_call"},
+          {"id", "fc_" + Suffix(c.id)},
+          {"call_id", c.id},
+          {"name", c.name},
+          {"arguments", with_arguments ? c.arguments : ""},
+          {"status", status}};
+}
+
+// The response object: `output` as given, usage when the tokens are known (>= 0).
+ojson ResponseObject(const std::string& id, int64_t created_at, const std::string& model,
+                     const ResponsesEcho& echo, const char* status, ojson output, int input_tokens,
+                     int output_tokens) {
+  const bool incomplete = std::string(status) == "incomplete";
   ojson j = {
       {"id", id},
       {"object", "response"},
       {"created_at", created_at},
       {"status", status},
       {"error", nullptr},
-      {"incomplete_details", at_limit ? ojson{{"reason", "max_output_tokens"}} : ojson(nullptr)},
+      {"incomplete_details", incomplete ? ojson{{"reason", "max_output_tokens"}} : ojson(nullptr)},
       {"model", model},
       {"output", std::move(output)}};
   for (const auto& item : echo.fields.items()) j[item.key()] = item.value();
-  j["usage"] = {{"input_tokens", input_tokens},
-                {"input_tokens_details", {{"cached_tokens", 0}}},
-                {"output_tokens", output_tokens},
-                {"output_tokens_details", {{"reasoning_tokens", 0}}},
-                {"total_tokens", input_tokens + output_tokens}};
+  j["usage"] = nullptr;
+  if (input_tokens >= 0) {
+    j["usage"] = {{"input_tokens", input_tokens},
+                  {"input_tokens_details", {{"cached_tokens", 0}}},
+                  {"output_tokens", output_tokens},
+                  {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                  {"total_tokens", input_tokens + output_tokens}};
+  }
+  return j;
+}
+
+ojson FinalOutput(const std::string& id, const char* status, const std::string& content,
+                  const std::vector<ToolCall>& calls) {
+  ojson output = ojson::array();
+  if (!content.empty() || calls.empty()) output.push_back(MessageItem(id, status, content, true));
+  for (const ToolCall& c : calls) output.push_back(CallItem(c, "completed", true));
+  return output;
+}
+
+std::string Dump(const ojson& j) {
   return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string ResponseJson(const std::string& id, int64_t created_at, const std::string& model,
+                         const ResponsesEcho& echo, const std::string& content,
+                         const std::vector<ToolCall>& calls, bool at_limit, int input_tokens,
+                         int output_tokens) {
+  const char* status = at_limit ? "incomplete" : "completed";
+  return Dump(ResponseObject(id, created_at, model, echo, status,
+                             FinalOutput(id, status, content, calls), input_tokens, output_tokens));
+}
+
+ResponsesStream::ResponsesStream(std::string id, int64_t created_at, std::string model,
+                                 ResponsesEcho echo)
+    : id_(std::move(id)),
+      created_at_(created_at),
+      model_(std::move(model)),
+      echo_(std::move(echo)) {}
+
+void ResponsesStream::Event(const char* type, ojson data, std::string* out) {
+  ojson j = {{"type", type}, {"sequence_number", seq_++}};
+  for (const auto& item : data.items()) j[item.key()] = item.value();
+  *out += std::string("event: ") + type + "\ndata: " + Dump(j) + "\n\n";
+}
+
+void ResponsesStream::Open(std::string* out) {
+  if (opened_) return;
+  opened_ = true;
+  for (const char* type : {"response.created", "response.in_progress"}) {
+    Event(type,
+          {{"response",
+            ResponseObject(id_, created_at_, model_, echo_, "in_progress", ojson::array(), -1, 0)}},
+          out);
+  }
+}
+
+void ResponsesStream::OpenMessage(std::string* out) {
+  Open(out);
+  if (message_open_) return;
+  message_open_ = true;
+  Event("response.output_item.added",
+        {{"output_index", 0}, {"item", MessageItem(id_, "in_progress", "", false)}}, out);
+  Event("response.content_part.added",
+        {{"item_id", "msg_" + Suffix(id_)},
+         {"output_index", 0},
+         {"content_index", 0},
+         {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}},
+        out);
+}
+
+void ResponsesStream::Text(const std::string& delta, std::string* out) {
+  if (delta.empty()) {
+    Open(out);
+    return;
+  }
+  OpenMessage(out);
+  Event("response.output_text.delta",
+        {{"item_id", "msg_" + Suffix(id_)},
+         {"output_index", 0},
+         {"content_index", 0},
+         {"delta", delta}},
+        out);
+  sent_ += delta;
+}
+
+void ResponsesStream::End(const std::string& content, const std::vector<ToolCall>& calls,
+                          bool at_limit, int input_tokens, int output_tokens, std::string* out) {
+  const char* status = at_limit ? "incomplete" : "completed";
+  // What the text has beyond what went out (what went out is where it starts).
+  if (content.size() > sent_.size()) Text(content.substr(sent_.size()), out);
+  if (calls.empty()) OpenMessage(out);  // an empty reply is an empty message
+  Open(out);
+  int index = 0;
+  if (message_open_) {
+    const std::string item_id = "msg_" + Suffix(id_);
+    Event("response.output_text.done",
+          {{"item_id", item_id}, {"output_index", 0}, {"content_index", 0}, {"text", content}},
+          out);
+    Event("response.content_part.done",
+          {{"item_id", item_id},
+           {"output_index", 0},
+           {"content_index", 0},
+           {"part", {{"type", "output_text"}, {"text", content}, {"annotations", ojson::array()}}}},
+          out);
+    Event("response.output_item.done",
+          {{"output_index", 0}, {"item", MessageItem(id_, status, content, true)}}, out);
+    index = 1;
+  }
+  ojson output = ojson::array();
+  if (message_open_) output.push_back(MessageItem(id_, status, content, true));
+  for (const ToolCall& c : calls) {
+    const std::string item_id = "fc_" + Suffix(c.id);
+    Event("response.output_item.added",
+          {{"output_index", index}, {"item", CallItem(c, "in_progress", false)}}, out);
+    Event("response.function_call_arguments.delta",
+          {{"item_id", item_id}, {"output_index", index}, {"delta", c.arguments}}, out);
+    Event("response.function_call_arguments.done",
+          {{"item_id", item_id}, {"output_index", index}, {"arguments", c.arguments}}, out);
+    Event("response.output_item.done",
+          {{"output_index", index}, {"item", CallItem(c, "completed", true)}}, out);
+    output.push_back(CallItem(c, "completed", true));
+    ++index;
+  }
+  Event(at_limit ? "response.incomplete" : "response.completed",
+        {{"response", ResponseObject(id_, created_at_, model_, echo_, status, std::move(output),
+                                     input_tokens, output_tokens)}},
+        out);
+}
+
+void ResponsesStream::Fail(const std::string& message, std::string* out) {
+  Open(out);
+  ojson failed = ResponseObject(id_, created_at_, model_, echo_, "failed", ojson::array(), -1, 0);
+  failed["error"] = {{"code", "server_error"}, {"message", message}};
+  Event("response.failed", {{"response", std::move(failed)}}, out);
 }
 
 }  // namespace pi
