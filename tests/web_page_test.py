@@ -76,15 +76,18 @@ def controls(driver, By, bin_dir, tmp, say, text_of, set_value):
     rendering of code and lists, on a server without a GPU worker (no GPU share shown)."""
     p = launch(bin_dir, tmp, "-m", os.path.join(os.path.dirname(HERE), "models",
                                                   "demo-kjv-f16.gguf"),
-               "-c", "16384", "--chat-template", "chatml", "--cpu-workers", "0")
+               "-c", "65536", "--chat-template", "chatml", "--cpu-workers", "0")
     check(p.http is not None, "pi-launch --http without workers")
     driver.get(f"http://{p.http}/")
     wait_for(lambda: "demo-kjv-f16" in driver.find_element(By.ID, "model").text)
     check(not driver.find_elements(By.CSS_SELECTOR, ".msg"),
           "another server's page starts empty here (its own origin's storage)")
     # Replies long enough to be mid-stream when Stop is clicked on a fast machine too
-    # (2000 tokens took 1.9 s on one): 16000 tokens are seconds at any speed.
-    set_value("max_tokens", 16000)
+    # (2000 tokens took 1.9 s on one), and to outlast the wait for the engine to be free
+    # by far (60000 tokens: minutes at any speed), so only a cancelled request frees it.
+    # The browser may lag the stream by seconds (it renders each piece), and the server
+    # finds the abort at its next write: the wait is 30 s.
+    set_value("max_tokens", 60000)
 
     def start(text):
         driver.find_element(By.ID, "prompt").send_keys(text)
@@ -107,7 +110,7 @@ def controls(driver, By, bin_dir, tmp, say, text_of, set_value):
         driver.find_element(By.ID, "clear").click()
     check(showing, "Stop replaces Send meanwhile")
     check(done and stats == "stopped" and text_of(done[-1]), f"Stop ends the reply ({stats!r})")
-    check(wait_for(lambda: running(p.http) == 0, 10) is not None or running(p.http) == 0,
+    check(wait_for(lambda: running(p.http) == 0, 30) is not None or running(p.http) == 0,
           "Stop frees the engine (the request is cancelled)")
     check(driver.find_element(By.ID, "send").is_displayed(), "Send is back after Stop")
     # New conversation while a reply streams: it is cancelled and forgotten.
@@ -120,7 +123,7 @@ def controls(driver, By, bin_dir, tmp, say, text_of, set_value):
           and driver.find_element(By.ID, "send").is_displayed()
           and driver.find_element(By.ID, "prompt").get_attribute("value") == "typed meanwhile",
           "New conversation mid-reply: the log empties, Send is back, the typed text stays")
-    check(wait_for(lambda: running(p.http) == 0, 10) is not None or running(p.http) == 0,
+    check(wait_for(lambda: running(p.http) == 0, 30) is not None or running(p.http) == 0,
           "New conversation frees the engine")
     driver.find_element(By.ID, "prompt").clear()
     set_value("max_tokens", 24)
