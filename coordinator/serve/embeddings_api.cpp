@@ -85,14 +85,11 @@ Status Tokenize(RequestRunner* runner, const EmbeddingRequest& r,
   if (!r.texts.empty()) {
     size_t bytes = 0;
     for (const std::string& t : r.texts) bytes += t.size();
-    if (bytes > kMaxTokenizeBytes) {
-      return Status::Error("input: %zu bytes of text, at most %zu", bytes, kMaxTokenizeBytes);
-    }
-    WorkGate::Pass pass = runner->tokenize_gate().Enter();
-    if (!pass) {
-      *status = 503;
-      return Status::Error("too many prompts being tokenized at once; retry shortly");
-    }
+    WorkGate::Pass pass;
+    bool busy = false;
+    const Status gated = EnterTokenizeGate(&runner->tokenize_gate(), bytes, &pass, &busy);
+    if (busy) *status = 503;
+    PI_RETURN_IF_ERROR(gated.WithContext("input"));
     for (const std::string& t : r.texts) {
       prompts->emplace_back();
       PI_RETURN_IF_ERROR(tok.Encode(t, tok.add_bos_token(), &prompts->back()));
@@ -192,8 +189,7 @@ void StartEmbedding(const HttpContext& c, const std::string& body, std::function
     return;
   }
   request.pooling = o.pooling;
-  int n_prompt = 0;
-  for (const auto& p : request.embed_prompts) n_prompt += static_cast<int>(p.size());
+  const int n_prompt = static_cast<int>(PromptTokens(request));
   out->job = runner->Submit(std::move(request), SamplerParams(), false, std::move(notify));
   if (!out->job) {
     out->refusal = QueueFullReply(runner->max_queue());

@@ -120,15 +120,21 @@ Status ParseGenerateRequestGated(WorkGate* gate, const v1::GenerateRequest& in, 
   return ParseGenerateRequest(in, n_vocab, n_ctx, tok, out, sampling, literal);
 }
 
+Status EnterTokenizeGate(WorkGate* gate, size_t bytes, WorkGate::Pass* pass, bool* busy) {
+  *busy = false;
+  if (bytes > kMaxTokenizeBytes) {
+    return Status::Error("the text is %zu bytes, at most %zu", bytes, kMaxTokenizeBytes);
+  }
+  *pass = gate->Enter();
+  *busy = !*pass;
+  if (*busy) return Status::Error("too many texts being tokenized at once; retry shortly");
+  return Status::Ok();
+}
+
 Status TokenizeGated(WorkGate* gate, const Tokenizer& tok, const std::string& text, bool add_bos,
                      std::vector<int32_t>* ids, bool* busy) {
-  *busy = false;
-  if (text.size() > kMaxTokenizeBytes) {
-    return Status::Error("the text is %zu bytes, at most %zu", text.size(), kMaxTokenizeBytes);
-  }
-  WorkGate::Pass pass = gate->Enter();
-  *busy = !pass;
-  if (!pass) return Status::Error("too many texts being tokenized at once; retry shortly");
+  WorkGate::Pass pass;
+  PI_RETURN_IF_ERROR(EnterTokenizeGate(gate, text.size(), &pass, busy));
   return tok.Encode(text, add_bos, ids);
 }
 

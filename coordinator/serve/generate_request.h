@@ -50,5 +50,9 @@ Status ParseGenerateRequestGated(WorkGate* gate, const v1::GenerateRequest& in, 
                                  bool* busy);
 Status TokenizeGated(WorkGate* gate, const Tokenizer& tok, const std::string& text, bool add_bos,
                      std::vector<int32_t>* ids, bool* busy);
+// A pass of the gate for tokenizing `bytes` of a client's text (several
+// texts together: an infill's, an embeddings request's): an error when they
+// are over kMaxTokenizeBytes, or (*busy) when the gate is full.
+Status EnterTokenizeGate(WorkGate* gate, size_t bytes, WorkGate::Pass* pass, bool* busy);
 
 }  // namespace pi

@@ -323,15 +323,11 @@ Status InfillTokens(RequestRunner* runner, bool spm, CompletionRequest* cr, int*
   const InfillInput& in = cr->infill_input;
   size_t bytes = in.prefix.size() + in.suffix.size() + in.prompt.size();
   for (const InfillFile& f : in.extra) bytes += f.filename.size() + f.text.size();
-  *status = 400;
-  if (bytes > kMaxTokenizeBytes) {
-    return Status::Error("the infill texts are %zu bytes, at most %zu", bytes, kMaxTokenizeBytes);
-  }
-  WorkGate::Pass pass = runner->tokenize_gate().Enter();
-  if (!pass) {
-    *status = 503;
-    return Status::Error("too many prompts being tokenized at once; retry shortly");
-  }
+  WorkGate::Pass pass;
+  bool busy = false;
+  const Status gated = EnterTokenizeGate(&runner->tokenize_gate(), bytes, &pass, &busy);
+  *status = busy ? 503 : 400;
+  PI_RETURN_IF_ERROR(gated);
   const int n_ctx = runner->engine().n_ctx();
   const int n_predict = cr->request.has_n_predict() ? cr->request.n_predict() : -1;
   const int reserve = n_predict > 0 ? std::min(n_predict, n_ctx - 1) : n_ctx / 4;

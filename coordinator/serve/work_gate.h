@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <utility>
 
 namespace pi {
 
@@ -16,7 +17,11 @@ class WorkGate {
     Pass() = default;
     explicit Pass(std::atomic<int>* inside) : inside_(inside) {}
     Pass(Pass&& o) noexcept : inside_(o.inside_) { o.inside_ = nullptr; }
-    Pass& operator=(Pass&&) = delete;
+    // (Swapped: a pass held before leaves with `o`.)
+    Pass& operator=(Pass&& o) noexcept {
+      std::swap(inside_, o.inside_);
+      return *this;
+    }
     ~Pass() {
       if (inside_) inside_->fetch_sub(1);
     }
