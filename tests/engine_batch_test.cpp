@@ -329,6 +329,76 @@ INSTANTIATE_TEST_SUITE_P(
              (p.param.repack ? "_repacked" : "");
     });
 
+// Engine::CopySeq: a sequence that takes another's first positions and
+// evaluates the rest of its prompt (a -b chunk, as EvalBatch prefills it)
+// gets the logits a fresh engine gets for the whole prompt, bit for bit, and
+// then decodes as the sequence it copied; for each KV cache type. Refused:
+// a bad sequence or count, and with a device (its KV cache is not here).
+TEST(EngineCopySeqTest, ACopiedPrefixGoesOnAsAFreshEvaluation) {
+  SyntheticModelOptions o;
+  o.activation = "relu";
+  const std::string path = TempPath("copy.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  std::remove(path.c_str());
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 16; ++i) prompt.push_back((i * 41 + 5) % o.n_vocab);
+  for (DType cache : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    EngineOptions opt;
+    opt.n_ctx = 64;
+    opt.n_batch = 4;
+    opt.cache_type_k = opt.cache_type_v = cache;
+    std::unique_ptr<Engine> fresh, e;
+    ASSERT_TRUE(Engine::Create(&m, opt, &fresh).ok());
+    ASSERT_TRUE(fresh->Eval(prompt.data(), static_cast<int>(prompt.size())).ok());
+    opt.n_seq = 3;
+    ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+    ASSERT_TRUE(e->Eval(prompt.data(), static_cast<int>(prompt.size())).ok());  // sequence 0
+    ASSERT_TRUE(e->CopySeq(0, 2, 12).ok());
+    EXPECT_EQ(e->seq_n_past(2), 12);
+    std::vector<Engine::BatchRow> rows;
+    for (size_t i = 12; i < prompt.size(); ++i)
+      rows.push_back({2, prompt[i], i + 1 == prompt.size()});
+    ASSERT_TRUE(e->EvalBatch(rows.data(), static_cast<int>(rows.size())).ok());
+    EXPECT_EQ(0, std::memcmp(e->batch_logits(0), fresh->logits(), sizeof(float) * o.n_vocab))
+        << DTypeName(cache);
+    // Then a decode step of each: the copy and the fresh engine agree.
+    const int32_t next = 7;
+    const Engine::BatchRow step[1] = {{2, next, true}};
+    ASSERT_TRUE(e->EvalBatch(step, 1).ok());
+    ASSERT_TRUE(fresh->Eval(&next, 1).ok());
+    EXPECT_EQ(0, std::memcmp(e->batch_logits(0), fresh->logits(), sizeof(float) * o.n_vocab))
+        << DTypeName(cache);
+    // A whole prompt copied: the next decode step equals the source's.
+    ASSERT_TRUE(e->CopySeq(0, 1, 16).ok());
+    const Engine::BatchRow both[2] = {{0, next, true}, {1, next, true}};
+    ASSERT_TRUE(e->EvalBatch(both, 2).ok());
+    EXPECT_EQ(0, std::memcmp(e->batch_logits(0), e->batch_logits(1), sizeof(float) * o.n_vocab));
+    EXPECT_EQ(0, std::memcmp(e->batch_logits(1), fresh->logits(), sizeof(float) * o.n_vocab));
+    EXPECT_THAT(e->CopySeq(0, 0, 4).message(), HasSubstr("copying sequence 0 to 0"));
+    EXPECT_THAT(e->CopySeq(0, 3, 4).message(), HasSubstr("copying sequence 0 to 3 of 3"));
+    EXPECT_THAT(e->CopySeq(0, 1, 30).message(), HasSubstr("which holds 17"));
+  }
+  HostDeviceBackend device(1);
+  DevicePlan p;
+  p.n_layers = 1;
+  p.hot.assign(o.n_layer, {});
+  p.n_ctx = 64;
+  p.n_seq = 2;
+  ASSERT_TRUE(device.Load(m, p).ok());
+  EngineOptions opt;
+  opt.n_ctx = 64;
+  opt.n_seq = 2;
+  opt.device = &device;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
+  EXPECT_FALSE(e->can_copy_seqs());
+  const Status s = e->CopySeq(0, 1, 0);
+  EXPECT_EQ(s.code(), Status::Code::kUnsupported);
+  EXPECT_THAT(s.message(), HasSubstr("host path only"));
+}
+
 TEST(EngineBatchErrorsTest, BadRowsAreRefusedAndChangeNothing) {
   SyntheticModelOptions o;
   o.activation = "relu";

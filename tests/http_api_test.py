@@ -12,7 +12,8 @@ On the demo model stored with ffn_down_t (--sparse oracle, one cpu worker):
   --chat-template chatml the reply equals the plain completion of the same conversation
   written out in ChatML by hand, streamed as chat.completion.chunk deltas (role first).
 - /v1/models, /health, /tokenize (python3-sentencepiece's ids), /detokenize.
-- Errors in OpenAI's shape and status: malformed JSON, a field of the wrong type, n=2, a
+- Errors in OpenAI's shape and status: malformed JSON, a field of the wrong type, n=10 (more
+  choices than the server holds at once), a
   prompt longer than the context (400, naming the field), an unknown model or path (404),
   a body over the limit (413), the queue full (503 with Retry-After), no or a wrong API key
   (401; /health stays open).
@@ -139,7 +140,7 @@ def main():
                 (None, "{not json", 400, "not JSON"),
                 ({"prompt": PROMPT, "max_tokens": "ten"}, None, 400, "max_tokens"),
                 ({"prompt": PROMPT, "temperature": "hot"}, None, 400, "temperature"),
-                ({"prompt": PROMPT, "n": 2}, None, 400, "one choice per request"),
+                ({"prompt": PROMPT, "n": 10}, None, 400, "at most 9 requests at once"),
                 ({"prompt": PROMPT, "stop": [""]}, None, 400, "stop"),
                 ({}, None, 400, "prompt is required"),
                 ({"prompt": "And God said " * 2000}, None, 400, "longer than the context"),
@@ -298,10 +299,14 @@ def main():
                                      and r["tokens_per_second"] > 0 and r["ttft_p50_ms"] > 0
                                      for r in rows) and [r["clients"] for r in rows] == [1, 3],
               f"pi-bench --server: 1 and 3 clients, every request streamed 8 tokens ({p.stderr[-200:]!r})")
-        # A scripted conversation, each turn with the prompt cache and without.
+        # A scripted conversation, each turn with the prompt cache and without (a first
+        # prompt no request above asked: nothing of it cached).
+        first_file = os.path.join(tmp, "first.txt")
+        with open(first_file, "w") as f:
+            f.write("And the earth was without form, and void")
         p = subprocess.run([os.path.join(bin_dir, "pi-bench"), "--server", s.http, "--conversation",
-                            "3", "-n", "48", "-o", "json"], capture_output=True, text=True,
-                           timeout=300)
+                            "3", "-n", "48", "-o", "json", "--prompt-file", first_file],
+                           capture_output=True, text=True, timeout=300)
         turns = json.loads(p.stdout) if p.returncode == 0 else []
         check(len(turns) == 3 and turns[2]["prompt_evaluated"] < turns[2]["prompt_tokens"]
               and turns[0]["prompt_evaluated"] == turns[0]["prompt_tokens"]

@@ -124,8 +124,9 @@ def main():
         check(value(samples, "pi_requests_running") == 0 and value(samples, "pi_requests_queued") == 0,
               "nothing running or queued afterwards")
         generated = value(samples, "pi_generated_tokens_total")
-        check(value(samples, "pi_prompt_tokens_total") == 2 * prompt_tokens and generated > 16,
-              f"prompt and generated tokens counted ({generated:.0f} generated)")
+        # (The second request's prompt is the first's: taken whole from the cache.)
+        check(value(samples, "pi_prompt_tokens_total") == prompt_tokens and generated > 16,
+              f"prompt tokens evaluated and generated tokens counted ({generated:.0f} generated)")
         first = histogram_ok(samples, "pi_time_to_first_token_seconds")
         per_token = histogram_ok(samples, "pi_token_seconds")
         check(types.get("pi_time_to_first_token_seconds") == "histogram" and first == 2

@@ -7,7 +7,8 @@ refused with a 400 that names it; none is skipped.
   tool_calls_test.py), suffix, best_of, n_probs, store, metadata, an unknown field; a
   response_format schema keyword outside the subset (structured_output_test.py has the
   rest); image content parts; a tool message answering no call, malformed
-  tool_calls; n = 2; several prompts; stream_options without stream; echo with logprobs.
+  tool_calls; n over 16; over 16 prompts (choices_test.py has n and several prompts);
+  stream_options without stream; echo with logprobs.
 - Honoured: max_completion_tokens (the count; differing from max_tokens is a 400);
   response_format text; content as text parts (joined by newlines, as llama-server does)
   and an assistant's null content; the developer role (rendered as system); logit_bias
@@ -72,8 +73,8 @@ def refusals(a, greedy, chat):
             (dict(greedy, logit_bias={"abc": 1}), "completions", "logit_bias"),
             (dict(greedy, logit_bias={"5": 101}), "completions", "logit_bias"),
             (dict(greedy, logit_bias={"99999999": 1}), "completions", "vocabulary"),
-            (dict(greedy, n=2), "completions", "one choice"),
-            (dict(greedy, prompt=["a", "b"]), "completions", "2 prompts"),
+            (dict(greedy, n=17), "completions", "n"),
+            (dict(greedy, prompt=["a"] * 17), "completions", "17 prompts"),
             (dict(greedy, stream_options={"include_usage": True}), "completions", "stream"),
             (dict(greedy, echo=True, logprobs=1), "completions", "echo"),
             (dict(greedy, user=5), "completions", "user")):

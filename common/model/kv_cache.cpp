@@ -1,6 +1,7 @@
 #include "common/model/kv_cache.h"
 
 #include <cstddef>
+#include <cstring>
 
 #include "kernels/cpu/quant.h"
 
@@ -43,6 +44,7 @@ Status KvCache::Init(int n_layer, int n_ctx, int n_head_kv, int head_dim, DType 
                      DType v_type) {
   PI_RETURN_IF_ERROR(CheckKvCacheType(k_type, head_dim));
   PI_RETURN_IF_ERROR(CheckKvCacheType(v_type, head_dim));
+  n_layer_ = n_layer;
   n_ctx_ = n_ctx;
   n_head_kv_ = n_head_kv;
   head_dim_ = head_dim;
@@ -54,6 +56,16 @@ Status KvCache::Init(int n_layer, int n_ctx, int n_head_kv, int head_dim, DType 
   k_.assign(rows * k_row_bytes_, 0);
   v_.assign(rows * v_row_bytes_, 0);
   return Status::Ok();
+}
+
+void KvCache::CopyPrefix(const KvCache& from, int n) {
+  for (int layer = 0; layer < n_layer_; ++layer) {
+    for (int h = 0; h < n_head_kv_; ++h) {
+      const int64_t k_at = Offset(layer, h, k_row_bytes_), v_at = Offset(layer, h, v_row_bytes_);
+      std::memcpy(k_.data() + k_at, from.k_.data() + k_at, n * k_row_bytes_);
+      std::memcpy(v_.data() + v_at, from.v_.data() + v_at, n * v_row_bytes_);
+    }
+  }
 }
 
 void KvCache::Store(int layer, int pos, const float* k, const float* v) {

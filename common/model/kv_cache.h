@@ -44,6 +44,10 @@ class KvCache {
   // Stores position `pos` of layer `layer`: k and v are [n_head_kv * head_dim] f32.
   void Store(int layer, int pos, const float* k, const float* v);
 
+  // Positions [0, n) of every layer copied from `from` (a cache of the same
+  // sizes and types; n <= n_ctx): another sequence's prefix, as stored.
+  void CopyPrefix(const KvCache& from, int n);
+
   // Head `head` of layer `layer`: [n_ctx, head_dim] rows of row_bytes() each.
   const uint8_t* k(int layer, int head) const {
     return k_.data() + Offset(layer, head, k_row_bytes_);
@@ -56,7 +60,7 @@ class KvCache {
   int64_t Offset(int layer, int head, int64_t row_bytes) const {
     return (static_cast<int64_t>(layer) * n_head_kv_ + head) * n_ctx_ * row_bytes;
   }
-  int n_ctx_ = 0, n_head_kv_ = 0, head_dim_ = 0;
+  int n_layer_ = 0, n_ctx_ = 0, n_head_kv_ = 0, head_dim_ = 0;
   DType k_type_ = DType::kF32, v_type_ = DType::kF32;
   int64_t k_row_bytes_ = 0, v_row_bytes_ = 0;
   std::vector<uint8_t> k_;  // [n_layer][n_head_kv][n_ctx] rows

@@ -63,7 +63,7 @@ int RepeatLastNForContext(int repeat_last_n, int n_ctx) {
 
 Sampler::Sampler(const SamplerParams& params, int n_vocab)
     : params_(params), n_vocab_(n_vocab), seed_(params.seed) {
-  if (seed_ == 0xFFFFFFFFu) {
+  if (seed_ == kRandomSeed) {
     seed_ = static_cast<uint32_t>(std::random_device{}() ^
                                   std::chrono::steady_clock::now().time_since_epoch().count());
   }

@@ -17,6 +17,9 @@
 
 namespace pi {
 
+// SamplerParams::seed's "draw a random seed" (-1 as a request spells it).
+inline constexpr uint32_t kRandomSeed = 0xFFFFFFFFu;
+
 struct SamplerParams {
   float temp = 0.8f;
   int top_k = 40;               // 0 = off
@@ -29,7 +32,7 @@ struct SamplerParams {
   // it does (llama.cpp's penalty_freq and penalty_present). 0 = off.
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
-  uint32_t seed = 0xFFFFFFFFu;  // 0xFFFFFFFF (-1) = random
+  uint32_t seed = kRandomSeed;
   // Added to these tokens' logits before anything else (OpenAI's
   // logit_bias; -infinity bans a token). Ids are checked against the
   // vocabulary by whoever builds the params (CheckLogitBias).

@@ -197,6 +197,29 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
   return Status::Ok();
 }
 
+Status Engine::CopySeq(int src, int dst, int n) {
+  if (device_) {
+    return Status::Unsupported(
+        "sequences are copied on the host path only (the %s device holds "
+        "its layers' KV cache)",
+        device_->name());
+  }
+  if (src < 0 || src >= n_seq() || dst < 0 || dst >= n_seq() || src == dst) {
+    return Status::Invalid("copying sequence %d to %d of %d", src, dst, n_seq());
+  }
+  if (n < 0 || n > SeqPast(src)) {
+    return Status::Invalid("copying %d positions of sequence %d, which holds %d", n, src,
+                           SeqPast(src));
+  }
+  SeqCache(dst)->CopyPrefix(*SeqCache(src), n);
+  std::copy(SeqTokens(src), SeqTokens(src) + n, SeqTokens(dst));
+  const size_t from = static_cast<size_t>(src) * n_ctx_, to = static_cast<size_t>(dst) * n_ctx_;
+  std::copy(token_dense_.begin() + from, token_dense_.begin() + from + n,
+            token_dense_.begin() + to);
+  SeqPast(dst) = n;
+  return Status::Ok();
+}
+
 Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
   const int n_vocab = model_->config.n_vocab;
   if (n <= 0) return Status::Error("nothing to evaluate (0 tokens)");

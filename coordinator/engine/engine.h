@@ -166,6 +166,13 @@ class Engine {
     if (n <= 0) return ResetSeq(seq);
     if (n < SeqPast(seq)) SeqPast(seq) = n;
   }
+  // Sequence `dst` takes the first n positions of sequence `src` (n <=
+  // seq_n_past(src)) as they are stored, and goes on from position n:
+  // another sequence's prompt shared, the same bits as evaluating it again
+  // in the same runs. Host path only: with a device (whose layers keep
+  // their KV there) an Unsupported error, nothing changed.
+  Status CopySeq(int src, int dst, int n);
+  bool can_copy_seqs() const { return device_ == nullptr; }
   // FFN neurons whose up and down rows the last Eval computed, over all
   // layers (n_layer * n_ff * tokens when dense; in sparse decode steps the
   // ones that fired), and the gate rows it read (sparse steps also read the

@@ -235,22 +235,34 @@ Status ShiftContext(Engine* engine, int keep, std::vector<int32_t>* context) {
 
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
               const GenerationRequest& request, const TokenCallback& on_token, GenerationResult* g,
-              size_t cached) {
+              size_t cached, std::vector<float>* prompt_logits) {
   Generation gen(tok, sampler, request, engine->n_ctx(), engine->n_vocab(), g);
   const double t_prompt = NowSeconds();
   g->n_cached = static_cast<int>(cached);
-  const Status s = EvalPromptFrom(engine, request.prompt, cached);
-  if (!s.ok()) {
-    g->prompt_s = NowSeconds() - t_prompt;
-    gen.Fail(s);
-    return;
+  const size_t n_vocab = static_cast<size_t>(engine->n_vocab());
+  // The whole prompt cached with its logits: nothing to evaluate.
+  const bool whole = prompt_logits && !request.prompt.empty() && cached == request.prompt.size() &&
+                     prompt_logits->size() == n_vocab;
+  if (whole) {
+    engine->KeepSeq(0, static_cast<int>(cached));
+  } else {
+    const Status s = EvalPromptFrom(engine, request.prompt, cached);
+    if (!s.ok()) {
+      g->prompt_s = NowSeconds() - t_prompt;
+      if (prompt_logits) prompt_logits->clear();
+      gen.Fail(s);
+      return;
+    }
+    if (prompt_logits) prompt_logits->assign(engine->logits(), engine->logits() + n_vocab);
   }
   gen.PromptDone(NowSeconds() - t_prompt);
+  const float* logits = whole ? prompt_logits->data() : engine->logits();
   // The context's tokens, for a context shift.
   std::vector<int32_t> context;
   if (request.context_keep != -1) context = request.prompt;
   int32_t next = 0;
-  while (gen.Next(engine->logits(), engine->n_past(), on_token, &next)) {
+  while (gen.Next(logits, engine->n_past(), on_token, &next)) {
+    logits = engine->logits();
     if (request.context_keep != -1 && engine->n_past() >= engine->n_ctx()) {
       const Status shifted = ShiftContext(
           engine, ContextKeepTokens(tok, request.prompt, request.context_keep), &context);

@@ -166,9 +166,14 @@ int ContextKeepTokens(const Tokenizer& tok, const std::vector<int32_t>& prompt, 
 // (prompt_cache.h: ReusablePrefix); the rest of the prompt is evaluated from
 // there (0: all of it, whatever the engine held). The sampler's history gets
 // the whole prompt. Allocates only the result's growth.
+// With `prompt_logits`: the logits after the prompt's last token are kept
+// there (empty after a failure); given back with `cached` the whole prompt
+// (the same prompt again, e.g. the next of n choices), nothing is evaluated
+// and the first token comes from them.
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
               const GenerationRequest& request, const TokenCallback& on_token,
-              GenerationResult* result, size_t cached = 0);
+              GenerationResult* result, size_t cached = 0,
+              std::vector<float>* prompt_logits = nullptr);
 
 // The position of the first stop string in `text` that ends within its last
 // `fresh` bytes, or npos (exposed for tests).

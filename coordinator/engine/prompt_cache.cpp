@@ -4,10 +4,10 @@
 
 namespace pi {
 
-size_t ReusablePrefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& prompt,
+size_t ReusablePrefix(const int32_t* cached, size_t n_cached, const std::vector<int32_t>& prompt,
                       int n_batch) {
   const size_t b = static_cast<size_t>(n_batch > 0 ? n_batch : 1);
-  const size_t whole_chunks = cached.size() / b * b;
+  const size_t whole_chunks = n_cached / b * b;
   size_t p = 0;
   while (p < whole_chunks && p + 1 < prompt.size() && cached[p] == prompt[p]) ++p;
   return p / b * b;

@@ -28,8 +28,12 @@ namespace pi {
 // their common prefix, at most all but the last token (whose logits are
 // needed) and the cached prompt's whole chunks, rounded down to a multiple
 // of n_batch.
-size_t ReusablePrefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& prompt,
+size_t ReusablePrefix(const int32_t* cached, size_t n_cached, const std::vector<int32_t>& prompt,
                       int n_batch);
+inline size_t ReusablePrefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& prompt,
+                             int n_batch) {
+  return ReusablePrefix(cached.data(), cached.size(), prompt, n_batch);
+}
 
 // Whether a sequence still holds `prompt_size` positions as the prompt's
 // evaluation wrote them after generation `g` ran on it (n_past: the

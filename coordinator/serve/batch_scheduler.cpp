@@ -17,8 +17,10 @@ struct BatchScheduler::Slot {
   size_t prefilled = 0;  // prompt tokens evaluated (from the cache at first)
   int32_t next = -1;     // the token to evaluate next (decoding), else -1
   double prompt_start = 0;
-  size_t embed_at = 0;  // an embedding request: which of its prompts is evaluated
-  EmbeddingPool pool;   // and its embedding so far
+  bool waits = false;        // another request evaluates the same prompt: taken when it is done
+  bool from_logits = false;  // its prompt taken whole: the first token from the kept logits
+  size_t embed_at = 0;       // an embedding request: which of its prompts is evaluated
+  EmbeddingPool pool;        // and its embedding so far
 
   bool embeds() const { return job->request.pooling != Pooling::kNone; }
   // The prompt being evaluated.
@@ -35,6 +37,8 @@ BatchScheduler::BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHo
   const int n_seq = engine->n_seq();
   cached_.resize(n_seq);
   last_used_.assign(n_seq, 0);
+  prompt_logits_.assign(static_cast<size_t>(n_seq) * engine->n_vocab(), 0.0f);
+  logits_of_.assign(n_seq, 0);
   rows_.reserve(engine->max_batch_rows());
   row_slot_.reserve(n_seq);
   done_.reserve(n_seq);
@@ -68,6 +72,8 @@ void BatchScheduler::Loop() {
     for (Slot* slot : running) {
       if (slot->gen) continue;
       RequestJob* job = slot->job.get();
+      if (!slot->embeds()) Share(slot, running);
+      if (!slot->from_logits) logits_of_[slot->seq] = 0;  // what it held is overwritten
       engine_->KeepSeq(slot->seq, static_cast<int>(slot->prefilled));
       hooks_.started(job);
       slot->gen = std::make_unique<Generation>(*tok_, &job->sampler, job->request, engine_->n_ctx(),
@@ -91,17 +97,20 @@ void BatchScheduler::Loop() {
 }
 
 int BatchScheduler::PickSeq(const RequestJob& job, size_t* reuse) {
+  // (An embedding pools every position: nothing cached is reused.)
+  const bool reuses = job.request.cache_prompt && job.request.pooling == Pooling::kNone;
   size_t best = 0, most = 0;
+  bool whole = false;  // best holds the prompt whole (Share takes it)
   for (size_t i = 0; i < free_seqs_.size(); ++i) {
     const int s = free_seqs_[i];
-    // (An embedding pools every position: nothing cached is reused.)
-    const size_t r = job.request.cache_prompt && job.request.pooling == Pooling::kNone
-                         ? ReusablePrefix(cached_[s], job.request.prompt, n_batch_)
-                         : 0;
+    const size_t r = reuses ? ReusablePrefix(cached_[s], job.request.prompt, n_batch_) : 0;
+    const bool w = reuses && cached_[s] == job.request.prompt && HoldsWhole(s, cached_[s]);
     const int b = free_seqs_[best];
-    if (r > most || (r == most && last_used_[s] < last_used_[b])) {
+    if ((w && !whole) ||
+        (w == whole && (r > most || (r == most && last_used_[s] < last_used_[b])))) {
       best = i;
       most = r;
+      whole = w;
     }
   }
   const int seq = free_seqs_[best];
@@ -117,6 +126,7 @@ void BatchScheduler::Leave(Slot* slot) {
     cached_[slot->seq] = prompt;
   } else {
     cached_[slot->seq].clear();
+    logits_of_[slot->seq] = 0;
   }
   last_used_[slot->seq] = ++uses_;
   {
@@ -139,6 +149,12 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
       ++i;
     }
   }
+  // Requests that waited for a prompt being evaluated take it now (or, if
+  // it went, evaluate theirs); those whose prompt was taken whole start.
+  for (Slot* slot : *running) {
+    if (slot->waits) Share(slot, *running);
+  }
+  StartFromLogits(running);
   if (running->empty()) return;
   // The decode rows, then one chunk of one prompt, cut where Eval cuts it
   // (every -b tokens from the prompt's start): the same runs as alone.
@@ -154,7 +170,7 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
   Slot* prefill = nullptr;
   auto left = [](const Slot* s) { return s->prompt().size() - s->prefilled; };
   for (Slot* slot : *running) {
-    if (slot->next >= 0 || left(slot) == 0) continue;
+    if (slot->next >= 0 || left(slot) == 0 || slot->waits) continue;
     if (!prefill || left(slot) < left(prefill)) prefill = slot;
   }
   const size_t prefill_row = rows_.size();  // the prefill's first row
@@ -198,6 +214,11 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
       slot->gen->Fail(s);
     } else {
       if (prompt_done) {
+        // Kept for a request with the same prompt (n choices, one asked again).
+        const float* logits = engine_->batch_logits(static_cast<int>(k));
+        std::copy(logits, logits + engine_->n_vocab(),
+                  prompt_logits_.begin() + static_cast<size_t>(slot->seq) * engine_->n_vocab());
+        logits_of_[slot->seq] = slot->prompt().size();
         slot->gen->PromptDone(NowSeconds() - slot->prompt_start);
       } else {
         slot->gen->Evaluated(0, 0);  // (the step's FFN counts are the batch's, not the job's)
@@ -226,6 +247,93 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
   }
   for (Slot* slot : done) {
     running->erase(std::find(running->begin(), running->end(), slot));
+    Leave(slot);
+  }
+}
+
+bool BatchScheduler::HoldsWhole(int seq, const std::vector<int32_t>& prompt) const {
+  return !prompt.empty() && logits_of_[seq] == prompt.size();
+}
+
+void BatchScheduler::Share(Slot* slot, const std::vector<Slot*>& running) {
+  slot->waits = false;
+  if (!slot->job->request.cache_prompt) return;  // evaluated whole, as asked
+  const std::vector<int32_t>& prompt = slot->prompt();
+  const int seq = slot->seq;
+  const size_t n_vocab = static_cast<size_t>(engine_->n_vocab());
+  auto take_whole = [&](int from) {
+    if (from != seq) {
+      if (!engine_->CopySeq(from, seq, static_cast<int>(prompt.size())).ok()) return false;
+      std::copy_n(prompt_logits_.begin() + from * n_vocab, n_vocab,
+                  prompt_logits_.begin() + seq * n_vocab);
+      logits_of_[seq] = prompt.size();
+    }
+    slot->prefilled = prompt.size();
+    slot->from_logits = true;
+    slot->job->result.n_cached = static_cast<int>(prompt.size());
+    return true;
+  };
+  // Its own sequence's last prompt (PickSeq chose it for the most shared).
+  if (cached_[seq] == prompt && HoldsWhole(seq, prompt) && take_whole(seq)) return;
+  if (!engine_->can_copy_seqs()) return;
+  int donor = -1;
+  size_t most = slot->prefilled;
+  for (const Slot* s : running) {
+    if (s == slot || !s->gen || s->embeds() || s->waits || s->job->result.context_shifts != 0) {
+      continue;
+    }
+    // Its sequence holds its prompt's first `prefilled` positions.
+    const std::vector<int32_t>& held = s->prompt();
+    if (held == prompt) {
+      if (s->prefilled == held.size() && HoldsWhole(s->seq, held) && take_whole(s->seq)) return;
+      if (s->prefilled < held.size()) {  // being evaluated: taken once it is done
+        slot->waits = true;
+        return;
+      }
+    }
+    const size_t r = ReusablePrefix(held.data(), s->prefilled, prompt, n_batch_);
+    if (r > most) {
+      most = r;
+      donor = s->seq;
+    }
+  }
+  for (int s : free_seqs_) {
+    if (cached_[s] == prompt && HoldsWhole(s, prompt) && take_whole(s)) return;
+    const size_t r = ReusablePrefix(cached_[s], prompt, n_batch_);
+    if (r > most) {
+      most = r;
+      donor = s;
+    }
+  }
+  if (donor >= 0 && engine_->CopySeq(donor, seq, static_cast<int>(most)).ok()) {
+    slot->prefilled = most;
+    slot->job->result.n_cached = static_cast<int>(most);
+  }
+}
+
+void BatchScheduler::StartFromLogits(std::vector<Slot*>* running) {
+  for (size_t i = 0; i < running->size();) {
+    Slot* slot = (*running)[i];
+    if (!slot->from_logits) {
+      ++i;
+      continue;
+    }
+    slot->from_logits = false;
+    RequestJob* job = slot->job.get();
+    auto push = [this, job](int32_t id, const std::string& text) {
+      return hooks_.token(job, id, text);
+    };
+    slot->gen->PromptDone(NowSeconds() - slot->prompt_start);
+    const float* logits =
+        prompt_logits_.data() + static_cast<size_t>(slot->seq) * engine_->n_vocab();
+    int32_t next = -1;
+    if (slot->gen->Next(logits, engine_->seq_n_past(slot->seq), push, &next)) {
+      slot->next = next;
+      ++i;
+      continue;
+    }
+    slot->gen->Finish(push);
+    running->erase(running->begin() + static_cast<long>(i));
     Leave(slot);
   }
 }

@@ -12,7 +12,13 @@
 //
 // Each sequence's cache keeps the last prompt run on it; a request takes
 // the free sequence whose prompt shares the most with its own (then the one
-// used longest ago) and starts after that prefix (prompt_cache.h).
+// used longest ago) and starts after that prefix (prompt_cache.h). On the
+// host path a request also takes a longer prefix from another sequence
+// (Engine::CopySeq): a running request's prompt, or a free sequence's. The
+// same prompt whole (the n choices of one request, a request asked again)
+// is not evaluated at all: its positions are copied and its first token
+// drawn from the logits kept when that prompt was evaluated; a request
+// whose prompt another is evaluating meanwhile waits for it.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +52,14 @@ class BatchScheduler final : public Scheduler {
   // The free sequence for `job` (under mu_) and how much of its prompt that
   // sequence's cache holds.
   int PickSeq(const RequestJob& job, size_t* reuse);
+  // Before `slot` evaluates its prompt: what other sequences hold of it
+  // taken (see above), or slot->waits for a request evaluating the same.
+  void Share(Slot* slot, const std::vector<Slot*>& running);
+  // Whether sequence `seq` holds `prompt` whole with its last token's logits.
+  bool HoldsWhole(int seq, const std::vector<int32_t>& prompt) const;
+  // The slots whose prompts were taken whole: their first tokens, from the
+  // kept logits (the finished ones leave).
+  void StartFromLogits(std::vector<Slot*>* running);
 
   Engine* engine_;
   const Tokenizer* tok_;
@@ -59,6 +73,10 @@ class BatchScheduler final : public Scheduler {
   std::vector<std::vector<int32_t>> cached_;
   std::vector<uint64_t> last_used_;
   uint64_t uses_ = 0;
+  // Per sequence: the logits after its cached (or running) prompt's last
+  // token, and that prompt's length (0: none kept).
+  std::vector<float> prompt_logits_;
+  std::vector<size_t> logits_of_;
 };
 
 }  // namespace pi

@@ -146,9 +146,10 @@ void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prom
   AppendEvent(chat_ ? ChatChunkJson(end, !started_, text, finish, n_prompt, n_gen)
                     : CompletionChunkJson(end, text, finish, n_prompt, n_gen),
               out);
+  started_ = true;
+  if (one_of_several_) return;  // the request's end follows its last choice's
   if (include_usage_) AppendEvent(UsageChunkJson(info_, chat_, n_prompt, n_gen), out);
   AppendEvent("[DONE]", out);
-  started_ = true;
 }
 
 // The content and each call, then the last chunk: finish_reason
@@ -172,9 +173,10 @@ void CompletionReply::AppendToolEndEvents(const GenerationResult& result, int n_
   const int n_gen = static_cast<int>(result.ids.size());
   const char* finish = calls.empty() ? FinishReason(result.stop_reason) : "tool_calls";
   AppendEvent(ChatChunkJson(end, false, "", finish, n_prompt, n_gen), out);
+  started_ = true;
+  if (one_of_several_) return;  // the request's end follows its last choice's
   if (include_usage_) AppendEvent(UsageChunkJson(info_, chat_, n_prompt, n_gen), out);
   AppendEvent("[DONE]", out);
-  started_ = true;
 }
 
 int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,

@@ -44,6 +44,9 @@ class CompletionReply {
   void set_echo(std::string text) { echo_ = std::move(text); }
   // A stream ends with a chunk of the usage alone (stream_options).
   void set_include_usage(bool on) { include_usage_ = on; }
+  // One choice of several (CompletionChoices): its stream's end is the
+  // choice's last chunk alone; the request's usage and [DONE] follow them all.
+  void set_one_of_several() { one_of_several_ = true; }
   // Replies in llama-server's native shape (native_api.h) instead.
   void set_native(NativeReplyInfo info) { native_ = std::move(info); }
   // A chat with tools: the text is read for calls at the end (a stream
@@ -76,6 +79,7 @@ class CompletionReply {
 
   std::string echo_;
   bool include_usage_ = false;
+  bool one_of_several_ = false;
   std::optional<NativeReplyInfo> native_;
   std::optional<ToolSyntax> tools_;
   std::optional<ResponsesEcho> responses_;

@@ -190,16 +190,18 @@ void StartEmbedding(const HttpContext& c, const std::string& body, std::function
   }
   request.pooling = o.pooling;
   const int n_prompt = static_cast<int>(PromptTokens(request));
-  out->job = runner->Submit(std::move(request), SamplerParams(), false, std::move(notify));
-  if (!out->job) {
+  CompletionChoice choice;
+  choice.job = runner->Submit(std::move(request), SamplerParams(), false, std::move(notify));
+  if (!choice.job) {
     out->refusal = QueueFullReply(runner->max_queue());
     return;
   }
-  out->reply =
+  choice.reply =
       std::make_unique<CompletionReply>(false, CompletionInfo{}, &runner->tokenizer(), false);
-  out->reply->set_embeddings(o.model_id, r.base64);
+  choice.reply->set_embeddings(o.model_id, r.base64);
+  choice.n_prompt = n_prompt;
+  out->choices.Add(std::move(choice));
   out->stream = false;
-  out->n_prompt = n_prompt;
 }
 
 }  // namespace pi

@@ -43,11 +43,7 @@ HttpConnection::HttpConnection(tcp::socket socket, HttpShared* shared, std::stri
       probe_timer_(stream_.get_executor()) {}
 
 HttpConnection::~HttpConnection() {
-  if (job_) {
-    job_->stream.SetNotify(nullptr);
-    if (RequestRunner* runner = shared_->runner.load())
-      runner->Cancel(job_, "the connection closed");
-  }
+  if (choices_) choices_->Cancel(shared_->runner.load(), "the connection closed");
   std::lock_guard<std::mutex> lock(shared_->mu);
   --shared_->open;
   if (--shared_->open_by_client[client_] <= 0) shared_->open_by_client.erase(client_);
@@ -87,7 +83,7 @@ void HttpConnection::Stop() {
 void HttpConnection::Close() {
   if (closed_) return;
   closed_ = true;
-  if (job_) CancelJob("the connection closed");
+  if (choices_) CancelJob("the connection closed");
   self_while_job_.reset();
   probe_timer_.cancel();
   beast::error_code ignored;
@@ -250,7 +246,7 @@ void HttpConnection::Dispatch() {
         });
       },
       &start);
-  if (!start.job) return Reply(start.refusal, false);
+  if (!start.started()) return Reply(start.refusal, false);
   StartJob(std::move(start));
 }
 
@@ -315,10 +311,8 @@ void HttpConnection::LingeringClose() {
 }
 
 void HttpConnection::StartJob(CompletionStart start) {
-  job_ = std::move(start.job);
-  reply_ = std::move(start.reply);
+  choices_.emplace(std::move(start.choices));
   streaming_ = start.stream;
-  n_prompt_ = start.n_prompt;
   head_sent_ = last_written_ = false;
   self_while_job_ = shared_from_this();
   if (streaming_) {
@@ -337,26 +331,20 @@ void HttpConnection::StartJob(CompletionStart start) {
 }
 
 void HttpConnection::CancelJob(const std::string& why) {
-  if (!job_) return;
-  job_->stream.SetNotify(nullptr);
-  if (RequestRunner* runner = shared_->runner.load()) runner->Cancel(job_, why);
+  if (!choices_) return;
+  choices_->Cancel(shared_->runner.load(), why);
   ReleaseJob();
 }
 
 void HttpConnection::Drain() {
-  if (!job_ || writing_ || closed_) return;
-  const bool ended = job_->stream.Take(&tokens_);
-  events_.clear();
-  if (streaming_) reply_->AppendTokenEvents(tokens_, job_->result, &events_);
-  if (ended) {
-    const GenerationResult& g = job_->result;
-    if (job_->state == RequestJob::kAbandoned || std::string(g.stop_reason) == "cancelled") {
+  if (!choices_ || writing_ || closed_) return;
+  int status = 0;
+  std::string body;
+  switch (choices_->Drain(streaming_, shared_->runner.load(), &events_, &last_written_, &status,
+                          &body)) {
+    case CompletionChoices::Step::kCancelled:
       return Close();  // the client left, did not read, or the server stops: no normal end
-    }
-    if (!streaming_ ||
-        (!reply_->started() && events_.empty() && std::string(g.stop_reason) == "error")) {
-      std::string body;
-      const int status = reply_->WholeResponse(g, n_prompt_, &body);
+    case CompletionChoices::Step::kWhole: {
       ReleaseJob();
       HttpReply r;
       r.status = status;
@@ -368,8 +356,8 @@ void HttpConnection::Drain() {
       }
       return Reply(r, false);
     }
-    reply_->AppendEndEvents(g, n_prompt_, &events_);
-    last_written_ = true;
+    case CompletionChoices::Step::kGoing:
+      break;
   }
   if (events_.empty()) return;
   std::string chunked;
@@ -397,7 +385,7 @@ void HttpConnection::Drain() {
 
 void HttpConnection::OnWritten(beast::error_code ec) {
   writing_ = false;
-  if (!job_) {  // released while the write was in flight (closing): its head goes only now
+  if (!choices_) {  // released while the write was in flight (closing): its head goes only now
     serializer_.reset();
     head_.reset();
     return Close();
@@ -414,8 +402,7 @@ void HttpConnection::OnWritten(beast::error_code ec) {
 }
 
 void HttpConnection::ReleaseJob() {
-  job_.reset();
-  reply_.reset();
+  choices_.reset();
   streaming_ = false;
   if (!writing_) {  // else the write in flight still reads them: OnWritten lets them go
     serializer_.reset();
@@ -480,11 +467,11 @@ void HttpConnection::OnWatch(beast::error_code ec) {
 }
 
 void HttpConnection::Probe() {
-  if (!job_ || closed_) return;
+  if (!choices_ || closed_) return;
   probe_timer_.expires_after(Ms(1000));
   probe_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
     self->Guarded("probing", [&] {
-      if (ec || !self->job_ || self->closed_) return;
+      if (ec || !self->choices_ || self->closed_) return;
       if (!self->writing_) {
         if (!self->head_sent_ && self->version_ == 11) {
           self->Write(kContinue);  // skipped by the client; refused by a socket nobody holds

@@ -86,7 +86,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void LingeringClose();
 
   void StartJob(CompletionStart start);
-  void Drain();  // the job's tokens (or its end) that are there, written
+  void Drain();  // the jobs' tokens (or their end) that are there, written
   void OnWritten(ErrorCode ec);
   void EndJob();      // after its last byte: the next request, or close
   void ReleaseJob();  // the finished job's state let go
@@ -115,10 +115,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   // The running completion.
   std::shared_ptr<HttpConnection> self_while_job_;  // a job keeps its connection
-  std::shared_ptr<RequestJob> job_;
-  std::unique_ptr<CompletionReply> reply_;
+  std::optional<CompletionChoices> choices_;        // its jobs and replies
   bool streaming_ = false;
-  int n_prompt_ = 0;
   // A write is in flight: what it reads (events_, and while the stream's head
   // goes out head_ and serializer_) outlives the job until it completes, even
   // when the job is released meanwhile (a client that resets mid-write).
@@ -129,7 +127,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::optional<boost::beast::http::response_serializer<boost::beast::http::empty_body>>
       serializer_;
   std::string events_;  // what is being written
-  std::vector<RequestStream::Token> tokens_;
   bool watching_ = false;
   bool await_after_watch_ = false;
   boost::asio::steady_timer probe_timer_;

@@ -339,6 +339,79 @@ Status InfillTokens(RequestRunner* runner, bool spm, CompletionRequest* cr, int*
   return Status::Ok();
 }
 
+// Tokenizes one prompt of a completion and submits its n choices (indexes
+// first_choice on) to *choices; false with *refusal when the prompt is
+// refused or the queue is full.
+bool SubmitPrompt(const HttpContext& c, CompletionKind kind, const CompletionRequest& cr,
+                  const v1::GenerateRequest& prompt, int first_choice, const CompletionInfo& info,
+                  bool several, const std::function<void()>& notify, CompletionChoices* choices,
+                  HttpReply* refusal) {
+  const HttpServerOptions& o = *c.options;
+  RequestRunner* runner = c.runner;
+  const Tokenizer& tok = runner->tokenizer();
+  const Engine& engine = runner->engine();
+  GenerationRequest request;
+  SamplerParams sampling;
+  bool busy = false;
+  const Status s =
+      ParseGenerateRequestGated(&runner->tokenize_gate(), prompt, engine.n_vocab(), engine.n_ctx(),
+                                tok, &request, &sampling, &cr.content_spans, &busy);
+  if (!s.ok()) {
+    *refusal = busy ? ErrorReply(503, s.message(), 1) : ErrorReply(400, s.message());
+    return false;
+  }
+  const bool native = kind == CompletionKind::kNative || kind == CompletionKind::kInfill;
+  const int n_prompt = static_cast<int>(request.prompt.size());
+  // The prompt's text, for echo and the native reply's "prompt".
+  std::string prompt_text;
+  if (cr.echo || native) {
+    prompt_text = prompt.has_prompt_ids() ? tok.Decode(request.prompt) : prompt.prompt();
+  }
+  NativeReplyInfo native_info;
+  if (native) {
+    native_info.model = o.model_id;
+    native_info.prompt = prompt_text;
+    native_info.n_prompt = n_prompt;
+    native_info.return_tokens = cr.return_tokens;
+    native_info.n_probs = cr.n_probs;
+    native_info.sampling = sampling;
+    native_info.n_predict = request.n_predict;
+    native_info.stops = request.stops;
+    native_info.ignore_eos = request.ignore_eos;
+    native_info.prompt_truncated = cr.infill_truncated;
+  }
+  const bool logprobs = request.logprobs >= 0;
+  const bool chat = kind == CompletionKind::kChat || kind == CompletionKind::kResponses;
+  for (int k = 0; k < cr.n; ++k) {
+    // A choice's own draws: a given seed goes on by one a choice (a random
+    // one is each sampler's own).
+    SamplerParams choice_sampling = sampling;
+    if (k > 0 && sampling.seed != kRandomSeed) {
+      choice_sampling.seed = static_cast<uint32_t>((uint64_t{sampling.seed} + k) % kRandomSeed);
+    }
+    CompletionChoice choice;
+    choice.job = runner->Submit(request, choice_sampling, cr.stream, notify);
+    if (!choice.job) {
+      *refusal = QueueFullReply(runner->max_queue());
+      return false;
+    }
+    CompletionInfo choice_info = info;
+    choice_info.choice = first_choice + k;
+    choice.reply = std::make_unique<CompletionReply>(chat, std::move(choice_info), &tok, logprobs);
+    CompletionReply& reply = *choice.reply;
+    reply.set_include_usage(cr.include_usage);
+    if (cr.echo) reply.set_echo(prompt_text);
+    if (native) reply.set_native(native_info);
+    if (cr.tools) reply.set_tools(cr.tool_syntax);
+    if (cr.responses) reply.set_responses(cr.responses_echo);
+    if (several) reply.set_one_of_several();
+    choice.n_prompt = n_prompt;
+    choice.counts_prompt = k == 0;
+    choices->Add(std::move(choice));
+  }
+  return true;
+}
+
 }  // namespace
 
 void StartCompletion(const HttpContext& c, CompletionKind kind, const std::string& body,
@@ -350,7 +423,6 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
   if (kind == CompletionKind::kEmbeddings) return StartEmbedding(c, body, std::move(notify), out);
   const HttpServerOptions& o = *c.options;
   RequestRunner* runner = c.runner;
-  const Tokenizer& tok = runner->tokenizer();
   CompletionRequest cr;
   int status = 400;
   Status s = ParseCompletion(o, kind, body, &cr, &status);
@@ -368,39 +440,23 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
       return;
     }
   }
-  GenerationRequest request;
-  SamplerParams sampling;
-  bool busy = false;
-  s = ParseGenerateRequestGated(&runner->tokenize_gate(), cr.request, engine.n_vocab(),
-                                engine.n_ctx(), tok, &request, &sampling, &cr.content_spans, &busy);
-  if (!s.ok()) {
-    out->refusal = busy ? ErrorReply(503, s.message(), 1) : ErrorReply(400, s.message());
-    return;
+  // The prompts: the request's, then the others (completions).
+  std::vector<v1::GenerateRequest> prompts{cr.request};
+  for (const v1::GenerateRequest& more : cr.more_prompts) {
+    v1::GenerateRequest r = cr.request;
+    if (more.has_prompt_ids()) {
+      *r.mutable_prompt_ids() = more.prompt_ids();
+    } else {
+      r.set_prompt(more.prompt());
+    }
+    prompts.push_back(std::move(r));
   }
-  const bool native = kind == CompletionKind::kNative || kind == CompletionKind::kInfill;
-  const int n_prompt = static_cast<int>(request.prompt.size());
-  // The prompt's text, for echo and the native reply's "prompt".
-  std::string prompt_text;
-  if (cr.echo || native) {
-    prompt_text = cr.request.has_prompt_ids() ? tok.Decode(request.prompt) : cr.request.prompt();
-  }
-  NativeReplyInfo native_info;
-  if (native) {
-    native_info.model = o.model_id;
-    native_info.prompt = prompt_text;
-    native_info.n_prompt = n_prompt;
-    native_info.return_tokens = cr.return_tokens;
-    native_info.n_probs = cr.n_probs;
-    native_info.sampling = sampling;
-    native_info.n_predict = request.n_predict;
-    native_info.stops = request.stops;
-    native_info.ignore_eos = request.ignore_eos;
-    native_info.prompt_truncated = cr.infill_truncated;
-  }
-  const bool logprobs = request.logprobs >= 0;
-  out->job = runner->Submit(std::move(request), sampling, cr.stream, std::move(notify));
-  if (!out->job) {
-    out->refusal = QueueFullReply(runner->max_queue());
+  const int total = cr.n * static_cast<int>(prompts.size());
+  const int at_once = runner->max_queue() + engine.n_seq();
+  if (total > at_once) {
+    out->refusal = ErrorReply(
+        400, "n: " + std::to_string(total) + " choices in all; this server holds at most " +
+                 std::to_string(at_once) + " requests at once (--max-queue and -np)");
     return;
   }
   const bool chat = kind == CompletionKind::kChat || kind == CompletionKind::kResponses;
@@ -414,14 +470,18 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
                      .count();
   info.model = o.model_id;
   info.system_fingerprint = o.system_fingerprint;
-  out->reply = std::make_unique<CompletionReply>(chat, std::move(info), &tok, logprobs);
-  out->reply->set_include_usage(cr.include_usage);
-  if (cr.echo) out->reply->set_echo(prompt_text);
-  if (native) out->reply->set_native(std::move(native_info));
-  if (cr.tools) out->reply->set_tools(cr.tool_syntax);
-  if (cr.responses) out->reply->set_responses(std::move(cr.responses_echo));
+  info.last_chunk_usage = total == 1;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    if (!SubmitPrompt(c, kind, cr, prompts[p], static_cast<int>(p) * cr.n, info, total > 1, notify,
+                      &out->choices, &out->refusal)) {
+      // What was submitted goes: the request is refused whole.
+      out->choices.Cancel(runner, "another choice of the request was refused");
+      out->choices = CompletionChoices();
+      return;
+    }
+  }
+  if (total > 1) out->choices.SetSeveral(info, chat, cr.include_usage);
   out->stream = cr.stream;
-  out->n_prompt = n_prompt;
 }
 
 }  // namespace pi

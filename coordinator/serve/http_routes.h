@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "coordinator/serve/completion_choices.h"
 #include "coordinator/serve/completion_reply.h"
 #include "coordinator/serve/http_options.h"
 #include "coordinator/serve/request_runner.h"
@@ -69,14 +70,14 @@ struct HttpContext {
 // The answer of every route but the completions.
 HttpReply HandleRoute(HttpRoute route, const HttpContext& c, const std::string& body);
 
-// A completion started: `job` runs (its tokens, with `reply`, become the
-// answer), or `refusal` is the answer (a bad request, the queue full).
+// A completion started: its choices run (their tokens, with their replies,
+// become the answer: completion_choices.h), or `refusal` is the answer (a
+// bad request, the queue full).
 struct CompletionStart {
   HttpReply refusal;
-  std::shared_ptr<RequestJob> job;
-  std::unique_ptr<CompletionReply> reply;
+  CompletionChoices choices;
   bool stream = false;
-  int n_prompt = 0;
+  bool started() const { return choices.size() > 0; }
 };
 
 // Reads, checks and tokenizes a completion's body and submits it; `notify`

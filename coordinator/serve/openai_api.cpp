@@ -94,8 +94,10 @@ std::string Reply(const CompletionInfo& info, const char* object, json choice, b
 
 std::string CompletionJson(const CompletionInfo& info, const std::string& text,
                            const char* finish_reason, int prompt_tokens, int completion_tokens) {
-  json choice = {
-      {"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  json choice = {{"text", text},
+                 {"index", info.choice},
+                 {"logprobs", nullptr},
+                 {"finish_reason", finish_reason}};
   if (info.logprobs && info.tok) choice["logprobs"] = CompletionLogprobs(info);
   return Reply(info, "text_completion", std::move(choice), true, prompt_tokens, completion_tokens);
 }
@@ -103,11 +105,11 @@ std::string CompletionJson(const CompletionInfo& info, const std::string& text,
 std::string CompletionChunkJson(const CompletionInfo& info, const std::string& text,
                                 const char* finish_reason, int prompt_tokens,
                                 int completion_tokens) {
-  json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}};
+  json choice = {{"text", text}, {"index", info.choice}, {"logprobs", nullptr}};
   if (info.logprobs && info.tok) choice["logprobs"] = CompletionLogprobs(info);
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
-  return Reply(info, "text_completion", std::move(choice), finish_reason != nullptr, prompt_tokens,
-               completion_tokens);
+  return Reply(info, "text_completion", std::move(choice),
+               finish_reason != nullptr && info.last_chunk_usage, prompt_tokens, completion_tokens);
 }
 
 std::string UsageChunkJson(const CompletionInfo& info, bool chat, int prompt_tokens,
@@ -125,7 +127,7 @@ std::string UsageChunkJson(const CompletionInfo& info, bool chat, int prompt_tok
 std::string ChatCompletionJson(const CompletionInfo& info, const std::string& text,
                                const char* finish_reason, int prompt_tokens,
                                int completion_tokens) {
-  json choice = {{"index", 0},
+  json choice = {{"index", info.choice},
                  {"message", {{"role", "assistant"}, {"content", text}}},
                  {"finish_reason", finish_reason}};
   if (info.logprobs && info.tok) choice["logprobs"] = ChatLogprobs(info);
@@ -137,11 +139,11 @@ std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::str
   json delta = json::object();
   if (first) delta["role"] = "assistant";
   if (!finish_reason) delta["content"] = text;
-  json choice = {{"index", 0}, {"delta", delta}};
+  json choice = {{"index", info.choice}, {"delta", delta}};
   if (info.logprobs && info.tok) choice["logprobs"] = ChatLogprobs(info);
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
-  return Reply(info, "chat.completion.chunk", std::move(choice), finish_reason != nullptr,
-               prompt_tokens, completion_tokens);
+  return Reply(info, "chat.completion.chunk", std::move(choice),
+               finish_reason != nullptr && info.last_chunk_usage, prompt_tokens, completion_tokens);
 }
 
 namespace {
@@ -162,14 +164,15 @@ std::string ChatToolsCompletionJson(const CompletionInfo& info, const std::strin
   json message = {{"role", "assistant"},
                   {"content", content.empty() ? json(nullptr) : json(content)},
                   {"tool_calls", std::move(tool_calls)}};
-  json choice = {{"index", 0}, {"message", std::move(message)}, {"finish_reason", "tool_calls"}};
+  json choice = {
+      {"index", info.choice}, {"message", std::move(message)}, {"finish_reason", "tool_calls"}};
   return Reply(info, "chat.completion", std::move(choice), true, prompt_tokens, completion_tokens);
 }
 
 std::string ChatToolCallChunkJson(const CompletionInfo& info, int index, const ToolCall& call) {
   json c = ToolCallJson(call);
   c["index"] = index;
-  json choice = {{"index", 0}, {"delta", {{"tool_calls", json::array({c})}}}};
+  json choice = {{"index", info.choice}, {"delta", {{"tool_calls", json::array({c})}}}};
   choice["finish_reason"] = nullptr;
   return Reply(info, "chat.completion.chunk", std::move(choice), false, 0, 0);
 }

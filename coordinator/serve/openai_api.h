@@ -23,8 +23,15 @@
 
 namespace pi {
 
+// Choices one completion request may ask for: n for each prompt, together.
+inline constexpr size_t kMaxChoices = 16;
+
 struct CompletionRequest {
   v1::GenerateRequest request;  // prompt or ids, n_predict, stops, sampling, logprobs
+  // Completions: the prompts after the first (request's), each run as it
+  // would be alone; choices go prompt by prompt, n each.
+  std::vector<v1::GenerateRequest> more_prompts;
+  int n = 1;  // choices per prompt
   bool stream = false;
   bool include_usage = false;  // stream_options: a last chunk with the usage alone
   bool echo = false;           // completions: the reply's text starts with the prompt's
@@ -47,16 +54,15 @@ struct CompletionRequest {
   ResponsesEcho responses_echo;
 };
 
-// Reads a /v1/completions body: prompt (a string, token ids, or one string
-// in an array), max_tokens (or llama.cpp's n_predict; default -1: until end
-// of text), temperature, top_p, top_k, min_p, repeat_penalty,
-// repeat_last_n, presence_penalty, frequency_penalty, logit_bias, seed,
-// stop (a string or strings), stream, stream_options, echo, logprobs, n
-// (must be 1), user, cache_prompt, ignore_eos, grammar and json_schema
-// (output_constraint.h), model (must be `model_id`
-// when given: else *http_status 404). Any other field is refused by name.
-// On an error, *http_status is 400 (or 404) and the message names the field.
-// any_model: take any model name (llama-server's way), serving this one.
+// Reads a /v1/completions body: prompt (a string, token ids, or an array
+// of strings or of token-id arrays: several prompts), max_tokens (or llama.cpp's n_predict; default
+// -1: until end of text), temperature, top_p, top_k, min_p, repeat_penalty, repeat_last_n,
+// presence_penalty, frequency_penalty, logit_bias, seed, stop (a string or strings), stream,
+// stream_options, echo, logprobs, n (choices per prompt; at most kMaxChoices in all), user,
+// cache_prompt, ignore_eos, grammar and json_schema (output_constraint.h), model (must be
+// `model_id` when given: else *http_status 404). Any other field is refused by name. On an error,
+// *http_status is 400 (or 404) and the message names the field. any_model: take any model name
+// (llama-server's way), serving this one.
 Status ParseCompletionRequest(const std::string& body, const std::string& model_id,
                               CompletionRequest* out, int* http_status, bool any_model = false);
 
@@ -115,6 +121,10 @@ struct ReplyTimings {
 
 struct CompletionInfo {
   std::string id;  // "cmpl-<n>"
+  int choice = 0;  // the choice's index (several: n, or several prompts)
+  // A stream's last chunk of the choice carries the usage (one choice; with
+  // several the usage is the whole request's, after them all).
+  bool last_chunk_usage = true;
   int64_t created = 0;
   std::string model;
   // Set: the whole response and the last chunk carry "timings".

@@ -61,7 +61,7 @@ const NotImplemented kNotImplemented[] = {
     {"function_call",
      "the deprecated function calls are not supported by this server: use "
      "tool_choice"},
-    {"best_of", "one choice per request: best_of is not supported"},
+    {"best_of", "best_of is not supported by this server: ask for n choices and pick"},
     {"n_probs", "not supported: ask for logprobs"},
     {"store", "stored completions are not supported by this server"},
     {"metadata", "stored completions are not supported by this server"},
@@ -132,34 +132,52 @@ Status Boolean(const json& j, const char* key, bool* out) {
   return Status::Ok();
 }
 
-Status Prompt(const json& j, v1::GenerateRequest* req) {
+// One prompt: a string or token ids.
+Status OnePrompt(const json& p, v1::GenerateRequest* req) {
+  if (p.is_string()) {
+    req->set_prompt(p.get<std::string>());
+    return Status::Ok();
+  }
+  if (!p.is_array()) return Status::Error("a prompt must be a string or token ids");
+  v1::TokenIds* ids = req->mutable_prompt_ids();
+  for (const json& t : p) {
+    if (!t.is_number_integer()) return Status::Error("a prompt must be a string or token ids");
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id > INT32_MAX)
+      return Status::Error("token %lld is not an id", static_cast<long long>(id));
+    ids->add_ids(static_cast<int32_t>(id));
+  }
+  return Status::Ok();
+}
+
+// prompt: a string, token ids, or an array of either (several prompts, at
+// most kMaxChoices: the first in req, the others in *more).
+Status Prompt(const json& j, v1::GenerateRequest* req, std::vector<v1::GenerateRequest>* more) {
   const auto it = j.find("prompt");
   if (it == j.end()) return Status::Error("prompt is required");
-  if (it->is_string()) {
-    req->set_prompt(it->get<std::string>());
-    return Status::Ok();
-  }
-  if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
-    req->set_prompt((*it)[0].get<std::string>());
-    return Status::Ok();
-  }
-  if (it->is_array() && !it->empty() && (*it)[0].is_string()) {
+  const bool several =
+      it->is_array() && !it->empty() && ((*it)[0].is_string() || (*it)[0].is_array());
+  if (!several) return OnePrompt(*it, req).WithContext("prompt");
+  if (!more && it->size() > 1) {
     return Status::Error("prompt: %zu prompts in one request; send one per request", it->size());
   }
-  if (it->is_array()) {
-    v1::TokenIds* ids = req->mutable_prompt_ids();
-    for (const json& t : *it) {
-      if (!t.is_number_integer()) {
-        return Status::Error("prompt must be a string, token ids, or one string in an array");
-      }
-      const int64_t id = t.get<int64_t>();
-      if (id < 0 || id > INT32_MAX)
-        return Status::Error("prompt: token %lld is not an id", static_cast<long long>(id));
-      ids->add_ids(static_cast<int32_t>(id));
-    }
-    return Status::Ok();
+  if (it->size() > kMaxChoices) {
+    return Status::Error("prompt: %zu prompts, at most %zu in one request", it->size(),
+                         kMaxChoices);
   }
-  return Status::Error("prompt must be a string, token ids, or one string in an array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& p = (*it)[i];
+    if (p.is_string() != (*it)[0].is_string()) {
+      return Status::Error("prompt: strings and token ids mixed; give one kind");
+    }
+    v1::GenerateRequest* r = req;
+    if (i > 0) {
+      more->emplace_back();
+      r = &more->back();
+    }
+    PI_RETURN_IF_ERROR(OnePrompt(p, r).WithContext("prompt " + std::to_string(i)));
+  }
+  return Status::Ok();
 }
 
 Status Stops(const json& j, v1::GenerateRequest* req) {
@@ -286,11 +304,8 @@ Status CommonFields(const json& j, const std::string& model_id, bool any_model,
   PI_RETURN_IF_ERROR(Integer(j, "max_tokens", -2, INT32_MAX, &i, &present));
   if (!present) PI_RETURN_IF_ERROR(Integer(j, "n_predict", -2, INT32_MAX, &i, &present));
   req.set_n_predict(present ? static_cast<int32_t>(i) : -1);
-  PI_RETURN_IF_ERROR(Integer(j, "n", 1, INT32_MAX, &i, &present));
-  if (present && i != 1) {
-    return Status::Error("n: %lld choices asked; one choice per request is supported",
-                         static_cast<long long>(i));
-  }
+  PI_RETURN_IF_ERROR(Integer(j, "n", 1, kMaxChoices, &i, &present));
+  out->n = present ? static_cast<int>(i) : 1;
   PI_RETURN_IF_ERROR(Stops(j, &req));
   PI_RETURN_IF_ERROR(Sampling(j, req.mutable_sampling()));
   PI_RETURN_IF_ERROR(Boolean(j, "stream", &out->stream));
@@ -418,7 +433,11 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
                               CompletionRequest* out, int* http_status, bool any_model) {
   json j;
   PI_RETURN_IF_ERROR(ReadBody(body, kCompletionFields, model_id, any_model, &j, out, http_status));
-  PI_RETURN_IF_ERROR(Prompt(j, &out->request));
+  PI_RETURN_IF_ERROR(Prompt(j, &out->request, &out->more_prompts));
+  if (out->n * (1 + out->more_prompts.size()) > kMaxChoices) {
+    return Status::Error("n: %d choices for each of %zu prompts, at most %zu choices in all",
+                         out->n, 1 + out->more_prompts.size(), kMaxChoices);
+  }
   // logprobs: how many most likely tokens to list beside each token's (0 to 5).
   int64_t n = 0;
   bool present = false;
@@ -433,6 +452,7 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
   if (suffix != j.end() && !suffix->is_null()) {
     if (!suffix->is_string()) return Status::Error("suffix must be a string");
     if (!out->request.has_prompt()) return Status::Error("suffix: the prompt must be text");
+    if (!out->more_prompts.empty()) return Status::Error("suffix: with one prompt only");
     if (out->echo) return Status::Error("echo: with suffix is not supported by this server");
     out->infill = true;
     out->infill_input.prefix = out->request.prompt();
@@ -446,7 +466,7 @@ Status ParseNativeCompletionRequest(const std::string& body, const std::string& 
                                     CompletionRequest* out, int* http_status, bool any_model) {
   json j;
   PI_RETURN_IF_ERROR(ReadBody(body, kNativeFields, model_id, any_model, &j, out, http_status));
-  PI_RETURN_IF_ERROR(Prompt(j, &out->request));
+  PI_RETURN_IF_ERROR(Prompt(j, &out->request, nullptr));
   PI_RETURN_IF_ERROR(NativeFields(j, out));
   *http_status = 200;
   return Status::Ok();

@@ -136,7 +136,8 @@ void RequestRunner::Finished(RequestJob* job) {
   GenerationResult& g = job->result;
   const std::string stop = g.stop_reason;
   ++(stop == "cancelled" ? cancelled_ : stop == "error" ? errors_ : completed_);
-  prompt_tokens_ += static_cast<int64_t>(PromptTokens(job->request));
+  // Evaluated: what a sequence's cache held is not counted (as llama-server's).
+  prompt_tokens_ += static_cast<int64_t>(PromptTokens(job->request)) - g.n_cached;
   generated_tokens_ += static_cast<int64_t>(g.ids.size());
   if (g.eval_s > 0) last_tokens_per_s_milli_ = static_cast<int64_t>(1000.0 * g.n_eval / g.eval_s);
   // A lost gpu_worker counts as a worker failure too.

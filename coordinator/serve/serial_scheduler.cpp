@@ -39,19 +39,24 @@ void SerialScheduler::RunJob(RequestJob* job) {
     return;
   }
   const std::vector<int32_t>& prompt = job->request.prompt;
-  const size_t reuse =
+  size_t reuse =
       job->request.cache_prompt ? ReusablePrefix(cached_, prompt, engine_->n_batch()) : 0;
+  // The same prompt again (the next of n choices): none of it evaluated.
+  if (job->request.cache_prompt && cached_ == prompt && !prompt_logits_.empty()) {
+    reuse = prompt.size();
+  }
   Generate(
       engine_, *tok_, &job->sampler, job->request,
       [&](int32_t id, const std::string& text) {
         if (stopping_) return false;
         return hooks_.token(job, id, text);
       },
-      &job->result, reuse);
+      &job->result, reuse, &prompt_logits_);
   if (HoldsPrompt(job->result, engine_->n_past(), prompt.size())) {
     cached_ = prompt;
   } else {
     cached_.clear();
+    prompt_logits_.clear();
   }
   SetHealth(ReadWorkerHealth(*engine_));
   hooks_.finished(job);
@@ -70,6 +75,7 @@ void SerialScheduler::RunEmbedding(RequestJob* job) {
     if (!cancelled) g.error = s.message();
   }
   cached_.clear();  // the engine's sequence holds the last prompt, not a generation's
+  prompt_logits_.clear();
   SetHealth(ReadWorkerHealth(*engine_));
   hooks_.finished(job);
 }

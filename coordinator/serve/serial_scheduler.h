@@ -34,6 +34,8 @@ class SerialScheduler final : public Scheduler {
   // The prompt whose positions the engine's cache holds as a prompt wrote
   // them (empty: nothing reusable).
   std::vector<int32_t> cached_;
+  // The logits after its last token (Generate's prompt_logits; empty: none).
+  std::vector<float> prompt_logits_;
 };
 
 }  // namespace pi
