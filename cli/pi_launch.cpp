@@ -14,6 +14,7 @@
 #include "cli/engine_flags.h"
 #include "cli/gpu_split.h"
 #include "cli/tool_main.h"
+#include "common/base/memory_limits.h"
 #include "common/compute/sparse_mode.h"
 #include "common/text/chat_template.h"
 #include "common/transport/listen_address.h"
@@ -57,6 +58,11 @@ void Usage() {
       "                          no limit, e.g. behind a reverse proxy)\n"
       "  --spm-infill            /infill and suffix prompts put the suffix first (a model\n"
       "                          trained suffix-prefix-middle)\n"
+      "  -cram, --cache-ram MIB  prompts whose sequence went to another request stay in\n"
+      "                          host memory up to MIB (least recently used out), and a\n"
+      "                          request starts from the longest prefix kept (default:\n"
+      "                          8192 or a quarter of the memory free after loading,\n"
+      "                          the less; 0: off; -1: no limit; host path only)\n"
       "  --pooling mean|last|cls /v1/embeddings: the prompt's final hidden states averaged,\n"
       "                          the last token's or the first's (default mean)\n"
       "  --chat-template NAME    how /v1/chat/completions renders messages: chatml, llama2,\n"
@@ -87,7 +93,16 @@ struct LaunchFlags {
   pi::ApiKeyFlags api_key;
   int timeout_s = 30;
   int idle_timeout_s = 15;
+  int64_t cache_ram_mib = -2;  // --cache-ram (-2: the default)
 };
+
+// --cache-ram in bytes: the default is llama-server's 8192 MiB, or a quarter
+// of the memory free after loading where that is less.
+int64_t PromptStoreBytes(int64_t mib) {
+  if (mib == -1) return INT64_MAX;
+  if (mib >= 0) return mib << 20;
+  return std::min<int64_t>(int64_t{8192} << 20, pi::AvailableMemory().bytes / 4);
+}
 
 // Returns -1 to go on, else the exit status (0 after --help).
 int ParseFlags(int argc, char** argv, LaunchFlags* l) {
@@ -101,7 +116,12 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
           l->engine.opt.n_seq = args.Int(f);
         else if (f == "--max-queue")
           l->max_queue = args.Int(f);
-        else if (f == "--http") {
+        else if (f == "-cram" || f == "--cache-ram") {
+          l->cache_ram_mib = args.Int(f);
+          if (!args.failed() && (l->cache_ram_mib < -1 || l->cache_ram_mib > (int64_t{1} << 30))) {
+            args.Fail("--cache-ram must be -1 (no limit), 0 (off) or MiB up to 2^30");
+          }
+        } else if (f == "--http") {
           l->http.listen = args.String(f);
           l->http_enabled = true;
         } else if (f == "--api-key") {
@@ -287,8 +307,13 @@ static int Run(int argc, char** argv) {
   }
   if (s.ok()) s = pi::LoadEngine("pi-launch", &l.engine, &loaded);
   if (s.ok()) {
+    const int64_t store_bytes = PromptStoreBytes(l.cache_ram_mib);
     runner = std::make_unique<pi::RequestRunner>(loaded.engine.get(), loaded.tok.get(), l.max_queue,
-                                                 "pi-launch");
+                                                 "pi-launch", pi::StreamLimits(), store_bytes);
+    if (store_bytes > 0 && loaded.engine->can_copy_seqs()) {
+      fprintf(stderr, "pi-launch: prompts let go by their sequences kept up to %s (--cache-ram)\n",
+              store_bytes == INT64_MAX ? "no limit" : pi::HumanBytes(store_bytes).c_str());
+    }
     pi::CoordinatorServer rpc_server;
     pi::CoordinatorServiceOptions rpc;
     rpc.api_key = l.http.api_key;

@@ -14,6 +14,11 @@ conversations interleaved each find their own sequence again. The same on the de
 (--vram-budget with --host-device: the device's layers and KV cache in a gpu worker
 process, the prompt's tokens sent one at a time, dense where the host would batch them).
 
+The prompt store (--cache-ram): serial and -np 2, a conversation whose sequence another
+conversation took finds its prefix in the store (fewer prompt tokens evaluated, the same
+answer exactly); with --cache-ram 0 it evaluates all; a 1 MiB store holds one of three
+~250-token prompts (the last let go comes back, the oldest is evicted) and /metrics says so.
+
 Usage: prompt_cache_test.py BIN_DIR
 """
 
@@ -66,6 +71,77 @@ def conversation(a, label, others=None):
         messages.append({"role": "assistant", "content": cached["choices"][0]["message"]["content"]})
 
 
+def metric(a, name):
+    st, _, text = call(a, "GET", "/metrics")
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def turn(a, messages, label):
+    """One turn asked with the cache, then without: the same answer, log-probabilities
+    exactly; returns (prompt tokens evaluated, prompt tokens, the reply's text)."""
+    cached = ask(a, messages, True)
+    plain = ask(a, messages, False)
+    same = (cached is not None and plain is not None
+            and cached["choices"][0]["message"] == plain["choices"][0]["message"]
+            and cached["choices"][0]["logprobs"] == plain["choices"][0]["logprobs"])
+    check(same, f"{label}: cached == uncached, log-probabilities exactly")
+    if not same:
+        return -1, 0, ""
+    return (cached["timings"]["prompt_n"], cached["usage"]["prompt_tokens"],
+            cached["choices"][0]["message"]["content"])
+
+
+def store(bin_dir, tmp):
+    """--cache-ram: a prompt whose sequence another conversation took comes back from the
+    store; evicted past the cap; off with 0."""
+    lines = open(os.path.join(ROOT, "models", "kjv-valid.txt")).read().splitlines()
+    base = ["-m", MODEL, "-t", "2", "-c", "1024", "--chat-template", "chatml", "--cpu-workers",
+            "0", "-b", "7", "--sparse", "oracle"]
+    for args, label in ((["--cache-ram", "64"], "serial, --cache-ram 64"),
+                        (["--cache-ram", "64", "-np", "2"], "-np 2, --cache-ram 64"),
+                        (["--cache-ram", "0"], "serial, --cache-ram 0")):
+        s = launch(bin_dir, tmp, *base, *args)
+        check(s.http is not None, f"pi-launch {label}")
+        talks = [[{"role": "user", "content": t}] for t in
+                 ("In the beginning God created", "And God said", "Let there be light")]
+        firsts = []
+        for i, m in enumerate(talks[:(3 if "-np" in args else 2)]):
+            _, _, text = turn(s.http, m, f"{label}: conversation {i + 1}, turn 1")
+            firsts.append(text)
+            m += [{"role": "assistant", "content": text}]
+        talks[0].append({"role": "user", "content": "And the earth"})
+        n, tokens, _ = turn(s.http, talks[0], f"{label}: conversation 1, turn 2")
+        # (Conversations share the template's opening: a chunk or two from the sequence.)
+        kept = "0" not in args
+        check((n < tokens - 20) if kept else (n > tokens - 20),
+              f"{label}: conversation 1's turn 2 after the others: {n} of {tokens} prompt tokens "
+              f"evaluated ({'its prefix from the store' if kept else 'nothing kept'})")
+        prompts = metric(s.http, "pi_prompt_store_prompts")
+        check((prompts >= 1) if kept else (prompts == 0 and metric(s.http, "pi_prompt_store_bytes") == 0),
+              f"{label}: /metrics: {prompts} prompts in the store")
+        check(s.stop() == 0, "pi-launch stops cleanly")
+
+    # Past the cap: a 1 MiB store holds one of these ~250-token prompts (3 KiB a position).
+    s = launch(bin_dir, tmp, *base, "--cache-ram", "1")
+    talks = [[{"role": "user", "content": " ".join(lines[6 * i:6 * i + 6])}] for i in range(3)]
+    sizes = []
+    for i, m in enumerate(talks):
+        _, tokens, text = turn(s.http, m, f"--cache-ram 1: conversation {i + 1}, turn 1")
+        sizes.append(tokens)
+        m += [{"role": "assistant", "content": text}, {"role": "user", "content": "And God said"}]
+    check(all(200 <= t <= 320 for t in sizes) and metric(s.http, "pi_prompt_store_prompts") == 1
+          and metric(s.http, "pi_prompt_store_bytes") <= 1 << 20,
+          f"--cache-ram 1: one prompt kept within 1 MiB (prompts of {sizes} tokens)")
+    n, tokens, _ = turn(s.http, talks[1], "--cache-ram 1: conversation 2, turn 2")
+    check(n < tokens - 200, f"--cache-ram 1: the last prompt let go comes back ({n} of {tokens})")
+    n, tokens, _ = turn(s.http, talks[0], "--cache-ram 1: conversation 1, turn 2")
+    check(n > tokens - 20, f"--cache-ram 1: the oldest was evicted ({n} of {tokens} evaluated)")
+    check(s.stop() == 0, "pi-launch stops cleanly")
+
+
 def main():
     bin_dir = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,6 +158,7 @@ def main():
             other = [{"role": "user", "content": "And God said"}] if "-np" in args else None
             conversation(s.http, label, other)
             check(s.stop() == 0, "pi-launch stops cleanly")
+        store(bin_dir, tmp)
     finish()
 
 

@@ -68,6 +68,28 @@ void KvCache::CopyPrefix(const KvCache& from, int n) {
   }
 }
 
+void KvCache::SavePrefix(int n, uint8_t* out) const {
+  for (int layer = 0; layer < n_layer_; ++layer) {
+    for (int h = 0; h < n_head_kv_; ++h) {
+      std::memcpy(out, k_.data() + Offset(layer, h, k_row_bytes_), n * k_row_bytes_);
+      out += n * k_row_bytes_;
+      std::memcpy(out, v_.data() + Offset(layer, h, v_row_bytes_), n * v_row_bytes_);
+      out += n * v_row_bytes_;
+    }
+  }
+}
+
+void KvCache::LoadPrefix(int n_saved, int n, const uint8_t* in) {
+  for (int layer = 0; layer < n_layer_; ++layer) {
+    for (int h = 0; h < n_head_kv_; ++h) {
+      std::memcpy(k_.data() + Offset(layer, h, k_row_bytes_), in, n * k_row_bytes_);
+      in += n_saved * k_row_bytes_;
+      std::memcpy(v_.data() + Offset(layer, h, v_row_bytes_), in, n * v_row_bytes_);
+      in += n_saved * v_row_bytes_;
+    }
+  }
+}
+
 void KvCache::Store(int layer, int pos, const float* k, const float* v) {
   for (int h = 0; h < n_head_kv_; ++h) {
     const int64_t row = static_cast<int64_t>(h) * head_dim_;

@@ -47,6 +47,14 @@ class KvCache {
   // Positions [0, n) of every layer copied from `from` (a cache of the same
   // sizes and types; n <= n_ctx): another sequence's prefix, as stored.
   void CopyPrefix(const KvCache& from, int n);
+  // Positions [0, n) of every layer as bytes (PrefixBytes(n) of them: each
+  // layer's and head's key rows, then its value rows), and back: the first
+  // n of a saved prefix of n_saved positions.
+  int64_t PrefixBytes(int n) const {
+    return static_cast<int64_t>(n_layer_) * n_head_kv_ * n * (k_row_bytes_ + v_row_bytes_);
+  }
+  void SavePrefix(int n, uint8_t* out) const;
+  void LoadPrefix(int n_saved, int n, const uint8_t* in);
 
   // Head `head` of layer `layer`: [n_ctx, head_dim] rows of row_bytes() each.
   const uint8_t* k(int layer, int head) const {

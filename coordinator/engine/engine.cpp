@@ -220,6 +220,29 @@ Status Engine::CopySeq(int src, int dst, int n) {
   return Status::Ok();
 }
 
+Status Engine::SaveSeq(int seq, int n, std::vector<uint8_t>* kv) const {
+  if (device_) return Status::Unsupported("sequences are saved on the host path only");
+  if (seq < 0 || seq >= n_seq() || n < 0 || n > seq_n_past(seq)) {
+    return Status::Invalid("saving %d positions of sequence %d", n, seq);
+  }
+  const KvCache& cache = seq == 0 ? cache_ : extra_caches_[seq - 1];
+  kv->resize(static_cast<size_t>(cache.PrefixBytes(n)));
+  cache.SavePrefix(n, kv->data());
+  return Status::Ok();
+}
+
+Status Engine::LoadSeq(int seq, const std::vector<uint8_t>& kv, int n_saved, int n) {
+  if (device_) return Status::Unsupported("sequences are loaded on the host path only");
+  if (seq < 0 || seq >= n_seq() || n < 0 || n > n_saved || n_saved > n_ctx_ ||
+      static_cast<int64_t>(kv.size()) != SeqCache(seq)->PrefixBytes(n_saved)) {
+    return Status::Invalid("loading %d of %d positions (%zu bytes) into sequence %d", n, n_saved,
+                           kv.size(), seq);
+  }
+  SeqCache(seq)->LoadPrefix(n_saved, n, kv.data());
+  SeqPast(seq) = n;
+  return Status::Ok();
+}
+
 Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
   const int n_vocab = model_->config.n_vocab;
   if (n <= 0) return Status::Error("nothing to evaluate (0 tokens)");

@@ -173,6 +173,12 @@ class Engine {
   // their KV there) an Unsupported error, nothing changed.
   Status CopySeq(int src, int dst, int n);
   bool can_copy_seqs() const { return device_ == nullptr; }
+  // The first n positions of sequence `seq` as bytes (KvCache::SavePrefix's),
+  // and the first n of n_saved such positions back into a sequence, which
+  // then holds n: a prompt kept apart from the engine (prompt_store.h).
+  // Host path only, as CopySeq; LoadSeq checks the size against n_saved.
+  Status SaveSeq(int seq, int n, std::vector<uint8_t>* kv) const;
+  Status LoadSeq(int seq, const std::vector<uint8_t>& kv, int n_saved, int n);
   // FFN neurons whose up and down rows the last Eval computed, over all
   // layers (n_layer * n_ff * tokens when dense; in sparse decode steps the
   // ones that fired), and the gate rows it read (sparse steps also read the

@@ -1,5 +1,6 @@
 #include "coordinator/engine/prompt_cache.h"
 
+#include <algorithm>
 #include <string>
 
 namespace pi {
@@ -11,6 +12,10 @@ size_t ReusablePrefix(const int32_t* cached, size_t n_cached, const std::vector<
   size_t p = 0;
   while (p < whole_chunks && p + 1 < prompt.size() && cached[p] == prompt[p]) ++p;
   return p / b * b;
+}
+
+bool GoesOnFrom(const std::vector<int32_t>& held, const std::vector<int32_t>& prompt) {
+  return held.size() <= prompt.size() && std::equal(held.begin(), held.end(), prompt.begin());
 }
 
 bool HoldsPrompt(const GenerationResult& g, int n_past, size_t prompt_size) {

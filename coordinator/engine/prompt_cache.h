@@ -35,6 +35,10 @@ inline size_t ReusablePrefix(const std::vector<int32_t>& cached, const std::vect
   return ReusablePrefix(cached.data(), cached.size(), prompt, n_batch);
 }
 
+// Whether `prompt` starts with all of `held` (a request that goes on from
+// what a sequence holds: a chat's next turn).
+bool GoesOnFrom(const std::vector<int32_t>& held, const std::vector<int32_t>& prompt);
+
 // Whether a sequence still holds `prompt_size` positions as the prompt's
 // evaluation wrote them after generation `g` ran on it (n_past: the
 // sequence's positions now): not after a failure, nor a context shift (which

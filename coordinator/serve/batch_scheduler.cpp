@@ -29,15 +29,18 @@ struct BatchScheduler::Slot {
   }
 };
 
-BatchScheduler::BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks)
+BatchScheduler::BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks,
+                               PromptStore* store)
     : Scheduler(std::move(hooks)),
       engine_(engine),
       tok_(tok),
+      store_(store),
       n_batch_(engine->max_batch_rows() - engine->n_seq() + 1) {
   const int n_seq = engine->n_seq();
   cached_.resize(n_seq);
   last_used_.assign(n_seq, 0);
   prompt_logits_.assign(static_cast<size_t>(n_seq) * engine->n_vocab(), 0.0f);
+  store_logits_.reserve(engine->n_vocab());
   logits_of_.assign(n_seq, 0);
   rows_.reserve(engine->max_batch_rows());
   row_slot_.reserve(n_seq);
@@ -72,7 +75,11 @@ void BatchScheduler::Loop() {
     for (Slot* slot : running) {
       if (slot->gen) continue;
       RequestJob* job = slot->job.get();
-      if (!slot->embeds()) Share(slot, running);
+      if (slot->embeds()) {
+        SaveHeld(slot->seq, {}, nullptr);  // (its prompts overwrite what the sequence holds)
+      } else {
+        Share(slot, running);
+      }
       if (!slot->from_logits) logits_of_[slot->seq] = 0;  // what it held is overwritten
       engine_->KeepSeq(slot->seq, static_cast<int>(slot->prefilled));
       hooks_.started(job);
@@ -255,60 +262,86 @@ bool BatchScheduler::HoldsWhole(int seq, const std::vector<int32_t>& prompt) con
   return !prompt.empty() && logits_of_[seq] == prompt.size();
 }
 
+void BatchScheduler::SaveHeld(int seq, const std::vector<int32_t>& prompt,
+                              const PromptStore::Hit* keep) {
+  const std::vector<int32_t>& held = cached_[seq];
+  if (!store_ || held.empty() || (!prompt.empty() && GoesOnFrom(held, prompt))) return;
+  const float* logits = HoldsWhole(seq, held)
+                            ? prompt_logits_.data() + static_cast<size_t>(seq) * engine_->n_vocab()
+                            : nullptr;
+  (void)store_->Save(*engine_, seq, held, logits, keep);
+}
+
 void BatchScheduler::Share(Slot* slot, const std::vector<Slot*>& running) {
   slot->waits = false;
-  if (!slot->job->request.cache_prompt) return;  // evaluated whole, as asked
   const std::vector<int32_t>& prompt = slot->prompt();
   const int seq = slot->seq;
   const size_t n_vocab = static_cast<size_t>(engine_->n_vocab());
-  auto take_whole = [&](int from) {
-    if (from != seq) {
-      if (!engine_->CopySeq(from, seq, static_cast<int>(prompt.size())).ok()) return false;
-      std::copy_n(prompt_logits_.begin() + from * n_vocab, n_vocab,
-                  prompt_logits_.begin() + seq * n_vocab);
-      logits_of_[seq] = prompt.size();
-    }
+  // Its own sequence's last prompt (PickSeq chose it for the most shared).
+  if (slot->job->request.cache_prompt && cached_[seq] == prompt && HoldsWhole(seq, prompt)) {
     slot->prefilled = prompt.size();
     slot->from_logits = true;
     slot->job->result.n_cached = static_cast<int>(prompt.size());
-    return true;
-  };
-  // Its own sequence's last prompt (PickSeq chose it for the most shared).
-  if (cached_[seq] == prompt && HoldsWhole(seq, prompt) && take_whole(seq)) return;
-  if (!engine_->can_copy_seqs()) return;
-  int donor = -1;
+    return;
+  }
+  // The most another sequence holds: whole (with its logits), or a prefix.
+  int whole_from = -1, donor = -1;
   size_t most = slot->prefilled;
-  for (const Slot* s : running) {
-    if (s == slot || !s->gen || s->embeds() || s->waits || s->job->result.context_shifts != 0) {
-      continue;
-    }
-    // Its sequence holds its prompt's first `prefilled` positions.
-    const std::vector<int32_t>& held = s->prompt();
-    if (held == prompt) {
-      if (s->prefilled == held.size() && HoldsWhole(s->seq, held) && take_whole(s->seq)) return;
-      if (s->prefilled < held.size()) {  // being evaluated: taken once it is done
-        slot->waits = true;
+  if (slot->job->request.cache_prompt && engine_->can_copy_seqs()) {
+    for (const Slot* s : running) {
+      if (s == slot || !s->gen || s->embeds() || s->waits || s->job->result.context_shifts != 0) {
+        continue;
+      }
+      // Its sequence holds its prompt's first `prefilled` positions.
+      const std::vector<int32_t>& held = s->prompt();
+      if (held == prompt && s->prefilled < held.size()) {
+        slot->waits = true;  // being evaluated: taken once it is done
         return;
       }
+      if (held == prompt && HoldsWhole(s->seq, held)) {
+        whole_from = s->seq;
+        break;
+      }
+      const size_t r = ReusablePrefix(held.data(), s->prefilled, prompt, n_batch_);
+      if (r > most) {
+        most = r;
+        donor = s->seq;
+      }
     }
-    const size_t r = ReusablePrefix(held.data(), s->prefilled, prompt, n_batch_);
-    if (r > most) {
-      most = r;
-      donor = s->seq;
+    for (size_t i = 0; i < free_seqs_.size() && whole_from < 0; ++i) {
+      const int s = free_seqs_[i];
+      if (cached_[s] == prompt && HoldsWhole(s, prompt)) {
+        whole_from = s;
+        break;
+      }
+      const size_t r = ReusablePrefix(cached_[s], prompt, n_batch_);
+      if (r > most) {
+        most = r;
+        donor = s;
+      }
     }
   }
-  for (int s : free_seqs_) {
-    if (cached_[s] == prompt && HoldsWhole(s, prompt) && take_whole(s)) return;
-    const size_t r = ReusablePrefix(cached_[s], prompt, n_batch_);
-    if (r > most) {
-      most = r;
-      donor = s;
+  PromptStore::Hit hit;
+  const bool stored = whole_from < 0 && slot->job->request.cache_prompt && store_ &&
+                      store_->Find(prompt, n_batch_, most, &hit);
+  SaveHeld(seq, prompt, stored ? &hit : nullptr);  // before anything overwrites it
+  if (whole_from >= 0 && engine_->CopySeq(whole_from, seq, static_cast<int>(prompt.size())).ok()) {
+    std::copy_n(prompt_logits_.begin() + whole_from * n_vocab, n_vocab,
+                prompt_logits_.begin() + seq * n_vocab);
+    logits_of_[seq] = prompt.size();
+    slot->prefilled = prompt.size();
+    slot->from_logits = true;
+  } else if (stored && store_->Load(hit, engine_, seq, &store_logits_).ok()) {
+    slot->prefilled = hit.reuse;
+    if (hit.whole) {
+      std::copy(store_logits_.begin(), store_logits_.end(), prompt_logits_.begin() + seq * n_vocab);
+      logits_of_[seq] = prompt.size();
+      slot->from_logits = true;
     }
-  }
-  if (donor >= 0 && engine_->CopySeq(donor, seq, static_cast<int>(most)).ok()) {
+  } else if (donor >= 0 && engine_->CopySeq(donor, seq, static_cast<int>(most)).ok()) {
     slot->prefilled = most;
-    slot->job->result.n_cached = static_cast<int>(most);
   }
+  slot->job->result.n_cached = static_cast<int>(slot->prefilled);
 }
 
 void BatchScheduler::StartFromLogits(std::vector<Slot*>* running) {

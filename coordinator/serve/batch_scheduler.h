@@ -18,7 +18,10 @@
 // same prompt whole (the n choices of one request, a request asked again)
 // is not evaluated at all: its positions are copied and its first token
 // drawn from the logits kept when that prompt was evaluated; a request
-// whose prompt another is evaluating meanwhile waits for it.
+// whose prompt another is evaluating meanwhile waits for it. A prompt a
+// sequence lets go (a request that does not go on from it takes the
+// sequence) goes to the PromptStore, and a request takes a longer prefix
+// from there too.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +30,7 @@
 
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/engine.h"
+#include "coordinator/engine/prompt_store.h"
 #include "coordinator/serve/scheduler.h"
 
 namespace pi {
@@ -37,7 +41,8 @@ class BatchScheduler final : public Scheduler {
   // and `tok` must outlive the scheduler. The caller admits at most n_seq
   // running jobs beyond those waiting; the scheduler starts them as
   // sequences free up.
-  BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks);
+  // `store` (may be null) keeps the prompts the sequences let go.
+  BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks, PromptStore* store);
   ~BatchScheduler() override;  // finishes the running and waiting jobs as cancelled
 
  private:
@@ -55,6 +60,9 @@ class BatchScheduler final : public Scheduler {
   // Before `slot` evaluates its prompt: what other sequences hold of it
   // taken (see above), or slot->waits for a request evaluating the same.
   void Share(Slot* slot, const std::vector<Slot*>& running);
+  // What sequence `seq` holds goes to the store (never `keep`'s entry),
+  // unless `prompt` goes on from it.
+  void SaveHeld(int seq, const std::vector<int32_t>& prompt, const PromptStore::Hit* keep);
   // Whether sequence `seq` holds `prompt` whole with its last token's logits.
   bool HoldsWhole(int seq, const std::vector<int32_t>& prompt) const;
   // The slots whose prompts were taken whole: their first tokens, from the
@@ -63,6 +71,7 @@ class BatchScheduler final : public Scheduler {
 
   Engine* engine_;
   const Tokenizer* tok_;
+  PromptStore* store_;
   std::vector<Engine::BatchRow> rows_;  // a step's rows (reserved)
   std::vector<Slot*> row_slot_;         // the job of each row asking for logits
   std::vector<int> free_seqs_;
@@ -77,6 +86,7 @@ class BatchScheduler final : public Scheduler {
   // token, and that prompt's length (0: none kept).
   std::vector<float> prompt_logits_;
   std::vector<size_t> logits_of_;
+  std::vector<float> store_logits_;  // a whole prompt's from the store (reserved)
 };
 
 }  // namespace pi

@@ -11,7 +11,8 @@
 namespace pi {
 
 RequestRunner::RequestRunner(Engine* engine, const Tokenizer* tok, int max_queue,
-                             std::string log_prefix, StreamLimits limits)
+                             std::string log_prefix, StreamLimits limits,
+                             int64_t prompt_store_bytes)
     : engine_(engine),
       tok_(tok),
       admission_(max_queue, engine->n_seq()),
@@ -23,10 +24,13 @@ RequestRunner::RequestRunner(Engine* engine, const Tokenizer* tok, int max_queue
     return Token(job, id, text);
   };
   hooks.finished = [this](RequestJob* job) { Finished(job); };
+  if (prompt_store_bytes > 0 && engine->can_copy_seqs()) {
+    store_ = std::make_unique<PromptStore>(prompt_store_bytes);
+  }
   if (engine->n_seq() > 1) {
-    scheduler_ = std::make_unique<BatchScheduler>(engine, tok, std::move(hooks));
+    scheduler_ = std::make_unique<BatchScheduler>(engine, tok, std::move(hooks), store_.get());
   } else {
-    scheduler_ = std::make_unique<SerialScheduler>(engine, tok, std::move(hooks));
+    scheduler_ = std::make_unique<SerialScheduler>(engine, tok, std::move(hooks), store_.get());
   }
 }
 
@@ -185,6 +189,14 @@ void RequestRunner::RenderMetrics(std::string* out) const {
   AppendSample("pi_queue_limit", "", admission_.max_queue(), out);
   AppendMetricHeader("pi_prompt_tokens_total", "counter", "Prompt tokens evaluated.", out);
   AppendSample("pi_prompt_tokens_total", "", static_cast<double>(prompt_tokens_), out);
+  AppendMetricHeader("pi_prompt_store_bytes", "gauge",
+                     "Bytes of the prompts kept after their sequences let them go (--cache-ram).",
+                     out);
+  AppendSample("pi_prompt_store_bytes", "", store_ ? static_cast<double>(store_->bytes()) : 0.0,
+               out);
+  AppendMetricHeader("pi_prompt_store_prompts", "gauge", "Prompts in the prompt store.", out);
+  AppendSample("pi_prompt_store_prompts", "", store_ ? static_cast<double>(store_->size()) : 0.0,
+               out);
   AppendMetricHeader("pi_generated_tokens_total", "counter", "Tokens generated.", out);
   AppendSample("pi_generated_tokens_total", "", static_cast<double>(generated_tokens_), out);
   AppendMetricHeader("pi_last_request_tokens_per_second", "gauge",

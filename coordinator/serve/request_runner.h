@@ -22,6 +22,7 @@
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/engine/generation.h"
+#include "coordinator/engine/prompt_store.h"
 #include "coordinator/serve/admission.h"
 #include "coordinator/serve/request_job.h"
 #include "coordinator/serve/scheduler.h"
@@ -49,8 +50,10 @@ struct RunOutcome {
 class RequestRunner {
  public:
   // engine and tok must outlive the runner; log lines start with log_prefix.
+  // prompt_store_bytes: the cap of the prompts kept after their sequences
+  // let them go (prompt_store.h; 0: none kept; host path only).
   RequestRunner(Engine* engine, const Tokenizer* tok, int max_queue, std::string log_prefix,
-                StreamLimits limits = StreamLimits());
+                StreamLimits limits = StreamLimits(), int64_t prompt_store_bytes = 0);
   ~RequestRunner();  // running requests end as cancelled
 
   // Puts a request (checked already: generate_request.h) in line; null when
@@ -90,7 +93,8 @@ class RequestRunner {
   // prompt and generated tokens, the last request's tokens/s, time to first
   // token and per-token latency histograms, worker failures and
   // recoveries, the FFN neurons computed per layer on each side, the
-  // predictor threshold. Safe while a request runs.
+  // predictor threshold, the prompt store's bytes and prompts. Safe while a
+  // request runs.
   void RenderMetrics(std::string* out) const;
 
  private:
@@ -114,6 +118,7 @@ class RequestRunner {
   Histogram first_token_s_{Histogram::FirstTokenSeconds()};  // from arrival, queue included
   Histogram token_s_{Histogram::TokenSeconds()};             // between streamed tokens
   mutable WorkGate tokenize_gate_{2};
+  std::unique_ptr<PromptStore> store_;    // null: none
   std::unique_ptr<Scheduler> scheduler_;  // last: its thread stops first
 };
 

@@ -7,8 +7,9 @@
 
 namespace pi {
 
-SerialScheduler::SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks)
-    : Scheduler(std::move(hooks)), engine_(engine), tok_(tok) {
+SerialScheduler::SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks,
+                                 PromptStore* store)
+    : Scheduler(std::move(hooks)), engine_(engine), tok_(tok), store_(store) {
   StartLoop();
 }
 
@@ -39,12 +40,7 @@ void SerialScheduler::RunJob(RequestJob* job) {
     return;
   }
   const std::vector<int32_t>& prompt = job->request.prompt;
-  size_t reuse =
-      job->request.cache_prompt ? ReusablePrefix(cached_, prompt, engine_->n_batch()) : 0;
-  // The same prompt again (the next of n choices): none of it evaluated.
-  if (job->request.cache_prompt && cached_ == prompt && !prompt_logits_.empty()) {
-    reuse = prompt.size();
-  }
+  const size_t reuse = job->request.cache_prompt ? Reuse(prompt) : 0;
   Generate(
       engine_, *tok_, &job->sampler, job->request,
       [&](int32_t id, const std::string& text) {
@@ -62,7 +58,33 @@ void SerialScheduler::RunJob(RequestJob* job) {
   hooks_.finished(job);
 }
 
+size_t SerialScheduler::Reuse(const std::vector<int32_t>& prompt) {
+  // The same prompt again (the next of n choices): none of it evaluated.
+  if (cached_ == prompt && !prompt_logits_.empty()) return prompt.size();
+  size_t reuse = ReusablePrefix(cached_, prompt, engine_->n_batch());
+  if (!store_) return reuse;
+  PromptStore::Hit hit;
+  const bool found = store_->Find(prompt, engine_->n_batch(), reuse, &hit);
+  // What the sequence holds is overwritten unless this prompt goes on from
+  // it: kept in the store first.
+  if (!cached_.empty() && !GoesOnFrom(cached_, prompt)) {
+    (void)store_->Save(*engine_, 0, cached_,
+                       prompt_logits_.empty() ? nullptr : prompt_logits_.data(),
+                       found ? &hit : nullptr);
+  }
+  if (found && store_->Load(hit, engine_, 0, &prompt_logits_).ok()) {
+    cached_.assign(prompt.begin(), prompt.begin() + static_cast<long>(hit.reuse));
+    if (!hit.whole) prompt_logits_.clear();
+    reuse = hit.reuse;
+  }
+  return reuse;
+}
+
 void SerialScheduler::RunEmbedding(RequestJob* job) {
+  if (store_ && !cached_.empty()) {  // (the embedding overwrites what the sequence holds)
+    (void)store_->Save(*engine_, 0, cached_,
+                       prompt_logits_.empty() ? nullptr : prompt_logits_.data());
+  }
   const double start = NowSeconds();
   GenerationResult& g = job->result;
   const Status s = EmbedPrompts(

@@ -12,6 +12,7 @@
 
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/engine.h"
+#include "coordinator/engine/prompt_store.h"
 #include "coordinator/serve/scheduler.h"
 
 namespace pi {
@@ -19,7 +20,8 @@ namespace pi {
 class SerialScheduler final : public Scheduler {
  public:
   // `engine` (used by nothing else meanwhile) and `tok` must outlive it.
-  SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks);
+  // `store` (may be null) keeps the prompts the sequence lets go.
+  SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks, PromptStore* store);
   // Finishes the waiting jobs as cancelled (the running one at its next
   // token) and stops the thread.
   ~SerialScheduler() override;
@@ -29,8 +31,13 @@ class SerialScheduler final : public Scheduler {
   void RunJob(RequestJob* job);
   void RunEmbedding(RequestJob* job);  // an embedding request's prompts (embedding.h)
 
+  // Where the request's prompt starts (a prefix the sequence or the store
+  // holds; the prompt's size: all of it, from prompt_logits_).
+  size_t Reuse(const std::vector<int32_t>& prompt);
+
   Engine* engine_;
   const Tokenizer* tok_;
+  PromptStore* store_;
   // The prompt whose positions the engine's cache holds as a prompt wrote
   // them (empty: nothing reusable).
   std::vector<int32_t> cached_;
