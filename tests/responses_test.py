@@ -201,7 +201,12 @@ def refusals(a):
                          ({"truncation": "auto"}, "truncation"),
                          ({"text": {"format": {"type": "xml"}}}, "text.format.type"),
                          ({"tools": [FLAT_TOOL], "tool_choice": {"type": "file_search"}},
-                          "tool_choice must be")):
+                          "tool_choice must be"),
+                         # (read as a chat body: the errors still in the Responses API's names)
+                         ({"max_output_tokens": "x"}, "max_output_tokens must be an integer"),
+                         ({"text": {"format": {"type": "json_schema", "name": "s", "schema": {
+                             "type": "string", "pattern": "a+"}}}},
+                          "text.format: /: keyword 'pattern'")):
         st, r = respond(a, dict(base, **extra))
         msg = (r.get("error") or {}).get("message", "") if isinstance(r, dict) else repr(r)
         check(st == 400 and words in msg, f"400 naming {words!r} ({msg!r})")

@@ -307,8 +307,9 @@ Status ParseCompletion(const HttpServerOptions& o, CompletionKind kind, const st
       *status = 400;
       PI_RETURN_IF_ERROR(ResponsesToChat(body, &chat, &cr->responses_echo));
       cr->responses = true;
-      return ParseChatRequest(chat, o.model_id, o.chat_template ? &*o.chat_template : nullptr, cr,
-                              status, o.any_model_name);
+      return InResponsesTerms(ParseChatRequest(chat, o.model_id,
+                                               o.chat_template ? &*o.chat_template : nullptr, cr,
+                                               status, o.any_model_name));
     }
     case CompletionKind::kCompletions:
       break;

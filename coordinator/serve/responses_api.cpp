@@ -1,5 +1,6 @@
 #include "coordinator/serve/responses_api.h"
 
+#include <cstring>
 #include <utility>
 
 namespace pi {
@@ -461,6 +462,23 @@ void ResponsesStream::Fail(const std::string& message, std::string* out) {
   ojson failed = ResponseObject(id_, created_at_, model_, echo_, "failed", ojson::array(), -1, 0);
   failed["error"] = {{"code", "server_error"}, {"message", message}};
   Event("response.failed", {{"response", std::move(failed)}}, out);
+}
+
+Status InResponsesTerms(const Status& chat_error) {
+  if (chat_error.ok()) return chat_error;
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"max_completion_tokens", "max_output_tokens"},
+      {"response_format: json_schema: ", "text.format: "},
+      {"response_format", "text.format"},
+  };
+  std::string message = chat_error.message();
+  for (const auto& [chat, responses] : kNames) {
+    for (size_t at = message.find(chat); at != std::string::npos;
+         at = message.find(chat, at + std::strlen(responses))) {
+      message.replace(at, std::strlen(chat), responses);
+    }
+  }
+  return Status::FromCode(chat_error.code(), message);
 }
 
 }  // namespace pi

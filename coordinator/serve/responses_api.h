@@ -31,6 +31,9 @@ struct ResponsesEcho {
 // (store true, previous_response_id, reasoning, non-function tools,
 // image and file inputs and every field outside the subset are refused).
 Status ResponsesToChat(const std::string& body, std::string* chat, ResponsesEcho* echo);
+// An error from reading the rewritten chat body, in the Responses API's own
+// names (max_output_tokens, text.format).
+Status InResponsesTerms(const Status& chat_error);
 
 // The response object of a finished reply: `content` (the text, or the
 // text before the calls) and `calls`; status "incomplete" (reason
