@@ -63,6 +63,10 @@ void Usage() {
       "                          request starts from the longest prefix kept (default:\n"
       "                          8192 or a quarter of the memory free after loading,\n"
       "                          the less; 0: off; -1: no limit; host path only)\n"
+      "  -s, --seed N, --temp X  the HTTP API's seed and temperature for requests that\n"
+      "                          give none (default: a random seed each, 0.8)\n"
+      "  -n, --n-predict N       the HTTP API's default and cap of tokens generated per\n"
+      "                          request (default -1: none)\n"
       "  --pooling mean|last|cls /v1/embeddings: the prompt's final hidden states averaged,\n"
       "                          the last token's or the first's (default mean)\n"
       "  --chat-template NAME    how /v1/chat/completions renders messages: chatml, llama2,\n"
@@ -116,7 +120,21 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
           l->engine.opt.n_seq = args.Int(f);
         else if (f == "--max-queue")
           l->max_queue = args.Int(f);
-        else if (f == "-cram" || f == "--cache-ram") {
+        else if (f == "-s" || f == "--seed") {
+          const int64_t seed = args.Int64(f);
+          if (!args.failed() && (seed < -1 || seed >= 0xFFFFFFFFll)) {
+            args.Fail("--seed must be -1 (random) to 4294967294");
+          }
+          l->http.default_seed = seed < 0 ? pi::kRandomSeed : static_cast<uint32_t>(seed);
+        } else if (f == "--temp") {
+          l->http.default_temperature = args.Float(f);
+          if (!args.failed() && !(l->http.default_temperature >= 0)) {
+            args.Fail("--temp must be 0 (greedy) or more");
+          }
+        } else if (f == "-n" || f == "--n-predict") {
+          l->http.n_predict = args.Int(f);
+          if (!args.failed() && l->http.n_predict < -1) args.Fail("--n-predict must be -1 or more");
+        } else if (f == "-cram" || f == "--cache-ram") {
           l->cache_ram_mib = args.Int(f);
           if (!args.failed() && (l->cache_ram_mib < -1 || l->cache_ram_mib > (int64_t{1} << 30))) {
             args.Fail("--cache-ram must be -1 (no limit), 0 (off) or MiB up to 2^30");

@@ -11,7 +11,9 @@
 namespace pi {
 
 std::string BuildFingerprint() {
-  return std::string("pi-") + PI_VERSION + "-" + PI_COMMIT;
+  // llama-server's shape ("b" + its build, "-", the commit), which clients
+  // written for it take apart.
+  return std::string("b") + PI_VERSION + "-" + PI_COMMIT;
 }
 
 int RunTool(const char* tool, int (*body)(int argc, char** argv), int argc, char** argv) {

@@ -14,8 +14,8 @@ namespace pi {
 // `tool --version` alone prints the version and commit instead.
 int RunTool(const char* tool, int (*body)(int argc, char** argv), int argc, char** argv);
 
-// The version and commit --version prints, as one word ("pi-0.1.0-abc1234"):
-// the HTTP API's system_fingerprint.
+// The version and commit --version prints, as one word ("b0.1.0-abc1234",
+// llama-server's shape): the HTTP API's system_fingerprint.
 std::string BuildFingerprint();
 
 // Checks, before any work, that each non-empty path could be written

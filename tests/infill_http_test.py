@@ -101,6 +101,8 @@ def main():
                            ({"input_extra": [{"text": "x", "lang": "py"}]},
                             "input_extra[0].lang: unrecognized field"),
                            ({"input_extra": [{"text": 1}]}, "input_extra[0].text must be"),
+                           ({"input_extra": [{"filename": "a.py"}]},
+                            "input_extra[0].text is required"),
                            ({"suffix": "x"}, "unrecognized request argument: suffix")):
             st, _, r = call(a, "POST", "/infill", dict(SETTINGS, **bad))
             msg = r.get("error", {}).get("message", "") if isinstance(r, dict) else ""

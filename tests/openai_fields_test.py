@@ -85,7 +85,7 @@ def refusals(a, greedy, chat):
 def chat_fields(a, chat):
     st, _, base = call(a, "POST", "/v1/chat/completions", chat)
     text = base["choices"][0]["message"]["content"] if st == 200 else None
-    check(st == 200 and base.get("system_fingerprint", "").startswith("pi-"),
+    check(st == 200 and base.get("system_fingerprint", "").startswith("b"),
           f"a chat reply with its system_fingerprint ({base.get('system_fingerprint')!r})")
     st, _, r = call(a, "POST", "/v1/chat/completions",
                     dict(chat, max_tokens=None, max_completion_tokens=3))
@@ -170,8 +170,10 @@ def llama_server_routes(a, greedy, chat):
     """llama-server's own routes: its paths without /v1, /props, /slots, /apply-template,
     /tokenize with pieces."""
     whole = call(a, "POST", "/v1/completions", greedy)[2]["choices"][0]["text"]
-    st, _, r = call(a, "POST", "/completions", greedy)
-    check(st == 200 and r["choices"][0]["text"] == whole, "POST /completions == /v1/completions")
+    st, _, r = call(a, "POST", "/completions", {"prompt": PROMPT, "n_predict": greedy["max_tokens"],
+                                                "temperature": 0})
+    check(st == 200 and r["content"] == whole,
+          "POST /completions: llama-server's alias of the native /completion")
     st, _, r = call(a, "POST", "/chat/completions", chat)
     check(st == 200 and r["object"] == "chat.completion", "POST /chat/completions")
     st, _, r = call(a, "GET", "/models")
@@ -224,6 +226,11 @@ def native(a, greedy, whole):
           and sum((c["tokens"] for c in chunks), []) == r["tokens"]
           and chunks[-1]["stop_type"] == "limit" and "[DONE]" not in events,
           "POST /completion streamed: chunks add up to the text and tokens, the last stop: true")
+    st, _, events = stream(a, dict(body, return_tokens=False), path="/completion")
+    chunks = [json.loads(e) for e in events][:-1]
+    check(st == 200 and chunks and all(len(c["tokens"]) >= 1 for c in chunks if c["content"])
+          and sum((c["tokens"] for c in chunks), []) == r["tokens"],
+          "streamed without return_tokens: each chunk still carries its token ids (llama-server's)")
     word = whole.split()[2]
     st, _, w = call(a, "POST", "/completion", dict(body, stop=[word]))
     check(st == 200 and w["stop_type"] == "word" and w["stopping_word"] == word
@@ -242,7 +249,21 @@ def native(a, greedy, whole):
 
 
 def llama_server_flags(a, greedy):
-    """--alias, --any-model-name, --cors."""
+    """--alias, --any-model-name, --cors; --seed, --temp and -n as the defaults of requests
+    that give none, -n also a cap."""
+    plain = {"prompt": PROMPT}
+    st, _, r = call(a, "POST", "/v1/completions", plain)
+    st2, _, r2 = call(a, "POST", "/v1/completions",
+                      dict(plain, seed=7, temperature=0.9, max_tokens=5))
+    st3, _, r3 = call(a, "POST", "/v1/completions", dict(plain, max_tokens=50, temperature=0))
+    check(st == st2 == st3 == 200 and r["usage"]["completion_tokens"] == 5
+          and r["choices"][0]["text"] == r2["choices"][0]["text"]
+          and r3["usage"]["completion_tokens"] == 5,
+          "--seed 7 --temp 0.9 -n 5: a request giving none gets them; max_tokens 50 is capped at 5")
+    st, _, p = call(a, "GET", "/props")
+    params = p["default_generation_settings"]["params"] if st == 200 else {}
+    check(params.get("seed") == 7 and abs(params.get("temperature", 0) - 0.9) < 1e-6
+          and params.get("n_predict") == 5, f"/props shows the defaults ({params})")
     st, _, r = call(a, "GET", "/v1/models")
     check(st == 200 and r["data"][0]["id"] == "kjv", "--alias names the model")
     st, _, r = call(a, "POST", "/v1/completions", dict(greedy, model="gpt-3.5-turbo"))
@@ -295,7 +316,8 @@ def main():
         llama_server_routes(a, greedy, chat)
         check(s.stop() == 0, "pi-launch stops cleanly")
         s = launch(bin_dir, tmp, "-m", MODEL, "-t", "2", "-c", "512", "--alias", "kjv",
-                   "--any-model-name", "--cors", "http://app.example")
+                   "--any-model-name", "--cors", "http://app.example", "--seed", "7", "--temp",
+                   "0.9", "-n", "5")
         llama_server_flags(s.http, greedy)
         check(s.stop() == 0, "pi-launch stops cleanly")
     finish()

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/text/chat_template.h"
+#include "common/text/sampler.h"
 #include "coordinator/engine/embedding.h"
 
 namespace pi {
@@ -33,6 +34,13 @@ struct HttpServerOptions {
   bool spm_infill = false;
   // /v1/embeddings: how a prompt's hidden states become one vector (embedding.h).
   Pooling pooling = Pooling::kMean;
+  // For completions that leave them out (llama-server's --seed, --temp,
+  // -n): the seed (kRandomSeed: each request draws one), the temperature
+  // (< 0: the sampler's 0.8); n_predict > 0 is also a cap on what a request
+  // may ask for (-1: none).
+  uint32_t default_seed = kRandomSeed;
+  float default_temperature = -1.0f;
+  int n_predict = -1;
   size_t max_body_bytes = 1 << 20;
   size_t max_header_bytes = 16 << 10;  // the request line and fields (and a body's trailer)
   // Deadlines (ms): a connection's wait for a request's first byte (between

@@ -126,25 +126,26 @@ HttpReply Tokenize(const HttpContext& c, const json& j) {
 HttpReply Props(const HttpContext& c) {
   const Engine& e = c.runner->engine();
   const HttpServerOptions& o = *c.options;
-  return JsonReply({{"default_generation_settings",
-                     {{"n_ctx", e.n_ctx()},
-                      {"model", o.model_id},
-                      {"params",
-                       {{"temperature", 0.8},
-                        {"top_k", 40},
-                        {"top_p", 0.95},
-                        {"min_p", 0.05},
-                        {"repeat_penalty", 1.0},
-                        {"repeat_last_n", 64},
-                        {"presence_penalty", 0.0},
-                        {"frequency_penalty", 0.0},
-                        {"n_predict", -1},
-                        {"seed", -1}}}}},
-                    {"total_slots", e.n_seq()},
-                    {"model_path", o.model_path},
-                    {"chat_template",
-                     o.chat_template ? json(ChatTemplateName(*o.chat_template)) : json(nullptr)},
-                    {"build_info", o.system_fingerprint}});
+  return JsonReply(
+      {{"default_generation_settings",
+        {{"n_ctx", e.n_ctx()},
+         {"model", o.model_id},
+         {"params",
+          {{"temperature", o.default_temperature >= 0 ? o.default_temperature : 0.8f},
+           {"top_k", 40},
+           {"top_p", 0.95},
+           {"min_p", 0.05},
+           {"repeat_penalty", 1.0},
+           {"repeat_last_n", 64},
+           {"presence_penalty", 0.0},
+           {"frequency_penalty", 0.0},
+           {"n_predict", o.n_predict},
+           {"seed", o.default_seed == kRandomSeed ? json(-1) : json(o.default_seed)}}}}},
+       {"total_slots", e.n_seq()},
+       {"model_path", o.model_path},
+       {"chat_template",
+        o.chat_template ? json(ChatTemplateName(*o.chat_template)) : json(nullptr)},
+       {"build_info", o.system_fingerprint}});
 }
 
 // GET /slots: one entry per sequence the engine runs at once; the first
@@ -193,7 +194,7 @@ bool FindRoute(const std::string& path, const std::string& method, HttpRoute* ro
       {"/detokenize", "POST", HttpRoute::kDetokenize},
       // llama-server's own: its paths without /v1, and its server routes.
       {"/models", "GET", HttpRoute::kModels},
-      {"/completions", "POST", HttpRoute::kCompletions},
+      {"/completions", "POST", HttpRoute::kNativeCompletion},  // (llama-server's alias)
       {"/chat/completions", "POST", HttpRoute::kChatCompletions},
       {"/props", "GET", HttpRoute::kProps},
       {"/slots", "GET", HttpRoute::kSlots},
@@ -317,6 +318,19 @@ Status ParseCompletion(const HttpServerOptions& o, CompletionKind kind, const st
   return ParseCompletionRequest(body, o.model_id, cr, status, o.any_model_name);
 }
 
+// The server's defaults (--seed, --temp, -n) where the request left them
+// out; -n also caps what it asks for (as llama-server's).
+void ApplyServerDefaults(const HttpServerOptions& o, v1::GenerateRequest* r) {
+  v1::SamplingParams* sp = r->mutable_sampling();
+  if (!sp->has_seed() && o.default_seed != kRandomSeed) sp->set_seed(o.default_seed);
+  if (!sp->has_temperature() && o.default_temperature >= 0) {
+    sp->set_temperature(o.default_temperature);
+  }
+  if (o.n_predict > 0 && (r->n_predict() < 0 || r->n_predict() > o.n_predict)) {
+    r->set_n_predict(o.n_predict);
+  }
+}
+
 // An infill request's prompt: InfillPrompt's tokens (infill.h), leaving room
 // for n_predict tokens (a quarter of the context when it asks for no limit).
 Status InfillTokens(RequestRunner* runner, bool spm, CompletionRequest* cr, int* status) {
@@ -432,6 +446,7 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
     return;
   }
   const Engine& engine = runner->engine();
+  ApplyServerDefaults(o, &cr.request);
   if (cr.infill) {
     s = InfillTokens(runner, o.spm_infill, &cr, &status);
     if (!s.ok()) {

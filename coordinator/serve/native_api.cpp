@@ -83,7 +83,7 @@ std::string NativeChunkJson(const NativeReplyInfo& info, const std::string& text
                             const std::vector<TokenLogprob>* probs, const Tokenizer& tok) {
   json j = {{"index", 0},
             {"content", text},
-            {"tokens", info.return_tokens ? json(ids) : json::array()},
+            {"tokens", ids},  // (a chunk's always, as llama-server sends them)
             {"stop", false},
             {"id_slot", 0},
             {"tokens_predicted", tokens_predicted},

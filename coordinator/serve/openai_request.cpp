@@ -388,6 +388,8 @@ Status InfillFiles(const json& j, std::vector<InfillFile>* out) {
       }
       *field = item.value().get<std::string>();
     }
+    // (The filename may be left out, as llama-server takes it; the text not.)
+    if (!f.contains("text")) return Status::Error("input_extra[%zu].text is required", i);
     out->push_back(std::move(file));
   }
   return Status::Ok();
