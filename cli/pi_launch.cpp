@@ -67,6 +67,7 @@ void Usage() {
       "                          give none (default: a random seed each, 0.8)\n"
       "  -n, --n-predict N       the HTTP API's default and cap of tokens generated per\n"
       "                          request (default -1: none)\n"
+      "  --no-webui              GET / answers 404 instead of the chat page\n"
       "  --pooling mean|last|cls /v1/embeddings: the prompt's final hidden states averaged,\n"
       "                          the last token's or the first's (default mean)\n"
       "  --chat-template NAME    how /v1/chat/completions renders messages: chatml, llama2,\n"
@@ -167,6 +168,8 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
         else if (f == "--cors") {
           l->http.cors_origin = args.String(f);
           if (!args.failed() && l->http.cors_origin.empty()) args.Fail("--cors expects an origin");
+        } else if (f == "--no-webui") {
+          l->http.web_page = false;
         } else if (f == "--spm-infill") {
           l->http.spm_infill = true;
         } else if (f == "--pooling") {

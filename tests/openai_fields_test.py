@@ -260,6 +260,8 @@ def llama_server_flags(a, greedy):
           and r["choices"][0]["text"] == r2["choices"][0]["text"]
           and r3["usage"]["completion_tokens"] == 5,
           "--seed 7 --temp 0.9 -n 5: a request giving none gets them; max_tokens 50 is capped at 5")
+    st, _, page = call(a, "GET", "/")
+    check(st == 404 and "--no-webui" in page["error"]["message"], "--no-webui: GET / is a 404")
     st, _, p = call(a, "GET", "/props")
     params = p["default_generation_settings"]["params"] if st == 200 else {}
     check(params.get("seed") == 7 and abs(params.get("temperature", 0) - 0.9) < 1e-6
@@ -317,7 +319,7 @@ def main():
         check(s.stop() == 0, "pi-launch stops cleanly")
         s = launch(bin_dir, tmp, "-m", MODEL, "-t", "2", "-c", "512", "--alias", "kjv",
                    "--any-model-name", "--cors", "http://app.example", "--seed", "7", "--temp",
-                   "0.9", "-n", "5")
+                   "0.9", "-n", "5", "--no-webui")
         llama_server_flags(s.http, greedy)
         check(s.stop() == 0, "pi-launch stops cleanly")
     finish()

@@ -34,6 +34,7 @@ struct HttpServerOptions {
   bool spm_infill = false;
   // /v1/embeddings: how a prompt's hidden states become one vector (embedding.h).
   Pooling pooling = Pooling::kMean;
+  bool web_page = true;  // GET / serves the chat page (false: 404, --no-webui)
   // For completions that leave them out (llama-server's --seed, --temp,
   // -n): the seed (kRandomSeed: each request draws one), the temperature
   // (< 0: the sampler's 0.8); n_predict > 0 is also a cap on what a request

@@ -235,6 +235,7 @@ bool IsPublic(HttpRoute route) {
 
 HttpReply HandleRoute(HttpRoute route, const HttpContext& c, const std::string& body) {
   if (route == HttpRoute::kPage) {
+    if (!c.options->web_page) return ErrorReply(404, "GET /: the chat page is off (--no-webui)");
     HttpReply r;
     r.body = kWebPage;
     r.content_type = "text/html; charset=utf-8";
