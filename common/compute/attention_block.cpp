@@ -41,7 +41,14 @@ void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, i
   c_ = config;
   n_ctx_ = n_ctx;
   k_type_ = k_type;
-  q_k_.assign(n_threads * PreparedActivationBytes(k_type, c_.head_dim), 0);
+  // 16 queries an item at least (a group's heads together whatever its size).
+  const int group = c_.n_head / std::max(c_.n_head_kv, 1);
+  queries_per_item_ = std::max(16, group);
+  q_k_.assign(static_cast<size_t>(n_threads) * queries_per_item_ *
+                  PreparedActivationBytes(k_type, c_.head_dim),
+              0);
+  items_.clear();
+  items_.reserve(static_cast<size_t>(max_batch) * std::max(c_.n_head, 1));
   const size_t b = static_cast<size_t>(max_batch);
   rope_cs_.assign(b * std::max(c_.rope_dims, 1), 0.0f);
   rope_cs_local_.assign(c_.rope_theta_swa > 0.0f ? rope_cs_.size() : 0, 0.0f);
@@ -55,7 +62,7 @@ void AttentionBlock::Init(const LlamaConfig& config, int max_batch, int n_ctx, i
   v_.assign(b * c_.kv_dim(), 0.0f);
   attn_.assign(b * c_.q_dim(), 0.0f);
   out_.assign(b * c_.n_embd, 0.0f);
-  scores_.assign(static_cast<size_t>(n_threads) * n_ctx, 0.0f);
+  scores_.assign(static_cast<size_t>(n_threads) * queries_per_item_ * n_ctx, 0.0f);
   const int64_t widest = std::max(c_.n_embd, c_.q_dim());
   q8_.assign(b * PreparedActivationBytes(DType::kQ8_0, widest), 0);
 }
@@ -108,6 +115,93 @@ void AttentionBlock::OutputProjection(const LlamaLayer& layer, int layer_index, 
   ain.run_length = run_length;
   const MatMulJob o[1] = {{&layer.wo, out_.data(), d}};
   ParallelMatMul(pool, ain, o, 1);
+}
+
+void AttentionBlock::Attend(int layer_index, const int* pos, KvCache* const* caches, int batch,
+                            ThreadPool* pool, const int32_t* run_length) {
+  const int qd = c_.q_dim(), hd = c_.head_dim;
+  // Work items: a block of consecutive rows of one run and one KV head's
+  // query heads. The block's queries (its rows times those heads) take their scores
+  // from one MatMulRows over the head's cached keys, each key row read once
+  // for all of them; a batch column of MatMulRows is the bits MatVecRows
+  // gives it alone (kernels_test: BatchColumnsEqualLoneProducts), so every
+  // score, and the answer, is what a query computed by itself gets.
+  const int group = c_.n_head / c_.n_head_kv;
+  const int rows_per_item = std::max(1, queries_per_item_ / group);
+  // Too few items to keep the threads busy (a decode step's rows): a head
+  // an item, the group's key reads no longer shared.
+  int n_runs = 0;
+  for (int b = 0; b < batch; b += run_length ? run_length[b] : batch) {
+    const int run = run_length ? run_length[b] : batch;
+    n_runs += (run + rows_per_item - 1) / rows_per_item;
+  }
+  const int per_item = n_runs * c_.n_head_kv < 2 * pool->size() ? 1 : group;
+  items_.clear();
+  for (int b = 0; b < batch;) {
+    const int run = run_length ? run_length[b] : batch;
+    for (int r = b; r < b + run; r += rows_per_item) {
+      for (int head = 0; head < c_.n_head; head += per_item) {
+        items_.push_back({r, std::min(rows_per_item, b + run - r), head, per_item});
+      }
+    }
+    b += run;
+  }
+  const float scale = c_.QueryScale();
+  const float cap = c_.attn_softcap;
+  // A sliding layer's query at p reads keys (p - n_swa, p].
+  const int window = c_.IsSlidingLayer(layer_index) ? c_.n_swa : 0;
+  // Short contexts read little KV cache: then one chunk, on the caller.
+  int max_pos = 0;
+  for (int b = 0; b < batch; ++b) max_pos = std::max(max_pos, pos[b]);
+  const int64_t n_items = static_cast<int64_t>(items_.size());
+  const int64_t kv_bytes = static_cast<int64_t>(batch) * c_.n_head_kv * (max_pos + 1) *
+                           (RowBytes(k_type_, hd) + RowBytes(caches[0]->v_type(), hd));
+  const int64_t n_chunks =
+      kv_bytes < ThreadPool::kMinParallelBytes ? 1 : std::min<int64_t>(n_items, 4 * pool->size());
+  const size_t q_bytes = PreparedActivationBytes(k_type_, hd);
+  pool->ParallelFor(n_chunks, [&](int64_t chunk, int slot) {
+    int64_t i0, i1;
+    ThreadPool::Split(n_items, chunk, n_chunks, 1, &i0, &i1);
+    float* scores = scores_.data() + static_cast<int64_t>(slot) * queries_per_item_ * n_ctx_;
+    uint8_t* queries = q_k_.data() + static_cast<size_t>(slot) * queries_per_item_ * q_bytes;
+    for (int64_t i = i0; i < i1; ++i) {
+      const AttentionItem& it = items_[i];
+      const KvCache* cache = caches[it.row];
+      const int kv_head = it.head0 / group, nh = it.heads;
+      // The queries, row by row and head by head, as the keys read them.
+      for (int r = 0; r < it.rows; ++r) {
+        for (int g = 0; g < nh; ++g) {
+          const float* qh = q_.data() + static_cast<int64_t>(it.row + r) * qd +
+                            static_cast<int64_t>(it.head0 + g) * hd;
+          PrepareActivation(k_type_, qh, hd, queries + (r * nh + g) * q_bytes);
+        }
+      }
+      // Rows of a run have ascending positions: the first's window starts
+      // lowest, the last reads the most keys.
+      const int first_pos = pos[it.row] + 1, last_pos = pos[it.row + it.rows - 1] + 1;
+      const int p_lo = window > 0 ? std::max(0, first_pos - window) : 0;
+      MatMulRows(k_type_, cache->k(layer_index, kv_head), hd, queries, it.rows * nh, scores, n_ctx_,
+                 p_lo, last_pos);
+      for (int r = 0; r < it.rows; ++r) {
+        const int n_pos = pos[it.row + r] + 1;
+        const int p0 = window > 0 ? std::max(0, n_pos - window) : 0;
+        for (int g = 0; g < nh; ++g) {
+          // Its scores: softmax(K q * scale), then out = sum_p scores[p] V[p]
+          // (an axpy over the head's cached values).
+          float* s = scores + static_cast<int64_t>(r * nh + g) * n_ctx_;
+          for (int p = p0; p < n_pos; ++p) s[p] *= scale;
+          if (cap > 0.0f) {
+            for (int p = p0; p < n_pos; ++p) s[p] = cap * std::tanh(s[p] / cap);
+          }
+          Softmax(s + p0, n_pos - p0);
+          const int head = it.head0 + g;
+          float* out = attn_.data() + static_cast<int64_t>(it.row + r) * qd + head * hd;
+          std::memset(out, 0, sizeof(float) * hd);
+          AxpyRows(cache->v_type(), cache->v(layer_index, kv_head), hd, s, out, p0, n_pos);
+        }
+      }
+    }
+  });
 }
 
 void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const int* pos,
@@ -169,53 +263,7 @@ void AttentionBlock::ForwardRows(const LlamaLayer& layer, int layer_index, const
                      v_.data() + static_cast<int64_t>(b) * kvd);
   }
 
-  // One (token, head) pair per work item; query heads of a group share a KV head.
-  const int group = c_.n_head / c_.n_head_kv;
-  const float scale = c_.QueryScale();
-  const float cap = c_.attn_softcap;
-  // A sliding layer's query at p reads keys (p - n_swa, p].
-  const int window = c_.IsSlidingLayer(layer_index) ? c_.n_swa : 0;
-  const int64_t items = static_cast<int64_t>(batch) * c_.n_head;
-  // Items are (token, head) pairs; a chunk is a run of them. Short contexts
-  // read little KV cache: then one chunk, on the caller.
-  int max_pos = 0;
-  for (int b = 0; b < batch; ++b) max_pos = std::max(max_pos, pos[b]);
-  const int64_t kv_bytes =
-      items * (max_pos + 1) * (RowBytes(k_type_, hd) + RowBytes(caches[0]->v_type(), hd));
-  const int64_t n_chunks =
-      kv_bytes < ThreadPool::kMinParallelBytes ? 1 : std::min<int64_t>(items, 4 * pool->size());
-  pool->ParallelFor(n_chunks, [&](int64_t chunk, int slot) {
-    int64_t i0, i1;
-    ThreadPool::Split(items, chunk, n_chunks, 1, &i0, &i1);
-    float* scores = scores_.data() + static_cast<int64_t>(slot) * n_ctx_;
-    uint8_t* q_k = q_k_.data() + slot * PreparedActivationBytes(k_type_, hd);
-    for (int64_t i = i0; i < i1; ++i) {
-      const int b = static_cast<int>(i / c_.n_head), head = static_cast<int>(i % c_.n_head);
-      const int kv_head = head / group;
-      const int n_pos = pos[b] + 1;
-      const int p0 = window > 0 ? std::max(0, n_pos - window) : 0;
-      const KvCache* cache = caches[b];
-      // scores = K q (a matvec over the head's cached keys), softmax, then
-      // out = sum_p scores[p] V[p] (an axpy over the head's cached values).
-      // Float keys read q itself; a Q8_0 key cache reads a Q8_0 copy of it.
-      const float* qh = q_.data() + static_cast<int64_t>(b) * qd + head * hd;
-      const void* q_in = qh;
-      if (ReadsQ8(k_type_)) {
-        PrepareActivation(k_type_, qh, hd, q_k);
-        q_in = q_k;
-      }
-      MatVecRows(k_type_, cache->k(layer_index, kv_head), hd, q_in, scores, p0, n_pos);
-      for (int p = p0; p < n_pos; ++p) scores[p] *= scale;
-      if (cap > 0.0f) {
-        for (int p = p0; p < n_pos; ++p) scores[p] = cap * std::tanh(scores[p] / cap);
-      }
-      Softmax(scores + p0, n_pos - p0);
-      float* out = attn_.data() + static_cast<int64_t>(b) * qd + head * hd;
-      std::memset(out, 0, sizeof(float) * hd);
-      AxpyRows(cache->v_type(), cache->v(layer_index, kv_head), hd, scores, out, p0, n_pos);
-    }
-  });
-
+  Attend(layer_index, pos, caches, batch, pool, run_length);
   OutputProjection(layer, layer_index, batch, sparse, pool, run_length);
   for (int b = 0; b < batch; ++b) {
     const int64_t row = static_cast<int64_t>(b) * d;

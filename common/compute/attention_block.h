@@ -53,6 +53,10 @@ class AttentionBlock {
  private:
   bool SparseRows(const LlamaLayer& layer, int layer_index, int batch,
                   const int32_t* run_length) const;
+  // attn_ = each query head's softmax(K q) V over its sequence's cache for
+  // the batch's rows (q_ rotated, the rows' K and V stored).
+  void Attend(int layer_index, const int* pos, KvCache* const* caches, int batch, ThreadPool* pool,
+              const int32_t* run_length);
   // out_ = Wo · attn_ for the batch's rows (column-sparse when `sparse`).
   void OutputProjection(const LlamaLayer& layer, int layer_index, int batch, bool sparse,
                         ThreadPool* pool, const int32_t* run_length);
@@ -74,9 +78,17 @@ class AttentionBlock {
   std::vector<int> rope_pos_;         // the positions rope_cs_ holds (the same in every layer)
   std::vector<int> pos_;              // [max_batch] Forward's positions
   std::vector<KvCache*> caches_;      // [max_batch] Forward's cache, per row
-  std::vector<float> scores_;         // [n_threads, n_ctx]
-  std::vector<uint8_t> q_k_;          // [n_threads] one head's query as Q8_0 (a q8_0 key cache)
-  std::vector<uint8_t> q8_;           // prepared Q8_0 input, max(n_embd, q_dim) wide
+  // Attention's work items: a block of consecutive rows of one run (one
+  // sequence's cache) and one KV head's query heads [head0, head0 + heads);
+  // their queries (at most queries_per_item_) share each key row's read.
+  struct AttentionItem {
+    int row = 0, rows = 0, head0 = 0, heads = 0;
+  };
+  std::vector<AttentionItem> items_;  // (reserved: max_batch * n_head)
+  int queries_per_item_ = 1;
+  std::vector<float> scores_;  // [n_threads, queries_per_item_, n_ctx]
+  std::vector<uint8_t> q_k_;   // [n_threads, queries_per_item_] the queries as the keys read them
+  std::vector<uint8_t> q8_;    // prepared Q8_0 input, max(n_embd, q_dim) wide
 };
 
 }  // namespace pi

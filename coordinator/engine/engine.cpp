@@ -21,12 +21,14 @@ int64_t Engine::WorkingBytes(const LlamaConfig& c, int n_ctx, int n_batch, int n
       KvCache::BytesFor(c.n_layer, n_ctx, c.n_head_kv, c.head_dim, cache_type_k, cache_type_v);
   if (kv < 0) return -1;
   // Per batch row, the f32 activations of the residual stream, attention and
-  // the FFN with their Q8_0 copies (an estimate from above); per thread, one
-  // row of attention scores over the context; the logits.
+  // the FFN with their Q8_0 copies (an estimate from above); per thread, the
+  // attention scores of an item's queries (at least 16) over the context;
+  // the logits.
   const int64_t per_row = 4 * (24 * int64_t{c.n_embd} + 2 * int64_t{c.q_dim()} +
                                2 * int64_t{c.kv_dim()} + 3 * int64_t{c.n_ff});
+  const int64_t queries = std::max<int64_t>(16, c.n_head / std::max(c.n_head_kv, 1));
   const int64_t scratch =
-      per_row * n_batch + 4 * int64_t{n_threads} * n_ctx + 4 * int64_t{c.n_vocab};
+      per_row * n_batch + 4 * int64_t{n_threads} * queries * n_ctx + 4 * int64_t{c.n_vocab};
   return kv > INT64_MAX - scratch ? -1 : kv + scratch;
 }
 
