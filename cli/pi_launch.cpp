@@ -74,8 +74,7 @@ void Usage() {
       "                          llama3, mistral, mistral-v3, mistral-v3-tekken, zephyr,\n"
       "                          gemma, vicuna, phi3 (default: the model's\n"
       "                          tokenizer.chat_template, when it is one of these)\n"
-      "  (--cpu-workers defaults to 1 when the model's FFN can be split and -np is 1, else 0; the "
-      "hot\n"
+      "  (--cpu-workers defaults to 1 when the model's FFN can be split, else 0; the hot\n"
       "  neurons of a --vram-budget split run in a pi-gpu-worker process unless\n"
       "  --no-gpu-worker)\n",
       stderr);
