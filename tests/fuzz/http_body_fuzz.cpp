@@ -103,7 +103,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!pi::CheckLogitBias(sampling, tok.n_vocab()).ok()) abort();
   if (sampling.repeat_last_n < 0 || sampling.repeat_last_n > pi::kFuzzContext) abort();
   // The responses the server would build from it are valid JSON text.
-  (void)pi::CompletionJson({"cmpl-1", 0, "demo"}, body, "stop", 1, 1);
+  pi::CompletionInfo info;
+  info.id = "cmpl-1";
+  info.model = "demo";
+  (void)pi::CompletionJson(info, body, "stop", 1, 1);
   (void)pi::ErrorJson(400, body);
   return 0;
 }
