@@ -18,7 +18,9 @@
 //
 // The panel is f32 [k][32 rows], k-blocks of kFloatKc (F16 and BF16
 // converted while packing); columns read the f32 activation.
+#if defined(__GNUC__) && !defined(__clang__)  // (clang has no such warning)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

@@ -20,7 +20,9 @@
 // and is scaled once in f32; the mins of Q4_K and Q5_K add c * dx * sum(qx)
 // with one more FMA per block. Blocks are added in order, so a column's
 // result depends only on that column and row.
+#if defined(__GNUC__) && !defined(__clang__)  // (clang has no such warning)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

@@ -11,7 +11,9 @@
 
 // GCC 12 reports its own _mm512_undefined_*() placeholders (`__m512i __Y =
 // __Y;`) as (maybe-)uninitialized once inlined here; the warning is spurious.
+#if defined(__GNUC__) && !defined(__clang__)  // (clang has no such warning)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

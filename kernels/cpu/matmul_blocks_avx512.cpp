@@ -13,7 +13,9 @@
 // (blocks 4h + 2, 4h + 3) — and the 32 qh bytes, broadcast to both halves,
 // give each its bit pair by a per-half variable shift. Vector v's lane l sums
 // 4 weights of scale group 4v + l / 4, activation block 2v + l / 8.
+#if defined(__GNUC__) && !defined(__clang__)  // (clang has no such warning)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

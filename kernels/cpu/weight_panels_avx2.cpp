@@ -8,7 +8,9 @@
 // overflow its pairs: Q8_0 needs VNNI here); then one FMA with d_w * d_x.
 // Floats: one running FMA over k. The same sums as the AVX-512 kernels and
 // the scalar reference, so every level gives the same bits.
+#if defined(__GNUC__) && !defined(__clang__)  // (clang has no such warning)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

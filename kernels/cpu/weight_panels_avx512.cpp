@@ -6,7 +6,9 @@
 // The panel is read as one linear stream, so a batch of 1 (decode) runs at
 // memory speed with a software prefetch ahead of it; larger batches pass
 // every column over a chunk of blocks while it is in L1.
+#if defined(__GNUC__) && !defined(__clang__)  // (clang has no such warning)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

@@ -10,7 +10,9 @@
 // Both in block order — GemmRows' arithmetic (gemm_quant_avx512.cpp; d sc
 // and dmin m are exact in f32), so the two give the same bits, and a
 // column's bits do not depend on the batch around it.
+#if defined(__GNUC__) && !defined(__clang__)  // (clang has no such warning)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
