@@ -11,11 +11,18 @@ deltas concatenate to its whole text, each choice ends with one chunk carrying i
 finish_reason, and with stream_options.include_usage the last chunk before [DONE] carries the
 request's usage. Chat completions take n too; echo and logprobs go with each choice. Refused
 with a 400 naming the problem: n 0 or over 16, over 16 prompts, more choices than the server
-holds at once, prompts of mixed kinds, suffix with several prompts. A client that leaves
+holds at once, suffix with several prompts. A client that leaves
 mid-stream cancels every choice: the engine is free for the next request. The prompt is
 evaluated once (pi_prompt_tokens_total counts it once; cache_prompt false, each time): the
 other choices take its positions and its last token's logits, and their log-probabilities
 equal those of an uncached run; the same prompt asked again evaluates nothing.
+
+llama-server's prompts: text and token ids mixed in one prompt (each text piece tokenized
+alone, BOS before a first one) answer as the ids /tokenize gives their pieces; prompts of
+both kinds in one request; several prompts in the native /completion: a list of native
+replies indexed in prompt order (streamed: each chunk under its index, each prompt ending
+with its "stop" object, no [DONE]); the native response_fields keeps the fields named,
+nested ones by path, and "prompt" shows BOS as llama-server does.
 
 Usage: choices_test.py BIN_DIR
 """
@@ -174,15 +181,61 @@ def refusals(a, label):
     for body, words in ((dict(base, n=0), "n"), (dict(base, n=17), "n"),
                         (dict(base, n=12), "at most"),
                         (dict(base, prompt=["a"] * 17), "17 prompts"),
-                        (dict(base, prompt=["a", [1, 2]]), "mixed"),
                         (dict(base, prompt=["a", "b"], suffix="c"), "suffix"),
-                        (dict(base, prompt=[[1, "x"]]), "prompt 0")):
+                        (dict(base, prompt=[[1, {"x": 2}]]), "prompt 0")):
         st, _, r = call(a, "POST", "/v1/completions", body)
         msg = r["error"]["message"] if isinstance(r, dict) and "error" in r else repr(r)
         check(st == 400 and words in msg, f"{label}: 400 naming {words!r} ({msg})")
-    st, _, r = call(a, "POST", "/completion", dict(base, prompt=["a", "b"]))
-    check(st == 400 and "2 prompts" in r["error"]["message"],
-          f"{label}: the native /completion takes one prompt")
+    st, _, r = call(a, "POST", "/completion", dict(base, prompt=["a"] * 17))
+    check(st == 400 and "17 prompts" in r["error"]["message"],
+          f"{label}: the native /completion takes at most 16 prompts")
+
+
+def llama_server_prompts(a, label):
+    def tokens(t, special):
+        return call(a, "POST", "/tokenize", {"content": t, "add_special": special})[2]["tokens"]
+    greedy = {"max_tokens": 10, "temperature": 0, "logprobs": 2}
+    head, tail = tokens("In the beginning", True), tokens(" God created", False)
+
+    def choice(prompt):
+        st, _, r = call(a, "POST", "/v1/completions", dict(greedy, prompt=prompt))
+        return (r["choices"][0]["text"], r["choices"][0]["logprobs"]) if st == 200 else st
+    plain = choice(head + tail)
+    check(plain == choice(head + [" God created"]) and plain == choice([*head, " God created"]),
+          f"{label}: ids then text in one prompt: as the ids of its pieces")
+    lead = tokens("In the beginning", True) + [1039]
+    check(choice(["In the beginning", 1039]) == choice(lead),
+          f"{label}: a mixed prompt led by text has BOS")
+    st, _, r = call(a, "POST", "/v1/completions",
+                    dict(greedy, prompt=[PROMPTS[0], tokens(PROMPTS[1], True)]))
+    alone = [choice(PROMPTS[0]), choice(PROMPTS[1])]
+    check(st == 200 and [(c["text"], c["logprobs"]) for c in r["choices"]] == alone,
+          f"{label}: a text and ids in one request: each as asked alone")
+    native = {"n_predict": 8, "temperature": 0}
+    one = [call(a, "POST", "/completion", dict(native, prompt=p))[2] for p in PROMPTS]
+    st, _, r = call(a, "POST", "/completion",
+                    dict(native, prompt=[PROMPTS[0], tokens(PROMPTS[1], True)]))
+    check(st == 200 and isinstance(r, list) and [x["index"] for x in r] == [0, 1]
+          and [x["content"] for x in r] == [x["content"] for x in one]
+          and [x["prompt"] for x in r] == [x["prompt"] for x in one],
+          f"{label}: native /completion with two prompts: a list, each as alone")
+    st, _, events = stream(a, dict(native, prompt=PROMPTS), path="/completion")
+    chunks = [json.loads(e) for e in events if e != "[DONE]"]
+    got = {0: "", 1: ""}
+    ends = []
+    for c in chunks:
+        got[c["index"]] += c["content"]
+        if c["stop"]:
+            ends.append(c["index"])
+    check(st == 200 and "[DONE]" not in events and sorted(ends) == [0, 1]
+          and [got[0], got[1]] == [x["content"] for x in one],
+          f"{label}: native stream of two prompts: each under its index, one stop each")
+    st, _, r = call(a, "POST", "/completion", dict(native, prompt=PROMPTS[0], response_fields=[
+        "content", "generation_settings/n_predict", "prompt", "no/such"]))
+    check(st == 200 and sorted(r) == ["content", "generation_settings/n_predict", "prompt"]
+          and r["content"] == one[0]["content"] and r["generation_settings/n_predict"] == 8
+          and r["prompt"] == "<s> " + PROMPTS[0],
+          f"{label}: response_fields: those fields alone ({sorted(r) if st == 200 else st})")
 
 
 def leaves(a, label):
@@ -220,6 +273,7 @@ def main():
                 streamed(s.http, alone, label)
                 shared(s.http, label)
                 refusals(s.http, label)
+                llama_server_prompts(s.http, label)
                 leaves(s.http, label)
             finally:
                 check(s.stop() == 0, f"{label}: pi-launch stops cleanly")

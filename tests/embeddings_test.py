@@ -7,10 +7,12 @@ here and scaled to unit length).
   reference's, unit length, n_embd long, for a short prompt and one of several -b chunks;
   usage counts the prompt tokens (BOS included);
 - several inputs in one request: the list in input order, each as asked alone; token ids
-  as input: as their text; base64: the same floats;
+  as input: as their text; llama-server's mixes of ids and text, and inputs of both kinds
+  in one list: as the ids /tokenize gives their pieces; an empty text: the embedding of
+  BOS alone; base64: the same floats;
 - with -np 2, an embedding asked while a completion runs beside it equals -np 1's, bit for
   bit (its rows are evaluated as they are alone);
-- 400s naming the problem: no input, an empty or mixed input, dimensions, an unknown
+- 400s naming the problem: no input, an empty list, an input neither text nor ids, dimensions, an unknown
   field, a token outside the vocabulary, an input longer than the context, a bad
   encoding_format; pi-launch --pooling with an unknown name.
 
@@ -96,6 +98,27 @@ def inputs_and_formats(a, one):
     check(st == 200 and st2 == 200 and by_ids["data"][0]["embedding"] == one["data"][0]["embedding"]
           and by_lists["data"][1]["embedding"] == one["data"][0]["embedding"],
           "token ids (one list, or lists) as input: as their text")
+    # llama-server's mixes: text pieces tokenized alone (BOS before a first one).
+    def tokens(text, special):
+        return call(a, "POST", "/tokenize", {"content": text, "add_special": special})[2]["tokens"]
+    st, mixed = embed(a, {"input": [12, 34, "And God said", 56]})
+    st2, plain = embed(a, {"input": [12, 34] + tokens("And God said", False) + [56]})
+    check(st == 200 and st2 == 200 and mixed["data"][0]["embedding"] == plain["data"][0]["embedding"]
+          and mixed["usage"] == plain["usage"],
+          "ids and text mixed in one input: as the ids of its pieces")
+    st, both = embed(a, {"input": [TEXTS[0], ids, ["And God said", 56]]})
+    st2, led = embed(a, {"input": tokens("And God said", True) + [56]})
+    check(st == 200 and st2 == 200 and [d["index"] for d in both["data"]] == [0, 1, 2]
+          and both["data"][0]["embedding"] == one["data"][0]["embedding"]
+          and both["data"][1]["embedding"] == one["data"][0]["embedding"]
+          and both["data"][2]["embedding"] == led["data"][0]["embedding"],
+          "a list of a text, ids and a mix: each as alone (a mix led by text has BOS)")
+    bos = tokens("", True)
+    st, empty = embed(a, {"input": ""})
+    st2, by_bos = embed(a, {"input": bos})
+    check(st == 200 and st2 == 200 and len(bos) == 1
+          and empty["data"][0]["embedding"] == by_bos["data"][0]["embedding"],
+          "an empty text: the embedding of BOS alone (llama-server's answer)")
     st, b64 = embed(a, {"input": TEXTS[0], "encoding_format": "base64"})
     raw = base64.b64decode(b64["data"][0]["embedding"]) if st == 200 else b""
     floats = list(struct.unpack(f"<{len(raw) // 4}f", raw))
@@ -105,9 +128,10 @@ def inputs_and_formats(a, one):
 
 def refusals(a):
     for body, words in (({}, "input is required"),
-                        ({"input": ""}, "input[0] is empty"),
-                        ({"input": []}, "input must be"),
-                        ({"input": ["a", 1]}, "input[1]"),
+                        ({"input": []}, "input is empty"),
+                        ({"input": ["a", []]}, "input[1] is empty"),
+                        ({"input": ["a", [1, {"b": 2}]]}, "input[1]: an input must be"),
+                        ({"input": [1.5]}, "input: an input must be"),
                         ({"input": "a", "dimensions": 8}, "dimensions"),
                         ({"input": "a", "top_k": 8}, "unrecognized request argument: top_k"),
                         ({"input": [5, 99999]}, "outside the vocabulary"),

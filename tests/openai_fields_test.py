@@ -212,7 +212,8 @@ def native(a, greedy, whole):
     st, _, r = call(a, "POST", "/completion", body)
     check(st == 200 and r["content"] == whole and r["stop"] is True
           and r["tokens_predicted"] == greedy["max_tokens"] == len(r["tokens"])
-          and r["stop_type"] == "limit" and r["prompt"] == PROMPT and r["model"] == "demo-kjv-f16"
+          and r["stop_type"] == "limit" and r["prompt"] == "<s> " + PROMPT
+          and r["model"] == "demo-kjv-f16"
           and r["generation_settings"]["n_predict"] == greedy["max_tokens"]
           and r["timings"]["predicted_n"] == greedy["max_tokens"]
           # (asked before: the prompt is cached whole, none of it evaluated again)

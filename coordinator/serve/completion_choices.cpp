@@ -33,7 +33,9 @@ int CompletionChoices::WholeResponse(std::string* body) const {
     const CompletionChoice& c = choices_[0];
     return c.reply->WholeResponse(c.job->result, c.n_prompt, body);
   }
-  json whole;
+  // llama-server's native replies: a list of them, in prompt order.
+  const bool native = choices_[0].reply->native();
+  json whole = native ? json::array() : json();
   for (const CompletionChoice& c : choices_) {
     std::string one;
     const int status = c.reply->WholeResponse(c.job->result, c.n_prompt, &one);
@@ -42,11 +44,19 @@ int CompletionChoices::WholeResponse(std::string* body) const {
       return status;
     }
     json j = json::parse(one);
+    if (native) {
+      whole.push_back(std::move(j));
+      continue;
+    }
     if (whole.is_null()) {
       whole = std::move(j);
       continue;
     }
     for (json& choice : j["choices"]) whole["choices"].push_back(std::move(choice));
+  }
+  if (native) {
+    *body = whole.dump(-1, ' ', false, json::error_handler_t::replace);
+    return 200;
   }
   // One usage for the request; the timings were each choice's own.
   int prompt_tokens = 0, completion_tokens = 0;
@@ -102,14 +112,18 @@ CompletionChoices::Step CompletionChoices::Drain(bool streaming, RequestRunner* 
     *status = WholeResponse(body);
     return Step::kWhole;
   }
+  // With several, the request's end follows them all: the usage chunk
+  // (stream_options) and [DONE]; a native stream ends with each "stop".
   if (several) {
-    if (include_usage_) {
-      int prompt_tokens = 0, completion_tokens = 0;
-      Usage(&prompt_tokens, &completion_tokens);
-      CompletionReply::AppendEvent(UsageChunkJson(info_, chat_, prompt_tokens, completion_tokens),
-                                   events);
+    if (!choices_[0].reply->native()) {
+      if (include_usage_) {
+        int prompt_tokens = 0, completion_tokens = 0;
+        Usage(&prompt_tokens, &completion_tokens);
+        CompletionReply::AppendEvent(UsageChunkJson(info_, chat_, prompt_tokens, completion_tokens),
+                                     events);
+      }
+      CompletionReply::AppendEvent("[DONE]", events);
     }
-    CompletionReply::AppendEvent("[DONE]", events);
     *last = true;
   }
   return Step::kGoing;

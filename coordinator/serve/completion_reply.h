@@ -49,6 +49,7 @@ class CompletionReply {
   void set_one_of_several() { one_of_several_ = true; }
   // Replies in llama-server's native shape (native_api.h) instead.
   void set_native(NativeReplyInfo info) { native_ = std::move(info); }
+  bool native() const { return native_.has_value(); }
   // A chat with tools: the text is read for calls at the end (a stream
   // sends the content as it settles: SettledToolContent; each call when
   // the reply is whole).

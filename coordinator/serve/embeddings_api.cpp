@@ -14,45 +14,34 @@ namespace {
 
 using json = nlohmann::json;
 
-// One input of token ids: each an id (checked against the vocabulary later).
-Status TokenArray(const json& a, size_t index, std::vector<int32_t>* out) {
-  for (const json& t : a) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
-      return Status::Error("input[%zu]: a token id must be a non-negative integer", index);
-    }
-    out->push_back(static_cast<int32_t>(t.get<int64_t>()));
+// One input: a text, token ids, or both mixed.
+Status OneInput(const json& x, const std::string& name, MixedPrompt* out) {
+  if (x.is_string()) {
+    out->push_back(PromptPiece{x.get<std::string>(), -1});
+  } else if (!x.is_array() || !ReadMixedPrompt(x, out).ok()) {
+    return Status::Error(
+        "%s: an input must be a string, token ids (non-negative integers) or both mixed",
+        name.c_str());
   }
   return Status::Ok();
 }
 
 Status Inputs(const json& input, EmbeddingRequest* out) {
-  const char* kShape = "input must be a string, strings, token ids or arrays of token ids";
-  if (input.is_string()) {
-    out->texts.push_back(input.get<std::string>());
-  } else if (!input.is_array() || input.empty()) {
-    return Status::Error("%s (non-empty)", kShape);
-  } else if (input.size() > kMaxEmbeddingInputs) {
+  // Several inputs: an array of strings or of arrays (one array of ids, or
+  // of ids and strings mixed, is one input).
+  const bool several = input.is_array() && !input.empty() && !IsMixedPrompt(input) &&
+                       (input[0].is_string() || input[0].is_array());
+  if (!several) {
+    if (input.is_array() && input.empty()) return Status::Error("input is empty");
+    out->inputs.emplace_back();
+    return OneInput(input, "input", &out->inputs.back());
+  }
+  if (input.size() > kMaxEmbeddingInputs) {
     return Status::Error("input: %zu inputs, at most %zu", input.size(), kMaxEmbeddingInputs);
-  } else if (input[0].is_string()) {
-    for (size_t i = 0; i < input.size(); ++i) {
-      if (!input[i].is_string()) return Status::Error("input[%zu]: %s, not mixed", i, kShape);
-      out->texts.push_back(input[i].get<std::string>());
-    }
-  } else if (input[0].is_number()) {
-    out->ids.emplace_back();
-    PI_RETURN_IF_ERROR(TokenArray(input, 0, &out->ids.back()));
-  } else {
-    for (size_t i = 0; i < input.size(); ++i) {
-      if (!input[i].is_array()) return Status::Error("input[%zu]: %s, not mixed", i, kShape);
-      out->ids.emplace_back();
-      PI_RETURN_IF_ERROR(TokenArray(input[i], i, &out->ids.back()));
-    }
   }
-  for (size_t i = 0; i < out->texts.size(); ++i) {
-    if (out->texts[i].empty()) return Status::Error("input[%zu] is empty", i);
-  }
-  for (size_t i = 0; i < out->ids.size(); ++i) {
-    if (out->ids[i].empty()) return Status::Error("input[%zu] is empty", i);
+  for (size_t i = 0; i < input.size(); ++i) {
+    out->inputs.emplace_back();
+    PI_RETURN_IF_ERROR(OneInput(input[i], "input[" + std::to_string(i) + "]", &out->inputs.back()));
   }
   return Status::Ok();
 }
@@ -76,27 +65,26 @@ std::string Base64(const std::vector<float>& v) {
 }
 
 // Each input as the prompt the model reads: BOS (and EOS) as its tokenizer
-// adds them; at most the context.
+// adds them around text; at least one token, at most the context.
 Status Tokenize(RequestRunner* runner, const EmbeddingRequest& r,
                 std::vector<std::vector<int32_t>>* prompts, int* status) {
   const Tokenizer& tok = runner->tokenizer();
   const Engine& engine = runner->engine();
   *status = 400;
-  if (!r.texts.empty()) {
-    size_t bytes = 0;
-    for (const std::string& t : r.texts) bytes += t.size();
-    WorkGate::Pass pass;
-    bool busy = false;
-    const Status gated = EnterTokenizeGate(&runner->tokenize_gate(), bytes, &pass, &busy);
-    if (busy) *status = 503;
-    PI_RETURN_IF_ERROR(gated.WithContext("input"));
-    for (const std::string& t : r.texts) {
-      prompts->emplace_back();
-      PI_RETURN_IF_ERROR(tok.Encode(t, tok.add_bos_token(), &prompts->back()));
-      if (tok.add_eos_token() && tok.eos() >= 0) prompts->back().push_back(tok.eos());
-    }
-  } else {
-    *prompts = r.ids;
+  size_t bytes = 0;
+  for (const MixedPrompt& m : r.inputs) bytes += MixedPromptTextBytes(m);
+  WorkGate::Pass pass;
+  bool busy = false;
+  const Status gated = EnterTokenizeGate(&runner->tokenize_gate(), bytes, &pass, &busy);
+  if (busy) *status = 503;
+  PI_RETURN_IF_ERROR(gated.WithContext("input"));
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    prompts->emplace_back();
+    PI_RETURN_IF_ERROR(
+        EncodeMixedPrompt(tok, r.inputs[i], tok.add_eos_token(), false, &prompts->back())
+            .WithContext("input[" + std::to_string(i) + "]"));
+    // (A text with no tokens: an empty one where the model adds no BOS.)
+    if (prompts->back().empty()) return Status::Error("input[%zu] is empty", i);
   }
   for (size_t i = 0; i < prompts->size(); ++i) {
     const std::vector<int32_t>& p = (*prompts)[i];

@@ -10,6 +10,7 @@
 
 #include "common/base/status.h"
 #include "coordinator/serve/http_routes.h"
+#include "coordinator/serve/mixed_prompt.h"
 
 namespace pi {
 
@@ -17,14 +18,13 @@ namespace pi {
 inline constexpr size_t kMaxEmbeddingInputs = 2048;
 
 struct EmbeddingRequest {
-  // The inputs: texts, or token ids (exactly one of the two is non-empty).
-  std::vector<std::string> texts;
-  std::vector<std::vector<int32_t>> ids;
+  // The inputs: each a text, token ids, or llama-server's mix of both.
+  std::vector<MixedPrompt> inputs;
   bool base64 = false;  // encoding_format "base64"
 };
 
-// Reads a body: input (a string, strings, token ids, or arrays of token
-// ids), encoding_format (float or base64), model (as the completions'),
+// Reads a body: input (a string, token ids, both mixed, or an array of
+// those), encoding_format (float or base64), model (as the completions'),
 // user; dimensions and any other field refused by name. *http_status 400 or
 // 404 on an error.
 Status ParseEmbeddingRequest(const std::string& body, const std::string& model_id,

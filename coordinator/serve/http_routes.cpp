@@ -355,6 +355,34 @@ Status InfillTokens(RequestRunner* runner, bool spm, CompletionRequest* cr, int*
   return Status::Ok();
 }
 
+// The prompts that mix token ids and text, made token ids (gated as any
+// tokenizing of a request's text).
+Status MixedPromptTokens(RequestRunner* runner, CompletionRequest* cr, int* status) {
+  size_t bytes = 0;
+  bool any = false;
+  for (const MixedPrompt& m : cr->mixed_prompts) {
+    bytes += MixedPromptTextBytes(m);
+    any = any || !m.empty();
+  }
+  if (!any) return Status::Ok();
+  WorkGate::Pass pass;
+  bool busy = false;
+  const Status gated = EnterTokenizeGate(&runner->tokenize_gate(), bytes, &pass, &busy);
+  *status = busy ? 503 : 400;
+  PI_RETURN_IF_ERROR(gated.WithContext("prompt"));
+  std::vector<int32_t> ids;
+  for (size_t p = 0; p < cr->mixed_prompts.size(); ++p) {
+    if (cr->mixed_prompts[p].empty()) continue;
+    v1::GenerateRequest* r = p == 0 ? &cr->request : &cr->more_prompts[p - 1];
+    PI_RETURN_IF_ERROR(EncodeMixedPrompt(runner->tokenizer(), cr->mixed_prompts[p], false,
+                                         r->parse_special(), &ids)
+                           .WithContext("prompt"));
+    r->clear_prompt();
+    for (int32_t id : ids) r->mutable_prompt_ids()->add_ids(id);
+  }
+  return Status::Ok();
+}
+
 // Tokenizes one prompt of a completion and submits its n choices (indexes
 // first_choice on) to *choices; false with *refusal when the prompt is
 // refused or the queue is full.
@@ -378,15 +406,15 @@ bool SubmitPrompt(const HttpContext& c, CompletionKind kind, const CompletionReq
   }
   const bool native = kind == CompletionKind::kNative || kind == CompletionKind::kInfill;
   const int n_prompt = static_cast<int>(request.prompt.size());
-  // The prompt's text, for echo and the native reply's "prompt".
+  // The prompt's text, for echo.
   std::string prompt_text;
-  if (cr.echo || native) {
+  if (cr.echo) {
     prompt_text = prompt.has_prompt_ids() ? tok.Decode(request.prompt) : prompt.prompt();
   }
   NativeReplyInfo native_info;
   if (native) {
     native_info.model = o.model_id;
-    native_info.prompt = prompt_text;
+    native_info.prompt = NativePromptText(tok, request.prompt);
     native_info.n_prompt = n_prompt;
     native_info.return_tokens = cr.return_tokens;
     native_info.n_probs = cr.n_probs;
@@ -395,6 +423,7 @@ bool SubmitPrompt(const HttpContext& c, CompletionKind kind, const CompletionReq
     native_info.stops = request.stops;
     native_info.ignore_eos = request.ignore_eos;
     native_info.prompt_truncated = cr.infill_truncated;
+    native_info.response_fields = cr.response_fields;
   }
   const bool logprobs = request.logprobs >= 0;
   const bool chat = kind == CompletionKind::kChat || kind == CompletionKind::kResponses;
@@ -417,7 +446,10 @@ bool SubmitPrompt(const HttpContext& c, CompletionKind kind, const CompletionReq
     CompletionReply& reply = *choice.reply;
     reply.set_include_usage(cr.include_usage);
     if (cr.echo) reply.set_echo(prompt_text);
-    if (native) reply.set_native(native_info);
+    if (native) {
+      native_info.index = first_choice + k;
+      reply.set_native(native_info);
+    }
     if (cr.tools) reply.set_tools(cr.tool_syntax);
     if (cr.responses) reply.set_responses(cr.responses_echo);
     if (several) reply.set_one_of_several();
@@ -456,6 +488,11 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
       out->refusal = ErrorReply(status, s.message(), status == 503 ? 1 : 0);
       return;
     }
+  }
+  s = MixedPromptTokens(runner, &cr, &status);
+  if (!s.ok()) {
+    out->refusal = ErrorReply(status, s.message(), status == 503 ? 1 : 0);
+    return;
   }
   // The prompts: the request's, then the others (completions).
   std::vector<v1::GenerateRequest> prompts{cr.request};

@@ -1,5 +1,6 @@
 #include "coordinator/serve/native_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -65,11 +66,37 @@ json Timings(const ReplyTimings& t) {
           {"predicted_per_second", per_second(t.predicted_ms, t.predicted_n)}};
 }
 
+// llama-server's response_fields: each named field ("a/b" nested) under its
+// name, in the order asked.
+json Fields(const json& whole, const std::vector<std::string>& names) {
+  json out = json::object();
+  for (const std::string& name : names) {
+    const json* at = &whole;
+    size_t from = 0;
+    while (at && from <= name.size()) {
+      const size_t slash = std::min(name.find('/', from), name.size());
+      const auto it = at->is_object() ? at->find(name.substr(from, slash - from)) : at->end();
+      at = it != at->end() ? &*it : nullptr;
+      from = slash + 1;
+    }
+    if (at) out[name] = *at;
+  }
+  return out;
+}
+
 std::string Dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace
+
+std::string NativePromptText(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  std::string text;
+  for (int32_t id : ids) {
+    text += tok.token_type(id) == TokenType::kControl ? tok.TokenText(id) : tok.TokenToPiece(id);
+  }
+  return text;
+}
 
 const char* NativeStopType(const std::string& stop_reason) {
   if (stop_reason == "eos") return "eos";
@@ -81,7 +108,7 @@ const char* NativeStopType(const std::string& stop_reason) {
 std::string NativeChunkJson(const NativeReplyInfo& info, const std::string& text,
                             const std::vector<int32_t>& ids, int tokens_predicted,
                             const std::vector<TokenLogprob>* probs, const Tokenizer& tok) {
-  json j = {{"index", 0},
+  json j = {{"index", info.index},
             {"content", text},
             {"tokens", ids},  // (a chunk's always, as llama-server sends them)
             {"stop", false},
@@ -96,7 +123,7 @@ std::string NativeFinalJson(const NativeReplyInfo& info, bool stream, const Gene
                             const std::string& text, int n_prompt, const ReplyTimings& t,
                             const Tokenizer& tok) {
   const int n_gen = static_cast<int>(g.ids.size());
-  json j = {{"index", 0},
+  json j = {{"index", info.index},
             {"content", stream ? "" : text},
             {"tokens", info.return_tokens && !stream ? json(g.ids) : json::array()},
             {"id_slot", 0},
@@ -114,6 +141,7 @@ std::string NativeFinalJson(const NativeReplyInfo& info, bool stream, const Gene
             {"timings", Timings(t)}};
   j["generation_settings"]["stream"] = stream;
   if (!stream && info.n_probs > 0) j["completion_probabilities"] = Probabilities(g.logprobs, tok);
+  if (!stream && !info.response_fields.empty()) return Dump(Fields(j, info.response_fields));
   return Dump(j);
 }
 

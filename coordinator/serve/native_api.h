@@ -19,8 +19,9 @@ namespace pi {
 
 // What the replies of one native request report besides its tokens.
 struct NativeReplyInfo {
+  int index = 0;  // the prompt's place among the request's (its "index")
   std::string model;
-  std::string prompt;             // the prompt's text
+  std::string prompt;             // the prompt as the model reads it (NativePromptText)
   int n_prompt = 0;               // its tokens (tokens_evaluated)
   bool return_tokens = false;     // "tokens": the ids of each chunk (else [])
   int n_probs = 0;                // > 0: "completion_probabilities" of each token
@@ -30,7 +31,14 @@ struct NativeReplyInfo {
   int n_predict = -1;
   std::vector<std::string> stops;
   bool ignore_eos = false;
+  // A whole reply with these fields alone, each under its name ("a/b": b
+  // of the object a); a name the reply lacks is left out.
+  std::vector<std::string> response_fields;
 };
+
+// The prompt's tokens as llama-server shows them in "prompt": each one's
+// piece, a control token (BOS) as its text ("<s> In the beginning").
+std::string NativePromptText(const Tokenizer& tok, const std::vector<int32_t>& ids);
 
 // llama-server's stop_type of a stop reason: eos, word (a stop string),
 // limit (n_predict or the context), none.

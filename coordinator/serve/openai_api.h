@@ -18,6 +18,7 @@
 #include "common/text/infill.h"
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/generation.h"
+#include "coordinator/serve/mixed_prompt.h"
 #include "coordinator/serve/responses_api.h"
 #include "proto/pi.pb.h"
 
@@ -26,17 +27,24 @@ namespace pi {
 // Choices one completion request may ask for: n for each prompt, together.
 inline constexpr size_t kMaxChoices = 16;
 
+inline constexpr size_t kMaxResponseFields = 64;
+
 struct CompletionRequest {
   v1::GenerateRequest request;  // prompt or ids, n_predict, stops, sampling, logprobs
   // Completions: the prompts after the first (request's), each run as it
   // would be alone; choices go prompt by prompt, n each.
   std::vector<v1::GenerateRequest> more_prompts;
+  // Prompt p's pieces where it mixes token ids and text (else empty): made
+  // its prompt_ids by the server, which has the tokenizer.
+  std::vector<MixedPrompt> mixed_prompts;
   int n = 1;  // choices per prompt
   bool stream = false;
   bool include_usage = false;  // stream_options: a last chunk with the usage alone
   bool echo = false;           // completions: the reply's text starts with the prompt's
   int n_probs = 0;             // native: the alternatives listed beside each token
   bool return_tokens = false;  // native: each chunk's token ids
+  // native: the reply holds these fields alone ("a/b" a nested one), as named
+  std::vector<std::string> response_fields;  // at most kMaxResponseFields
   // A chat's messages in the prompt text: tokenized as text, never as
   // control tokens (ParseGenerateRequest's `literal`).
   std::vector<TextSpan> content_spans;

@@ -46,10 +46,11 @@ const char* const kChatFields[] = {
     "messages", "max_completion_tokens", "logprobs", "top_logprobs", "response_format",
     "n",        "stream_options",        "tools",    "tool_choice",  "parallel_tool_calls"};
 // llama-server's native /completion.
-const char* const kNativeFields[] = {"prompt", "n_probs", "return_tokens"};
+const char* const kNativeFields[] = {"prompt", "n_probs", "return_tokens", "response_fields"};
 // llama-server's /infill: the native fields and the code around the cursor.
-const char* const kInfillFields[] = {"prompt",       "n_probs",      "return_tokens",
-                                     "input_prefix", "input_suffix", "input_extra"};
+const char* const kInfillFields[] = {"prompt",         "n_probs",      "return_tokens",
+                                     "input_prefix",   "input_suffix", "input_extra",
+                                     "response_fields"};
 
 // Fields clients send that this server does not implement, and what to say.
 struct NotImplemented {
@@ -132,16 +133,20 @@ Status Boolean(const json& j, const char* key, bool* out) {
   return Status::Ok();
 }
 
-// One prompt: a string or token ids.
-Status OnePrompt(const json& p, v1::GenerateRequest* req) {
+// One prompt: a string, token ids, or llama-server's mix of both (its
+// pieces in *mixed, made tokens once the tokenizer is at hand).
+Status OnePrompt(const json& p, v1::GenerateRequest* req, MixedPrompt* mixed) {
   if (p.is_string()) {
     req->set_prompt(p.get<std::string>());
     return Status::Ok();
   }
-  if (!p.is_array()) return Status::Error("a prompt must be a string or token ids");
+  if (IsMixedPrompt(p)) return ReadMixedPrompt(p, mixed);
+  if (!p.is_array()) return Status::Error("a prompt must be a string, token ids or both mixed");
   v1::TokenIds* ids = req->mutable_prompt_ids();
   for (const json& t : p) {
-    if (!t.is_number_integer()) return Status::Error("a prompt must be a string or token ids");
+    if (!t.is_number_integer()) {
+      return Status::Error("a prompt must be a string, token ids or both mixed");
+    }
     const int64_t id = t.get<int64_t>();
     if (id < 0 || id > INT32_MAX)
       return Status::Error("token %lld is not an id", static_cast<long long>(id));
@@ -150,32 +155,32 @@ Status OnePrompt(const json& p, v1::GenerateRequest* req) {
   return Status::Ok();
 }
 
-// prompt: a string, token ids, or an array of either (several prompts, at
-// most kMaxChoices: the first in req, the others in *more).
-Status Prompt(const json& j, v1::GenerateRequest* req, std::vector<v1::GenerateRequest>* more) {
+// prompt: a string, token ids, a mix of both, or an array of those (several
+// prompts, at most kMaxChoices: the first in out->request, the others in
+// out->more_prompts; with several false, one only).
+Status Prompt(const json& j, CompletionRequest* out, bool several_allowed) {
   const auto it = j.find("prompt");
   if (it == j.end()) return Status::Error("prompt is required");
-  const bool several =
-      it->is_array() && !it->empty() && ((*it)[0].is_string() || (*it)[0].is_array());
-  if (!several) return OnePrompt(*it, req).WithContext("prompt");
-  if (!more && it->size() > 1) {
+  const bool several = it->is_array() && !it->empty() && !IsMixedPrompt(*it) &&
+                       ((*it)[0].is_string() || (*it)[0].is_array());
+  out->mixed_prompts.assign(1, MixedPrompt());
+  if (!several) return OnePrompt(*it, &out->request, &out->mixed_prompts[0]).WithContext("prompt");
+  if (!several_allowed && it->size() > 1) {
     return Status::Error("prompt: %zu prompts in one request; send one per request", it->size());
   }
   if (it->size() > kMaxChoices) {
     return Status::Error("prompt: %zu prompts, at most %zu in one request", it->size(),
                          kMaxChoices);
   }
+  out->mixed_prompts.resize(it->size());
   for (size_t i = 0; i < it->size(); ++i) {
-    const json& p = (*it)[i];
-    if (p.is_string() != (*it)[0].is_string()) {
-      return Status::Error("prompt: strings and token ids mixed; give one kind");
-    }
-    v1::GenerateRequest* r = req;
+    v1::GenerateRequest* r = &out->request;
     if (i > 0) {
-      more->emplace_back();
-      r = &more->back();
+      out->more_prompts.emplace_back();
+      r = &out->more_prompts.back();
     }
-    PI_RETURN_IF_ERROR(OnePrompt(p, r).WithContext("prompt " + std::to_string(i)));
+    PI_RETURN_IF_ERROR(
+        OnePrompt((*it)[i], r, &out->mixed_prompts[i]).WithContext("prompt " + std::to_string(i)));
   }
   return Status::Ok();
 }
@@ -352,7 +357,21 @@ Status NativeFields(const json& j, CompletionRequest* out) {
     PI_RETURN_IF_ERROR(AskLogprobs(static_cast<int>(n), out));
     out->n_probs = static_cast<int>(n);
   }
-  return Boolean(j, "return_tokens", &out->return_tokens);
+  PI_RETURN_IF_ERROR(Boolean(j, "return_tokens", &out->return_tokens));
+  // response_fields: the reply's fields to keep, "a/b" for a nested one.
+  const auto fields = j.find("response_fields");
+  if (fields == j.end() || fields->is_null()) return Status::Ok();
+  if (!fields->is_array() || fields->size() > kMaxResponseFields) {
+    return Status::Error("response_fields must be an array of at most %zu field names",
+                         kMaxResponseFields);
+  }
+  for (const json& f : *fields) {
+    if (!f.is_string() || f.get<std::string>().empty() || f.get<std::string>().size() > 256) {
+      return Status::Error("response_fields: each must be a field name of 1 to 256 characters");
+    }
+    out->response_fields.push_back(f.get<std::string>());
+  }
+  return Status::Ok();
 }
 
 Status OptionalString(const json& j, const char* key, std::string* out) {
@@ -435,7 +454,7 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
                               CompletionRequest* out, int* http_status, bool any_model) {
   json j;
   PI_RETURN_IF_ERROR(ReadBody(body, kCompletionFields, model_id, any_model, &j, out, http_status));
-  PI_RETURN_IF_ERROR(Prompt(j, &out->request, &out->more_prompts));
+  PI_RETURN_IF_ERROR(Prompt(j, out, true));
   if (out->n * (1 + out->more_prompts.size()) > kMaxChoices) {
     return Status::Error("n: %d choices for each of %zu prompts, at most %zu choices in all",
                          out->n, 1 + out->more_prompts.size(), kMaxChoices);
@@ -468,7 +487,7 @@ Status ParseNativeCompletionRequest(const std::string& body, const std::string& 
                                     CompletionRequest* out, int* http_status, bool any_model) {
   json j;
   PI_RETURN_IF_ERROR(ReadBody(body, kNativeFields, model_id, any_model, &j, out, http_status));
-  PI_RETURN_IF_ERROR(Prompt(j, &out->request, nullptr));
+  PI_RETURN_IF_ERROR(Prompt(j, out, true));
   PI_RETURN_IF_ERROR(NativeFields(j, out));
   *http_status = 200;
   return Status::Ok();
