@@ -18,7 +18,9 @@ refused with a 400 that names it; none is skipped.
   check_pi_run.py holds against an independent sampler; out of range a 400); echo
   (whole and streamed); stream_options.include_usage (a last chunk with no choices and
   the usage); user; cache_prompt; GET /v1/models/{id}; system_fingerprint in replies
-  and chunks.
+  and chunks; timings_per_token (llama-server's: each streamed chunk, native, chat and
+  completions, carries the timings so far: predicted_n counting 1, 2, ... and the
+  prompt's count the last object's; a whole reply as without it).
 
 Usage: openai_fields_test.py BIN_DIR
 """
@@ -243,10 +245,38 @@ def native(a, greedy, whole):
           and all(len(e["top_logprobs"]) == 2 and e["top_logprobs"][0]["logprob"] == e["logprob"]
                   for e in probs) and [e["id"] for e in probs] == r["tokens"],
           "n_probs 2: each token's log-probability and 2 alternatives, greedy = the first")
+    timings_per_token(a, body, r)
     for field, value in (("mirostat", 2), ("logprobs", 1), ("samplers", ["top_k"]),
                          ("id_slot", 0)):
         st, msg = error(a, "/completion", dict(body, **{field: value}))
         check(st == 400 and field in msg, f"/completion {field}: 400 naming it ({msg!r})")
+
+
+def timings_per_token(a, body, whole):
+    n = whole["tokens_predicted"]
+    body = dict(body, cache_prompt=False, timings_per_token=True)
+    for path, req in (("/completion", body),
+                      ("/v1/completions", {"prompt": PROMPT, "max_tokens": n, "temperature": 0,
+                                           "cache_prompt": False, "timings_per_token": True}),
+                      ("/v1/chat/completions", {"messages": [{"role": "user", "content": PROMPT}],
+                                                "max_tokens": n, "temperature": 0,
+                                                "timings_per_token": True})):
+        st, _, events = stream(a, req, path=path)
+        chunks = [json.loads(e) for e in events if e != "[DONE]"]
+        last = chunks[-1]["timings"] if chunks and "timings" in chunks[-1] else {}
+        told = [c["timings"] for c in chunks[:-1] if "timings" in c]
+        fields = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
+                  "predicted_per_second", "predicted_per_token_ms")
+        check(st == 200 and len(told) == len(chunks) - 1 == n
+              and [t["predicted_n"] for t in told] == list(range(1, n + 1))
+              and all(all(f in t for f in fields) and t["prompt_n"] == last["prompt_n"] > 0
+                      and t["predicted_ms"] >= 0 for t in told)
+              and last["predicted_n"] == n,
+              f"{path} timings_per_token: each chunk with the timings so far")
+    st, _, r = call(a, "POST", "/completion", body)
+    check(st == 200 and r["content"] == whole["content"], "timings_per_token on a whole reply")
+    st, msg = error(a, "/completion", dict(body, timings_per_token=1))
+    check(st == 400 and "timings_per_token" in msg, f"timings_per_token 1: 400 ({msg!r})")
 
 
 def llama_server_flags(a, greedy):

@@ -25,10 +25,24 @@ void CompletionReply::AppendEvent(const std::string& payload, std::string* out) 
   *out += "\n\n";
 }
 
-void CompletionReply::AppendNativeChunk(const std::string& text, std::string* out) {
-  AppendEvent(NativeChunkJson(*native_, text, pending_ids_, told_,
-                              logprobs_ ? &pending_logprobs_ : nullptr, *tok_),
-              out);
+const ReplyTimings* CompletionReply::ChunkTimings(const TokenTimes& times,
+                                                  ReplyTimings* storage) const {
+  if (!timings_per_token_) return nullptr;
+  storage->prompt_n = times.prompt_n;
+  storage->prompt_ms = times.prompt_ms;
+  storage->predicted_n = times.predicted_n;
+  storage->predicted_ms = times.predicted_ms;
+  storage->has_ffn = false;
+  return storage;
+}
+
+void CompletionReply::AppendNativeChunk(const std::string& text, const TokenTimes& times,
+                                        std::string* out) {
+  ReplyTimings timings;
+  AppendEvent(
+      NativeChunkJson(*native_, text, pending_ids_, told_, logprobs_ ? &pending_logprobs_ : nullptr,
+                      *tok_, ChunkTimings(times, &timings)),
+      out);
   started_ = true;
   pending_ids_.clear();
   pending_logprobs_.clear();
@@ -59,7 +73,10 @@ void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>&
     const size_t settled = SettledToolContent(*tools_, tool_text_);
     if (settled > tool_sent_ || (!started_ && !tokens.empty())) {
       const size_t n = settled > tool_sent_ ? settled - tool_sent_ : 0;
-      AppendEvent(ChatChunkJson(info_, !started_, tool_text_.substr(tool_sent_, n), nullptr, 0, 0),
+      CompletionInfo chunk = info_;
+      ReplyTimings timings;
+      if (!tokens.empty()) chunk.timings = ChunkTimings(tokens.back().times, &timings);
+      AppendEvent(ChatChunkJson(chunk, !started_, tool_text_.substr(tool_sent_, n), nullptr, 0, 0),
                   out);
       tool_sent_ += n;
       started_ = true;
@@ -74,10 +91,12 @@ void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>&
     }
     if (t.text.empty()) continue;
     if (native_) {
-      AppendNativeChunk(t.text, out);
+      AppendNativeChunk(t.text, t.times, out);
       continue;
     }
     CompletionInfo chunk = info_;
+    ReplyTimings timings;
+    chunk.timings = ChunkTimings(t.times, &timings);
     // The echoed prompt goes out with the first text (its logprobs offsets
     // count from the reply's own text, as echo with logprobs is refused).
     const std::string text = started_ || echo_.empty() ? t.text : echo_ + t.text;
@@ -122,7 +141,14 @@ void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prom
   const ReplyTimings timings = TimingsOf(result, n_prompt);
   if (native_) {
     // What no text went with (a stop string's tokens), then the last object.
-    if (!pending_ids_.empty() || !pending_logprobs_.empty()) AppendNativeChunk("", out);
+    if (!pending_ids_.empty() || !pending_logprobs_.empty()) {
+      TokenTimes times;
+      times.prompt_n = timings.prompt_n;
+      times.prompt_ms = timings.prompt_ms;
+      times.predicted_n = timings.predicted_n;
+      times.predicted_ms = timings.predicted_ms;
+      AppendNativeChunk("", times, out);
+    }
     AppendEvent(NativeFinalJson(*native_, true, result, "", n_prompt, timings, *tok_), out);
     started_ = true;
     return;

@@ -44,6 +44,9 @@ class CompletionReply {
   void set_echo(std::string text) { echo_ = std::move(text); }
   // A stream ends with a chunk of the usage alone (stream_options).
   void set_include_usage(bool on) { include_usage_ = on; }
+  // Each streamed chunk carries the timings so far (llama-server's
+  // timings_per_token).
+  void set_timings_per_token(bool on) { timings_per_token_ = on; }
   // One choice of several (CompletionChoices): its stream's end is the
   // choice's last chunk alone; the request's usage and [DONE] follow them all.
   void set_one_of_several() { one_of_several_ = true; }
@@ -76,10 +79,14 @@ class CompletionReply {
   const CompletionInfo info_;
   const Tokenizer* tok_;
   const bool logprobs_;
-  void AppendNativeChunk(const std::string& text, std::string* out);
+  void AppendNativeChunk(const std::string& text, const TokenTimes& times, std::string* out);
+  // The timings of a chunk ending with a token told at `times` (null
+  // without timings_per_token); *storage holds them.
+  const ReplyTimings* ChunkTimings(const TokenTimes& times, ReplyTimings* storage) const;
 
   std::string echo_;
   bool include_usage_ = false;
+  bool timings_per_token_ = false;
   bool one_of_several_ = false;
   std::optional<NativeReplyInfo> native_;
   std::optional<ToolSyntax> tools_;

@@ -445,6 +445,7 @@ bool SubmitPrompt(const HttpContext& c, CompletionKind kind, const CompletionReq
     choice.reply = std::make_unique<CompletionReply>(chat, std::move(choice_info), &tok, logprobs);
     CompletionReply& reply = *choice.reply;
     reply.set_include_usage(cr.include_usage);
+    reply.set_timings_per_token(cr.timings_per_token && cr.stream);
     if (cr.echo) reply.set_echo(prompt_text);
     if (native) {
       native_info.index = first_choice + k;

@@ -53,19 +53,6 @@ json Settings(const NativeReplyInfo& info) {
           {"stream", false}};
 }
 
-json Timings(const ReplyTimings& t) {
-  auto per_token = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
-  auto per_second = [](double ms, int n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
-  return {{"prompt_n", t.prompt_n},
-          {"prompt_ms", t.prompt_ms},
-          {"prompt_per_token_ms", per_token(t.prompt_ms, t.prompt_n)},
-          {"prompt_per_second", per_second(t.prompt_ms, t.prompt_n)},
-          {"predicted_n", t.predicted_n},
-          {"predicted_ms", t.predicted_ms},
-          {"predicted_per_token_ms", per_token(t.predicted_ms, t.predicted_n)},
-          {"predicted_per_second", per_second(t.predicted_ms, t.predicted_n)}};
-}
-
 // llama-server's response_fields: each named field ("a/b" nested) under its
 // name, in the order asked.
 json Fields(const json& whole, const std::vector<std::string>& names) {
@@ -107,7 +94,8 @@ const char* NativeStopType(const std::string& stop_reason) {
 
 std::string NativeChunkJson(const NativeReplyInfo& info, const std::string& text,
                             const std::vector<int32_t>& ids, int tokens_predicted,
-                            const std::vector<TokenLogprob>* probs, const Tokenizer& tok) {
+                            const std::vector<TokenLogprob>* probs, const Tokenizer& tok,
+                            const ReplyTimings* timings) {
   json j = {{"index", info.index},
             {"content", text},
             {"tokens", ids},  // (a chunk's always, as llama-server sends them)
@@ -116,6 +104,7 @@ std::string NativeChunkJson(const NativeReplyInfo& info, const std::string& text
             {"tokens_predicted", tokens_predicted},
             {"tokens_evaluated", info.n_prompt}};
   if (probs && !probs->empty()) j["completion_probabilities"] = Probabilities(*probs, tok);
+  if (timings) j["timings"] = TimingsJson(*timings);
   return Dump(j);
 }
 
@@ -138,7 +127,7 @@ std::string NativeFinalJson(const NativeReplyInfo& info, bool stream, const Gene
             {"stop_type", NativeStopType(g.stop_reason)},
             {"stopping_word", g.stop_word},
             {"tokens_cached", n_prompt + std::max(0, n_gen - 1)},
-            {"timings", Timings(t)}};
+            {"timings", TimingsJson(t)}};
   j["generation_settings"]["stream"] = stream;
   if (!stream && info.n_probs > 0) j["completion_probabilities"] = Probabilities(g.logprobs, tok);
   if (!stream && !info.response_fields.empty()) return Dump(Fields(j, info.response_fields));

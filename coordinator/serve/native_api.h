@@ -45,10 +45,12 @@ std::string NativePromptText(const Tokenizer& tok, const std::vector<int32_t>& i
 const char* NativeStopType(const std::string& stop_reason);
 
 // One streamed chunk: text (with the ids it came from), tokens_predicted so
-// far; `probs` (the chunk's tokens') when n_probs asked.
+// far; `probs` (the chunk's tokens') when n_probs asked; the timings so far
+// when given (timings_per_token).
 std::string NativeChunkJson(const NativeReplyInfo& info, const std::string& text,
                             const std::vector<int32_t>& ids, int tokens_predicted,
-                            const std::vector<TokenLogprob>* probs, const Tokenizer& tok);
+                            const std::vector<TokenLogprob>* probs, const Tokenizer& tok,
+                            const ReplyTimings* timings = nullptr);
 
 // The last object: "stop": true, the timings, generation_settings, stop_type
 // and stopping_word; `text` and the ids and probabilities of the whole reply

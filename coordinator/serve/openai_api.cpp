@@ -19,21 +19,6 @@ json Usage(int prompt_tokens, int completion_tokens) {
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
-// Adds usage, and the timings when known, to a finished reply.
-void AddUsage(const CompletionInfo& info, int prompt_tokens, int completion_tokens, json* j) {
-  (*j)["usage"] = Usage(prompt_tokens, completion_tokens);
-  const ReplyTimings* t = info.timings;
-  if (!t) return;
-  (*j)["timings"] = {
-      {"prompt_n", t->prompt_n},
-      {"prompt_ms", t->prompt_ms},
-      {"predicted_n", t->predicted_n},
-      {"predicted_ms", t->predicted_ms},
-      {"predicted_per_second", t->predicted_ms > 0 ? 1e3 * t->predicted_n / t->predicted_ms : 0.0},
-      {"ffn_neurons", t->ffn_neurons},
-      {"ffn_hot_neurons", t->ffn_hot}};
-}
-
 // The bytes of a token's text, for chat logprobs' "bytes".
 json Bytes(const std::string& text) {
   json b = json::array();
@@ -86,11 +71,30 @@ std::string Reply(const CompletionInfo& info, const char* object, json choice, b
             {"model", info.model},
             {"choices", {std::move(choice)}}};
   if (!info.system_fingerprint.empty()) j["system_fingerprint"] = info.system_fingerprint;
-  if (usage) AddUsage(info, prompt_tokens, completion_tokens, &j);
+  if (usage) j["usage"] = Usage(prompt_tokens, completion_tokens);
+  if (info.timings) j["timings"] = TimingsJson(*info.timings);
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace
+
+json TimingsJson(const ReplyTimings& t) {
+  auto per_token = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
+  auto per_second = [](double ms, int n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
+  json j = {{"prompt_n", t.prompt_n},
+            {"prompt_ms", t.prompt_ms},
+            {"prompt_per_token_ms", per_token(t.prompt_ms, t.prompt_n)},
+            {"prompt_per_second", per_second(t.prompt_ms, t.prompt_n)},
+            {"predicted_n", t.predicted_n},
+            {"predicted_ms", t.predicted_ms},
+            {"predicted_per_token_ms", per_token(t.predicted_ms, t.predicted_n)},
+            {"predicted_per_second", per_second(t.predicted_ms, t.predicted_n)}};
+  if (t.has_ffn) {
+    j["ffn_neurons"] = t.ffn_neurons;
+    j["ffn_hot_neurons"] = t.ffn_hot;
+  }
+  return j;
+}
 
 std::string CompletionJson(const CompletionInfo& info, const std::string& text,
                            const char* finish_reason, int prompt_tokens, int completion_tokens) {

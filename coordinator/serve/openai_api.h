@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,11 @@ struct CompletionRequest {
   std::vector<MixedPrompt> mixed_prompts;
   int n = 1;  // choices per prompt
   bool stream = false;
-  bool include_usage = false;  // stream_options: a last chunk with the usage alone
-  bool echo = false;           // completions: the reply's text starts with the prompt's
-  int n_probs = 0;             // native: the alternatives listed beside each token
-  bool return_tokens = false;  // native: each chunk's token ids
+  bool include_usage = false;      // stream_options: a last chunk with the usage alone
+  bool echo = false;               // completions: the reply's text starts with the prompt's
+  int n_probs = 0;                 // native: the alternatives listed beside each token
+  bool return_tokens = false;      // native: each chunk's token ids
+  bool timings_per_token = false;  // streamed: each chunk with the timings so far
   // native: the reply holds these fields alone ("a/b" a nested one), as named
   std::vector<std::string> response_fields;  // at most kMaxResponseFields
   // A chat's messages in the prompt text: tokenized as text, never as
@@ -125,7 +127,13 @@ struct ReplyTimings {
   int predicted_n = 0;  // tokens sampled (SampledTokens)
   double predicted_ms = 0;
   int64_t ffn_neurons = 0, ffn_hot = 0;
+  bool has_ffn = true;  // false: a stream's timings so far (no FFN counts yet)
 };
+
+// llama-server's "timings" object: prompt_n, prompt_ms, prompt_per_token_ms,
+// prompt_per_second, predicted_n, predicted_ms, predicted_per_token_ms,
+// predicted_per_second; and pi's ffn_neurons, ffn_hot_neurons.
+nlohmann::json TimingsJson(const ReplyTimings& t);
 
 struct CompletionInfo {
   std::string id;  // "cmpl-<n>"

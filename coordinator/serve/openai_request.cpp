@@ -38,6 +38,7 @@ const char* const kSharedFields[] = {"model",
                                      "logit_bias",
                                      "user",
                                      "cache_prompt",
+                                     "timings_per_token",
                                      "grammar",
                                      "json_schema"};
 const char* const kCompletionFields[] = {"prompt", "echo",           "logprobs",
@@ -328,7 +329,8 @@ Status CommonFields(const json& j, const std::string& model_id, bool any_model,
   bool cache_prompt = true;
   PI_RETURN_IF_ERROR(Boolean(j, "cache_prompt", &cache_prompt));
   if (!cache_prompt) req.set_cache_prompt(false);
-  return Status::Ok();
+  // llama-server's: each streamed chunk carries the timings so far.
+  return Boolean(j, "timings_per_token", &out->timings_per_token);
 }
 
 Status AskLogprobs(int top, CompletionRequest* out) {

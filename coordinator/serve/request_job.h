@@ -47,6 +47,8 @@ struct RequestJob {
   double entered_at = 0;     // NowSeconds() at submission
   double queue_s = 0;        // waiting for the engine
   double last_token_at = 0;  // the last streamed token (the latency histogram's)
+  double first_token_at = 0;
+  int tokens_told = 0;
   int64_t failures_before = 0, device_failures_before = 0;
   std::string warning;  // a worker lost during the run, or still down
 };

@@ -13,7 +13,8 @@ void RequestStream::Notify() {
   if (notify_) notify_();
 }
 
-bool RequestStream::Push(int32_t id, const std::string& text, int logprob) {
+bool RequestStream::Push(int32_t id, const std::string& text, int logprob,
+                         const TokenTimes& times) {
   bool notify = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -29,6 +30,7 @@ bool RequestStream::Push(int32_t id, const std::string& text, int logprob) {
       slot.id = id;
       slot.text.assign(text);
       slot.logprob = logprob;
+      slot.times = times;
       bytes_ += text.size();
       if (++count_ == 1) {
         cv_.notify_all();

@@ -19,12 +19,21 @@
 
 namespace pi {
 
+// Where a request stood when a token was told (llama-server's
+// timings_per_token): the prompt tokens evaluated and their time, the
+// tokens sampled so far and the time since the first.
+struct TokenTimes {
+  int prompt_n = 0, predicted_n = 0;
+  double prompt_ms = 0, predicted_ms = 0;
+};
+
 class RequestStream {
  public:
   struct Token {
     int32_t id = 0;    // -1: the text left at the end (held back for a stop string)
     std::string text;  // whole UTF-8, possibly empty
     int logprob = -1;  // the index of its entry in the result's logprobs, or -1
+    TokenTimes times;
   };
 
   RequestStream(size_t max_tokens, size_t max_bytes);
@@ -32,7 +41,7 @@ class RequestStream {
   // The engine's side. Push returns false when the request is to stop: the
   // client cancelled, or this token found the stream full (then cancelled
   // with "the client did not read its stream").
-  bool Push(int32_t id, const std::string& text, int logprob);
+  bool Push(int32_t id, const std::string& text, int logprob, const TokenTimes& times = {});
   // The request is over: its result is final and no token follows.
   void End();
   bool cancelled() const;
