@@ -12,7 +12,8 @@ uses our own client code). Each case was a way to stop, stall or exhaust the ser
   at once, a client from another address (127.0.0.2) is served, and the idle ones are closed
   at the idle deadline (they held every slot for over 70 s);
 - a client that half-closes after its request (shutdown(SHUT_WR)) still gets its answer,
-  whole and streamed;
+  whole and streamed; one that closes its socket while a long non-streamed answer runs
+  frees the engine within half a second (llama.cpp's server test looks after 1 s);
 - streams reset by their clients mid-write, eight at a time for 5 s (the stream's head was
   let go under its write: the process died after some tens of them): the server lives on
   and serves the golden text;
@@ -197,6 +198,15 @@ def half_close_cases(a, golden):
     text = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
     check(http_status(r) == 200 and events and events[-1] == "[DONE]" and text == golden["text"],
           "a half-closed client gets its whole stream")
+    s = connect(a)
+    s.sendall(request("/v1/completions", {"prompt": PROMPT, "max_tokens": 4000, "ignore_eos": True}))
+    time.sleep(0.3)
+    running = json.loads(http_body(exchange(a, request("/health"))))["running"]
+    s.close()
+    time.sleep(0.5)
+    after = json.loads(http_body(exchange(a, request("/health"))))["running"]
+    check(running == 1 and after == 0,
+          f"a client that closed mid-answer frees the engine within 0.5 s ({running} -> {after})")
 
 
 def reset_mid_stream_case(s, a, golden):

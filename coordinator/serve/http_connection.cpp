@@ -457,19 +457,19 @@ void HttpConnection::OnWatch(beast::error_code ec) {
   if (n < 0 && !ec && (errno == EAGAIN || errno == EWOULDBLOCK)) return Watch();
   if (n == 0) {
     // End of input: a client that half-closed waits for its answer, one
-    // that left entirely is found by a write.
+    // that left entirely is found by the second write (within ~0.1 s).
     peer_eof_ = true;
     if (await_after_watch_) return Close();
-    return Probe();
+    return Probe(0);
   }
   CancelJob("the connection broke");
   Close();
 }
 
-void HttpConnection::Probe() {
+void HttpConnection::Probe(int after_ms) {
   if (!choices_ || closed_) return;
-  probe_timer_.expires_after(Ms(1000));
-  probe_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+  probe_timer_.expires_after(Ms(after_ms));
+  probe_timer_.async_wait([self = shared_from_this(), after_ms](beast::error_code ec) {
     self->Guarded("probing", [&] {
       if (ec || !self->choices_ || self->closed_) return;
       if (!self->writing_) {
@@ -481,7 +481,8 @@ void HttpConnection::Probe() {
           self->Write(std::move(ping));
         }
       }
-      self->Probe();
+      // The second write soon after the first; then one a second.
+      self->Probe(after_ms == 0 ? 100 : 1000);
     });
   });
 }

@@ -93,7 +93,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void CancelJob(const std::string& why);
   void Watch();
   void OnWatch(ErrorCode ec);
-  void Probe();
+  // Writes what a client skips (100 Continue, or an SSE comment) after
+  // `after_ms`, then again: a socket its client closed answers the first
+  // write with a reset, which fails the next.
+  void Probe(int after_ms);
   void Write(std::string bytes);  // raw bytes (an interim reply, a ping), then Drain
 
   void Close();
