@@ -68,6 +68,8 @@ void Usage() {
       "  -n, --n-predict N       the HTTP API's default and cap of tokens generated per\n"
       "                          request (default -1: none)\n"
       "  --no-webui              GET / answers 404 instead of the chat page\n"
+      "  --no-context-shift      llama-server's flag, accepted: a reply stops when its\n"
+      "                          sequence's context is full (\"truncated\": true), always\n"
       "  --pooling mean|last|cls /v1/embeddings: the prompt's final hidden states averaged,\n"
       "                          the last token's or the first's (default mean)\n"
       "  --chat-template NAME    how /v1/chat/completions renders messages: chatml, llama2,\n"
@@ -169,6 +171,8 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
           if (!args.failed() && l->http.cors_origin.empty()) args.Fail("--cors expects an origin");
         } else if (f == "--no-webui") {
           l->http.web_page = false;
+        } else if (f == "--no-context-shift") {
+          // What the server always does: it never shifts a sequence's context.
         } else if (f == "--spm-infill") {
           l->http.spm_infill = true;
         } else if (f == "--pooling") {

@@ -135,7 +135,7 @@ def refusals(a):
                         ({"input": "a", "dimensions": 8}, "dimensions"),
                         ({"input": "a", "top_k": 8}, "unrecognized request argument: top_k"),
                         ({"input": [5, 99999]}, "outside the vocabulary"),
-                        ({"input": "Amen. " * 300}, "more than the context"),
+                        ({"input": "Amen. " * 300}, "too large for the context"),
                         ({"input": "a", "encoding_format": "hex"}, "encoding_format"),
                         ({"input": "a", "model": "other"}, "not served here")):
         st, r = embed(a, body)

@@ -143,7 +143,7 @@ def main():
                 ({"prompt": PROMPT, "n": 10}, None, 400, "at most 9 requests at once"),
                 ({"prompt": PROMPT, "stop": [""]}, None, 400, "stop"),
                 ({}, None, 400, "prompt is required"),
-                ({"prompt": "And God said " * 2000}, None, 400, "longer than the context"),
+                ({"prompt": "And God said " * 2000}, None, 400, "exceeds the available context"),
                 ({"prompt": PROMPT, "model": "gpt-4"}, None, 404, "gpt-4")):
             st, _, r = call(a, "POST", "/v1/completions", body, raw=raw)
             check(st == status and r["error"]["code"] == status and words in r["error"]["message"],

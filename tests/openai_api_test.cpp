@@ -337,7 +337,7 @@ TEST_F(GenerateRequestTest, APromptThatCannotFitIsRefusedBeforeTokenizing) {
   EXPECT_THAT(s.message(), HasSubstr("bytes: more than the context (64 tokens) can hold"));
   // Within the bound it is tokenized, and refused by its count of tokens.
   in.set_prompt(std::string(100, 'a'));
-  EXPECT_THAT(Parse(in).message(), HasSubstr("longer than the context"));
+  EXPECT_THAT(Parse(in).message(), HasSubstr("exceeds the available context size"));
   in.set_prompt(std::string(50, 'a'));
   EXPECT_TRUE(Parse(in).ok());
 }

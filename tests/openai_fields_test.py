@@ -246,6 +246,15 @@ def native(a, greedy, whole):
                   for e in probs) and [e["id"] for e in probs] == r["tokens"],
           "n_probs 2: each token's log-probability and 2 alternatives, greedy = the first")
     timings_per_token(a, body, r)
+    n_prompt = r["tokens_evaluated"]
+    st, _, full = call(a, "POST", "/completion", {"prompt": PROMPT, "n_predict": -1,
+                                                 "ignore_eos": True, "temperature": 0})
+    # (the last token is sampled from the last position's logits, never evaluated: one
+    # more than the positions left)
+    check(st == 200 and full["truncated"] is True and full["stop_type"] == "limit"
+          and full["tokens_predicted"] == 512 - n_prompt + 1,
+          f"a reply the full context stopped: truncated, the context's tokens "
+          f"({full.get('tokens_predicted')} of {512 - n_prompt + 1})")
     for field, value in (("mirostat", 2), ("logprobs", 1), ("samplers", ["top_k"]),
                          ("id_slot", 0)):
         st, msg = error(a, "/completion", dict(body, **{field: value}))
@@ -350,7 +359,7 @@ def main():
         check(s.stop() == 0, "pi-launch stops cleanly")
         s = launch(bin_dir, tmp, "-m", MODEL, "-t", "2", "-c", "512", "--alias", "kjv",
                    "--any-model-name", "--cors", "http://app.example", "--seed", "7", "--temp",
-                   "0.9", "-n", "5", "--no-webui")
+                   "0.9", "-n", "5", "--no-webui", "--no-context-shift")
         llama_server_flags(s.http, greedy)
         check(s.stop() == 0, "pi-launch stops cleanly")
     finish()

@@ -95,7 +95,7 @@ Status Tokenize(RequestRunner* runner, const EmbeddingRequest& r,
       }
     }
     if (p.size() > static_cast<size_t>(engine.n_ctx())) {
-      return Status::Error("input[%zu]: %zu tokens, more than the context (%d; raise -c)", i,
+      return Status::Error("input[%zu]: %zu tokens, too large for the context (%d; raise -c)", i,
                            p.size(), engine.n_ctx());
     }
   }

@@ -58,7 +58,8 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
   }
   if (out->prompt.empty()) return Status::Error("the prompt is empty (no tokens)");
   if (static_cast<int64_t>(out->prompt.size()) > n_ctx) {
-    return Status::Error("the prompt is %zu tokens, longer than the context (%d)",
+    // (llama-server's words, which its clients look for)
+    return Status::Error("the prompt is %zu tokens: it exceeds the available context size (%d)",
                          out->prompt.size(), n_ctx);
   }
   out->n_predict = in.has_n_predict() ? in.n_predict() : -1;

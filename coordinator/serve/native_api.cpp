@@ -123,7 +123,9 @@ std::string NativeFinalJson(const NativeReplyInfo& info, bool stream, const Gene
             {"generation_settings", Settings(info)},
             {"prompt", info.prompt},
             {"has_new_line", text.find('\n') != std::string::npos},
-            {"truncated", g.context_shifts > 0 || info.prompt_truncated},
+            // (a reply the full context stopped is truncated, as llama-server says)
+            {"truncated", g.context_shifts > 0 || info.prompt_truncated ||
+                              std::string(g.stop_reason) == "context"},
             {"stop_type", NativeStopType(g.stop_reason)},
             {"stopping_word", g.stop_word},
             {"tokens_cached", n_prompt + std::max(0, n_gen - 1)},
