@@ -222,10 +222,7 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
     } else {
       if (prompt_done) {
         // Kept for a request with the same prompt (n choices, one asked again).
-        const float* logits = engine_->batch_logits(static_cast<int>(k));
-        std::copy(logits, logits + engine_->n_vocab(),
-                  prompt_logits_.begin() + static_cast<size_t>(slot->seq) * engine_->n_vocab());
-        logits_of_[slot->seq] = slot->prompt().size();
+        KeepLogits(slot->seq, engine_->batch_logits(static_cast<int>(k)), slot->prompt().size());
         slot->gen->PromptDone(NowSeconds() - slot->prompt_start);
       } else {
         slot->gen->Evaluated(0, 0);  // (the step's FFN counts are the batch's, not the job's)
@@ -260,6 +257,12 @@ void BatchScheduler::Step(std::vector<Slot*>* running) {
 
 bool BatchScheduler::HoldsWhole(int seq, const std::vector<int32_t>& prompt) const {
   return !prompt.empty() && logits_of_[seq] == prompt.size();
+}
+
+void BatchScheduler::KeepLogits(int seq, const float* logits, size_t size) {
+  const size_t n_vocab = static_cast<size_t>(engine_->n_vocab());
+  std::copy_n(logits, n_vocab, prompt_logits_.begin() + static_cast<size_t>(seq) * n_vocab);
+  logits_of_[seq] = size;
 }
 
 void BatchScheduler::SaveHeld(int seq, const std::vector<int32_t>& prompt,
@@ -326,16 +329,13 @@ void BatchScheduler::Share(Slot* slot, const std::vector<Slot*>& running) {
                       store_->Find(prompt, n_batch_, most, &hit);
   SaveHeld(seq, prompt, stored ? &hit : nullptr);  // before anything overwrites it
   if (whole_from >= 0 && engine_->CopySeq(whole_from, seq, static_cast<int>(prompt.size())).ok()) {
-    std::copy_n(prompt_logits_.begin() + whole_from * n_vocab, n_vocab,
-                prompt_logits_.begin() + seq * n_vocab);
-    logits_of_[seq] = prompt.size();
+    KeepLogits(seq, prompt_logits_.data() + whole_from * n_vocab, prompt.size());
     slot->prefilled = prompt.size();
     slot->from_logits = true;
   } else if (stored && store_->Load(hit, engine_, seq, &store_logits_).ok()) {
     slot->prefilled = hit.reuse;
     if (hit.whole) {
-      std::copy(store_logits_.begin(), store_logits_.end(), prompt_logits_.begin() + seq * n_vocab);
-      logits_of_[seq] = prompt.size();
+      KeepLogits(seq, store_logits_.data(), prompt.size());
       slot->from_logits = true;
     }
   } else if (donor >= 0 && engine_->CopySeq(donor, seq, static_cast<int>(most)).ok()) {

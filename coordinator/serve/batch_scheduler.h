@@ -65,6 +65,8 @@ class BatchScheduler final : public Scheduler {
   void SaveHeld(int seq, const std::vector<int32_t>& prompt, const PromptStore::Hit* keep);
   // Whether sequence `seq` holds `prompt` whole with its last token's logits.
   bool HoldsWhole(int seq, const std::vector<int32_t>& prompt) const;
+  // Keeps `logits` (n_vocab) as those after seq's first `size` prompt tokens.
+  void KeepLogits(int seq, const float* logits, size_t size);
   // The slots whose prompts were taken whole: their first tokens, from the
   // kept logits (the finished ones leave).
   void StartFromLogits(std::vector<Slot*>* running);
