@@ -139,6 +139,10 @@ def main():
                   f"{setup}: streamed logprobs of 4 at once equal their values alone "
                   f"({[len(g or []) for g in got]} {[len(w) for w in want]}; "
                   f"{[(a, b) for g, w in zip(got, want) for a, b in zip(g or [], w) if a != b][:3]})")
+            if "--host-device" in extra:
+                st, _, r = call(alone.http, "POST", "/v1/embeddings", {"input": "a"})
+                check(st == 400 and "host path only" in r["error"]["message"],
+                      f"{setup}: embeddings refused with a 400 saying why ({st})")
             check(alone.stop() == 0 and together.stop() == 0, f"{setup}: both stop cleanly")
 
         # A dropped stream frees its sequence: with -np 2, one long stream keeps going,

@@ -12,6 +12,10 @@ here and scaled to unit length).
   BOS alone; base64: the same floats;
 - with -np 2, an embedding asked while a completion runs beside it equals -np 1's, bit for
   bit (its rows are evaluated as they are alone);
+- llama-server's POST /embedding and /embeddings (inputs also as "content"): the pooled
+  vector as [[...]] under each input's index, equal to /v1's; with --pooling none (-np 1
+  and 2) every token's state, unnormalized, each within 1e-4 of the reference's, and
+  /v1/embeddings a 400 saying why; a reply over the value cap refused;
 - 400s naming the problem: no input, an empty list, an input neither text nor ids, dimensions, an unknown
   field, a token outside the vocabulary, an input longer than the context, a bad
   encoding_format; pi-launch --pooling with an unknown name.
@@ -144,6 +148,41 @@ def refusals(a):
         check(st == want and words in msg, f"{want} naming {words!r} ({msg!r})")
 
 
+def native(a, one):
+    """llama-server's /embedding and /embeddings: its shape, the same vectors."""
+    for path, body in (("/embeddings", {"input": [TEXTS[0], TEXTS[1]]}),
+                       ("/embedding", {"content": [TEXTS[0], TEXTS[1]]})):
+        st, _, r = call(a, "POST", path, body)
+        check(st == 200 and isinstance(r, list) and [x["index"] for x in r] == [0, 1]
+              and r[0]["embedding"] == [one["data"][0]["embedding"]]
+              and len(r[1]["embedding"]) == 1,
+              f"POST {path}: each input's vector as [[...]] under its index, /v1's values")
+    st, _, r = call(a, "POST", "/embeddings", {"input": "a", "encoding_format": "base64"})
+    check(st == 400 and "base64" in error_of(r), "native embeddings: floats only")
+
+
+def per_token(bin_dir, tmp, ref):
+    for extra in ([], ["-np", "2"]):
+        s = launch(bin_dir, tmp, *SERVED, "--pooling", "none", *extra)
+        a = s.http
+        ids = call(a, "POST", "/tokenize", {"content": TEXTS[0], "add_special": True})[2]["tokens"]
+        st, _, r = call(a, "POST", "/embeddings", {"content": TEXTS[0]})
+        got = np.array(r[0]["embedding"]) if st == 200 else np.zeros(1)
+        ref.forward(ids)
+        want = ref.hidden.astype(np.float64)
+        check(st == 200 and got.shape == want.shape and np.abs(got - want).max() < 1e-4
+              and abs(np.linalg.norm(got[0]) - 1) > 1e-3,
+              f"--pooling none {' '.join(extra)}: each token's state, unnormalized, the "
+              f"reference's ({got.shape} against {want.shape})")
+        st, r = embed(a, {"input": TEXTS[0]})
+        check(st == 400 and "POST /embeddings" in error_of(r),
+              f"--pooling none: /v1/embeddings refused, saying why ({error_of(r)!r})")
+        st, _, r = call(a, "POST", "/embeddings", {"input": ["Amen. " * 60] * 600})
+        check(st == 400 and "values in one reply" in error_of(r),
+              f"--pooling none: a reply over the cap refused ({error_of(r)[:80]!r})")
+        check(s.stop() == 0, "pi-launch --pooling none stops cleanly")
+
+
 def beside_a_completion(bin_dir, tmp, one):
     s = launch(bin_dir, tmp, *SERVED, "-np", "2")
     a = s.http
@@ -169,12 +208,14 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         s, a, one = pooled(bin_dir, tmp, ref, "mean")
         inputs_and_formats(a, one)
+        native(a, one)
         refusals(a)
         check(s.stop() == 0, "pi-launch stops cleanly")
         for pooling in ("last", "cls"):
             s, _, _ = pooled(bin_dir, tmp, ref, pooling)
             check(s.stop() == 0, "pi-launch stops cleanly")
         beside_a_completion(bin_dir, tmp, one)
+        per_token(bin_dir, tmp, ref)
         bad = subprocess.run([os.path.join(bin_dir, "pi-launch"), "-m", MODEL, "--pooling", "max"],
                              capture_output=True, text=True, timeout=60)
         check(bad.returncode != 0 and "--pooling: unknown pooling 'max'" in bad.stderr,

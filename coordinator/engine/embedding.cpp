@@ -13,25 +13,29 @@ const char* PoolingName(Pooling p) {
       return "last";
     case Pooling::kCls:
       return "cls";
-    default:
+    case Pooling::kTokens:
       return "none";
+    default:
+      return "";
   }
 }
 
 Status ParsePooling(const std::string& name, Pooling* out) {
-  for (Pooling p : {Pooling::kMean, Pooling::kLast, Pooling::kCls}) {
+  for (Pooling p : {Pooling::kMean, Pooling::kLast, Pooling::kCls, Pooling::kTokens}) {
     if (name == PoolingName(p)) {
       *out = p;
       return Status::Ok();
     }
   }
-  return Status::Error("unknown pooling '%s' (known: mean, last, cls)", name.c_str());
+  return Status::Error("unknown pooling '%s' (known: mean, last, cls, none)", name.c_str());
 }
 
 void EmbeddingPool::Start(Pooling pooling, int n_embd, int n_tokens) {
   pooling_ = pooling;
   n_tokens_ = n_tokens;
-  sum_.assign(static_cast<size_t>(n_embd), 0.0);
+  n_embd_ = n_embd;
+  const int rows = pooling == Pooling::kTokens ? n_tokens : 1;
+  sum_.assign(static_cast<size_t>(n_embd) * rows, 0.0);
 }
 
 bool EmbeddingPool::Wants(int pos) const {
@@ -47,10 +51,13 @@ bool EmbeddingPool::Wants(int pos) const {
 
 void EmbeddingPool::Add(int pos, const float* hidden) {
   if (!Wants(pos)) return;
-  for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += hidden[i];
+  double* at =
+      sum_.data() + (pooling_ == Pooling::kTokens ? static_cast<size_t>(pos) * n_embd_ : 0);
+  for (int i = 0; i < n_embd_; ++i) at[i] += hidden[i];
 }
 
 std::vector<float> EmbeddingPool::Finish() const {
+  if (pooling_ == Pooling::kTokens) return std::vector<float>(sum_.begin(), sum_.end());
   // The mean's division cancels in the normalization: only the direction is kept.
   double norm = 0.0;
   for (double v : sum_) norm += v * v;

@@ -2,7 +2,8 @@
 // Engine::BatchRow::hidden) pooled into one vector — their mean, the last
 // token's or the first's (llama-server's --pooling mean|last|cls) — then
 // scaled to unit Euclidean length, as llama-server returns them to OpenAI
-// clients. A request's prompts are evaluated one after another from an
+// clients; or, unpooled (llama-server's --pooling none), every token's
+// state as it is. A request's prompts are evaluated one after another from an
 // empty sequence (a pooled mean needs every position's state, so no cached
 // prefix is reused); nothing is generated.
 #pragma once
@@ -17,10 +18,12 @@
 
 namespace pi {
 
-enum class Pooling { kNone, kMean, kLast, kCls };
+// kNone: not an embedding request; kTokens: each token's state (its name
+// is llama-server's "none").
+enum class Pooling { kNone, kMean, kLast, kCls, kTokens };
 
 const char* PoolingName(Pooling p);
-// mean, last or cls into *out; an error listing them otherwise.
+// mean, last, cls or none (kTokens) into *out; an error listing them otherwise.
 Status ParsePooling(const std::string& name, Pooling* out);
 
 // One prompt's pooled embedding, fed its positions' hidden states.
@@ -30,12 +33,13 @@ class EmbeddingPool {
   // Whether position `pos` of the prompt is pooled (its row asks for hidden).
   bool Wants(int pos) const;
   void Add(int pos, const float* hidden);
-  // The embedding, unit length (a zero vector stays zero).
+  // The embedding, unit length (a zero vector stays zero); kTokens: the
+  // states of the n_tokens positions one after another, as they are.
   std::vector<float> Finish() const;
 
  private:
   Pooling pooling_ = Pooling::kMean;
-  int n_tokens_ = 0;
+  int n_tokens_ = 0, n_embd_ = 0;
   std::vector<double> sum_;
 };
 

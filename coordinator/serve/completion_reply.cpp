@@ -212,7 +212,10 @@ int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
     return 500;
   }
   if (embeddings_) {
-    *body = EmbeddingsJson(embeddings_model_, result.embeddings, embeddings_base64_, n_prompt);
+    *body =
+        embeddings_native_n_embd_ > 0
+            ? NativeEmbeddingsJson(result.embeddings, embeddings_native_n_embd_)
+            : EmbeddingsJson(embeddings_model_, result.embeddings, embeddings_base64_, n_prompt);
     return 200;
   }
   const ReplyTimings timings = TimingsOf(result, n_prompt);

@@ -60,10 +60,12 @@ class CompletionReply {
   // A /v1/responses request's reply (responses_api.h): a response object,
   // or its events (the text as it settles, as with tools).
   void set_responses(ResponsesEcho echo) { responses_ = std::move(echo); }
-  // An embeddings request's reply (embeddings_api.h): the list, whole.
-  void set_embeddings(std::string model, bool base64) {
+  // An embeddings request's reply (embeddings_api.h): the list, whole;
+  // native_n_embd > 0: llama-server's shape, in rows of that many.
+  void set_embeddings(std::string model, bool base64, int native_n_embd = 0) {
     embeddings_model_ = std::move(model);
     embeddings_base64_ = base64;
+    embeddings_native_n_embd_ = native_n_embd;
     embeddings_ = true;
   }
 
@@ -95,6 +97,7 @@ class CompletionReply {
   ResponsesStream* Responses();
   void AppendResponsesEnd(const GenerationResult& result, int n_prompt, std::string* out);
   bool embeddings_ = false, embeddings_base64_ = false;
+  int embeddings_native_n_embd_ = 0;
   std::string embeddings_model_;
   std::string tool_text_;  // tools: the reply's text so far
   size_t tool_sent_ = 0;   // tools: its bytes sent as content

@@ -105,7 +105,7 @@ Status Tokenize(RequestRunner* runner, const EmbeddingRequest& r,
 }  // namespace
 
 Status ParseEmbeddingRequest(const std::string& body, const std::string& model_id,
-                             EmbeddingRequest* out, int* http_status, bool any_model) {
+                             EmbeddingRequest* out, int* http_status, bool any_model, bool native) {
   *http_status = 400;
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::Error("the body must be a JSON object");
@@ -114,7 +114,8 @@ Status ParseEmbeddingRequest(const std::string& body, const std::string& model_i
     if (k == "dimensions") {
       return Status::Error("dimensions: shortened embeddings are not supported by this server");
     }
-    if (k != "input" && k != "model" && k != "encoding_format" && k != "user") {
+    if (k != "input" && k != "model" && k != "encoding_format" && k != "user" &&
+        !(native && k == "content")) {
       return Status::Error("unrecognized request argument: %s", k.c_str());
     }
   }
@@ -136,8 +137,14 @@ Status ParseEmbeddingRequest(const std::string& body, const std::string& model_i
       return Status::Error("encoding_format must be float or base64");
     }
   }
-  const auto input = j.find("input");
-  if (input == j.end()) return Status::Error("input is required");
+  if (native && out->base64) {
+    return Status::Error("encoding_format base64: llama-server's embeddings are floats");
+  }
+  // (llama-server's route takes "content" where "input" is not given)
+  auto input = j.find("input");
+  if (input == j.end() && native) input = j.find("content");
+  if (input == j.end())
+    return Status::Error(native ? "input or content is required" : "input is required");
   PI_RETURN_IF_ERROR(Inputs(*input, out));
   *http_status = 200;
   return Status::Ok();
@@ -158,20 +165,48 @@ std::string EmbeddingsJson(const std::string& model, const std::vector<std::vect
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void StartEmbedding(const HttpContext& c, const std::string& body, std::function<void()> notify,
-                    CompletionStart* out) {
+std::string NativeEmbeddingsJson(const std::vector<std::vector<float>>& data, int n_embd) {
+  json list = json::array();
+  for (size_t i = 0; i < data.size(); ++i) {
+    json rows = json::array();
+    for (size_t at = 0; at + n_embd <= data[i].size(); at += n_embd) {
+      rows.push_back(std::vector<float>(data[i].begin() + at, data[i].begin() + at + n_embd));
+    }
+    list.push_back({{"index", i}, {"embedding", std::move(rows)}});
+  }
+  return list.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void StartEmbedding(const HttpContext& c, const std::string& body, bool native,
+                    std::function<void()> notify, CompletionStart* out) {
   RequestRunner* runner = c.runner;
   const HttpServerOptions& o = *c.options;
   EmbeddingRequest r;
   int status = 400;
-  Status s = ParseEmbeddingRequest(body, o.model_id, &r, &status, o.any_model_name);
+  Status s = ParseEmbeddingRequest(body, o.model_id, &r, &status, o.any_model_name, native);
+  // (a refusal below is the request's: 400)
   if (s.ok() && runner->engine().has_device()) {
+    status = 400;
     s = Status::Error(
         "embeddings are computed on the host path only, and this server runs layers on a GPU "
         "(serve the model without --vram-budget for them)");
   }
+  const bool per_token = o.pooling == Pooling::kTokens;
+  if (s.ok() && per_token && !native) {
+    status = 400;
+    s = Status::Error(
+        "this server's pooling is none (each token's state), which OpenAI's embeddings cannot "
+        "carry: POST /embeddings for them, or serve with --pooling mean, last or cls");
+  }
   GenerationRequest request;
   if (s.ok()) s = Tokenize(runner, r, &request.embed_prompts, &status);
+  const int64_t n_embd = runner->engine().model().config.n_embd;
+  if (s.ok() && per_token &&
+      static_cast<int64_t>(PromptTokens(request)) * n_embd > kMaxTokenEmbeddingValues) {
+    s = Status::Error("input: %zu tokens of %lld values each: more than %lld values in one reply",
+                      PromptTokens(request), static_cast<long long>(n_embd),
+                      static_cast<long long>(kMaxTokenEmbeddingValues));
+  }
   if (!s.ok()) {
     out->refusal = ErrorReply(status, s.message(), status == 503 ? 1 : 0);
     return;
@@ -186,7 +221,7 @@ void StartEmbedding(const HttpContext& c, const std::string& body, std::function
   }
   choice.reply =
       std::make_unique<CompletionReply>(false, CompletionInfo{}, &runner->tokenizer(), false);
-  choice.reply->set_embeddings(o.model_id, r.base64);
+  choice.reply->set_embeddings(o.model_id, r.base64, native ? static_cast<int>(n_embd) : 0);
   choice.n_prompt = n_prompt;
   out->choices.Add(std::move(choice));
   out->stream = false;

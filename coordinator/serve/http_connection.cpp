@@ -229,6 +229,9 @@ void HttpConnection::Dispatch() {
     case HttpRoute::kEmbeddings:
       kind = CompletionKind::kEmbeddings;
       break;
+    case HttpRoute::kNativeEmbeddings:
+      kind = CompletionKind::kNativeEmbeddings;
+      break;
     case HttpRoute::kResponses:
       kind = CompletionKind::kResponses;
       break;

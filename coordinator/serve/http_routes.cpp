@@ -202,6 +202,8 @@ bool FindRoute(const std::string& path, const std::string& method, HttpRoute* ro
       {"/completion", "POST", HttpRoute::kNativeCompletion},
       {"/infill", "POST", HttpRoute::kInfill},
       {"/v1/embeddings", "POST", HttpRoute::kEmbeddings},
+      {"/embedding", "POST", HttpRoute::kNativeEmbeddings},
+      {"/embeddings", "POST", HttpRoute::kNativeEmbeddings},
       {"/v1/responses", "POST", HttpRoute::kResponses},
   };
   const bool model_path = path.size() > sizeof kModelPrefix - 1 &&
@@ -303,6 +305,7 @@ Status ParseCompletion(const HttpServerOptions& o, CompletionKind kind, const st
     case CompletionKind::kInfill:
       return ParseInfillRequest(body, o.model_id, cr, status, o.any_model_name);
     case CompletionKind::kEmbeddings:
+    case CompletionKind::kNativeEmbeddings:
       return Status::Error("not a completion");  // (StartEmbedding reads these)
     case CompletionKind::kResponses: {
       std::string chat;
@@ -469,7 +472,10 @@ void StartCompletion(const HttpContext& c, CompletionKind kind, const std::strin
     out->refusal = ErrorReply(503, "the model is still loading; retry shortly", 1);
     return;
   }
-  if (kind == CompletionKind::kEmbeddings) return StartEmbedding(c, body, std::move(notify), out);
+  if (kind == CompletionKind::kEmbeddings || kind == CompletionKind::kNativeEmbeddings) {
+    return StartEmbedding(c, body, kind == CompletionKind::kNativeEmbeddings, std::move(notify),
+                          out);
+  }
   const HttpServerOptions& o = *c.options;
   RequestRunner* runner = c.runner;
   CompletionRequest cr;

@@ -44,13 +44,22 @@ enum class HttpRoute {
   kNativeCompletion,  // POST /completion (llama-server's native)
   kInfill,            // POST /infill (llama-server's fill-in-the-middle)
   kEmbeddings,        // POST /v1/embeddings
+  kNativeEmbeddings,  // POST /embedding, /embeddings (llama-server's shape)
   kResponses,         // POST /v1/responses (OpenAI's Responses API, whole replies)
 };
 
 // Which completion a route starts: OpenAI's two, or llama-server's native
 // completion and infill (a native completion of an infill prompt).
 // Embeddings go the same way: a job, its whole reply.
-enum class CompletionKind { kCompletions, kChat, kNative, kInfill, kEmbeddings, kResponses };
+enum class CompletionKind {
+  kCompletions,
+  kChat,
+  kNative,
+  kInfill,
+  kEmbeddings,
+  kNativeEmbeddings,
+  kResponses
+};
 
 // The route of `path` (without the query) and `method`; false with *status
 // 404 (no such path) or 405 (the path takes another method, *allow says which).

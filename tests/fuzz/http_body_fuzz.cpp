@@ -52,14 +52,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         pi::ParseChatRequest(chat_body, "demo", &t, &responses, &responses_status);
     if (rs.ok() != (responses_status == 200) || (!rs.ok() && rs.message().empty())) abort();
   }
-  // And as /v1/embeddings reads it: inputs of one kind, none empty.
-  pi::EmbeddingRequest embed;
-  int embed_status = 0;
-  const pi::Status es = pi::ParseEmbeddingRequest(body, "demo", &embed, &embed_status);
-  if (es.ok() != (embed_status == 200) || (!es.ok() && es.message().empty())) abort();
-  if (es.ok() && (embed.texts.empty() == embed.ids.empty() ||
-                  embed.texts.size() + embed.ids.size() > pi::kMaxEmbeddingInputs)) {
-    abort();
+  // And as /v1/embeddings and llama-server's /embeddings read it: at least
+  // one input, at most the cap.
+  for (const bool native : {false, true}) {
+    pi::EmbeddingRequest embed;
+    int embed_status = 0;
+    const pi::Status es =
+        pi::ParseEmbeddingRequest(body, "demo", &embed, &embed_status, false, native);
+    if (es.ok() != (embed_status == 200) || (!es.ok() && es.message().empty())) abort();
+    if (es.ok() && (embed.inputs.empty() || embed.inputs.size() > pi::kMaxEmbeddingInputs)) {
+      abort();
+    }
   }
   // And as /infill reads it: its prompt within the budget, ending in the middle's marker.
   pi::CompletionRequest infill;
