@@ -12,7 +12,8 @@ completion mode continues the text; a reload keeps the conversation; the API key
 sessionStorage. On a server without a GPU worker: Stop ends a reply and frees the engine, New
 conversation mid-reply cancels it (the typed text stays), the stats say nothing of a GPU, a
 480 px window keeps the stats in view, code blocks and lists render as elements (markup in
-the text stays text); with -c 48 a reply cut by the full context says so and offers a new
+the text stays text); with -c 48 a reply cut by the full context, and the next turn the
+server refuses for its length, say so and offer a new
 conversation. A screenshot is saved as a test artifact (web_page.png in the working
 directory, or $PI_TEST_ARTIFACTS). Exit 77 (skipped, saying so) only where Chromium, its
 driver or Selenium is not installed.
@@ -163,6 +164,11 @@ def controls(driver, By, bin_dir, tmp, say, text_of, set_value):
     reply = say("In the beginning God created", 1)
     notice = reply.find_elements(By.CSS_SELECTOR, ".notice") if reply else []
     check(notice and "context" in notice[0].text, "a reply cut by the full context says so")
+    # The next turn does not fit: the server's refusal shows the same notice.
+    refused = say("And God said", 2)
+    notice = refused.find_elements(By.CSS_SELECTOR, ".notice") if refused else []
+    check(notice and "context" in notice[0].text,
+          "a turn the context cannot hold: the refusal says so too")
     if notice:
         notice[0].find_element(By.CSS_SELECTOR, "button").click()
     check(not driver.find_elements(By.CSS_SELECTOR, ".msg"), "its button starts a new conversation")
