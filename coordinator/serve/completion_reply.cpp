@@ -36,13 +36,11 @@ const ReplyTimings* CompletionReply::ChunkTimings(const TokenTimes& times,
   return storage;
 }
 
-void CompletionReply::AppendNativeChunk(const std::string& text, const TokenTimes& times,
+void CompletionReply::AppendNativeChunk(const std::string& text, const ReplyTimings* timings,
                                         std::string* out) {
-  ReplyTimings timings;
-  AppendEvent(
-      NativeChunkJson(*native_, text, pending_ids_, told_, logprobs_ ? &pending_logprobs_ : nullptr,
-                      *tok_, ChunkTimings(times, &timings)),
-      out);
+  AppendEvent(NativeChunkJson(*native_, text, pending_ids_, told_,
+                              logprobs_ ? &pending_logprobs_ : nullptr, *tok_, timings),
+              out);
   started_ = true;
   pending_ids_.clear();
   pending_logprobs_.clear();
@@ -90,13 +88,14 @@ void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>&
       ++told_;
     }
     if (t.text.empty()) continue;
+    ReplyTimings timings;
+    const ReplyTimings* chunk_timings = ChunkTimings(t.times, &timings);
     if (native_) {
-      AppendNativeChunk(t.text, t.times, out);
+      AppendNativeChunk(t.text, chunk_timings, out);
       continue;
     }
     CompletionInfo chunk = info_;
-    ReplyTimings timings;
-    chunk.timings = ChunkTimings(t.times, &timings);
+    chunk.timings = chunk_timings;
     // The echoed prompt goes out with the first text (its logprobs offsets
     // count from the reply's own text, as echo with logprobs is refused).
     const std::string text = started_ || echo_.empty() ? t.text : echo_ + t.text;
@@ -142,12 +141,9 @@ void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prom
   if (native_) {
     // What no text went with (a stop string's tokens), then the last object.
     if (!pending_ids_.empty() || !pending_logprobs_.empty()) {
-      TokenTimes times;
-      times.prompt_n = timings.prompt_n;
-      times.prompt_ms = timings.prompt_ms;
-      times.predicted_n = timings.predicted_n;
-      times.predicted_ms = timings.predicted_ms;
-      AppendNativeChunk("", times, out);
+      ReplyTimings so_far = timings;  // (as every chunk's: no FFN counts)
+      so_far.has_ffn = false;
+      AppendNativeChunk("", timings_per_token_ ? &so_far : nullptr, out);
     }
     AppendEvent(NativeFinalJson(*native_, true, result, "", n_prompt, timings, *tok_), out);
     started_ = true;

@@ -81,7 +81,8 @@ class CompletionReply {
   const CompletionInfo info_;
   const Tokenizer* tok_;
   const bool logprobs_;
-  void AppendNativeChunk(const std::string& text, const TokenTimes& times, std::string* out);
+  // timings: the chunk's (timings_per_token), or null.
+  void AppendNativeChunk(const std::string& text, const ReplyTimings* timings, std::string* out);
   // The timings of a chunk ending with a token told at `times` (null
   // without timings_per_token); *storage holds them.
   const ReplyTimings* ChunkTimings(const TokenTimes& times, ReplyTimings* storage) const;

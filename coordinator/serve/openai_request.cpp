@@ -158,17 +158,14 @@ Status OnePrompt(const json& p, v1::GenerateRequest* req, MixedPrompt* mixed) {
 
 // prompt: a string, token ids, a mix of both, or an array of those (several
 // prompts, at most kMaxChoices: the first in out->request, the others in
-// out->more_prompts; with several false, one only).
-Status Prompt(const json& j, CompletionRequest* out, bool several_allowed) {
+// out->more_prompts).
+Status Prompt(const json& j, CompletionRequest* out) {
   const auto it = j.find("prompt");
   if (it == j.end()) return Status::Error("prompt is required");
   const bool several = it->is_array() && !it->empty() && !IsMixedPrompt(*it) &&
                        ((*it)[0].is_string() || (*it)[0].is_array());
   out->mixed_prompts.assign(1, MixedPrompt());
   if (!several) return OnePrompt(*it, &out->request, &out->mixed_prompts[0]).WithContext("prompt");
-  if (!several_allowed && it->size() > 1) {
-    return Status::Error("prompt: %zu prompts in one request; send one per request", it->size());
-  }
   if (it->size() > kMaxChoices) {
     return Status::Error("prompt: %zu prompts, at most %zu in one request", it->size(),
                          kMaxChoices);
@@ -456,7 +453,7 @@ Status ParseCompletionRequest(const std::string& body, const std::string& model_
                               CompletionRequest* out, int* http_status, bool any_model) {
   json j;
   PI_RETURN_IF_ERROR(ReadBody(body, kCompletionFields, model_id, any_model, &j, out, http_status));
-  PI_RETURN_IF_ERROR(Prompt(j, out, true));
+  PI_RETURN_IF_ERROR(Prompt(j, out));
   if (out->n * (1 + out->more_prompts.size()) > kMaxChoices) {
     return Status::Error("n: %d choices for each of %zu prompts, at most %zu choices in all",
                          out->n, 1 + out->more_prompts.size(), kMaxChoices);
@@ -489,7 +486,7 @@ Status ParseNativeCompletionRequest(const std::string& body, const std::string& 
                                     CompletionRequest* out, int* http_status, bool any_model) {
   json j;
   PI_RETURN_IF_ERROR(ReadBody(body, kNativeFields, model_id, any_model, &j, out, http_status));
-  PI_RETURN_IF_ERROR(Prompt(j, out, true));
+  PI_RETURN_IF_ERROR(Prompt(j, out));
   PI_RETURN_IF_ERROR(NativeFields(j, out));
   *http_status = 200;
   return Status::Ok();

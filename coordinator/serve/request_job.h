@@ -44,11 +44,10 @@ struct RequestJob {
   std::atomic<int> state{kPending};
   // Written by the scheduler's thread before stream.End(); read after it.
   GenerationResult result;
-  double entered_at = 0;     // NowSeconds() at submission
-  double queue_s = 0;        // waiting for the engine
-  double last_token_at = 0;  // the last streamed token (the latency histogram's)
-  double first_token_at = 0;
-  int tokens_told = 0;
+  double entered_at = 0;      // NowSeconds() at submission
+  double queue_s = 0;         // waiting for the engine
+  double last_token_at = 0;   // the last streamed token (the latency histogram's)
+  double first_token_at = 0;  // the first (timings_per_token's predicted_ms counts from it)
   int64_t failures_before = 0, device_failures_before = 0;
   std::string warning;  // a worker lost during the run, or still down
 };

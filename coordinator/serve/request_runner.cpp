@@ -130,7 +130,6 @@ bool RequestRunner::Token(RequestJob* job, int32_t id, const std::string& text) 
       token_s_.Observe(now - job->last_token_at);
     }
     job->last_token_at = now;
-    ++job->tokens_told;
   }
   if (!job->stream_tokens) return !job->stream.cancelled();
   const bool has_logprob = id >= 0 && job->request.logprobs >= 0;
@@ -139,7 +138,7 @@ bool RequestRunner::Token(RequestJob* job, int32_t id, const std::string& text) 
   const GenerationResult& g = job->result;
   times.prompt_n = static_cast<int>(job->request.prompt.size()) - g.n_cached;
   times.prompt_ms = g.prompt_s * 1e3;
-  times.predicted_n = job->tokens_told;
+  times.predicted_n = static_cast<int>(g.ids.size());  // (this token's pushed before it is told)
   times.predicted_ms = (job->last_token_at - job->first_token_at) * 1e3;
   return job->stream.Push(id, text, logprob, times);
 }
