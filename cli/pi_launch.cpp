@@ -62,7 +62,7 @@ void Usage() {
       "                          host memory up to MIB (least recently used out), and a\n"
       "                          request starts from the longest prefix kept (default:\n"
       "                          8192 or a quarter of the memory free after loading,\n"
-      "                          the less; 0: off; -1: no limit; host path only)\n"
+      "                          the less; 0: off; -1: no limit)\n"
       "  -s, --seed N, --temp X  the HTTP API's seed and temperature for requests that\n"
       "                          give none (default: a random seed each, 0.8)\n"
       "  -n, --n-predict N       the HTTP API's default and cap of tokens generated per\n"
@@ -336,7 +336,7 @@ static int Run(int argc, char** argv) {
     const int64_t store_bytes = PromptStoreBytes(l.cache_ram_mib);
     runner = std::make_unique<pi::RequestRunner>(loaded.engine.get(), loaded.tok.get(), l.max_queue,
                                                  "pi-launch", pi::StreamLimits(), store_bytes);
-    if (store_bytes > 0 && loaded.engine->can_copy_seqs()) {
+    if (store_bytes > 0) {
       fprintf(stderr, "pi-launch: prompts let go by their sequences kept up to %s (--cache-ram)\n",
               store_bytes == INT64_MAX ? "no limit" : pi::HumanBytes(store_bytes).c_str());
     }

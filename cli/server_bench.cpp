@@ -44,6 +44,10 @@ struct Flags {
   // > 0: instead of the client runs, one client's conversation of this many
   // turns, each asked with the prompt cache and without (cache_prompt false).
   int conversation = 0;
+  // Conversations taking turns (each its own first line): on a server of
+  // fewer sequences, each turn finds its sequence taken by another
+  // conversation and its prefix in the prompt store (--cache-ram).
+  int conversations = 1;
 };
 
 // The user's lines of --conversation's turns (then again from the first).
@@ -273,10 +277,11 @@ Row RunClients(const Flags& f, int n_clients, const std::string& host, const std
   return r;
 }
 
-// --conversation: one client, a conversation of f.conversation turns. Each
-// turn's prompt is the last one, its reply and the next user line; each is
-// asked with the cache, then without, on one connection (greedy: the same
-// reply either way), and their times to first token are printed side by side.
+// --conversation: one client, a conversation of f.conversation turns (with
+// --conversations K, K conversations taking turns). Each turn's prompt is the
+// last one, its reply and the next user line; each is asked with the cache,
+// then without, on one connection (greedy: the same reply either way), and
+// their times to first token are printed side by side.
 int RunConversation(const Flags& f, const std::string& host, const std::string& port) {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
@@ -285,37 +290,46 @@ int RunConversation(const Flags& f, const std::string& host, const std::string& 
     fprintf(stderr, "pi-bench: %s\n", error.c_str());
     return 1;
   }
-  std::string prompt = f.prompt;
+  std::vector<std::string> prompts(f.conversations, f.prompt);
+  for (int c = 1; c < f.conversations; ++c) {
+    prompts[c] = "Conversation " + std::to_string(c + 1) + ".\n" + f.prompt;
+  }
+  const bool several = f.conversations > 1;
   json rows = json::array();
   if (f.out == "md") {
-    printf("| turn | prompt tokens | evaluated (cached) | TTFT cached ms | TTFT uncached ms |\n");
-    printf("| ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| turn |%s prompt tokens | evaluated (cached) | TTFT cached ms | TTFT uncached ms |\n",
+           several ? " conversation |" : "");
+    printf("| ---: |%s ---: | ---: | ---: | ---: |\n", several ? " ---: |" : "");
   }
   for (int t = 0; t < f.conversation; ++t) {
-    Sample got[2];
-    for (int uncached = 0; uncached < 2; ++uncached) {
-      Ask ask{&prompt, f.max_tokens, uncached == 0};
-      got[uncached] = Request(&stream, f, host, false, &ask);
-      if (!got[uncached].ok) {
-        fprintf(stderr, "pi-bench: turn %d: %s\n", t + 1,
-                got[uncached].refused ? "refused (503)" : got[uncached].error.c_str());
+    for (int c = 0; c < f.conversations; ++c) {
+      Sample got[2];
+      for (int uncached = 0; uncached < 2; ++uncached) {
+        Ask ask{&prompts[c], f.max_tokens, uncached == 0};
+        got[uncached] = Request(&stream, f, host, false, &ask);
+        if (!got[uncached].ok) {
+          fprintf(stderr, "pi-bench: turn %d: %s\n", t + 1,
+                  got[uncached].refused ? "refused (503)" : got[uncached].error.c_str());
+          return 1;
+        }
+      }
+      if (got[0].text != got[1].text) {
+        fprintf(stderr, "pi-bench: turn %d: the cached and uncached replies differ\n", t + 1);
         return 1;
       }
+      if (f.out == "md") {
+        printf("| %d |%s %d | %d | %.1f | %.1f |\n", t + 1,
+               several ? (" " + std::to_string(c + 1) + " |").c_str() : "", got[0].prompt_tokens,
+               got[0].prompt_evaluated, got[0].ttft_s * 1e3, got[1].ttft_s * 1e3);
+      }
+      rows.push_back({{"turn", t + 1},
+                      {"conversation", c + 1},
+                      {"prompt_tokens", got[0].prompt_tokens},
+                      {"prompt_evaluated", got[0].prompt_evaluated},
+                      {"ttft_cached_ms", got[0].ttft_s * 1e3},
+                      {"ttft_uncached_ms", got[1].ttft_s * 1e3}});
+      prompts[c] += got[0].text + kTurns[t % (sizeof kTurns / sizeof kTurns[0])];
     }
-    if (got[0].text != got[1].text) {
-      fprintf(stderr, "pi-bench: turn %d: the cached and uncached replies differ\n", t + 1);
-      return 1;
-    }
-    if (f.out == "md") {
-      printf("| %d | %d | %d | %.1f | %.1f |\n", t + 1, got[0].prompt_tokens,
-             got[0].prompt_evaluated, got[0].ttft_s * 1e3, got[1].ttft_s * 1e3);
-    }
-    rows.push_back({{"turn", t + 1},
-                    {"prompt_tokens", got[0].prompt_tokens},
-                    {"prompt_evaluated", got[0].prompt_evaluated},
-                    {"ttft_cached_ms", got[0].ttft_s * 1e3},
-                    {"ttft_uncached_ms", got[1].ttft_s * 1e3}});
-    prompt += got[0].text + kTurns[t % (sizeof kTurns / sizeof kTurns[0])];
   }
   if (f.out == "json") printf("%s\n", rows.dump(2).c_str());
   return 0;
@@ -380,6 +394,10 @@ void ServerBenchUsage() {
           "                          prompt the last, its reply and a new line), each turn\n"
           "                          asked with the prompt cache and without: the times to\n"
           "                          first token side by side\n"
+          "  --conversations K       with --conversation: K conversations taking turns\n"
+          "                          (each its own first line; on a server of fewer\n"
+          "                          sequences each turn's prefix comes from the prompt\n"
+          "                          store, --cache-ram); default 1\n"
           "  --api-key-file F        the server's API key\n"
           "  -o, --output md|json    (default md)\n");
 }
@@ -412,6 +430,8 @@ int RunServerBench(int argc, char** argv) {
           f.out = args.String(flag);
         else if (flag == "--conversation")
           f.conversation = args.Int(flag);
+        else if (flag == "--conversations")
+          f.conversations = args.Int(flag);
         else
           args.Fail("unknown flag '" + flag + "' with --server (see pi-bench --server --help)");
         return true;
@@ -432,6 +452,9 @@ int RunServerBench(int argc, char** argv) {
   if (s.ok() && f.out != "md" && f.out != "json") s = Status::Error("-o expects md or json");
   if (s.ok() && (f.conversation < 0 || f.conversation > 1000)) {
     s = Status::Error("--conversation must be 0 (off) to 1000 turns, got %d", f.conversation);
+  }
+  if (s.ok() && (f.conversations < 1 || f.conversations > 64)) {
+    s = Status::Error("--conversations must be 1 to 64, got %d", f.conversations);
   }
   if (!s.ok()) {
     fprintf(stderr, "pi-bench: %s\n", s.message().c_str());

@@ -97,6 +97,7 @@ void CudaModelBackend::Release() {
   allocations_.clear();
   pinned_.clear();
   weights_ = kv_ = nullptr;
+  kept_.Clear();
   layers_.clear();
   segments_.clear();
   resident_bytes_ = device_bytes_ = weight_bytes_ = 0;
@@ -814,6 +815,68 @@ Status CudaModelBackend::Head(const float* h, float* logits) {
   PI_RETURN_IF_ERROR(Sync("running the head"));
   std::memcpy(logits, h_logits_, sizeof(float) * c_.n_vocab);
   return Status::Ok();
+}
+
+// The caches' rows of (layer, head) pairs lie one stride apart, the
+// sequences' n_ctx rows side by side in each: a sequence's n positions are a
+// 2-D region of n_layers * n_kv rows, for the keys and for the values.
+Status CudaModelBackend::CopyRows(int dst_seq, int src_seq, int n, uint8_t* host_dst,
+                                  const uint8_t* host_src, int host_n, int kind, const char* what) {
+  if (!fault_.ok()) return fault_;
+  current_layer_ = -1;
+  if (n == 0 || !kv_) return Status::Ok();
+  const size_t height = static_cast<size_t>(plan_.n_layers) * c_.n_head_kv;
+  uint8_t* caches[2] = {kv_, kv_ + plan_.n_layers * k_layer_bytes_};
+  const int64_t row_bytes[2] = {RowBytes(plan_.cache_type_k, c_.head_dim),
+                                RowBytes(plan_.cache_type_v, c_.head_dim)};
+  const cudaMemcpyKind k = static_cast<cudaMemcpyKind>(kind);
+  for (int part = 0; part < 2; ++part) {
+    const size_t rb = static_cast<size_t>(row_bytes[part]);
+    const size_t pitch = static_cast<size_t>(plan_.n_seq) * plan_.n_ctx * rb;
+    const size_t width = static_cast<size_t>(n) * rb;
+    const size_t host_pitch = static_cast<size_t>(host_n) * rb;
+    uint8_t* dst = k == cudaMemcpyDeviceToHost
+                       ? host_dst
+                       : caches[part] + static_cast<size_t>(dst_seq) * plan_.n_ctx * rb;
+    const uint8_t* src = k == cudaMemcpyHostToDevice
+                             ? host_src
+                             : caches[part] + static_cast<size_t>(src_seq) * plan_.n_ctx * rb;
+    const size_t dpitch = k == cudaMemcpyDeviceToHost ? host_pitch : pitch;
+    const size_t spitch = k == cudaMemcpyHostToDevice ? host_pitch : pitch;
+    const cudaError_t e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, k,
+                                            static_cast<cudaStream_t>(stream_));
+    if (e != cudaSuccess) return Fault(what, cudaGetErrorString(e));
+    if (host_dst) host_dst += height * host_pitch;
+    if (host_src) host_src += height * host_pitch;
+  }
+  return Sync(what);
+}
+
+Status CudaModelBackend::CopySeq(int src, int dst, int n) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, src, n, name()));
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, dst, n, name()));
+  if (src == dst) return Status::Ok();
+  return CopyRows(dst, src, n, nullptr, nullptr, 0, cudaMemcpyDeviceToDevice, "copying a sequence");
+}
+
+Status CudaModelBackend::SaveSeq(int seq, int n, uint64_t key) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, seq, n, name()));
+  if (!kv_) return Status::Ok();
+  KeptKv::Entry* e = nullptr;
+  PI_RETURN_IF_ERROR(kept_.Add(key, n, SavedSeqBytes(c_, plan_, n), &e));
+  const Status s = CopyRows(0, seq, n, e->bytes.data(), nullptr, n, cudaMemcpyDeviceToHost,
+                            "keeping a sequence");
+  if (!s.ok()) kept_.Drop(key);
+  return s;
+}
+
+Status CudaModelBackend::LoadSeq(uint64_t key, int seq, int n) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, seq, n, name()));
+  if (!kv_) return Status::Ok();
+  const KeptKv::Entry* e = nullptr;
+  PI_RETURN_IF_ERROR(kept_.Find(key, n, &e));
+  return CopyRows(seq, 0, n, nullptr, e->bytes.data(), e->n, cudaMemcpyHostToDevice,
+                  "loading a kept sequence");
 }
 
 }  // namespace pi

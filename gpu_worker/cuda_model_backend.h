@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/shard/device_backend.h"
+#include "gpu_worker/kept_kv.h"
 
 namespace pi {
 
@@ -50,6 +51,15 @@ class CudaModelBackend : public DeviceBackend {
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;
+  // One 2-D copy each for the keys and the values: a sequence's rows of
+  // every (layer, head) lie at one stride (the caches' layout, below).
+  Status CopySeq(int src, int dst, int n) override;
+  Status SaveSeq(int seq, int n, uint64_t key) override;
+  Status LoadSeq(uint64_t key, int seq, int n) override;
+  Status DropSeq(uint64_t key) override {
+    kept_.Drop(key);
+    return Status::Ok();
+  }
 
   int64_t resident_bytes() const override { return resident_bytes_; }
   int64_t device_bytes() const override { return device_bytes_; }
@@ -98,6 +108,11 @@ class CudaModelBackend : public DeviceBackend {
   bool EnqueueQuantize(const float* x, int64_t n, std::string* err);
   bool EnqueueProduct(const Matrix& m, const float* x, float* y, int epilogue, std::string* err);
   Status Launch(void* graph, const char* what);
+  // Copies n positions of sequences between the caches and host memory
+  // (kind: cudaMemcpyKind): keys, then values, each [n_layers * n_kv] rows
+  // of n positions on the host side.
+  Status CopyRows(int dst_seq, int src_seq, int n, uint8_t* host_dst, const uint8_t* host_src,
+                  int host_n, int kind, const char* what);
   Status Sync(const char* what);
 
   const LlamaModel* model_ = nullptr;
@@ -117,6 +132,7 @@ class CudaModelBackend : public DeviceBackend {
   uint8_t* weights_ = nullptr;  // every packed matrix and norm vector
   uint8_t* kv_ = nullptr;       // the K caches of the device layers, then their V caches
   int64_t k_layer_bytes_ = 0, v_layer_bytes_ = 0;
+  KeptKv kept_;                    // SaveSeq's: per entry, its keys' rows then its values'
   float* d_h_ = nullptr;           // [n_embd] residual stream, then the int32 position
   int32_t* d_pos_ = nullptr;       // right after d_h_'s floats, then the sequence's first cache row
   float* d_x_ = nullptr;           // [n_embd] normed input of the attention / head

@@ -125,8 +125,35 @@ Status DeviceShard::Answer(const DeviceRequest& r, uint8_t* reply, size_t* reply
                                      DeviceOut::kLogits, bytes, reply);
       return Status::Ok();
     }
+    case StepKind::kSeqCopy:
+    case StepKind::kSeqSave:
+    case StepKind::kSeqLoad:
+    case StepKind::kSeqDrop:
+      PI_RETURN_IF_ERROR(SeqStep(r));
+      *reply_size = WriteReplyHeader(r.step_id, StepReplyKind::kDone, 0, 0, 0, 0,
+                                     DeviceOut::kNothing, 0, reply);
+      return Status::Ok();
   }
   return Status::Invalid("unknown kind");
+}
+
+Status DeviceShard::SeqStep(const DeviceRequest& r) {
+  // A token left unfinished (its coordinator gave up on it) is dropped, as
+  // by a kBegin.
+  in_token_ = false;
+  waiting_layer_ = -1;
+  switch (r.kind) {
+    case StepKind::kSeqCopy:
+      return device_->CopySeq(r.seq, r.dst, r.n);
+    case StepKind::kSeqSave:
+      return device_->SaveSeq(r.seq, r.n, r.key);
+    case StepKind::kSeqLoad:
+      return device_->LoadSeq(r.key, r.seq, r.n);
+    case StepKind::kSeqDrop:
+      return device_->DropSeq(r.key);
+    default:
+      return Status::Invalid("not a sequence's kind");
+  }
 }
 
 size_t DeviceShard::Handle(const uint8_t* request, size_t size, uint8_t* reply, size_t capacity) {

@@ -17,6 +17,7 @@ Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) 
   for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
   model_ = &model;
   plan_ = plan;
+  kept_.Clear();
   pool_ = std::make_unique<ThreadPool>(n_threads_);
   // The head alone (no layers here) keeps no KV cache.
   caches_.resize(plan.n_layers > 0 ? plan.n_seq : 0);
@@ -162,6 +163,32 @@ Status HostDeviceBackend::Head(const float* h, float* logits) {
   const MatMulJob job[1] = {{&m.output, logits, c.n_vocab}};
   ParallelMatMul(pool_.get(), in, job, 1);
   SoftCapLogits(c, logits, c.n_vocab);
+  return Status::Ok();
+}
+
+Status HostDeviceBackend::CopySeq(int src, int dst, int n) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, src, n, name()));
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, dst, n, name()));
+  if (caches_.empty()) return Status::Ok();
+  if (src != dst) caches_[dst].CopyPrefix(caches_[src], n);
+  return Status::Ok();
+}
+
+Status HostDeviceBackend::SaveSeq(int seq, int n, uint64_t key) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, seq, n, name()));
+  if (caches_.empty()) return Status::Ok();
+  KeptKv::Entry* e = nullptr;
+  PI_RETURN_IF_ERROR(kept_.Add(key, n, caches_[seq].PrefixBytes(n), &e));
+  caches_[seq].SavePrefix(n, e->bytes.data());
+  return Status::Ok();
+}
+
+Status HostDeviceBackend::LoadSeq(uint64_t key, int seq, int n) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, seq, n, name()));
+  if (caches_.empty()) return Status::Ok();
+  const KeptKv::Entry* e = nullptr;
+  PI_RETURN_IF_ERROR(kept_.Find(key, n, &e));
+  caches_[seq].LoadPrefix(e->n, n, e->bytes.data());
   return Status::Ok();
 }
 

@@ -17,6 +17,7 @@
 #include "common/model/kv_cache.h"
 #include "common/shard/device_backend.h"
 #include "gpu_worker/host_hot_shard.h"
+#include "gpu_worker/kept_kv.h"
 
 namespace pi {
 
@@ -32,6 +33,13 @@ class HostDeviceBackend : public DeviceBackend {
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;
+  Status CopySeq(int src, int dst, int n) override;
+  Status SaveSeq(int seq, int n, uint64_t key) override;
+  Status LoadSeq(uint64_t key, int seq, int n) override;
+  Status DropSeq(uint64_t key) override {
+    kept_.Drop(key);
+    return Status::Ok();
+  }
 
   int64_t resident_bytes() const override { return resident_bytes_; }
   int64_t device_bytes() const override { return resident_bytes_; }
@@ -46,6 +54,7 @@ class HostDeviceBackend : public DeviceBackend {
   DevicePlan plan_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<KvCache> caches_;  // [n_seq]
+  KeptKv kept_;                  // SaveSeq's: KvCache::SavePrefix's bytes
   AttentionBlock attention_;
   Predictor predictor_;
   HostHotShard hot_;

@@ -32,6 +32,10 @@ class LayerRangeDevice : public DeviceBackend {
     return inner_->FinishToken(h_out, logits, hot_fired);
   }
   Status Head(const float* h, float* logits) override { return inner_->Head(h, logits); }
+  Status CopySeq(int src, int dst, int n) override { return inner_->CopySeq(src, dst, n); }
+  Status SaveSeq(int seq, int n, uint64_t key) override { return inner_->SaveSeq(seq, n, key); }
+  Status LoadSeq(uint64_t key, int seq, int n) override { return inner_->LoadSeq(key, seq, n); }
+  Status DropSeq(uint64_t key) override { return inner_->DropSeq(key); }
   Status Recover() override { return inner_->Recover(); }
 
   int64_t resident_bytes() const override { return inner_->resident_bytes(); }

@@ -15,7 +15,9 @@ holds at once, suffix with several prompts. A client that leaves
 mid-stream cancels every choice: the engine is free for the next request. The prompt is
 evaluated once (pi_prompt_tokens_total counts it once; cache_prompt false, each time): the
 other choices take its positions and its last token's logits, and their log-probabilities
-equal those of an uncached run; the same prompt asked again evaluates nothing.
+equal those of an uncached run; the same prompt asked again evaluates nothing. The same
+with -np 3 on the device path (--vram-budget with --host-device), where the device's
+layers' positions are copied on the gpu worker.
 
 llama-server's prompts: text and token ids mixed in one prompt (each text piece tokenized
 alone, BOS before a first one) answer as the ids /tokenize gives their pieces; prompts of
@@ -37,7 +39,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from served_process import check, finish  # noqa: E402
+from served_process import check, demo_down_t, finish  # noqa: E402
 from http_api_test import call, launch, stream  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
@@ -275,6 +277,17 @@ def main():
                 refusals(s.http, label)
                 llama_server_prompts(s.http, label)
                 leaves(s.http, label)
+            finally:
+                check(s.stop() == 0, f"{label}: pi-launch stops cleanly")
+        # The device path: the device's layers' positions are copied on the gpu worker.
+        label = "-np 3, the device path (--host-device)"
+        s = launch(bin_dir, tmp, "-m", demo_down_t(bin_dir, tmp, profile=True), "-t", "2", "-c",
+                   "1024", "--chat-template", "chatml", "-np", "3", "--vram-budget", "8M",
+                   "--host-device")
+        check(s.http is not None, f"{label}: pi-launch --http serves")
+        if s.http is not None:
+            try:
+                shared(s.http, label)
             finally:
                 check(s.stop() == 0, f"{label}: pi-launch stops cleanly")
     finish()

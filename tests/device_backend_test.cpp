@@ -42,6 +42,8 @@
 namespace pi {
 namespace {
 
+using ::testing::HasSubstr;
+
 enum class Plan {
   kAll,       // every layer and every neuron on the device, and the head
   kSplit,     // every layer, 30 % of each layer's neurons (the most frequent), the head
@@ -561,6 +563,91 @@ TEST(DeviceBackendPromptCacheTest, KeptPrefixEqualsTheWholePrompt) {
       ASSERT_TRUE(fresh->Eval(&next, 1).ok());
       EXPECT_EQ(0, std::memcmp(cached->logits(), fresh->logits(), sizeof(float) * o.n_vocab));
     }
+  }
+}
+
+// Sequences kept and shared with a device (Engine::SaveSeq, LoadSeq,
+// CopySeq: the prompt store and n choices on the device path): a prompt
+// saved, its sequence overwritten, the first 12 positions loaded into
+// another sequence and the rest evaluated there, then copied to a third:
+// every logit equals a fresh engine's, bit for bit, on plans with layers on
+// both sides, all on the device, and the head alone. The device's own
+// checks: a key kept twice, a dropped or unknown key (kNotFound), a load
+// longer than what was kept.
+TEST(DeviceBackendSavedSeqTest, SavedAndCopiedSequencesGoOnAsFreshEvaluations) {
+  std::string skip;
+  if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
+  const SyntheticModelOptions o = SmallQ8Relu(256, 2);
+  const std::string path = TempPath("saved.gguf");
+  const RemoveAtExit remove{path};
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  constexpr int kCtx = 32;
+  std::vector<int32_t> p, q;
+  for (int i = 0; i < 16; ++i) p.push_back((i * 37 + 11) % 256);
+  for (int i = 0; i < 9; ++i) q.push_back((i * 53 + 7) % 256);
+  const int32_t next = 77;
+  for (Plan plan : {Plan::kPrefix, Plan::kAll, Plan::kHeadOnly}) {
+    SCOPED_TRACE(std::string(PI_TEST_DEVICE) + " plan " + PlanName(plan));
+    auto make = [&](int n_seq, std::unique_ptr<DeviceBackend>* device, std::unique_ptr<Engine>* e) {
+      *device = MakeBackend(PI_TEST_DEVICE, &skip, path);
+      DevicePlan dp = MakePlan(o, plan, kCtx, DType::kF16);
+      dp.n_seq = n_seq;
+      ASSERT_TRUE((*device)->Load(m, dp).ok());
+      EngineOptions opt;
+      opt.n_threads = 2;
+      opt.n_ctx = kCtx;
+      opt.n_batch = 4;
+      opt.n_seq = n_seq;
+      opt.sparse = SparseMode::kOracle;
+      opt.device = device->get();
+      ASSERT_TRUE(Engine::Create(&m, opt, e).ok());
+    };
+    std::unique_ptr<DeviceBackend> fresh_device, device;
+    std::unique_ptr<Engine> fresh, e;
+    ASSERT_NO_FATAL_FAILURE(make(1, &fresh_device, &fresh));
+    ASSERT_NO_FATAL_FAILURE(make(3, &device, &e));
+    ASSERT_TRUE(fresh->Eval(p.data(), static_cast<int>(p.size())).ok());
+    const std::vector<float> after_prompt(fresh->logits(), fresh->logits() + o.n_vocab);
+    ASSERT_TRUE(fresh->Eval(&next, 1).ok());
+    const std::vector<float> after_next(fresh->logits(), fresh->logits() + o.n_vocab);
+    {
+      SavedSeq saved;
+      ASSERT_TRUE(e->Eval(p.data(), static_cast<int>(p.size())).ok());
+      ASSERT_TRUE(e->SaveSeq(0, 16, &saved).ok());
+      EXPECT_EQ(saved.device_bytes,
+                plan == Plan::kHeadOnly ? 0 : SavedSeqBytes(m.config, device->plan(), 16));
+      e->Reset();  // sequence 0 overwritten by another prompt
+      ASSERT_TRUE(e->Eval(q.data(), static_cast<int>(q.size())).ok());
+      ASSERT_TRUE(e->LoadSeq(1, saved, 12).ok());
+      EXPECT_EQ(e->seq_n_past(1), 12);
+      std::vector<Engine::BatchRow> rows;
+      for (int i = 12; i < 16; ++i) rows.push_back({1, p[i], i == 15});
+      ASSERT_TRUE(e->EvalBatch(rows.data(), 4).ok());
+      EXPECT_EQ(0, std::memcmp(e->batch_logits(0), after_prompt.data(), sizeof(float) * o.n_vocab));
+      ASSERT_TRUE(e->CopySeq(1, 2, 16).ok());
+      const Engine::BatchRow both[2] = {{1, next, true}, {2, next, true}};
+      ASSERT_TRUE(e->EvalBatch(both, 2).ok());
+      EXPECT_EQ(0, std::memcmp(e->batch_logits(0), after_next.data(), sizeof(float) * o.n_vocab));
+      EXPECT_EQ(0, std::memcmp(e->batch_logits(1), after_next.data(), sizeof(float) * o.n_vocab));
+      EXPECT_THAT(e->LoadSeq(1, saved, 17).message(), HasSubstr("loading 17 of 16"));
+      SavedSeq host_only;  // saved without a device: not this engine's kind
+      host_only.tokens.assign(4, 1);
+      host_only.dense.assign(4, 1);
+      host_only.host_kv.resize(saved.host_kv.size() / 4);
+      EXPECT_THAT(e->LoadSeq(1, host_only, 4).message(), HasSubstr("saved without one"));
+    }                                       // (saved goes: the device drops what it kept)
+    if (plan == Plan::kHeadOnly) continue;  // the head keeps no cache
+    ASSERT_TRUE(device->SaveSeq(2, 8, 1000).ok());
+    EXPECT_THAT(device->SaveSeq(2, 8, 1000).message(), HasSubstr("kept under key 1000"));
+    EXPECT_THAT(device->LoadSeq(1000, 0, 9).message(), HasSubstr("9 positions of the 8"));
+    ASSERT_TRUE(device->LoadSeq(1000, 0, 8).ok());
+    ASSERT_TRUE(device->DropSeq(1000).ok());
+    EXPECT_EQ(device->LoadSeq(1000, 0, 8).code(), Status::Code::kNotFound);
+    EXPECT_EQ(device->LoadSeq(1, 0, 8).code(), Status::Code::kNotFound);  // dropped with `saved`
+    EXPECT_THAT(device->CopySeq(0, 3, 4).message(), HasSubstr("sequence 3 is out of range"));
+    EXPECT_THAT(device->SaveSeq(0, kCtx + 1, 7).message(), HasSubstr("33 positions"));
   }
 }
 

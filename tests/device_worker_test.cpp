@@ -152,6 +152,65 @@ TEST_F(DeviceWorkerTest, KilledOrStoppedWorkerLeavesTheTokensUnchanged) {
   EXPECT_TRUE(worker.Stop().ok());
 }
 
+// Sequences kept on the worker (Engine::SaveSeq with a device: the prompt
+// store on the device path): one loaded into another sequence goes on as
+// the original; the worker killed after the load, the recovery replays the
+// loaded sequence from its tokens (the same logits as one process); what
+// the lost worker kept is refused by name (kNotFound), nothing changed, and
+// what the new one keeps loads again. After Stop, letting go of a kept
+// sequence does not wait on the stopped worker.
+TEST_F(DeviceWorkerTest, KeptSequencesGoWithTheWorkerAndLoadedOnesReplay) {
+  const int32_t prompt[6] = {1, 17, 42, 99, 5, 8};
+  const int32_t next = 33;
+  DevicePlan plan = Plan();
+  plan.n_seq = 2;
+  auto make = [&](DeviceBackend* device, std::unique_ptr<Engine>* e) {
+    EngineOptions opt;
+    opt.n_threads = 2;
+    opt.n_ctx = kCtx;
+    opt.n_seq = 2;
+    opt.sparse = SparseMode::kOracle;
+    opt.device = device;
+    ASSERT_TRUE(Engine::Create(&model_, opt, e).ok());
+  };
+  HostDeviceBackend local(2);
+  ASSERT_TRUE(local.Load(model_, plan).ok());
+  std::unique_ptr<Engine> ref;
+  ASSERT_NO_FATAL_FAILURE(make(&local, &ref));
+  ASSERT_TRUE(ref->Eval(prompt, 6).ok());
+  ASSERT_TRUE(ref->Eval(&next, 1).ok());
+  const std::vector<float> want(ref->logits(), ref->logits() + ref->n_vocab());
+
+  DeviceWorker worker(Options());
+  ASSERT_TRUE(worker.Load(model_, plan).ok());
+  std::unique_ptr<Engine> e;
+  ASSERT_NO_FATAL_FAILURE(make(&worker, &e));
+  SavedSeq saved, again;
+  ASSERT_TRUE(e->Eval(prompt, 6).ok());
+  ASSERT_TRUE(e->SaveSeq(0, 6, &saved).ok());
+  e->Reset();
+  ASSERT_TRUE(e->LoadSeq(1, saved, 6).ok());
+  kill(worker.pid(), SIGKILL);
+  const Engine::BatchRow row{1, next, true};
+  const Status stepped = e->EvalBatch(&row, 1);  // recovered: sequence 1 replayed
+  ASSERT_TRUE(stepped.ok()) << stepped.message();
+  EXPECT_EQ(e->device_recoveries(), 1);
+  EXPECT_EQ(0, std::memcmp(e->batch_logits(0), want.data(), sizeof(float) * want.size()));
+  const Status lost = e->LoadSeq(0, saved, 6);
+  EXPECT_EQ(lost.code(), Status::Code::kNotFound);
+  EXPECT_THAT(lost.message(), HasSubstr("before it was restarted"));
+  EXPECT_EQ(e->seq_n_past(0), 0);
+  ASSERT_TRUE(e->SaveSeq(1, 7, &again).ok());
+  ASSERT_TRUE(e->LoadSeq(0, again, 6).ok());
+  ASSERT_TRUE(e->EvalBatch(std::vector<Engine::BatchRow>{{0, next, true}}.data(), 1).ok());
+  EXPECT_EQ(0, std::memcmp(e->batch_logits(0), want.data(), sizeof(float) * want.size()));
+  EXPECT_TRUE(worker.Stop().ok());
+  const auto start = std::chrono::steady_clock::now();
+  again = SavedSeq();  // dropped: the stopped worker is not asked
+  EXPECT_THAT(worker.DropSeq(1).message(), HasSubstr("was stopped"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+}
+
 // Two workers chained by layer (--gpus): either one killed mid-generation is
 // the one restarted, the context replayed through the chain, and the greedy
 // tokens stay those of one device holding every layer.
@@ -275,8 +334,8 @@ TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {
               HasSubstr("bad magic"));
   EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->version = 99; })),
               HasSubstr("protocol version 99"));
-  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->kind = 7; })),
-              HasSubstr("kind 7, not a device's"));
+  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->kind = 8; })),
+              HasSubstr("kind 8, not a device's"));
   EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->kind = 0; })),
               HasSubstr("kind 0, not a device's"));
   EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->batch = 2; })),
@@ -294,6 +353,17 @@ TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {
               HasSubstr("unknown output 5"));
   EXPECT_THAT(error_of(request(StepKind::kResume, 0, 0)), HasSubstr("none is due"));
   EXPECT_THAT(error_of(request(StepKind::kResume, 0, 9)), HasSubstr("out of the device's"));
+  // A sequence's cache (kSeq*): the key is the payload's first 8 bytes.
+  EXPECT_THAT(error_of(request(StepKind::kSeqCopy, 4, 0)),
+              HasSubstr("copying sequence 0 to 0 of 1"));
+  EXPECT_THAT(error_of(request(StepKind::kSeqSave, kCtx + 1, 0)),
+              HasSubstr("65 positions of a context of 64"));
+  EXPECT_THAT(error_of(request(StepKind::kSeqSave, 4, 2)),
+              HasSubstr("layer 2 (0 for a sequence's cache)"));
+  EXPECT_THAT(error_of(request(StepKind::kSeqSave, 4, 0, [](auto* h) { h->out = 1; })),
+              HasSubstr("output 1 for a sequence's cache"));
+  EXPECT_THAT(error_of(request(StepKind::kSeqLoad, 4, 0)),
+              HasSubstr("no sequence is kept under key"));
   // A token under way: layer 0's cold part comes back; then out-of-order messages.
   DeviceReply reply;
   const Status begun = Exchange(&worker, good, 77, layout, &reply);

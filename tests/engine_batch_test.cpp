@@ -333,7 +333,7 @@ INSTANTIATE_TEST_SUITE_P(
 // evaluates the rest of its prompt (a -b chunk, as EvalBatch prefills it)
 // gets the logits a fresh engine gets for the whole prompt, bit for bit, and
 // then decodes as the sequence it copied; for each KV cache type. Refused:
-// a bad sequence or count, and with a device (its KV cache is not here).
+// a bad sequence or count. (With a device: device_backend_test.cpp.)
 TEST(EngineCopySeqTest, ACopiedPrefixGoesOnAsAFreshEvaluation) {
   SyntheticModelOptions o;
   o.activation = "relu";
@@ -380,23 +380,6 @@ TEST(EngineCopySeqTest, ACopiedPrefixGoesOnAsAFreshEvaluation) {
     EXPECT_THAT(e->CopySeq(0, 3, 4).message(), HasSubstr("copying sequence 0 to 3 of 3"));
     EXPECT_THAT(e->CopySeq(0, 1, 30).message(), HasSubstr("which holds 17"));
   }
-  HostDeviceBackend device(1);
-  DevicePlan p;
-  p.n_layers = 1;
-  p.hot.assign(o.n_layer, {});
-  p.n_ctx = 64;
-  p.n_seq = 2;
-  ASSERT_TRUE(device.Load(m, p).ok());
-  EngineOptions opt;
-  opt.n_ctx = 64;
-  opt.n_seq = 2;
-  opt.device = &device;
-  std::unique_ptr<Engine> e;
-  ASSERT_TRUE(Engine::Create(&m, opt, &e).ok());
-  EXPECT_FALSE(e->can_copy_seqs());
-  const Status s = e->CopySeq(0, 1, 0);
-  EXPECT_EQ(s.code(), Status::Code::kUnsupported);
-  EXPECT_THAT(s.message(), HasSubstr("host path only"));
 }
 
 TEST(EngineBatchErrorsTest, BadRowsAreRefusedAndChangeNothing) {

@@ -313,6 +313,16 @@ def main():
               and all(t["ttft_cached_ms"] > 0 and t["ttft_uncached_ms"] > 0 for t in turns),
               f"pi-bench --server --conversation 3: the third turn reuses the cached prompt "
               f"({turns[-1] if turns else p.stderr[-200:]!r})")
+        # Two conversations taking turns on the one sequence: each later turn's prefix comes
+        # back from the prompt store.
+        p = subprocess.run([os.path.join(bin_dir, "pi-bench"), "--server", s.http, "--conversation",
+                            "3", "--conversations", "2", "-n", "48", "-o", "json", "--prompt-file",
+                            first_file], capture_output=True, text=True, timeout=300)
+        turns = json.loads(p.stdout) if p.returncode == 0 else []
+        check(len(turns) == 6 and [t["conversation"] for t in turns] == [1, 2] * 3
+              and all(t["prompt_evaluated"] < t["prompt_tokens"] - 30 for t in turns[4:]),
+              f"pi-bench --server --conversation 3 --conversations 2: the third turns start from "
+              f"the store ({turns[4:] if turns else p.stderr[-200:]!r})")
         # With a long prompt sent back to back meanwhile (its requests end with the run's).
         long_file = os.path.join(tmp, "long.txt")
         with open(long_file, "w") as f:

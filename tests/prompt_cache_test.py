@@ -14,9 +14,10 @@ conversations interleaved each find their own sequence again. The same on the de
 (--vram-budget with --host-device: the device's layers and KV cache in a gpu worker
 process, the prompt's tokens sent one at a time, dense where the host would batch them).
 
-The prompt store (--cache-ram): serial and -np 2, a conversation whose sequence another
-conversation took finds its prefix in the store (fewer prompt tokens evaluated, the same
-answer exactly); with --cache-ram 0 it evaluates all; a 1 MiB store holds one of three
+The prompt store (--cache-ram): serial and -np 2, on the host path and the device path
+(the device's layers' part of an entry kept in the gpu worker), a conversation whose
+sequence another conversation took finds its prefix in the store (fewer prompt tokens
+evaluated, the same answer exactly); with --cache-ram 0 it evaluates all; a 1 MiB store holds one of three
 ~250-token prompts (the last let go comes back, the oldest is evicted) and /metrics says so.
 
 Usage: prompt_cache_test.py BIN_DIR
@@ -94,16 +95,22 @@ def turn(a, messages, label):
             cached["choices"][0]["message"]["content"])
 
 
-def store(bin_dir, tmp):
+def store(bin_dir, tmp, demo_t):
     """--cache-ram: a prompt whose sequence another conversation took comes back from the
-    store; evicted past the cap; off with 0."""
+    store, on the host path and the device path (the device's layers' part kept in the gpu
+    worker); evicted past the cap; off with 0."""
     lines = open(os.path.join(ROOT, "models", "kjv-valid.txt")).read().splitlines()
-    base = ["-m", MODEL, "-t", "2", "-c", "1024", "--chat-template", "chatml", "--cpu-workers",
-            "0", "-b", "7", "--sparse", "oracle"]
-    for args, label in ((["--cache-ram", "64"], "serial, --cache-ram 64"),
-                        (["--cache-ram", "64", "-np", "2"], "-np 2, --cache-ram 64"),
-                        (["--cache-ram", "0"], "serial, --cache-ram 0")):
-        s = launch(bin_dir, tmp, *base, *args)
+    common = ["-t", "2", "-c", "1024", "--chat-template", "chatml", "--cpu-workers", "0",
+              "-b", "7", "--sparse", "oracle"]
+    base = ["-m", MODEL, *common]
+    device = ["-m", demo_t, *common, "--vram-budget", "8M", "--host-device"]
+    for args, label in ((base + ["--cache-ram", "64"], "serial, --cache-ram 64"),
+                        (base + ["--cache-ram", "64", "-np", "2"], "-np 2, --cache-ram 64"),
+                        (base + ["--cache-ram", "0"], "serial, --cache-ram 0"),
+                        (device + ["--cache-ram", "64"], "device path, serial, --cache-ram 64"),
+                        (device + ["--cache-ram", "64", "-np", "2"],
+                         "device path, -np 2, --cache-ram 64")):
+        s = launch(bin_dir, tmp, *args)
         check(s.http is not None, f"pi-launch {label}")
         talks = [[{"role": "user", "content": t}] for t in
                  ("In the beginning God created", "And God said", "Let there be light")]
@@ -115,7 +122,7 @@ def store(bin_dir, tmp):
         talks[0].append({"role": "user", "content": "And the earth"})
         n, tokens, _ = turn(s.http, talks[0], f"{label}: conversation 1, turn 2")
         # (Conversations share the template's opening: a chunk or two from the sequence.)
-        kept = "0" not in args
+        kept = args[args.index("--cache-ram") + 1] != "0"
         check((n < tokens - 20) if kept else (n > tokens - 20),
               f"{label}: conversation 1's turn 2 after the others: {n} of {tokens} prompt tokens "
               f"evaluated ({'its prefix from the store' if kept else 'nothing kept'})")
@@ -158,7 +165,7 @@ def main():
             other = [{"role": "user", "content": "And God said"}] if "-np" in args else None
             conversation(s.http, label, other)
             check(s.stop() == 0, "pi-launch stops cleanly")
-        store(bin_dir, tmp)
+        store(bin_dir, tmp, demo_t)
     finish()
 
 

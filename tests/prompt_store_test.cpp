@@ -61,40 +61,45 @@ TEST_F(PromptStoreTest, ALoadedPrefixGoesOnAsAFreshEvaluation) {
   std::unique_ptr<Engine> fresh = Make(1), source = Make(1), target = Make(2);
   Evaluate(fresh.get(), p);
   Evaluate(source.get(), p);
-  std::vector<uint8_t> kv;
+  SavedSeq kv;
   ASSERT_TRUE(source->SaveSeq(0, 16, &kv).ok());
+  EXPECT_EQ(kv.n(), 16);
+  EXPECT_EQ(kv.device, nullptr);
   // The first 12 of the 16 positions into sequence 1; the last chunk evaluated.
-  ASSERT_TRUE(target->LoadSeq(1, kv, 16, 12).ok());
+  ASSERT_TRUE(target->LoadSeq(1, kv, 12).ok());
   EXPECT_EQ(target->seq_n_past(1), 12);
   std::vector<Engine::BatchRow> rows;
   for (int i = 12; i < 16; ++i) rows.push_back({1, p[i], i == 15});
   ASSERT_TRUE(target->EvalBatch(rows.data(), 4).ok());
   EXPECT_EQ(0, std::memcmp(target->batch_logits(0), fresh->logits(), sizeof(float) * o_.n_vocab));
-  EXPECT_THAT(target->LoadSeq(1, kv, 15, 12).message(), HasSubstr("loading 12 of 15"));
-  EXPECT_THAT(target->LoadSeq(1, kv, 16, 17).message(), HasSubstr("loading 17 of 16"));
+  EXPECT_THAT(target->LoadSeq(1, kv, 17).message(), HasSubstr("loading 17 of 16"));
+  SavedSeq cut;
+  ASSERT_TRUE(source->SaveSeq(0, 16, &cut).ok());
+  cut.host_kv.pop_back();
+  EXPECT_THAT(target->LoadSeq(1, cut, 12).message(), HasSubstr("loading 12 of 16"));
   EXPECT_THAT(source->SaveSeq(0, 17, &kv).message(), HasSubstr("saving 17 positions"));
 }
 
 TEST_F(PromptStoreTest, KeepsFindsAndEvictsByBytes) {
   std::unique_ptr<Engine> e = Make(1);
   const std::vector<int32_t> a = Prompt(16, 1), b = Prompt(16, 2), c = Prompt(16, 3);
-  std::vector<uint8_t> kv;
+  SavedSeq kv;
   Evaluate(e.get(), a);
   ASSERT_TRUE(e->SaveSeq(0, 16, &kv).ok());
   const int64_t entry =
-      static_cast<int64_t>(kv.size() + 16 * sizeof(int32_t) + o_.n_vocab * sizeof(float));
+      kv.bytes() + static_cast<int64_t>(16 * sizeof(int32_t) + o_.n_vocab * sizeof(float));
   PromptStore store(2 * entry);  // two prompts with their logits
   const std::vector<float> logits_a(e->logits(), e->logits() + o_.n_vocab);
   // A prefix of a first, then a whole: one entry.
   const std::vector<int32_t> a8(a.begin(), a.begin() + 8);
-  ASSERT_TRUE(store.Save(*e, 0, a8, nullptr).ok());
-  ASSERT_TRUE(store.Save(*e, 0, a, logits_a.data()).ok());
+  ASSERT_TRUE(store.Save(e.get(), 0, a8, nullptr).ok());
+  ASSERT_TRUE(store.Save(e.get(), 0, a, logits_a.data()).ok());
   EXPECT_EQ(store.size(), 1);
   EXPECT_EQ(store.bytes(), entry);
-  ASSERT_TRUE(store.Save(*e, 0, a8, nullptr).ok());  // held already
+  ASSERT_TRUE(store.Save(e.get(), 0, a8, nullptr).ok());  // held already
   EXPECT_EQ(store.size(), 1);
   Evaluate(e.get(), b);
-  ASSERT_TRUE(store.Save(*e, 0, b, e->logits()).ok());
+  ASSERT_TRUE(store.Save(e.get(), 0, b, e->logits()).ok());
   EXPECT_EQ(store.size(), 2);
 
   PromptStore::Hit hit;
@@ -117,7 +122,7 @@ TEST_F(PromptStoreTest, KeepsFindsAndEvictsByBytes) {
   EXPECT_EQ(logits, logits_a);
   EXPECT_EQ(other->n_past(), 16);
   Evaluate(e.get(), c);
-  ASSERT_TRUE(store.Save(*e, 0, c, e->logits()).ok());
+  ASSERT_TRUE(store.Save(e.get(), 0, c, e->logits()).ok());
   EXPECT_EQ(store.size(), 2);
   EXPECT_LE(store.bytes(), store.max_bytes());
   EXPECT_TRUE(store.Find(a, 4, 0, &hit));
@@ -127,17 +132,17 @@ TEST_F(PromptStoreTest, KeepsFindsAndEvictsByBytes) {
   PromptStore::Hit a_hit;
   ASSERT_TRUE(store.Find(a, 4, 0, &a_hit));
   Evaluate(e.get(), b);
-  ASSERT_TRUE(store.Save(*e, 0, b, e->logits(), &a_hit).ok());
+  ASSERT_TRUE(store.Save(e.get(), 0, b, e->logits(), &a_hit).ok());
   EXPECT_TRUE(store.Find(a, 4, 0, &hit));
   EXPECT_FALSE(store.Find(c, 4, 0, &hit));
   EXPECT_TRUE(store.Find(b, 4, 0, &hit));
 
   // Over the cap: not kept. A cap of 0: nothing kept.
   PromptStore small(entry - 1);
-  ASSERT_TRUE(small.Save(*e, 0, b, e->logits()).ok());
+  ASSERT_TRUE(small.Save(e.get(), 0, b, e->logits()).ok());
   EXPECT_EQ(small.size(), 0);
   PromptStore off(0);
-  ASSERT_TRUE(off.Save(*e, 0, b, e->logits()).ok());
+  ASSERT_TRUE(off.Save(e.get(), 0, b, e->logits()).ok());
   EXPECT_EQ(off.size(), 0);
 }
 

@@ -58,8 +58,8 @@ Status KvCache::Init(int n_layer, int n_ctx, int n_head_kv, int head_dim, DType 
   return Status::Ok();
 }
 
-void KvCache::CopyPrefix(const KvCache& from, int n) {
-  for (int layer = 0; layer < n_layer_; ++layer) {
+void KvCache::CopyPrefix(const KvCache& from, int n, int first_layer) {
+  for (int layer = first_layer; layer < n_layer_; ++layer) {
     for (int h = 0; h < n_head_kv_; ++h) {
       const int64_t k_at = Offset(layer, h, k_row_bytes_), v_at = Offset(layer, h, v_row_bytes_);
       std::memcpy(k_.data() + k_at, from.k_.data() + k_at, n * k_row_bytes_);
@@ -68,8 +68,8 @@ void KvCache::CopyPrefix(const KvCache& from, int n) {
   }
 }
 
-void KvCache::SavePrefix(int n, uint8_t* out) const {
-  for (int layer = 0; layer < n_layer_; ++layer) {
+void KvCache::SavePrefix(int n, uint8_t* out, int first_layer) const {
+  for (int layer = first_layer; layer < n_layer_; ++layer) {
     for (int h = 0; h < n_head_kv_; ++h) {
       std::memcpy(out, k_.data() + Offset(layer, h, k_row_bytes_), n * k_row_bytes_);
       out += n * k_row_bytes_;
@@ -79,8 +79,8 @@ void KvCache::SavePrefix(int n, uint8_t* out) const {
   }
 }
 
-void KvCache::LoadPrefix(int n_saved, int n, const uint8_t* in) {
-  for (int layer = 0; layer < n_layer_; ++layer) {
+void KvCache::LoadPrefix(int n_saved, int n, const uint8_t* in, int first_layer) {
+  for (int layer = first_layer; layer < n_layer_; ++layer) {
     for (int h = 0; h < n_head_kv_; ++h) {
       std::memcpy(k_.data() + Offset(layer, h, k_row_bytes_), in, n * k_row_bytes_);
       in += n_saved * k_row_bytes_;

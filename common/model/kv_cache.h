@@ -44,17 +44,20 @@ class KvCache {
   // Stores position `pos` of layer `layer`: k and v are [n_head_kv * head_dim] f32.
   void Store(int layer, int pos, const float* k, const float* v);
 
-  // Positions [0, n) of every layer copied from `from` (a cache of the same
-  // sizes and types; n <= n_ctx): another sequence's prefix, as stored.
-  void CopyPrefix(const KvCache& from, int n);
-  // Positions [0, n) of every layer as bytes (PrefixBytes(n) of them: each
-  // layer's and head's key rows, then its value rows), and back: the first
-  // n of a saved prefix of n_saved positions.
-  int64_t PrefixBytes(int n) const {
-    return static_cast<int64_t>(n_layer_) * n_head_kv_ * n * (k_row_bytes_ + v_row_bytes_);
+  // Positions [0, n) of layers [first_layer, n_layer) copied from `from` (a
+  // cache of the same sizes and types; n <= n_ctx): another sequence's
+  // prefix, as stored. (first_layer: the layers before it live elsewhere, on
+  // a device.)
+  void CopyPrefix(const KvCache& from, int n, int first_layer = 0);
+  // Positions [0, n) of layers [first_layer, n_layer) as bytes (PrefixBytes
+  // of them: each layer's and head's key rows, then its value rows), and
+  // back: the first n of a saved prefix of n_saved positions.
+  int64_t PrefixBytes(int n, int first_layer = 0) const {
+    return static_cast<int64_t>(n_layer_ - first_layer) * n_head_kv_ * n *
+           (k_row_bytes_ + v_row_bytes_);
   }
-  void SavePrefix(int n, uint8_t* out) const;
-  void LoadPrefix(int n_saved, int n, const uint8_t* in);
+  void SavePrefix(int n, uint8_t* out, int first_layer = 0) const;
+  void LoadPrefix(int n_saved, int n, const uint8_t* in, int first_layer = 0);
 
   // Head `head` of layer `layer`: [n_ctx, head_dim] rows of row_bytes() each.
   const uint8_t* k(int layer, int head) const {

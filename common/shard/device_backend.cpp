@@ -5,6 +5,21 @@
 
 namespace pi {
 
+int64_t SavedSeqBytes(const LlamaConfig& c, const DevicePlan& plan, int n) {
+  return static_cast<int64_t>(plan.n_layers - plan.first_layer) * c.n_head_kv * n *
+         (RowBytes(plan.cache_type_k, c.head_dim) + RowBytes(plan.cache_type_v, c.head_dim));
+}
+
+Status CheckDeviceSeq(const DevicePlan& plan, int seq, int n, const char* backend) {
+  if (seq < 0 || seq >= plan.n_seq) {
+    return Status::Invalid("%s: sequence %d is out of range [0, %d)", backend, seq, plan.n_seq);
+  }
+  if (n < 0 || n > plan.n_ctx) {
+    return Status::Invalid("%s: %d positions of a context of %d", backend, n, plan.n_ctx);
+  }
+  return Status::Ok();
+}
+
 Status CheckDevicePlan(const LlamaModel& model, const DevicePlan& plan, const char* backend) {
   const LlamaConfig& c = model.config;
   if (plan.first_layer != 0) {

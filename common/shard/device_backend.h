@@ -73,6 +73,15 @@ struct ColdStep {
   float* y = nullptr;              // [n_embd] zeroed: the host adds its partial sum here
 };
 
+// Bytes a device running `plan` keeps for n positions of a sequence
+// (DeviceBackend::SaveSeq): the keys and values of its layers.
+int64_t SavedSeqBytes(const LlamaConfig& c, const DevicePlan& plan, int n);
+
+// What every backend checks of a sequence operation's arguments (CopySeq,
+// SaveSeq, LoadSeq): the sequence in [0, n_seq) and n positions in [0,
+// n_ctx]; the error names `backend`.
+Status CheckDeviceSeq(const DevicePlan& plan, int seq, int n, const char* backend);
+
 // What every backend checks of a plan before loading it: a prefix of the
 // layers (a range runs through gpu_worker/layer_range_device.h), one hot set
 // per model layer and hot neurons only in the device's layers (valid ids),
@@ -109,6 +118,27 @@ class DeviceBackend {
   // The head alone for a residual computed on the host (holds_output, when
   // n_layers < n_layer): logits = output(norm(h)). Blocks until done.
   virtual Status Head(const float* h, float* logits) = 0;
+
+  // A sequence's KV cache over the device's layers, kept and shared where it
+  // lives (the engine's CopySeq, SaveSeq and LoadSeq with a device: n
+  // choices sharing a prompt, the prompt store, coordinator/engine/
+  // prompt_store.h), so a kept prompt never crosses to the coordinator.
+  // Called between tokens only. A device with no layers (the head alone)
+  // keeps nothing and answers Ok.
+  //   CopySeq  sequence dst takes the first n positions of src, as stored;
+  //   SaveSeq  the first n positions of seq kept under `key` (new: a key in
+  //            use is an error) in the device's host memory — SavedSeqBytes(n)
+  //            of them;
+  //   LoadSeq  the first n of what `key` keeps (n <= its positions) into
+  //            sequence seq; an unknown key is a kNotFound error, nothing
+  //            changed;
+  //   DropSeq  forgets what `key` keeps (an unknown key: nothing).
+  // A device recovered (Recover()) keeps nothing of what its lost
+  // predecessor kept.
+  virtual Status CopySeq(int src, int dst, int n) = 0;
+  virtual Status SaveSeq(int seq, int n, uint64_t key) = 0;
+  virtual Status LoadSeq(uint64_t key, int seq, int n) = 0;
+  virtual Status DropSeq(uint64_t key) = 0;
 
   // Errors: a device in this process returns its fault (a CUDA error,
   // kInternal) from RunLayer, FinishToken or Head, and from every call after;

@@ -52,7 +52,53 @@ void WriteDeviceRequest(uint64_t step_id, StepKind kind, int seq, int pos, bool 
   memcpy(message, &h, sizeof h);
 }
 
+void WriteDeviceSeqRequest(uint64_t step_id, StepKind kind, int seq, int n, int dst, uint64_t key,
+                           int n_embd, uint8_t* message) {
+  WriteDeviceRequest(step_id, kind, seq, n, false, kind == StepKind::kSeqCopy ? dst : 0, n_embd,
+                     DeviceOut::kNothing, message);
+  uint8_t* payload = message + sizeof(StepRequestHeader);
+  memset(payload, 0, sizeof(float) * static_cast<size_t>(n_embd));
+  if (n_embd >= 2) memcpy(payload, &key, sizeof key);  // (every model's is larger)
+}
+
 namespace {
+
+bool IsSeqKind(StepKind kind) {
+  return kind == StepKind::kSeqCopy || kind == StepKind::kSeqSave || kind == StepKind::kSeqLoad ||
+         kind == StepKind::kSeqDrop;
+}
+
+// The fields of a kSeq* request (its out and n_ids checked).
+Status CheckSeqFields(const StepRequestHeader& h, const DeviceLayout& l) {
+  const uint64_t id = h.step_id;
+  const StepKind kind = static_cast<StepKind>(h.kind);
+  if (h.out != static_cast<int32_t>(DeviceOut::kNothing)) {
+    return Status::Invalid("device request %" PRIu64 ": output %d for a sequence's cache", id,
+                           h.out);
+  }
+  if (l.n_embd < 2) {
+    return Status::Invalid("device request %" PRIu64 ": no room for a key in %d floats", id,
+                           l.n_embd);
+  }
+  if (kind == StepKind::kSeqDrop) return Status::Ok();
+  if (h.seq < 0 || h.seq >= l.n_seq) {
+    return Status::Invalid("device request %" PRIu64 ": sequence %d is out of range [0, %d)", id,
+                           h.seq, l.n_seq);
+  }
+  if (h.pos < 0 || h.pos > l.n_ctx) {
+    return Status::Invalid("device request %" PRIu64 ": %d positions of a context of %d", id, h.pos,
+                           l.n_ctx);
+  }
+  if (kind == StepKind::kSeqCopy && (h.layer < 0 || h.layer >= l.n_seq || h.layer == h.seq)) {
+    return Status::Invalid("device request %" PRIu64 ": copying sequence %d to %d of %d", id, h.seq,
+                           h.layer, l.n_seq);
+  }
+  if (kind != StepKind::kSeqCopy && h.layer != 0) {
+    return Status::Invalid("device request %" PRIu64 ": layer %d (0 for a sequence's cache)", id,
+                           h.layer);
+  }
+  return Status::Ok();
+}
 
 // The kind-specific fields of a device request whose header and size were
 // checked.
@@ -79,6 +125,7 @@ Status CheckDeviceFields(const StepRequestHeader& h, const DeviceLayout& l) {
     return Status::Invalid("device request %" PRIu64 ": n_ids %d (0, or 1 for a dense kBegin)", id,
                            h.n_ids);
   }
+  if (IsSeqKind(kind)) return CheckSeqFields(h, l);
   if (kind == StepKind::kBegin && (h.seq < 0 || h.seq >= l.n_seq)) {
     return Status::Invalid("device request %" PRIu64 ": sequence %d is out of range [0, %d)", id,
                            h.seq, l.n_seq);
@@ -102,10 +149,10 @@ Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& 
   PI_RETURN_IF_ERROR(ParseStepHeader(data, size, &h));
   const uint64_t id = h.step_id;
   if (h.kind < static_cast<int32_t>(StepKind::kBegin) ||
-      h.kind > static_cast<int32_t>(StepKind::kHead)) {
+      h.kind > static_cast<int32_t>(StepKind::kSeqDrop)) {
     return Status::Invalid("device request %" PRIu64 ": kind %d, not a device's (%d to %d)", id,
                            h.kind, static_cast<int>(StepKind::kBegin),
-                           static_cast<int>(StepKind::kHead));
+                           static_cast<int>(StepKind::kSeqDrop));
   }
   if (h.batch != 1) {
     return Status::Invalid("device request %" PRIu64 ": batch %d (the device takes 1 row)", id,
@@ -130,6 +177,11 @@ Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& 
   out->layer = h.layer;
   out->dense = h.n_ids == 1;
   out->payload = reinterpret_cast<const float*>(data + sizeof h);
+  if (IsSeqKind(kind)) {
+    out->n = h.pos;
+    out->dst = h.layer;
+    memcpy(&out->key, data + sizeof h, sizeof out->key);
+  }
   return Status::Ok();
 }
 

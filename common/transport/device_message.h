@@ -14,10 +14,15 @@
 //   kHead (h)                            ──▶  the head alone
 //                                        ◀──  kDone (logits)
 //
+//   kSeqCopy / kSeqSave / kSeqLoad / kSeqDrop (seq, n, dst, key)
+//                                        ──▶  DeviceBackend::CopySeq ...
+//                                        ◀──  kDone (nothing)
+//
 // Layers without a cold part cross nothing: the worker runs on. Both sides
 // know which layers have one from the plan in the hello.
 //
-//   request payload = f32 [n_embd]   (h or y; batch 1: the device takes one row)
+//   request payload = f32 [n_embd]   (h or y; batch 1: the device takes one row;
+//                                     kSeq*: the key, u64, in its first 8 bytes)
 //   reply payload   = x f32 [n_embd] | mask u32 [mask_words]       (kCold)
 //                   | h f32 [n_embd] or logits f32 [n_vocab] or nothing (kDone)
 #pragma once
@@ -56,6 +61,11 @@ size_t DeviceReplyCapacity(const DeviceLayout& layout);
 // (DeviceBackend::BeginToken), carried in the header's n_ids.
 void WriteDeviceRequest(uint64_t step_id, StepKind kind, int seq, int pos, bool dense, int layer,
                         int n_embd, DeviceOut out, uint8_t* message);
+// Writes a whole request for a sequence's KV cache on the device (kind
+// kSeqCopy, kSeqSave, kSeqLoad or kSeqDrop): the sequence (a copy's
+// source), n positions, a copy's destination `dst` and the key.
+void WriteDeviceSeqRequest(uint64_t step_id, StepKind kind, int seq, int n, int dst, uint64_t key,
+                           int n_embd, uint8_t* message);
 inline float* DeviceRequestPayload(uint8_t* message) {
   return reinterpret_cast<float*>(message + sizeof(StepRequestHeader));
 }
@@ -68,11 +78,15 @@ struct DeviceRequest {
   int seq = 0, pos = 0, layer = 0;
   bool dense = false;              // kBegin
   const float* payload = nullptr;  // [n_embd]
+  int n = 0, dst = 0;              // kSeq*: positions; kSeqCopy: the destination
+  uint64_t key = 0;                // kSeqSave, kSeqLoad, kSeqDrop
 };
 
 // Checks the header, the kind (a device's), batch, n_embd, the size, the
 // sequence and position (kBegin, inside the context), the layer (kResume,
-// on the device), and the output asked for (logits only with the head)
+// on the device), the sequences and positions of kSeq* (a copy's two
+// sequences apart), and the output asked for (logits only with the head;
+// nothing for kSeq*)
 // against `layout`; the error names the field. Whether the message fits the
 // session's state (a kResume for the layer that waits for its cold sum) is
 // the shard's to check.

@@ -12,6 +12,9 @@
 //            (kDone) out
 //   kResume  a layer's cold sum back into the device; kCold or kDone out
 //   kHead    the head alone for an h computed elsewhere; kDone (logits) out
+//   kSeqCopy, kSeqSave, kSeqLoad, kSeqDrop
+//            a device's sequence KV caches copied, kept under a key, loaded
+//            back, forgotten (DeviceBackend::CopySeq ...); kDone (nothing) out
 //
 //   request = StepRequestHeader | payload            (the kind's: below)
 //   reply   = StepReplyHeader   | payload            (status ok)
@@ -43,12 +46,21 @@
 
 namespace pi {
 
-inline constexpr uint32_t kStepProtocolVersion = 5;
+inline constexpr uint32_t kStepProtocolVersion = 6;
 inline constexpr uint32_t kStepRequestMagic = 0x54535049;  // bytes "IPST"
 inline constexpr uint32_t kStepReplyMagic = 0x52535049;    // bytes "IPSR"
 inline constexpr size_t kMaxErrorBytes = 512;              // an error reply's message, at most
 
-enum class StepKind : int32_t { kFfn = 0, kBegin = 1, kResume = 2, kHead = 3 };
+enum class StepKind : int32_t {
+  kFfn = 0,
+  kBegin = 1,
+  kResume = 2,
+  kHead = 3,
+  kSeqCopy = 4,
+  kSeqSave = 5,
+  kSeqLoad = 6,
+  kSeqDrop = 7,
+};
 enum class StepReplyKind : int32_t { kSum = 0, kCold = 1, kDone = 2 };
 // What comes back when a device's token ends (kBegin, kResume: `out`).
 enum class DeviceOut : int32_t { kNothing = 0, kH = 1, kLogits = 2 };
@@ -58,7 +70,8 @@ struct StepRequestHeader {
   uint32_t version;
   uint64_t step_id;  // echoed in the reply: a late reply is never taken for the current step
   int32_t kind;      // StepKind
-  int32_t layer;     // kFfn: the layer; kResume: the layer whose cold sum this is
+  int32_t layer;     // kFfn: the layer; kResume: the layer whose cold sum this is;
+                     // kSeqCopy: the sequence copied to
   int32_t batch;     // rows of the payload (the device's kinds: 1)
   int32_t n_embd;
   // kFfn: the candidate neurons over all rows (each row's sorted, unique and
@@ -66,8 +79,8 @@ struct StepRequestHeader {
   // every row (the oracle form: the gate decides). kBegin: 1 for a token
   // that runs dense (a prompt's), else 0. Other kinds: 0.
   int32_t n_ids;
-  int32_t seq;  // kBegin: the token's sequence (its KV cache)
-  int32_t pos;  // kBegin: the token's position in it
+  int32_t seq;  // kBegin: the token's sequence (its KV cache); kSeq*: the sequence
+  int32_t pos;  // kBegin: the token's position in it; kSeq*: how many positions
   int32_t out;  // kBegin, kResume: DeviceOut, used when the token's layers end
 };
 static_assert(sizeof(StepRequestHeader) == 48, "wire layout");

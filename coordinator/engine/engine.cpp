@@ -200,12 +200,6 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
 }
 
 Status Engine::CopySeq(int src, int dst, int n) {
-  if (device_) {
-    return Status::Unsupported(
-        "sequences are copied on the host path only (the %s device holds "
-        "its layers' KV cache)",
-        device_->name());
-  }
   if (src < 0 || src >= n_seq() || dst < 0 || dst >= n_seq() || src == dst) {
     return Status::Invalid("copying sequence %d to %d of %d", src, dst, n_seq());
   }
@@ -213,7 +207,9 @@ Status Engine::CopySeq(int src, int dst, int n) {
     return Status::Invalid("copying %d positions of sequence %d, which holds %d", n, src,
                            SeqPast(src));
   }
-  SeqCache(dst)->CopyPrefix(*SeqCache(src), n);
+  // The device's layers first: when it fails, nothing here has changed.
+  if (device_) PI_RETURN_IF_ERROR(device_->CopySeq(src, dst, n));
+  SeqCache(dst)->CopyPrefix(*SeqCache(src), n, FirstHostLayer());
   std::copy(SeqTokens(src), SeqTokens(src) + n, SeqTokens(dst));
   const size_t from = static_cast<size_t>(src) * n_ctx_, to = static_cast<size_t>(dst) * n_ctx_;
   std::copy(token_dense_.begin() + from, token_dense_.begin() + from + n,
@@ -222,25 +218,54 @@ Status Engine::CopySeq(int src, int dst, int n) {
   return Status::Ok();
 }
 
-Status Engine::SaveSeq(int seq, int n, std::vector<uint8_t>* kv) const {
-  if (device_) return Status::Unsupported("sequences are saved on the host path only");
+Status Engine::SaveSeq(int seq, int n, SavedSeq* out) {
   if (seq < 0 || seq >= n_seq() || n < 0 || n > seq_n_past(seq)) {
     return Status::Invalid("saving %d positions of sequence %d", n, seq);
   }
-  const KvCache& cache = seq == 0 ? cache_ : extra_caches_[seq - 1];
-  kv->resize(static_cast<size_t>(cache.PrefixBytes(n)));
-  cache.SavePrefix(n, kv->data());
+  SavedSeq saved;
+  if (device_) {
+    const uint64_t key = ++next_saved_key_;
+    PI_RETURN_IF_ERROR(device_->SaveSeq(seq, n, key));
+    saved.device = device_;
+    saved.key = key;
+    saved.device_bytes = SavedSeqBytes(model_->config, device_->plan(), n);
+    saved.device_epoch = device_recoveries_;
+  }
+  const KvCache& cache = *SeqCache(seq);
+  saved.host_kv.resize(static_cast<size_t>(cache.PrefixBytes(n, FirstHostLayer())));
+  cache.SavePrefix(n, saved.host_kv.data(), FirstHostLayer());
+  saved.tokens.assign(SeqTokens(seq), SeqTokens(seq) + n);
+  const size_t at = static_cast<size_t>(seq) * n_ctx_;
+  saved.dense.assign(token_dense_.begin() + at, token_dense_.begin() + at + n);
+  *out = std::move(saved);
   return Status::Ok();
 }
 
-Status Engine::LoadSeq(int seq, const std::vector<uint8_t>& kv, int n_saved, int n) {
-  if (device_) return Status::Unsupported("sequences are loaded on the host path only");
+Status Engine::LoadSeq(int seq, const SavedSeq& saved, int n) {
+  const int n_saved = saved.n();
   if (seq < 0 || seq >= n_seq() || n < 0 || n > n_saved || n_saved > n_ctx_ ||
-      static_cast<int64_t>(kv.size()) != SeqCache(seq)->PrefixBytes(n_saved)) {
+      static_cast<int64_t>(saved.host_kv.size()) !=
+          SeqCache(seq)->PrefixBytes(n_saved, FirstHostLayer()) ||
+      saved.dense.size() != saved.tokens.size()) {
     return Status::Invalid("loading %d of %d positions (%zu bytes) into sequence %d", n, n_saved,
-                           kv.size(), seq);
+                           saved.host_kv.size(), seq);
   }
-  SeqCache(seq)->LoadPrefix(n_saved, n, kv.data());
+  if (saved.device != device_) {
+    return Status::Invalid("loading a sequence saved %s into an engine %s",
+                           saved.device ? "with a device" : "without one",
+                           device_ ? "with a device" : "without one");
+  }
+  if (device_) {
+    if (saved.device_epoch != device_recoveries_) {
+      return Status::NotFound("a sequence kept by the %s device before it was restarted",
+                              device_->name());
+    }
+    PI_RETURN_IF_ERROR(device_->LoadSeq(saved.key, seq, n));
+  }
+  SeqCache(seq)->LoadPrefix(n_saved, n, saved.host_kv.data(), FirstHostLayer());
+  std::copy(saved.tokens.begin(), saved.tokens.begin() + n, SeqTokens(seq));
+  std::copy(saved.dense.begin(), saved.dense.begin() + n,
+            token_dense_.begin() + static_cast<size_t>(seq) * n_ctx_);
   SeqPast(seq) = n;
   return Status::Ok();
 }

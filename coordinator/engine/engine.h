@@ -29,6 +29,7 @@
 #include "common/model/weight_repack.h"
 #include "common/shard/device_backend.h"
 #include "common/shard/shard.h"
+#include "coordinator/engine/saved_seq.h"
 #include "coordinator/route/ffn_block.h"
 
 namespace pi {
@@ -169,16 +170,16 @@ class Engine {
   // Sequence `dst` takes the first n positions of sequence `src` (n <=
   // seq_n_past(src)) as they are stored, and goes on from position n:
   // another sequence's prompt shared, the same bits as evaluating it again
-  // in the same runs. Host path only: with a device (whose layers keep
-  // their KV there) an Unsupported error, nothing changed.
+  // in the same runs. With a device, its layers' positions are copied there.
   Status CopySeq(int src, int dst, int n);
-  bool can_copy_seqs() const { return device_ == nullptr; }
-  // The first n positions of sequence `seq` as bytes (KvCache::SavePrefix's),
-  // and the first n of n_saved such positions back into a sequence, which
-  // then holds n: a prompt kept apart from the engine (prompt_store.h).
-  // Host path only, as CopySeq; LoadSeq checks the size against n_saved.
-  Status SaveSeq(int seq, int n, std::vector<uint8_t>* kv) const;
-  Status LoadSeq(int seq, const std::vector<uint8_t>& kv, int n_saved, int n);
+  // The first n positions of sequence `seq` kept apart from the engine (a
+  // prompt store's entry: prompt_store.h; with a device, its layers' part
+  // kept there), and the first n of a saved one's positions back into a
+  // sequence, which then holds n. LoadSeq fails, changing nothing, when the
+  // saved sequence is not this engine's kind (a device's part, or none) or
+  // its device part was lost with a device since recovered (kNotFound).
+  Status SaveSeq(int seq, int n, SavedSeq* out);
+  Status LoadSeq(int seq, const SavedSeq& saved, int n);
   // FFN neurons whose up and down rows the last Eval computed, over all
   // layers (n_layer * n_ff * tokens when dense; in sparse decode steps the
   // ones that fired), and the gate rows it read (sparse steps also read the
@@ -283,6 +284,8 @@ class Engine {
   // back, or nothing.
   Status RunDeviceLayers(int seq, int pos, bool dense, float* h_out, float* logits_out);
   void NoteDeviceFailure(const Status& s);
+  // The first layer whose KV cache is this host's (the device holds those before it).
+  int FirstHostLayer() const { return device_ ? device_->plan().n_layers : 0; }
   KvCache* SeqCache(int seq) { return seq == 0 ? &cache_ : &extra_caches_[seq - 1]; }
   int32_t* SeqTokens(int seq) { return tokens_.data() + static_cast<size_t>(seq) * n_ctx_; }
   int& SeqPast(int seq) { return seq == 0 ? n_past_ : extra_n_past_[seq - 1]; }
@@ -342,7 +345,8 @@ class Engine {
   FfnBlock ffn_;
   FfnObserver* observer_ = nullptr;
   DeviceBackend* device_ = nullptr;
-  bool device_lost_ = false;  // failed and not yet brought back
+  bool device_lost_ = false;     // failed and not yet brought back
+  uint64_t next_saved_key_ = 0;  // SaveSeq's keys on the device
   int64_t device_failures_ = 0, device_recoveries_ = 0;
   std::string device_error_;
   std::vector<int32_t> tokens_;       // [n_seq][n_ctx] the sequences' tokens (a device's replay)

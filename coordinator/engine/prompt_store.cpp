@@ -33,14 +33,17 @@ bool PromptStore::Find(const std::vector<int32_t>& prompt, int n_batch, size_t a
 
 Status PromptStore::Load(const Hit& hit, Engine* engine, int seq, std::vector<float>* logits) {
   const Entry& e = *hit.entry;
-  PI_RETURN_IF_ERROR(
-      engine->LoadSeq(seq, e.kv, static_cast<int>(e.prompt.size()), static_cast<int>(hit.reuse)));
+  const Status s = engine->LoadSeq(seq, e.kv, static_cast<int>(hit.reuse));
+  if (!s.ok()) {
+    Erase(hit.entry);
+    return s;
+  }
   if (hit.whole) *logits = e.logits;
   entries_.splice(entries_.begin(), entries_, hit.entry);
   return Status::Ok();
 }
 
-Status PromptStore::Save(const Engine& engine, int seq, const std::vector<int32_t>& prompt,
+Status PromptStore::Save(Engine* engine, int seq, const std::vector<int32_t>& prompt,
                          const float* logits, const Hit* keep) {
   if (max_bytes_ <= 0 || prompt.empty()) return Status::Ok();
   for (auto it = entries_.begin(); it != entries_.end();) {
@@ -61,8 +64,8 @@ Status PromptStore::Save(const Engine& engine, int seq, const std::vector<int32_
   }
   Entry e;
   e.prompt = prompt;
-  PI_RETURN_IF_ERROR(engine.SaveSeq(seq, static_cast<int>(prompt.size()), &e.kv));
-  if (logits) e.logits.assign(logits, logits + engine.n_vocab());
+  PI_RETURN_IF_ERROR(engine->SaveSeq(seq, static_cast<int>(prompt.size()), &e.kv));
+  if (logits) e.logits.assign(logits, logits + engine->n_vocab());
   const int64_t bytes = e.bytes();
   const int64_t kept = keep ? keep->entry->bytes() : 0;
   if (bytes + kept > max_bytes_) return Status::Ok();

@@ -5,8 +5,9 @@
 // An entry holds a prompt's positions as its evaluation wrote them and, when
 // known, the logits after its last token: the reuse rules are the sequences'
 // own (prompt_cache.h), so an answer from the store is the uncached one, bit
-// for bit. Host path only (Engine::SaveSeq). Used by one scheduler thread;
-// bytes() and size() may be read from any.
+// for bit. With a device, the device's layers' part of an entry stays on the
+// device's side (Engine::SaveSeq) and counts in the cap. Used by one
+// scheduler thread; bytes() and size() may be read from any.
 #pragma once
 
 #include <atomic>
@@ -39,7 +40,8 @@ class PromptStore {
   bool Find(const std::vector<int32_t>& prompt, int n_batch, size_t at_least, Hit* hit);
   // The hit's positions into sequence `seq` (which then holds hit.reuse of
   // them), the kept logits into *logits when whole; the entry becomes the
-  // most recently used.
+  // most recently used. An entry that cannot be loaded (its device part
+  // lost with a restarted device) goes, the sequence unchanged.
   Status Load(const Hit& hit, Engine* engine, int seq, std::vector<float>* logits);
 
   // Keeps what sequence `seq` holds of `prompt` (its first prompt.size()
@@ -48,8 +50,8 @@ class PromptStore {
   // already; an entry that is a prefix of it goes. The least recently used
   // entries go until it fits, never `keep`'s (a Hit about to be loaded);
   // one larger than the cap is not kept.
-  Status Save(const Engine& engine, int seq, const std::vector<int32_t>& prompt,
-              const float* logits, const Hit* keep = nullptr);
+  Status Save(Engine* engine, int seq, const std::vector<int32_t>& prompt, const float* logits,
+              const Hit* keep = nullptr);
 
   int64_t max_bytes() const { return max_bytes_; }
   int64_t bytes() const { return bytes_.load(); }
@@ -58,11 +60,11 @@ class PromptStore {
  private:
   struct Entry {
     std::vector<int32_t> prompt;
-    std::vector<uint8_t> kv;
+    SavedSeq kv;
     std::vector<float> logits;  // empty: not kept
     int64_t bytes() const {
-      return static_cast<int64_t>(kv.size() + logits.size() * sizeof(float) +
-                                  prompt.size() * sizeof(int32_t));
+      return kv.bytes() +
+             static_cast<int64_t>(logits.size() * sizeof(float) + prompt.size() * sizeof(int32_t));
     }
   };
   void Erase(std::list<Entry>::iterator it);

@@ -119,6 +119,36 @@ Status DeviceChain::Head(const float* h, float* logits) {
   return s.ok() ? s : Fail(head_, s);
 }
 
+Status DeviceChain::CopySeq(int src, int dst, int n) {
+  for (int k : runs_) PI_RETURN_IF_ERROR(members_[k]->CopySeq(src, dst, n));
+  return Status::Ok();
+}
+
+Status DeviceChain::SaveSeq(int seq, int n, uint64_t key) {
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    const Status s = members_[runs_[i]]->SaveSeq(seq, n, key);
+    if (!s.ok()) {
+      for (size_t j = 0; j < i; ++j) (void)members_[runs_[j]]->DropSeq(key);
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+
+Status DeviceChain::LoadSeq(uint64_t key, int seq, int n) {
+  for (int k : runs_) PI_RETURN_IF_ERROR(members_[k]->LoadSeq(key, seq, n));
+  return Status::Ok();
+}
+
+Status DeviceChain::DropSeq(uint64_t key) {
+  Status first = Status::Ok();
+  for (int k : runs_) {
+    const Status s = members_[k]->DropSeq(key);
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
 Status DeviceChain::Recover() {
   for (size_t k = 0; k < members_.size(); ++k) {
     if (failed_ >= 0 && static_cast<int>(k) != failed_) continue;

@@ -48,6 +48,13 @@ class DeviceChain : public DeviceBackend {
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;
+  // Each member with layers does the same with its own; a save or load that
+  // fails on one member is undone on those before it (what they kept is
+  // dropped; a load leaves the sequence for the caller to reset).
+  Status CopySeq(int src, int dst, int n) override;
+  Status SaveSeq(int seq, int n, uint64_t key) override;
+  Status LoadSeq(uint64_t key, int seq, int n) override;
+  Status DropSeq(uint64_t key) override;
   Status Recover() override;
 
   int64_t resident_bytes() const override;

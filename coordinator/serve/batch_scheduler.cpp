@@ -272,7 +272,7 @@ void BatchScheduler::SaveHeld(int seq, const std::vector<int32_t>& prompt,
   const float* logits = HoldsWhole(seq, held)
                             ? prompt_logits_.data() + static_cast<size_t>(seq) * engine_->n_vocab()
                             : nullptr;
-  (void)store_->Save(*engine_, seq, held, logits, keep);
+  (void)store_->Save(engine_, seq, held, logits, keep);
 }
 
 void BatchScheduler::Share(Slot* slot, const std::vector<Slot*>& running) {
@@ -290,7 +290,7 @@ void BatchScheduler::Share(Slot* slot, const std::vector<Slot*>& running) {
   // The most another sequence holds: whole (with its logits), or a prefix.
   int whole_from = -1, donor = -1;
   size_t most = slot->prefilled;
-  if (slot->job->request.cache_prompt && engine_->can_copy_seqs()) {
+  if (slot->job->request.cache_prompt) {
     for (const Slot* s : running) {
       if (s == slot || !s->gen || s->embeds() || s->waits || s->job->result.context_shifts != 0) {
         continue;

@@ -24,7 +24,7 @@ RequestRunner::RequestRunner(Engine* engine, const Tokenizer* tok, int max_queue
     return Token(job, id, text);
   };
   hooks.finished = [this](RequestJob* job) { Finished(job); };
-  if (prompt_store_bytes > 0 && engine->can_copy_seqs()) {
+  if (prompt_store_bytes > 0) {
     store_ = std::make_unique<PromptStore>(prompt_store_bytes);
   }
   if (engine->n_seq() > 1) {

@@ -51,7 +51,7 @@ class RequestRunner {
  public:
   // engine and tok must outlive the runner; log lines start with log_prefix.
   // prompt_store_bytes: the cap of the prompts kept after their sequences
-  // let them go (prompt_store.h; 0: none kept; host path only).
+  // let them go (prompt_store.h; 0: none kept).
   RequestRunner(Engine* engine, const Tokenizer* tok, int max_queue, std::string log_prefix,
                 StreamLimits limits = StreamLimits(), int64_t prompt_store_bytes = 0);
   ~RequestRunner();  // running requests end as cancelled

@@ -68,7 +68,7 @@ size_t SerialScheduler::Reuse(const std::vector<int32_t>& prompt) {
   // What the sequence holds is overwritten unless this prompt goes on from
   // it: kept in the store first.
   if (!cached_.empty() && !GoesOnFrom(cached_, prompt)) {
-    (void)store_->Save(*engine_, 0, cached_,
+    (void)store_->Save(engine_, 0, cached_,
                        prompt_logits_.empty() ? nullptr : prompt_logits_.data(),
                        found ? &hit : nullptr);
   }
@@ -82,7 +82,7 @@ size_t SerialScheduler::Reuse(const std::vector<int32_t>& prompt) {
 
 void SerialScheduler::RunEmbedding(RequestJob* job) {
   if (store_ && !cached_.empty()) {  // (the embedding overwrites what the sequence holds)
-    (void)store_->Save(*engine_, 0, cached_,
+    (void)store_->Save(engine_, 0, cached_,
                        prompt_logits_.empty() ? nullptr : prompt_logits_.data());
   }
   const double start = NowSeconds();

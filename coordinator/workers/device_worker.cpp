@@ -28,6 +28,7 @@ Status DeviceWorker::Load(const LlamaModel& model, const DevicePlan& plan) {
 }
 
 Status DeviceWorker::Open() {
+  stopped_ = false;
   step_id_ = 0;
   pending_ = false;
   WorkerHello hello;
@@ -117,6 +118,35 @@ Status DeviceWorker::Head(const float* h, float* logits) {
   PI_RETURN_IF_ERROR(Exchange(DeviceOut::kLogits, &reply));
   memcpy(logits, reply.out, sizeof(float) * layout_.n_vocab);
   return Status::Ok();
+}
+
+Status DeviceWorker::SeqStep(StepKind kind, int seq, int n, int dst, uint64_t key) {
+  if (layout_.n_layers == layout_.first_layer) return Status::Ok();  // the head keeps no cache
+  if (stopped_) return Status::Error("%s was stopped", name());
+  WriteDeviceSeqRequest(++step_id_, kind, seq, n, dst, key, layout_.n_embd,
+                        link_->request(DeviceRequestBytes(layout_.n_embd)));
+  DeviceReply reply;
+  return Exchange(DeviceOut::kNothing, &reply);
+}
+
+Status DeviceWorker::CopySeq(int src, int dst, int n) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, src, n, name()));
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, dst, n, name()));
+  return src == dst ? Status::Ok() : SeqStep(StepKind::kSeqCopy, src, n, dst, 0);
+}
+
+Status DeviceWorker::SaveSeq(int seq, int n, uint64_t key) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, seq, n, name()));
+  return SeqStep(StepKind::kSeqSave, seq, n, 0, key);
+}
+
+Status DeviceWorker::LoadSeq(uint64_t key, int seq, int n) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, seq, n, name()));
+  return SeqStep(StepKind::kSeqLoad, seq, n, 0, key);
+}
+
+Status DeviceWorker::DropSeq(uint64_t key) {
+  return SeqStep(StepKind::kSeqDrop, 0, 0, 0, key);
 }
 
 }  // namespace pi

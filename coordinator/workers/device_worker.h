@@ -13,6 +13,7 @@
 //                      the next request's payload (kResume)
 //   FinishToken        sends what is pending with the output asked for
 //   Head               kHead (h) -> logits
+//   CopySeq ... DropSeq  kSeq* -> kDone
 //
 // So a token costs one round trip per layer with a cold part, plus one. A
 // worker that dies or misses its deadline (--worker-timeout) is an error
@@ -63,6 +64,11 @@ class DeviceWorker : public DeviceBackend {
   Status RunLayer(int il, ColdStep* cold) override;
   Status FinishToken(float* h_out, float* logits, int64_t* hot_fired) override;
   Status Head(const float* h, float* logits) override;
+  // kSeq* messages: the worker keeps what is saved, in its own memory.
+  Status CopySeq(int src, int dst, int n) override;
+  Status SaveSeq(int seq, int n, uint64_t key) override;
+  Status LoadSeq(uint64_t key, int seq, int n) override;
+  Status DropSeq(uint64_t key) override;
   // Kills the worker if still there and starts a fresh one with the plan.
   Status Recover() override;
 
@@ -76,14 +82,20 @@ class DeviceWorker : public DeviceBackend {
   int restarts() const { return restarts_; }
   // Every message's round trip, for /metrics (read from any thread).
   const Histogram& step_seconds() const { return step_seconds_; }
-  // Ends the session (a local process exits).
-  Status Stop(int timeout_ms = 5000) { return link_->Stop(timeout_ms); }
+  // Ends the session (a local process exits); later calls of the kSeq*
+  // kind (a prompt store let go after its worker) fail at once.
+  Status Stop(int timeout_ms = 5000) {
+    stopped_ = true;
+    return link_->Stop(timeout_ms);
+  }
   WorkerLink* link() { return link_.get(); }  // tests: malformed messages
 
  private:
   Status Open();
   // Sends the request (its output set to `out`) and checks the reply.
   Status Exchange(DeviceOut out, DeviceReply* reply);
+  // Sends a kSeq* request and waits for its kDone.
+  Status SeqStep(StepKind kind, int seq, int n, int dst, uint64_t key);
 
   std::unique_ptr<WorkerLink> link_;
   int step_timeout_ms_ = 1000;
@@ -92,6 +104,7 @@ class DeviceWorker : public DeviceBackend {
   DeviceLayout layout_;
   uint64_t step_id_ = 0;
   bool pending_ = false;  // the request slot holds a kBegin or kResume not yet sent
+  bool stopped_ = false;  // Stop() called
   std::string backend_;
   int64_t resident_bytes_ = 0;
   int restarts_ = 0;

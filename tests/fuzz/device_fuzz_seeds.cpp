@@ -1,6 +1,7 @@
 // Writes device_fuzz's seeds: well-formed sessions (a token's layers with
 // their cold sums, ending with h, logits or nothing; the head alone; two
-// tokens in a row) and the device hello.
+// tokens in a row; a sequence's cache saved, loaded, copied and dropped)
+// and the device hello.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -50,6 +51,21 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> head;
   pi::AppendSessionMessage(Request(9, pi::StepKind::kHead, 0, 0, d, pi::DeviceOut::kLogits), &head);
   ok &= pi::WriteSeedFile(dir + "/head.bin", head);
+  std::vector<uint8_t> seqs;  // a token, then its sequence's cache kept, loaded, copied, let go
+  pi::AppendSessionMessage(Request(1, pi::StepKind::kBegin, 0, 0, d, pi::DeviceOut::kNothing),
+                           &seqs);
+  for (int il = 0; il < c.n_layer; ++il) {
+    pi::AppendSessionMessage(
+        Request(2 + il, pi::StepKind::kResume, 0, il, d, pi::DeviceOut::kNothing), &seqs);
+  }
+  const pi::StepKind kinds[4] = {pi::StepKind::kSeqSave, pi::StepKind::kSeqLoad,
+                                 pi::StepKind::kSeqCopy, pi::StepKind::kSeqDrop};
+  for (int i = 0; i < 4; ++i) {
+    std::vector<uint8_t> m(pi::DeviceRequestBytes(d));
+    pi::WriteDeviceSeqRequest(100 + i, kinds[i], 0, 1, 1, 5, d, m.data());
+    pi::AppendSessionMessage(m, &seqs);
+  }
+  ok &= pi::WriteSeedFile(dir + "/seqs.bin", seqs);
   std::vector<uint8_t> hello;
   pi::AppendSessionMessage(
       pi::WriteDeviceHello(pi::ModelFingerprint(*model.file), pi::DeviceFuzzPlan(c)), &hello);

@@ -18,6 +18,7 @@ inline DevicePlan DeviceFuzzPlan(const LlamaConfig& c) {
   p.n_layers = c.n_layer;
   p.output = true;
   p.n_ctx = 8;
+  p.n_seq = 2;  // (a kSeqCopy has somewhere to go)
   p.hot.assign(c.n_layer, {});
   for (int l = 0; l < c.n_layer; ++l) {
     for (int i = l; i < c.n_ff; i += 3) p.hot[l].push_back(i);
