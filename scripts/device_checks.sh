@@ -12,7 +12,9 @@
 #   1. the gpu-labelled tests: every CUDA kernel against CPU references, the
 #      engine with a GPU DeviceBackend against the host
 #      engine (logits and greedy tokens, every weight type, llama/falcon, plans
-#      from everything in VRAM down to the head alone);
+#      from everything in VRAM down to the head alone), sequences kept, loaded
+#      and copied on the GPU (DeviceBackendSavedSeqTest: the prompt store and
+#      n choices on the device path, bit for bit);
 #   2. compute-sanitizer memcheck and racecheck over a few of them;
 #   3. the fixed costs of a layer handoff (bench-cuda-handoff), the mat-vec
 #      kernels' GB/s (bench-cuda-matvec);
