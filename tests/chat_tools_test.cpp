@@ -243,6 +243,63 @@ TEST(ChatTools, ParsesHermesCalls) {
   EXPECT_TRUE(calls.empty());
 }
 
+// A reply cut by its token cap (cut: true) mid-call keeps the calls before
+// the cut one, in each syntax with several calls; a call cut alone, or a
+// malformed one before the cut, leaves the text content as a whole reply
+// does; an uncut reply with a broken last call stays content.
+TEST(ChatTools, ACutReplyKeepsItsWholeCalls) {
+  std::string content;
+  std::vector<ToolCall> calls;
+  const std::string hermes =
+      "Two.\n<tool_call>\n{\"name\": \"now\", \"arguments\": {\"tz\": \"a}\\\"\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci";
+  ParseToolReply(ToolSyntax::kHermes, hermes, &content, &calls, /*cut=*/true);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "now");
+  EXPECT_EQ(calls[0].arguments, R"({"tz":"a}\""})");
+  EXPECT_EQ(content, "Two.");
+  ParseToolReply(ToolSyntax::kHermes, hermes, &content, &calls);  // not cut: text
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(content, hermes);
+  const std::string one = "<tool_call>\n{\"name\": \"now\", \"argu";
+  ParseToolReply(ToolSyntax::kHermes, one, &content, &calls, true);
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(content, one);
+  // A closed block that is no call before the cut one: all text.
+  const std::string bad = "<tool_call>\n{\"nam\": 1}\n</tool_call>\n<tool_call>\n{\"na";
+  ParseToolReply(ToolSyntax::kHermes, bad, &content, &calls, true);
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(content, bad);
+
+  const std::string mistral =
+      " [{\"name\": \"now\", \"arguments\": {\"s\": \"[{\"}}, {\"name\": \"now\", \"arguments\": "
+      "{}}, "
+      "{\"name\": \"get_we";
+  ParseToolReply(ToolSyntax::kMistral, mistral, &content, &calls, true);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].arguments, R"({"s":"[{"})");
+  EXPECT_EQ(content, "");
+  ParseToolReply(ToolSyntax::kMistral, " [{\"name\": \"now\", \"argum", &content, &calls, true);
+  EXPECT_TRUE(calls.empty());
+
+  const std::string generic =
+      "{\"tool_calls\": [{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"argu";
+  ParseToolReply(ToolSyntax::kGeneric, generic, &content, &calls, true);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(content, "");
+  ParseToolReply(ToolSyntax::kGeneric, generic, &content, &calls);
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(content, generic);
+  ParseToolReply(ToolSyntax::kGeneric, "{\"response\": \"It is", &content, &calls, true);
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(content, "{\"response\": \"It is");
+
+  const std::string llama = "{\"name\": \"now\", \"parameters\": {\"tz";
+  ParseToolReply(ToolSyntax::kLlama3, llama, &content, &calls, true);
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(content, llama);
+}
+
 TEST(ChatTools, ParsesGenericReplies) {
   std::string content;
   std::vector<ToolCall> calls;

@@ -7,6 +7,8 @@ phi3 (the generic JSON syntax).
   tool_calls, content null, each call's id, name, and arguments a JSON string valid
   under the tool's parameters by python3-jsonschema; streamed, the deltas assembled
   give the same calls as the whole reply (ids aside: each reply makes its own).
+- Parallel calls cut by max_tokens (Hermes, Mistral, generic): the whole calls before
+  the cut one come back as tool_calls, finish_reason length, whole and streamed.
 - tool_choice auto: a reply of text or of calls, each well formed; none: plain text.
 - A conversation with the assistant's calls and the tools' results is taken, and
   /apply-template renders the results in the family's own markers (Hermes:
@@ -81,6 +83,38 @@ def required_and_named(a, label):
               and chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
               and [assembled[i] for i in sorted(assembled)] == whole,
               f"{label}, streamed: the deltas assemble to the whole reply's calls")
+
+
+def cut_calls(a, label):
+    """Parallel calls cut by max_tokens: the whole calls before the cut one come back as
+    tool_calls with finish_reason length, whole and streamed; cut inside the second call,
+    the first alone."""
+    body = dict(ASK, tool_choice="required")
+    st, _, r = call(a, "POST", "/v1/chat/completions", body)
+    c = r["choices"][0] if st == 200 else {}
+    calls = c.get("message", {}).get("tool_calls") or []
+    check(st == 200 and c["finish_reason"] == "length" and r["usage"]["completion_tokens"] == 300
+          and len(calls) >= (1 if label == "generic" else 2) and valid_calls(calls),
+          f"{label}, parallel calls cut at 300 tokens: {len(calls)} whole calls kept, "
+          f"finish_reason {c.get('finish_reason')}")
+    st, _, events = stream(a, body, path="/v1/chat/completions")
+    chunks = [json.loads(e) for e in events if e != "[DONE]"]
+    names = [d["function"]["name"] for ch in chunks if ch["choices"]
+             for d in ch["choices"][0]["delta"].get("tool_calls", [])]
+    check(events[-1] == "[DONE]" and chunks[-1]["choices"][0]["finish_reason"] == "length"
+          and names == [x["function"]["name"] for x in calls],
+          f"{label}, the same streamed: {names}, finish_reason length")
+    if label == "generic":
+        return
+    st, _, one = call(a, "POST", "/v1/chat/completions", dict(body, parallel_tool_calls=False))
+    n = one["usage"]["completion_tokens"] + 2 if st == 200 else 1
+    st, _, r = call(a, "POST", "/v1/chat/completions", dict(body, max_tokens=n))
+    c = r["choices"][0] if st == 200 else {}
+    first = [{k: x["function"][k] for k in ("name", "arguments")} for x in calls[:1]]
+    got = [{k: x["function"][k] for k in ("name", "arguments")}
+           for x in c.get("message", {}).get("tool_calls") or []]
+    check(st == 200 and c["finish_reason"] == "length" and got == first,
+          f"{label}, cut at {n} tokens, inside the second call: the first call alone ({got})")
 
 
 def auto_and_none(a, label):
@@ -164,6 +198,8 @@ def main():
                        "--chat-template", template)
             check(s.http is not None, f"pi-launch --chat-template {template} serves")
             required_and_named(s.http, label)
+            if label != "llama3":  # (one call a reply)
+                cut_calls(s.http, label)
             auto_and_none(s.http, label)
             history(s.http, label, marker)
             if template == "chatml":

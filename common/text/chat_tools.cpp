@@ -402,6 +402,49 @@ const std::string& CallOpening(ToolSyntax syntax) {
   }
 }
 
+// One past the end of the JSON object or array opening at text[at], or npos
+// when the text ends first (strings and their escapes skipped; whether it is
+// well-formed is the parser's to say).
+size_t JsonValueEnd(const std::string& text, size_t at) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = at; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string::npos;
+}
+
+// The calls of a JSON list of them cut short, its '[' at text[at]: each
+// whole element up to the first that is cut or is not a call.
+void CompleteListCalls(const std::string& text, size_t at, std::vector<ToolCall>* calls) {
+  static const char kSpace[] = " \n\r\t";
+  size_t i = at + 1;
+  for (;;) {
+    i = text.find_first_not_of(kSpace, i);
+    if (i == std::string::npos || text[i] != '{') return;
+    const size_t end = JsonValueEnd(text, i);
+    if (end == std::string::npos) return;
+    const ojson j = ojson::parse(text.substr(i, end - i), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !ReadCall(j, calls)) return;
+    i = text.find_first_not_of(kSpace, end);
+    if (i == std::string::npos || text[i] != ',') return;
+    ++i;
+  }
+}
+
 // The generic syntax's one JSON object: true with its calls and response.
 bool ParseGeneric(const std::string& text, std::string* content, std::vector<ToolCall>* calls) {
   const ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -421,15 +464,18 @@ bool ParseGeneric(const std::string& text, std::string* content, std::vector<Too
   return true;
 }
 
-// Hermes' <tool_call> blocks from `at` on: true with their calls.
-bool ParseHermes(const std::string& text, size_t at, std::vector<ToolCall>* calls) {
+// Hermes' <tool_call> blocks from `at` on: true with their calls (`cut`:
+// also with those before a last block the reply's end cut short).
+bool ParseHermes(const std::string& text, size_t at, bool cut, std::vector<ToolCall>* calls) {
   static const std::string kOpen = "<tool_call>", kClose = "</tool_call>";
   while (at != std::string::npos) {
     const size_t body = at + kOpen.size();
     const size_t end = text.find(kClose, body);
     const ojson j = ojson::parse(text.substr(body, end == std::string::npos ? end : end - body),
                                  nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !ReadCall(j, calls)) return false;
+    if (j.is_discarded() || !ReadCall(j, calls)) {
+      return cut && end == std::string::npos && !calls->empty();
+    }
     if (end == std::string::npos) break;
     at = text.find(kOpen, end + kClose.size());
   }
@@ -438,24 +484,44 @@ bool ParseHermes(const std::string& text, size_t at, std::vector<ToolCall>* call
 
 }  // namespace
 
+// The generic syntax's reply cut inside its "tool_calls" list: its whole calls.
+bool ParseCutGeneric(const std::string& text, std::vector<ToolCall>* calls) {
+  static const std::string kKey = "\"tool_calls\"";
+  const size_t open = text.find_first_not_of(" \n\r\t");
+  if (open == std::string::npos || text[open] != '{') return false;
+  const size_t key = text.find_first_not_of(" \n\r\t", open + 1);
+  if (key == std::string::npos || text.compare(key, kKey.size(), kKey) != 0) return false;
+  const size_t colon = text.find_first_not_of(" \n\r\t", key + kKey.size());
+  if (colon == std::string::npos || text[colon] != ':') return false;
+  const size_t list = text.find_first_not_of(" \n\r\t", colon + 1);
+  if (list == std::string::npos || text[list] != '[') return false;
+  CompleteListCalls(text, list, calls);
+  return !calls->empty();
+}
+
 void ParseToolReply(ToolSyntax syntax, const std::string& text, std::string* content,
-                    std::vector<ToolCall>* calls) {
+                    std::vector<ToolCall>* calls, bool cut) {
   calls->clear();
   *content = text;
   if (syntax == ToolSyntax::kGeneric) {
-    ParseGeneric(text, content, calls);
+    if (!ParseGeneric(text, content, calls) && cut && ParseCutGeneric(text, calls))
+      content->clear();
     return;
   }
   const size_t first = text.find(CallOpening(syntax));
   if (first == std::string::npos) return;
   std::vector<ToolCall> found;
   if (syntax == ToolSyntax::kHermes) {
-    if (!ParseHermes(text, first, &found)) return;
+    if (!ParseHermes(text, first, cut, &found)) return;
   } else {
     // The rest of the text one JSON value: Llama 3's call, Mistral's list.
     const ojson j = ojson::parse(text.substr(first), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return;
-    if (syntax == ToolSyntax::kLlama3) {
+    if (j.is_discarded() && cut && syntax == ToolSyntax::kMistral) {
+      CompleteListCalls(text, first, &found);
+      if (found.empty()) return;
+    } else if (j.is_discarded()) {
+      return;
+    } else if (syntax == ToolSyntax::kLlama3) {
       if (!ReadCall(j, &found, j.contains("parameters") ? "parameters" : "arguments")) return;
     } else {
       if (!j.is_array() || j.empty()) return;

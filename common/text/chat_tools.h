@@ -88,9 +88,12 @@ std::string ToolPrefill(ToolSyntax syntax, const ToolRequest& tools);
 
 // The reply's text apart: *content (the text outside the calls; for
 // Generic, the response) and the calls (ids made here). Text that is not
-// a well-formed call stays content, whole.
+// a well-formed call stays content, whole. `cut`: the reply ended at its
+// token cap or the context, maybe mid-call: the calls complete before the
+// one it cut are kept, that one dropped (Hermes' blocks, Mistral's list,
+// the generic tool_calls list; a single call cut stays content).
 void ParseToolReply(ToolSyntax syntax, const std::string& text, std::string* content,
-                    std::vector<ToolCall>* calls);
+                    std::vector<ToolCall>* calls, bool cut = false);
 
 // Of a reply's text so far, the bytes that are content whatever follows,
 // for a stream to send at once: the text before a call, before an end that

@@ -124,9 +124,9 @@ void CompletionReply::AppendResponsesEnd(const GenerationResult& result, int n_p
   const std::string text = whole.Push(result.text) + whole.Flush();
   std::string content = text;
   std::vector<ToolCall> calls;
-  if (tools_) ParseToolReply(*tools_, text, &content, &calls);
-  Responses()->End(content, calls, std::string(FinishReason(result.stop_reason)) == "length",
-                   n_prompt, static_cast<int>(result.ids.size()), out);
+  const bool cut = std::string(FinishReason(result.stop_reason)) == "length";
+  if (tools_) ParseToolReply(*tools_, text, &content, &calls, cut);
+  Responses()->End(content, calls, cut, n_prompt, static_cast<int>(result.ids.size()), out);
 }
 
 void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prompt,
@@ -175,14 +175,17 @@ void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prom
 }
 
 // The content and each call, then the last chunk: finish_reason
-// "tool_calls" when there are calls.
+// "tool_calls" when there are calls ("length" when the cap cut the reply
+// after them).
 void CompletionReply::AppendToolEndEvents(const GenerationResult& result, int n_prompt,
                                           std::string* out) {
   const ReplyTimings timings = TimingsOf(result, n_prompt);
   std::string content;
   std::vector<ToolCall> calls;
   Utf8Stream whole;
-  ParseToolReply(*tools_, whole.Push(result.text) + whole.Flush(), &content, &calls);
+  const char* stop = FinishReason(result.stop_reason);
+  ParseToolReply(*tools_, whole.Push(result.text) + whole.Flush(), &content, &calls,
+                 std::string(stop) == "length");
   // The content not sent yet (what was sent is where it starts).
   const std::string rest = content.size() > tool_sent_ ? content.substr(tool_sent_) : "";
   if (!rest.empty() || !started_)
@@ -193,7 +196,8 @@ void CompletionReply::AppendToolEndEvents(const GenerationResult& result, int n_
   CompletionInfo end = info_;
   end.timings = &timings;
   const int n_gen = static_cast<int>(result.ids.size());
-  const char* finish = calls.empty() ? FinishReason(result.stop_reason) : "tool_calls";
+  // A reply cut after its calls says so: "length", as one cut in its text.
+  const char* finish = calls.empty() || std::string(stop) == "length" ? stop : "tool_calls";
   AppendEvent(ChatChunkJson(end, false, "", finish, n_prompt, n_gen), out);
   started_ = true;
   if (one_of_several_) return;  // the request's end follows its last choice's
@@ -234,17 +238,20 @@ int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
   if (responses_) {
     std::string content = text;
     std::vector<ToolCall> calls;
-    if (tools_) ParseToolReply(*tools_, text, &content, &calls);
-    *body = ResponseJson(info.id, info.created, info.model, *responses_, content, calls,
-                         std::string(finish) == "length", n_prompt, n_gen);
+    const bool cut = std::string(finish) == "length";
+    if (tools_) ParseToolReply(*tools_, text, &content, &calls, cut);
+    *body = ResponseJson(info.id, info.created, info.model, *responses_, content, calls, cut,
+                         n_prompt, n_gen);
     return 200;
   }
   if (tools_) {
     std::string content;
     std::vector<ToolCall> calls;
-    ParseToolReply(*tools_, text, &content, &calls);
+    const bool cut = std::string(finish) == "length";
+    ParseToolReply(*tools_, text, &content, &calls, cut);
     if (!calls.empty()) {
-      *body = ChatToolsCompletionJson(info, content, calls, n_prompt, n_gen);
+      *body = ChatToolsCompletionJson(info, content, calls, cut ? finish : "tool_calls", n_prompt,
+                                      n_gen);
       return 200;
     }
     *body = ChatCompletionJson(info, content, finish, n_prompt, n_gen);

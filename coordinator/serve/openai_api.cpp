@@ -161,15 +161,15 @@ json ToolCallJson(const ToolCall& c) {
 }  // namespace
 
 std::string ChatToolsCompletionJson(const CompletionInfo& info, const std::string& content,
-                                    const std::vector<ToolCall>& calls, int prompt_tokens,
-                                    int completion_tokens) {
+                                    const std::vector<ToolCall>& calls, const char* finish,
+                                    int prompt_tokens, int completion_tokens) {
   json tool_calls = json::array();
   for (const ToolCall& c : calls) tool_calls.push_back(ToolCallJson(c));
   json message = {{"role", "assistant"},
                   {"content", content.empty() ? json(nullptr) : json(content)},
                   {"tool_calls", std::move(tool_calls)}};
   json choice = {
-      {"index", info.choice}, {"message", std::move(message)}, {"finish_reason", "tool_calls"}};
+      {"index", info.choice}, {"message", std::move(message)}, {"finish_reason", finish}};
   return Reply(info, "chat.completion", std::move(choice), true, prompt_tokens, completion_tokens);
 }
 

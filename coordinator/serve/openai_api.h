@@ -164,11 +164,12 @@ std::string ChatChunkJson(const CompletionInfo& info, bool first, const std::str
                           const char* finish_reason, int prompt_tokens, int completion_tokens);
 
 // A chat reply with tool calls: the message's content (null when empty)
-// and its tool_calls, finish_reason "tool_calls"; and a stream chunk of
-// call `index` (OpenAI's delta: id, type, function name and arguments).
+// and its tool_calls, finish_reason `finish` ("tool_calls"; "length" when
+// the token cap cut the reply after them); and a stream chunk of call
+// `index` (OpenAI's delta: id, type, function name and arguments).
 std::string ChatToolsCompletionJson(const CompletionInfo& info, const std::string& content,
-                                    const std::vector<ToolCall>& calls, int prompt_tokens,
-                                    int completion_tokens);
+                                    const std::vector<ToolCall>& calls, const char* finish,
+                                    int prompt_tokens, int completion_tokens);
 std::string ChatToolCallChunkJson(const CompletionInfo& info, int index, const ToolCall& call);
 
 // The whole response of a non-streamed completion.
