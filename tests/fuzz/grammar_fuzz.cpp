@@ -1,12 +1,16 @@
 // What a client's grammar and schema reach: the GBNF reader and compiler
 // (grammar.h), the JSON-schema converter (json_schema_grammar.h), and the
 // matcher (grammar_matcher.h) over a small vocabulary. The first byte picks
-// the input: even, GBNF text; odd, a JSON schema. After a NUL, the rest is
-// text fed to the matcher token by token.
+// the input: bit 0 clear, GBNF text; set, a JSON schema. After a NUL, the
+// rest is text fed to the matcher token by token. With bit 1 set instead,
+// the rest is a model's reply (a prompt can steer it) read for tool calls
+// (chat_tools.h: ParseToolReply in each syntax, cut and not, and
+// SettledToolContent).
 //
 // Checked beyond "no crash": a schema the converter takes gives GBNF the
 // reader takes; a token the mask allows is one Accept takes and the reverse;
-// the matcher never aborts on any byte.
+// the matcher never aborts on any byte; a reply's content is its text whole,
+// or (but the generic syntax's, inside its JSON) a prefix of it.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text/chat_tools.h"
 #include "common/text/grammar.h"
 #include "common/text/grammar_matcher.h"
 #include "common/text/json_schema_grammar.h"
@@ -33,10 +38,29 @@ void Check(bool ok) {
   if (!ok) abort();
 }
 
+void ToolReply(const std::string& text) {
+  for (pi::ToolSyntax syntax : {pi::ToolSyntax::kHermes, pi::ToolSyntax::kLlama3,
+                                pi::ToolSyntax::kMistral, pi::ToolSyntax::kGeneric}) {
+    for (bool cut : {false, true}) {
+      std::string content;
+      std::vector<pi::ToolCall> calls;
+      pi::ParseToolReply(syntax, text, &content, &calls, cut);
+      if (syntax != pi::ToolSyntax::kGeneric) Check(text.compare(0, content.size(), content) == 0);
+      if (calls.empty() && syntax != pi::ToolSyntax::kGeneric) Check(content == text);
+      for (const pi::ToolCall& c : calls) Check(!c.id.empty());
+    }
+    Check(pi::SettledToolContent(syntax, text) <= text.size());
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
+  if (data[0] & 2) {
+    ToolReply(std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
+    return 0;
+  }
   const std::string all(reinterpret_cast<const char*>(data) + 1, size - 1);
   const size_t nul = all.find('\0');
   const std::string input = all.substr(0, nul);

@@ -1,5 +1,6 @@
-// Seeds for grammar_fuzz: GBNF grammars (first byte even) and JSON schemas
-// (odd), each followed by a NUL and the text fed to the matcher.
+// Seeds for grammar_fuzz: GBNF grammars (first byte 0) and JSON schemas
+// (1), each followed by a NUL and the text fed to the matcher; models'
+// replies read for tool calls (2).
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ int main(int argc, char** argv) {
            "\"#/$defs/n\"}}}},\"$ref\":\"#/$defs/n\"}",
            "\x01\x03"),
       Seed(1, "{}", "\x16\x1c\x17"),
+      std::string(1, 2) +
+          "Two.\n<tool_call>\n{\"name\": \"now\", \"arguments\": {\"tz\": \"U\\\"\"}}\n"
+          "</tool_call>\n<tool_call>\n{\"name\": \"get_we",
+      std::string(1, 2) + " [{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"argu",
+      std::string(1, 2) + "{\"tool_calls\": [{\"name\": \"a\"}, {\"na",
   };
   for (size_t i = 0; i < seeds.size(); ++i) {
     const std::string& s = seeds[i];
