@@ -68,6 +68,9 @@ void Usage() {
       "  -n, --n-predict N       the HTTP API's default and cap of tokens generated per\n"
       "                          request (default -1: none)\n"
       "  --no-webui              GET / answers 404 instead of the chat page\n"
+      "  -v, --verbose           whole chat and completions replies carry \"__verbose\":\n"
+      "                          the native /completion reply of the same generation\n"
+      "                          (the prompt as the model read it), as llama-server's\n"
       "  --no-context-shift      llama-server's flag, accepted: a reply stops when its\n"
       "                          sequence's context is full (\"truncated\": true), always\n"
       "  --pooling mean|last|cls|none\n"
@@ -171,6 +174,8 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
         else if (f == "--cors") {
           l->http.cors_origin = args.String(f);
           if (!args.failed() && l->http.cors_origin.empty()) args.Fail("--cors expects an origin");
+        } else if (f == "-v" || f == "--verbose") {
+          l->http.verbose = true;
         } else if (f == "--no-webui") {
           l->http.web_page = false;
         } else if (f == "--no-context-shift") {

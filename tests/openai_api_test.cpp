@@ -314,6 +314,20 @@ TEST_F(GenerateRequestTest, FloatsAreFiniteAndInRange) {
   EXPECT_TRUE(Parse(in).ok());
 }
 
+TEST_F(GenerateRequestTest, PostSamplingProbsGoWithLogprobs) {
+  v1::GenerateRequest in;
+  in.set_prompt("In the");
+  in.set_post_sampling_probs(true);
+  EXPECT_THAT(Parse(in).message(), HasSubstr("post_sampling_probs needs logprobs"));
+  in.set_logprobs(true);
+  in.set_top_logprobs(3);
+  GenerationRequest out;
+  SamplerParams sampling;
+  ASSERT_TRUE(ParseGenerateRequest(in, tok_->n_vocab(), 64, *tok_, &out, &sampling).ok());
+  EXPECT_TRUE(out.post_sampling);
+  EXPECT_EQ(out.logprobs, 3);
+}
+
 TEST_F(GenerateRequestTest, StopStringsAreBoundedInNumberAndLength) {
   v1::GenerateRequest in;
   in.set_prompt("In the");

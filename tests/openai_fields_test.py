@@ -4,7 +4,8 @@
 refused with a 400 that names it; none is skipped.
 
 - Refused by name: functions, function_call (the deprecated ones; tools:
-  tool_calls_test.py), suffix, best_of, n_probs, store, metadata, an unknown field; a
+  tool_calls_test.py), suffix, best_of, n_probs, post_sampling_probs, store, metadata, an
+  unknown field; a
   response_format schema keyword outside the subset (structured_output_test.py has the
   rest); image content parts; a tool message answering no call, malformed
   tool_calls; n over 16; over 16 prompts (choices_test.py has n and several prompts);
@@ -20,7 +21,10 @@ refused with a 400 that names it; none is skipped.
   the usage); user; cache_prompt; GET /v1/models/{id}; system_fingerprint in replies
   and chunks; timings_per_token (llama-server's: each streamed chunk, native, chat and
   completions, carries the timings so far: predicted_n counting 1, 2, ... and the
-  prompt's count the last object's; a whole reply as without it).
+  prompt's count the last object's; a whole reply as without it); the native
+  /completion's post_sampling_probs ("prob" and "top_probs": greedy, the token 1 and the
+  alternatives 0; sampled with top_k 3, the survivors' probabilities summing to 1);
+  --verbose's "__verbose" (the native reply of the same generation) in whole replies.
 
 Usage: openai_fields_test.py BIN_DIR
 """
@@ -51,7 +55,8 @@ def refusals(a, greedy, chat):
     for field, value, path in (
             ("functions", [{"name": "f"}], "chat"), ("function_call", "auto", "chat"),
             ("suffix", "the end", "completions"), ("best_of", 2, "completions"),
-            ("n_probs", 3, "completions"), ("store", True, "chat"), ("metadata", {}, "chat"),
+            ("n_probs", 3, "completions"), ("post_sampling_probs", True, "completions"),
+            ("store", True, "chat"), ("metadata", {}, "chat"),
             ("no_such_field", 1, "completions"), ("no_such_field", 1, "chat")):
         body = dict(chat if path == "chat" else greedy, **{field: value})
         st, msg = error(a, f"/v1/{'chat/' if path == 'chat' else ''}completions", body)
@@ -245,6 +250,24 @@ def native(a, greedy, whole):
           and all(len(e["top_logprobs"]) == 2 and e["top_logprobs"][0]["logprob"] == e["logprob"]
                   for e in probs) and [e["id"] for e in probs] == r["tokens"],
           "n_probs 2: each token's log-probability and 2 alternatives, greedy = the first")
+    st, _, p = call(a, "POST", "/completion", dict(body, n_probs=3, post_sampling_probs=True))
+    probs = p.get("completion_probabilities", []) if st == 200 else []
+    check(len(probs) == greedy["max_tokens"] and [e["id"] for e in probs] == r["tokens"]
+          and all(e["prob"] == 1.0 and "logprob" not in e and len(e["top_probs"]) == 3
+                  and e["top_probs"][0]["id"] == e["id"] and e["top_probs"][0]["prob"] == 1.0
+                  and all(t["prob"] == 0.0 for t in e["top_probs"][1:]) for e in probs)
+          and p["generation_settings"]["post_sampling_probs"] is True,
+          "post_sampling_probs, greedy: each token's probability 1, the next by logit 0")
+    st, _, p = call(a, "POST", "/completion", dict(body, temperature=0.8, top_k=3, seed=5,
+                                                   n_probs=5, post_sampling_probs=True))
+    probs = p.get("completion_probabilities", []) if st == 200 else []
+    check(len(probs) == greedy["max_tokens"]
+          and all(1 <= len(e["top_probs"]) <= 3
+                  and abs(sum(t["prob"] for t in e["top_probs"]) - 1) < 1e-4
+                  and any(t["id"] == e["id"] and t["prob"] == e["prob"] for t in e["top_probs"])
+                  for e in probs),
+          "post_sampling_probs, sampled with top_k 3: the survivors' probabilities, summing to "
+          "1, the drawn token among them")
     timings_per_token(a, body, r)
     n_prompt = r["tokens_evaluated"]
     st, _, full = call(a, "POST", "/completion", {"prompt": PROMPT, "n_predict": -1,
@@ -286,6 +309,28 @@ def timings_per_token(a, body, whole):
     check(st == 200 and r["content"] == whole["content"], "timings_per_token on a whole reply")
     st, msg = error(a, "/completion", dict(body, timings_per_token=1))
     check(st == 400 and "timings_per_token" in msg, f"timings_per_token 1: 400 ({msg!r})")
+
+
+def verbose(a, quiet, chat):
+    """--verbose: whole chat and completions replies carry "__verbose", the native reply of
+    the same generation (its content the reply's text, the prompt as the model read it);
+    without the flag, none."""
+    body = {"prompt": PROMPT, "max_tokens": 5, "temperature": 0}
+    st, _, r = call(a, "POST", "/v1/completions", body)
+    v = r.get("__verbose", {}) if st == 200 else {}
+    check(st == 200 and v.get("content") == r["choices"][0]["text"]
+          and v.get("prompt") == "<s> " + PROMPT
+          and v.get("tokens_predicted") == r["usage"]["completion_tokens"] == 5,
+          f"--verbose: a completion's __verbose, the native reply ({str(v)[:120]})")
+    st, _, r = call(a, "POST", "/v1/chat/completions", chat)
+    v = r.get("__verbose", {}) if st == 200 else {}
+    check(st == 200 and v.get("content") == r["choices"][0]["message"]["content"]
+          and v.get("prompt", "").startswith("<s> <|im_start|>system\nAnswer as")
+          and v["prompt"].endswith("<|im_start|>user\nIn the beginning<|im_end|>\n"
+                                   "<|im_start|>assistant\n"),
+          f"--verbose: a chat's __verbose, the prompt the template rendered ({v.get('prompt')!r})")
+    st, _, r = call(quiet, "POST", "/v1/chat/completions", chat)
+    check(st == 200 and "__verbose" not in r, "without --verbose: no __verbose")
 
 
 def llama_server_flags(a, greedy):
@@ -356,12 +401,13 @@ def main():
         st, _, r = call(a, "GET", "/v1/models/gpt-4")
         check(st == 404 and "gpt-4" in r["error"]["message"], "GET /v1/models/gpt-4: 404")
         llama_server_routes(a, greedy, chat)
-        check(s.stop() == 0, "pi-launch stops cleanly")
-        s = launch(bin_dir, tmp, "-m", MODEL, "-t", "2", "-c", "512", "--alias", "kjv",
-                   "--any-model-name", "--cors", "http://app.example", "--seed", "7", "--temp",
-                   "0.9", "-n", "5", "--no-webui", "--no-context-shift")
-        llama_server_flags(s.http, greedy)
-        check(s.stop() == 0, "pi-launch stops cleanly")
+        s2 = launch(bin_dir, tmp, "-m", MODEL, "-t", "2", "-c", "512", "--alias", "kjv",
+                    "--any-model-name", "--cors", "http://app.example", "--seed", "7", "--temp",
+                    "0.9", "-n", "5", "--no-webui", "--no-context-shift", "--verbose",
+                    "--chat-template", "chatml")
+        llama_server_flags(s2.http, greedy)
+        verbose(s2.http, a, chat)
+        check(s.stop() == 0 and s2.stop() == 0, "pi-launch stops cleanly")
     finish()
 
 

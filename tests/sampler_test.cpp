@@ -41,6 +41,44 @@ TEST(SamplerTest, GreedyIsArgmaxAndTiesGoToLowestId) {
   EXPECT_EQ(s.Sample(logits.data()), 1);
 }
 
+// LastDistribution (post_sampling_probs): greedy, the chosen token 1 and the
+// next by logit 0 (ties: the lower id), k of them; sampled, the survivors of
+// top-k with their tempered probabilities, computed here, most likely
+// first, and the chosen token's among them.
+TEST(SamplerTest, LastDistributionIsWhatTheDrawUsed) {
+  std::pair<int32_t, float> out[8];
+  float chosen_p = -1;
+  SamplerParams g;
+  g.temp = 0.0f;
+  Sampler greedy(g, 5);
+  const std::vector<float> logits = {0.1f, 3.0f, -2.0f, 3.0f, 1.0f};
+  const int32_t id = greedy.Sample(logits.data());
+  ASSERT_EQ(greedy.LastDistribution(id, 3, out, &chosen_p), 3);
+  EXPECT_EQ(chosen_p, 1.0f);
+  EXPECT_EQ(out[0], std::make_pair(int32_t{1}, 1.0f));
+  EXPECT_EQ(out[1], std::make_pair(int32_t{3}, 0.0f));
+  EXPECT_EQ(out[2], std::make_pair(int32_t{4}, 0.0f));
+  EXPECT_EQ(greedy.LastDistribution(id, 8, out, &chosen_p), 5);
+
+  SamplerParams p = Plain(5);
+  p.top_k = 3;
+  p.temp = 0.5f;
+  Sampler s(p, 5);
+  const int32_t drawn = s.Sample(logits.data());
+  // Survivors {1, 3, 4}: weights exp(l / 0.5).
+  const double w1 = std::exp(3.0 / 0.5), w4 = std::exp(1.0 / 0.5), sum = 2 * w1 + w4;
+  ASSERT_EQ(s.LastDistribution(drawn, 8, out, &chosen_p), 3);
+  EXPECT_EQ(out[0].first, 1);
+  EXPECT_EQ(out[1].first, 3);
+  EXPECT_EQ(out[2].first, 4);
+  EXPECT_NEAR(out[0].second, w1 / sum, 1e-6);
+  EXPECT_NEAR(out[1].second, w1 / sum, 1e-6);
+  EXPECT_NEAR(out[2].second, w4 / sum, 1e-6);
+  EXPECT_TRUE(drawn == 1 || drawn == 3 || drawn == 4) << drawn;
+  EXPECT_NEAR(chosen_p, drawn == 4 ? w4 / sum : w1 / sum, 1e-6);
+  EXPECT_EQ(s.LastDistribution(drawn, 2, out, &chosen_p), 2);
+}
+
 TEST(SamplerTest, DefaultsAreLlamaCpps) {
   SamplerParams p;
   EXPECT_FLOAT_EQ(p.temp, 0.8f);

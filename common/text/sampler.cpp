@@ -131,9 +131,9 @@ int32_t Sampler::Sample(const float* logits, const uint64_t* allowed) {
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
-  if (params_.temp <= 0.0f) {
-    return std::min_element(cand_.begin(), cand_.begin() + n, by_logit)->id;
-  }
+  last_greedy_ = params_.temp <= 0.0f;
+  last_n_ = n;
+  if (last_greedy_) return std::min_element(cand_.begin(), cand_.begin() + n, by_logit)->id;
 
   if (params_.top_k > 0 && params_.top_k < n) {
     std::partial_sort(cand_.begin(), cand_.begin() + params_.top_k, cand_.begin() + n, by_logit);
@@ -176,6 +176,7 @@ int32_t Sampler::Sample(const float* logits, const uint64_t* allowed) {
   }
 
   softmax(n, params_.temp);
+  last_n_ = n;
   // A uniform in [0, 1) from 24 high bits of one mt19937 draw.
   const float u = static_cast<float>(rng_() >> 8) * (1.0f / 16777216.0f);
   float cum = 0.0f;
@@ -187,6 +188,39 @@ int32_t Sampler::Sample(const float* logits, const uint64_t* allowed) {
   // masked token has none).
   while (n > 1 && probs_[n - 1] == 0.0f) --n;
   return cand_[n - 1].id;
+}
+
+int Sampler::LastDistribution(int32_t chosen, int k, std::pair<int32_t, float>* out,
+                              float* chosen_p) const {
+  if (!last_greedy_) {
+    *chosen_p = 0.0f;
+    for (int i = 0; i < last_n_; ++i) {
+      if (cand_[i].id == chosen) *chosen_p = probs_[i];
+    }
+    const int m = std::min(k, last_n_);
+    for (int i = 0; i < m; ++i) out[i] = {cand_[i].id, probs_[i]};
+    return m;
+  }
+  // Greedy: the k highest logits in one pass (ties: the lower id first), the
+  // first (the chosen token) certain.
+  *chosen_p = 1.0f;
+  int kept = 0;
+  const int m = std::min(k, last_n_);
+  auto before = [&](int a, int b) {
+    return cand_[a].logit > cand_[b].logit || (cand_[a].logit == cand_[b].logit && a < b);
+  };
+  for (int i = 0; i < last_n_ && m > 0; ++i) {
+    if (kept == m && !before(i, out[kept - 1].first)) continue;
+    int at = kept < m ? kept++ : kept - 1;
+    while (at > 0 && before(i, out[at - 1].first)) {
+      out[at] = out[at - 1];
+      --at;
+    }
+    out[at] = {i, 0.0f};
+  }
+  for (int i = 0; i < kept; ++i) out[i].second = cand_[out[i].first].id == chosen ? 1.0f : 0.0f;
+  for (int i = 0; i < kept; ++i) out[i].first = cand_[out[i].first].id;
+  return kept;
 }
 
 }  // namespace pi

@@ -62,6 +62,13 @@ class Sampler {
   // bit is set can be chosen: the others are out before anything else, as
   // if their logits were -infinity. At least one bit must be set.
   int32_t Sample(const float* logits, const uint64_t* allowed = nullptr);
+  // The distribution the last Sample drew from, most likely first: the
+  // tokens its filters left with their tempered probabilities (greedy: the
+  // chosen token 1, the next by logit 0), at most k of them into out[0..);
+  // returns how many, and *chosen_p the probability of `chosen` (the token
+  // it returned). llama-server's post_sampling_probs. Allocates nothing.
+  int LastDistribution(int32_t chosen, int k, std::pair<int32_t, float>* out,
+                       float* chosen_p) const;
   // Records a token of the context (prompt or generated) for the penalty.
   void Accept(int32_t token);
   void Reset();
@@ -86,6 +93,8 @@ class Sampler {
   std::vector<int32_t> sorted_;   // the window sorted, to count each token once
   int history_len_ = 0;
   int history_pos_ = 0;
+  int last_n_ = 0;            // the last Sample's survivors (cand_, probs_), or
+  bool last_greedy_ = false;  // greedy: cand_ holds every token, unsorted
 };
 
 }  // namespace pi

@@ -169,6 +169,17 @@ bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_t
 }
 
 void Generation::RecordLogprob(const float* logits, int32_t id) {
+  constexpr int kMaxTop = 20;
+  if (request_.post_sampling) {  // the draw's probabilities
+    std::pair<int32_t, float> top[kMaxTop];
+    TokenLogprob t;
+    t.id = id;
+    const int kept =
+        sampler_->LastDistribution(id, std::min(request_.logprobs, kMaxTop), top, &t.logprob);
+    t.top.assign(top, top + kept);
+    g_->logprobs.push_back(std::move(t));
+    return;
+  }
   const int n = n_vocab_;
   float max = logits[0];
   for (int i = 1; i < n; ++i) max = std::max(max, logits[i]);
@@ -180,7 +191,6 @@ void Generation::RecordLogprob(const float* logits, int32_t id) {
   t.logprob = logits[id] - log_z;
   // The top few in one pass: a sorted list of at most k (k <= 20) that a
   // logit enters only when it beats the list's last; ties keep the lower id.
-  constexpr int kMaxTop = 20;
   const int k = std::min({request_.logprobs, n, kMaxTop});
   std::pair<float, int32_t> best[kMaxTop];
   int kept = 0;

@@ -28,6 +28,9 @@ struct GenerationRequest {
   // >= 0: each generated token's log-probability under the model (the
   // logits' log-softmax) with that many most likely tokens'; -1: none.
   int logprobs = -1;
+  // With logprobs: the probabilities the draw used instead (not logs:
+  // Sampler::LastDistribution), as llama-server's post_sampling_probs.
+  bool post_sampling = false;
   // llama-cli's context shift (Generate only): when the context fills, the
   // first `context_keep` prompt tokens (after BOS, which is always kept; -2:
   // the whole prompt) stay, half of the rest is dropped, the kept tokens are
@@ -54,7 +57,7 @@ struct GenerationRequest {
 };
 
 // A generated token's log-probability, and the most likely tokens' (most
-// likely first).
+// likely first); with GenerationRequest::post_sampling, probabilities.
 struct TokenLogprob {
   int32_t id = 0;
   float logprob = 0;

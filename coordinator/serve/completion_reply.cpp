@@ -252,13 +252,19 @@ int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
     if (!calls.empty()) {
       *body = ChatToolsCompletionJson(info, content, calls, cut ? finish : "tool_calls", n_prompt,
                                       n_gen);
-      return 200;
+    } else {
+      *body = ChatCompletionJson(info, content, finish, n_prompt, n_gen);
     }
-    *body = ChatCompletionJson(info, content, finish, n_prompt, n_gen);
-    return 200;
+  } else {
+    *body = chat_ ? ChatCompletionJson(info, text, finish, n_prompt, n_gen)
+                  : CompletionJson(info, text, finish, n_prompt, n_gen);
   }
-  *body = chat_ ? ChatCompletionJson(info, text, finish, n_prompt, n_gen)
-                : CompletionJson(info, text, finish, n_prompt, n_gen);
+  if (verbose_) {  // (a debugging aid: the body is read back once)
+    nlohmann::json j = nlohmann::json::parse(*body);
+    j["__verbose"] = nlohmann::json::parse(
+        NativeFinalJson(*verbose_, false, result, text, n_prompt, timings, *tok_));
+    *body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
   return 200;
 }
 

@@ -53,6 +53,9 @@ class CompletionReply {
   // Replies in llama-server's native shape (native_api.h) instead.
   void set_native(NativeReplyInfo info) { native_ = std::move(info); }
   bool native() const { return native_.has_value(); }
+  // A whole chat or completions reply also carries "__verbose": the native
+  // reply (native_api.h) of the same generation (llama-server's --verbose).
+  void set_verbose(NativeReplyInfo info) { verbose_ = std::move(info); }
   // A chat with tools: the text is read for calls at the end (a stream
   // sends the content as it settles: SettledToolContent; each call when
   // the reply is whole).
@@ -91,7 +94,7 @@ class CompletionReply {
   bool include_usage_ = false;
   bool timings_per_token_ = false;
   bool one_of_several_ = false;
-  std::optional<NativeReplyInfo> native_;
+  std::optional<NativeReplyInfo> native_, verbose_;
   std::optional<ToolSyntax> tools_;
   std::optional<ResponsesEcho> responses_;
   std::unique_ptr<ResponsesStream> responses_stream_;  // streamed: made at the first event

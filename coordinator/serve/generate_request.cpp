@@ -70,6 +70,10 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
     return Status::Error("top_logprobs must be 0 to 20, got %d", in.top_logprobs());
   }
   out->logprobs = in.logprobs() ? in.top_logprobs() : -1;
+  if (in.post_sampling_probs() && !in.logprobs()) {
+    return Status::Error("post_sampling_probs needs logprobs");
+  }
+  out->post_sampling = in.post_sampling_probs();
   if (static_cast<size_t>(in.stop_size()) > kMaxStopStrings) {
     return Status::Error("stop: %d strings, at most %zu", in.stop_size(), kMaxStopStrings);
   }

@@ -35,6 +35,9 @@ struct HttpServerOptions {
   // /v1/embeddings: how a prompt's hidden states become one vector (embedding.h).
   Pooling pooling = Pooling::kMean;
   bool web_page = true;  // GET / serves the chat page (false: 404, --no-webui)
+  // Whole chat and completions replies carry "__verbose": the native reply of
+  // the same generation, the prompt as the model read it (--verbose).
+  bool verbose = false;
   // For completions that leave them out (llama-server's --seed, --temp,
   // -n): the seed (kRandomSeed: each request draws one), the temperature
   // (< 0: the sampler's 0.8); n_predict > 0 is also a cap on what a request

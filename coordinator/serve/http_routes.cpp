@@ -415,12 +415,13 @@ bool SubmitPrompt(const HttpContext& c, CompletionKind kind, const CompletionReq
     prompt_text = prompt.has_prompt_ids() ? tok.Decode(request.prompt) : prompt.prompt();
   }
   NativeReplyInfo native_info;
-  if (native) {
+  if (native || o.verbose) {
     native_info.model = o.model_id;
     native_info.prompt = NativePromptText(tok, request.prompt);
     native_info.n_prompt = n_prompt;
     native_info.return_tokens = cr.return_tokens;
     native_info.n_probs = cr.n_probs;
+    native_info.post_sampling_probs = cr.request.post_sampling_probs();
     native_info.sampling = sampling;
     native_info.n_predict = request.n_predict;
     native_info.stops = request.stops;
@@ -450,9 +451,11 @@ bool SubmitPrompt(const HttpContext& c, CompletionKind kind, const CompletionReq
     reply.set_include_usage(cr.include_usage);
     reply.set_timings_per_token(cr.timings_per_token && cr.stream);
     if (cr.echo) reply.set_echo(prompt_text);
+    native_info.index = first_choice + k;
     if (native) {
-      native_info.index = first_choice + k;
       reply.set_native(native_info);
+    } else if (o.verbose && !cr.responses) {
+      reply.set_verbose(native_info);
     }
     if (cr.tools) reply.set_tools(cr.tool_syntax);
     if (cr.responses) reply.set_responses(cr.responses_echo);

@@ -15,20 +15,23 @@ json Bytes(const std::string& text) {
   return b;
 }
 
-json Entry(const Tokenizer& tok, int32_t id, float logprob) {
+json Entry(const Tokenizer& tok, int32_t id, const char* key, float value) {
   const std::string piece = tok.TokenToPiece(id);
-  return {{"id", id}, {"token", piece}, {"bytes", Bytes(piece)}, {"logprob", logprob}};
+  return {{"id", id}, {"token", piece}, {"bytes", Bytes(piece)}, {key, value}};
 }
 
-// llama-server's completion_probabilities (its log-probability form): each
-// token with its most likely alternatives.
-json Probabilities(const std::vector<TokenLogprob>& probs, const Tokenizer& tok) {
+// llama-server's completion_probabilities: each token with its most likely
+// alternatives, log-probabilities under the model or (post_sampling_probs)
+// the probabilities the draw used.
+json Probabilities(const std::vector<TokenLogprob>& probs, bool post_sampling,
+                   const Tokenizer& tok) {
+  const char* key = post_sampling ? "prob" : "logprob";
   json out = json::array();
   for (const TokenLogprob& p : probs) {
-    json e = Entry(tok, p.id, p.logprob);
+    json e = Entry(tok, p.id, key, p.logprob);
     json top = json::array();
-    for (const auto& [id, lp] : p.top) top.push_back(Entry(tok, id, lp));
-    e["top_logprobs"] = std::move(top);
+    for (const auto& [id, v] : p.top) top.push_back(Entry(tok, id, key, v));
+    e[post_sampling ? "top_probs" : "top_logprobs"] = std::move(top);
     out.push_back(std::move(e));
   }
   return out;
@@ -50,6 +53,7 @@ json Settings(const NativeReplyInfo& info) {
           {"stop", info.stops},
           {"ignore_eos", info.ignore_eos},
           {"n_probs", info.n_probs},
+          {"post_sampling_probs", info.post_sampling_probs},
           {"stream", false}};
 }
 
@@ -103,7 +107,9 @@ std::string NativeChunkJson(const NativeReplyInfo& info, const std::string& text
             {"id_slot", 0},
             {"tokens_predicted", tokens_predicted},
             {"tokens_evaluated", info.n_prompt}};
-  if (probs && !probs->empty()) j["completion_probabilities"] = Probabilities(*probs, tok);
+  if (probs && !probs->empty()) {
+    j["completion_probabilities"] = Probabilities(*probs, info.post_sampling_probs, tok);
+  }
   if (timings) j["timings"] = TimingsJson(*timings);
   return Dump(j);
 }
@@ -131,7 +137,9 @@ std::string NativeFinalJson(const NativeReplyInfo& info, bool stream, const Gene
             {"tokens_cached", n_prompt + std::max(0, n_gen - 1)},
             {"timings", TimingsJson(t)}};
   j["generation_settings"]["stream"] = stream;
-  if (!stream && info.n_probs > 0) j["completion_probabilities"] = Probabilities(g.logprobs, tok);
+  if (!stream && info.n_probs > 0) {
+    j["completion_probabilities"] = Probabilities(g.logprobs, info.post_sampling_probs, tok);
+  }
   if (!stream && !info.response_fields.empty()) return Dump(Fields(j, info.response_fields));
   return Dump(j);
 }

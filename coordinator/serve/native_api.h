@@ -21,11 +21,12 @@ namespace pi {
 struct NativeReplyInfo {
   int index = 0;  // the prompt's place among the request's (its "index")
   std::string model;
-  std::string prompt;             // the prompt as the model reads it (NativePromptText)
-  int n_prompt = 0;               // its tokens (tokens_evaluated)
-  bool return_tokens = false;     // "tokens": the ids of each chunk (else [])
-  int n_probs = 0;                // > 0: "completion_probabilities" of each token
-  bool prompt_truncated = false;  // an infill prompt lost text to fit (its "truncated")
+  std::string prompt;                // the prompt as the model reads it (NativePromptText)
+  int n_prompt = 0;                  // its tokens (tokens_evaluated)
+  bool return_tokens = false;        // "tokens": the ids of each chunk (else [])
+  int n_probs = 0;                   // > 0: "completion_probabilities" of each token
+  bool post_sampling_probs = false;  // ... as the draw's probabilities ("prob")
+  bool prompt_truncated = false;     // an infill prompt lost text to fit (its "truncated")
   // generation_settings: what the request ran with.
   SamplerParams sampling;
   int n_predict = -1;

@@ -47,11 +47,12 @@ const char* const kChatFields[] = {
     "messages", "max_completion_tokens", "logprobs", "top_logprobs", "response_format",
     "n",        "stream_options",        "tools",    "tool_choice",  "parallel_tool_calls"};
 // llama-server's native /completion.
-const char* const kNativeFields[] = {"prompt", "n_probs", "return_tokens", "response_fields"};
-// llama-server's /infill: the native fields and the code around the cursor.
-const char* const kInfillFields[] = {"prompt",         "n_probs",      "return_tokens",
-                                     "input_prefix",   "input_suffix", "input_extra",
+const char* const kNativeFields[] = {"prompt", "n_probs", "post_sampling_probs", "return_tokens",
                                      "response_fields"};
+// llama-server's /infill: the native fields and the code around the cursor.
+const char* const kInfillFields[] = {"prompt",        "n_probs",        "post_sampling_probs",
+                                     "return_tokens", "input_prefix",   "input_suffix",
+                                     "input_extra",   "response_fields"};
 
 // Fields clients send that this server does not implement, and what to say.
 struct NotImplemented {
@@ -65,6 +66,7 @@ const NotImplemented kNotImplemented[] = {
      "tool_choice"},
     {"best_of", "best_of is not supported by this server: ask for n choices and pick"},
     {"n_probs", "not supported: ask for logprobs"},
+    {"post_sampling_probs", "not supported here: the native /completion takes it, with n_probs"},
     {"store", "stored completions are not supported by this server"},
     {"metadata", "stored completions are not supported by this server"},
 };
@@ -347,7 +349,8 @@ Status ParseObject(const std::string& body, json* j) {
 // the shared fields, and those read (*http_status 400 until the caller is
 // done, 404 for another model).
 // n_probs (each token's log-probability with this many alternatives, 0 to
-// 20) and return_tokens: the native completion's own fields.
+// 20), post_sampling_probs, return_tokens and response_fields: the native
+// completion's own fields.
 Status NativeFields(const json& j, CompletionRequest* out) {
   int64_t n = 0;
   bool present = false;
@@ -356,6 +359,11 @@ Status NativeFields(const json& j, CompletionRequest* out) {
     PI_RETURN_IF_ERROR(AskLogprobs(static_cast<int>(n), out));
     out->n_probs = static_cast<int>(n);
   }
+  // post_sampling_probs: those of the draw (after the sampler's filters and
+  // temperature) instead of log-probabilities under the model.
+  bool post = false;
+  PI_RETURN_IF_ERROR(Boolean(j, "post_sampling_probs", &post));
+  out->request.set_post_sampling_probs(post && out->n_probs > 0);
   PI_RETURN_IF_ERROR(Boolean(j, "return_tokens", &out->return_tokens));
   // response_fields: the reply's fields to keep, "a/b" for a nested one.
   const auto fields = j.find("response_fields");
