@@ -646,6 +646,9 @@ TEST(DeviceBackendSavedSeqTest, SavedAndCopiedSequencesGoOnAsFreshEvaluations) {
     ASSERT_TRUE(device->DropSeq(1000).ok());
     EXPECT_EQ(device->LoadSeq(1000, 0, 8).code(), Status::Code::kNotFound);
     EXPECT_EQ(device->LoadSeq(1, 0, 8).code(), Status::Code::kNotFound);  // dropped with `saved`
+    ASSERT_TRUE(device->SaveSeq(2, 0, 1001).ok());  // none of the positions: nothing to copy
+    ASSERT_TRUE(device->LoadSeq(1001, 0, 0).ok());
+    ASSERT_TRUE(device->CopySeq(0, 1, 0).ok());
     EXPECT_THAT(device->CopySeq(0, 3, 4).message(), HasSubstr("sequence 3 is out of range"));
     EXPECT_THAT(device->SaveSeq(0, kCtx + 1, 7).message(), HasSubstr("33 positions"));
   }

@@ -78,6 +78,11 @@ TEST_F(PromptStoreTest, ALoadedPrefixGoesOnAsAFreshEvaluation) {
   cut.host_kv.pop_back();
   EXPECT_THAT(target->LoadSeq(1, cut, 12).message(), HasSubstr("loading 12 of 16"));
   EXPECT_THAT(source->SaveSeq(0, 17, &kv).message(), HasSubstr("saving 17 positions"));
+  SavedSeq none;  // no positions: no bytes, and loading it empties the sequence
+  ASSERT_TRUE(source->SaveSeq(0, 0, &none).ok());
+  EXPECT_TRUE(none.host_kv.empty());
+  ASSERT_TRUE(target->LoadSeq(1, none, 0).ok());
+  EXPECT_EQ(target->seq_n_past(1), 0);
 }
 
 TEST_F(PromptStoreTest, KeepsFindsAndEvictsByBytes) {

@@ -59,6 +59,7 @@ Status KvCache::Init(int n_layer, int n_ctx, int n_head_kv, int head_dim, DType 
 }
 
 void KvCache::CopyPrefix(const KvCache& from, int n, int first_layer) {
+  if (n <= 0) return;  // no rows (an empty buffer may be null, which memcpy must not get)
   for (int layer = first_layer; layer < n_layer_; ++layer) {
     for (int h = 0; h < n_head_kv_; ++h) {
       const int64_t k_at = Offset(layer, h, k_row_bytes_), v_at = Offset(layer, h, v_row_bytes_);
@@ -69,6 +70,7 @@ void KvCache::CopyPrefix(const KvCache& from, int n, int first_layer) {
 }
 
 void KvCache::SavePrefix(int n, uint8_t* out, int first_layer) const {
+  if (n <= 0) return;  // no rows (an empty buffer may be null, which memcpy must not get)
   for (int layer = first_layer; layer < n_layer_; ++layer) {
     for (int h = 0; h < n_head_kv_; ++h) {
       std::memcpy(out, k_.data() + Offset(layer, h, k_row_bytes_), n * k_row_bytes_);
@@ -80,6 +82,7 @@ void KvCache::SavePrefix(int n, uint8_t* out, int first_layer) const {
 }
 
 void KvCache::LoadPrefix(int n_saved, int n, const uint8_t* in, int first_layer) {
+  if (n <= 0) return;  // no rows (an empty buffer may be null, which memcpy must not get)
   for (int layer = first_layer; layer < n_layer_; ++layer) {
     for (int h = 0; h < n_head_kv_; ++h) {
       std::memcpy(k_.data() + Offset(layer, h, k_row_bytes_), in, n * k_row_bytes_);
