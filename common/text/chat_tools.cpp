@@ -482,8 +482,6 @@ bool ParseHermes(const std::string& text, size_t at, bool cut, std::vector<ToolC
   return true;
 }
 
-}  // namespace
-
 // The generic syntax's reply cut inside its "tool_calls" list: its whole calls.
 bool ParseCutGeneric(const std::string& text, std::vector<ToolCall>* calls) {
   static const std::string kKey = "\"tool_calls\"";
@@ -498,6 +496,8 @@ bool ParseCutGeneric(const std::string& text, std::vector<ToolCall>* calls) {
   CompleteListCalls(text, list, calls);
   return !calls->empty();
 }
+
+}  // namespace
 
 void ParseToolReply(ToolSyntax syntax, const std::string& text, std::string* content,
                     std::vector<ToolCall>* calls, bool cut) {

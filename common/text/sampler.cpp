@@ -132,8 +132,10 @@ int32_t Sampler::Sample(const float* logits, const uint64_t* allowed) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
   last_greedy_ = params_.temp <= 0.0f;
-  last_n_ = n;
-  if (last_greedy_) return std::min_element(cand_.begin(), cand_.begin() + n, by_logit)->id;
+  if (last_greedy_) {
+    last_n_ = n;
+    return std::min_element(cand_.begin(), cand_.begin() + n, by_logit)->id;
+  }
 
   if (params_.top_k > 0 && params_.top_k < n) {
     std::partial_sort(cand_.begin(), cand_.begin() + params_.top_k, cand_.begin() + n, by_logit);

@@ -124,7 +124,7 @@ void CompletionReply::AppendResponsesEnd(const GenerationResult& result, int n_p
   const std::string text = whole.Push(result.text) + whole.Flush();
   std::string content = text;
   std::vector<ToolCall> calls;
-  const bool cut = std::string(FinishReason(result.stop_reason)) == "length";
+  const bool cut = CutShort(result.stop_reason);
   if (tools_) ParseToolReply(*tools_, text, &content, &calls, cut);
   Responses()->End(content, calls, cut, n_prompt, static_cast<int>(result.ids.size()), out);
 }
@@ -183,9 +183,8 @@ void CompletionReply::AppendToolEndEvents(const GenerationResult& result, int n_
   std::string content;
   std::vector<ToolCall> calls;
   Utf8Stream whole;
-  const char* stop = FinishReason(result.stop_reason);
-  ParseToolReply(*tools_, whole.Push(result.text) + whole.Flush(), &content, &calls,
-                 std::string(stop) == "length");
+  const bool cut = CutShort(result.stop_reason);
+  ParseToolReply(*tools_, whole.Push(result.text) + whole.Flush(), &content, &calls, cut);
   // The content not sent yet (what was sent is where it starts).
   const std::string rest = content.size() > tool_sent_ ? content.substr(tool_sent_) : "";
   if (!rest.empty() || !started_)
@@ -197,7 +196,7 @@ void CompletionReply::AppendToolEndEvents(const GenerationResult& result, int n_
   end.timings = &timings;
   const int n_gen = static_cast<int>(result.ids.size());
   // A reply cut after its calls says so: "length", as one cut in its text.
-  const char* finish = calls.empty() || std::string(stop) == "length" ? stop : "tool_calls";
+  const char* finish = calls.empty() || cut ? FinishReason(result.stop_reason) : "tool_calls";
   AppendEvent(ChatChunkJson(end, false, "", finish, n_prompt, n_gen), out);
   started_ = true;
   if (one_of_several_) return;  // the request's end follows its last choice's
@@ -235,10 +234,10 @@ int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
   }
   const int n_gen = static_cast<int>(result.ids.size());
   const char* finish = FinishReason(result.stop_reason);
+  const bool cut = CutShort(result.stop_reason);
   if (responses_) {
     std::string content = text;
     std::vector<ToolCall> calls;
-    const bool cut = std::string(finish) == "length";
     if (tools_) ParseToolReply(*tools_, text, &content, &calls, cut);
     *body = ResponseJson(info.id, info.created, info.model, *responses_, content, calls, cut,
                          n_prompt, n_gen);
@@ -247,7 +246,6 @@ int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
   if (tools_) {
     std::string content;
     std::vector<ToolCall> calls;
-    const bool cut = std::string(finish) == "length";
     ParseToolReply(*tools_, text, &content, &calls, cut);
     if (!calls.empty()) {
       *body = ChatToolsCompletionJson(info, content, calls, cut ? finish : "tool_calls", n_prompt,

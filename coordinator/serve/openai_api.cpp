@@ -7,8 +7,12 @@ namespace pi {
 
 using json = nlohmann::json;
 
+bool CutShort(const std::string& stop_reason) {
+  return stop_reason == "length" || stop_reason == "context";
+}
+
 const char* FinishReason(const std::string& stop_reason) {
-  return stop_reason == "length" || stop_reason == "context" ? "length" : "stop";
+  return CutShort(stop_reason) ? "length" : "stop";
 }
 
 namespace {

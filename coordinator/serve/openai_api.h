@@ -116,6 +116,9 @@ Status RenderChatMessages(const std::string& body, const ChatTemplate* chat_temp
 // OpenAI's finish_reason for a generation's stop reason: "length" (the
 // limit or the context) or "stop" (end of text, a stop string).
 const char* FinishReason(const std::string& stop_reason);
+// Whether the reply ended at its token cap or the context (finish_reason
+// "length"): maybe mid-word, or mid tool call.
+bool CutShort(const std::string& stop_reason);
 
 // What a finished reply took, as llama-server's "timings" (prompt_n,
 // prompt_ms, predicted_n, predicted_ms, predicted_per_second) plus the FFN
