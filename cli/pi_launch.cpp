@@ -5,6 +5,7 @@
 //   pi-launch --vram-budget 11G -m model.gguf
 //   pi-launch --listen 127.0.0.1:0 --cpu-workers 2 --sparse oracle -m model.gguf
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "cli/api_key_flags.h"
@@ -67,6 +68,9 @@ void Usage() {
       "                          give none (default: a random seed each, 0.8)\n"
       "  -n, --n-predict N       the HTTP API's default and cap of tokens generated per\n"
       "                          request (default -1: none)\n"
+      "  --slot-save-path DIR    POST /slots/{id}?action=save|restore writes and reads a\n"
+      "                          slot's cached prompt as DIR/filename (made if missing;\n"
+      "                          the host path only)\n"
       "  --no-webui              GET / answers 404 instead of the chat page\n"
       "  -v, --verbose           whole chat and completions replies carry \"__verbose\":\n"
       "                          the native /completion reply of the same generation\n"
@@ -78,8 +82,8 @@ void Usage() {
       "                          last token's or the first's (default mean); none: each\n"
       "                          token's, unnormalized (POST /embeddings only)\n"
       "  --chat-template NAME    how /v1/chat/completions renders messages: chatml, llama2,\n"
-      "                          llama3, mistral, mistral-v3, mistral-v3-tekken, zephyr,\n"
-      "                          gemma, vicuna, phi3 (default: the model's\n"
+      "                          llama3, mistral, mistral-v3, phi4, deepseek-r1, command-r,\n"
+      "                          ... (an unknown name lists the 31; default: the model's\n"
       "                          tokenizer.chat_template, when it is one of these)\n"
       "  (--cpu-workers defaults to 1 when the model's FFN can be split, else 0; the hot\n"
       "  neurons of a --vram-budget split run in a pi-gpu-worker process unless\n"
@@ -176,6 +180,17 @@ int ParseFlags(int argc, char** argv, LaunchFlags* l) {
           if (!args.failed() && l->http.cors_origin.empty()) args.Fail("--cors expects an origin");
         } else if (f == "-v" || f == "--verbose") {
           l->http.verbose = true;
+        } else if (f == "--slot-save-path") {
+          l->http.slot_save_path = args.String(f);
+          std::error_code ec;
+          if (!args.failed() && !l->http.slot_save_path.empty()) {
+            std::filesystem::create_directories(l->http.slot_save_path, ec);
+          }
+          if (!args.failed() && (l->http.slot_save_path.empty() ||
+                                 !std::filesystem::is_directory(l->http.slot_save_path, ec))) {
+            args.Fail("--slot-save-path: " + l->http.slot_save_path +
+                      " is not a directory and cannot be made one");
+          }
         } else if (f == "--no-webui") {
           l->http.web_page = false;
         } else if (f == "--no-context-shift") {

@@ -4,7 +4,10 @@ templates (as Hugging Face transformers renders them: python3-jinja2, tojson as
 json.dumps) and through pi's /apply-template, and compares the texts byte for byte.
 
 The templates come from a llama.cpp checkout (its models/templates/*.jinja, and Mistral
-7B v0.3's from tests/test-chat-template.cpp), so this check runs where one is at hand:
+7B v0.3's from tests/test-chat-template.cpp): Qwen 2.5, Llama 3.1-3.3, Mistral 7B v0.3 and
+Nemo with tools; Phi 3.5, Gemma 2 and DeepSeek R1's distills without (and each with
+whitespace around the messages, which some templates trim), so this check runs where one
+is at hand:
 
     scripts/check_chat_templates.py LLAMA_CPP_DIR [BIN_DIR]
 
@@ -63,6 +66,20 @@ def conversation(ids, calls):
 
 PLAIN = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi"},
          {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Who are you?"}]
+NO_SYSTEM = PLAIN[1:]
+# R1's answers carry their thinking, which its template drops from the history.
+THINKING = [{"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "<think>\nAdd them.\n</think>\n\n4"},
+            {"role": "user", "content": "And 3+3?"}]
+
+
+def spaced(messages):
+    """The messages with whitespace around their texts (templates that trim remove it)."""
+    out = json.loads(json.dumps(messages))
+    for m in out:
+        if m["role"] in ("system", "user", "assistant") and isinstance(m.get("content"), str):
+            m["content"] = " \n" + m["content"] + "  "
+    return out
 
 
 def render(template, messages, tools, eos):
@@ -105,20 +122,30 @@ def main():
 
     two_calls = [("get_weather", {"city": "Paris", "unit": "c"}), ("now", {})]
     one_call = two_calls[:1]
-    # (pi's template, the model's template, its source, eos, the calls, ids, plain too)
+    # (pi's template, the model's template, its source, eos, the calls (None: no tools
+    # conversation), ids, the plain conversations to check too)
+    plain = [("plain", PLAIN), ("plain, spaced", spaced(PLAIN))]
     cases = [
         ("chatml", jinja("Qwen-Qwen2.5-7B-Instruct.jinja"), "Qwen 2.5", "<|im_end|>",
-         two_calls, ["call_1", "call_2"], True),
+         two_calls, ["call_1", "call_2"], plain),
         ("llama3", jinja("meta-llama-Llama-3.1-8B-Instruct.jinja"), "Llama 3.1", "<|eot_id|>",
-         one_call, ["call_1"], False),
+         one_call, ["call_1"], []),
         ("llama3", jinja("meta-llama-Llama-3.2-3B-Instruct.jinja"), "Llama 3.2", "<|eot_id|>",
-         one_call, ["call_1"], False),
+         one_call, ["call_1"], []),
         ("llama3", jinja("meta-llama-Llama-3.3-70B-Instruct.jinja"), "Llama 3.3", "<|eot_id|>",
-         one_call, ["call_1"], False),
+         one_call, ["call_1"], []),
         ("mistral-v3", mistral_v03(llama_cpp), "Mistral 7B v0.3", "</s>",
-         two_calls, ["abcDEF123", "ghiJKL456"], True),
+         two_calls, ["abcDEF123", "ghiJKL456"], plain),
         ("mistral-v3-tekken", jinja("mistralai-Mistral-Nemo-Instruct-2407.jinja"),
-         "Mistral Nemo", "</s>", two_calls, ["abcDEF123", "ghiJKL456"], True),
+         "Mistral Nemo", "</s>", two_calls, ["abcDEF123", "ghiJKL456"], plain),
+        ("phi3", jinja("microsoft-Phi-3.5-mini-instruct.jinja"), "Phi 3.5 mini", "<|endoftext|>",
+         None, [], plain),
+        ("gemma", jinja("google-gemma-2-2b-it.jinja"), "Gemma 2", "<eos>", None, [],
+         [("plain", NO_SYSTEM), ("plain, spaced", spaced(NO_SYSTEM))]),
+        ("deepseek-r1", jinja("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"),
+         "DeepSeek R1 Distill Qwen", "", None, [], plain + [("thinking", THINKING)]),
+        ("deepseek-r1", jinja("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja"),
+         "DeepSeek R1 Distill Llama", "", None, [], plain + [("thinking", THINKING)]),
     ]
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -132,10 +159,13 @@ def main():
             print(f"{'ok  ' if detected == name else 'FAIL'} {source}'s template read as "
                   f"{detected} ({name} expected)")
             address = server.http
-            openai, hf = conversation(ids, calls)
-            checks = [("tools", openai, hf, TOOLS)]
-            if plain:
-                checks.append(("plain", PLAIN, PLAIN, None))
+            checks = []
+            if calls is not None:
+                openai, hf = conversation(ids, calls)
+                checks.append(("tools", openai, hf, TOOLS))
+                if name == "llama3":  # (its templates trim the messages, not a tool's result)
+                    checks.append(("tools, spaced", spaced(openai), spaced(hf), TOOLS))
+            checks += [(what, m, m, None) for what, m in plain]
             for what, messages, hf_messages, tools in checks:
                 want = render(template, hf_messages, tools, eos)
                 body = {"messages": messages}

@@ -2,7 +2,8 @@
 # Fuzzes the file readers with libFuzzer (clang, ASan + UBSan) for a bounded time:
 #   gguf_fuzz   the GGUF container (reader and writer against each other);
 #   model_fuzz  what is read out of it: the model loader (then one engine step),
-#               the tokenizer, activation statistics, placement plans, gpu index;
+#               the tokenizer, activation statistics, placement plans, gpu index,
+#               slot files;
 #   step_fuzz   a worker's step handler and hello parser (common/transport/);
 #   device_fuzz a gpu_worker's device sessions (any sequence of device messages);
 #   request_fuzz  what a client sends the coordinator (GenerateRequest and

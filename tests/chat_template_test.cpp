@@ -65,6 +65,132 @@ TEST(ChatTemplateTest, EachFamilyRendersItsPublishedFormat) {
             "You are terse.\n\nUSER: Hi\nASSISTANT: Hello.</s>\nUSER: Who are you?\nASSISTANT:");
 }
 
+// The families llama.cpp renders without Jinja, as its built-in templates
+// write them (and DeepSeek R1's distills as their own template does).
+TEST(ChatTemplateTest, LlamaCppsOtherFamiliesRenderTheirFormats) {
+  const std::string ds_user =
+      "<\xef\xbd\x9c"
+      "User\xef\xbd\x9c>";
+  const std::string ds_assistant =
+      "<\xef\xbd\x9c"
+      "Assistant\xef\xbd\x9c>";
+  const std::string ds_eos =
+      "<\xef\xbd\x9c"
+      "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
+  const struct {
+    ChatTemplate t;
+    std::string want;
+  } cases[] = {
+      {ChatTemplate::kPhi4,
+       "<|im_start|>system<|im_sep|>You are terse.<|im_end|><|im_start|>user<|im_sep|>Hi<|im_end|>"
+       "<|im_start|>assistant<|im_sep|>Hello.<|im_end|><|im_start|>user<|im_sep|>Who are you?"
+       "<|im_end|><|im_start|>assistant<|im_sep|>"},
+      {ChatTemplate::kFalcon3,
+       "<|system|>\nYou are terse.\n<|user|>\nHi\n<|assistant|>\nHello.\n<|user|>\nWho are "
+       "you?\n<|assistant|>\n"},
+      {ChatTemplate::kMistralV7,
+       "[SYSTEM_PROMPT] You are terse.[/SYSTEM_PROMPT][INST] Hi[/INST] Hello.</s>[INST] Who are "
+       "you?[/INST]"},
+      {ChatTemplate::kDeepseek,
+       "You are terse.### Instruction:\nHi\n### Response:\nHello.\n<|EOT|>\n### Instruction:\n"
+       "Who are you?\n### Response:\n"},
+      {ChatTemplate::kDeepseek2, "You are terse.\n\nUser: Hi\n\nAssistant: Hello." + ds_eos +
+                                     "User: Who are you?\n\nAssistant:"},
+      {ChatTemplate::kDeepseek3, "You are terse.\n\n" + ds_user + "Hi" + ds_assistant + "Hello." +
+                                     ds_eos + ds_user + "Who are you?" + ds_assistant},
+      {ChatTemplate::kDeepseekR1, "You are terse." + ds_user + "Hi" + ds_assistant + "Hello." +
+                                      ds_eos + ds_user + "Who are you?" + ds_assistant +
+                                      "<think>\n"},
+      {ChatTemplate::kCommandR,
+       "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are terse.<|END_OF_TURN_TOKEN|>"
+       "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi<|END_OF_TURN_TOKEN|>"
+       "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>Hello.<|END_OF_TURN_TOKEN|>"
+       "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Who are you?<|END_OF_TURN_TOKEN|>"
+       "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"},
+      {ChatTemplate::kExaone3,
+       "[|system|]You are terse.[|endofturn|]\n[|user|]Hi\n[|assistant|]Hello.[|endofturn|]\n"
+       "[|user|]Who are you?\n[|assistant|]"},
+      {ChatTemplate::kGranite,
+       "<|start_of_role|>system<|end_of_role|>You are terse.<|end_of_text|>\n"
+       "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+       "<|start_of_role|>assistant<|end_of_role|>Hello.<|end_of_text|>\n"
+       "<|start_of_role|>user<|end_of_role|>Who are you?<|end_of_text|>\n"
+       "<|start_of_role|>assistant<|end_of_role|>\n"},
+      {ChatTemplate::kOpenchat,
+       "You are terse.<|end_of_turn|>GPT4 Correct User: Hi<|end_of_turn|>GPT4 Correct Assistant: "
+       "Hello.<|end_of_turn|>GPT4 Correct User: Who are you?<|end_of_turn|>GPT4 Correct "
+       "Assistant:"},
+      {ChatTemplate::kVicunaOrca,
+       "SYSTEM: You are terse.\nUSER: Hi\nASSISTANT: Hello.</s>\nUSER: Who are you?\nASSISTANT:"},
+      {ChatTemplate::kMonarch,
+       "system\nYou are terse.</s>\n<s>user\nHi</s>\n<s>assistant\nHello.</s>\n<s>user\nWho are "
+       "you?</s>\n<s>assistant\n"},
+      {ChatTemplate::kOrion,
+       "Human: You are terse.\n\nHi\n\nAssistant: </s>Hello.</s>Human: Who are you?\n\n"
+       "Assistant: </s>"},
+      {ChatTemplate::kChatglm3,
+       "[gMASK]sop<|system|>\n You are terse.<|user|>\n Hi<|assistant|>\n Hello.<|user|>\n Who "
+       "are you?<|assistant|>"},
+      {ChatTemplate::kChatglm4,
+       "[gMASK]<sop><|system|>\nYou are terse.<|user|>\nHi<|assistant|>\nHello.<|user|>\nWho are "
+       "you?<|assistant|>"},
+      {ChatTemplate::kGlmedge,
+       "<|system|>\nYou are terse.<|user|>\nHi<|assistant|>\nHello.<|user|>\nWho are "
+       "you?<|assistant|>"},
+      {ChatTemplate::kMinicpm,
+       "You are terse.<\xe7\x94\xa8\xe6\x88\xb7>Hi<AI>Hello.<\xe7\x94\xa8\xe6\x88\xb7>Who are "
+       "you?<AI>"},
+      {ChatTemplate::kRwkvWorld,
+       "You are terse.\n\nUser: Hi\n\nAssistant:Hello.\n\nUser: Who are you?\n\nAssistant:"},
+      {ChatTemplate::kGigachat,
+       "<s>You are terse.<|message_sep|>user<|role_sep|>Hi<|message_sep|>available "
+       "functions<|role_sep|>[]<|message_sep|>assistant<|role_sep|>Hello.<|message_sep|>"
+       "user<|role_sep|>Who are you?<|message_sep|>available functions<|role_sep|>[]"
+       "<|message_sep|>assistant<|role_sep|>"},
+      {ChatTemplate::kMegrez,
+       "<|role_start|>system<|role_end|>You are terse.<|turn_end|><|role_start|>user<|role_end|>"
+       "Hi<|turn_end|><|role_start|>assistant<|role_end|>Hello.<|turn_end|><|role_start|>user"
+       "<|role_end|>Who are you?<|turn_end|><|role_start|>assistant<|role_end|>"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(Render(c.t), c.want) << ChatTemplateName(c.t);
+    ChatTemplate named;
+    ASSERT_TRUE(ParseChatTemplateName(ChatTemplateName(c.t), &named).ok());
+    EXPECT_EQ(named, c.t);
+  }
+}
+
+// Templates that trim the messages (Jinja's trim): Llama 3's (not a tool's
+// result), Gemma's, Command R's; ChatML's keeps them as they are. DeepSeek
+// R1's drops an answer's thinking.
+TEST(ChatTemplateTest, TrimmingAndThinkingAreTheTemplates) {
+  const std::vector<ChatMessage> spaced = {
+      {"system", " Be brief. "}, {"user", "\nHi \n"}, {"assistant", "  Hello.  "}};
+  std::string out;
+  ASSERT_TRUE(RenderChat(ChatTemplate::kLlama3, spaced, false, &out).ok());
+  EXPECT_EQ(out,
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>");
+  ASSERT_TRUE(RenderChat(ChatTemplate::kLlama3, {{"ipython", " 18 C "}}, false, &out).ok());
+  EXPECT_EQ(out, "<|start_header_id|>ipython<|end_header_id|>\n\n 18 C <|eot_id|>");
+  ASSERT_TRUE(RenderChat(ChatTemplate::kGemma, spaced, false, &out).ok());
+  EXPECT_EQ(out,
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello."
+            "<end_of_turn>\n");
+  ASSERT_TRUE(RenderChat(ChatTemplate::kChatml, spaced, false, &out).ok());
+  EXPECT_EQ(out,
+            "<|im_start|>system\n Be brief. <|im_end|>\n<|im_start|>user\n\nHi \n<|im_end|>\n"
+            "<|im_start|>assistant\n  Hello.  <|im_end|>\n");
+  ASSERT_TRUE(RenderChat(ChatTemplate::kDeepseekR1,
+                         {{"user", "2+2?"}, {"assistant", "<think>\nSum.\n</think>\n\n4"}}, false,
+                         &out)
+                  .ok());
+  EXPECT_THAT(out, ::testing::EndsWith(">\n\n4<\xef\xbd\x9c"
+                                       "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("Sum.")));
+}
+
 TEST(ChatTemplateTest, DetectedFromTheirJinjaTemplates) {
   const struct {
     const char* jinja;
@@ -97,6 +223,37 @@ TEST(ChatTemplateTest, DetectedFromTheirJinjaTemplates) {
        "{{- \"[TOOL_CALLS][\" }}",
        ChatTemplate::kMistralV3Tekken},
       {"mistral-v3-tekken", ChatTemplate::kMistralV3Tekken},
+      // llama.cpp's other families, by the markers it keys on.
+      {"{{'<|im_start|>' + message['role'] + '<|im_sep|>' + message['content']}}",
+       ChatTemplate::kPhi4},
+      {"{{ '<|user|>\\n' + content + '\\n<|assistant|>\\n' }}{{ '</s>' }}", ChatTemplate::kFalcon3},
+      {"{{ '[SYSTEM_PROMPT]' + system + '[/SYSTEM_PROMPT]' + '[INST]' }}",
+       ChatTemplate::kMistralV7},
+      {"{{ '### Instruction:\\n' + content + '\\n<|EOT|>' }}", ChatTemplate::kDeepseek},
+      {"{{ 'Assistant: ' + message['content'] + eos_token }}", ChatTemplate::kDeepseek2},
+      {"{{'<\xef\xbd\x9c"
+       "User\xef\xbd\x9c>' + c}}{{'<\xef\xbd\x9c"
+       "Assistant\xef\xbd\x9c>'}}",
+       ChatTemplate::kDeepseek3},
+      {"{{'<\xef\xbd\x9c"
+       "User\xef\xbd\x9c>' + c}}{{'<\xef\xbd\x9c"
+       "Assistant\xef\xbd\x9c><think>\\n'}}",
+       ChatTemplate::kDeepseekR1},
+      {"{{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>' + content }}", ChatTemplate::kCommandR},
+      {"{{ '[|system|]' + c + '[|endofturn|]' + '[|assistant|]' }}", ChatTemplate::kExaone3},
+      {"{{ '<|start_of_role|>' + role + '<|end_of_role|>' }}", ChatTemplate::kGranite},
+      {"{{ 'GPT4 Correct ' + role + ': ' }}", ChatTemplate::kOpenchat},
+      {"{{ 'SYSTEM: ' + s }}{{ 'USER: ' + u }}{{ 'ASSISTANT: ' }}", ChatTemplate::kVicunaOrca},
+      {"{{ bos_token + message['role'] + '\\n' }}", ChatTemplate::kMonarch},
+      {"{{ 'Human: ' + content + '\\n\\nAssistant: ' + eos_token }}", ChatTemplate::kOrion},
+      {"[gMASK]sop<|user|>", ChatTemplate::kChatglm3},
+      {"[gMASK]<sop><|user|>", ChatTemplate::kChatglm4},
+      {"{{ '<\xe7\x94\xa8\xe6\x88\xb7>' + content + '<AI>' }}", ChatTemplate::kMinicpm},
+      {"rwkv-world", ChatTemplate::kRwkvWorld},
+      {"{{ message['role'] + additional_special_tokens[0] + message['content'] + "
+       "additional_special_tokens[1] }}",
+       ChatTemplate::kGigachat},
+      {"{{ '<|role_start|>' + role + '<|role_end|>' }}", ChatTemplate::kMegrez},
   };
   for (const auto& c : cases) {
     ChatTemplate t = ChatTemplate::kChatml;

@@ -279,7 +279,7 @@ def native(a, greedy, whole):
           f"a reply the full context stopped: truncated, the context's tokens "
           f"({full.get('tokens_predicted')} of {512 - n_prompt + 1})")
     for field, value in (("mirostat", 2), ("logprobs", 1), ("samplers", ["top_k"]),
-                         ("id_slot", 0)):
+                         ("dry_multiplier", 0.5)):
         st, msg = error(a, "/completion", dict(body, **{field: value}))
         check(st == 400 and field in msg, f"/completion {field}: 400 naming it ({msg!r})")
 

@@ -8,12 +8,191 @@ struct Named {
   ChatTemplate t;
 };
 constexpr Named kNames[] = {
-    {"chatml", ChatTemplate::kChatml},        {"llama2", ChatTemplate::kLlama2},
-    {"llama3", ChatTemplate::kLlama3},        {"mistral", ChatTemplate::kMistral},
-    {"mistral-v3", ChatTemplate::kMistralV3}, {"mistral-v3-tekken", ChatTemplate::kMistralV3Tekken},
-    {"zephyr", ChatTemplate::kZephyr},        {"gemma", ChatTemplate::kGemma},
-    {"vicuna", ChatTemplate::kVicuna},        {"phi3", ChatTemplate::kPhi3},
+    {"chatml", ChatTemplate::kChatml},
+    {"llama2", ChatTemplate::kLlama2},
+    {"llama3", ChatTemplate::kLlama3},
+    {"mistral", ChatTemplate::kMistral},
+    {"mistral-v3", ChatTemplate::kMistralV3},
+    {"mistral-v3-tekken", ChatTemplate::kMistralV3Tekken},
+    {"zephyr", ChatTemplate::kZephyr},
+    {"gemma", ChatTemplate::kGemma},
+    {"vicuna", ChatTemplate::kVicuna},
+    {"phi3", ChatTemplate::kPhi3},
+    {"phi4", ChatTemplate::kPhi4},
+    {"falcon3", ChatTemplate::kFalcon3},
+    {"mistral-v7", ChatTemplate::kMistralV7},
+    {"deepseek", ChatTemplate::kDeepseek},
+    {"deepseek2", ChatTemplate::kDeepseek2},
+    {"deepseek3", ChatTemplate::kDeepseek3},
+    {"deepseek-r1", ChatTemplate::kDeepseekR1},
+    {"command-r", ChatTemplate::kCommandR},
+    {"exaone3", ChatTemplate::kExaone3},
+    {"granite", ChatTemplate::kGranite},
+    {"openchat", ChatTemplate::kOpenchat},
+    {"vicuna-orca", ChatTemplate::kVicunaOrca},
+    {"monarch", ChatTemplate::kMonarch},
+    {"orion", ChatTemplate::kOrion},
+    {"chatglm3", ChatTemplate::kChatglm3},
+    {"chatglm4", ChatTemplate::kChatglm4},
+    {"glmedge", ChatTemplate::kGlmedge},
+    {"minicpm", ChatTemplate::kMinicpm},
+    {"rwkv-world", ChatTemplate::kRwkvWorld},
+    {"gigachat", ChatTemplate::kGigachat},
+    {"megrez", ChatTemplate::kMegrez},
 };
+
+// The families whose messages are each "prefix content suffix" by role.
+struct TurnFormat {
+  ChatTemplate t;
+  const char* start;      // before the first message
+  const char* prefix[3];  // system, user, assistant
+  const char* suffix[3];
+  const char* generation;       // opens the assistant's turn ("": none)
+  bool trim = false;            // contents trimmed (Jinja's trim)
+  bool bos_between = false;     // "<s>" before every message but the first, and the opening
+  bool system_in_user = false;  // the system message opens the first user message, + "\n\n"
+  bool drop_thinking = false;   // an assistant message from after its last "</think>"
+};
+// (UTF-8 of DeepSeek's full-width bars and U+2581.)
+#define PI_DS_USER \
+  "\xef\xbd\x9c"   \
+  "User\xef\xbd\x9c"
+#define PI_DS_ASSISTANT \
+  "\xef\xbd\x9c"        \
+  "Assistant\xef\xbd\x9c"
+#define PI_DS_EOS \
+  "<\xef\xbd\x9c" \
+  "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+const TurnFormat kTurnFormats[] = {
+    {ChatTemplate::kPhi4,
+     "",
+     {"<|im_start|>system<|im_sep|>", "<|im_start|>user<|im_sep|>",
+      "<|im_start|>assistant<|im_sep|>"},
+     {"<|im_end|>", "<|im_end|>", "<|im_end|>"},
+     "<|im_start|>assistant<|im_sep|>"},
+    {ChatTemplate::kFalcon3,
+     "",
+     {"<|system|>\n", "<|user|>\n", "<|assistant|>\n"},
+     {"\n", "\n", "\n"},
+     "<|assistant|>\n"},
+    {ChatTemplate::kMistralV7,
+     "",
+     {"[SYSTEM_PROMPT] ", "[INST] ", " "},
+     {"[/SYSTEM_PROMPT]", "[/INST]", "</s>"},
+     ""},
+    {ChatTemplate::kDeepseek,
+     "",
+     {"", "### Instruction:\n", "### Response:\n"},
+     {"", "\n", "\n<|EOT|>\n"},
+     "### Response:\n"},
+    {ChatTemplate::kDeepseek2,
+     "",
+     {"", "User: ", "Assistant: "},
+     {"\n\n", "\n\n", PI_DS_EOS},
+     "Assistant:"},
+    {ChatTemplate::kDeepseek3,
+     "",
+     {"", "<" PI_DS_USER ">", "<" PI_DS_ASSISTANT ">"},
+     {"\n\n", "", PI_DS_EOS},
+     "<" PI_DS_ASSISTANT ">"},
+    {ChatTemplate::kDeepseekR1,
+     "",
+     {"", "<" PI_DS_USER ">", "<" PI_DS_ASSISTANT ">"},
+     {"", "", PI_DS_EOS},
+     "<" PI_DS_ASSISTANT "><think>\n",
+     false,
+     false,
+     false,
+     true},
+    {ChatTemplate::kCommandR,
+     "",
+     {"<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>", "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>",
+      "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"},
+     {"<|END_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>"},
+     "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>",
+     true},
+    {ChatTemplate::kExaone3,
+     "",
+     {"[|system|]", "[|user|]", "[|assistant|]"},
+     {"[|endofturn|]\n", "\n", "[|endofturn|]\n"},
+     "[|assistant|]",
+     true},
+    {ChatTemplate::kGranite,
+     "",
+     {"<|start_of_role|>system<|end_of_role|>", "<|start_of_role|>user<|end_of_role|>",
+      "<|start_of_role|>assistant<|end_of_role|>"},
+     {"<|end_of_text|>\n", "<|end_of_text|>\n", "<|end_of_text|>\n"},
+     "<|start_of_role|>assistant<|end_of_role|>\n"},
+    {ChatTemplate::kOpenchat,
+     "",
+     {"", "GPT4 Correct User: ", "GPT4 Correct Assistant: "},
+     {"<|end_of_turn|>", "<|end_of_turn|>", "<|end_of_turn|>"},
+     "GPT4 Correct Assistant:"},
+    {ChatTemplate::kVicunaOrca,
+     "",
+     {"SYSTEM: ", "USER: ", "ASSISTANT: "},
+     {"\n", "\n", "</s>\n"},
+     "ASSISTANT:"},
+    {ChatTemplate::kMonarch,
+     "",
+     {"system\n", "user\n", "assistant\n"},
+     {"</s>\n", "</s>\n", "</s>\n"},
+     "assistant\n",
+     false,
+     true},
+    {ChatTemplate::kOrion,
+     "",
+     {"", "Human: ", ""},
+     {"", "\n\nAssistant: </s>", "</s>"},
+     "",
+     false,
+     false,
+     true},
+    {ChatTemplate::kChatglm3,
+     "[gMASK]sop",
+     {"<|system|>\n ", "<|user|>\n ", "<|assistant|>\n "},
+     {"", "", ""},
+     "<|assistant|>"},
+    {ChatTemplate::kChatglm4,
+     "[gMASK]<sop>",
+     {"<|system|>\n", "<|user|>\n", "<|assistant|>\n"},
+     {"", "", ""},
+     "<|assistant|>"},
+    {ChatTemplate::kGlmedge,
+     "",
+     {"<|system|>\n", "<|user|>\n", "<|assistant|>\n"},
+     {"", "", ""},
+     "<|assistant|>"},
+    {ChatTemplate::kMinicpm,
+     "",
+     {"", "<\xe7\x94\xa8\xe6\x88\xb7>", ""},
+     {"", "<AI>", ""},
+     "",
+     true},
+    {ChatTemplate::kRwkvWorld, "", {"", "User: ", ""}, {"\n\n", "\n\nAssistant:", "\n\n"}, ""},
+    {ChatTemplate::kGigachat,
+     "<s>",
+     {"", "user<|role_sep|>", "assistant<|role_sep|>"},
+     {"<|message_sep|>", "<|message_sep|>available functions<|role_sep|>[]<|message_sep|>",
+      "<|message_sep|>"},
+     "assistant<|role_sep|>"},
+    {ChatTemplate::kMegrez,
+     "",
+     {"<|role_start|>system<|role_end|>", "<|role_start|>user<|role_end|>",
+      "<|role_start|>assistant<|role_end|>"},
+     {"<|turn_end|>", "<|turn_end|>", "<|turn_end|>"},
+     "<|role_start|>assistant<|role_end|>"},
+};
+#undef PI_DS_USER
+#undef PI_DS_ASSISTANT
+#undef PI_DS_EOS
+
+const TurnFormat* TurnFormatOf(ChatTemplate t) {
+  for (const TurnFormat& f : kTurnFormats) {
+    if (f.t == t) return &f;
+  }
+  return nullptr;
+}
 
 bool Has(const std::string& s, const char* marker) {
   return s.find(marker) != std::string::npos;
@@ -64,6 +243,41 @@ struct Rendered {
   }
 };
 
+// A TurnFormat family: the system message (first, if any) and the turns.
+void RenderTurns(const TurnFormat& f, const std::string& system, bool has_system,
+                 const std::vector<const ChatMessage*>& turns, bool gen, Rendered* out) {
+  auto text = [&f](const std::string& content) { return f.trim ? TrimSpace(content) : content; };
+  out->Markup(f.start);
+  bool first = true;
+  auto open = [&](int role) {
+    if (f.bos_between && !first) out->Markup("<s>");
+    first = false;
+    out->Markup(f.prefix[role]);
+  };
+  bool system_pending = has_system && f.system_in_user;
+  if (has_system && !f.system_in_user) {
+    open(0);
+    out->Content(text(system)).Markup(f.suffix[0]);
+  }
+  for (const ChatMessage* m : turns) {
+    const int role = m->role == "user" ? 1 : 2;
+    open(role);
+    if (role == 1 && system_pending) {
+      out->Content(system).Markup("\n\n");
+      system_pending = false;
+    }
+    std::string content = text(m->content);
+    const size_t think =
+        f.drop_thinking && role == 2 ? content.rfind("</think>") : std::string::npos;
+    if (think != std::string::npos) content = content.substr(think + 8);
+    out->Content(content).Markup(f.suffix[role]);
+  }
+  if (gen && f.generation[0] != '\0') {
+    if (f.bos_between && !first) out->Markup("<s>");
+    out->Markup(f.generation);
+  }
+}
+
 // Families whose turns are "<open role>content<close>": chatml, llama3,
 // zephyr, phi3 (the system message is a turn of its own).
 void RenderTagged(ChatTemplate t, const std::vector<ChatMessage>& messages, bool gen,
@@ -82,7 +296,11 @@ void RenderTagged(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
                       : t == ChatTemplate::kLlama3 ? "<|eot_id|>"
                       : t == ChatTemplate::kPhi3   ? "<|end|>\n"
                                                    : "</s>\n";  // zephyr
-  for (const ChatMessage& m : messages) out->Markup(open(m.role)).Content(m.content).Markup(close);
+  for (const ChatMessage& m : messages) {
+    // (Llama 3's templates trim the messages, not a tool's result.)
+    const bool trim = t == ChatTemplate::kLlama3 && m.role != "ipython";
+    out->Markup(open(m.role)).Content(trim ? TrimSpace(m.content) : m.content).Markup(close);
+  }
   if (gen) out->Markup(open("assistant"));
 }
 
@@ -126,8 +344,10 @@ const char* ChatTemplateName(ChatTemplate t) {
 }
 
 const char* ChatTemplateNames() {
-  return "chatml, llama2, llama3, mistral, mistral-v3, mistral-v3-tekken, zephyr, gemma, vicuna, "
-         "phi3";
+  return "chatml, llama2, llama3, mistral, mistral-v3, mistral-v3-tekken, mistral-v7, zephyr, "
+         "gemma, vicuna, vicuna-orca, phi3, phi4, falcon3, deepseek, deepseek2, deepseek3, "
+         "deepseek-r1, command-r, exaone3, granite, openchat, monarch, orion, chatglm3, "
+         "chatglm4, glmedge, minicpm, rwkv-world, gigachat, megrez";
 }
 
 Status ParseChatTemplateName(const std::string& name, ChatTemplate* out) {
@@ -142,11 +362,19 @@ Status ParseChatTemplateName(const std::string& name, ChatTemplate* out) {
 
 Status DetectChatTemplate(const std::string& text, ChatTemplate* out) {
   if (ParseChatTemplateName(text, out).ok()) return Status::Ok();
-  // The markers llama.cpp keys on, most specific first.
+  // The markers llama.cpp keys on, most specific first (DeepSeek's in UTF-8).
+  const char* ds_user =
+      "<\xef\xbd\x9c"
+      "User\xef\xbd\x9c>";
+  const char* ds_assistant =
+      "<\xef\xbd\x9c"
+      "Assistant\xef\xbd\x9c>";
   if (Has(text, "<|im_start|>")) {
-    *out = ChatTemplate::kChatml;
+    *out = Has(text, "<|im_sep|>") ? ChatTemplate::kPhi4 : ChatTemplate::kChatml;
   } else if (Has(text, "<|start_header_id|>") && Has(text, "<|end_header_id|>")) {
     *out = ChatTemplate::kLlama3;
+  } else if (Has(text, "[INST]") && Has(text, "[SYSTEM_PROMPT]")) {
+    *out = ChatTemplate::kMistralV7;
   } else if (Has(text, "[INST]") && (Has(text, "[TOOL_CALLS]") || Has(text, "[AVAILABLE_TOOLS]"))) {
     // 7B v0.3 writes "[TOOL_CALLS] [", Nemo "[TOOL_CALLS][".
     *out = Has(text, "[TOOL_CALLS][") || Has(text, "[AVAILABLE_TOOLS][")
@@ -156,12 +384,47 @@ Status DetectChatTemplate(const std::string& text, ChatTemplate* out) {
     *out = Has(text, "<<SYS>>") ? ChatTemplate::kLlama2 : ChatTemplate::kMistral;
   } else if (Has(text, "<|assistant|>") && Has(text, "<|end|>")) {
     *out = ChatTemplate::kPhi3;
+  } else if (Has(text, "[gMASK]sop")) {  // (GLM's roles are also zephyr's markers)
+    *out = ChatTemplate::kChatglm3;
+  } else if (Has(text, "[gMASK]<sop>")) {
+    *out = ChatTemplate::kChatglm4;
+  } else if (Has(text, "<|assistant|>") && Has(text, "<|user|>") && Has(text, "</s>")) {
+    *out = ChatTemplate::kFalcon3;
   } else if (Has(text, "<|user|>")) {
     *out = ChatTemplate::kZephyr;
+  } else if (Has(text, "bos_token + message['role']")) {
+    *out = ChatTemplate::kMonarch;
   } else if (Has(text, "<start_of_turn>")) {
     *out = ChatTemplate::kGemma;
+  } else if (Has(text, "'\\n\\nAssistant: ' + eos_token")) {
+    *out = ChatTemplate::kOrion;
+  } else if (Has(text, "GPT4 Correct ")) {
+    *out = ChatTemplate::kOpenchat;
   } else if (Has(text, "USER: ") && Has(text, "ASSISTANT:")) {
-    *out = ChatTemplate::kVicuna;
+    *out = Has(text, "SYSTEM: ") ? ChatTemplate::kVicunaOrca : ChatTemplate::kVicuna;
+  } else if (Has(text, "### Instruction:") && Has(text, "<|EOT|>")) {
+    *out = ChatTemplate::kDeepseek;
+  } else if (Has(text, "<|START_OF_TURN_TOKEN|>") && Has(text, "<|USER_TOKEN|>")) {
+    *out = ChatTemplate::kCommandR;
+  } else if (Has(text, "<\xe7\x94\xa8\xe6\x88\xb7>")) {  // "<用户>"
+    *out = ChatTemplate::kMinicpm;
+  } else if (Has(text, "'Assistant: ' + message['content'] + eos_token")) {
+    *out = ChatTemplate::kDeepseek2;
+  } else if (Has(text, ds_user) && Has(text, ds_assistant)) {
+    // The R1 distills' template opens the reply with <think>.
+    *out = Has(text, "<think>") ? ChatTemplate::kDeepseekR1 : ChatTemplate::kDeepseek3;
+  } else if (Has(text, "[|system|]") && Has(text, "[|assistant|]") && Has(text, "[|endofturn|]")) {
+    *out = ChatTemplate::kExaone3;
+  } else if (Has(text, "rwkv-world")) {
+    *out = ChatTemplate::kRwkvWorld;
+  } else if (Has(text, "<|start_of_role|>")) {
+    *out = ChatTemplate::kGranite;
+  } else if (Has(text,
+                 "additional_special_tokens[0] + message['content'] + "
+                 "additional_special_tokens[1]")) {
+    *out = ChatTemplate::kGigachat;
+  } else if (Has(text, "<|role_start|>")) {
+    *out = ChatTemplate::kMegrez;
   } else {
     return Status::Error(
         "the model's chat template is not one of the known families (%s); choose one with "
@@ -226,13 +489,14 @@ Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
       RenderMistralV3(t, system, has_system, turns, &out);
       return Status::Ok();
     case ChatTemplate::kGemma: {
-      // No system role: it opens the first user turn; the assistant is "model".
+      // No system role: it opens the first user turn; the assistant is "model";
+      // the messages trimmed.
       bool first = true;
       for (const ChatMessage* m : turns) {
         const bool user = m->role == "user";
         out.Markup(std::string("<start_of_turn>") + (user ? "user" : "model") + "\n");
-        if (user && first && !system.empty()) out.Content(system).Markup("\n\n");
-        out.Content(m->content).Markup("<end_of_turn>\n");
+        if (user && first && !system.empty()) out.Content(TrimSpace(system)).Markup("\n\n");
+        out.Content(TrimSpace(m->content)).Markup("<end_of_turn>\n");
         if (user) first = false;
       }
       if (gen) out.Markup("<start_of_turn>model\n");
@@ -250,6 +514,12 @@ Status RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool
       if (gen) out.Markup("ASSISTANT:");
       return Status::Ok();
     }
+    default:
+      break;
+  }
+  if (const TurnFormat* f = TurnFormatOf(t)) {
+    RenderTurns(*f, system, has_system, turns, gen, &out);
+    return Status::Ok();
   }
   return Status::Error("unknown chat template");
 }

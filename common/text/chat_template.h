@@ -31,8 +31,32 @@ enum class ChatTemplate {
   kZephyr,
   kGemma,
   kVicuna,
-  kPhi3
+  kPhi3,
+  // Named and detected as llama.cpp names and detects them: each message
+  // "prefix content suffix" by its role (chat_template.cpp's table).
+  kPhi4,
+  kFalcon3,
+  kMistralV7,
+  kDeepseek,    // DeepSeek Coder's instruct format
+  kDeepseek2,   // DeepSeek V2
+  kDeepseek3,   // DeepSeek V3
+  kDeepseekR1,  // the DeepSeek R1 distills' own template (<think> opened)
+  kCommandR,
+  kExaone3,
+  kGranite,
+  kOpenchat,
+  kVicunaOrca,
+  kMonarch,
+  kOrion,
+  kChatglm3,
+  kChatglm4,
+  kGlmedge,
+  kMinicpm,
+  kRwkvWorld,
+  kGigachat,
+  kMegrez
 };
+inline constexpr int kChatTemplateCount = static_cast<int>(ChatTemplate::kMegrez) + 1;
 
 struct ChatMessage {
   // system | user | assistant; and the roles tool conversations are written
@@ -45,8 +69,7 @@ struct ChatMessage {
 const char* ChatTemplateName(ChatTemplate t);
 // The names --chat-template takes, comma-separated (for errors and help).
 const char* ChatTemplateNames();
-// A name (chatml, llama2, llama3, mistral, mistral-v3, mistral-v3-tekken,
-// zephyr, gemma, vicuna, phi3) into *out; an error listing the names otherwise.
+// A name (ChatTemplateNames()) into *out; an error listing the names otherwise.
 Status ParseChatTemplateName(const std::string& name, ChatTemplate* out);
 // The family of a GGUF's tokenizer.chat_template: its name, or Jinja text
 // with the family's markers; an error saying the template is not one of

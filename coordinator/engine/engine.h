@@ -211,6 +211,11 @@ class Engine {
   int n_threads() const { return pool_->size(); }
   const LlamaModel& model() const { return *model_; }
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
+  DType cache_type_k() const { return cache_.k_type(); }
+  DType cache_type_v() const { return cache_.v_type(); }
+  // A sequence's KV cache bytes per position here (its host layers'; a
+  // device holds its own layers').
+  int64_t host_kv_bytes_per_position() const { return cache_.PrefixBytes(1, FirstHostLayer()); }
   // Cold shard failures (their neurons ran here until they recovered), the
   // recoveries, and the last failure's message ("cpu worker 1234: killed by
   // signal 9 ...").

@@ -17,6 +17,7 @@
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/embedding.h"
 #include "coordinator/engine/engine.h"
+#include "coordinator/engine/slot_file.h"
 
 namespace pi {
 
@@ -54,6 +55,14 @@ struct GenerationRequest {
   // `prompt` is unused.
   Pooling pooling = Pooling::kNone;
   std::vector<std::vector<int32_t>> embed_prompts;
+  // The sequence a scheduler runs it on (llama-server's id_slot), waiting
+  // for it to be free; -1: the scheduler's choice.
+  int seq = -1;
+  // A slot action (slot_op not kNone; slot_file.h): nothing generated;
+  // sequence `seq`'s cached prompt saved to slot_path, restored from it, or
+  // forgotten.
+  SlotOp slot_op = SlotOp::kNone;
+  std::string slot_path;
 };
 
 // A generated token's log-probability, and the most likely tokens' (most
@@ -77,15 +86,20 @@ struct GenerationResult {
   std::vector<int64_t> layer_neurons;
   int context_shifts = 0;  // times the context was shifted (context_keep)
   int n_cached = 0;        // prompt tokens reused from the sequence's cache (prompt_cache.h)
+  int seq = 0;             // the sequence it ran on (a scheduler's: llama-server's id_slot)
   // length | eos | context | stop | cancelled | error
   const char* stop_reason = "length";
-  std::string stop_word;  // for "stop": the stop string that matched
-  std::string error;      // for "error"
+  std::string stop_word;      // for "stop": the stop string that matched
+  std::string error;          // for "error"
+  bool client_error = false;  // for "error": the request's fault (a 400), not the server's
   // One per generated token when asked for, entry k written before token k
   // is told (and never moved: reserved for the whole generation).
   std::vector<TokenLogprob> logprobs;
   // An embedding request's: one per prompt, in order.
   std::vector<std::vector<float>> embeddings;
+  // A slot action's: the positions saved, restored or forgotten, and the
+  // file's bytes (its time in prompt_s).
+  int64_t slot_tokens = 0, slot_bytes = 0;
 };
 
 // The tokens a generation sampled: the generated ones, and the end of text

@@ -31,7 +31,7 @@ struct BatchScheduler::Slot {
 
 BatchScheduler::BatchScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks,
                                PromptStore* store)
-    : Scheduler(std::move(hooks)),
+    : Scheduler(std::move(hooks), engine->n_seq()),
       engine_(engine),
       tok_(tok),
       store_(store),
@@ -56,22 +56,14 @@ BatchScheduler::~BatchScheduler() {
 void BatchScheduler::Loop() {
   std::vector<Slot*> running;
   while (true) {
+    std::vector<std::shared_ptr<RequestJob>> aside;  // slot actions, bad sequences
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return stopping_ || !pending_.empty() || !running.empty(); });
       if (stopping_) break;
-      // Join: a free sequence each; a job whose client left while it waited
-      // is dropped (its place in line was freed then).
-      while (!pending_.empty() && !free_seqs_.empty()) {
-        std::shared_ptr<RequestJob> job = std::move(pending_.front());
-        pending_.pop_front();
-        if (!job->Start()) continue;
-        auto slot = std::make_unique<Slot>();
-        slot->seq = PickSeq(*job, &slot->prefilled);
-        slot->job = std::move(job);
-        running.push_back(slot.release());  // owned by `running` until Leave
-      }
+      Join(&running, &aside);
     }
+    for (const std::shared_ptr<RequestJob>& job : aside) RunAside(job.get());
     for (Slot* slot : running) {
       if (slot->gen) continue;
       RequestJob* job = slot->job.get();
@@ -90,6 +82,7 @@ void BatchScheduler::Loop() {
                          static_cast<int>(slot->prompt().size()));
       }
       job->result.n_cached = static_cast<int>(slot->prefilled);
+      job->result.seq = slot->seq;
       slot->prompt_start = NowSeconds();
     }
     if (!running.empty()) Step(&running);
@@ -103,18 +96,74 @@ void BatchScheduler::Loop() {
   CancelPending();
 }
 
+void BatchScheduler::Join(std::vector<Slot*>* running,
+                          std::vector<std::shared_ptr<RequestJob>>* aside) {
+  // A free sequence each, in arrival order; a job whose client left while
+  // it waited is dropped (its place in line was freed then). A job for a
+  // sequence that is busy waits for it; those behind it go on.
+  const int n_seq = engine_->n_seq();
+  for (auto it = pending_.begin(); it != pending_.end() && !free_seqs_.empty();) {
+    const int want = (*it)->request.seq;
+    const bool busy = want >= 0 && want < n_seq &&
+                      std::find(free_seqs_.begin(), free_seqs_.end(), want) == free_seqs_.end();
+    if (busy) {
+      ++it;
+      continue;
+    }
+    std::shared_ptr<RequestJob> job = std::move(*it);
+    it = pending_.erase(it);
+    if (!job->Start()) continue;
+    if (want >= n_seq || job->request.slot_op != SlotOp::kNone) {
+      if (want >= 0 && want < n_seq) {
+        free_seqs_.erase(std::find(free_seqs_.begin(), free_seqs_.end(), want));
+        SetBusy(want, true);
+      }
+      aside->push_back(std::move(job));  // (run once mu_ is let go)
+      continue;
+    }
+    auto slot = std::make_unique<Slot>();
+    slot->seq = PickSeq(*job, &slot->prefilled);
+    SetBusy(slot->seq, true);
+    slot->job = std::move(job);
+    running->push_back(slot.release());  // owned by `running` until Leave
+  }
+}
+
+void BatchScheduler::RunAside(RequestJob* job) {
+  const int seq = job->request.seq;
+  if (seq < 0 || seq >= engine_->n_seq()) return RefuseSeq(job, engine_->n_seq());
+  // The sequence's kept logits as a vector, and back (a restore's, or none).
+  const size_t n_vocab = static_cast<size_t>(engine_->n_vocab());
+  std::vector<float> logits;
+  if (HoldsWhole(seq, cached_[seq])) {
+    const float* kept = prompt_logits_.data() + static_cast<size_t>(seq) * n_vocab;
+    logits.assign(kept, kept + n_vocab);
+  }
+  RunSlotOp(engine_, store_, job, &cached_[seq], &logits);
+  if (logits.size() == n_vocab) {
+    KeepLogits(seq, logits.data(), cached_[seq].size());
+  } else {
+    logits_of_[seq] = 0;
+  }
+  last_used_[seq] = ++uses_;
+  SetBusy(seq, false);
+  std::lock_guard<std::mutex> lock(mu_);
+  free_seqs_.push_back(seq);
+}
+
 int BatchScheduler::PickSeq(const RequestJob& job, size_t* reuse) {
   // (An embedding pools every position: nothing cached is reused.)
   const bool reuses = job.request.cache_prompt && job.request.pooling == Pooling::kNone;
-  size_t best = 0, most = 0;
+  const int want = job.request.seq;  // (free: Join checked)
+  size_t best = free_seqs_.size(), most = 0;
   bool whole = false;  // best holds the prompt whole (Share takes it)
   for (size_t i = 0; i < free_seqs_.size(); ++i) {
     const int s = free_seqs_[i];
+    if (want >= 0 && s != want) continue;
     const size_t r = reuses ? ReusablePrefix(cached_[s], job.request.prompt, n_batch_) : 0;
     const bool w = reuses && cached_[s] == job.request.prompt && HoldsWhole(s, cached_[s]);
-    const int b = free_seqs_[best];
-    if ((w && !whole) ||
-        (w == whole && (r > most || (r == most && last_used_[s] < last_used_[b])))) {
+    if (best == free_seqs_.size() || (w && !whole) ||
+        (w == whole && (r > most || (r == most && last_used_[s] < last_used_[free_seqs_[best]])))) {
       best = i;
       most = r;
       whole = w;
@@ -136,6 +185,7 @@ void BatchScheduler::Leave(Slot* slot) {
     logits_of_[slot->seq] = 0;
   }
   last_used_[slot->seq] = ++uses_;
+  SetBusy(slot->seq, false);
   {
     std::lock_guard<std::mutex> lock(mu_);
     free_seqs_.push_back(slot->seq);

@@ -21,7 +21,9 @@
 // whose prompt another is evaluating meanwhile waits for it. A prompt a
 // sequence lets go (a request that does not go on from it takes the
 // sequence) goes to the PromptStore, and a request takes a longer prefix
-// from there too.
+// from there too. A request may ask for a sequence (llama-server's id_slot):
+// it waits for that one, and slot actions (save, restore, erase: slot_file.h)
+// run on theirs between steps.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +53,12 @@ class BatchScheduler final : public Scheduler {
   // One step: the rows of the running jobs, EvalBatch, then each job's Next.
   void Step(std::vector<Slot*>* running);
   void Leave(Slot* slot);
+  // Under mu_: the waiting jobs that can start take their sequences
+  // (`running`); slot actions and jobs for a sequence the engine does not
+  // have go `aside`, their sequences taken.
+  void Join(std::vector<Slot*>* running, std::vector<std::shared_ptr<RequestJob>>* aside);
+  // An aside job, on its sequence, which is then free again.
+  void RunAside(RequestJob* job);
   // An embedding request's prefill rows from `row` (prompt position `from`
   // on) were evaluated: pooled; true when its last prompt is done (finished).
   bool EmbedStep(Slot* slot, size_t row, size_t from);

@@ -1,8 +1,21 @@
 #include "coordinator/serve/completion_reply.h"
 
 #include "coordinator/serve/embeddings_api.h"
+#include "coordinator/serve/slots_api.h"
 
 namespace pi {
+namespace {
+
+// A failed job's status: 400 when the request was at fault, else 500.
+int FailureStatus(const GenerationResult& result) {
+  return result.client_error ? 400 : 500;
+}
+std::string FailureJson(const GenerationResult& result) {
+  return ErrorJson(FailureStatus(result),
+                   result.client_error ? result.error : "the generation failed: " + result.error);
+}
+
+}  // namespace
 
 ReplyTimings TimingsOf(const GenerationResult& g, int n_prompt) {
   ReplyTimings t;
@@ -37,9 +50,9 @@ const ReplyTimings* CompletionReply::ChunkTimings(const TokenTimes& times,
 }
 
 void CompletionReply::AppendNativeChunk(const std::string& text, const ReplyTimings* timings,
-                                        std::string* out) {
+                                        int id_slot, std::string* out) {
   AppendEvent(NativeChunkJson(*native_, text, pending_ids_, told_,
-                              logprobs_ ? &pending_logprobs_ : nullptr, *tok_, timings),
+                              logprobs_ ? &pending_logprobs_ : nullptr, *tok_, timings, id_slot),
               out);
   started_ = true;
   pending_ids_.clear();
@@ -91,7 +104,7 @@ void CompletionReply::AppendTokenEvents(const std::vector<RequestStream::Token>&
     ReplyTimings timings;
     const ReplyTimings* chunk_timings = ChunkTimings(t.times, &timings);
     if (native_) {
-      AppendNativeChunk(t.text, chunk_timings, out);
+      AppendNativeChunk(t.text, chunk_timings, result.seq, out);
       continue;
     }
     CompletionInfo chunk = info_;
@@ -133,7 +146,7 @@ void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prom
                                       std::string* out) {
   if (responses_) return AppendResponsesEnd(result, n_prompt, out);
   if (std::string(result.stop_reason) == "error") {
-    AppendEvent(ErrorJson(500, "the generation failed: " + result.error), out);
+    AppendEvent(FailureJson(result), out);
     started_ = true;
     return;
   }
@@ -143,7 +156,7 @@ void CompletionReply::AppendEndEvents(const GenerationResult& result, int n_prom
     if (!pending_ids_.empty() || !pending_logprobs_.empty()) {
       ReplyTimings so_far = timings;  // (as every chunk's: no FFN counts)
       so_far.has_ffn = false;
-      AppendNativeChunk("", timings_per_token_ ? &so_far : nullptr, out);
+      AppendNativeChunk("", timings_per_token_ ? &so_far : nullptr, result.seq, out);
     }
     AppendEvent(NativeFinalJson(*native_, true, result, "", n_prompt, timings, *tok_), out);
     started_ = true;
@@ -207,8 +220,12 @@ void CompletionReply::AppendToolEndEvents(const GenerationResult& result, int n_
 int CompletionReply::WholeResponse(const GenerationResult& result, int n_prompt,
                                    std::string* body) const {
   if (std::string(result.stop_reason) == "error") {
-    *body = ErrorJson(500, "the generation failed: " + result.error);
-    return 500;
+    *body = FailureJson(result);
+    return FailureStatus(result);
+  }
+  if (slot_op_ != SlotOp::kNone) {
+    *body = SlotActionJson(slot_op_, slot_id_, slot_filename_, result);
+    return 200;
   }
   if (embeddings_) {
     *body =

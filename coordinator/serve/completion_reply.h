@@ -72,6 +72,13 @@ class CompletionReply {
     embeddings_ = true;
   }
 
+  // A slot action's reply (slots_api.h), whole.
+  void set_slot_action(SlotOp op, int id_slot, std::string filename) {
+    slot_op_ = op;
+    slot_id_ = id_slot;
+    slot_filename_ = std::move(filename);
+  }
+
   // A non-streamed reply's status and body: 200 and the whole response, or
   // 500 and the error.
   int WholeResponse(const GenerationResult& result, int n_prompt, std::string* body) const;
@@ -85,7 +92,8 @@ class CompletionReply {
   const Tokenizer* tok_;
   const bool logprobs_;
   // timings: the chunk's (timings_per_token), or null.
-  void AppendNativeChunk(const std::string& text, const ReplyTimings* timings, std::string* out);
+  void AppendNativeChunk(const std::string& text, const ReplyTimings* timings, int id_slot,
+                         std::string* out);
   // The timings of a chunk ending with a token told at `times` (null
   // without timings_per_token); *storage holds them.
   const ReplyTimings* ChunkTimings(const TokenTimes& times, ReplyTimings* storage) const;
@@ -103,6 +111,9 @@ class CompletionReply {
   bool embeddings_ = false, embeddings_base64_ = false;
   int embeddings_native_n_embd_ = 0;
   std::string embeddings_model_;
+  SlotOp slot_op_ = SlotOp::kNone;
+  int slot_id_ = -1;
+  std::string slot_filename_;
   std::string tool_text_;  // tools: the reply's text so far
   size_t tool_sent_ = 0;   // tools: its bytes sent as content
   void AppendToolEndEvents(const GenerationResult& result, int n_prompt, std::string* out);

@@ -212,19 +212,8 @@ void StartEmbedding(const HttpContext& c, const std::string& body, bool native,
     return;
   }
   request.pooling = o.pooling;
-  const int n_prompt = static_cast<int>(PromptTokens(request));
-  CompletionChoice choice;
-  choice.job = runner->Submit(std::move(request), SamplerParams(), false, std::move(notify));
-  if (!choice.job) {
-    out->refusal = QueueFullReply(runner->max_queue());
-    return;
-  }
-  choice.reply =
-      std::make_unique<CompletionReply>(false, CompletionInfo{}, &runner->tokenizer(), false);
-  choice.reply->set_embeddings(o.model_id, r.base64, native ? static_cast<int>(n_embd) : 0);
-  choice.n_prompt = n_prompt;
-  out->choices.Add(std::move(choice));
-  out->stream = false;
+  CompletionReply* reply = SubmitWholeJob(runner, std::move(request), std::move(notify), out);
+  if (reply) reply->set_embeddings(o.model_id, r.base64, native ? static_cast<int>(n_embd) : 0);
 }
 
 }  // namespace pi

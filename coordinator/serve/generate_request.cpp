@@ -66,6 +66,9 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
   if (out->n_predict < -2) return Status::Error("n_predict must be -2 or more");
   out->ignore_eos = in.ignore_eos();
   out->cache_prompt = !in.has_cache_prompt() || in.cache_prompt();
+  out->seq = in.has_id_slot() ? in.id_slot() : -1;
+  if (out->seq < -1)
+    return Status::Error("id_slot must be -1 (any) or a slot's id, got %d", out->seq);
   if (in.top_logprobs() < 0 || in.top_logprobs() > 20) {
     return Status::Error("top_logprobs must be 0 to 20, got %d", in.top_logprobs());
   }

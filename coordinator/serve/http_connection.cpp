@@ -211,7 +211,9 @@ void HttpConnection::Dispatch() {
   c.runner = shared_->runner.load(std::memory_order_acquire);
   c.started_at = shared_->started_at;
   const std::string target(req.target());
-  c.path = target.substr(0, target.find('?'));
+  const size_t question = target.find('?');
+  c.path = target.substr(0, question);
+  if (question != std::string::npos) c.query = target.substr(question + 1);
   CompletionKind kind;
   switch (route) {
     case HttpRoute::kCompletions:
@@ -234,6 +236,9 @@ void HttpConnection::Dispatch() {
       break;
     case HttpRoute::kResponses:
       kind = CompletionKind::kResponses;
+      break;
+    case HttpRoute::kSlotAction:
+      kind = CompletionKind::kSlotAction;
       break;
     default:
       return Reply(HandleRoute(route, c, req.body()), false);

@@ -34,6 +34,9 @@ struct HttpServerOptions {
   bool spm_infill = false;
   // /v1/embeddings: how a prompt's hidden states become one vector (embedding.h).
   Pooling pooling = Pooling::kMean;
+  // Where slot actions save and restore slot files (--slot-save-path;
+  // slots_api.h); empty: only erase is served.
+  std::string slot_save_path;
   bool web_page = true;  // GET / serves the chat page (false: 404, --no-webui)
   // Whole chat and completions replies carry "__verbose": the native reply of
   // the same generation, the prompt as the model read it (--verbose).

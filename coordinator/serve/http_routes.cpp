@@ -9,6 +9,7 @@
 #include "coordinator/serve/embeddings_api.h"
 #include "coordinator/serve/generate_request.h"
 #include "coordinator/serve/openai_api.h"
+#include "coordinator/serve/slots_api.h"
 #include "coordinator/serve/web_page.h"
 
 namespace pi {
@@ -148,13 +149,13 @@ HttpReply Props(const HttpContext& c) {
        {"build_info", o.system_fingerprint}});
 }
 
-// GET /slots: one entry per sequence the engine runs at once; the first
-// `running` are busy (requests take no fixed slot here).
+// GET /slots: one entry per sequence the engine runs at once (a request's
+// id_slot), and whether it runs a job now.
 HttpReply Slots(const HttpContext& c) {
   const Engine& e = c.runner->engine();
   json slots = json::array();
   for (int i = 0; i < e.n_seq(); ++i) {
-    slots.push_back({{"id", i}, {"n_ctx", e.n_ctx()}, {"is_processing", i < c.runner->running()}});
+    slots.push_back({{"id", i}, {"n_ctx", e.n_ctx()}, {"is_processing", c.runner->seq_busy(i)}});
   }
   return JsonReply(slots);
 }
@@ -216,6 +217,16 @@ bool FindRoute(const std::string& path, const std::string& method, HttpRoute* ro
     }
     *status = 405;
     *allow = e.method;
+    return false;
+  }
+  if (path.size() > sizeof kSlotsPrefix - 1 &&
+      path.compare(0, sizeof kSlotsPrefix - 1, kSlotsPrefix) == 0) {  // POST /slots/{id}
+    if (method == "POST") {
+      *route = HttpRoute::kSlotAction;
+      return true;
+    }
+    *status = 405;
+    *allow = "POST";
     return false;
   }
   if (model_path) {  // GET /v1/models/{id}
@@ -306,6 +317,7 @@ Status ParseCompletion(const HttpServerOptions& o, CompletionKind kind, const st
       return ParseInfillRequest(body, o.model_id, cr, status, o.any_model_name);
     case CompletionKind::kEmbeddings:
     case CompletionKind::kNativeEmbeddings:
+    case CompletionKind::kSlotAction:
       return Status::Error("not a completion");  // (StartEmbedding reads these)
     case CompletionKind::kResponses: {
       std::string chat;
@@ -469,11 +481,31 @@ bool SubmitPrompt(const HttpContext& c, CompletionKind kind, const CompletionReq
 
 }  // namespace
 
+CompletionReply* SubmitWholeJob(RequestRunner* runner, GenerationRequest request,
+                                std::function<void()> notify, CompletionStart* out) {
+  CompletionChoice choice;
+  choice.n_prompt = static_cast<int>(PromptTokens(request));
+  choice.job = runner->Submit(std::move(request), SamplerParams(), false, std::move(notify));
+  if (!choice.job) {
+    out->refusal = QueueFullReply(runner->max_queue());
+    return nullptr;
+  }
+  choice.reply =
+      std::make_unique<CompletionReply>(false, CompletionInfo{}, &runner->tokenizer(), false);
+  CompletionReply* reply = choice.reply.get();
+  out->choices.Add(std::move(choice));
+  out->stream = false;
+  return reply;
+}
+
 void StartCompletion(const HttpContext& c, CompletionKind kind, const std::string& body,
                      uint64_t number, std::function<void()> notify, CompletionStart* out) {
   if (!c.runner) {
     out->refusal = ErrorReply(503, "the model is still loading; retry shortly", 1);
     return;
+  }
+  if (kind == CompletionKind::kSlotAction) {
+    return StartSlotAction(c, c.query, body, std::move(notify), out);
   }
   if (kind == CompletionKind::kEmbeddings || kind == CompletionKind::kNativeEmbeddings) {
     return StartEmbedding(c, body, kind == CompletionKind::kNativeEmbeddings, std::move(notify),

@@ -46,6 +46,7 @@ enum class HttpRoute {
   kEmbeddings,        // POST /v1/embeddings
   kNativeEmbeddings,  // POST /embedding, /embeddings (llama-server's shape)
   kResponses,         // POST /v1/responses (OpenAI's Responses API, whole replies)
+  kSlotAction,        // POST /slots/{id}?action=... (llama-server's: slots_api.h)
 };
 
 // Which completion a route starts: OpenAI's two, or llama-server's native
@@ -58,7 +59,8 @@ enum class CompletionKind {
   kInfill,
   kEmbeddings,
   kNativeEmbeddings,
-  kResponses
+  kResponses,
+  kSlotAction
 };
 
 // The route of `path` (without the query) and `method`; false with *status
@@ -74,6 +76,7 @@ struct HttpContext {
   RequestRunner* runner = nullptr;  // null while the model loads
   int64_t started_at = 0;           // the server's start (Unix seconds)
   std::string path;                 // the request's (without the query)
+  std::string query;                // what follows its '?'
 };
 
 // The answer of every route but the completions.
@@ -88,6 +91,12 @@ struct CompletionStart {
   bool stream = false;
   bool started() const { return choices.size() > 0; }
 };
+
+// A job whose reply is whole and not a generation's (an embedding, a slot
+// action) submitted as *out's one choice: its reply, to be told its kind,
+// or null with *out's refusal (the queue full).
+CompletionReply* SubmitWholeJob(RequestRunner* runner, GenerationRequest request,
+                                std::function<void()> notify, CompletionStart* out);
 
 // Reads, checks and tokenizes a completion's body and submits it; `notify`
 // is the job's stream's (called on the engine's thread).

@@ -99,12 +99,12 @@ const char* NativeStopType(const std::string& stop_reason) {
 std::string NativeChunkJson(const NativeReplyInfo& info, const std::string& text,
                             const std::vector<int32_t>& ids, int tokens_predicted,
                             const std::vector<TokenLogprob>* probs, const Tokenizer& tok,
-                            const ReplyTimings* timings) {
+                            const ReplyTimings* timings, int id_slot) {
   json j = {{"index", info.index},
             {"content", text},
             {"tokens", ids},  // (a chunk's always, as llama-server sends them)
             {"stop", false},
-            {"id_slot", 0},
+            {"id_slot", id_slot},
             {"tokens_predicted", tokens_predicted},
             {"tokens_evaluated", info.n_prompt}};
   if (probs && !probs->empty()) {
@@ -121,7 +121,7 @@ std::string NativeFinalJson(const NativeReplyInfo& info, bool stream, const Gene
   json j = {{"index", info.index},
             {"content", stream ? "" : text},
             {"tokens", info.return_tokens && !stream ? json(g.ids) : json::array()},
-            {"id_slot", 0},
+            {"id_slot", g.seq},
             {"stop", true},
             {"model", info.model},
             {"tokens_predicted", n_gen},

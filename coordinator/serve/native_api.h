@@ -47,11 +47,11 @@ const char* NativeStopType(const std::string& stop_reason);
 
 // One streamed chunk: text (with the ids it came from), tokens_predicted so
 // far; `probs` (the chunk's tokens') when n_probs asked; the timings so far
-// when given (timings_per_token).
+// when given (timings_per_token); the slot (sequence) it runs on.
 std::string NativeChunkJson(const NativeReplyInfo& info, const std::string& text,
                             const std::vector<int32_t>& ids, int tokens_predicted,
                             const std::vector<TokenLogprob>* probs, const Tokenizer& tok,
-                            const ReplyTimings* timings = nullptr);
+                            const ReplyTimings* timings = nullptr, int id_slot = 0);
 
 // The last object: "stop": true, the timings, generation_settings, stop_type
 // and stopping_word; `text` and the ids and probabilities of the whole reply

@@ -38,6 +38,7 @@ const char* const kSharedFields[] = {"model",
                                      "logit_bias",
                                      "user",
                                      "cache_prompt",
+                                     "id_slot",
                                      "timings_per_token",
                                      "grammar",
                                      "json_schema"};
@@ -328,6 +329,9 @@ Status CommonFields(const json& j, const std::string& model_id, bool any_model,
   bool cache_prompt = true;
   PI_RETURN_IF_ERROR(Boolean(j, "cache_prompt", &cache_prompt));
   if (!cache_prompt) req.set_cache_prompt(false);
+  // llama-server's: the slot (sequence) to run on; -1 any.
+  PI_RETURN_IF_ERROR(Integer(j, "id_slot", -1, INT32_MAX, &i, &present));
+  if (present && i >= 0) req.set_id_slot(static_cast<int32_t>(i));
   // llama-server's: each streamed chunk carries the timings so far.
   return Boolean(j, "timings_per_token", &out->timings_per_token);
 }

@@ -166,6 +166,15 @@ void RequestRunner::Finished(RequestJob* job) {
                     "slower)";
   }
   admission_.Leave(true);
+  if (job->request.slot_op != SlotOp::kNone) {
+    fprintf(stderr, "%s: request %llu: slot %d %s: %lld positions, %lld bytes, %.1f ms%s%s\n",
+            log_prefix_.c_str(), static_cast<unsigned long long>(job->id), job->request.seq,
+            SlotOpName(job->request.slot_op), static_cast<long long>(g.slot_tokens),
+            static_cast<long long>(g.slot_bytes), g.prompt_s * 1e3, g.error.empty() ? "" : ": ",
+            g.error.c_str());
+    job->stream.End();
+    return;
+  }
   const std::string why = stop == "cancelled" ? job->stream.cancel_reason() : "";
   fprintf(
       stderr,

@@ -80,6 +80,7 @@ class RequestRunner {
   // every front end together.
   WorkGate& tokenize_gate() const { return tokenize_gate_; }
   int running() const { return admission_.running(); }
+  bool seq_busy(int seq) const { return scheduler_->seq_busy(seq); }
   int queued() const { return admission_.queued(); }
   int max_queue() const { return admission_.max_queue(); }
   // The engine's worker failure counts as of the last run's end, and

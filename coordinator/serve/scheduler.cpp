@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/base/progress.h"
+
 namespace pi {
 
 WorkerHealth ReadWorkerHealth(const Engine& engine) {
@@ -54,6 +56,63 @@ void Scheduler::CancelPending() {
     hooks_.finished(job.get());
   }
   pending_.clear();
+}
+
+void Scheduler::RefuseSeq(RequestJob* job, int n_seq) {
+  hooks_.started(job);
+  job->result.stop_reason = "error";
+  job->result.error = "id_slot " + std::to_string(job->request.seq) +
+                      ": this server's slots are 0 to " + std::to_string(n_seq - 1) + " (-np)";
+  job->result.client_error = true;
+  hooks_.finished(job);
+}
+
+void Scheduler::RunSlotOp(Engine* engine, PromptStore* store, RequestJob* job,
+                          std::vector<int32_t>* cached, std::vector<float>* logits) {
+  hooks_.started(job);
+  const GenerationRequest& r = job->request;
+  GenerationResult& g = job->result;
+  const double start = NowSeconds();
+  // A restore keeps what the sequence held in the store (as a request
+  // taking it would); an erase is asked to forget it.
+  if (r.slot_op == SlotOp::kRestore && store && !cached->empty()) {
+    (void)store->Save(engine, r.seq, *cached, logits->empty() ? nullptr : logits->data());
+  }
+  Status s;
+  switch (r.seq < 0 || r.seq >= engine->n_seq() ? SlotOp::kNone : r.slot_op) {
+    case SlotOp::kSave:
+      s = SaveSlot(engine, r.seq, *cached, logits->empty() ? nullptr : logits->data(), r.slot_path,
+                   &g.slot_bytes);
+      g.slot_tokens = static_cast<int64_t>(cached->size());
+      break;
+    case SlotOp::kRestore:
+      s = RestoreSlot(engine, r.seq, r.slot_path, cached, logits, &g.slot_bytes);
+      g.slot_tokens = static_cast<int64_t>(cached->size());
+      break;
+    case SlotOp::kErase:
+      g.slot_tokens = static_cast<int64_t>(cached->size());
+      engine->KeepSeq(r.seq, 0);
+      cached->clear();
+      logits->clear();
+      break;
+    case SlotOp::kNone:
+      s = Status::Internal("slot action %s on sequence %d", SlotOpName(r.slot_op), r.seq);
+      break;
+  }
+  g.prompt_s = NowSeconds() - start;
+  if (!s.ok()) {
+    g.stop_reason = "error";
+    g.error = s.message();
+    // (The client named the file: the server's directory stays its own.)
+    const std::string name = r.slot_path.substr(r.slot_path.rfind('/') + 1);
+    for (size_t at;
+         !r.slot_path.empty() && (at = g.error.find(r.slot_path)) != std::string::npos;) {
+      g.error.replace(at, r.slot_path.size(), name);
+    }
+    g.client_error = s.code() != Status::Code::kIo && s.code() != Status::Code::kInternal;
+    g.slot_tokens = 0;
+  }
+  hooks_.finished(job);
 }
 
 }  // namespace pi

@@ -9,9 +9,12 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "coordinator/engine/engine.h"
+#include "coordinator/engine/prompt_store.h"
 #include "coordinator/serve/request_job.h"
 
 namespace pi {
@@ -26,9 +29,14 @@ class Scheduler {
   void Submit(std::shared_ptr<RequestJob> job);
   // The engine's worker failures as the loop last saw them.
   WorkerHealth worker_health() const;
+  // Whether sequence `seq` runs a job now (GET /slots' is_processing).
+  bool seq_busy(int seq) const {
+    return seq >= 0 && seq < n_seq_ && busy_[seq].load(std::memory_order_relaxed);
+  }
 
  protected:
-  explicit Scheduler(SchedulerHooks hooks) : hooks_(std::move(hooks)) {}
+  Scheduler(SchedulerHooks hooks, int n_seq)
+      : hooks_(std::move(hooks)), n_seq_(n_seq), busy_(new std::atomic<bool>[n_seq]()) {}
   // The thread runs Loop(): a derived class starts it last in its
   // constructor and stops it first in its destructor.
   void StartLoop();
@@ -36,9 +44,20 @@ class Scheduler {
   virtual void Loop() = 0;
   // The loop's copy of the health: it alone writes it (here) and reads it.
   void SetHealth(const WorkerHealth& h);
+  void SetBusy(int seq, bool busy) { busy_[seq].store(busy, std::memory_order_relaxed); }
   const WorkerHealth& loop_health() const { return health_; }
   // Stopping: the jobs still waiting end as cancelled (mu_ held).
   void CancelPending();
+  // A started job asking for a sequence the engine (of n_seq) does not
+  // have: it ends with the request's error.
+  void RefuseSeq(RequestJob* job, int n_seq);
+  // A started slot action (GenerationRequest::slot_op) on its sequence,
+  // whose cache holds *cached (the prompt it last ran) with *logits after
+  // it (empty: none kept): done and timed; a restore or an erase rewrites
+  // both. A restore keeps what the sequence held in the store first; an
+  // erase forgets it.
+  void RunSlotOp(Engine* engine, PromptStore* store, RequestJob* job, std::vector<int32_t>* cached,
+                 std::vector<float>* logits);
 
   const SchedulerHooks hooks_;
   std::mutex mu_;
@@ -47,6 +66,8 @@ class Scheduler {
   std::atomic<bool> stopping_{false};
 
  private:
+  const int n_seq_;
+  std::unique_ptr<std::atomic<bool>[]> busy_;
   mutable std::mutex health_mu_;
   WorkerHealth health_;
   std::thread thread_;

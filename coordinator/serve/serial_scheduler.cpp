@@ -9,7 +9,7 @@ namespace pi {
 
 SerialScheduler::SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks,
                                  PromptStore* store)
-    : Scheduler(std::move(hooks)), engine_(engine), tok_(tok), store_(store) {
+    : Scheduler(std::move(hooks), 1), engine_(engine), tok_(tok), store_(store) {
   StartLoop();
 }
 
@@ -27,7 +27,16 @@ void SerialScheduler::Loop() {
       job = std::move(pending_.front());
       pending_.pop_front();
     }
-    if (job->Start()) RunJob(job.get());  // else its client left while it waited
+    if (!job->Start()) continue;  // its client left while it waited
+    SetBusy(0, true);
+    if (job->request.seq > 0) {
+      RefuseSeq(job.get(), 1);
+    } else if (job->request.slot_op != SlotOp::kNone) {
+      RunSlotOp(engine_, store_, job.get(), &cached_, &prompt_logits_);
+    } else {
+      RunJob(job.get());
+    }
+    SetBusy(0, false);
   }
   std::lock_guard<std::mutex> lock(mu_);
   CancelPending();

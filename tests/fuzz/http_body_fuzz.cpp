@@ -28,8 +28,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pi::CompletionRequest cr;
   int status = 0;
   // A body as /v1/chat/completions reads it (messages rendered with each
-  // template in turn), and as /v1/completions reads it.
-  const pi::ChatTemplate t = static_cast<pi::ChatTemplate>(size % 10);
+  // template in turn), and as /v1/completions reads it; and as a model's
+  // chat template whose family is detected.
+  const pi::ChatTemplate t = static_cast<pi::ChatTemplate>(size % pi::kChatTemplateCount);
+  pi::ChatTemplate detected;  // (a model's template text is the body's as well)
+  if (pi::DetectChatTemplate(body, &detected).ok() &&
+      static_cast<int>(detected) >= pi::kChatTemplateCount) {
+    abort();
+  }
   pi::CompletionRequest chat;
   int chat_status = 0;
   const pi::Status cs = pi::ParseChatRequest(body, "demo", &t, &chat, &chat_status);
@@ -54,11 +60,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // And as /v1/embeddings and llama-server's /embeddings read it: at least
   // one input, at most the cap.
-  for (const bool native : {false, true}) {
+  for (const bool native_shape : {false, true}) {
     pi::EmbeddingRequest embed;
     int embed_status = 0;
     const pi::Status es =
-        pi::ParseEmbeddingRequest(body, "demo", &embed, &embed_status, false, native);
+        pi::ParseEmbeddingRequest(body, "demo", &embed, &embed_status, false, native_shape);
     if (es.ok() != (embed_status == 200) || (!es.ok() && es.message().empty())) abort();
     if (es.ok() && (embed.inputs.empty() || embed.inputs.size() > pi::kMaxEmbeddingInputs)) {
       abort();

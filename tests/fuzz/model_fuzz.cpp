@@ -1,9 +1,9 @@
 // libFuzzer target for everything the engine reads out of a GGUF file beyond
 // the container (gguf_fuzz covers that): the model loader's validation, the
 // tokenizer, activation statistics, placement plans and PowerInfer's gpu
-// index. Any input must be refused with a Status or give objects that are
-// safe to use: an accepted model runs one token through the engine, an
-// accepted tokenizer encodes and decodes a string.
+// index, and slot files (a sequence's prompt saved by POST /slots). Any input must be refused with
+// a Status or give objects that are safe to use: an accepted model runs one token through the
+// engine, an accepted tokenizer encodes and decodes a string.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -18,6 +18,7 @@
 #include "common/plan/placement.h"
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/engine.h"
+#include "coordinator/engine/slot_file.h"
 
 namespace {
 
@@ -32,6 +33,31 @@ void TryTokenizer(const pi::GgufFile& file) {
   pi::Utf8Stream stream;
   for (int32_t id : ids) text += stream.Push(tok->TokenToPiece(id));
   text += stream.Flush();
+}
+
+// A slot file checked against the layout it claims (so the tensors' checks
+// are reached) with the seed's context and vocabulary; what is accepted
+// must have the sizes the layout says.
+void TrySlotFile(const pi::GgufFile& file) {
+  pi::SlotLayout l;
+  uint32_t n_batch = 0;
+  uint64_t row_bytes = 0;
+  (void)file.GetU64("pi.slot.model_fingerprint", &l.model_fingerprint);
+  (void)file.GetU32("pi.slot.n_batch", &n_batch);
+  (void)file.GetU64("pi.slot.kv_row_bytes", &row_bytes);
+  l.n_batch = static_cast<int>(n_batch & 0xffff);
+  l.kv_row_bytes = static_cast<int64_t>(row_bytes & 0xffffff);
+  l.n_ctx = 16;
+  l.n_vocab = 260;
+  pi::SlotState state;
+  if (!pi::ReadSlotFile(file, l, &state).ok()) return;
+  const int64_t n = state.seq.n();
+  if (n < 1 || n > l.n_ctx ||
+      static_cast<int64_t>(state.seq.host_kv.size()) != n * l.kv_row_bytes ||
+      state.seq.dense.size() != state.seq.tokens.size() ||
+      (!state.logits.empty() && state.logits.size() != 260)) {
+    __builtin_trap();
+  }
 }
 
 void TryModel(const uint8_t* data, size_t size) {
@@ -64,6 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pi::GpuIndex index;
   (void)pi::ReadGpuIndex(*file, &index);
   TryTokenizer(*file);
+  TrySlotFile(*file);
   TryModel(data, size);
   return 0;
 }

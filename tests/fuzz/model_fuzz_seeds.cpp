@@ -2,7 +2,8 @@
 // (and the same with RoPE scaling, qwen2, qwen3, gemma2, gemma3 and phi3
 // ones, and a falcon one with ffn_down_t), its activation statistics, a
 // placement plan and PowerInfer's gpu index, all made by the code that writes
-// them for users, so the fuzzer starts from files every reader accepts.
+// them for users, and a slot file of a prompt on it, so the fuzzer starts from files every reader
+// accepts.
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,6 +19,8 @@
 #include "common/plan/activation_stats.h"
 #include "common/plan/gpu_index.h"
 #include "common/plan/placement.h"
+#include "coordinator/engine/engine.h"
+#include "coordinator/engine/slot_file.h"
 #include "tests/fuzz/seed_file.h"
 
 namespace {
@@ -59,6 +62,21 @@ bool WriteSet(const std::string& dir, const std::string& name, pi::SyntheticMode
   pi::Placement plan;
   if (!Check(pi::Place(model, stats, opt, &plan), "place")) return false;
   if (!Check(pi::WritePlan(plan, dir + "/" + name + ".plan.gguf"), "plan")) return false;
+  // A slot file (POST /slots/{id}?action=save): 5 prompt positions and the logits after them.
+  pi::EngineOptions eo;
+  eo.n_ctx = 16;
+  eo.n_batch = 4;
+  std::unique_ptr<pi::Engine> engine;
+  if (!Check(pi::Engine::Create(&model, eo, &engine), "engine")) return false;
+  std::vector<int32_t> prompt;
+  for (int32_t id : {1, 72, 105, 33, 10}) prompt.push_back(id % model.config.n_vocab);
+  int64_t bytes = 0;
+  if (!Check(engine->Eval(prompt.data(), 5), "eval") ||
+      !Check(pi::SaveSlot(engine.get(), 0, prompt, engine->logits(), dir + "/" + name + ".slot",
+                          &bytes),
+             "slot file")) {
+    return false;
+  }
   // A plan for two devices (--gpus): the devices' budgets, layers and head.
   opt.device_budgets = {1 << 19, 1 << 19};
   pi::Placement plan2;
