@@ -199,29 +199,18 @@ int Sampler::LastDistribution(int32_t chosen, int k, std::pair<int32_t, float>* 
     for (int i = 0; i < last_n_; ++i) {
       if (cand_[i].id == chosen) *chosen_p = probs_[i];
     }
-    const int m = std::min(k, last_n_);
+    const int m = std::min({k, last_n_, kMaxTopTokens});
     for (int i = 0; i < m; ++i) out[i] = {cand_[i].id, probs_[i]};
     return m;
   }
-  // Greedy: the k highest logits in one pass (ties: the lower id first), the
-  // first (the chosen token) certain.
+  // Greedy: the k highest logits, the first (the chosen token) certain.
   *chosen_p = 1.0f;
-  int kept = 0;
-  const int m = std::min(k, last_n_);
-  auto before = [&](int a, int b) {
-    return cand_[a].logit > cand_[b].logit || (cand_[a].logit == cand_[b].logit && a < b);
-  };
-  for (int i = 0; i < last_n_ && m > 0; ++i) {
-    if (kept == m && !before(i, out[kept - 1].first)) continue;
-    int at = kept < m ? kept++ : kept - 1;
-    while (at > 0 && before(i, out[at - 1].first)) {
-      out[at] = out[at - 1];
-      --at;
-    }
-    out[at] = {i, 0.0f};
+  int32_t top[kMaxTopTokens];
+  const int kept = TopIndexes(
+      last_n_, std::min(k, kMaxTopTokens), [this](int32_t i) { return cand_[i].logit; }, top);
+  for (int i = 0; i < kept; ++i) {
+    out[i] = {cand_[top[i]].id, cand_[top[i]].id == chosen ? 1.0f : 0.0f};
   }
-  for (int i = 0; i < kept; ++i) out[i].second = cand_[out[i].first].id == chosen ? 1.0f : 0.0f;
-  for (int i = 0; i < kept; ++i) out[i].first = cand_[out[i].first].id;
   return kept;
 }
 

@@ -53,6 +53,29 @@ Status CheckLogitBias(const SamplerParams& params, int n_vocab);
 // more than the context is capped at it.
 int RepeatLastNForContext(int repeat_last_n, int n_ctx);
 
+// The most alternatives a token's log-probabilities list (OpenAI's
+// top_logprobs, llama-server's n_probs).
+inline constexpr int kMaxTopTokens = 20;
+
+// The indexes of the k largest of value(0..n) in one pass, largest first
+// (ties: the lower index first), into out[0..k); returns how many (k or n,
+// the fewer). A value enters only when it beats the list's last.
+template <class Value>
+int TopIndexes(int n, int k, const Value& value, int32_t* out) {
+  int kept = 0;
+  for (int32_t i = 0; i < n && k > 0; ++i) {
+    const float v = value(i);
+    if (kept == k && !(v > value(out[kept - 1]))) continue;
+    int at = kept < k ? kept++ : kept - 1;
+    while (at > 0 && v > value(out[at - 1])) {
+      out[at] = out[at - 1];
+      --at;
+    }
+    out[at] = i;
+  }
+  return kept;
+}
+
 class Sampler {
  public:
   Sampler(const SamplerParams& params, int n_vocab);
@@ -64,7 +87,8 @@ class Sampler {
   int32_t Sample(const float* logits, const uint64_t* allowed = nullptr);
   // The distribution the last Sample drew from, most likely first: the
   // tokens its filters left with their tempered probabilities (greedy: the
-  // chosen token 1, the next by logit 0), at most k of them into out[0..);
+  // chosen token 1, the next by logit 0), at most k (at most
+  // kMaxTopTokens) of them into out[0..);
   // returns how many, and *chosen_p the probability of `chosen` (the token
   // it returned). llama-server's post_sampling_probs. Allocates nothing.
   int LastDistribution(int32_t chosen, int k, std::pair<int32_t, float>* out,

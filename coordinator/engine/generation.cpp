@@ -169,13 +169,12 @@ bool Generation::Next(const float* logits, int n_past, const TokenCallback& on_t
 }
 
 void Generation::RecordLogprob(const float* logits, int32_t id) {
-  constexpr int kMaxTop = 20;
+  const int k = std::min(request_.logprobs, kMaxTopTokens);
+  TokenLogprob t;
+  t.id = id;
   if (request_.post_sampling) {  // the draw's probabilities
-    std::pair<int32_t, float> top[kMaxTop];
-    TokenLogprob t;
-    t.id = id;
-    const int kept =
-        sampler_->LastDistribution(id, std::min(request_.logprobs, kMaxTop), top, &t.logprob);
+    std::pair<int32_t, float> top[kMaxTopTokens];
+    const int kept = sampler_->LastDistribution(id, k, top, &t.logprob);
     t.top.assign(top, top + kept);
     g_->logprobs.push_back(std::move(t));
     return;
@@ -186,25 +185,11 @@ void Generation::RecordLogprob(const float* logits, int32_t id) {
   double sum = 0;
   for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
   const float log_z = max + static_cast<float>(std::log(sum));
-  TokenLogprob t;
-  t.id = id;
   t.logprob = logits[id] - log_z;
-  // The top few in one pass: a sorted list of at most k (k <= 20) that a
-  // logit enters only when it beats the list's last; ties keep the lower id.
-  const int k = std::min({request_.logprobs, n, kMaxTop});
-  std::pair<float, int32_t> best[kMaxTop];
-  int kept = 0;
-  for (int i = 0; i < n && k > 0; ++i) {
-    const float v = logits[i];
-    if (kept == k && !(v > best[kept - 1].first)) continue;
-    int at = kept < k ? kept++ : kept - 1;
-    while (at > 0 && v > best[at - 1].first) {
-      best[at] = best[at - 1];
-      --at;
-    }
-    best[at] = {v, i};
-  }
-  for (int j = 0; j < kept; ++j) t.top.emplace_back(best[j].second, best[j].first - log_z);
+  int32_t top[kMaxTopTokens];
+  const int kept = TopIndexes(
+      n, k, [logits](int32_t i) { return logits[i]; }, top);
+  for (int j = 0; j < kept; ++j) t.top.emplace_back(top[j], logits[top[j]] - log_z);
   g_->logprobs.push_back(std::move(t));
 }
 
