@@ -12,7 +12,8 @@ asked while its slot generates waits for the generation to end. Refused, naming 
 problem: a file name with a directory or a leading dot, a missing or damaged file (the
 slot keeps what it held), an unknown action or query parameter, a slot or id_slot out of
 range, GET; without --slot-save-path save and restore are a 501 and erase works (what it
-erases is not kept in the prompt store).
+erases is not kept in the prompt store); on the device path (--vram-budget, the layers' KV
+cache in a gpu worker) save and restore are a 400 saying so.
 
 Usage: slots_test.py BIN_DIR
 """
@@ -27,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from served_process import check, finish  # noqa: E402
+from served_process import check, demo_down_t, finish  # noqa: E402
 from http_api_test import call, launch  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "demo-kjv-f16.gguf")
@@ -172,6 +173,20 @@ def main():
               "an erased prompt is forgotten, not kept in the prompt store (--cache-ram)")
         st, _, r = call(s.http, "POST", "/completion", {"prompt": "x", "id_slot": 1})
         check(st == 400 and "slots are 0 to 0" in r["error"]["message"], f"serial, id_slot 1: {r}")
+        check(s.stop() == 0, "pi-launch stops cleanly")
+
+        # The device path (layers in a gpu worker): slot files are refused, saying why.
+        demo_t = demo_down_t(bin_dir, tmp, profile=True)
+        s = launch(bin_dir, tmp, "-m", demo_t, "-c", "256", "--cpu-workers", "0",
+                   "--vram-budget", "8M", "--host-device", "--slot-save-path", slots)
+        complete(s.http, PROMPT, 0)
+        refused(s.http, 400, "runs layers on a GPU", "the device path: save", 0, "save", "d.bin")
+        refused(s.http, 400, "runs layers on a GPU", "the device path: restore", 0, "restore",
+                "talk.bin")
+        st, _, erased = action(s.http, 0, "erase")
+        check(st == 200 and erased["n_erased"] > 0, f"the device path: erase ({erased})")
+        check("slot files hold the host path's KV cache" in s.stderr(),
+              "pi-launch says so when it starts")
         check(s.stop() == 0, "pi-launch stops cleanly")
     finish()
 
