@@ -109,7 +109,11 @@ class GgufFile {
   GgufFile& operator=(const GgufFile&) = delete;
 
   // Maps and validates `path`. On error, the message names the problem and the
-  // byte offset where it was found.
+  // byte offset where it was found. A model split by llama.cpp's gguf-split
+  // (`NAME-00001-of-00003.gguf`: split.no, split.count, split.tensors.count)
+  // is opened from its first part: the others are found beside it by name
+  // and their tensors join the first's (each part validated alone; a
+  // missing, foreign or out-of-order part is an error naming it).
   static Status Open(const std::string& path, std::unique_ptr<GgufFile>* out);
   // Same over a caller-owned buffer (used by the fuzzer and tests); the buffer
   // must outlive the GgufFile.
@@ -126,8 +130,9 @@ class GgufFile {
   uint32_t version() const { return version_; }
   bool is_sparse_magic() const { return sparse_magic_; }  // "PWRI"
   uint32_t alignment() const { return alignment_; }
-  const std::string& path() const { return path_; }
-  size_t file_size() const { return size_; }
+  const std::string& path() const { return path_; }  // (a split model's first part)
+  size_t file_size() const;                          // (a split model's parts together)
+  int n_parts() const { return 1 + static_cast<int>(parts_.size()); }
 
   // Metadata, in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
@@ -152,6 +157,10 @@ class GgufFile {
 
  private:
   Status Parse();
+  // One file mapped (or read whole) and parsed, nothing joined.
+  static Status Load(const std::string& path, bool read, std::unique_ptr<GgufFile>* out);
+  // The parts after the first of a split model (Open's or Read's way).
+  Status JoinSplitParts(bool read);
 
   std::string path_;
   const uint8_t* base_ = nullptr;
@@ -168,6 +177,7 @@ class GgufFile {
   std::map<std::string, size_t> kv_index_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> tensor_index_;
+  std::vector<std::unique_ptr<GgufFile>> parts_;  // a split model's other parts
 };
 
 // Builds a GGUF v3 file. Tensors are added either as bytes (copied into the

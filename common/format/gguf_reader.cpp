@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -461,17 +462,32 @@ Status PlaceTensorData(const uint8_t* base, size_t size, size_t infos_end, uint3
 GgufFile::~GgufFile() = default;
 
 Status GgufFile::Open(const std::string& path, std::unique_ptr<GgufFile>* out) {
-  std::unique_ptr<GgufFile> file(new GgufFile());
-  PI_RETURN_IF_ERROR(MappedRegion::Map(path, &file->region_));
-  file->path_ = path;
-  file->base_ = file->region_->data();
-  file->size_ = file->region_->size();
-  PI_RETURN_IF_ERROR(file->Parse().WithContext(path));
+  std::unique_ptr<GgufFile> file;
+  PI_RETURN_IF_ERROR(Load(path, false, &file));
+  PI_RETURN_IF_ERROR(file->JoinSplitParts(false));
   *out = std::move(file);
   return Status::Ok();
 }
 
 Status GgufFile::Read(const std::string& path, std::unique_ptr<GgufFile>* out) {
+  std::unique_ptr<GgufFile> file;
+  PI_RETURN_IF_ERROR(Load(path, true, &file));
+  PI_RETURN_IF_ERROR(file->JoinSplitParts(true));
+  *out = std::move(file);
+  return Status::Ok();
+}
+
+Status GgufFile::Load(const std::string& path, bool read, std::unique_ptr<GgufFile>* out) {
+  std::unique_ptr<GgufFile> file(new GgufFile());
+  if (!read) {
+    PI_RETURN_IF_ERROR(MappedRegion::Map(path, &file->region_));
+    file->path_ = path;
+    file->base_ = file->region_->data();
+    file->size_ = file->region_->size();
+    PI_RETURN_IF_ERROR(file->Parse().WithContext(path));
+    *out = std::move(file);
+    return Status::Ok();
+  }
   FILE* f = fopen(path.c_str(), "rb");
   if (!f) return Status::Error("%s: cannot open: %s", path.c_str(), strerror(errno));
   struct stat st;
@@ -482,7 +498,6 @@ Status GgufFile::Read(const std::string& path, std::unique_ptr<GgufFile>* out) {
   const size_t size = static_cast<size_t>(st.st_size);
   Status s =
       CheckMemory("reading " + path + " into memory (--no-mmap)", static_cast<int64_t>(size));
-  std::unique_ptr<GgufFile> file(new GgufFile());
   if (s.ok() && size > 0) {
     // Page-aligned, as a mapping is: tensor data keeps its alignment.
     file->owned_.reset(static_cast<uint8_t*>(aligned_alloc(4096, (size + 4095) / 4096 * 4096)));
@@ -501,7 +516,61 @@ Status GgufFile::Read(const std::string& path, std::unique_ptr<GgufFile>* out) {
   return Status::Ok();
 }
 
+size_t GgufFile::file_size() const {
+  size_t total = size_;
+  for (const auto& p : parts_) total += p->size_;
+  return total;
+}
+
+Status GgufFile::JoinSplitParts(bool read) {
+  // (llama.cpp writes split.no and split.count as u16, split.tensors.count as i32.)
+  uint64_t count = 0, no = 0, total = 0;
+  if (!GetU64("split.count", &count).ok() || count <= 1) return Status::Ok();
+  const bool numbered = GetU64("split.no", &no).ok();
+  // llama.cpp's names: PREFIX-00001-of-00003.gguf.
+  char tail[40];
+  snprintf(tail, sizeof tail, "-%05d-of-%05d.gguf", 1,
+           static_cast<int>(std::min<uint64_t>(count, 99999)));
+  const size_t cut = path_.size() >= strlen(tail) ? path_.size() - strlen(tail) : 0;
+  if (count > 9999 || !numbered || no != 0 || path_.compare(cut, std::string::npos, tail) != 0) {
+    return Status::Error("%s: part %" PRIu64 " of a model split in %" PRIu64
+                         ": open its first part, named PREFIX%s",
+                         path_.c_str(), no + 1, count, tail);
+  }
+  const std::string prefix = path_.substr(0, cut);
+  for (uint64_t i = 1; i < count; ++i) {
+    snprintf(tail, sizeof tail, "-%05d-of-%05d.gguf", static_cast<int>(i + 1),
+             static_cast<int>(count));
+    const std::string part_path = prefix + tail;
+    std::unique_ptr<GgufFile> part;
+    PI_RETURN_IF_ERROR(Load(part_path, read, &part));
+    uint64_t part_no = 0, part_count = 0;
+    if (!part->GetU64("split.no", &part_no).ok() ||
+        !part->GetU64("split.count", &part_count).ok() || part_no != i || part_count != count) {
+      return Status::Error("%s: not part %" PRIu64 " of %" PRIu64
+                           " (its split.no and split.count say otherwise)",
+                           part_path.c_str(), i + 1, count);
+    }
+    for (TensorInfo& t : part->tensors_) {
+      if (tensor_index_.count(t.name) != 0) {
+        return Status::Error("%s: tensor '%s' is in an earlier part too", part_path.c_str(),
+                             Printable(t.name).c_str());
+      }
+      tensor_index_[t.name] = tensors_.size();
+      tensors_.push_back(t);
+    }
+    parts_.push_back(std::move(part));
+  }
+  if (GetU64("split.tensors.count", &total).ok() && total != tensors_.size()) {
+    return Status::Error("%s: split.tensors.count says %" PRIu64 " tensors; its %" PRIu64
+                         " parts hold %zu",
+                         path_.c_str(), total, count, tensors_.size());
+  }
+  return Status::Ok();
+}
+
 Status GgufFile::LockInMemory() const {
+  for (const auto& p : parts_) PI_RETURN_IF_ERROR(p->LockInMemory());
   if (size_ == 0) return Status::Ok();
   if (mlock(base_, size_) != 0) {
     return Status::Error("%s: cannot lock %zu bytes in RAM (--mlock): %s (raise ulimit -l)",
