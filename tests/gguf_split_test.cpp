@@ -119,6 +119,10 @@ TEST_F(GgufSplitTest, BadSplitsAreErrorsNamingTheFile) {
     if (part == 2) (void)w->AddTensor("token_embd.weight", DType::kF32, {1}, &one);
   });
   EXPECT_THAT(GgufFile::Open(Part(1), &f).message(), HasSubstr("in an earlier part too"));
+  Split([](int part, GgufWriter* w) {
+    if (part == 0) w->Set("split.count", GgufValue::U16(10000));
+  });
+  EXPECT_THAT(GgufFile::Open(Part(1), &f).message(), HasSubstr("over 9999 parts"));
 }
 
 }  // namespace

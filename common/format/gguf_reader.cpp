@@ -526,13 +526,15 @@ Status GgufFile::JoinSplitParts(bool read) {
   // (llama.cpp writes split.no and split.count as u16, split.tensors.count as i32.)
   uint64_t count = 0, no = 0, total = 0;
   if (!GetU64("split.count", &count).ok() || count <= 1) return Status::Ok();
+  if (count > 9999) {  // (gguf-split's five-digit names hold at most 99999)
+    return Status::Error("%s: split.count %" PRIu64 " is over 9999 parts", path_.c_str(), count);
+  }
   const bool numbered = GetU64("split.no", &no).ok();
   // llama.cpp's names: PREFIX-00001-of-00003.gguf.
   char tail[40];
-  snprintf(tail, sizeof tail, "-%05d-of-%05d.gguf", 1,
-           static_cast<int>(std::min<uint64_t>(count, 99999)));
+  snprintf(tail, sizeof tail, "-%05d-of-%05d.gguf", 1, static_cast<int>(count));
   const size_t cut = path_.size() >= strlen(tail) ? path_.size() - strlen(tail) : 0;
-  if (count > 9999 || !numbered || no != 0 || path_.compare(cut, std::string::npos, tail) != 0) {
+  if (!numbered || no != 0 || path_.compare(cut, std::string::npos, tail) != 0) {
     return Status::Error("%s: part %" PRIu64 " of a model split in %" PRIu64
                          ": open its first part, named PREFIX%s",
                          path_.c_str(), no + 1, count, tail);

@@ -53,13 +53,14 @@ struct TurnFormat {
   bool system_in_user = false;  // the system message opens the first user message, + "\n\n"
   bool drop_thinking = false;   // an assistant message from after its last "</think>"
 };
-// (UTF-8 of DeepSeek's full-width bars and U+2581.)
+// DeepSeek's markers, in UTF-8 (full-width bars, U+2581); macros, as the
+// table joins them to other literals (undefined at the file's end).
 #define PI_DS_USER \
-  "\xef\xbd\x9c"   \
-  "User\xef\xbd\x9c"
+  "<\xef\xbd\x9c"  \
+  "User\xef\xbd\x9c>"
 #define PI_DS_ASSISTANT \
-  "\xef\xbd\x9c"        \
-  "Assistant\xef\xbd\x9c"
+  "<\xef\xbd\x9c"       \
+  "Assistant\xef\xbd\x9c>"
 #define PI_DS_EOS \
   "<\xef\xbd\x9c" \
   "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
@@ -92,14 +93,14 @@ const TurnFormat kTurnFormats[] = {
      "Assistant:"},
     {ChatTemplate::kDeepseek3,
      "",
-     {"", "<" PI_DS_USER ">", "<" PI_DS_ASSISTANT ">"},
+     {"", PI_DS_USER, PI_DS_ASSISTANT},
      {"\n\n", "", PI_DS_EOS},
-     "<" PI_DS_ASSISTANT ">"},
+     PI_DS_ASSISTANT},
     {ChatTemplate::kDeepseekR1,
      "",
-     {"", "<" PI_DS_USER ">", "<" PI_DS_ASSISTANT ">"},
+     {"", PI_DS_USER, PI_DS_ASSISTANT},
      {"", "", PI_DS_EOS},
-     "<" PI_DS_ASSISTANT "><think>\n",
+     PI_DS_ASSISTANT "<think>\n",
      false,
      false,
      false,
@@ -183,10 +184,6 @@ const TurnFormat kTurnFormats[] = {
      {"<|turn_end|>", "<|turn_end|>", "<|turn_end|>"},
      "<|role_start|>assistant<|role_end|>"},
 };
-#undef PI_DS_USER
-#undef PI_DS_ASSISTANT
-#undef PI_DS_EOS
-
 const TurnFormat* TurnFormatOf(ChatTemplate t) {
   for (const TurnFormat& f : kTurnFormats) {
     if (f.t == t) return &f;
@@ -269,7 +266,7 @@ void RenderTurns(const TurnFormat& f, const std::string& system, bool has_system
     std::string content = text(m->content);
     const size_t think =
         f.drop_thinking && role == 2 ? content.rfind("</think>") : std::string::npos;
-    if (think != std::string::npos) content = content.substr(think + 8);
+    if (think != std::string::npos) content = content.substr(think + sizeof "</think>" - 1);
     out->Content(content).Markup(f.suffix[role]);
   }
   if (gen && f.generation[0] != '\0') {
@@ -344,10 +341,12 @@ const char* ChatTemplateName(ChatTemplate t) {
 }
 
 const char* ChatTemplateNames() {
-  return "chatml, llama2, llama3, mistral, mistral-v3, mistral-v3-tekken, mistral-v7, zephyr, "
-         "gemma, vicuna, vicuna-orca, phi3, phi4, falcon3, deepseek, deepseek2, deepseek3, "
-         "deepseek-r1, command-r, exaone3, granite, openchat, monarch, orion, chatglm3, "
-         "chatglm4, glmedge, minicpm, rwkv-world, gigachat, megrez";
+  static const std::string names = [] {
+    std::string list;
+    for (const Named& n : kNames) list += std::string(list.empty() ? "" : ", ") + n.name;
+    return list;
+  }();
+  return names.c_str();
 }
 
 Status ParseChatTemplateName(const std::string& name, ChatTemplate* out) {
@@ -362,13 +361,7 @@ Status ParseChatTemplateName(const std::string& name, ChatTemplate* out) {
 
 Status DetectChatTemplate(const std::string& text, ChatTemplate* out) {
   if (ParseChatTemplateName(text, out).ok()) return Status::Ok();
-  // The markers llama.cpp keys on, most specific first (DeepSeek's in UTF-8).
-  const char* ds_user =
-      "<\xef\xbd\x9c"
-      "User\xef\xbd\x9c>";
-  const char* ds_assistant =
-      "<\xef\xbd\x9c"
-      "Assistant\xef\xbd\x9c>";
+  // The markers llama.cpp keys on, most specific first.
   if (Has(text, "<|im_start|>")) {
     *out = Has(text, "<|im_sep|>") ? ChatTemplate::kPhi4 : ChatTemplate::kChatml;
   } else if (Has(text, "<|start_header_id|>") && Has(text, "<|end_header_id|>")) {
@@ -410,7 +403,7 @@ Status DetectChatTemplate(const std::string& text, ChatTemplate* out) {
     *out = ChatTemplate::kMinicpm;
   } else if (Has(text, "'Assistant: ' + message['content'] + eos_token")) {
     *out = ChatTemplate::kDeepseek2;
-  } else if (Has(text, ds_user) && Has(text, ds_assistant)) {
+  } else if (Has(text, PI_DS_USER) && Has(text, PI_DS_ASSISTANT)) {
     // The R1 distills' template opens the reply with <think>.
     *out = Has(text, "<think>") ? ChatTemplate::kDeepseekR1 : ChatTemplate::kDeepseek3;
   } else if (Has(text, "[|system|]") && Has(text, "[|assistant|]") && Has(text, "[|endofturn|]")) {
@@ -541,3 +534,7 @@ Status ChatTemplateOfModel(const GgufFile& file, ChatTemplate* out) {
 }
 
 }  // namespace pi
+
+#undef PI_DS_USER
+#undef PI_DS_ASSISTANT
+#undef PI_DS_EOS

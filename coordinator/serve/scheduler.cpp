@@ -79,7 +79,9 @@ void Scheduler::RunSlotOp(Engine* engine, PromptStore* store, RequestJob* job,
     (void)store->Save(engine, r.seq, *cached, logits->empty() ? nullptr : logits->data());
   }
   Status s;
-  switch (r.seq < 0 || r.seq >= engine->n_seq() ? SlotOp::kNone : r.slot_op) {
+  // (Both schedulers take a slot action's sequence before they run it.)
+  const bool on_a_sequence = r.seq >= 0 && r.seq < engine->n_seq();
+  switch (on_a_sequence ? r.slot_op : SlotOp::kNone) {
     case SlotOp::kSave:
       s = SaveSlot(engine, r.seq, *cached, logits->empty() ? nullptr : logits->data(), r.slot_path,
                    &g.slot_bytes);

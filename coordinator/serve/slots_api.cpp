@@ -102,7 +102,6 @@ void StartSlotAction(const HttpContext& c, const std::string& query, const std::
     out->refusal = ErrorReply(400, s.message());
     return;
   }
-  request.cache_prompt = false;
   const SlotOp op = request.slot_op;
   const int id = request.seq;
   CompletionReply* reply = SubmitWholeJob(runner, std::move(request), std::move(notify), out);
