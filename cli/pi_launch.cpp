@@ -360,11 +360,6 @@ static int Run(int argc, char** argv) {
       fprintf(stderr, "pi-launch: prompts let go by their sequences kept up to %s (--cache-ram)\n",
               store_bytes == INT64_MAX ? "no limit" : pi::HumanBytes(store_bytes).c_str());
     }
-    if (!l.http.slot_save_path.empty() && loaded.engine->has_device()) {
-      fprintf(stderr,
-              "pi-launch: note: slot files hold the host path's KV cache: with layers on a GPU "
-              "(--vram-budget) POST /slots/{id}?action=save|restore is refused (erase works)\n");
-    }
     pi::CoordinatorServer rpc_server;
     pi::CoordinatorServiceOptions rpc;
     rpc.api_key = l.http.api_key;

@@ -879,4 +879,17 @@ Status CudaModelBackend::LoadSeq(uint64_t key, int seq, int n) {
                   "loading a kept sequence");
 }
 
+Status CudaModelBackend::ReadKept(uint64_t key, int n, int64_t offset, int64_t size, uint8_t* out) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, 0, n, name()));
+  if (!kv_) return NothingKept(offset, size, name());
+  return kept_.Read(key, n, offset, size, out);
+}
+
+Status CudaModelBackend::WriteKept(uint64_t key, int n, int64_t offset, const uint8_t* data,
+                                   int64_t size) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, 0, n, name()));
+  if (!kv_) return NothingKept(offset, size, name());
+  return kept_.Write(key, n, SavedSeqBytes(c_, plan_, n), offset, data, size);
+}
+
 }  // namespace pi

@@ -129,9 +129,17 @@ Status DeviceShard::Answer(const DeviceRequest& r, uint8_t* reply, size_t* reply
     case StepKind::kSeqSave:
     case StepKind::kSeqLoad:
     case StepKind::kSeqDrop:
+    case StepKind::kSeqWrite:
       PI_RETURN_IF_ERROR(SeqStep(r));
       *reply_size = WriteReplyHeader(r.step_id, StepReplyKind::kDone, 0, 0, 0, 0,
                                      DeviceOut::kNothing, 0, reply);
+      return Status::Ok();
+    case StepKind::kSeqRead:
+      // (the size was checked against the chunk a reply holds)
+      PI_RETURN_IF_ERROR(
+          device_->ReadKept(r.key, r.n, r.offset, r.size, reply + sizeof(StepReplyHeader)));
+      *reply_size = WriteReplyHeader(r.step_id, StepReplyKind::kDone, 0, 0, 0, 0,
+                                     DeviceOut::kNothing, static_cast<size_t>(r.size), reply);
       return Status::Ok();
   }
   return Status::Invalid("unknown kind");
@@ -151,6 +159,8 @@ Status DeviceShard::SeqStep(const DeviceRequest& r) {
       return device_->LoadSeq(r.key, r.seq, r.n);
     case StepKind::kSeqDrop:
       return device_->DropSeq(r.key);
+    case StepKind::kSeqWrite:
+      return device_->WriteKept(r.key, r.n, r.offset, r.bytes, r.size);
     default:
       return Status::Invalid("not a sequence's kind");
   }

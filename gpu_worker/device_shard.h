@@ -40,7 +40,8 @@ class DeviceShard : public WorkerShard {
   // (a kCold reply) or the end (FinishToken: a kDone reply with `out`).
   Status RunLayers(uint64_t step_id, DeviceOut out, uint8_t* reply, size_t* reply_size);
   Status Answer(const DeviceRequest& request, uint8_t* reply, size_t* reply_size);
-  // A kSeq* request: the backend's CopySeq, SaveSeq, LoadSeq or DropSeq.
+  // A kSeq* request but kSeqRead: the backend's CopySeq, SaveSeq, LoadSeq,
+  // DropSeq or WriteKept.
   Status SeqStep(const DeviceRequest& request);
 
   std::string kind_;

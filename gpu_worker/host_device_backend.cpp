@@ -192,4 +192,18 @@ Status HostDeviceBackend::LoadSeq(uint64_t key, int seq, int n) {
   return Status::Ok();
 }
 
+Status HostDeviceBackend::ReadKept(uint64_t key, int n, int64_t offset, int64_t size,
+                                   uint8_t* out) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, 0, n, name()));
+  if (caches_.empty()) return NothingKept(offset, size, name());
+  return kept_.Read(key, n, offset, size, out);
+}
+
+Status HostDeviceBackend::WriteKept(uint64_t key, int n, int64_t offset, const uint8_t* data,
+                                    int64_t size) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, 0, n, name()));
+  if (caches_.empty()) return NothingKept(offset, size, name());
+  return kept_.Write(key, n, caches_[0].PrefixBytes(n), offset, data, size);
+}
+
 }  // namespace pi

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/base/thread_pool.h"
@@ -40,6 +41,9 @@ class HostDeviceBackend : public DeviceBackend {
     kept_.Drop(key);
     return Status::Ok();
   }
+  Status ReadKept(uint64_t key, int n, int64_t offset, int64_t size, uint8_t* out) override;
+  Status WriteKept(uint64_t key, int n, int64_t offset, const uint8_t* data, int64_t size) override;
+  std::string KeptLayout() const override { return KeptLayoutName("host", plan_); }
 
   int64_t resident_bytes() const override { return resident_bytes_; }
   int64_t device_bytes() const override { return resident_bytes_; }

@@ -43,4 +43,9 @@ Status LayerRangeDevice::Load(const LlamaModel& model, const DevicePlan& plan) {
                    std::to_string(plan.n_layers - 1));
 }
 
+std::string LayerRangeDevice::KeptLayout() const {
+  const std::string inner = inner_->KeptLayout();  // "format[0,k)": the renumbered range
+  return KeptLayoutName(inner.substr(0, inner.find('[')).c_str(), plan_);
+}
+
 }  // namespace pi

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "common/model/llama_model.h"
 #include "common/shard/device_backend.h"
@@ -36,6 +37,15 @@ class LayerRangeDevice : public DeviceBackend {
   Status SaveSeq(int seq, int n, uint64_t key) override { return inner_->SaveSeq(seq, n, key); }
   Status LoadSeq(uint64_t key, int seq, int n) override { return inner_->LoadSeq(key, seq, n); }
   Status DropSeq(uint64_t key) override { return inner_->DropSeq(key); }
+  Status ReadKept(uint64_t key, int n, int64_t offset, int64_t size, uint8_t* out) override {
+    return inner_->ReadKept(key, n, offset, size, out);
+  }
+  Status WriteKept(uint64_t key, int n, int64_t offset, const uint8_t* data,
+                   int64_t size) override {
+    return inner_->WriteKept(key, n, offset, data, size);
+  }
+  // The inner backend's format, the range's layers.
+  std::string KeptLayout() const override;
   Status Recover() override { return inner_->Recover(); }
 
   int64_t resident_bytes() const override { return inner_->resident_bytes(); }

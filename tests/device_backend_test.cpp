@@ -24,11 +24,13 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/offline/synthetic_model.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/engine/prompt_cache.h"
+#include "coordinator/engine/slot_file.h"
 #include "coordinator/route/device_chain.h"
 #include "coordinator/workers/device_worker.h"
 #include "gpu_worker/host_device_backend.h"
@@ -632,6 +634,30 @@ TEST(DeviceBackendSavedSeqTest, SavedAndCopiedSequencesGoOnAsFreshEvaluations) {
       EXPECT_EQ(0, std::memcmp(e->batch_logits(0), after_next.data(), sizeof(float) * o.n_vocab));
       EXPECT_EQ(0, std::memcmp(e->batch_logits(1), after_next.data(), sizeof(float) * o.n_vocab));
       EXPECT_THAT(e->LoadSeq(1, saved, 17).message(), HasSubstr("loading 17 of 16"));
+      // Its device part out as bytes and back in under a new key (a slot
+      // file's), written in uneven ranges: the same sequence again.
+      std::vector<uint8_t> bytes;
+      ASSERT_TRUE(e->ReadSavedDevicePart(saved, &bytes).ok());
+      EXPECT_EQ(static_cast<int64_t>(bytes.size()), saved.device_bytes);
+      SavedSeq back;
+      back.tokens = saved.tokens;
+      back.dense = saved.dense;
+      back.host_kv = saved.host_kv;
+      ASSERT_TRUE(e->WriteSavedDevicePart(bytes, &back).ok());
+      EXPECT_NE(back.key, saved.key);
+      std::vector<uint8_t> again;
+      ASSERT_TRUE(e->ReadSavedDevicePart(back, &again).ok());
+      EXPECT_EQ(again, bytes);
+      ASSERT_TRUE(e->LoadSeq(2, back, 16).ok());
+      const Engine::BatchRow from_bytes = {2, next, true};
+      ASSERT_TRUE(e->EvalBatch(&from_bytes, 1).ok());
+      EXPECT_EQ(0, std::memcmp(e->batch_logits(0), after_next.data(), sizeof(float) * o.n_vocab));
+      bytes.push_back(0);
+      SavedSeq too_long;
+      too_long.tokens = saved.tokens;
+      too_long.dense = saved.dense;
+      EXPECT_THAT(e->WriteSavedDevicePart(bytes, &too_long).message(),
+                  HasSubstr("for the device part of 16 positions"));
       SavedSeq host_only;  // saved without a device: not this engine's kind
       host_only.tokens.assign(4, 1);
       host_only.dense.assign(4, 1);
@@ -646,12 +672,129 @@ TEST(DeviceBackendSavedSeqTest, SavedAndCopiedSequencesGoOnAsFreshEvaluations) {
     ASSERT_TRUE(device->DropSeq(1000).ok());
     EXPECT_EQ(device->LoadSeq(1000, 0, 8).code(), Status::Code::kNotFound);
     EXPECT_EQ(device->LoadSeq(1, 0, 8).code(), Status::Code::kNotFound);  // dropped with `saved`
+    // Kept bytes a range at a time: read back as written, in order only,
+    // loaded once whole, each range inside the entry.
+    const int64_t total = SavedSeqBytes(m.config, device->plan(), 8);
+    std::vector<uint8_t> kept(static_cast<size_t>(total)), half(static_cast<size_t>(total));
+    ASSERT_TRUE(device->SaveSeq(2, 8, 1500).ok());
+    ASSERT_TRUE(device->ReadKept(1500, 8, 0, total, kept.data()).ok());
+    EXPECT_THAT(device->ReadKept(1500, 7, 0, 1, kept.data()).message(),
+                HasSubstr("of 7 positions"));
+    EXPECT_THAT(device->ReadKept(1500, 8, total - 1, 2, kept.data()).message(),
+                HasSubstr("reading bytes"));
+    ASSERT_TRUE(device->WriteKept(2000, 8, 0, kept.data(), total / 3).ok());
+    EXPECT_THAT(device->WriteKept(2000, 8, total / 2, kept.data(), 1).message(),
+                HasSubstr("writing bytes"));
+    EXPECT_THAT(device->LoadSeq(2000, 0, 8).message(), HasSubstr("of its"));
+    EXPECT_THAT(device->WriteKept(2000, 8, 0, kept.data(), 1).message(), HasSubstr("key 2000"));
+    ASSERT_TRUE(
+        device->WriteKept(2000, 8, total / 3, kept.data() + total / 3, total - total / 3).ok());
+    ASSERT_TRUE(device->ReadKept(2000, 8, total / 2, total - total / 2, half.data()).ok());
+    EXPECT_EQ(0, std::memcmp(half.data(), kept.data() + total / 2, total - total / 2));
+    ASSERT_TRUE(device->LoadSeq(2000, 0, 8).ok());
+    EXPECT_THAT(device->WriteKept(2001, 8, 0, kept.data(), total + 1).message(),
+                HasSubstr("writing bytes"));
+    EXPECT_EQ(device->LoadSeq(2001, 0, 8).code(), Status::Code::kNotFound);  // not left half made
+    EXPECT_EQ(device->ReadKept(2002, 8, 0, 1, kept.data()).code(), Status::Code::kNotFound);
+    ASSERT_TRUE(device->DropSeq(2000).ok());
+    ASSERT_TRUE(device->WriteKept(2003, 0, 0, nullptr, 0).ok());  // no positions
+    ASSERT_TRUE(device->LoadSeq(2003, 1, 0).ok());
     ASSERT_TRUE(device->SaveSeq(2, 0, 1001).ok());  // none of the positions: nothing to copy
     ASSERT_TRUE(device->LoadSeq(1001, 0, 0).ok());
     ASSERT_TRUE(device->CopySeq(0, 1, 0).ok());
     EXPECT_THAT(device->CopySeq(0, 3, 4).message(), HasSubstr("sequence 3 is out of range"));
     EXPECT_THAT(device->SaveSeq(0, kCtx + 1, 7).message(), HasSubstr("33 positions"));
   }
+}
+
+// A slot file on the device path: the host's layers and the device's kept
+// bytes saved, then restored into a fresh engine and device of the same
+// placement, which goes on exactly as a fresh evaluation of the prompt; a
+// server with other device layers, other hot neurons or no device refuses
+// the file, saying which.
+TEST(DeviceBackendSlotFileTest, SlotRestoredIntoAFreshDeviceGoesOnAsTheFirst) {
+  std::string skip;
+  if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
+  const SyntheticModelOptions o = SmallQ8Relu(256, 2);
+  const std::string path = TempPath("slotdev.gguf"), slot = TempPath("slotdev.slot");
+  const RemoveAtExit remove{path}, remove_slot{slot};
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  constexpr int kCtx = 32;
+  std::vector<int32_t> p;
+  for (int i = 0; i < 13; ++i) p.push_back((i * 41 + 5) % 256);
+  const int32_t next = 99;
+  std::vector<std::unique_ptr<DeviceBackend>> devices;
+  auto make = [&](Plan plan, bool with_device, std::unique_ptr<Engine>* e) {
+    EngineOptions opt;
+    opt.n_threads = 2;
+    opt.n_ctx = kCtx;
+    opt.n_batch = 4;
+    opt.n_seq = 2;
+    opt.sparse = SparseMode::kOracle;
+    if (with_device) {
+      devices.push_back(MakeBackend(PI_TEST_DEVICE, &skip, path));
+      DevicePlan dp = MakePlan(o, plan, kCtx, DType::kF16);
+      dp.n_seq = 2;
+      ASSERT_TRUE(devices.back()->Load(m, dp).ok());
+      opt.device = devices.back().get();
+    }
+    ASSERT_TRUE(Engine::Create(&m, opt, e).ok());
+  };
+  for (Plan plan : {Plan::kSplit, Plan::kPrefix}) {
+    SCOPED_TRACE(std::string(PI_TEST_DEVICE) + " plan " + PlanName(plan));
+    std::unique_ptr<Engine> first, fresh;
+    ASSERT_NO_FATAL_FAILURE(make(plan, true, &first));
+    ASSERT_TRUE(first->Eval(p.data(), static_cast<int>(p.size())).ok());
+    const std::vector<float> after_prompt(first->logits(), first->logits() + o.n_vocab);
+    int64_t written = 0;
+    const Status saved = SaveSlot(first.get(), 0, p, after_prompt.data(), slot, &written);
+    ASSERT_TRUE(saved.ok()) << saved.message();
+    ASSERT_NE(first->device_plan(), nullptr);
+    EXPECT_GT(written, SavedSeqBytes(m.config, *first->device_plan(), 13));  // the device's part
+    ASSERT_TRUE(first->Eval(&next, 1).ok());
+    const std::vector<float> after_next(first->logits(), first->logits() + o.n_vocab);
+
+    ASSERT_NO_FATAL_FAILURE(make(plan, true, &fresh));
+    std::vector<int32_t> prompt;
+    std::vector<float> logits;
+    int64_t read = 0;
+    const Status restored = RestoreSlot(fresh.get(), 1, slot, &prompt, &logits, &read);
+    ASSERT_TRUE(restored.ok()) << restored.message();
+    EXPECT_EQ(prompt, p);
+    EXPECT_EQ(logits, after_prompt);
+    EXPECT_EQ(read, written);
+    EXPECT_EQ(fresh->seq_n_past(1), 13);
+    const Engine::BatchRow row = {1, next, true};
+    ASSERT_TRUE(fresh->EvalBatch(&row, 1).ok());
+    EXPECT_EQ(0, std::memcmp(fresh->batch_logits(0), after_next.data(), sizeof(float) * o.n_vocab));
+  }
+  // The file now holds plan kPrefix's: layer 0 on the device, 30 % of its neurons.
+  for (const auto& [plan, with_device, words] :
+       {std::tuple<Plan, bool, std::string>{Plan::kSplit, true, "; this one has GPU layers "},
+        {Plan::kPrefix, false, "; this one has no layers on a GPU"}}) {
+    std::unique_ptr<Engine> e;
+    ASSERT_NO_FATAL_FAILURE(make(plan, with_device, &e));
+    std::vector<int32_t> prompt;
+    std::vector<float> logits;
+    int64_t read = 0;
+    EXPECT_THAT(RestoreSlot(e.get(), 0, slot, &prompt, &logits, &read).message(), HasSubstr(words));
+    EXPECT_EQ(e->seq_n_past(0), 0);
+  }
+  // The same layers with other hot neurons: kAll holds every neuron of both
+  // layers, kSplit 30 % of each.
+  std::unique_ptr<Engine> split, all;
+  ASSERT_NO_FATAL_FAILURE(make(Plan::kSplit, true, &split));
+  ASSERT_TRUE(split->Eval(p.data(), static_cast<int>(p.size())).ok());
+  int64_t written = 0;
+  ASSERT_TRUE(SaveSlot(split.get(), 0, p, nullptr, slot, &written).ok());
+  ASSERT_NO_FATAL_FAILURE(make(Plan::kAll, true, &all));
+  std::vector<int32_t> prompt;
+  std::vector<float> logits;
+  int64_t read = 0;
+  EXPECT_THAT(RestoreSlot(all.get(), 0, slot, &prompt, &logits, &read).message(),
+              HasSubstr("other hot neurons on the GPU"));
 }
 
 // Predictor mode: the device evaluates each layer's predictor and hands the
@@ -858,6 +1001,36 @@ TEST(DeviceChainTest, TwoDevicesEqualOne) {
       }
       EXPECT_LE(RelativeError(logits[0][i].data(), plain_logits[i].data(), o.n_vocab), 1e-2);
     }
+    // Kept bytes: the members' one after the other, written back in ranges
+    // that cross from one member to the next.
+    ASSERT_TRUE(chain.SaveSeq(0, 5, 77).ok());
+    std::string want_layout;
+    std::vector<uint8_t> joined;
+    for (const auto& d : members) {
+      const int64_t part = SavedSeqBytes(m.config, d->plan(), 5);
+      if (part == 0) continue;                             // the head alone
+      const std::string format = exact ? "host" : "cuda";  // the model's layer numbers
+      EXPECT_EQ(d->KeptLayout(), format + "[" + std::to_string(d->plan().first_layer) + "," +
+                                     std::to_string(d->plan().n_layers) + ")");
+      want_layout += (want_layout.empty() ? "" : "+") + d->KeptLayout();
+      std::vector<uint8_t> bytes(static_cast<size_t>(part));
+      ASSERT_TRUE(d->ReadKept(77, 5, 0, part, bytes.data()).ok());
+      joined.insert(joined.end(), bytes.begin(), bytes.end());
+    }
+    EXPECT_EQ(chain.KeptLayout(), want_layout);
+    const int64_t total = static_cast<int64_t>(joined.size());
+    EXPECT_EQ(total, SavedSeqBytes(m.config, chain.plan(), 5));
+    std::vector<uint8_t> out(joined.size());
+    ASSERT_TRUE(chain.ReadKept(77, 5, 0, total, out.data()).ok());
+    EXPECT_EQ(out, joined);
+    const int64_t cut = total / 2 + 3;
+    ASSERT_TRUE(chain.WriteKept(78, 5, 0, joined.data(), cut).ok());
+    ASSERT_TRUE(chain.WriteKept(78, 5, cut, joined.data() + cut, total - cut).ok());
+    std::fill(out.begin(), out.end(), 0);
+    ASSERT_TRUE(chain.ReadKept(78, 5, 0, total, out.data()).ok());
+    EXPECT_EQ(out, joined);
+    ASSERT_TRUE(chain.LoadSeq(78, 0, 5).ok());
+    EXPECT_THAT(chain.ReadKept(78, 5, total, 1, out.data()).message(), HasSubstr("device chain"));
   }
   // Members that leave a gap, or overlap, are refused.
   std::unique_ptr<DeviceBackend> a = member(), b = member();

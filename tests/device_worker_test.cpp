@@ -334,8 +334,8 @@ TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {
               HasSubstr("bad magic"));
   EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->version = 99; })),
               HasSubstr("protocol version 99"));
-  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->kind = 8; })),
-              HasSubstr("kind 8, not a device's"));
+  EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->kind = 10; })),
+              HasSubstr("kind 10, not a device's"));
   EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->kind = 0; })),
               HasSubstr("kind 0, not a device's"));
   EXPECT_THAT(error_of(request(StepKind::kBegin, 0, 0, [](auto* h) { h->batch = 2; })),
@@ -364,6 +364,27 @@ TEST_F(DeviceWorkerTest, MalformedMessagesGetErrorsAndTheWorkerStaysUp) {
               HasSubstr("output 1 for a sequence's cache"));
   EXPECT_THAT(error_of(request(StepKind::kSeqLoad, 4, 0)),
               HasSubstr("no sequence is kept under key"));
+  // Kept bytes (kSeqRead, kSeqWrite): the range after the key, a chunk at most.
+  auto kept = [&](StepKind kind, int64_t offset, int64_t size) {
+    std::vector<uint8_t> m(DeviceRequestBytes(layout.n_embd));
+    const std::vector<uint8_t> data(static_cast<size_t>(std::max<int64_t>(size, 0)));
+    const int64_t room = DeviceKeptWriteChunk(layout.n_embd);
+    WriteDeviceKeptRequest(77, kind, 4, 9, offset,
+                           kind == StepKind::kSeqWrite ? std::min(size, room) : size, data.data(),
+                           layout.n_embd, m.data());
+    if (kind == StepKind::kSeqWrite && size > room) {  // the size field says more than fits
+      memcpy(m.data() + sizeof(StepRequestHeader) + 16, &size, sizeof size);
+    }
+    return m;
+  };
+  EXPECT_THAT(error_of(kept(StepKind::kSeqRead, 0, DeviceKeptReadChunk(layout) + 1)),
+              HasSubstr("at most"));
+  EXPECT_THAT(error_of(kept(StepKind::kSeqWrite, 0, DeviceKeptWriteChunk(layout.n_embd) + 1)),
+              HasSubstr("at most"));
+  EXPECT_THAT(error_of(kept(StepKind::kSeqRead, -1, 4)), HasSubstr("kept bytes [-1"));
+  EXPECT_THAT(error_of(kept(StepKind::kSeqRead, 0, 4)),
+              HasSubstr("no sequence is kept under key 9"));
+  EXPECT_THAT(error_of(kept(StepKind::kSeqWrite, 8, 4)), HasSubstr("which nothing is writing"));
   // A token under way: layer 0's cold part comes back; then out-of-order messages.
   DeviceReply reply;
   const Status begun = Exchange(&worker, good, 77, layout, &reply);

@@ -48,7 +48,7 @@ GOLDEN = os.path.join(ROOT, "tests", "data", "demo_greedy.json")
 PROMPT = "In the beginning God created"
 TOKEN = "test-token-0123456789abcdef"
 
-PROTOCOL = 6  # kStepProtocolVersion
+PROTOCOL = 7  # kStepProtocolVersion
 KIND_FFN = 0  # StepKind::kFfn
 STATUS_INVALID = 2  # Status::Code::kInvalid, an error reply's status
 

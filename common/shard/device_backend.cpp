@@ -1,5 +1,7 @@
 #include "common/shard/device_backend.h"
 
+#include <string>
+
 #include "common/compute/sparse_mode.h"
 #include "common/shard/shard.h"
 
@@ -10,6 +12,11 @@ int64_t SavedSeqBytes(const LlamaConfig& c, const DevicePlan& plan, int n) {
          (RowBytes(plan.cache_type_k, c.head_dim) + RowBytes(plan.cache_type_v, c.head_dim));
 }
 
+std::string KeptLayoutName(const char* format, const DevicePlan& plan) {
+  return std::string(format) + "[" + std::to_string(plan.first_layer) + "," +
+         std::to_string(plan.n_layers) + ")";
+}
+
 Status CheckDeviceSeq(const DevicePlan& plan, int seq, int n, const char* backend) {
   if (seq < 0 || seq >= plan.n_seq) {
     return Status::Invalid("%s: sequence %d is out of range [0, %d)", backend, seq, plan.n_seq);
@@ -18,6 +25,12 @@ Status CheckDeviceSeq(const DevicePlan& plan, int seq, int n, const char* backen
     return Status::Invalid("%s: %d positions of a context of %d", backend, n, plan.n_ctx);
   }
   return Status::Ok();
+}
+
+Status NothingKept(int64_t offset, int64_t size, const char* backend) {
+  if (offset == 0 && size == 0) return Status::Ok();
+  return Status::Invalid("%s: no layers, so no kept bytes [%lld, +%lld)", backend,
+                         static_cast<long long>(offset), static_cast<long long>(size));
 }
 
 Status CheckDevicePlan(const LlamaModel& model, const DevicePlan& plan, const char* backend) {

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/base/status.h"
@@ -77,10 +78,18 @@ struct ColdStep {
 // (DeviceBackend::SaveSeq): the keys and values of its layers.
 int64_t SavedSeqBytes(const LlamaConfig& c, const DevicePlan& plan, int n);
 
+// "format[first_layer,n_layers)": a backend's KeptLayout, `format` naming
+// how its kept bytes are laid out.
+std::string KeptLayoutName(const char* format, const DevicePlan& plan);
+
 // What every backend checks of a sequence operation's arguments (CopySeq,
 // SaveSeq, LoadSeq): the sequence in [0, n_seq) and n positions in [0,
 // n_ctx]; the error names `backend`.
 Status CheckDeviceSeq(const DevicePlan& plan, int seq, int n, const char* backend);
+
+// ReadKept and WriteKept on a device without layers, which keeps nothing:
+// Ok for an empty range at 0, else an error naming `backend`.
+Status NothingKept(int64_t offset, int64_t size, const char* backend);
 
 // What every backend checks of a plan before loading it: a prefix of the
 // layers (a range runs through gpu_worker/layer_range_device.h), one hot set
@@ -139,6 +148,24 @@ class DeviceBackend {
   virtual Status SaveSeq(int seq, int n, uint64_t key) = 0;
   virtual Status LoadSeq(uint64_t key, int seq, int n) = 0;
   virtual Status DropSeq(uint64_t key) = 0;
+
+  // What SaveSeq keeps, out of the device and back, a range of bytes at a
+  // time (a slot file's device part: coordinator/engine/slot_file.h):
+  //   ReadKept   bytes [offset, offset + size) of the SavedSeqBytes(n) that
+  //              `key` keeps (n: exactly its positions);
+  //   WriteKept  the same range of a new entry of n positions under `key`,
+  //              written in order: offset 0 makes it (a key in use is an
+  //              error), each later range starts where the last ended, and
+  //              LoadSeq takes it once all its bytes are there.
+  // The bytes are in the layout KeptLayout() names: a device whose layout
+  // is equal takes another's bytes. A device with no layers keeps nothing
+  // (0 bytes).
+  virtual Status ReadKept(uint64_t key, int n, int64_t offset, int64_t size, uint8_t* out) = 0;
+  virtual Status WriteKept(uint64_t key, int n, int64_t offset, const uint8_t* data,
+                           int64_t size) = 0;
+  // The backend's layout of kept bytes and the layers they hold,
+  // "cuda[0,12)" (KeptLayoutName); a chain's joins its members'.
+  virtual std::string KeptLayout() const = 0;
 
   // Errors: a device in this process returns its fault (a CUDA error,
   // kInternal) from RunLayer, FinishToken or Head, and from every call after;

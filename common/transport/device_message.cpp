@@ -63,10 +63,53 @@ void WriteDeviceSeqRequest(uint64_t step_id, StepKind kind, int seq, int n, int 
 
 namespace {
 
+constexpr size_t kKeptFieldBytes = 3 * sizeof(int64_t);  // key, offset, size
+
+bool IsKeptKind(StepKind kind) {
+  return kind == StepKind::kSeqRead || kind == StepKind::kSeqWrite;
+}
+
 bool IsSeqKind(StepKind kind) {
   return kind == StepKind::kSeqCopy || kind == StepKind::kSeqSave || kind == StepKind::kSeqLoad ||
-         kind == StepKind::kSeqDrop;
+         kind == StepKind::kSeqDrop || IsKeptKind(kind);
 }
+
+}  // namespace
+
+int64_t DeviceKeptReadChunk(const DeviceLayout& l) {
+  return static_cast<int64_t>(sizeof(float)) * std::max(l.n_embd, l.n_vocab);
+}
+
+int64_t DeviceKeptWriteChunk(int n_embd) {
+  return static_cast<int64_t>(sizeof(float)) * n_embd - static_cast<int64_t>(kKeptFieldBytes);
+}
+
+void WriteDeviceKeptRequest(uint64_t step_id, StepKind kind, int n, uint64_t key, int64_t offset,
+                            int64_t size, const uint8_t* data, int n_embd, uint8_t* message) {
+  WriteDeviceSeqRequest(step_id, kind, 0, n, 0, key, n_embd, message);
+  uint8_t* payload = message + sizeof(StepRequestHeader);
+  memcpy(payload + sizeof key, &offset, sizeof offset);
+  memcpy(payload + sizeof key + sizeof offset, &size, sizeof size);
+  if (kind == StepKind::kSeqWrite && size > 0) {
+    memcpy(payload + kKeptFieldBytes, data, static_cast<size_t>(size));
+  }
+}
+
+Status ParseDeviceKeptReply(const uint8_t* data, size_t size, uint64_t step_id, int64_t want,
+                            const uint8_t** bytes) {
+  StepReplyHeader h;
+  PI_RETURN_IF_ERROR(ParseReplyHeader(data, size, step_id, &h, bytes));
+  if (h.kind != static_cast<int32_t>(StepReplyKind::kDone) ||
+      h.out != static_cast<int32_t>(DeviceOut::kNothing) ||
+      h.payload_bytes != static_cast<uint64_t>(want)) {
+    return Status::Invalid("device reply: kind %d, output %d in %" PRIu64
+                           " bytes; expected %lld kept bytes",
+                           h.kind, h.out, h.payload_bytes, static_cast<long long>(want));
+  }
+  return Status::Ok();
+}
+
+namespace {
 
 // The fields of a kSeq* request (its out and n_ids checked).
 Status CheckSeqFields(const StepRequestHeader& h, const DeviceLayout& l) {
@@ -76,8 +119,8 @@ Status CheckSeqFields(const StepRequestHeader& h, const DeviceLayout& l) {
     return Status::Invalid("device request %" PRIu64 ": output %d for a sequence's cache", id,
                            h.out);
   }
-  if (l.n_embd < 2) {
-    return Status::Invalid("device request %" PRIu64 ": no room for a key in %d floats", id,
+  if (l.n_embd < 2 || (IsKeptKind(kind) && DeviceKeptWriteChunk(l.n_embd) < 1)) {
+    return Status::Invalid("device request %" PRIu64 ": no room for its fields in %d floats", id,
                            l.n_embd);
   }
   if (kind == StepKind::kSeqDrop) return Status::Ok();
@@ -149,10 +192,10 @@ Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& 
   PI_RETURN_IF_ERROR(ParseStepHeader(data, size, &h));
   const uint64_t id = h.step_id;
   if (h.kind < static_cast<int32_t>(StepKind::kBegin) ||
-      h.kind > static_cast<int32_t>(StepKind::kSeqDrop)) {
+      h.kind > static_cast<int32_t>(StepKind::kSeqWrite)) {
     return Status::Invalid("device request %" PRIu64 ": kind %d, not a device's (%d to %d)", id,
                            h.kind, static_cast<int>(StepKind::kBegin),
-                           static_cast<int>(StepKind::kSeqDrop));
+                           static_cast<int>(StepKind::kSeqWrite));
   }
   if (h.batch != 1) {
     return Status::Invalid("device request %" PRIu64 ": batch %d (the device takes 1 row)", id,
@@ -181,6 +224,20 @@ Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& 
     out->n = h.pos;
     out->dst = h.layer;
     memcpy(&out->key, data + sizeof h, sizeof out->key);
+  }
+  if (IsKeptKind(kind)) {
+    const uint8_t* fields = data + sizeof h + sizeof out->key;
+    memcpy(&out->offset, fields, sizeof out->offset);
+    memcpy(&out->size, fields + sizeof out->offset, sizeof out->size);
+    const int64_t most =
+        kind == StepKind::kSeqRead ? DeviceKeptReadChunk(l) : DeviceKeptWriteChunk(l.n_embd);
+    if (out->offset < 0 || out->size < 0 || out->size > most ||
+        out->offset > INT64_MAX - out->size) {
+      return Status::Invalid("device request %" PRIu64 ": kept bytes [%" PRId64 ", +%" PRId64
+                             ") (at most %" PRId64 " a message)",
+                             id, out->offset, out->size, most);
+    }
+    out->bytes = data + sizeof h + kKeptFieldBytes;
   }
   return Status::Ok();
 }

@@ -17,12 +17,18 @@
 //   kSeqCopy / kSeqSave / kSeqLoad / kSeqDrop (seq, n, dst, key)
 //                                        ──▶  DeviceBackend::CopySeq ...
 //                                        ◀──  kDone (nothing)
+//   kSeqRead (n, key, offset, size)      ──▶  DeviceBackend::ReadKept
+//                                        ◀──  kDone (the size bytes)
+//   kSeqWrite (n, key, offset, size, bytes) ─▶ DeviceBackend::WriteKept
+//                                        ◀──  kDone (nothing)
 //
 // Layers without a cold part cross nothing: the worker runs on. Both sides
 // know which layers have one from the plan in the hello.
 //
 //   request payload = f32 [n_embd]   (h or y; batch 1: the device takes one row;
-//                                     kSeq*: the key, u64, in its first 8 bytes)
+//                                     kSeq*: the key, u64, in its first 8 bytes;
+//                                     kSeqRead, kSeqWrite: then offset and
+//                                     size, i64, and a write's bytes)
 //   reply payload   = x f32 [n_embd] | mask u32 [mask_words]       (kCold)
 //                   | h f32 [n_embd] or logits f32 [n_vocab] or nothing (kDone)
 #pragma once
@@ -66,6 +72,20 @@ void WriteDeviceRequest(uint64_t step_id, StepKind kind, int seq, int pos, bool 
 // source), n positions, a copy's destination `dst` and the key.
 void WriteDeviceSeqRequest(uint64_t step_id, StepKind kind, int seq, int n, int dst, uint64_t key,
                            int n_embd, uint8_t* message);
+// The most bytes of a kept sequence one kSeqRead reply carries (the room
+// of a token's logits or h), and one kSeqWrite request (its payload less
+// the key and the range).
+int64_t DeviceKeptReadChunk(const DeviceLayout& layout);
+int64_t DeviceKeptWriteChunk(int n_embd);
+// Writes a whole kSeqRead or kSeqWrite request: bytes [offset, offset +
+// size) of the n positions kept under `key`; a write's `data` copied in
+// (size <= DeviceKeptWriteChunk).
+void WriteDeviceKeptRequest(uint64_t step_id, StepKind kind, int n, uint64_t key, int64_t offset,
+                            int64_t size, const uint8_t* data, int n_embd, uint8_t* message);
+// Checks a kSeqRead's reply (ParseReplyHeader): kDone with `size` bytes,
+// *bytes pointing at them.
+Status ParseDeviceKeptReply(const uint8_t* data, size_t size, uint64_t step_id, int64_t want,
+                            const uint8_t** bytes);
 inline float* DeviceRequestPayload(uint8_t* message) {
   return reinterpret_cast<float*>(message + sizeof(StepRequestHeader));
 }
@@ -79,17 +99,18 @@ struct DeviceRequest {
   bool dense = false;              // kBegin
   const float* payload = nullptr;  // [n_embd]
   int n = 0, dst = 0;              // kSeq*: positions; kSeqCopy: the destination
-  uint64_t key = 0;                // kSeqSave, kSeqLoad, kSeqDrop
+  uint64_t key = 0;                // kSeqSave, kSeqLoad, kSeqDrop, kSeqRead, kSeqWrite
+  int64_t offset = 0, size = 0;    // kSeqRead, kSeqWrite: the range of kept bytes
+  const uint8_t* bytes = nullptr;  // kSeqWrite: its size bytes
 };
 
 // Checks the header, the kind (a device's), batch, n_embd, the size, the
 // sequence and position (kBegin, inside the context), the layer (kResume,
 // on the device), the sequences and positions of kSeq* (a copy's two
-// sequences apart), and the output asked for (logits only with the head;
-// nothing for kSeq*)
-// against `layout`; the error names the field. Whether the message fits the
-// session's state (a kResume for the layer that waits for its cold sum) is
-// the shard's to check.
+// sequences apart; a read's or write's range, at most a chunk), and the output asked for (logits
+// only with the head; nothing for kSeq*) against `layout`; the error names the field. Whether the
+// message fits the session's state (a kResume for the layer that waits for its cold sum) is the
+// shard's to check.
 Status ParseDeviceRequest(const uint8_t* data, size_t size, const DeviceLayout& layout,
                           DeviceRequest* out);
 

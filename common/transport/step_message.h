@@ -15,6 +15,9 @@
 //   kSeqCopy, kSeqSave, kSeqLoad, kSeqDrop
 //            a device's sequence KV caches copied, kept under a key, loaded
 //            back, forgotten (DeviceBackend::CopySeq ...); kDone (nothing) out
+//   kSeqRead, kSeqWrite
+//            a range of a kept sequence's bytes out (kDone with the bytes)
+//            or in (DeviceBackend::ReadKept, WriteKept; kDone, nothing)
 //
 //   request = StepRequestHeader | payload            (the kind's: below)
 //   reply   = StepReplyHeader   | payload            (status ok)
@@ -46,7 +49,7 @@
 
 namespace pi {
 
-inline constexpr uint32_t kStepProtocolVersion = 6;
+inline constexpr uint32_t kStepProtocolVersion = 7;
 inline constexpr uint32_t kStepRequestMagic = 0x54535049;  // bytes "IPST"
 inline constexpr uint32_t kStepReplyMagic = 0x52535049;    // bytes "IPSR"
 inline constexpr size_t kMaxErrorBytes = 512;              // an error reply's message, at most
@@ -60,6 +63,8 @@ enum class StepKind : int32_t {
   kSeqSave = 5,
   kSeqLoad = 6,
   kSeqDrop = 7,
+  kSeqRead = 8,
+  kSeqWrite = 9,
 };
 enum class StepReplyKind : int32_t { kSum = 0, kCold = 1, kDone = 2 };
 // What comes back when a device's token ends (kBegin, kResume: `out`).

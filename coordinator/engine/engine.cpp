@@ -270,6 +270,40 @@ Status Engine::LoadSeq(int seq, const SavedSeq& saved, int n) {
   return Status::Ok();
 }
 
+Status Engine::ReadSavedDevicePart(const SavedSeq& saved, std::vector<uint8_t>* bytes) {
+  bytes->clear();
+  if (saved.device != device_) {
+    return Status::Invalid("reading the device part of a sequence saved %s",
+                           saved.device ? "with another device" : "without one");
+  }
+  if (!device_) return Status::Ok();
+  if (saved.device_epoch != device_recoveries_) {
+    return Status::NotFound("a sequence kept by the %s device before it was restarted",
+                            device_->name());
+  }
+  bytes->resize(static_cast<size_t>(saved.device_bytes));
+  return device_->ReadKept(saved.key, saved.n(), 0, saved.device_bytes, bytes->data());
+}
+
+Status Engine::WriteSavedDevicePart(const std::vector<uint8_t>& bytes, SavedSeq* saved) {
+  if (saved->device) return Status::Invalid("the saved sequence has its device part");
+  const int n = saved->n();
+  const int64_t want = device_ ? SavedSeqBytes(model_->config, device_->plan(), n) : 0;
+  if (static_cast<int64_t>(bytes.size()) != want || n > n_ctx_) {
+    return Status::Invalid("%zu bytes for the device part of %d positions, which takes %lld",
+                           bytes.size(), n, static_cast<long long>(want));
+  }
+  if (!device_) return Status::Ok();
+  const uint64_t key = ++next_saved_key_;
+  // Set first, so that what a failed write left on the device is dropped
+  // with `saved`.
+  saved->device = device_;
+  saved->key = key;
+  saved->device_bytes = want;
+  saved->device_epoch = device_recoveries_;
+  return device_->WriteKept(key, n, 0, bytes.data(), want);
+}
+
 Status Engine::Eval(const int32_t* tokens, int n, bool all_logits) {
   const int n_vocab = model_->config.n_vocab;
   if (n <= 0) return Status::Error("nothing to evaluate (0 tokens)");

@@ -180,6 +180,15 @@ class Engine {
   // its device part was lost with a device since recovered (kNotFound).
   Status SaveSeq(int seq, int n, SavedSeq* out);
   Status LoadSeq(int seq, const SavedSeq& saved, int n);
+  // A saved sequence's device part as bytes (its device_bytes, in the
+  // device's KeptLayout), and back: `saved`, its tokens, dense flags and
+  // host part set, gains a device part written from `bytes` (a slot file's,
+  // slot_file.h). Without a device there is no part: 0 bytes.
+  Status ReadSavedDevicePart(const SavedSeq& saved, std::vector<uint8_t>* bytes);
+  Status WriteSavedDevicePart(const std::vector<uint8_t>& bytes, SavedSeq* saved);
+  // The device's plan and KeptLayout (null and "" without one).
+  const DevicePlan* device_plan() const { return device_ ? &device_->plan() : nullptr; }
+  std::string device_kept_layout() const { return device_ ? device_->KeptLayout() : ""; }
   // FFN neurons whose up and down rows the last Eval computed, over all
   // layers (n_layer * n_ff * tokens when dense; in sparse decode steps the
   // ones that fired), and the gate rows it read (sparse steps also read the

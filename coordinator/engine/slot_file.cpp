@@ -28,6 +28,57 @@ Status SlotTensor(const GgufFile& file, const char* name, DType type, int64_t co
   return Status::Ok();
 }
 
+std::string DeviceWords(const std::string& device) {
+  return device.empty() ? std::string("no layers on a GPU") : "GPU layers " + device;
+}
+
+// The device's part of the layout: the same layers on a device of the same
+// layout, the same hot neurons, the same bytes per position.
+Status CheckDeviceLayout(const GgufFile& file, const SlotLayout& want) {
+  std::string device;
+  uint64_t placement = 0, row_bytes = 0;
+  if (file.GetString("pi.slot.device", &device).ok()) {
+    PI_RETURN_IF_ERROR(file.GetU64("pi.slot.placement", &placement));
+    PI_RETURN_IF_ERROR(file.GetU64("pi.slot.device_kv_row_bytes", &row_bytes));
+  }
+  if (device != want.device) {
+    return Status::Invalid("the slot file was saved by a server with %s; this one has %s",
+                           DeviceWords(device).c_str(), DeviceWords(want.device).c_str());
+  }
+  if (placement != want.placement) {
+    return Status::Invalid(
+        "the slot file was saved with other hot neurons on the GPU (placement %s; this "
+        "server's is %s): the same --vram-budget and statistics place them alike",
+        FingerprintHex(placement).c_str(), FingerprintHex(want.placement).c_str());
+  }
+  if (static_cast<int64_t>(row_bytes) != want.device_kv_row_bytes) {
+    return Status::Invalid(
+        "the slot file holds %llu GPU KV bytes per position; this server's hold %lld",
+        static_cast<unsigned long long>(row_bytes),
+        static_cast<long long>(want.device_kv_row_bytes));
+  }
+  return Status::Ok();
+}
+
+// FNV-1a 64 over the plan's layers, head and every layer's hot neuron ids.
+uint64_t PlacementHash(const DevicePlan& plan) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](int64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint8_t>(v >> (8 * i));
+      h *= 1099511628211ull;
+    }
+  };
+  mix(plan.first_layer);
+  mix(plan.n_layers);
+  mix(plan.output);
+  for (const std::vector<int32_t>& ids : plan.hot) {
+    mix(static_cast<int64_t>(ids.size()));
+    for (int32_t id : ids) mix(id);
+  }
+  return h;
+}
+
 Status CheckLayout(const GgufFile& file, const SlotLayout& want) {
   std::string type;
   if (!file.GetString("general.type", &type).ok() || type != kSlotType) {
@@ -59,6 +110,7 @@ Status CheckLayout(const GgufFile& file, const SlotLayout& want) {
         "server's are %d (-b)",
         n_batch, want.n_batch);
   }
+  PI_RETURN_IF_ERROR(CheckDeviceLayout(file, want));
   if (static_cast<int64_t>(row_bytes) != want.kv_row_bytes) {
     return Status::Invalid(
         "the slot file holds %llu KV bytes per position; this server's "
@@ -93,6 +145,11 @@ SlotLayout EngineSlotLayout(const Engine& engine) {
   l.n_ctx = engine.n_ctx();
   l.n_vocab = engine.n_vocab();
   l.kv_row_bytes = engine.host_kv_bytes_per_position();
+  if (const DevicePlan* plan = engine.device_plan()) {
+    l.device = engine.device_kept_layout();
+    l.placement = PlacementHash(*plan);
+    l.device_kv_row_bytes = SavedSeqBytes(engine.model().config, *plan, 1);
+  }
   return l;
 }
 
@@ -101,6 +158,7 @@ Status SerializeSlotFile(const SlotLayout& layout, const SlotState& state, GgufW
   const int64_t n = s.n();
   if (n < 1 || n > layout.n_ctx || s.dense.size() != s.tokens.size() ||
       static_cast<int64_t>(s.host_kv.size()) != n * layout.kv_row_bytes ||
+      static_cast<int64_t>(state.device_kv.size()) != n * layout.device_kv_row_bytes ||
       (!state.logits.empty() && static_cast<int64_t>(state.logits.size()) != layout.n_vocab)) {
     return Status::Invalid("a slot of %lld positions (%zu KV bytes) does not fit its layout",
                            static_cast<long long>(n), s.host_kv.size());
@@ -111,10 +169,21 @@ Status SerializeSlotFile(const SlotLayout& layout, const SlotState& state, GgufW
   out->Set("pi.slot.cache_type_v", GgufValue::String(DTypeName(layout.v_type)));
   out->Set("pi.slot.n_batch", GgufValue::U32(static_cast<uint32_t>(layout.n_batch)));
   out->Set("pi.slot.kv_row_bytes", GgufValue::U64(static_cast<uint64_t>(layout.kv_row_bytes)));
+  if (!layout.device.empty()) {
+    out->Set("pi.slot.device", GgufValue::String(layout.device));
+    out->Set("pi.slot.placement", GgufValue::U64(layout.placement));
+    out->Set("pi.slot.device_kv_row_bytes",
+             GgufValue::U64(static_cast<uint64_t>(layout.device_kv_row_bytes)));
+  }
   PI_RETURN_IF_ERROR(out->AddTensor("tokens", DType::kI32, {n}, s.tokens.data()));
   PI_RETURN_IF_ERROR(out->AddTensor("dense", DType::kI8, {n}, s.dense.data()));
   PI_RETURN_IF_ERROR(
       out->AddTensor("kv", DType::kI8, {static_cast<int64_t>(s.host_kv.size())}, s.host_kv.data()));
+  if (!state.device_kv.empty()) {
+    PI_RETURN_IF_ERROR(out->AddTensor("device_kv", DType::kI8,
+                                      {static_cast<int64_t>(state.device_kv.size())},
+                                      state.device_kv.data()));
+  }
   if (!state.logits.empty()) {
     PI_RETURN_IF_ERROR(
         out->AddTensor("logits", DType::kF32, {layout.n_vocab}, state.logits.data()));
@@ -125,7 +194,8 @@ Status SerializeSlotFile(const SlotLayout& layout, const SlotState& state, GgufW
 Status ReadSlotFile(const GgufFile& file, const SlotLayout& layout, SlotState* out) {
   PI_RETURN_IF_ERROR(CheckLayout(file, layout));
   for (const TensorInfo& t : file.tensors()) {
-    if (t.name != "tokens" && t.name != "dense" && t.name != "kv" && t.name != "logits") {
+    if (t.name != "tokens" && t.name != "dense" && t.name != "kv" && t.name != "logits" &&
+        t.name != "device_kv") {
       return Status::Invalid("slot file: unexpected tensor %s", t.name.c_str());
     }
   }
@@ -140,6 +210,13 @@ Status ReadSlotFile(const GgufFile& file, const SlotLayout& layout, SlotState* o
   PI_RETURN_IF_ERROR(SlotTensor(file, "tokens", DType::kI32, n, &tokens));
   PI_RETURN_IF_ERROR(SlotTensor(file, "dense", DType::kI8, n, &dense));
   PI_RETURN_IF_ERROR(SlotTensor(file, "kv", DType::kI8, n * layout.kv_row_bytes, &kv));
+  const TensorInfo* device_kv = nullptr;
+  if (layout.device_kv_row_bytes > 0) {
+    PI_RETURN_IF_ERROR(
+        SlotTensor(file, "device_kv", DType::kI8, n * layout.device_kv_row_bytes, &device_kv));
+  } else if (file.FindTensor("device_kv")) {
+    return Status::Invalid("slot file: a device_kv tensor, and this server keeps no GPU layers");
+  }
   if (file.FindTensor("logits")) {
     PI_RETURN_IF_ERROR(SlotTensor(file, "logits", DType::kF32, layout.n_vocab, &logits));
   }
@@ -158,6 +235,7 @@ Status ReadSlotFile(const GgufFile& file, const SlotLayout& layout, SlotState* o
     if (d > 1) return Status::Invalid("slot file: a dense flag of %u (0 or 1)", d);
   }
   s.host_kv.assign(kv->data, kv->data + kv->nbytes);
+  if (device_kv) state.device_kv.assign(device_kv->data, device_kv->data + device_kv->nbytes);
   if (logits) {
     state.logits.resize(static_cast<size_t>(layout.n_vocab));
     std::memcpy(state.logits.data(), logits->data, state.logits.size() * sizeof(float));
@@ -171,20 +249,8 @@ Status ReadSlotFile(const GgufFile& file, const SlotLayout& layout, SlotState* o
   return Status::Ok();
 }
 
-namespace {
-
-Status HostPathOnly(const Engine& engine) {
-  if (!engine.has_device()) return Status::Ok();
-  return Status::Unsupported(
-      "slot files hold the host's layers' KV cache, and this server runs layers on a GPU "
-      "(serve the model without --vram-budget to save and restore slots)");
-}
-
-}  // namespace
-
 Status SaveSlot(Engine* engine, int seq, const std::vector<int32_t>& prompt, const float* logits,
                 const std::string& path, int64_t* bytes) {
-  PI_RETURN_IF_ERROR(HostPathOnly(*engine));
   if (prompt.empty()) return Status::Invalid("slot %d holds no prompt to save", seq);
   const SlotLayout layout = EngineSlotLayout(*engine);
   SlotState state;
@@ -192,6 +258,7 @@ Status SaveSlot(Engine* engine, int seq, const std::vector<int32_t>& prompt, con
   if (state.seq.tokens != prompt) {
     return Status::Internal("slot %d's cache does not hold the prompt it is said to", seq);
   }
+  PI_RETURN_IF_ERROR(engine->ReadSavedDevicePart(state.seq, &state.device_kv));
   if (logits) state.logits.assign(logits, logits + engine->n_vocab());
   GgufWriter w;
   PI_RETURN_IF_ERROR(SerializeSlotFile(layout, state, &w));
@@ -204,11 +271,11 @@ Status SaveSlot(Engine* engine, int seq, const std::vector<int32_t>& prompt, con
 
 Status RestoreSlot(Engine* engine, int seq, const std::string& path, std::vector<int32_t>* prompt,
                    std::vector<float>* logits, int64_t* bytes) {
-  PI_RETURN_IF_ERROR(HostPathOnly(*engine));
   std::unique_ptr<GgufFile> file;
   PI_RETURN_IF_ERROR(GgufFile::Read(path, &file));
   SlotState state;
   PI_RETURN_IF_ERROR(ReadSlotFile(*file, EngineSlotLayout(*engine), &state));
+  PI_RETURN_IF_ERROR(engine->WriteSavedDevicePart(state.device_kv, &state.seq));
   PI_RETURN_IF_ERROR(engine->LoadSeq(seq, state.seq, state.seq.n()));
   *prompt = std::move(state.seq.tokens);
   *logits = std::move(state.logits);

@@ -7,8 +7,10 @@
 // and, when kept, the logits after its last token. It loads only into an
 // engine of the same model (its fingerprint), KV cache types and prompt
 // chunking (-b), since a prompt cache's answers must be those of an
-// uncached run (prompt_cache.h). Slot files hold the host's layers only:
-// the device path keeps its layers' cache in the GPU worker.
+// uncached run (prompt_cache.h). On the device path the file also holds
+// the device's layers' part, in the device's layout (DeviceBackend::
+// KeptLayout), and loads only where the same layers and hot neurons are
+// on a device of that layout.
 #pragma once
 
 #include <cstdint>
@@ -35,13 +37,19 @@ struct SlotLayout {
   int n_ctx = 0;             // the most positions a sequence holds
   int n_vocab = 0;           // token ids below it; the logits' length
   int64_t kv_row_bytes = 0;  // the host's layers' cache bytes per position
+  // With a device ("" and 0 without): its KeptLayout ("cuda[0,12)"), a hash
+  // of its plan's hot neurons and head, its kept bytes per position.
+  std::string device;
+  uint64_t placement = 0;
+  int64_t device_kv_row_bytes = 0;
 };
 SlotLayout EngineSlotLayout(const Engine& engine);
 
 // A slot file's contents.
 struct SlotState {
-  SavedSeq seq;               // host_kv, tokens, dense (no device part)
-  std::vector<float> logits;  // [n_vocab] after the last token; empty: not kept
+  SavedSeq seq;                    // host_kv, tokens, dense (its device part: below)
+  std::vector<uint8_t> device_kv;  // the device's part, as bytes (Engine::ReadSavedDevicePart)
+  std::vector<float> logits;       // [n_vocab] after the last token; empty: not kept
 };
 
 // The file's bytes: `state` (1 to n_ctx positions) under `layout`.
@@ -53,7 +61,7 @@ Status ReadSlotFile(const GgufFile& file, const SlotLayout& layout, SlotState* o
 // Sequence `seq`'s first prompt.size() positions (which hold `prompt` as
 // its evaluation wrote them) and `logits` (n_vocab, or null) written to
 // `path` (atomically: an old file stays whole until the new one is); its
-// size in *bytes. Fails (kUnsupported) on the device path.
+// size in *bytes.
 Status SaveSlot(Engine* engine, int seq, const std::vector<int32_t>& prompt, const float* logits,
                 const std::string& path, int64_t* bytes);
 // The slot file at `path` into sequence `seq` (which then holds its

@@ -7,6 +7,7 @@ namespace pi {
 
 Status DeviceChain::Init(const LlamaModel& model, std::vector<DeviceBackend*> members) {
   if (members.empty()) return Status::Error("a device chain of no devices");
+  config_ = &model.config;
   const DevicePlan& p0 = members[0]->plan();
   plan_ = DevicePlan();
   plan_.hot.assign(model.config.n_layer, {});
@@ -147,6 +148,48 @@ Status DeviceChain::DropSeq(uint64_t key) {
     if (first.ok()) first = s;
   }
   return first;
+}
+
+template <typename Fn>
+Status DeviceChain::ForKeptParts(int n, int64_t offset, int64_t size, Fn fn) {
+  int64_t total = 0;
+  for (int k : runs_) total += SavedSeqBytes(*config_, members_[k]->plan(), n);
+  if (offset < 0 || size < 0 || offset > total || size > total - offset) {
+    return Status::Invalid("device chain: bytes [%lld, +%lld) of the %lld kept for %d positions",
+                           static_cast<long long>(offset), static_cast<long long>(size),
+                           static_cast<long long>(total), n);
+  }
+  int64_t start = 0;  // the member's part's first byte in the chain's
+  for (int k : runs_) {
+    const int64_t part = SavedSeqBytes(*config_, members_[k]->plan(), n);
+    const int64_t from = std::max(offset, start), to = std::min(offset + size, start + part);
+    if (from < to || total == 0) {  // (no positions: each member makes its empty entry)
+      PI_RETURN_IF_ERROR(
+          fn(members_[k], from - start, std::max<int64_t>(to - from, 0), from - offset));
+    }
+    start += part;
+  }
+  return Status::Ok();
+}
+
+Status DeviceChain::ReadKept(uint64_t key, int n, int64_t offset, int64_t size, uint8_t* out) {
+  return ForKeptParts(n, offset, size, [&](DeviceBackend* d, int64_t at, int64_t len, int64_t to) {
+    return d->ReadKept(key, n, at, len, out + to);
+  });
+}
+
+Status DeviceChain::WriteKept(uint64_t key, int n, int64_t offset, const uint8_t* data,
+                              int64_t size) {
+  return ForKeptParts(n, offset, size,
+                      [&](DeviceBackend* d, int64_t at, int64_t len, int64_t from) {
+                        return d->WriteKept(key, n, at, data + from, len);
+                      });
+}
+
+std::string DeviceChain::KeptLayout() const {
+  std::string layout;
+  for (int k : runs_) layout += (layout.empty() ? "" : "+") + members_[k]->KeptLayout();
+  return layout;
 }
 
 Status DeviceChain::Recover() {

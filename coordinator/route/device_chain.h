@@ -55,6 +55,11 @@ class DeviceChain : public DeviceBackend {
   Status SaveSeq(int seq, int n, uint64_t key) override;
   Status LoadSeq(uint64_t key, int seq, int n) override;
   Status DropSeq(uint64_t key) override;
+  // The members' kept bytes one after the other, in layer order (each
+  // member's SavedSeqBytes(n) of them); the layout "cuda[0,12)+cuda[12,24)".
+  Status ReadKept(uint64_t key, int n, int64_t offset, int64_t size, uint8_t* out) override;
+  Status WriteKept(uint64_t key, int n, int64_t offset, const uint8_t* data, int64_t size) override;
+  std::string KeptLayout() const override;
   Status Recover() override;
 
   int64_t resident_bytes() const override;
@@ -69,8 +74,13 @@ class DeviceChain : public DeviceBackend {
   Status NextMember();
   // Notes which member a failed call came from.
   Status Fail(int k, const Status& s);
+  // The members' parts of kept bytes [offset, offset + size) of n
+  // positions: fn(member, offset in its part, size, offset in the range).
+  template <typename Fn>
+  Status ForKeptParts(int n, int64_t offset, int64_t size, Fn fn);
 
   std::vector<DeviceBackend*> members_;
+  const LlamaConfig* config_ = nullptr;
   std::vector<int> runs_;  // members with layers, in order
   int head_ = -1;          // the member holding the head, or -1
   DevicePlan plan_;

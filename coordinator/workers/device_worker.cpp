@@ -1,8 +1,10 @@
 #include "coordinator/workers/device_worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <string>
 
 #include "common/format/fingerprint.h"
 
@@ -147,6 +149,54 @@ Status DeviceWorker::LoadSeq(uint64_t key, int seq, int n) {
 
 Status DeviceWorker::DropSeq(uint64_t key) {
   return SeqStep(StepKind::kSeqDrop, 0, 0, 0, key);
+}
+
+Status DeviceWorker::ReadKept(uint64_t key, int n, int64_t offset, int64_t size, uint8_t* out) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, 0, n, name()));
+  if (layout_.n_layers == layout_.first_layer) return NothingKept(offset, size, name());
+  if (stopped_) return Status::Error("%s was stopped", name());
+  const int64_t chunk = DeviceKeptReadChunk(layout_);
+  pending_ = false;  // (the request slot is this call's)
+  for (int64_t done = 0; done < size;) {
+    const int64_t part = std::min(chunk, size - done);
+    WriteDeviceKeptRequest(++step_id_, StepKind::kSeqRead, n, key, offset + done, part, nullptr,
+                           layout_.n_embd, link_->request(DeviceRequestBytes(layout_.n_embd)));
+    const uint8_t* reply = nullptr;
+    size_t reply_size = 0;
+    link_->Send(DeviceRequestBytes(layout_.n_embd));
+    PI_RETURN_IF_ERROR(link_->Await(step_timeout_ms_, "kept bytes", step_id_, &reply, &reply_size));
+    const uint8_t* bytes = nullptr;
+    const Status s = ParseDeviceKeptReply(reply, reply_size, step_id_, part, &bytes);
+    if (!s.ok()) return s.WithContext(link_->name());
+    memcpy(out + done, bytes, static_cast<size_t>(part));
+    done += part;
+  }
+  return Status::Ok();
+}
+
+Status DeviceWorker::WriteKept(uint64_t key, int n, int64_t offset, const uint8_t* data,
+                               int64_t size) {
+  PI_RETURN_IF_ERROR(CheckDeviceSeq(plan_, 0, n, name()));
+  if (layout_.n_layers == layout_.first_layer) return NothingKept(offset, size, name());
+  if (stopped_) return Status::Error("%s was stopped", name());
+  const int64_t chunk = DeviceKeptWriteChunk(layout_.n_embd);
+  int64_t done = 0;
+  do {  // (an empty range at 0 still makes the entry: a sequence of no positions)
+    const int64_t part = std::min(chunk, size - done);
+    WriteDeviceKeptRequest(++step_id_, StepKind::kSeqWrite, n, key, offset + done, part,
+                           data + done, layout_.n_embd,
+                           link_->request(DeviceRequestBytes(layout_.n_embd)));
+    DeviceReply reply;
+    const Status s = Exchange(DeviceOut::kNothing, &reply);
+    if (!s.ok()) {
+      // What this call began is not left half written (the worker drops a
+      // first range that failed itself).
+      if (offset == 0 && done > 0) (void)DropSeq(key);
+      return s;
+    }
+    done += part;
+  } while (done < size);
+  return Status::Ok();
 }
 
 }  // namespace pi

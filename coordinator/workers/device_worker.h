@@ -14,6 +14,8 @@
 //   FinishToken        sends what is pending with the output asked for
 //   Head               kHead (h) -> logits
 //   CopySeq ... DropSeq  kSeq* -> kDone
+//   ReadKept, WriteKept  kSeqRead -> kDone (bytes), kSeqWrite -> kDone, a
+//                      chunk at a time
 //
 // So a token costs one round trip per layer with a cold part, plus one. A
 // worker that dies or misses its deadline (--worker-timeout) is an error
@@ -69,6 +71,12 @@ class DeviceWorker : public DeviceBackend {
   Status SaveSeq(int seq, int n, uint64_t key) override;
   Status LoadSeq(uint64_t key, int seq, int n) override;
   Status DropSeq(uint64_t key) override;
+  // kSeqRead / kSeqWrite messages, a chunk each (DeviceKeptReadChunk,
+  // DeviceKeptWriteChunk: a 7B's f16 KV is ~0.5 MB a position).
+  Status ReadKept(uint64_t key, int n, int64_t offset, int64_t size, uint8_t* out) override;
+  Status WriteKept(uint64_t key, int n, int64_t offset, const uint8_t* data, int64_t size) override;
+  // The worker's backend and the plan's layers.
+  std::string KeptLayout() const override { return KeptLayoutName(backend_.c_str(), plan_); }
   // Kills the worker if still there and starts a fresh one with the plan.
   Status Recover() override;
 

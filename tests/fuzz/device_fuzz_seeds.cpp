@@ -1,7 +1,9 @@
 // Writes device_fuzz's seeds: well-formed sessions (a token's layers with
 // their cold sums, ending with h, logits or nothing; the head alone; two
-// tokens in a row; a sequence's cache saved, loaded, copied and dropped)
+// tokens in a row; a sequence's cache saved, loaded, copied and dropped;
+// its kept bytes read and written back)
 // and the device hello.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -66,6 +68,26 @@ int main(int argc, char** argv) {
     pi::AppendSessionMessage(m, &seqs);
   }
   ok &= pi::WriteSeedFile(dir + "/seqs.bin", seqs);
+  // A kept sequence read out and written back under another key, then loaded.
+  std::vector<uint8_t> kept;
+  std::vector<uint8_t> m(pi::DeviceRequestBytes(d));
+  pi::WriteDeviceSeqRequest(200, pi::StepKind::kSeqSave, 0, 1, 0, 7, d, m.data());
+  pi::AppendSessionMessage(m, &kept);
+  const int64_t total = pi::SavedSeqBytes(c, pi::DeviceFuzzPlan(c), 1);
+  const int64_t chunk = pi::DeviceKeptWriteChunk(d);
+  std::vector<uint8_t> bytes(static_cast<size_t>(total), 0x3c);
+  uint64_t id = 201;
+  pi::WriteDeviceKeptRequest(id++, pi::StepKind::kSeqRead, 1, 7, 0, std::min<int64_t>(total, 64),
+                             nullptr, d, m.data());
+  pi::AppendSessionMessage(m, &kept);
+  for (int64_t at = 0; at < total; at += chunk) {
+    pi::WriteDeviceKeptRequest(id++, pi::StepKind::kSeqWrite, 1, 8, at, std::min(chunk, total - at),
+                               bytes.data() + at, d, m.data());
+    pi::AppendSessionMessage(m, &kept);
+  }
+  pi::WriteDeviceSeqRequest(id++, pi::StepKind::kSeqLoad, 0, 1, 0, 8, d, m.data());
+  pi::AppendSessionMessage(m, &kept);
+  ok &= pi::WriteSeedFile(dir + "/kept.bin", kept);
   std::vector<uint8_t> hello;
   pi::AppendSessionMessage(
       pi::WriteDeviceHello(pi::ModelFingerprint(*model.file), pi::DeviceFuzzPlan(c)), &hello);
