@@ -2,9 +2,10 @@
 // (common/transport/device_message.h, gpu_worker/device_shard.h): any
 // session of messages — in any order, with any bytes — goes through the
 // DeviceShard, which must answer each with a well-formed reply (a cold part
-// of a layer the plan says has one, a token's end of the size asked for, or
-// an error status) and never crash, abort in the backend or read outside a
-// message. Each input message is also parsed as a device hello.
+// of a layer the plan says has one, a token's end of the size asked for, a
+// kept sequence's bytes of the size a kSeqRead asked for, or an error status) and never crash,
+// abort in the backend or read outside a message. Each input message is also parsed as a device
+// hello.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -54,7 +55,19 @@ Fixture* Make() {
   return f;
 }
 
-void CheckReply(const Fixture& f, size_t n) {
+// The size a kSeqRead request asks for (the payload's third field), or -1
+// for any other message.
+int64_t KeptReadSize(const uint8_t* msg, size_t n) {
+  pi::StepRequestHeader h;
+  int64_t size = -1;
+  if (n < sizeof h + 3 * sizeof(int64_t)) return -1;
+  memcpy(&h, msg, sizeof h);
+  if (h.kind != static_cast<int32_t>(pi::StepKind::kSeqRead)) return -1;
+  memcpy(&size, msg + sizeof h + 2 * sizeof(int64_t), sizeof size);
+  return size;
+}
+
+void CheckReply(const Fixture& f, size_t n, int64_t read_size) {
   const pi::LlamaConfig& c = f.model.config;
   Check(n >= sizeof(pi::StepReplyHeader) && n <= f.reply.size(), "reply size out of bounds");
   pi::StepReplyHeader h;
@@ -71,6 +84,12 @@ void CheckReply(const Fixture& f, size_t n) {
     return;
   }
   Check(h.kind == static_cast<int32_t>(pi::StepReplyKind::kDone), "reply kind");
+  if (read_size >= 0) {
+    Check(h.out == static_cast<int32_t>(pi::DeviceOut::kNothing) &&
+              h.payload_bytes == static_cast<uint64_t>(read_size),
+          "kept bytes of the wrong size");
+    return;
+  }
   const size_t want = h.out == static_cast<int32_t>(pi::DeviceOut::kH) ? embd
                       : h.out == static_cast<int32_t>(pi::DeviceOut::kLogits)
                           ? sizeof(float) * c.n_vocab
@@ -93,7 +112,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n > 0) memcpy(aligned.data(), data + at, n);
     at += n;
     const uint8_t* msg = reinterpret_cast<const uint8_t*>(aligned.data());
-    CheckReply(*f, f->shard->Handle(msg, n, f->reply.data(), f->reply.size()));
+    CheckReply(*f, f->shard->Handle(msg, n, f->reply.data(), f->reply.size()),
+               KeptReadSize(msg, n));
     pi::DevicePlan plan;
     (void)pi::ParseDeviceHello(msg, n, pi::ModelFingerprint(*f->model.file), &plan);
   }

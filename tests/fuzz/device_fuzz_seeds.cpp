@@ -75,14 +75,14 @@ int main(int argc, char** argv) {
   pi::AppendSessionMessage(m, &kept);
   const int64_t total = pi::SavedSeqBytes(c, pi::DeviceFuzzPlan(c), 1);
   const int64_t chunk = pi::DeviceKeptWriteChunk(d);
-  std::vector<uint8_t> bytes(static_cast<size_t>(total), 0x3c);
+  std::vector<uint8_t> kept_bytes(static_cast<size_t>(total), 0x3c);
   uint64_t id = 201;
   pi::WriteDeviceKeptRequest(id++, pi::StepKind::kSeqRead, 1, 7, 0, std::min<int64_t>(total, 64),
                              nullptr, d, m.data());
   pi::AppendSessionMessage(m, &kept);
   for (int64_t at = 0; at < total; at += chunk) {
     pi::WriteDeviceKeptRequest(id++, pi::StepKind::kSeqWrite, 1, 8, at, std::min(chunk, total - at),
-                               bytes.data() + at, d, m.data());
+                               kept_bytes.data() + at, d, m.data());
     pi::AppendSessionMessage(m, &kept);
   }
   pi::WriteDeviceSeqRequest(id++, pi::StepKind::kSeqLoad, 0, 1, 0, 8, d, m.data());
