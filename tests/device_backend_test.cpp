@@ -692,7 +692,9 @@ TEST(DeviceBackendSavedSeqTest, SavedAndCopiedSequencesGoOnAsFreshEvaluations) {
     ASSERT_TRUE(device->ReadKept(2000, 8, total / 2, total - total / 2, half.data()).ok());
     EXPECT_EQ(0, std::memcmp(half.data(), kept.data() + total / 2, total - total / 2));
     ASSERT_TRUE(device->LoadSeq(2000, 0, 8).ok());
-    EXPECT_THAT(device->WriteKept(2001, 8, 0, kept.data(), total + 1).message(),
+    std::vector<uint8_t> longer = kept;  // one byte more than the entry holds
+    longer.push_back(0);
+    EXPECT_THAT(device->WriteKept(2001, 8, 0, longer.data(), total + 1).message(),
                 HasSubstr("writing bytes"));
     EXPECT_EQ(device->LoadSeq(2001, 0, 8).code(), Status::Code::kNotFound);  // not left half made
     EXPECT_EQ(device->ReadKept(2002, 8, 0, 1, kept.data()).code(), Status::Code::kNotFound);
