@@ -8,7 +8,8 @@
 #
 # LLAMA_CPP_DIR: a llama.cpp checkout holding examples/server/tests (docs/llama-server-tests.md
 # names the commit measured). Needs python3-pytest, python3-wget, python3-requests and
-# python3-pytest-timeout (Debian); without the openai package, a stub lets the modules
+# python3-pytest-timeout (Debian); without the openai package (on PYTHONPATH, e.g.
+# PYTHONPATH=SDK_DIR/python as scripts/sdk_checks.sh makes it), a stub lets the modules
 # import and the tests that use the SDK fail. The suite listens on 127.0.0.1:8080.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -27,9 +28,12 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$src/examples/server/tests" "$work/"
 mkdir -p "$work/tests/tmp"  # (where the suite's fixtures download to)
-openai=()
-/usr/bin/python3 -c "import openai" 2>/dev/null || openai=("$here/llama_server_tests/stubs")
+# The caller's PYTHONPATH may hold the OpenAI Python SDK (scripts/sdk_checks.sh's header
+# says how to get it from its sources); without it, the stub.
+pythonpath="${PYTHONPATH:-}"
+/usr/bin/python3 -c "import openai" 2>/dev/null ||
+  pythonpath="$here/llama_server_tests/stubs${pythonpath:+:$pythonpath}"
 cd "$work/tests"
 LLAMA_SERVER_BIN_PATH="$here/llama_server_tests/llama-server" \
-  PYTHONPATH="$(IFS=:; echo "${openai[*]:-}")" \
+  PYTHONPATH="$pythonpath" \
   /usr/bin/python3 -m pytest unit -m "not slow" --timeout 180 -rfE -q "$@"
