@@ -45,7 +45,8 @@ Status RunConversation(const ConversationOptions& o, LoadedEngine* loaded, Sampl
           fflush(out);
           return true;
         },
-        &g, ReusablePrefix(cached, job.prompt, engine->n_batch()));
+        &g, ReusablePrefix(cached, job.prompt, engine->n_batch()), nullptr,
+        loaded->draft.drafter.get());
     if (HoldsPrompt(g, engine->n_past(), job.prompt.size())) {
       cached = job.prompt;
     } else {

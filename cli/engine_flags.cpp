@@ -133,7 +133,7 @@ bool ParseEngineFlag(const std::string& f, ArgReader* args, EngineFlags* e) {
   else if (ParseCacheTypeFlag(f, args, &e->opt.cache_type_k, &e->opt.cache_type_v) ||
            ParseSparseFlag(f, args, &e->opt.sparse, &e->opt.sparse_threshold, &e->target_sparsity,
                            &e->sparse_auto, &e->allocation) ||
-           ParseGpuSplitFlag(f, args, &e->split)) {
+           ParseGpuSplitFlag(f, args, &e->split) || ParseDraftFlag(f, args, &e->draft)) {
   } else
     return false;
   return true;
@@ -148,6 +148,7 @@ Status CheckEngineFlags(const EngineFlags& e) {
     return Status::Error("-c must be 0 (the model's) or positive, got %d", e.opt.n_ctx);
   }
   if (e.opt.n_batch < 1) return Status::Error("-b must be at least 1, got %d", e.opt.n_batch);
+  PI_RETURN_IF_ERROR(CheckDraftFlags(e.draft));
   if (!(e.coordinator_share >= 0.0 && e.coordinator_share <= 0.9)) {
     return Status::Error("--coordinator-share must be 0 to 0.9, got %g", e.coordinator_share);
   }
@@ -305,7 +306,9 @@ Status LoadEngine(const char* tool, EngineFlags* e, LoadedEngine* out) {
   PI_RETURN_IF_ERROR(StartColdWorkers(tool, topology, model, e->opt, &w));
   for (const auto& c : w.cold) e->opt.cold_shards.push_back(c.get());
   PI_RETURN_IF_ERROR(RepackWeights(tool, *e, &out->model));
-  return Engine::Create(&out->model, e->opt, &out->engine);
+  PI_RETURN_IF_ERROR(Engine::Create(&out->model, e->opt, &out->engine));
+  if (e->draft.model_path.empty()) return Status::Ok();
+  return LoadDraft(tool, e->draft, out->engine.get(), *out->tok, &out->draft);
 }
 
 std::string HotBackendName(const LoadedEngine& loaded) {

@@ -6,6 +6,7 @@
 //   --cpu-worker HOST:PORT (repeatable)   --remote-gpu-worker HOST:PORT
 //   --auth-token-file F   --tls-ca F
 //   --tls-cert F   --tls-key F   --worker-timeout MS   --coordinator-share F
+//   -md, --model-draft FILE and the --draft-* flags (draft_flags.h)
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/draft_flags.h"
 #include "cli/gpu_split.h"
 #include "cli/sparse_note.h"
 #include "cli/worker_secrets.h"
@@ -55,10 +57,12 @@ struct EngineFlags {
   bool no_mmap = false;        // --no-mmap: read the model into memory instead of mapping it
   bool mlock = false;          // --mlock: keep the model's bytes in RAM
   bool no_repack = false;      // --no-repack: products read the file's layout (weight_repack.h)
+  DraftFlags draft;            // --model-draft: speculative decoding (draft_flags.h)
   EngineFlags();
 };
 
-// Help lines for the flags (without the split's: kGpuSplitUsage).
+// Help lines for the flags (without the split's, kGpuSplitUsage, and the
+// draft's, kDraftUsage).
 extern const char kEngineUsage[];
 
 // Consumes `flag` (already read by args->Next()) when it is one of the
@@ -76,6 +80,7 @@ struct LoadedEngine {
   GpuSplit split;
   Workers workers;  // the worker processes (coordinator/topology/topology.h)
   std::unique_ptr<Engine> engine;
+  LoadedDraft draft;  // --model-draft's (draft.drafter null without)
 };
 
 // Loads the model, its tokenizer, the split, the local workers and connects

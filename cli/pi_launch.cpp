@@ -90,6 +90,7 @@ void Usage() {
       "  --no-gpu-worker)\n",
       stderr);
   fputs(pi::kEngineUsage, stderr);
+  fputs(pi::kDraftUsage, stderr);
   fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
 }
@@ -355,7 +356,8 @@ static int Run(int argc, char** argv) {
   if (s.ok()) {
     const int64_t store_bytes = PromptStoreBytes(l.cache_ram_mib);
     runner = std::make_unique<pi::RequestRunner>(loaded.engine.get(), loaded.tok.get(), l.max_queue,
-                                                 "pi-launch", pi::StreamLimits(), store_bytes);
+                                                 "pi-launch", pi::StreamLimits(), store_bytes,
+                                                 loaded.draft.drafter.get());
     if (store_bytes > 0) {
       fprintf(stderr, "pi-launch: prompts let go by their sequences kept up to %s (--cache-ram)\n",
               store_bytes == INT64_MAX ? "no limit" : pi::HumanBytes(store_bytes).c_str());

@@ -57,6 +57,7 @@ void Usage() {
       stderr);
   fputs(pi::kRequestUsage, stderr);
   fputs(pi::kEngineUsage, stderr);
+  fputs(pi::kDraftUsage, stderr);
   fputs(pi::kCacheTypeUsage, stderr);
   fputs(pi::kGpuSplitUsage, stderr);
 }
@@ -367,7 +368,7 @@ static int Run(int argc, char** argv) {
         }
         return true;
       },
-      &g);
+      &g, 0, nullptr, loaded.draft.drafter.get());
   if (!r.json) fputs("\n", stdout);
   const double t_end = pi::NowSeconds();
   if (!g.error.empty()) fprintf(stderr, "pi-run: %s\n", g.error.c_str());
@@ -391,6 +392,16 @@ static int Run(int argc, char** argv) {
             "its KV cache rebuilt from the tokens; the tokens are the same (last: %s)\n",
             static_cast<long long>(engine->device_failures()),
             static_cast<long long>(engine->device_recoveries()), engine->device_error().c_str());
+  }
+  if (const pi::Drafter* d = loaded.draft.drafter.get()) {
+    fprintf(stderr, "pi-run: speculative: %lld proposed, %lld accepted (%.1f %%)",
+            static_cast<long long>(d->proposed()), static_cast<long long>(d->accepted()),
+            d->proposed() ? 100.0 * static_cast<double>(d->accepted()) / d->proposed() : 0.0);
+    if (d->failures() > 0) {
+      fprintf(stderr, "; the draft failed %lld time(s) (last: %s)",
+              static_cast<long long>(d->failures()), d->last_error().c_str());
+    }
+    fprintf(stderr, "\n");
   }
   pi::StopWorkers("pi-run", &loaded);
   const Times t = {(t_prompt - t_start) * 1e3, g.prompt_s * 1e3, g.eval_s * 1e3};

@@ -76,6 +76,7 @@ run_http_fuzzer() {
   printf '%s' '{"prompt":"x","json_schema":{"type":"object","properties":{"n":{"enum":[1,"a"]}}},"grammar":null}' >"$work/seeds/schema"
   printf '%s' '{"input_prefix":"def f(","input_suffix":"):","prompt":"x","input_extra":[{"filename":"a.py","text":"y"}],"n_predict":8}' >"$work/seeds/infill"
   printf '%s' '{"prompt":"a","suffix":"b","max_tokens":4}' >"$work/seeds/suffix"
+  printf '%s' '{"prompt":"a","speculative.n_max":4,"speculative.n_min":1,"speculative.p_min":0.5}' >"$work/seeds/speculative"
   printf '%s' '{"input":["In the beginning",[1,2,3]],"encoding_format":"base64","model":"demo"}' >"$work/seeds/embeddings"
   printf '%s' '{"instructions":"Be brief.","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"2"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"text":{"format":{"type":"json_object"}}}' >"$work/seeds/responses"
   echo "fuzzing http_body_fuzz for ${seconds}s"

@@ -228,10 +228,81 @@ Status ShiftContext(Engine* engine, int keep, std::vector<int32_t>* context) {
   return engine->Eval(context->data(), static_cast<int>(context->size()));
 }
 
+namespace {
+
+// A decode step's FFN counts into the result (each layer's, when counted).
+void CountStep(Engine* engine, int64_t share, Generation* gen, GenerationResult* g) {
+  gen->Evaluated(engine->last_ffn_neurons() / share, engine->last_ffn_hot_fired() / share);
+  if (!engine->ffn_layers_counted()) return;
+  g->layer_neurons.resize(engine->model().config.n_layer, 0);
+  for (size_t l = 0; l < g->layer_neurons.size(); ++l) {
+    g->layer_neurons[l] += engine->last_ffn_neurons(static_cast<int>(l)) / share;
+  }
+}
+
+// The decode loop with a drafter (speculative.h): the sampled token and the
+// draft's proposals evaluated in one run, each position sampled in turn
+// while the samples equal the proposals; the positions after the first
+// that differs are dropped.
+void DecodeDrafted(Engine* engine, const Tokenizer& tok, Drafter* drafter,
+                   const GenerationRequest& request, const float* logits,
+                   const TokenCallback& on_token, Generation* gen, GenerationResult* g) {
+  const size_t n_vocab = static_cast<size_t>(engine->n_vocab());
+  DraftOptions options = drafter->options();  // the request's where it gives them
+  if (request.draft_max >= 0) options.n_max = request.draft_max;
+  if (request.draft_min >= 0) options.n_min = request.draft_min;
+  if (request.draft_p_min >= 0) options.p_min = request.draft_p_min;
+  std::vector<int32_t> context = request.prompt, run, proposals;
+  int32_t next = 0;
+  bool go = gen->Next(logits, engine->n_past(), on_token, &next);
+  while (go) {
+    if (request.context_keep != -1 && engine->n_past() >= engine->n_ctx()) {
+      const Status shifted = ShiftContext(
+          engine, ContextKeepTokens(tok, request.prompt, request.context_keep), &context);
+      if (!shifted.ok()) {
+        gen->Fail(shifted);
+        return;
+      }
+      ++g->context_shifts;
+    }
+    context.push_back(next);
+    const Status drafted =
+        drafter->Propose(context, engine->n_ctx() - engine->n_past() - 1, options, &proposals);
+    if (!drafted.ok()) drafter->Failed(drafted);
+    run.assign(1, next);
+    run.insert(run.end(), proposals.begin(), proposals.end());
+    const int base = engine->n_past();
+    const int n = static_cast<int>(run.size());
+    const Status e = engine->Eval(run.data(), n, n > 1);
+    if (!e.ok()) {
+      gen->Fail(e);
+      return;
+    }
+    int used = 0;  // run[0, used) kept
+    while (used < n) {
+      ++used;
+      CountStep(engine, n, gen, g);
+      go = gen->Next(engine->logits() + (n > 1 ? static_cast<size_t>(used - 1) * n_vocab : 0),
+                     base + used, on_token, &next);
+      if (!go || used == n || next != run[used]) break;
+      context.push_back(next);  // the proposal taken: its position is evaluated
+    }
+    drafter->Accepted(used - 1);
+    if (used < n) engine->KeepSeq(0, base + used);
+  }
+}
+
+}  // namespace
+
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
               const GenerationRequest& request, const TokenCallback& on_token, GenerationResult* g,
-              size_t cached, std::vector<float>* prompt_logits) {
+              size_t cached, std::vector<float>* prompt_logits, Drafter* drafter) {
   Generation gen(tok, sampler, request, engine->n_ctx(), engine->n_vocab(), g);
+  if (!drafter && AsksDraft(request)) {
+    g->client_error = true;
+    gen.Fail(NoDraftModel());
+    return;
+  }
   const double t_prompt = NowSeconds();
   g->n_cached = static_cast<int>(cached);
   const size_t n_vocab = static_cast<size_t>(engine->n_vocab());
@@ -252,6 +323,11 @@ void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
   }
   gen.PromptDone(NowSeconds() - t_prompt);
   const float* logits = whole ? prompt_logits->data() : engine->logits();
+  if (drafter) {
+    DecodeDrafted(engine, tok, drafter, request, logits, on_token, &gen, g);
+    gen.Finish(on_token);
+    return;
+  }
   // The context's tokens, for a context shift.
   std::vector<int32_t> context;
   if (request.context_keep != -1) context = request.prompt;
@@ -273,13 +349,7 @@ void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
       gen.Fail(e);
       break;
     }
-    gen.Evaluated(engine->last_ffn_neurons(), engine->last_ffn_hot_fired());
-    if (engine->ffn_layers_counted()) {
-      g->layer_neurons.resize(engine->model().config.n_layer, 0);
-      for (size_t l = 0; l < g->layer_neurons.size(); ++l) {
-        g->layer_neurons[l] += engine->last_ffn_neurons(static_cast<int>(l));
-      }
-    }
+    CountStep(engine, 1, &gen, g);
   }
   gen.Finish(on_token);
 }

@@ -18,6 +18,7 @@
 #include "coordinator/engine/embedding.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/engine/slot_file.h"
+#include "coordinator/engine/speculative.h"
 
 namespace pi {
 
@@ -63,7 +64,17 @@ struct GenerationRequest {
   // forgotten.
   SlotOp slot_op = SlotOp::kNone;
   std::string slot_path;
+  // This request's drafting (speculative.h; llama-server's speculative.*):
+  // -1 each, the server's. Set on a server without a draft model, the
+  // request fails as the client's fault.
+  int draft_max = -1, draft_min = -1;
+  float draft_p_min = -1.0f;
 };
+
+// Whether the request tunes drafting (GenerationRequest::draft_*).
+inline bool AsksDraft(const GenerationRequest& r) {
+  return r.draft_max >= 0 || r.draft_min >= 0 || r.draft_p_min >= 0;
+}
 
 // A generated token's log-probability, and the most likely tokens' (most
 // likely first); with GenerationRequest::post_sampling, probabilities.
@@ -187,10 +198,12 @@ int ContextKeepTokens(const Tokenizer& tok, const std::vector<int32_t>& prompt, 
 // there (empty after a failure); given back with `cached` the whole prompt
 // (the same prompt again, e.g. the next of n choices), nothing is evaluated
 // and the first token comes from them.
+// With `drafter` (speculative.h), decode runs speculatively: the draft model's proposals evaluated
+// with each sampled token, each kept while the samples agree.
 void Generate(Engine* engine, const Tokenizer& tok, Sampler* sampler,
               const GenerationRequest& request, const TokenCallback& on_token,
               GenerationResult* result, size_t cached = 0,
-              std::vector<float>* prompt_logits = nullptr);
+              std::vector<float>* prompt_logits = nullptr, Drafter* drafter = nullptr);
 
 // The position of the first stop string in `text` that ends within its last
 // `fresh` bytes, or npos (exposed for tests).

@@ -66,6 +66,16 @@ Status ParseGenerateRequest(const v1::GenerateRequest& in, int n_vocab, int n_ct
   if (out->n_predict < -2) return Status::Error("n_predict must be -2 or more");
   out->ignore_eos = in.ignore_eos();
   out->cache_prompt = !in.has_cache_prompt() || in.cache_prompt();
+  out->draft_max = in.has_draft_max() ? in.draft_max() : -1;
+  out->draft_min = in.has_draft_min() ? in.draft_min() : -1;
+  out->draft_p_min = in.has_draft_p_min() ? in.draft_p_min() : -1.0f;
+  if (out->draft_max < -1 || out->draft_max > 256 || out->draft_min < -1 ||
+      out->draft_min > 256 || (out->draft_max >= 0 && out->draft_min > out->draft_max)) {
+    return Status::Error("speculative.n_max and .n_min must be 0 to 256, n_min at most n_max");
+  }
+  if (in.has_draft_p_min() && !(out->draft_p_min >= 0.0f && out->draft_p_min <= 1.0f)) {
+    return Status::Error("speculative.p_min must be 0 to 1");
+  }
   out->seq = in.has_id_slot() ? in.id_slot() : -1;
   if (out->seq < -1)
     return Status::Error("id_slot must be -1 (any) or a slot's id, got %d", out->seq);

@@ -39,6 +39,9 @@ const char* const kSharedFields[] = {"model",
                                      "user",
                                      "cache_prompt",
                                      "id_slot",
+                                     "speculative.n_max",
+                                     "speculative.n_min",
+                                     "speculative.p_min",
                                      "timings_per_token",
                                      "grammar",
                                      "json_schema"};
@@ -332,6 +335,14 @@ Status CommonFields(const json& j, const std::string& model_id, bool any_model,
   // llama-server's: the slot (sequence) to run on; -1 any.
   PI_RETURN_IF_ERROR(Integer(j, "id_slot", -1, INT32_MAX, &i, &present));
   if (present && i >= 0) req.set_id_slot(static_cast<int32_t>(i));
+  // llama-server's: this request's drafting (speculative decoding).
+  PI_RETURN_IF_ERROR(Integer(j, "speculative.n_max", 0, 256, &i, &present));
+  if (present) req.set_draft_max(static_cast<int32_t>(i));
+  PI_RETURN_IF_ERROR(Integer(j, "speculative.n_min", 0, 256, &i, &present));
+  if (present) req.set_draft_min(static_cast<int32_t>(i));
+  double p_min = 0;
+  PI_RETURN_IF_ERROR(Number(j, "speculative.p_min", 0.0, 1.0, &p_min, &present));
+  if (present) req.set_draft_p_min(static_cast<float>(p_min));
   // llama-server's: each streamed chunk carries the timings so far.
   return Boolean(j, "timings_per_token", &out->timings_per_token);
 }

@@ -12,7 +12,7 @@ namespace pi {
 
 RequestRunner::RequestRunner(Engine* engine, const Tokenizer* tok, int max_queue,
                              std::string log_prefix, StreamLimits limits,
-                             int64_t prompt_store_bytes)
+                             int64_t prompt_store_bytes, Drafter* drafter)
     : engine_(engine),
       tok_(tok),
       admission_(max_queue, engine->n_seq()),
@@ -30,7 +30,8 @@ RequestRunner::RequestRunner(Engine* engine, const Tokenizer* tok, int max_queue
   if (engine->n_seq() > 1) {
     scheduler_ = std::make_unique<BatchScheduler>(engine, tok, std::move(hooks), store_.get());
   } else {
-    scheduler_ = std::make_unique<SerialScheduler>(engine, tok, std::move(hooks), store_.get());
+    scheduler_ =
+        std::make_unique<SerialScheduler>(engine, tok, std::move(hooks), store_.get(), drafter);
   }
 }
 

@@ -51,9 +51,11 @@ class RequestRunner {
  public:
   // engine and tok must outlive the runner; log lines start with log_prefix.
   // prompt_store_bytes: the cap of the prompts kept after their sequences
-  // let them go (prompt_store.h; 0: none kept).
+  // let them go (prompt_store.h; 0: none kept). `drafter` (one sequence
+  // only; may be null): decode runs speculatively (speculative.h).
   RequestRunner(Engine* engine, const Tokenizer* tok, int max_queue, std::string log_prefix,
-                StreamLimits limits = StreamLimits(), int64_t prompt_store_bytes = 0);
+                StreamLimits limits = StreamLimits(), int64_t prompt_store_bytes = 0,
+                Drafter* drafter = nullptr);
   ~RequestRunner();  // running requests end as cancelled
 
   // Puts a request (checked already: generate_request.h) in line; null when

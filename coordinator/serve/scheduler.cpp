@@ -67,6 +67,14 @@ void Scheduler::RefuseSeq(RequestJob* job, int n_seq) {
   hooks_.finished(job);
 }
 
+void Scheduler::RefuseDraft(RequestJob* job) {
+  hooks_.started(job);
+  job->result.stop_reason = "error";
+  job->result.error = NoDraftModel().message();
+  job->result.client_error = true;
+  hooks_.finished(job);
+}
+
 void Scheduler::RunSlotOp(Engine* engine, PromptStore* store, RequestJob* job,
                           std::vector<int32_t>* cached, std::vector<float>* logits) {
   hooks_.started(job);

@@ -51,6 +51,9 @@ class Scheduler {
   // A started job asking for a sequence the engine (of n_seq) does not
   // have: it ends with the request's error.
   void RefuseSeq(RequestJob* job, int n_seq);
+  // A started job tuning drafting (AsksDraft) where nothing drafts: it ends
+  // with the request's error (NoDraftModel).
+  void RefuseDraft(RequestJob* job);
   // A started slot action (GenerationRequest::slot_op) on its sequence,
   // whose cache holds *cached (the prompt it last ran) with *logits after
   // it (empty: none kept): done and timed; a restore or an erase rewrites

@@ -8,8 +8,8 @@
 namespace pi {
 
 SerialScheduler::SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks,
-                                 PromptStore* store)
-    : Scheduler(std::move(hooks), 1), engine_(engine), tok_(tok), store_(store) {
+                                 PromptStore* store, Drafter* drafter)
+    : Scheduler(std::move(hooks), 1), engine_(engine), tok_(tok), store_(store), drafter_(drafter) {
   StartLoop();
 }
 
@@ -56,7 +56,7 @@ void SerialScheduler::RunJob(RequestJob* job) {
         if (stopping_) return false;
         return hooks_.token(job, id, text);
       },
-      &job->result, reuse, &prompt_logits_);
+      &job->result, reuse, &prompt_logits_, drafter_);
   if (HoldsPrompt(job->result, engine_->n_past(), prompt.size())) {
     cached_ = prompt;
   } else {

@@ -4,7 +4,8 @@
 // it). The thread never writes to a client: each token goes to the job's
 // stream, which never blocks (request_stream.h). The engine's cache keeps
 // the last prompt: a request starts from the prefix it shares with it
-// (prompt_cache.h).
+// (prompt_cache.h). With a drafter (--model-draft), decode runs
+// speculatively (speculative.h).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "common/text/tokenizer.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/engine/prompt_store.h"
+#include "coordinator/engine/speculative.h"
 #include "coordinator/serve/scheduler.h"
 
 namespace pi {
@@ -20,8 +22,10 @@ namespace pi {
 class SerialScheduler final : public Scheduler {
  public:
   // `engine` (used by nothing else meanwhile) and `tok` must outlive it.
-  // `store` (may be null) keeps the prompts the sequence lets go.
-  SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks, PromptStore* store);
+  // `store` (may be null) keeps the prompts the sequence lets go; `drafter`
+  // (may be null; used by nothing else meanwhile) drafts for every request.
+  SerialScheduler(Engine* engine, const Tokenizer* tok, SchedulerHooks hooks, PromptStore* store,
+                  Drafter* drafter = nullptr);
   // Finishes the waiting jobs as cancelled (the running one at its next
   // token) and stops the thread.
   ~SerialScheduler() override;
@@ -38,6 +42,7 @@ class SerialScheduler final : public Scheduler {
   Engine* engine_;
   const Tokenizer* tok_;
   PromptStore* store_;
+  Drafter* drafter_;
   // The prompt whose positions the engine's cache holds as a prompt wrote
   // them (empty: nothing reusable).
   std::vector<int32_t> cached_;
