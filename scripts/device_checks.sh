@@ -14,7 +14,9 @@
 #      engine (logits and greedy tokens, every weight type, llama/falcon, plans
 #      from everything in VRAM down to the head alone), sequences kept, loaded
 #      and copied on the GPU (DeviceBackendSavedSeqTest: the prompt store and
-#      n choices on the device path, bit for bit);
+#      n choices on the device path, bit for bit), kept bytes read out and
+#      written back, and slot files saved from one GPU engine and restored into
+#      a fresh one (DeviceBackendSlotFileTest);
 #   2. compute-sanitizer memcheck and racecheck over a few of them;
 #   3. the fixed costs of a layer handoff (bench-cuda-handoff), the mat-vec
 #      kernels' GB/s (bench-cuda-matvec);
