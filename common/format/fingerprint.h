@@ -3,12 +3,40 @@
 // to another model.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "common/format/gguf.h"
 
 namespace pi {
+
+// FNV-1a 64 over bytes; integers added as their little-endian bytes. What
+// every fingerprint here and beside them (statistics, placements) hashes with.
+class Fnv1a64 {
+ public:
+  void Add(const void* data, size_t n) {
+    const uint8_t* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h_ ^= p[i];
+      h_ *= 0x100000001b3ull;
+    }
+  }
+  void AddU32(uint32_t v) {
+    uint8_t b[4];
+    for (int i = 0; i < 4; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+    Add(b, 4);
+  }
+  void AddU64(uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+    Add(b, 8);
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
 
 // Identifies a model file so that nothing made from one model is applied to another:
 // FNV-1a 64 over, for every tensor in file order, its name, a 0 byte, its

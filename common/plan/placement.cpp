@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/base/memory_limits.h"
+#include "common/format/fingerprint.h"
 #include "common/format/gguf.h"
 #include "common/format/side_files.h"
 #include "common/model/kv_cache.h"
@@ -46,13 +47,6 @@ bool Before(const Group& a, const Group& b) {
   if (lhs != rhs) return lhs > rhs;
   if (a.layer != b.layer) return a.layer < b.layer;
   return a.index < b.index;
-}
-
-void Fnv(uint64_t* h, int64_t v) {
-  for (int i = 0; i < 8; ++i) {
-    *h ^= static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
-    *h *= 0x100000001b3ull;
-  }
 }
 
 std::string LayerTensorName(int layer) {
@@ -229,15 +223,15 @@ int64_t DenseBytes(const LlamaModel& model, const PlacementOptions& opt) {
 }
 
 uint64_t StatsFingerprint(const ActivationStats& stats) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  Fnv(&h, stats.n_layer());
-  Fnv(&h, stats.n_ff());
-  Fnv(&h, static_cast<int64_t>(stats.n_tokens()));
+  Fnv1a64 h;
+  h.AddU64(static_cast<uint64_t>(stats.n_layer()));
+  h.AddU64(static_cast<uint64_t>(stats.n_ff()));
+  h.AddU64(static_cast<uint64_t>(stats.n_tokens()));
   for (int il = 0; il < stats.n_layer(); ++il) {
     const int64_t* c = stats.counts(il);
-    for (int i = 0; i < stats.n_ff(); ++i) Fnv(&h, c[i]);
+    for (int i = 0; i < stats.n_ff(); ++i) h.AddU64(static_cast<uint64_t>(c[i]));
   }
-  return h;
+  return h.value();
 }
 
 Status Place(const LlamaModel& model, const ActivationStats& stats, const PlacementOptions& opt,

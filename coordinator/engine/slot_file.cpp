@@ -60,23 +60,17 @@ Status CheckDeviceLayout(const GgufFile& file, const SlotLayout& want) {
   return Status::Ok();
 }
 
-// FNV-1a 64 over the plan's layers, head and every layer's hot neuron ids.
+// A hash of the plan's layers, head and every layer's hot neuron ids.
 uint64_t PlacementHash(const DevicePlan& plan) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](int64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= static_cast<uint8_t>(v >> (8 * i));
-      h *= 1099511628211ull;
-    }
-  };
-  mix(plan.first_layer);
-  mix(plan.n_layers);
-  mix(plan.output);
+  Fnv1a64 h;
+  h.AddU64(static_cast<uint64_t>(plan.first_layer));
+  h.AddU64(static_cast<uint64_t>(plan.n_layers));
+  h.AddU64(plan.output ? 1 : 0);
   for (const std::vector<int32_t>& ids : plan.hot) {
-    mix(static_cast<int64_t>(ids.size()));
-    for (int32_t id : ids) mix(id);
+    h.AddU64(ids.size());
+    for (int32_t id : ids) h.AddU64(static_cast<uint64_t>(static_cast<int64_t>(id)));
   }
-  return h;
+  return h.value();
 }
 
 Status CheckLayout(const GgufFile& file, const SlotLayout& want) {

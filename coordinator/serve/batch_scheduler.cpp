@@ -113,8 +113,9 @@ void BatchScheduler::Join(std::vector<Slot*>* running,
     std::shared_ptr<RequestJob> job = std::move(*it);
     it = pending_.erase(it);
     if (!job->Start()) continue;
-    if (want >= n_seq || job->request.slot_op != SlotOp::kNone || AsksDraft(job->request)) {
-      if (want >= 0 && want < n_seq) {
+    const bool drafts = AsksDraft(job->request);  // (refused aside: nothing drafts here)
+    if (want >= n_seq || job->request.slot_op != SlotOp::kNone || drafts) {
+      if (want >= 0 && want < n_seq && !drafts) {
         free_seqs_.erase(std::find(free_seqs_.begin(), free_seqs_.end(), want));
         SetBusy(want, true);
       }
@@ -131,15 +132,7 @@ void BatchScheduler::Join(std::vector<Slot*>* running,
 
 void BatchScheduler::RunAside(RequestJob* job) {
   const int seq = job->request.seq;
-  if (AsksDraft(job->request)) {  // (nothing drafts with several sequences)
-    RefuseDraft(job);
-    if (seq >= 0 && seq < engine_->n_seq()) {
-      SetBusy(seq, false);
-      std::lock_guard<std::mutex> lock(mu_);
-      free_seqs_.push_back(seq);
-    }
-    return;
-  }
+  if (AsksDraft(job->request)) return RefuseDraft(job);  // (Join took no sequence for it)
   if (seq < 0 || seq >= engine_->n_seq()) return RefuseSeq(job, engine_->n_seq());
   // The sequence's kept logits as a vector, and back (a restore's, or none).
   const size_t n_vocab = static_cast<size_t>(engine_->n_vocab());

@@ -58,21 +58,21 @@ void Scheduler::CancelPending() {
   pending_.clear();
 }
 
-void Scheduler::RefuseSeq(RequestJob* job, int n_seq) {
+void Scheduler::Refuse(RequestJob* job, std::string why) {
   hooks_.started(job);
   job->result.stop_reason = "error";
-  job->result.error = "id_slot " + std::to_string(job->request.seq) +
-                      ": this server's slots are 0 to " + std::to_string(n_seq - 1) + " (-np)";
+  job->result.error = std::move(why);
   job->result.client_error = true;
   hooks_.finished(job);
 }
 
+void Scheduler::RefuseSeq(RequestJob* job, int n_seq) {
+  Refuse(job, "id_slot " + std::to_string(job->request.seq) + ": this server's slots are 0 to " +
+                  std::to_string(n_seq - 1) + " (-np)");
+}
+
 void Scheduler::RefuseDraft(RequestJob* job) {
-  hooks_.started(job);
-  job->result.stop_reason = "error";
-  job->result.error = NoDraftModel().message();
-  job->result.client_error = true;
-  hooks_.finished(job);
+  Refuse(job, NoDraftModel().message());
 }
 
 void Scheduler::RunSlotOp(Engine* engine, PromptStore* store, RequestJob* job,

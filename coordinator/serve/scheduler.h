@@ -48,6 +48,9 @@ class Scheduler {
   const WorkerHealth& loop_health() const { return health_; }
   // Stopping: the jobs still waiting end as cancelled (mu_ held).
   void CancelPending();
+  // A started job that cannot run, by the request's fault: it ends with
+  // that error.
+  void Refuse(RequestJob* job, std::string why);
   // A started job asking for a sequence the engine (of n_seq) does not
   // have: it ends with the request's error.
   void RefuseSeq(RequestJob* job, int n_seq);

@@ -54,18 +54,23 @@ void DeviceWorker::BeginToken(const float* h, int seq, int pos, bool dense) {
   pending_ = true;
 }
 
-Status DeviceWorker::Exchange(DeviceOut out, DeviceReply* reply) {
-  const int32_t o = static_cast<int32_t>(out);
-  const size_t request_bytes = DeviceRequestBytes(layout_.n_embd);
-  memcpy(link_->request(request_bytes) + offsetof(StepRequestHeader, out), &o, sizeof o);
+Status DeviceWorker::RoundTrip(const uint8_t** reply, size_t* size) {
   pending_ = false;
-  const uint8_t* bytes = nullptr;
-  size_t n = 0;
   const auto start = std::chrono::steady_clock::now();
-  link_->Send(request_bytes);
-  PI_RETURN_IF_ERROR(link_->Await(step_timeout_ms_, "device step", step_id_, &bytes, &n));
+  link_->Send(DeviceRequestBytes(layout_.n_embd));
+  PI_RETURN_IF_ERROR(link_->Await(step_timeout_ms_, "device step", step_id_, reply, size));
   step_seconds_.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return Status::Ok();
+}
+
+Status DeviceWorker::Exchange(DeviceOut out, DeviceReply* reply) {
+  const int32_t o = static_cast<int32_t>(out);
+  memcpy(link_->request(DeviceRequestBytes(layout_.n_embd)) + offsetof(StepRequestHeader, out), &o,
+         sizeof o);
+  const uint8_t* bytes = nullptr;
+  size_t n = 0;
+  PI_RETURN_IF_ERROR(RoundTrip(&bytes, &n));
   const Status parsed = ParseDeviceReply(bytes, n, step_id_, out, layout_, reply);
   return parsed.ok() ? parsed : parsed.WithContext(link_->name());
 }
@@ -156,15 +161,13 @@ Status DeviceWorker::ReadKept(uint64_t key, int n, int64_t offset, int64_t size,
   if (layout_.n_layers == layout_.first_layer) return NothingKept(offset, size, name());
   if (stopped_) return Status::Error("%s was stopped", name());
   const int64_t chunk = DeviceKeptReadChunk(layout_);
-  pending_ = false;  // (the request slot is this call's)
   for (int64_t done = 0; done < size;) {
     const int64_t part = std::min(chunk, size - done);
     WriteDeviceKeptRequest(++step_id_, StepKind::kSeqRead, n, key, offset + done, part, nullptr,
                            layout_.n_embd, link_->request(DeviceRequestBytes(layout_.n_embd)));
     const uint8_t* reply = nullptr;
     size_t reply_size = 0;
-    link_->Send(DeviceRequestBytes(layout_.n_embd));
-    PI_RETURN_IF_ERROR(link_->Await(step_timeout_ms_, "kept bytes", step_id_, &reply, &reply_size));
+    PI_RETURN_IF_ERROR(RoundTrip(&reply, &reply_size));
     const uint8_t* bytes = nullptr;
     const Status s = ParseDeviceKeptReply(reply, reply_size, step_id_, part, &bytes);
     if (!s.ok()) return s.WithContext(link_->name());

@@ -100,6 +100,9 @@ class DeviceWorker : public DeviceBackend {
 
  private:
   Status Open();
+  // Sends the request in the link's slot (it is no longer pending) and
+  // waits for its reply, timed in step_seconds_.
+  Status RoundTrip(const uint8_t** reply, size_t* size);
   // Sends the request (its output set to `out`) and checks the reply.
   Status Exchange(DeviceOut out, DeviceReply* reply);
   // Sends a kSeq* request and waits for its kDone.
