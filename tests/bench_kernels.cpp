@@ -164,6 +164,33 @@ void BM_Axpy(benchmark::State& state, DType t, CpuIsa isa, int density_pct) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * RowBytes(t, kCols) * active);
 }
 
+// The same two kernels over one small matrix read again every iteration
+// (kCachedBytes: it stays in L2), so memory plays no part: each kernel's
+// own ceiling, to set beside its DRAM rate above. Rows of state.range(0)
+// weights: an axpy group's y (4 bytes a column) shares L1 with its 8 rows'
+// bytes, so the row length is measured too (docs/performance.md).
+constexpr size_t kCachedBytes = size_t{512} << 10;
+
+void BM_Cached(benchmark::State& state, DType t, CpuIsa isa, bool axpy) {
+  SetCpuIsa(isa);
+  const int64_t cols = state.range(0);
+  const int64_t rows = static_cast<int64_t>(kCachedBytes / RowBytes(t, cols));
+  const uint8_t* w = Arena();
+  std::vector<float> a(rows, 0.5f), y(std::max(rows, cols), 0.0f);
+  std::vector<float> xf(cols, 0.5f);
+  std::vector<uint8_t> x(PreparedActivationBytes(t, cols));
+  PrepareActivation(t, xf.data(), cols, x.data());
+  for (auto _ : state) {
+    if (axpy) {
+      AxpyRows(t, w, cols, a.data(), y.data(), 0, rows);
+    } else {
+      MatVecRows(t, w, cols, x.data(), y.data(), 0, rows);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * RowBytes(t, cols) * rows);
+}
+
 // ---- Activation-sparse (indexed) kernels ----------------------------------------
 //
 // Both FFN shapes are 11008 rows of 4096: gate/up ([4096, 11008], a row per
@@ -364,6 +391,18 @@ int main(int argc, char** argv) {
                                     pi::CpuIsaName(best) + "/density:" + std::to_string(density))
                                        .c_str(),
                                    pi::BM_Axpy, t, best, density)
+          ->UseRealTime();
+    }
+  }
+  //   bench-kernels --benchmark_filter='Cached|^Axpy|MatVec/.*/avx512/.*threads:1'
+  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+    for (bool axpy : {false, true}) {
+      benchmark::RegisterBenchmark((std::string("Cached/") + (axpy ? "Axpy/" : "MatVec/") +
+                                    pi::DTypeName(t) + "/" + pi::CpuIsaName(best))
+                                       .c_str(),
+                                   pi::BM_Cached, t, best, axpy)
+          ->Arg(2048)
+          ->Arg(4096)
           ->UseRealTime();
     }
   }
