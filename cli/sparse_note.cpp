@@ -8,6 +8,7 @@
 #include "common/model/weight_transpose.h"
 #include "common/plan/gate_thresholds.h"
 #include "coordinator/engine/engine.h"
+#include "kernels/cpu/isa.h"
 
 namespace pi {
 
@@ -168,6 +169,17 @@ Status AddTealCopies(const char* tool, int n_threads, LlamaModel* model) {
           "%s: --sparse teal: transposed copies of q, k, v, o and the gate (%.1f MiB) for the "
           "column-sparse products\n",
           tool, bytes / 1048576.0);
+  // Below AVX-512 the Q4_0 column-sparse product runs at half its AVX-512
+  // speed, too slow for the bytes it saves: on a 7B-shaped Q4_0 file teal
+  // decoded at 0.81-0.88x cats there (docs/sparse-execution.md).
+  const Tensor* copy = model->layers.empty() ? nullptr : &model->layers[0].wq_t;
+  if (copy && copy->present() && copy->type == DType::kQ4_0 && ActiveCpuIsa() < CpuIsa::kAvx512) {
+    fprintf(stderr,
+            "%s: note: the copies are Q4_0, whose column-sparse products run at half speed "
+            "without AVX-512 (kernels here: %s); --sparse cats may decode this file faster: "
+            "compare them with pi-bench --sparse cats,teal\n",
+            tool, CpuIsaName(ActiveCpuIsa()));
+  }
   return Status::Ok();
 }
 

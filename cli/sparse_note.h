@@ -61,7 +61,8 @@ Status PrepareSparseMode(const char* tool, const std::string& model_path,
                          SparsityAllocation allocation = SparsityAllocation::kUniform);
 
 // --sparse teal's transposed copies (weight_transpose.h), made with
-// `n_threads`; says on stderr how large they are.
+// `n_threads`; says on stderr how large they are, and, when they are Q4_0
+// and the kernels lack AVX-512, that cats may be faster.
 Status AddTealCopies(const char* tool, int n_threads, LlamaModel* model);
 
 // --sparse auto (pi-run's and pi-launch's default): predictor when the model's

@@ -15,8 +15,9 @@
   gemma2 and phi3 files too), and
   pi-launch: the same tokens and the same neurons computed as in one process;
 - --sparse teal on the SiLU demo: the inputs' entries and the neurons skipped on held-out text
-  are the target within 2 points; refused with workers or a split, or statistics without
-  input quantiles;
+  are the target within 2 points; through the split and the workers as cats; refused on the
+  device path and with statistics without input quantiles; below AVX-512 a note for Q4_0
+  transposed copies (compare with cats), none for F16;
 - what cannot run is refused by name: no statistics (names pi-profile), statistics without
   gate quantiles, a model without ffn_down_t (names pi-quantize --down-t), the device path
   (a GPU's whole layers), a target outside [0, 1).
@@ -206,6 +207,21 @@ def main():
                 "--vram-budget", "2M", "--host-device")
         check(p.returncode != 0 and "device path" in p.stderr,
               f"--sparse teal on the device path: refused ({last_line(p)!r})")
+        # Below AVX-512 the tools say that Q4_0 copies run slowly and to compare with cats;
+        # F16 copies (which stream at the memory's pace) get no such note.
+        silu_q4 = os.path.join(tmp, "silu-demo-q4.gguf")
+        p = run(tool("pi-quantize"), os.path.join(ROOT, "models", "demo-silu-kjv-f16.gguf"),
+                silu_q4, "q4_0", "--down-t")
+        notes = {}
+        for copies in (silu_demo, silu_q4):
+            q = subprocess.run(
+                [tool("pi-run"), "-m", copies, "-p", "In", "-n", "2", "--sparse", "teal",
+                 "--stats", silu_demo[:-len(".gguf")] + ".stats.gguf"],
+                capture_output=True, text=True, timeout=300,
+                env={**os.environ, "PI_CPU_ISA": "avx2"})
+            notes[copies] = (q.returncode, "pi-bench --sparse cats,teal" in q.stderr)
+        check(p.returncode == 0 and notes[silu_q4] == (0, True) and notes[silu_demo] == (0, False),
+              f"--sparse teal below AVX-512: a note for Q4_0 copies, none for F16 ({notes})")
 
         # A ReLU model (the demo, ~91 % silent, its layers from 73 to 99 %): a target below
         # its own zeros skips just those (oracle's share); above them, the layers short of it
