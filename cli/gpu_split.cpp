@@ -166,7 +166,7 @@ bool Exists(const std::string& path) {
 }
 
 // The settings every device of the plan shares: context, sequences, cache
-// types, predictor or --sparse cats' gate thresholds.
+// types, predictor, or --sparse cats' and teal's thresholds.
 Status BaseDevicePlan(const LlamaModel& model, int n_ctx, const EngineOptions& options,
                       DevicePlan* dp) {
   dp->hot.assign(model.config.n_layer, {});
@@ -179,9 +179,14 @@ Status BaseDevicePlan(const LlamaModel& model, int n_ctx, const EngineOptions& o
     PI_RETURN_IF_ERROR(
         ResolvePredictorThreshold(model.config, options.sparse_threshold, &dp->threshold));
   }
-  if (options.sparse == SparseMode::kCats) {
-    dp->mode = SparseMode::kCats;
+  if (UsesGateThresholds(options.sparse)) {
+    dp->mode = options.sparse;
     dp->gate_thresholds = options.gate_thresholds;
+  }
+  if (options.sparse == SparseMode::kTeal) {
+    for (int k = 0; k < kProjectionInputs; ++k) {
+      dp->input_thresholds[k] = options.input_thresholds[k];
+    }
   }
   return Status::Ok();
 }
@@ -334,12 +339,6 @@ namespace {
 Status UsePlan(const char* tool, const LlamaModel& model, const GpuSplitFlags& flags, int n_ctx,
                bool device_path, std::string why, Placement plan, const std::string& plan_path,
                bool reused, GpuSplit* split, EngineOptions* options) {
-  if (device_path && options->sparse == SparseMode::kTeal) {
-    return Status::Unsupported(
-        "--sparse teal with a GPU's whole layers (the device path) is not built yet: "
-        "--ffn-backend host splits the hot neurons on the CPU (--sparse cats runs on the device "
-        "path)");
-  }
   if (device_path) {
     PI_RETURN_IF_ERROR(flags.gpus.empty()
                            ? SetUpDevice(tool, model, plan, n_ctx, flags, split, options)

@@ -765,20 +765,25 @@ pi::Status LoadBenchModel(const BenchFlags& b, BenchState* st, BenchModel* m) {
     }
   }
   if (teal) PI_RETURN_IF_ERROR(pi::AddTealCopies("pi-bench", b.max_threads(), &model));
-  // A split's hot neurons (a hot shard, a device) hold one set of gate
-  // thresholds: cats with one target measures with them.
-  const bool split_cats = b.split_flags.vram_budget != -1 && !b.split_flags.disable &&
-                          !teal && b.targets.size() == 1 &&
-                          std::count(b.sparse_modes.begin(), b.sparse_modes.end(),
-                                     pi::SparseMode::kCats) > 0;
-  if (split_cats) {
+  // A split's hot neurons (a hot shard, a device) hold one set of
+  // thresholds: cats or teal (not both) with one target measures with them.
+  const bool cats =
+      std::count(b.sparse_modes.begin(), b.sparse_modes.end(), pi::SparseMode::kCats) > 0;
+  const bool split_gated = b.split_flags.vram_budget != -1 && !b.split_flags.disable &&
+                           b.targets.size() == 1 && cats != teal;
+  if (split_gated) {
     if (split_opt.sparse == pi::SparseMode::kPredictor) {
       return pi::Status::Unsupported(
-          "pi-bench --vram-budget: a device holds the predictor or --sparse cats' thresholds, "
-          "not both: measure predictor and cats in separate runs");
+          "pi-bench --vram-budget: a device holds the predictor or --sparse cats' (teal's) "
+          "thresholds, not both: measure them in separate runs");
     }
-    split_opt.sparse = pi::SparseMode::kCats;
+    split_opt.sparse = teal ? pi::SparseMode::kTeal : pi::SparseMode::kCats;
     split_opt.gate_thresholds = m->gate_thresholds[0];
+    if (teal) {
+      for (int k = 0; k < pi::kProjectionInputs; ++k) {
+        split_opt.input_thresholds[k] = m->input_thresholds[0][k];
+      }
+    }
   }
   // --host-device's threads (in this process and in gpu-shm's worker alike).
   // The device holds a KV cache for every sequence of the -np tests.
@@ -899,14 +904,13 @@ pi::Status MakeRuns(const BenchFlags& b, const BenchModel& m, const BenchTest& t
           // Workers and a split hold thresholds from their hello: one per
           // process, not one per run — a split's, cats with one target.
           const bool split = m.split_opt.hot_shard || m.split_opt.device || on == "gpu-shm";
-          const bool split_holds = split && mode == pi::SparseMode::kCats &&
-                                   m.split_opt.sparse == pi::SparseMode::kCats &&
+          const bool split_holds = split && mode == m.split_opt.sparse &&
                                    m.split_opt.gate_thresholds == m.gate_thresholds[ti];
           if (run.worker || (split && !split_holds)) {
             return pi::Status::Unsupported(
-                "pi-bench runs --sparse teal in this process only, and cats with --vram-budget "
-                "for one --target-sparsity, no cpu worker transport (pi-run and pi-launch "
-                "split both)");
+                "pi-bench runs --sparse cats or teal with --vram-budget for one "
+                "--target-sparsity and one of the two, and through no cpu worker transport "
+                "(pi-run and pi-launch split both)");
           }
           opt.gate_thresholds = m.gate_thresholds[ti];
           if (mode == pi::SparseMode::kTeal) {

@@ -121,6 +121,11 @@ Status CudaModelBackend::Validate(const LlamaModel& model, const DevicePlan& pla
   PI_RETURN_IF_ERROR(CheckDevicePlan(model, plan, "CUDA model backend"));
   bool any_hot = false;
   for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
+  if (plan.mode == SparseMode::kTeal && plan.n_layers > 0) {
+    return Status::Unsupported(
+        "CUDA model backend: --sparse teal's thresholded inputs have no CUDA kernels yet: "
+        "--sparse cats runs on the GPU, teal on the host backend (--host-device)");
+  }
   const FfnActivation a = c.activation;
   if (any_hot && !FfnIsReluFamily(a) && plan.mode != SparseMode::kCats) {
     return Status::Unsupported(

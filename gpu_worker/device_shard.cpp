@@ -29,9 +29,9 @@ Status DeviceShard::InitFromHello(const uint8_t* hello, size_t size, const Llama
   bool any_hot = false;
   for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
   if (any_hot) {
-    PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot, plan.mode == SparseMode::kCats));
+    PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot, UsesGateThresholds(plan.mode)));
   }
-  if (plan.mode == SparseMode::kCats) PI_RETURN_IF_ERROR(CheckCatsSupport(model));
+  if (UsesGateThresholds(plan.mode)) PI_RETURN_IF_ERROR(CheckCatsSupport(model));
   if (plan.mode == SparseMode::kPredictor) PI_RETURN_IF_ERROR(CheckPredictorPresent(model));
   std::string why;
   const bool cuda = kind_ != "host" && CudaAvailable(&why);
@@ -57,7 +57,7 @@ Status DeviceShard::InitFromHello(const uint8_t* hello, size_t size, const Llama
     device = std::make_unique<HostDeviceBackend>(n_threads);
   }
   // A range of a chain (--gpus) runs on the backend through a view of its layers.
-  device = std::make_unique<LayerRangeDevice>(std::move(device));
+  device = std::make_unique<LayerRangeDevice>(std::move(device), n_threads);
   PI_RETURN_IF_ERROR(device->Load(model, plan));
   device_ = std::move(device);
   layout_ = DeviceLayoutFor(c, plan);

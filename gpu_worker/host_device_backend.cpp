@@ -29,6 +29,13 @@ Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) 
     cache_bytes += cache.bytes();
   }
   attention_.Init(c, 1, plan.n_ctx, n_threads_, plan.cache_type_k);
+  if (plan.mode == SparseMode::kTeal) {
+    const auto& t = plan.input_thresholds;
+    attention_.SetInputThresholds(t[static_cast<int>(ProjectionInput::kAttention)],
+                                  t[static_cast<int>(ProjectionInput::kAttentionOutput)]);
+    gate_columns_.Init(c.n_embd, c.n_ff);
+    gate_dots_.assign(c.n_ff, 0.0f);
+  }
   if (any_hot) PI_RETURN_IF_ERROR(hot_.Load(model, plan.hot, plan.gate_thresholds));
   if (plan.mode == SparseMode::kPredictor) {
     predictor_.Init(c.n_embd, c.n_ff, MaxPredictorRank(model));
@@ -104,6 +111,7 @@ Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
     inp_ = h_;
     src = inp_.data();
   }
+  attention_.SetDense(dense_);
   attention_.Forward(layer, il, pos_, 1, h_.data(), &caches_[seq_], pool_.get());
   const int64_t n_hot = static_cast<int64_t>(plan_.hot[il].size());
   const bool has_cold = n_hot < c.n_ff;
@@ -123,6 +131,7 @@ Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
     step.x = x_.data();
     step.out = y_hot_.data();
     step.dense = dense_;
+    step.gate_dots = TealGateDots(il);
     hot_.Start(step);
     const float* y = nullptr;
     int64_t fired = 0;
@@ -141,6 +150,18 @@ Status HostDeviceBackend::RunLayer(int il, ColdStep* cold) {
   cold->mask = predict ? mask_.data() : nullptr;
   cold->y = y_cold_.data();
   return Status::Ok();
+}
+
+const float* HostDeviceBackend::TealGateDots(int il) {
+  if (plan_.mode != SparseMode::kTeal || dense_) return nullptr;
+  // Every neuron's dot from the columns of the kept entries, as one process
+  // computes them (ffn_block.h), so the hot neurons pass as they do there.
+  const LlamaLayer& layer = model_->layers[il];
+  gate_columns_.Keep(x_.data(), model_->config.n_embd,
+                     plan_.input_thresholds[static_cast<int>(ProjectionInput::kFfn)][il]);
+  const ColumnSparseJob gate[1] = {{&layer.ffn_gate_t, gate_dots_.data()}};
+  gate_columns_.Run(gate, 1, pool_.get());
+  return gate_dots_.data();
 }
 
 Status HostDeviceBackend::FinishToken(float* h_out, float* logits, int64_t* hot_fired) {

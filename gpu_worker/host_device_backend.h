@@ -1,10 +1,11 @@
 // HostDeviceBackend: the DeviceBackend (common/shard/device_backend.h) in host
 // memory, on its own threads — what a GPU does with a plan, done by the CPU
 // blocks (attention_block.h with its own KV cache, the predictor, the hot
-// neurons on a HostHotShard, with --sparse cats' thresholds). It is how the device step — layers
-// run elsewhere, the residual stream kept there, only x, the cold mask and the cold sum crossing —
-// runs and is tested on machines without a GPU, and the reference the CUDA backend is checked
-// against.
+// neurons on a HostHotShard, with --sparse cats' thresholds; teal's
+// thresholded inputs through column-sparse products, as in one process). It is how the device step
+// — layers run elsewhere, the residual stream kept there, only x, the cold mask and the cold sum
+// crossing — runs and is tested on machines without a GPU, and the reference the CUDA backend is
+// checked against.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 
 #include "common/base/thread_pool.h"
 #include "common/compute/attention_block.h"
+#include "common/compute/column_sparse.h"
 #include "common/compute/predictor.h"
 #include "common/model/kv_cache.h"
 #include "common/shard/device_backend.h"
@@ -52,6 +54,9 @@ class HostDeviceBackend : public DeviceBackend {
   // Adds the last cold layer's two partial sums into h (hot, then cold).
   void Merge();
   Status Misuse(const char* what);
+  // --sparse teal, a token not begun dense: layer il's gate dots for the
+  // hot shard from x_'s kept entries; else null (the shard reads its rows).
+  const float* TealGateDots(int il);
 
   int n_threads_;
   const LlamaModel* model_ = nullptr;
@@ -62,6 +67,8 @@ class HostDeviceBackend : public DeviceBackend {
   AttentionBlock attention_;
   Predictor predictor_;
   HostHotShard hot_;
+  ColumnSparseProduct gate_columns_;  // --sparse teal's gate dots
+  std::vector<float> gate_dots_;      // [n_ff]
   int64_t resident_bytes_ = 0;
   std::vector<float> h_, inp_, x_, y_hot_, y_cold_, scores_;
   std::vector<uint8_t> head_q8_;

@@ -6,7 +6,9 @@
 // biases, ungated relu), f16 and f32 KV caches, and plans from everything on
 // the device down to the head alone; and --sparse cats (SiLU, GELU and ReLU
 // forms with gate thresholds, the prompt dense and the decode steps
-// thresholded on both sides). Built twice: for the host backend
+// thresholded on both sides), and --sparse teal (the attention's and the
+// gate's inputs thresholded too, on the device's layers as on the host's;
+// refused by name on CUDA). Built twice: for the host backend
 // (device_backend_test, CI) and the CUDA backend (cuda_device_backend_test,
 // label "gpu": skipped, with the reason, without a device), and for the
 // host backend in a pi-gpu-worker process over shared memory
@@ -27,6 +29,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/model/weight_transpose.h"
 #include "common/offline/synthetic_model.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/engine/prompt_cache.h"
@@ -82,7 +85,45 @@ struct Case {
   DType kv = DType::kF16;
   const char* rope = "";  // RoPE scaling (SyntheticModelOptions::rope_scaling)
   bool cats = false;      // --sparse cats on both engines (CatsThreshold)
+  bool teal = false;      // --sparse teal (cats, and TealLevels) on both engines
 };
+
+// The median |x| of each input --sparse teal thresholds over a dense run of
+// the prompt: levels that drop about half of each input's entries.
+class InputMedians : public FfnObserver {
+ public:
+  void OnFfn(int, int, const float*) override {}
+  void OnProjectionInput(int, ProjectionInput which, int batch, const float* x,
+                         int width) override {
+    std::vector<float>& v = seen_[static_cast<int>(which)];
+    for (int64_t i = 0; i < int64_t{batch} * width; ++i) v.push_back(std::fabs(x[i]));
+  }
+  float Median(int k) {
+    std::vector<float>& v = seen_[k];
+    if (v.empty()) return 0.0f;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  }
+
+ private:
+  std::vector<float> seen_[kProjectionInputs];
+};
+
+// Sets --sparse teal on `opt` (whose gate thresholds are set): each input's
+// threshold its median over the prompt, in every layer.
+void TealLevels(const LlamaModel& m, const std::vector<int32_t>& prompt, EngineOptions* opt) {
+  EngineOptions dense;
+  dense.n_ctx = 64;
+  std::unique_ptr<Engine> e;
+  InputMedians medians;
+  ASSERT_TRUE(Engine::Create(&m, dense, &e).ok());
+  e->SetFfnObserver(&medians);
+  ASSERT_TRUE(e->Eval(prompt.data(), static_cast<int>(prompt.size())).ok());
+  opt->sparse = SparseMode::kTeal;
+  for (int k = 0; k < kProjectionInputs; ++k) {
+    opt->input_thresholds[k].assign(m.config.n_layer, medians.Median(k));
+  }
+}
 
 // A gate threshold, the same for every layer, under which a decode step of
 // the one-process cats engine skips about half of the model's neurons (the
@@ -231,11 +272,26 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
   const int n_ctx = 64;
   DevicePlan plan_in = MakePlan(o, tc.plan, n_ctx, tc.kv);
   const std::vector<int32_t> prompt = {1, 17, 42, 99, 5, 250};
-  const std::vector<float> thresholds(o.n_layer, tc.cats ? CatsThreshold(m, prompt) : 0.0f);
-  if (tc.cats) {
-    plan_in.mode = SparseMode::kCats;
-    plan_in.gate_thresholds = thresholds;
+  const bool gated = tc.cats || tc.teal;
+  const std::vector<float> thresholds(o.n_layer, gated ? CatsThreshold(m, prompt) : 0.0f);
+  EngineOptions opt;
+  opt.n_threads = 2;
+  opt.n_ctx = n_ctx;
+  opt.sparse = SparseMode::kOracle;
+  if (gated) {
+    opt.sparse = SparseMode::kCats;
+    opt.gate_thresholds = thresholds;
   }
+  if (tc.teal) {
+    // The one-process engine's copies; a worker process makes its own.
+    ThreadPool pool(2);
+    int64_t copy_bytes = 0;
+    ASSERT_TRUE(AddTransposedCopies(&m, &pool, &copy_bytes).ok());
+    TealLevels(m, prompt, &opt);
+  }
+  plan_in.mode = gated ? opt.sparse : plan_in.mode;
+  plan_in.gate_thresholds = opt.gate_thresholds;
+  for (int k = 0; k < kProjectionInputs; ++k) plan_in.input_thresholds[k] = opt.input_thresholds[k];
   const Status load = device->Load(m, plan_in);
   const bool gpu = std::string(tc.backend).rfind("cuda", 0) == 0;
   if (gpu && m.config.GemmaFeature()) {  // no kernels for them: refused by name
@@ -243,18 +299,31 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
     EXPECT_NE(load.message().find(m.config.GemmaFeature()), std::string::npos) << load.message();
     return;
   }
-  ASSERT_TRUE(load.ok()) << load.message();
-  EngineOptions opt;
-  opt.n_threads = 2;
-  opt.n_ctx = n_ctx;
-  opt.sparse = SparseMode::kOracle;
-  if (tc.cats) {
-    opt.sparse = SparseMode::kCats;
-    opt.gate_thresholds = thresholds;
+  if (gpu && tc.teal && plan_in.n_layers > 0) {  // no CUDA kernels yet: refused by name
+    EXPECT_FALSE(load.ok());
+    EXPECT_THAT(load.message(), HasSubstr("--sparse teal"));
+    return;
   }
+  ASSERT_TRUE(load.ok()) << load.message();
   opt.cache_type_k = opt.cache_type_v = tc.kv;
   std::unique_ptr<Engine> ref, dev;
   ASSERT_TRUE(Engine::Create(&m, opt, &ref).ok());
+  if (tc.teal) {  // the inputs' thresholds move the logits: the device must apply them
+    EngineOptions cats = opt;
+    cats.sparse = SparseMode::kCats;
+    for (std::vector<float>& t : cats.input_thresholds) t.clear();
+    std::unique_ptr<Engine> plain;
+    ASSERT_TRUE(Engine::Create(&m, cats, &plain).ok());
+    const std::vector<int32_t> step = {prompt[0], prompt[1]};
+    ASSERT_TRUE(ref->Eval(step.data(), 1).ok());
+    ASSERT_TRUE(plain->Eval(step.data(), 1).ok());
+    ASSERT_TRUE(ref->Eval(step.data() + 1, 1).ok());
+    ASSERT_TRUE(plain->Eval(step.data() + 1, 1).ok());
+    EXPECT_GT(RelativeError(ref->logits(), plain->logits(), m.config.n_vocab), 1e-2);
+    EXPECT_GT(ref->input_kept_share(), 0.3);
+    EXPECT_LT(ref->input_kept_share(), 0.7);
+    ASSERT_TRUE(Engine::Create(&m, opt, &ref).ok());
+  }
   opt.device = device.get();
   const Status created = Engine::Create(&m, opt, &dev);
   ASSERT_TRUE(created.ok()) << created.message();
@@ -306,7 +375,7 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
   }
   printf("max relative logit error %.3g (tolerance %.0e); %lld of %lld neurons computed\n", max_err,
          tol, static_cast<long long>(fired), 8LL * o.n_layer * o.n_ff);
-  if (tc.cats) {  // the thresholds skip neurons, on the device as on the host
+  if (gated) {  // the thresholds skip neurons, on the device as on the host
     EXPECT_GT(thresholds[0], 0.0f);
     EXPECT_LT(fired, 8LL * o.n_layer * o.n_ff * 3 / 4);
     EXPECT_GT(fired, 8LL * o.n_layer * o.n_ff / 10);
@@ -355,6 +424,13 @@ std::vector<Case> AllCases() {
     cases.push_back({backend, DType::kF32, "relu", "llama", Plan::kSplit, f16, "", true});
     cases.push_back({backend, DType::kQ4_0, "silu", "phi3", Plan::kSplit, f16, "", true});
     cases.push_back({backend, DType::kF16, "gelu", "gemma2", Plan::kSplit, f16, "", true});
+    // --sparse teal: q, k, v, o and the gate read the inputs' kept entries.
+    cases.push_back({backend, DType::kF32, "silu", "llama", Plan::kSplit, f16, "", false, true});
+    cases.push_back({backend, DType::kF16, "silu", "llama", Plan::kPrefix, f16, "", false, true});
+    cases.push_back({backend, DType::kQ4_0, "silu", "llama", Plan::kAll, f16, "", false, true});
+    cases.push_back({backend, DType::kF16, "silu", "phi3", Plan::kNoHead, f16, "", false, true});
+    cases.push_back(
+        {backend, DType::kF16, "gelu", "gemma2", Plan::kHeadOnly, f16, "", false, true});
   }
   return cases;
 }
@@ -366,7 +442,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, DeviceBackendTest, ::testing::ValuesIn(AllCases(
                                               DTypeName(c.type) + "_" + c.act + "_" +
                                               PlanName(c.plan) + "_kv" + DTypeName(c.kv) +
                                               (*c.rope ? std::string("_rope_") + c.rope : "") +
-                                              (c.cats ? "_cats" : "");
+                                              (c.cats ? "_cats" : "") + (c.teal ? "_teal" : "");
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
@@ -1080,6 +1156,88 @@ TEST(DeviceBackendErrorsTest, EngineRejectsMismatchedDevice) {
   dp.hot[0] = {3};
   EXPECT_THAT(range.Load(m, dp).message(),
               ::testing::HasSubstr("gives layer 0 hot neurons outside its layers [1, 2)"));
+}
+
+// --sparse teal on a chain: each member thresholds its own layers' inputs
+// (LayerRangeDevice slices the thresholds, and in a worker process makes the
+// transposed copies of its range), giving the one-process teal engine's
+// tokens and logits.
+TEST(DeviceChainTest, TealRangesEqualOneProcess) {
+  std::string skip;
+  if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
+  if (std::string(PI_TEST_DEVICE).find("cuda") != std::string::npos) {
+    GTEST_SKIP() << "--sparse teal has no CUDA kernels (its refusal: DeviceBackendTest)";
+  }
+  SyntheticModelOptions o = SmallQ8Relu(300, 4);
+  o.type = DType::kF16;
+  o.activation = "silu";
+  o.planted_sparsity = 0.0;
+  const std::string path = TempPath("chain-teal.gguf");
+  const RemoveAtExit remove{path};
+  ASSERT_TRUE(WriteSyntheticModel(o, path).ok());
+  LlamaModel m;
+  ASSERT_TRUE(LoadLlamaModel(path, &m).ok());
+  const std::vector<int32_t> prompt = {1, 17, 42, 99, 5};
+  EngineOptions opt;
+  opt.n_threads = 2;
+  opt.n_ctx = 48;
+  opt.sparse = SparseMode::kCats;
+  opt.gate_thresholds.assign(o.n_layer, CatsThreshold(m, prompt));
+  ThreadPool pool(2);
+  int64_t copy_bytes = 0;
+  ASSERT_TRUE(AddTransposedCopies(&m, &pool, &copy_bytes).ok());
+  TealLevels(m, prompt, &opt);
+  const bool in_process = std::string(PI_TEST_DEVICE) == "host";
+  std::vector<std::unique_ptr<DeviceBackend>> members;
+  std::vector<DeviceBackend*> raw;
+  // Layers 0 | 1-2 | the head alone; layer 3 on the host.
+  for (const auto& [first, end, head] :
+       {std::tuple{0, 1, false}, std::tuple{1, 3, false}, std::tuple{3, 3, true}}) {
+    DevicePlan dp = MakePlan(o, Plan::kSplit, opt.n_ctx, DType::kF16);
+    dp.first_layer = first;
+    dp.n_layers = end;
+    dp.output = head;
+    for (int il = 0; il < o.n_layer; ++il) {
+      if (il < first || il >= end) dp.hot[il].clear();
+    }
+    dp.mode = SparseMode::kTeal;
+    dp.gate_thresholds = opt.gate_thresholds;
+    for (int k = 0; k < kProjectionInputs; ++k) dp.input_thresholds[k] = opt.input_thresholds[k];
+    std::unique_ptr<DeviceBackend> b = MakeBackend(PI_TEST_DEVICE, &skip, path);
+    if (in_process) b = std::make_unique<LayerRangeDevice>(std::move(b));
+    const Status s = b->Load(m, dp);
+    ASSERT_TRUE(s.ok()) << s.message();
+    raw.push_back(b.get());
+    members.push_back(std::move(b));
+  }
+  DeviceChain chain;
+  ASSERT_TRUE(chain.Init(m, raw).ok());
+  std::unique_ptr<Engine> ref, dev;
+  ASSERT_TRUE(Engine::Create(&m, opt, &ref).ok());
+  opt.device = &chain;
+  const Status created = Engine::Create(&m, opt, &dev);
+  ASSERT_TRUE(created.ok()) << created.message();
+  ASSERT_TRUE(ref->Eval(prompt.data(), static_cast<int>(prompt.size())).ok());
+  ASSERT_TRUE(dev->Eval(prompt.data(), static_cast<int>(prompt.size())).ok());
+  const int n_vocab = m.config.n_vocab;
+  for (int step = 0; step < 10; ++step) {
+    const float* r = ref->logits();
+    ASSERT_LE(RelativeError(dev->logits(), r, n_vocab), 1e-4) << "step " << step;
+    const int32_t t = static_cast<int32_t>(std::max_element(r, r + n_vocab) - r);
+    ASSERT_TRUE(ref->Eval(&t, 1).ok());
+    ASSERT_TRUE(dev->Eval(&t, 1).ok());
+    EXPECT_EQ(dev->last_ffn_neurons(), ref->last_ffn_neurons()) << "step " << step;
+  }
+  EXPECT_GT(ref->input_kept_share(), 0.3);
+  EXPECT_LT(ref->input_kept_share(), 0.7);
+  // A member loaded with other input thresholds does not join the chain.
+  DevicePlan other = members[1]->plan();
+  other.input_thresholds[2][1] *= 2;
+  std::unique_ptr<DeviceBackend> odd = MakeBackend(PI_TEST_DEVICE, &skip, path);
+  if (in_process) odd = std::make_unique<LayerRangeDevice>(std::move(odd));
+  ASSERT_TRUE(odd->Load(m, other).ok());
+  DeviceChain mixed;
+  EXPECT_THAT(mixed.Init(m, {raw[0], odd.get(), raw[2]}).message(), HasSubstr("sparse settings"));
 }
 
 }  // namespace

@@ -460,5 +460,64 @@ TEST_F(DeviceWorkerTest, HellosThatDoNotFitAreRefusedWithTheirReason) {
               HasSubstr("not one a coordinator sends"));
 }
 
+// --sparse teal's device hello: the gate thresholds, then each input's per
+// layer (kHelloInputThresholds); every count and value is checked.
+TEST_F(DeviceWorkerTest, TealHelloCarriesTheInputThresholds) {
+  const int n_layer = model_.config.n_layer;
+  const uint64_t fp = ModelFingerprint(*model_.file);
+  DevicePlan teal = Plan();
+  teal.mode = SparseMode::kTeal;
+  teal.gate_thresholds.assign(n_layer, 0.25f);
+  for (int k = 0; k < kProjectionInputs; ++k) {
+    for (int il = 0; il < n_layer; ++il) teal.input_thresholds[k].push_back(0.5f * k + 0.1f * il);
+  }
+  DevicePlan parsed;
+  std::vector<uint8_t> bytes = WriteDeviceHello(fp, teal);
+  ASSERT_TRUE(ParseDeviceHello(bytes.data(), bytes.size(), fp, &parsed).ok());
+  EXPECT_EQ(parsed.mode, SparseMode::kTeal);
+  EXPECT_EQ(parsed.gate_thresholds, teal.gate_thresholds);
+  for (int k = 0; k < kProjectionInputs; ++k) {
+    EXPECT_EQ(parsed.input_thresholds[k], teal.input_thresholds[k]) << k;
+  }
+  // A cats plan parsed into the same plan leaves no input thresholds behind.
+  DevicePlan cats = teal;
+  cats.mode = SparseMode::kCats;
+  for (std::vector<float>& t : cats.input_thresholds) t.clear();
+  bytes = WriteDeviceHello(fp, cats);
+  ASSERT_TRUE(ParseDeviceHello(bytes.data(), bytes.size(), fp, &parsed).ok());
+  EXPECT_TRUE(parsed.input_thresholds[0].empty() && parsed.input_thresholds[2].empty());
+
+  DevicePlan bad = teal;
+  bad.input_thresholds[1][2] = -1.0f;
+  bytes = WriteDeviceHello(fp, bad);
+  EXPECT_THAT(ParseDeviceHello(bytes.data(), bytes.size(), fp, &parsed).message(),
+              HasSubstr("layer 2's input threshold (attention output) -1"));
+  bad = teal;
+  bad.input_thresholds[2].pop_back();
+  bytes = WriteDeviceHello(fp, bad);
+  EXPECT_THAT(ParseDeviceHello(bytes.data(), bytes.size(), fp, &parsed).message(),
+              HasSubstr("gate and input thresholds, flags 2"));
+  bad = teal;
+  bad.mode = SparseMode::kCats;  // cats takes no input thresholds
+  bytes = WriteDeviceHello(fp, bad);
+  EXPECT_THAT(ParseDeviceHello(bytes.data(), bytes.size(), fp, &parsed).message(),
+              HasSubstr("cats takes one per layer, teal four"));
+  // A shard's hello has no such flag.
+  std::vector<uint8_t> shard = WriteHello(fp, 1, teal.hot, teal.gate_thresholds, true);
+  shard[offsetof(HelloHeader, flags)] = kHelloInputThresholds;
+  ShardLayout layout;
+  EXPECT_THAT(ParseHello(shard.data(), shard.size(), fp, &layout).message(), HasSubstr("flags 2"));
+  // A backend refuses a teal plan without input thresholds, and a cats plan with them.
+  HostDeviceBackend host(1);
+  bad = teal;
+  bad.input_thresholds[0].clear();
+  EXPECT_THAT(host.Load(model_, bad).message(),
+              HasSubstr("input thresholds go with --sparse teal"));
+  bad = teal;
+  bad.mode = SparseMode::kCats;
+  EXPECT_THAT(host.Load(model_, bad).message(), HasSubstr("and only with it (mode cats"));
+  EXPECT_TRUE(host.Load(model_, cats).ok());
+}
+
 }  // namespace
 }  // namespace pi

@@ -499,16 +499,19 @@ def main():
         j, err = pi_run(*device, "--cpu-worker", w.address)
         check(j is not None and j["generated_tokens"] == golden["generated_tokens"],
               "a remote gpu worker and a remote cpu worker: the golden sequence")
-        # --sparse cats: the device's gate thresholds travel in the gRPC hello too.
-        cats = ["--sparse", "cats", "--target-sparsity", "0.95"]
-        here, _ = pi_run(*cats)
-        j, err = pi_run(*cats, "--vram-budget", "20M", "--remote-gpu-worker", g.address,
-                        "--auth-token-file", token)
-        check(here is not None and j is not None
-              and j["generated_tokens"] == here["generated_tokens"]
-              and j["ffn_active"] == here["ffn_active"] and 0 < j["gpu_fired_share"] <= 1,
-              f"--sparse cats on a remote gpu worker: the tokens and neurons of one process "
-              f"({None if j is None else j['ffn_active']}; {err.strip().splitlines()[-1:]})")
+        # --sparse cats: the device's gate thresholds travel in the gRPC hello too; teal's
+        # inputs' thresholds in its device plan (the worker makes the transposed copies its
+        # layers' column-sparse products read).
+        for mode, target in (("cats", "0.95"), ("teal", "0.5")):
+            sparse = ["--sparse", mode, "--target-sparsity", target]
+            here, _ = pi_run(*sparse)
+            j, err = pi_run(*sparse, "--vram-budget", "20M", "--remote-gpu-worker", g.address,
+                            "--auth-token-file", token)
+            check(here is not None and j is not None
+                  and j["generated_tokens"] == here["generated_tokens"]
+                  and j["ffn_active"] == here["ffn_active"] and 0 < j["gpu_fired_share"] <= 1,
+                  f"--sparse {mode} on a remote gpu worker: the tokens and neurons of one process "
+                  f"({None if j is None else j['ffn_active']}; {err.strip().splitlines()[-1:]})")
         j, err = pi_run("--sparse", "oracle", "--vram-budget", "20M", "--remote-gpu-worker",
                         g.address, "--auth-token-file", wrong)
         check(j is None and "refused our token" in err, "a remote gpu worker refuses a wrong token")

@@ -86,7 +86,9 @@ void AttentionBlock::SetInputThresholds(std::vector<float> in, std::vector<float
 
 bool AttentionBlock::SparseRows(const LlamaLayer& layer, int layer_index, int batch,
                                 const int32_t* run_length) const {
-  if (in_thresholds_.empty() || !layer.wq_t.present() || !layer.wo_t.present()) return false;
+  if (in_thresholds_.empty() || dense_rows_ || !layer.wq_t.present() || !layer.wo_t.present()) {
+    return false;
+  }
   if (layer_index >= static_cast<int>(in_thresholds_.size())) return false;
   // Decode rows only (runs of one row each): prompts stay dense, as TEAL's.
   for (int b = 0; b < batch; ++b) {

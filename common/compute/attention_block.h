@@ -43,6 +43,9 @@ class AttentionBlock {
   // transposed copies (wq_t ... wo_t), for decode rows (runs of one row);
   // empty: dense. Init first.
   void SetInputThresholds(std::vector<float> in, std::vector<float> out);
+  // Until cleared, single rows run dense too: a prompt's tokens, which a
+  // device path runs one at a time (as FfnBlock::SetDense).
+  void SetDense(bool dense) { dense_rows_ = dense; }
   // Entries of thresholded inputs kept and seen since the last reset.
   int64_t inputs_kept() const { return columns_.entries_kept(); }
   int64_t inputs_seen() const { return columns_.entries_seen(); }
@@ -62,6 +65,7 @@ class AttentionBlock {
                         ThreadPool* pool, const int32_t* run_length);
 
   std::vector<float> in_thresholds_, out_thresholds_;  // [n_layer] or empty
+  bool dense_rows_ = false;                            // SetDense
   ColumnSparseProduct columns_;
   FfnObserver* observer_ = nullptr;
   LlamaConfig c_;

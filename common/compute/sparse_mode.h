@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/base/status.h"
+#include "common/compute/ffn_observer.h"
 
 namespace pi {
 
@@ -45,5 +46,9 @@ bool ParseSparseMode(const std::string& s, SparseMode* out);
 // none, when `may_be_empty`), each finite and >= 0. Errors start with `who`.
 Status CheckGateThresholds(const std::vector<float>& thresholds, int n_layer, bool may_be_empty,
                            const char* who);
+// --sparse teal's input thresholds (one list per ProjectionInput) as every
+// taker checks them: one per layer of n_layer in each, finite and >= 0.
+Status CheckInputThresholds(const std::vector<float> (&thresholds)[kProjectionInputs], int n_layer,
+                            const char* who);
 
 }  // namespace pi

@@ -55,16 +55,32 @@ Status CheckDevicePlan(const LlamaModel& model, const DevicePlan& plan, const ch
     }
     any_hot = any_hot || !plan.hot[il].empty();
   }
-  const bool cats = plan.mode == SparseMode::kCats;
+  const bool cats = UsesGateThresholds(plan.mode);
   if (cats != !plan.gate_thresholds.empty()) {
     return Status::Invalid(
-        "%s: gate thresholds go with --sparse cats, and only with it (mode %s, %zu thresholds)",
+        "%s: gate thresholds go with --sparse cats and teal, and only with them (mode %s, %zu "
+        "thresholds)",
         backend, SparseModeName(plan.mode), plan.gate_thresholds.size());
   }
   if (cats)
     PI_RETURN_IF_ERROR(CheckGateThresholds(plan.gate_thresholds, c.n_layer, false, backend));
-  if (plan.mode == SparseMode::kTeal) {
-    return Status::Unsupported("%s: --sparse teal runs in one process (no device)", backend);
+  const bool teal = plan.mode == SparseMode::kTeal;
+  for (const std::vector<float>& t : plan.input_thresholds) {
+    if (teal == t.empty()) {
+      return Status::Invalid(
+          "%s: input thresholds go with --sparse teal, and only with it "
+          "(mode %s, %zu thresholds)",
+          backend, SparseModeName(plan.mode), t.size());
+    }
+  }
+  if (teal) {
+    PI_RETURN_IF_ERROR(CheckInputThresholds(plan.input_thresholds, c.n_layer, backend));
+    for (int il = 0; il < plan.n_layers; ++il) {
+      const LlamaLayer& layer = model.layers[il];
+      if (!layer.wq_t.present() || !layer.wo_t.present() || !layer.ffn_gate_t.present()) {
+        return Status::Invalid("%s: --sparse teal: layer %d has no transposed copies", backend, il);
+      }
+    }
   }
   if (any_hot) PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot, cats));
   if (plan.n_layers == 0 && !plan.output) return Status::Ok();  // holds nothing

@@ -60,9 +60,15 @@ struct DevicePlan {
   // host's candidates are all its cold neurons.
   SparseMode mode = SparseMode::kOff;
   float threshold = 0.0f;
-  // kCats: per model layer, the |act(gate x)| a hot neuron must exceed to be
-  // computed (gate_thresholds.h), on tokens not begun dense; else empty.
+  // kCats and kTeal: per model layer, the |act(gate x)| a hot neuron must
+  // exceed to be computed (gate_thresholds.h), on tokens not begun dense;
+  // else empty.
   std::vector<float> gate_thresholds;
+  // kTeal: per ProjectionInput and model layer, the |x| an entry of that
+  // input must exceed to be read — q, k and v, o and the gate read only the
+  // entries that pass (up reads the whole FFN input), on tokens not begun
+  // dense; else empty.
+  std::vector<float> input_thresholds[kProjectionInputs];
 };
 
 // What a layer with a cold part hands the host: x and the candidates are
@@ -94,8 +100,8 @@ Status NothingKept(int64_t offset, int64_t size, const char* backend);
 // What every backend checks of a plan before loading it: a prefix of the
 // layers (a range runs through gpu_worker/layer_range_device.h), one hot set
 // per model layer and hot neurons only in the device's layers (valid ids),
-// and — when it holds anything — a context and 1 to 256 sequences. The
-// error names `backend`.
+// the thresholds its mode takes (and no others), and — when it holds
+// anything — a context and 1 to 256 sequences. The error names `backend`.
 Status CheckDevicePlan(const LlamaModel& model, const DevicePlan& plan, const char* backend);
 
 class DeviceBackend {

@@ -96,6 +96,13 @@ class WorkerService final : public v1::Worker::Service {
       plan.n_seq = d.n_seq();  // 0 when unset: refused by the hello's check
       plan.hot = std::move(owned);
       plan.gate_thresholds.assign(in->gate_thresholds().begin(), in->gate_thresholds().end());
+      // Three equal lists, else all in the first: the hello's count check refuses it.
+      const auto& inputs = d.input_thresholds();
+      const int per = inputs.size() % kProjectionInputs == 0 ? inputs.size() / kProjectionInputs
+                                                             : inputs.size();
+      for (int k = 0, at = 0; k < kProjectionInputs && at < inputs.size(); ++k, at += per) {
+        plan.input_thresholds[k].assign(inputs.begin() + at, inputs.begin() + at + per);
+      }
       hello = WriteDeviceHello(in->model_fingerprint(), plan);  // its scalars checked there
     } else {
       hello =

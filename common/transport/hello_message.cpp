@@ -53,6 +53,7 @@ Status ParseHelloOfKind(const uint8_t* data, size_t size, uint32_t magic, int32_
     return Status::Error("hello: %zu bytes, shorter than its header", size);
   }
   memcpy(&h, data, sizeof h);
+  const int thresholds_per_layer = (h.flags & kHelloInputThresholds) ? 1 + kProjectionInputs : 1;
   if (h.magic != magic) {
     return Status::Error("hello: magic 0x%08x, expected 0x%08x%s", h.magic, magic,
                          h.magic == kHelloMagic         ? " (an FFN shard's hello)"
@@ -73,11 +74,11 @@ Status ParseHelloOfKind(const uint8_t* data, size_t size, uint32_t magic, int32_
   const size_t words = body / sizeof(int32_t);
   if (body % sizeof(int32_t) != 0 || h.n_layer < 1 || static_cast<size_t>(h.n_layer) > words ||
       h.max_batch < 1 || h.max_batch > 4096 ||
-      (h.n_thresholds != 0 && h.n_thresholds != h.n_layer) || (h.flags & ~flags_ok) != 0 ||
-      static_cast<size_t>(h.n_layer) + h.n_thresholds > words) {
-    return Status::Error(
-        "hello: %d layers, max batch %d, %d gate thresholds, flags %d in %zu bytes", h.n_layer,
-        h.max_batch, h.n_thresholds, h.flags, size);
+      (h.n_thresholds != 0 && h.n_thresholds != int64_t{h.n_layer} * thresholds_per_layer) ||
+      (h.flags & ~flags_ok) != 0 || static_cast<size_t>(h.n_layer) + h.n_thresholds > words) {
+    return Status::Error("hello: %d layers, max batch %d, %d %s thresholds, flags %d in %zu bytes",
+                         h.n_layer, h.max_batch, h.n_thresholds,
+                         thresholds_per_layer > 1 ? "gate and input" : "gate", h.flags, size);
   }
   const size_t fixed = static_cast<size_t>(h.n_layer) + static_cast<size_t>(h.n_thresholds);
   const uint8_t* p = data + sizeof h + prefix_bytes;
@@ -144,8 +145,13 @@ std::vector<uint8_t> WriteDeviceHello(uint64_t model_fingerprint, const DevicePl
                           plan.n_seq,
                           plan.first_layer,
                           0};
+  std::vector<float> thresholds = plan.gate_thresholds;
+  const bool teal = !plan.input_thresholds[0].empty();
+  for (const std::vector<float>& t : plan.input_thresholds) {
+    thresholds.insert(thresholds.end(), t.begin(), t.end());
+  }
   return WriteHelloOfKind(kDeviceHelloMagic, model_fingerprint, 1, &p, sizeof p, plan.hot,
-                          plan.gate_thresholds, 0);
+                          thresholds, teal ? kHelloInputThresholds : 0);
 }
 
 Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerprint,
@@ -154,8 +160,8 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
   DeviceHelloPlan p;
   std::vector<std::vector<int32_t>> hot;
   std::vector<float> thresholds;
-  PI_RETURN_IF_ERROR(ParseHelloOfKind(data, size, kDeviceHelloMagic, 0, model_fingerprint, &p,
-                                      sizeof p, &h, &hot, &thresholds));
+  PI_RETURN_IF_ERROR(ParseHelloOfKind(data, size, kDeviceHelloMagic, kHelloInputThresholds,
+                                      model_fingerprint, &p, sizeof p, &h, &hot, &thresholds));
   auto cache_type_ok = [](int32_t t) {
     return t == static_cast<int32_t>(DType::kF32) || t == static_cast<int32_t>(DType::kF16) ||
            t == static_cast<int32_t>(DType::kQ8_0);
@@ -167,7 +173,7 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
   if (p.n_layers < 0 || p.n_layers > h.n_layer || p.first_layer < 0 || p.first_layer > p.n_layers ||
       p.reserved != 0 || (p.output != 0 && p.output != 1) || p.n_ctx < 1 || p.n_ctx > (1 << 24) ||
       !cache_type_ok(p.cache_type_k) || !cache_type_ok(p.cache_type_v) || p.mode < 0 ||
-      p.mode > static_cast<int32_t>(SparseMode::kCats) || !std::isfinite(p.threshold) ||
+      p.mode > static_cast<int32_t>(SparseMode::kTeal) || !std::isfinite(p.threshold) ||
       p.n_seq < 1 || p.n_seq > 256) {
     return Status::Error(
         "device hello: a plan of layers [%d, %d) of %d, output %d, context %d, cache types "
@@ -175,11 +181,24 @@ Status ParseDeviceHello(const uint8_t* data, size_t size, uint64_t model_fingerp
         p.first_layer, p.n_layers, h.n_layer, p.output, p.n_ctx, p.cache_type_k, p.cache_type_v,
         p.mode, p.threshold, p.n_seq);
   }
-  const bool cats = p.mode == static_cast<int32_t>(SparseMode::kCats);
-  if (cats == thresholds.empty()) {
+  const bool cats = UsesGateThresholds(static_cast<SparseMode>(p.mode));
+  const bool teal = p.mode == static_cast<int32_t>(SparseMode::kTeal);
+  const size_t n_layer = static_cast<size_t>(h.n_layer);
+  const size_t expected = !cats ? 0 : teal ? (1 + kProjectionInputs) * n_layer : n_layer;
+  if (thresholds.size() != expected) {
     return Status::Error(
-        "device hello: %zu gate thresholds with mode %d (cats takes one per layer)",
+        "device hello: %zu thresholds with mode %d (cats takes one per layer, teal four)",
         thresholds.size(), p.mode);
+  }
+  if (teal) {
+    for (int k = 0; k < kProjectionInputs; ++k) {
+      const auto from = thresholds.begin() + static_cast<std::ptrdiff_t>((1 + k) * n_layer);
+      plan->input_thresholds[k].assign(from, from + static_cast<std::ptrdiff_t>(n_layer));
+    }
+    PI_RETURN_IF_ERROR(CheckInputThresholds(plan->input_thresholds, h.n_layer, "device hello"));
+    thresholds.resize(n_layer);
+  } else {
+    for (std::vector<float>& t : plan->input_thresholds) t.clear();
   }
   PI_RETURN_IF_ERROR(CheckGateThresholds(thresholds, h.n_layer, true, "device hello"));
   plan->first_layer = p.first_layer;

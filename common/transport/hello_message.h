@@ -32,12 +32,17 @@ struct HelloHeader {
   uint64_t model_fingerprint;
   int32_t n_layer;
   int32_t max_batch;
-  int32_t n_thresholds;  // 0, or n_layer: one gate threshold per layer (--sparse cats)
-  int32_t flags;         // a shard's kHelloGateDots, or 0
+  // 0, or n_layer: one gate threshold per layer (--sparse cats); with
+  // kHelloInputThresholds, (1 + kProjectionInputs) * n_layer.
+  int32_t n_thresholds;
+  int32_t flags;  // a shard's kHelloGateDots, a device's kHelloInputThresholds, or 0
 };
 // The shard's kFfn requests carry each candidate's gate dot (--sparse teal:
 // ShardLayout::gate_dots).
 inline constexpr int32_t kHelloGateDots = 1;
+// A device's thresholds go on with --sparse teal's input thresholds, each
+// ProjectionInput's n_layer in turn (DevicePlan::input_thresholds).
+inline constexpr int32_t kHelloInputThresholds = 2;
 static_assert(sizeof(HelloHeader) == 32, "wire layout");
 
 struct HelloReply {
@@ -51,7 +56,8 @@ static_assert(sizeof(HelloReply) == 40, "wire layout");
 
 // The device's hello (a gpu_worker running whole layers,
 // gpu_worker/device_shard.h): the same header (magic kDeviceHelloMagic, max
-// batch 1), the plan's scalars, then its hot ids per layer as a shard's:
+// batch 1), the plan's scalars, then its hot ids per layer as a shard's
+// and its thresholds (gate, then teal's inputs: kHelloInputThresholds):
 //
 //   device hello = HelloHeader | DeviceHelloPlan | counts [n_layer] i32 | ids
 struct DeviceHelloPlan {

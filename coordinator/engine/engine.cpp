@@ -33,31 +33,17 @@ int64_t Engine::WorkingBytes(const LlamaConfig& c, int n_ctx, int n_batch, int n
 }
 
 // What --sparse teal adds: thresholds for each input of each layer, the
-// transposed copies, and everything in this process.
+// transposed copies, and shards (and a device) that take the host's gate
+// dots or the thresholds themselves.
 static Status CheckTealOptions(const LlamaModel& model, const EngineOptions& o) {
   const LlamaConfig& c = model.config;
-  for (const std::vector<float>& t : o.input_thresholds) {
-    if (static_cast<int>(t.size()) != c.n_layer) {
-      return Status::Invalid("--sparse teal: %zu input thresholds for a model of %d layers",
-                             t.size(), c.n_layer);
-    }
-    for (float v : t) {
-      if (!std::isfinite(v) || v < 0) {
-        return Status::Invalid("--sparse teal: an input threshold %g is not finite and >= 0", v);
-      }
-    }
-  }
+  PI_RETURN_IF_ERROR(CheckInputThresholds(o.input_thresholds, c.n_layer, "--sparse teal"));
   for (int l = 0; l < c.n_layer; ++l) {
     const LlamaLayer& layer = model.layers[l];
     if (!layer.wq_t.present() || !layer.wo_t.present() || !layer.ffn_gate_t.present()) {
       return Status::Invalid(
           "--sparse teal: layer %d has no transposed copies (weight_transpose.h)", l);
     }
-  }
-  if (o.device) {
-    return Status::Unsupported(
-        "--sparse teal with a GPU's whole layers (the device path) is not built yet: "
-        "--ffn-backend host splits the hot neurons on the CPU (--sparse cats runs there)");
   }
   // The shards decide their neurons by the dots the host computes from the
   // thresholded input: each must take them.
@@ -168,15 +154,25 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
       return Status::Error("the %s device was loaded without the predictor at threshold %g",
                            options.device->name(), threshold);
     }
-    // The device's hot neurons pass the thresholds the host's cold ones do.
+    // The device's hot neurons pass the thresholds the host's cold ones do,
+    // and (teal) its products read the inputs the host's would.
     const bool cats = UsesGateThresholds(options.sparse);
-    if (cats && (p.mode != SparseMode::kCats || p.gate_thresholds != options.gate_thresholds)) {
-      return Status::Error("the %s device was loaded without these --sparse cats gate thresholds",
-                           options.device->name());
-    }
-    if (!cats && p.mode == SparseMode::kCats) {
-      return Status::Error("the %s device was loaded for --sparse cats, the engine runs %s",
+    if (cats && (p.mode != options.sparse || p.gate_thresholds != options.gate_thresholds)) {
+      return Status::Error("the %s device was loaded without these --sparse %s gate thresholds",
                            options.device->name(), SparseModeName(options.sparse));
+    }
+    if (!cats && UsesGateThresholds(p.mode)) {
+      return Status::Error("the %s device was loaded for --sparse %s, the engine runs %s",
+                           options.device->name(), SparseModeName(p.mode),
+                           SparseModeName(options.sparse));
+    }
+    for (int k = 0; k < kProjectionInputs; ++k) {
+      if (p.input_thresholds[k] != options.input_thresholds[k] &&
+          options.sparse == SparseMode::kTeal) {
+        return Status::Error(
+            "the %s device was loaded without these --sparse teal input thresholds",
+            options.device->name());
+      }
     }
     bool any_hot = false;
     for (const std::vector<int32_t>& h : p.hot) any_hot = any_hot || !h.empty();
@@ -679,7 +675,9 @@ Status Engine::ForwardDeviceToken(int seq, int32_t token, bool dense, float* log
     row_caches_[0] = SeqCache(seq);
     run_length_[0] = 1;
     ffn_.SetDense(dense);
+    attention_.SetDense(dense);
     ForwardRows(plan.n_layers, 1);
+    attention_.SetDense(false);
     ffn_.SetDense(false);
   }
   if (logits_out) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 namespace pi {
 
@@ -18,6 +19,7 @@ Status DeviceChain::Init(const LlamaModel& model, std::vector<DeviceBackend*> me
   plan_.mode = p0.mode;
   plan_.threshold = p0.threshold;
   plan_.gate_thresholds = p0.gate_thresholds;
+  for (int k = 0; k < kProjectionInputs; ++k) plan_.input_thresholds[k] = p0.input_thresholds[k];
   runs_.clear();
   head_ = -1;
   name_.clear();
@@ -45,7 +47,9 @@ Status DeviceChain::Init(const LlamaModel& model, std::vector<DeviceBackend*> me
     }
     if (p.cache_type_k != plan_.cache_type_k || p.cache_type_v != plan_.cache_type_v ||
         p.mode != plan_.mode || p.threshold != plan_.threshold ||
-        p.gate_thresholds != plan_.gate_thresholds) {
+        p.gate_thresholds != plan_.gate_thresholds ||
+        !std::equal(std::begin(p.input_thresholds), std::end(p.input_thresholds),
+                    std::begin(plan_.input_thresholds))) {
       return Status::Error("%s was loaded with other cache types or sparse settings", who.c_str());
     }
     plan_.n_ctx = std::min(plan_.n_ctx, p.n_ctx);

@@ -36,6 +36,18 @@ void FfnBlock::InitInputThresholds(std::vector<float> thresholds) {
   given_gate_.assign(static_cast<size_t>(sparse_rows_) * c_.n_ff, 0.0f);
 }
 
+const float* FfnBlock::TealGateDots(const LlamaLayer& layer, int il, int n, const float* x,
+                                    ThreadPool* pool) {
+  if (input_thresholds_.empty() || !layer.ffn_gate_t.present() || dense_steps_) return nullptr;
+  const int64_t d = c_.n_embd, ff = c_.n_ff;
+  for (int b = 0; b < n; ++b) {
+    columns_.Keep(x + b * d, d, input_thresholds_[il]);
+    const ColumnSparseJob gate[1] = {{&layer.ffn_gate_t, given_gate_.data() + b * ff}};
+    columns_.Run(gate, 1, pool);
+  }
+  return given_gate_.data();
+}
+
 void FfnBlock::InitPredictor(float threshold) {
   predictor_.Init(c_.n_embd, c_.n_ff, MaxPredictorRank(*model_));
   predictor_.PrepareLayers(*model_);
@@ -126,16 +138,7 @@ void FfnBlock::ForwardSparseRows(int il, int n, const int* idx, const float* in,
   // --sparse teal: each row's gate dots from the columns of its kept
   // entries, for every neuron — the shards read theirs instead of their
   // gate rows, so a split decides each neuron as one process does.
-  step_gate_dots_ = nullptr;
-  if (!input_thresholds_.empty() && layer.ffn_gate_t.present() && !dense_steps_) {
-    const int64_t ff = c_.n_ff;
-    for (int b = 0; b < n; ++b) {
-      columns_.Keep(x_.data() + b * d, d, input_thresholds_[il]);
-      const ColumnSparseJob gate[1] = {{&layer.ffn_gate_t, given_gate_.data() + b * ff}};
-      columns_.Run(gate, 1, pool);
-    }
-    step_gate_dots_ = given_gate_.data();
-  }
+  step_gate_dots_ = TealGateDots(layer, il, n, x_.data(), pool);
   bool hot_started = false;
   if (hot_shard_) {
     hot_health_.TryRecover(hot_shard_, &events_);
@@ -221,7 +224,9 @@ void FfnBlock::FinishHotShard(int il, int n, bool started, float* y, ThreadPool*
 void FfnBlock::ForwardCold(int il, const float* x, const uint32_t* mask, float* y,
                            ThreadPool* pool) {
   const LlamaLayer& layer = model_->layers[il];
-  step_gate_dots_ = nullptr;  // (--sparse teal takes no device)
+  // --sparse teal: the cold neurons' gate dots from the thresholded input,
+  // as one process computes them (the device decides its hot ones alike).
+  step_gate_dots_ = TealGateDots(layer, il, 1, x, pool);
   if (!layer.ffn_down_t.present() ||
       (!FfnIsReluFamily(c_.activation) && !UsesGateThresholds(mode_))) {
     DenseNormed(layer, 1, x, y, pool);  // nothing is hot: InitColdPart needs a sparse model

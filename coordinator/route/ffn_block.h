@@ -153,6 +153,11 @@ class FfnBlock {
 
  private:
   bool SparseStepApplies(const LlamaLayer& layer, int batch) const;
+  // --sparse teal: each of the n rows of x's gate dots, for every neuron,
+  // from the columns of its kept entries (into given_gate_); null when the
+  // step is not teal's (another mode, a dense step).
+  const float* TealGateDots(const LlamaLayer& layer, int il, int n, const float* x,
+                            ThreadPool* pool);
   // The dense FFN of `batch` rows already normed into x, added into h.
   void DenseNormed(const LlamaLayer& layer, int batch, const float* x, float* h, ThreadPool* pool,
                    const int32_t* run_length = nullptr);

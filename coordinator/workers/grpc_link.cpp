@@ -31,7 +31,10 @@ v1::HelloRequest HelloRequestOf(const WorkerHello& h) {
     d->set_mode(static_cast<int32_t>(plan->mode));
     d->set_threshold(plan->threshold);
     d->set_n_seq(plan->n_seq);
-    // --sparse cats: the device's thresholds ride the shard's field.
+    for (const std::vector<float>& t : plan->input_thresholds) {
+      d->mutable_input_thresholds()->Add(t.begin(), t.end());
+    }
+    // --sparse cats: the device's gate thresholds ride the shard's field.
     hello.mutable_gate_thresholds()->Add(plan->gate_thresholds.begin(),
                                          plan->gate_thresholds.end());
   }

@@ -92,5 +92,14 @@ int main(int argc, char** argv) {
   pi::AppendSessionMessage(
       pi::WriteDeviceHello(pi::ModelFingerprint(*model.file), pi::DeviceFuzzPlan(c)), &hello);
   ok &= pi::WriteSeedFile(dir + "/hello.bin", hello);
+  // --sparse teal's hello: gate and input thresholds (kHelloInputThresholds).
+  pi::DevicePlan teal = pi::DeviceFuzzPlan(c);
+  teal.mode = pi::SparseMode::kTeal;
+  teal.gate_thresholds.assign(c.n_layer, 0.1f);
+  for (std::vector<float>& t : teal.input_thresholds) t.assign(c.n_layer, 0.2f);
+  std::vector<uint8_t> teal_hello;
+  pi::AppendSessionMessage(pi::WriteDeviceHello(pi::ModelFingerprint(*model.file), teal),
+                           &teal_hello);
+  ok &= pi::WriteSeedFile(dir + "/hello-teal.bin", teal_hello);
   return ok ? 0 : 1;
 }
