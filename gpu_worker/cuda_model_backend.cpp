@@ -121,13 +121,8 @@ Status CudaModelBackend::Validate(const LlamaModel& model, const DevicePlan& pla
   PI_RETURN_IF_ERROR(CheckDevicePlan(model, plan, "CUDA model backend"));
   bool any_hot = false;
   for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
-  if (plan.mode == SparseMode::kTeal && plan.n_layers > 0) {
-    return Status::Unsupported(
-        "CUDA model backend: --sparse teal's thresholded inputs have no CUDA kernels yet: "
-        "--sparse cats runs on the GPU, teal on the host backend (--host-device)");
-  }
   const FfnActivation a = c.activation;
-  if (any_hot && !FfnIsReluFamily(a) && plan.mode != SparseMode::kCats) {
+  if (any_hot && !FfnIsReluFamily(a) && !UsesGateThresholds(plan.mode)) {
     return Status::Unsupported(
         "CUDA model backend: the %s activation's hot neurons run with --sparse cats' gate "
         "thresholds only",
@@ -375,7 +370,13 @@ Status CudaModelBackend::AllocateBuffers() {
   PI_RETURN_IF_ERROR(alloc(d * f + words * 4, "the cold step's x", &d_cold_));
   PI_RETURN_IF_ERROR(alloc(d * f, "the cold sum", &d_ycold_));
   PI_RETURN_IF_ERROR(alloc(c_.n_layer * 4, "fired counts", &d_fired_));
-  PI_RETURN_IF_ERROR(alloc(c_.n_layer * 4, "gate thresholds", &d_thresholds_));
+  // Gate thresholds [n_layer], then --sparse teal's per input [3][n_layer].
+  const int64_t n_thresholds = int64_t{1 + kProjectionInputs} * c_.n_layer;
+  PI_RETURN_IF_ERROR(alloc(n_thresholds * f, "thresholds", &d_thresholds_));
+  PI_RETURN_IF_ERROR(alloc(d * f, "the gate's thresholded x", &d_xgate_));
+  PI_RETURN_IF_ERROR(alloc(d, "its Q8_0 quants", &d_q8g_));
+  PI_RETURN_IF_ERROR(alloc(d / 32 * f + 16, "its Q8_0 scales", &d_q8g_d_));
+  PI_RETURN_IF_ERROR(alloc(d / 32 * 4 + 16, "its Q8_0 sums", &d_q8g_s_));
   PI_RETURN_IF_ERROR(alloc(c_.n_vocab * f, "logits", &d_logits_));
   PI_RETURN_IF_ERROR(alloc(hot_scratch_floats_ * f, "hot FFN scratch", &d_hot_scratch_));
   PI_RETURN_IF_ERROR(alloc(cuda::AttentionScratchFloats(c_.n_head, c_.head_dim, n_splits_) * f,
@@ -396,8 +397,8 @@ Status CudaModelBackend::AllocateBuffers() {
   PI_RETURN_IF_ERROR(pinned(d * f + words * 4, &h_cold_));
   PI_RETURN_IF_ERROR(pinned(d * f, &h_y_));
   PI_RETURN_IF_ERROR(pinned(c_.n_layer * 4, &h_fired_));
-  PI_RETURN_IF_ERROR(pinned(c_.n_layer * 4, &h_thresholds_));
-  std::memset(h_thresholds_, 0, sizeof(float) * c_.n_layer);
+  PI_RETURN_IF_ERROR(pinned(n_thresholds * f, &h_thresholds_));
+  std::memset(h_thresholds_, 0, sizeof(float) * n_thresholds);
   PI_RETURN_IF_ERROR(pinned(c_.n_vocab * f, &h_logits_));
   cudaStream_t stream = nullptr;
   if (!Ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate", &err)) {
@@ -446,6 +447,10 @@ bool CudaModelBackend::EnqueueQuantize(const float* x, int64_t n, std::string* e
   return cuda::EnqueueQuantizeQ8(x, n, d_q8_, d_q8_d_, d_q8_s_, stream_, err);
 }
 
+const float* CudaModelBackend::InputThreshold(int input, int il) const {
+  return d_thresholds_ + (1 + input) * c_.n_layer + il;
+}
+
 bool CudaModelBackend::EnqueueProduct(const Matrix& m, const float* x, float* y, int epilogue,
                                       std::string* err) {
   cuda::DeviceMatrix w;
@@ -468,11 +473,15 @@ bool CudaModelBackend::EnqueueProduct(const Matrix& m, const float* x, float* y,
 bool CudaModelBackend::EnqueueStart(std::string* err) {
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
   const size_t bytes = sizeof(float) * c_.n_embd + 2 * sizeof(int32_t);  // h, pos, row0
-  const bool cats = plan_.mode == SparseMode::kCats;
+  const int64_t n_thresholds = !UsesGateThresholds(plan_.mode) ? 0
+                               : plan_.mode == SparseMode::kTeal
+                                   ? (1 + kProjectionInputs) * c_.n_layer
+                                   : c_.n_layer;
   return Ok(cudaMemcpyAsync(d_h_, h_io_, bytes, cudaMemcpyHostToDevice, s), "token input", err) &&
-         (!cats || Ok(cudaMemcpyAsync(d_thresholds_, h_thresholds_, sizeof(float) * c_.n_layer,
-                                      cudaMemcpyHostToDevice, s),
-                      "gate thresholds", err)) &&
+         (n_thresholds == 0 ||
+          Ok(cudaMemcpyAsync(d_thresholds_, h_thresholds_, sizeof(float) * n_thresholds,
+                             cudaMemcpyHostToDevice, s),
+             "thresholds", err)) &&
          Ok(cudaMemsetAsync(d_fired_, 0, sizeof(int32_t) * c_.n_layer, s), "fired counts", err);
 }
 
@@ -492,9 +501,17 @@ bool CudaModelBackend::EnqueueAttention(int il, std::string* err) {
       l.attn_norm_b >= 0 ? reinterpret_cast<const float*>(weights_ + l.attn_norm_b) : nullptr;
   bool q8 = false;
   for (int j = 0; j < l.n_qkv; ++j) q8 = q8 || IsQuantized(l.qkv[j].type);
+  // --sparse teal: q, k and v read the normed input's kept entries (its
+  // Q8_0 copy made after the mask).
+  const bool teal = plan_.mode == SparseMode::kTeal;
   if (!cuda::EnqueueNorm(d_h_, w, b, c.n_embd, c.norm_eps, layer_norm, d_x_,
-                         c.parallel_residual ? d_inp_ : nullptr, stream_, err, q8 ? d_q8_ : nullptr,
-                         d_q8_d_, d_q8_s_)) {
+                         c.parallel_residual ? d_inp_ : nullptr, stream_, err,
+                         q8 && !teal ? d_q8_ : nullptr, d_q8_d_, d_q8_s_)) {
+    return false;
+  }
+  if (teal &&
+      (!cuda::EnqueueThresholdMask(d_x_, c.n_embd, InputThreshold(0, il), d_x_, stream_, err) ||
+       (q8 && !EnqueueQuantize(d_x_, c.n_embd, err)))) {
     return false;
   }
   for (int j = 0; j < l.n_qkv; ++j) {
@@ -539,6 +556,10 @@ bool CudaModelBackend::EnqueueAttention(int il, std::string* err) {
   a.scratch = d_attn_scratch_;
   a.out = d_attn_;
   if (!cuda::EnqueueAttention(a, stream_, err)) return false;
+  if (teal && !cuda::EnqueueThresholdMask(d_attn_, c.q_dim(), InputThreshold(1, il), d_attn_,
+                                          stream_, err)) {
+    return false;
+  }
   if (IsQuantized(l.wo.type) && !EnqueueQuantize(d_attn_, c.q_dim(), err)) return false;
   return EnqueueProduct(l.wo, d_attn_, d_h_, static_cast<int>(cuda::Epilogue::kAccumulate), err);
 }
@@ -606,9 +627,24 @@ bool CudaModelBackend::EnqueueFfn(int il, std::string* err) {
   v.d = d_q8_d_;
   v.s = d_q8_s_;
   v.n = c.n_embd;
-  const float* threshold = plan_.mode == SparseMode::kCats ? d_thresholds_ + il : nullptr;
+  const float* threshold = UsesGateThresholds(plan_.mode) ? d_thresholds_ + il : nullptr;
+  // --sparse teal: the gate reads the FFN input's kept entries, up all of it.
+  cuda::DeviceVector gate_x = v;
+  const bool teal = plan_.mode == SparseMode::kTeal && l.gate.offset >= 0;
+  if (teal) {
+    gate_x.x = d_xgate_;
+    gate_x.q = d_q8g_;
+    gate_x.d = d_q8g_d_;
+    gate_x.s = d_q8g_s_;
+    if (!cuda::EnqueueThresholdMask(x, c.n_embd, InputThreshold(2, il), d_xgate_, stream_, err) ||
+        (IsQuantized(l.gate.type) &&
+         !cuda::EnqueueQuantizeQ8(d_xgate_, c.n_embd, d_q8g_, d_q8g_d_, d_q8g_s_, stream_, err))) {
+      return false;
+    }
+  }
   return cuda::EnqueueHotFfn(hot, static_cast<cuda::HotActivation>(hot_form_), threshold, v, d_h_,
-                             /*accumulate=*/true, d_fired_ + il, d_hot_scratch_, stream_, err);
+                             /*accumulate=*/true, d_fired_ + il, d_hot_scratch_, stream_, err,
+                             teal ? &gate_x : nullptr);
 }
 
 bool CudaModelBackend::EnqueueLayer(int il, std::string* err) {
@@ -756,9 +792,16 @@ void CudaModelBackend::BeginToken(const float* h, int seq, int pos, bool dense) 
   std::memcpy(h_io_, h, sizeof(float) * c_.n_embd);
   std::memcpy(h_io_ + c_.n_embd, &pos, sizeof(int32_t));
   std::memcpy(h_io_ + c_.n_embd + 1, &row0, sizeof(int32_t));
-  if (plan_.mode == SparseMode::kCats) {  // the first segment's graph copies them in
+  if (UsesGateThresholds(plan_.mode)) {  // the first segment's graph copies them in
     for (int il = 0; il < plan_.n_layers; ++il) {
       h_thresholds_[il] = dense ? 0.0f : plan_.gate_thresholds[il];
+    }
+  }
+  if (plan_.mode == SparseMode::kTeal) {  // a dense token's 0 keeps every nonzero entry
+    for (int k = 0; k < kProjectionInputs; ++k) {
+      for (int il = 0; il < plan_.n_layers; ++il) {
+        h_thresholds_[(1 + k) * c_.n_layer + il] = dense ? 0.0f : plan_.input_thresholds[k][il];
+      }
     }
   }
 }

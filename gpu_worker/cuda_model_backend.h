@@ -109,6 +109,9 @@ class CudaModelBackend : public DeviceBackend {
   bool EnqueueFfn(int il, std::string* err);
   bool EnqueueHead(std::string* err);
   bool EnqueueQuantize(const float* x, int64_t n, std::string* err);
+  // --sparse teal: the device pointer to layer il's threshold of
+  // ProjectionInput `input` (0 attention input, 1 its output, 2 FFN input).
+  const float* InputThreshold(int input, int il) const;
   bool EnqueueProduct(const Matrix& m, const float* x, float* y, int epilogue, std::string* err);
   Status Launch(void* graph, const char* what);
   // Copies n positions of sequences between the caches and host memory
@@ -135,23 +138,29 @@ class CudaModelBackend : public DeviceBackend {
   uint8_t* weights_ = nullptr;  // every packed matrix and norm vector
   uint8_t* kv_ = nullptr;       // the K caches of the device layers, then their V caches
   int64_t k_layer_bytes_ = 0, v_layer_bytes_ = 0;
-  KeptKv kept_;                    // SaveSeq's: per entry, its keys' rows then its values'
-  float* d_h_ = nullptr;           // [n_embd] residual stream, then the int32 position
-  int32_t* d_pos_ = nullptr;       // right after d_h_'s floats, then the sequence's first cache row
-  float* d_x_ = nullptr;           // [n_embd] normed input of the attention / head
-  float* d_inp_ = nullptr;         // [n_embd] layer input (parallel residual)
-  float* d_qkv_ = nullptr;         // [q_dim + 2 kv_dim]
-  float* d_attn_ = nullptr;        // [q_dim]
-  int8_t* d_q8_ = nullptr;         // the current input's Q8_0 quants
-  float* d_q8_d_ = nullptr;        // and scales
-  int32_t* d_q8_s_ = nullptr;      // and sums
-  float* d_hidden_ = nullptr;      // [max rank] predictor hidden layer
-  float* d_scores_ = nullptr;      // [n_ff]
-  float* d_cold_ = nullptr;        // [n_embd] normed FFN input, then the cold mask words
-  float* d_ycold_ = nullptr;       // [n_embd]
-  int32_t* d_fired_ = nullptr;     // [n_layer]
-  float* d_thresholds_ = nullptr;  // [n_layer] --sparse cats: this token's gate thresholds
-  float* d_logits_ = nullptr;      // [n_vocab]
+  KeptKv kept_;                 // SaveSeq's: per entry, its keys' rows then its values'
+  float* d_h_ = nullptr;        // [n_embd] residual stream, then the int32 position
+  int32_t* d_pos_ = nullptr;    // right after d_h_'s floats, then the sequence's first cache row
+  float* d_x_ = nullptr;        // [n_embd] normed input of the attention / head
+  float* d_inp_ = nullptr;      // [n_embd] layer input (parallel residual)
+  float* d_qkv_ = nullptr;      // [q_dim + 2 kv_dim]
+  float* d_attn_ = nullptr;     // [q_dim]
+  int8_t* d_q8_ = nullptr;      // the current input's Q8_0 quants
+  float* d_q8_d_ = nullptr;     // and scales
+  int32_t* d_q8_s_ = nullptr;   // and sums
+  float* d_hidden_ = nullptr;   // [max rank] predictor hidden layer
+  float* d_scores_ = nullptr;   // [n_ff]
+  float* d_cold_ = nullptr;     // [n_embd] normed FFN input, then the cold mask words
+  float* d_ycold_ = nullptr;    // [n_embd]
+  int32_t* d_fired_ = nullptr;  // [n_layer]
+  // --sparse cats and teal: this token's gate thresholds [n_layer], then
+  // teal's input thresholds [ProjectionInput][n_layer] (InputThreshold).
+  float* d_thresholds_ = nullptr;
+  float* d_xgate_ = nullptr;  // [n_embd] --sparse teal: the FFN input's kept entries, for the gate
+  int8_t* d_q8g_ = nullptr;   // and its Q8_0 quants, scales and sums
+  float* d_q8g_d_ = nullptr;
+  int32_t* d_q8g_s_ = nullptr;
+  float* d_logits_ = nullptr;  // [n_vocab]
   float* d_hot_scratch_ = nullptr;
   float* d_attn_scratch_ = nullptr;
   float* d_angles_ = nullptr;  // [n_ctx][rope_dims]
@@ -160,7 +169,7 @@ class CudaModelBackend : public DeviceBackend {
   float* h_cold_ = nullptr;        // as d_cold_
   float* h_y_ = nullptr;           // [n_embd] the host's cold sum
   int32_t* h_fired_ = nullptr;     // [n_layer]
-  float* h_thresholds_ = nullptr;  // [n_layer] as d_thresholds_ (zeros for a dense token)
+  float* h_thresholds_ = nullptr;  // as d_thresholds_ (zeros for a dense token)
   float* h_logits_ = nullptr;      // [n_vocab]
   void* stream_ = nullptr;         // cudaStream_t
   std::vector<void*> events_;      // [n_layer] cudaEvent_t: x of a cold layer is on the host

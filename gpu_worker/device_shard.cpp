@@ -57,7 +57,7 @@ Status DeviceShard::InitFromHello(const uint8_t* hello, size_t size, const Llama
     device = std::make_unique<HostDeviceBackend>(n_threads);
   }
   // A range of a chain (--gpus) runs on the backend through a view of its layers.
-  device = std::make_unique<LayerRangeDevice>(std::move(device), n_threads);
+  device = std::make_unique<LayerRangeDevice>(std::move(device), cuda ? 0 : n_threads);
   PI_RETURN_IF_ERROR(device->Load(model, plan));
   device_ = std::move(device);
   layout_ = DeviceLayoutFor(c, plan);

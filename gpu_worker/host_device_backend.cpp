@@ -13,6 +13,15 @@ Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) 
   const LlamaConfig& c = model.config;
   misuse_ = Status::Ok();
   PI_RETURN_IF_ERROR(CheckDevicePlan(model, plan, "host device backend"));
+  for (int il = 0; il < plan.n_layers && plan.mode == SparseMode::kTeal; ++il) {
+    const LlamaLayer& layer = model.layers[il];
+    if (!layer.wq_t.present() || !layer.wo_t.present() || !layer.ffn_gate_t.present()) {
+      return Status::Invalid(
+          "host device backend: --sparse teal: layer %d has no transposed copies "
+          "(weight_transpose.h)",
+          il);
+    }
+  }
   bool any_hot = false;
   for (const std::vector<int32_t>& h : plan.hot) any_hot = any_hot || !h.empty();
   model_ = &model;

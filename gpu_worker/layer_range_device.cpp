@@ -21,7 +21,8 @@ Status LayerRangeDevice::Load(const LlamaModel& model, const DevicePlan& plan) {
   plan_ = plan;
   // --sparse teal reads transposed copies a gpu worker's model (loaded
   // before its plan came) lacks: the view gets its own, of its layers only.
-  bool copies = plan.mode == SparseMode::kTeal && plan.n_layers > plan.first_layer;
+  bool copies =
+      copy_threads_ > 0 && plan.mode == SparseMode::kTeal && plan.n_layers > plan.first_layer;
   for (int il = plan.first_layer; il < plan.n_layers && copies; ++il) {
     copies = !model.layers[il].wq_t.present();
   }
@@ -37,7 +38,7 @@ Status LayerRangeDevice::Load(const LlamaModel& model, const DevicePlan& plan) {
   range_.layers.assign(model.layers.begin() + plan.first_layer,
                        model.layers.begin() + plan.n_layers);
   if (copies) {
-    ThreadPool pool(n_threads_);
+    ThreadPool pool(copy_threads_);
     int64_t bytes = 0;
     PI_RETURN_IF_ERROR(AddTransposedCopies(&range_, &pool, &bytes));
   }

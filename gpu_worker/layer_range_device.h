@@ -2,8 +2,9 @@
 // of one that runs a prefix (HostDeviceBackend, CudaModelBackend): it hands
 // the inner backend a view of the model holding only the range's layers
 // (the same tensors, nothing copied — but --sparse teal's transposed copies
-// where the model has none, as a gpu worker's has not) and a plan
-// renumbered from 0, and maps the layer numbers of every call. So a second
+// for the host backend where the model has none, as a gpu worker's has
+// not) and a plan renumbered from 0, and maps the layer numbers of every
+// call. So a second
 // GPU holds layers 16..31 with the code that holds 0..15 on the first
 // (coordinator/route/device_chain.h chains them); a plan starting at layer 0
 // passes through unchanged (when the model has the copies it needs).
@@ -19,10 +20,11 @@ namespace pi {
 
 class LayerRangeDevice : public DeviceBackend {
  public:
-  // n_threads: what makes --sparse teal's transposed copies when the model
-  // lacks them.
-  explicit LayerRangeDevice(std::unique_ptr<DeviceBackend> inner, int n_threads = 1)
-      : inner_(std::move(inner)), n_threads_(n_threads) {}
+  // copy_threads > 0: the inner backend reads --sparse teal's transposed
+  // copies (the host backend; CUDA does not), made on that many threads
+  // where the model lacks them.
+  explicit LayerRangeDevice(std::unique_ptr<DeviceBackend> inner, int copy_threads = 0)
+      : inner_(std::move(inner)), copy_threads_(copy_threads) {}
 
   const char* name() const override { return inner_->name(); }
   Status Load(const LlamaModel& model, const DevicePlan& plan) override;
@@ -58,7 +60,7 @@ class LayerRangeDevice : public DeviceBackend {
 
  private:
   std::unique_ptr<DeviceBackend> inner_;
-  int n_threads_;
+  int copy_threads_;
   DevicePlan plan_;   // as given (model layer numbers)
   LlamaModel range_;  // the view: config.n_layer = the range's layers, no file
 };

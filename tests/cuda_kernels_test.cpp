@@ -198,6 +198,10 @@ TEST_P(CudaMatVecTest, EveryEpilogueMatchesReference) {
           want = gate[r] > 0 && dot > 0 ? gate[r] * dot : 0;
           act_tol = std::fabs(gate[r]) * tol;
           break;
+        case cuda::Epilogue::kActThreshold:
+        case cuda::Epilogue::kGateUp:
+          ADD_FAILURE() << "cats' epilogues are tested below";
+          break;
       }
       if (std::fabs(dot) > tol) {  // a sign decision within rounding may go either way
         ASSERT_NEAR(y[r], want, act_tol)
@@ -498,6 +502,41 @@ TEST_F(CudaKernelsTest, ColdMaskAndAdd) {
   ASSERT_TRUE(cuda::EnqueueAdd(dy.as<float>(), dx.as<float>(), n, nullptr, &err)) << err;
   Get(dy, &y);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], 1.0f + i);
+}
+
+// --sparse teal's input mask: entries at or below the threshold (read from
+// device memory) zeroed, in place or into another buffer.
+TEST_F(CudaKernelsTest, ThresholdMaskKeepsTheEntriesAboveIt) {
+  const int64_t n = 1000;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = (static_cast<float>(i % 13) - 6.0f) * 0.1f;
+  const float t = 0.3f;
+  Buf dx(n * 4), dout(n * 4 + 4), dt(4);
+  Put(dx, x);
+  Put(dt, std::vector<float>{t});
+  std::vector<float> sentinel(n + 1, 1234.5f);
+  Put(dout, sentinel);
+  std::string err;
+  ASSERT_TRUE(cuda::EnqueueThresholdMask(dx.as<float>(), n, dt.as<float>(), dout.as<float>(),
+                                         nullptr, &err))
+      << err;
+  std::vector<float> out(n + 1);
+  Get(dout, &out);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = std::fabs(x[i]) > t ? x[i] : 0.0f;
+    ASSERT_EQ(out[i], want) << i;
+    kept += want != 0.0f;
+  }
+  EXPECT_EQ(out[n], 1234.5f) << "wrote past the end";
+  EXPECT_GT(kept, n / 4);
+  EXPECT_LT(kept, n);
+  ASSERT_TRUE(
+      cuda::EnqueueThresholdMask(dx.as<float>(), n, dt.as<float>(), dx.as<float>(), nullptr, &err))
+      << err;
+  std::vector<float> in_place(n);
+  Get(dx, &in_place);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(in_place[i], out[i]) << i;
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 // the device down to the head alone; and --sparse cats (SiLU, GELU and ReLU
 // forms with gate thresholds, the prompt dense and the decode steps
 // thresholded on both sides), and --sparse teal (the attention's and the
-// gate's inputs thresholded too, on the device's layers as on the host's;
-// refused by name on CUDA). Built twice: for the host backend
+// gate's inputs thresholded too, on the device's layers as on the host's).
+// Built twice: for the host backend
 // (device_backend_test, CI) and the CUDA backend (cuda_device_backend_test,
 // label "gpu": skipped, with the reason, without a device), and for the
 // host backend in a pi-gpu-worker process over shared memory
@@ -299,12 +299,11 @@ TEST_P(DeviceBackendTest, MatchesHostEngine) {
     EXPECT_NE(load.message().find(m.config.GemmaFeature()), std::string::npos) << load.message();
     return;
   }
-  if (gpu && tc.teal && plan_in.n_layers > 0) {  // no CUDA kernels yet: refused by name
-    EXPECT_FALSE(load.ok());
-    EXPECT_THAT(load.message(), HasSubstr("--sparse teal"));
-    return;
-  }
   ASSERT_TRUE(load.ok()) << load.message();
+  if (gpu && tc.teal && (tc.type == DType::kQ8_0 || tc.type == DType::kQ4_0)) {
+    GTEST_SKIP() << "CUDA's teal reads the file's quantized weights, one process its transposed "
+                    "copies (rounded twice): float files are compared";
+  }
   opt.cache_type_k = opt.cache_type_v = tc.kv;
   std::unique_ptr<Engine> ref, dev;
   ASSERT_TRUE(Engine::Create(&m, opt, &ref).ok());
@@ -1165,9 +1164,6 @@ TEST(DeviceBackendErrorsTest, EngineRejectsMismatchedDevice) {
 TEST(DeviceChainTest, TealRangesEqualOneProcess) {
   std::string skip;
   if (!MakeBackend(PI_TEST_DEVICE, &skip)) GTEST_SKIP() << skip;
-  if (std::string(PI_TEST_DEVICE).find("cuda") != std::string::npos) {
-    GTEST_SKIP() << "--sparse teal has no CUDA kernels (its refusal: DeviceBackendTest)";
-  }
   SyntheticModelOptions o = SmallQ8Relu(300, 4);
   o.type = DType::kF16;
   o.activation = "silu";
@@ -1187,7 +1183,9 @@ TEST(DeviceChainTest, TealRangesEqualOneProcess) {
   int64_t copy_bytes = 0;
   ASSERT_TRUE(AddTransposedCopies(&m, &pool, &copy_bytes).ok());
   TealLevels(m, prompt, &opt);
-  const bool in_process = std::string(PI_TEST_DEVICE) == "host";
+  const bool in_process =
+      std::string(PI_TEST_DEVICE) == "host" || std::string(PI_TEST_DEVICE) == "cuda";
+  const bool gpu = std::string(PI_TEST_DEVICE).find("cuda") != std::string::npos;
   std::vector<std::unique_ptr<DeviceBackend>> members;
   std::vector<DeviceBackend*> raw;
   // Layers 0 | 1-2 | the head alone; layer 3 on the host.
@@ -1222,11 +1220,14 @@ TEST(DeviceChainTest, TealRangesEqualOneProcess) {
   const int n_vocab = m.config.n_vocab;
   for (int step = 0; step < 10; ++step) {
     const float* r = ref->logits();
-    ASSERT_LE(RelativeError(dev->logits(), r, n_vocab), 1e-4) << "step " << step;
+    // The GPU sums in other orders: a neuron near its threshold may flip.
+    ASSERT_LE(RelativeError(dev->logits(), r, n_vocab), gpu ? 1e-3 : 1e-4) << "step " << step;
     const int32_t t = static_cast<int32_t>(std::max_element(r, r + n_vocab) - r);
     ASSERT_TRUE(ref->Eval(&t, 1).ok());
     ASSERT_TRUE(dev->Eval(&t, 1).ok());
-    EXPECT_EQ(dev->last_ffn_neurons(), ref->last_ffn_neurons()) << "step " << step;
+    EXPECT_NEAR(dev->last_ffn_neurons(), ref->last_ffn_neurons(),
+                gpu ? 2 + ref->last_ffn_neurons() / 100 : 0)
+        << "step " << step;
   }
   EXPECT_GT(ref->input_kept_share(), 0.3);
   EXPECT_LT(ref->input_kept_share(), 0.7);

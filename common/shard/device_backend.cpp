@@ -73,15 +73,7 @@ Status CheckDevicePlan(const LlamaModel& model, const DevicePlan& plan, const ch
           backend, SparseModeName(plan.mode), t.size());
     }
   }
-  if (teal) {
-    PI_RETURN_IF_ERROR(CheckInputThresholds(plan.input_thresholds, c.n_layer, backend));
-    for (int il = 0; il < plan.n_layers; ++il) {
-      const LlamaLayer& layer = model.layers[il];
-      if (!layer.wq_t.present() || !layer.wo_t.present() || !layer.ffn_gate_t.present()) {
-        return Status::Invalid("%s: --sparse teal: layer %d has no transposed copies", backend, il);
-      }
-    }
-  }
+  if (teal) PI_RETURN_IF_ERROR(CheckInputThresholds(plan.input_thresholds, c.n_layer, backend));
   if (any_hot) PI_RETURN_IF_ERROR(ValidateHotNeurons(model, plan.hot, cats));
   if (plan.n_layers == 0 && !plan.output) return Status::Ok();  // holds nothing
   if (plan.n_ctx < 1) return Status::Invalid("%s: a context of %d", backend, plan.n_ctx);

@@ -279,6 +279,12 @@ __global__ void AddKernel(float* __restrict__ y, const float* __restrict__ x, in
   if (i < n) y[i] += x[i];
 }
 
+__global__ void ThresholdMaskKernel(const float* x, int64_t n, const float* __restrict__ threshold,
+                                    float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = fabsf(x[i]) > *threshold ? x[i] : 0.0f;
+}
+
 __global__ void ColdMaskKernel(const float* __restrict__ scores, const uint32_t* __restrict__ hot,
                                int64_t n, float threshold, uint32_t* __restrict__ mask) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -347,6 +353,14 @@ bool EnqueueAdd(float* y, const float* x, int64_t n, void* stream, std::string* 
   AddKernel<<<static_cast<unsigned>((n + block - 1) / block), block, 0,
               static_cast<cudaStream_t>(stream)>>>(y, x, n);
   return Check(cudaGetLastError(), "add kernel launch", error);
+}
+
+bool EnqueueThresholdMask(const float* x, int64_t n, const float* threshold, float* out,
+                          void* stream, std::string* error) {
+  const int block = 256;
+  ThresholdMaskKernel<<<static_cast<unsigned>((n + block - 1) / block), block, 0,
+                        static_cast<cudaStream_t>(stream)>>>(x, n, threshold, out);
+  return Check(cudaGetLastError(), "threshold mask kernel launch", error);
 }
 
 bool EnqueueColdMask(const float* scores, const uint32_t* hot, int64_t n, float threshold,

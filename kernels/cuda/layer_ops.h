@@ -80,6 +80,12 @@ bool EnqueueAttention(const AttentionArgs& a, void* stream, std::string* error);
 // y[i] += x[i].
 bool EnqueueAdd(float* y, const float* x, int64_t n, void* stream, std::string* error);
 
+// --sparse teal's thresholded input: out[i] = |x[i]| > *threshold ? x[i] : 0
+// (out may be x). `threshold` is a device pointer, read when the kernel
+// runs (a captured graph sees its current value).
+bool EnqueueThresholdMask(const float* x, int64_t n, const float* threshold, float* out,
+                          void* stream, std::string* error);
+
 // The CPU's share of a predictor step: bit i of mask (words of 32, bit i %
 // 32 of word i / 32) = scores[i] >= threshold and neuron i is not hot (bit i
 // of hot). ceil(n / 32) words are written.

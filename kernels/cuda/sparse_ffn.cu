@@ -275,7 +275,7 @@ int64_t HotFfnScratchFloats(int64_t rows, int64_t cols) {
 
 bool EnqueueHotFfn(const HotLayer& l, HotActivation act, const float* threshold,
                    const DeviceVector& x, float* y, bool accumulate, int32_t* fired, float* scratch,
-                   void* stream, std::string* error) {
+                   void* stream, std::string* error, const DeviceVector* gate_x) {
   const bool gated = act != HotActivation::kReluUp && act != HotActivation::kGeluUp;
   const bool relu_form =
       act == HotActivation::kRelu || act == HotActivation::kDRelu || act == HotActivation::kReluUp;
@@ -302,8 +302,10 @@ bool EnqueueHotFfn(const HotLayer& l, HotActivation act, const float* threshold,
   if (!HotFfnSupportsRows(rows)) {
     return Fail(std::to_string(rows) + " hot rows: more than the kernels take", error);
   }
-  if (!Aligned16(x.x) || !Aligned16(scratch) || (x.q && !Aligned16(x.q))) {
-    return Fail("x and scratch must be 16-byte aligned", error);
+  const DeviceVector& gx = gate_x ? *gate_x : x;
+  if (!Aligned16(x.x) || !Aligned16(scratch) || (x.q && !Aligned16(x.q)) || !Aligned16(gx.x) ||
+      (gx.q && !Aligned16(gx.q)) || gx.n != x.n) {
+    return Fail("x (and the gate's x, of its length) and scratch must be 16-byte aligned", error);
   }
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (rows == 0) {
@@ -321,7 +323,7 @@ bool EnqueueHotFfn(const HotLayer& l, HotActivation act, const float* threshold,
   if (gated) {
     out.y = g;
     out.epilogue = threshold ? Epilogue::kActThreshold : Epilogue::kStore;
-    if (!EnqueueMatVec(l.gate, x, out, stream, error)) return false;
+    if (!EnqueueMatVec(l.gate, gx, out, stream, error)) return false;
     out.gate = g;
     if (threshold) {
       out.epilogue = Epilogue::kGateUp;

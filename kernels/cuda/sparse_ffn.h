@@ -71,12 +71,15 @@ int64_t HotFfnScratchFloats(int64_t rows, int64_t cols);
 // (HotFfnScratchFloats floats, 16-byte aligned) are device pointers, as is
 // `threshold` (the gate threshold t, read when the kernels run: a captured
 // graph sees its current value), or null for none.
+// `gate_x`: what the gate products read instead of x (--sparse teal's
+// thresholded input, with its own Q8_0 copy when the gate is quantized; up
+// reads x), or null.
 // Returns false with *error set on an unsupported type or shape, a
 // misaligned pointer, a SiLU or GELU form without a threshold or a launch
 // error.
 bool EnqueueHotFfn(const HotLayer& layer, HotActivation act, const float* threshold,
                    const DeviceVector& x, float* y, bool accumulate, int32_t* fired, float* scratch,
-                   void* stream, std::string* error);
+                   void* stream, std::string* error, const DeviceVector* gate_x = nullptr);
 
 }  // namespace cuda
 }  // namespace pi
