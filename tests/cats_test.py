@@ -19,9 +19,10 @@
   host backend, here and in a gpu worker) as cats; refused with statistics without input
   quantiles; below AVX-512 a note for Q4_0
   transposed copies (compare with cats), none for F16;
+- pi-launch serving teal on the device path: the completion of one process;
 - what cannot run is refused by name: no statistics (names pi-profile), statistics without
-  gate quantiles, a model without ffn_down_t (names pi-quantize --down-t), the device path
-  (a GPU's whole layers), a target outside [0, 1).
+  gate quantiles, a model without ffn_down_t (names pi-quantize --down-t), a target outside
+  [0, 1).
 
 Usage: cats_test.py BIN_DIR
 """
@@ -65,6 +66,24 @@ def write_stats_subset(pigguf, r, path, suffixes):
         if name.endswith(suffixes):
             w.add_tensor_raw(name, t.ne, t.type_id, bytes(t.data))
     w.write()
+
+
+def serve_completion(b, log_path, *args):
+    """pi-launch with `args`: the greedy completion of "In the beginning" (16 tokens), the
+    launch's log and its exit status once stopped."""
+    p = launch_http(b, log_path, *args)
+    body = b""
+    if p.http:
+        host, port = p.http.split(":")
+        c = http.client.HTTPConnection(host, int(port), timeout=120)
+        c.request("POST", "/v1/completions", json.dumps(
+            {"prompt": "In the beginning", "max_tokens": 16, "temperature": 0}),
+            {"Content-Type": "application/json"})
+        body = c.getresponse().read()
+    log = p.stderr()
+    stopped = p.stop()
+    text = json.loads(body)["choices"][0]["text"] if body.startswith(b"{") else None
+    return text, log, stopped
 
 
 def check_split_configurations(tool, model, label, budget="900K", every=True, mode="cats"):
@@ -205,6 +224,19 @@ def main():
         # thresholds its own layers' inputs (a gpu worker making its own transposed copies).
         check_split_configurations(tool, silu_demo, "teal, the SiLU demo", budget="2M",
                                    mode="teal")
+        # pi-launch serving teal on the device path (a gpu worker holding the layers, a cpu
+        # worker the cold neurons): the completion one process generates.
+        teal = ["--sparse", "teal", "-c", "128", "-t", "2", "--temp", "0"]
+        p = run(tool("pi-run"), "-m", silu_demo, "-p", "In the beginning", "-n", "16", "--json",
+                *teal)
+        here = json.loads(p.stdout)["text"] if p.returncode == 0 else None
+        text, log, stopped = serve_completion(b, os.path.join(tmp, "launch-teal.log"), "-m",
+                                              silu_demo, *teal[:-2], "--vram-budget", "2M",
+                                              "--host-device")
+        check(here is not None and text == here and "gpu worker" in log and "cpu worker" in log
+              and "--sparse teal: transposed copies" in log and stopped == 0,
+              f"pi-launch --sparse teal on the device path: one process's completion ({text!r}, "
+              f"{here!r})")
         # Below AVX-512 the tools say that Q4_0 copies run slowly and to compare with cats;
         # F16 copies (which stream at the memory's pace) get no such note.
         silu_q4 = os.path.join(tmp, "silu-demo-q4.gguf")
@@ -282,19 +314,9 @@ def main():
                     "3000", "-t", "2")
             check(p.returncode == 0 and q.returncode == 0, f"{arch}: written and profiled")
             check_split_configurations(tool, other, arch, "450K", every=False)
-        p = launch_http(b, os.path.join(tmp, "launch.log"), "-m", model, "--sparse", "cats",
-                        "-c", "128", "-t", "2", "--vram-budget", "900K", "--ffn-backend", "host")
-        body = b""
-        if p.http:
-            host, port = p.http.split(":")
-            c = http.client.HTTPConnection(host, int(port), timeout=120)
-            c.request("POST", "/v1/completions", json.dumps(
-                {"prompt": "In the beginning", "max_tokens": 16, "temperature": 0}),
-                {"Content-Type": "application/json"})
-            body = c.getresponse().read()
-        log = p.stderr()
-        stopped = p.stop()
-        text = json.loads(body)["choices"][0]["text"] if body.startswith(b"{") else None
+        text, log, stopped = serve_completion(b, os.path.join(tmp, "launch.log"), "-m", model,
+                                              "--sparse", "cats", "-c", "128", "-t", "2",
+                                              "--vram-budget", "900K", "--ffn-backend", "host")
         check(text is not None and "gpu worker" in log and "cpu worker" in log
               and "target sparsity 50%" in log and stopped == 0,
               f"pi-launch --sparse cats --vram-budget: a gpu and a cpu worker, served "
