@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/compute/parallel_matmul.h"
+#include "common/model/weight_transpose.h"
 #include "kernels/cpu/matmul.h"
 
 namespace pi {
@@ -14,8 +15,7 @@ Status HostDeviceBackend::Load(const LlamaModel& model, const DevicePlan& plan) 
   misuse_ = Status::Ok();
   PI_RETURN_IF_ERROR(CheckDevicePlan(model, plan, "host device backend"));
   for (int il = 0; il < plan.n_layers && plan.mode == SparseMode::kTeal; ++il) {
-    const LlamaLayer& layer = model.layers[il];
-    if (!layer.wq_t.present() || !layer.wo_t.present() || !layer.ffn_gate_t.present()) {
+    if (!HasTransposedCopies(model.layers[il])) {
       return Status::Invalid(
           "host device backend: --sparse teal: layer %d has no transposed copies "
           "(weight_transpose.h)",

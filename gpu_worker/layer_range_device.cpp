@@ -24,7 +24,7 @@ Status LayerRangeDevice::Load(const LlamaModel& model, const DevicePlan& plan) {
   bool copies =
       copy_threads_ > 0 && plan.mode == SparseMode::kTeal && plan.n_layers > plan.first_layer;
   for (int il = plan.first_layer; il < plan.n_layers && copies; ++il) {
-    copies = !model.layers[il].wq_t.present();
+    copies = !HasTransposedCopies(model.layers[il]);
   }
   if (plan.first_layer == 0 && !copies) return inner_->Load(model, plan);
   range_ = LlamaModel();

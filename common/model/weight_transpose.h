@@ -23,4 +23,10 @@ namespace pi {
 // they do not fit in the memory available.
 Status AddTransposedCopies(LlamaModel* model, ThreadPool* pool, int64_t* bytes);
 
+// Whether the layer has the copies --sparse teal's products read (q and o
+// stand for the attention's, the gate for the FFN's).
+inline bool HasTransposedCopies(const LlamaLayer& l) {
+  return l.wq_t.present() && l.wo_t.present() && l.ffn_gate_t.present();
+}
+
 }  // namespace pi

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "common/base/memory_limits.h"
 #include "common/base/progress.h"
 #include "common/compute/parallel_matmul.h"
 #include "common/compute/predictor.h"
+#include "common/model/weight_transpose.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -39,8 +41,7 @@ static Status CheckTealOptions(const LlamaModel& model, const EngineOptions& o) 
   const LlamaConfig& c = model.config;
   PI_RETURN_IF_ERROR(CheckInputThresholds(o.input_thresholds, c.n_layer, "--sparse teal"));
   for (int l = 0; l < c.n_layer; ++l) {
-    const LlamaLayer& layer = model.layers[l];
-    if (!layer.wq_t.present() || !layer.wo_t.present() || !layer.ffn_gate_t.present()) {
+    if (!HasTransposedCopies(model.layers[l])) {
       return Status::Invalid(
           "--sparse teal: layer %d has no transposed copies (weight_transpose.h)", l);
     }
@@ -166,13 +167,11 @@ Status Engine::Create(const LlamaModel* model, const EngineOptions& options,
                            options.device->name(), SparseModeName(p.mode),
                            SparseModeName(options.sparse));
     }
-    for (int k = 0; k < kProjectionInputs; ++k) {
-      if (p.input_thresholds[k] != options.input_thresholds[k] &&
-          options.sparse == SparseMode::kTeal) {
-        return Status::Error(
-            "the %s device was loaded without these --sparse teal input thresholds",
-            options.device->name());
-      }
+    if (options.sparse == SparseMode::kTeal &&
+        !std::equal(std::begin(p.input_thresholds), std::end(p.input_thresholds),
+                    std::begin(options.input_thresholds))) {
+      return Status::Error("the %s device was loaded without these --sparse teal input thresholds",
+                           options.device->name());
     }
     bool any_hot = false;
     for (const std::vector<int32_t>& h : p.hot) any_hot = any_hot || !h.empty();
